@@ -1,0 +1,22 @@
+// rematlab-cli's subcommands. Each registers itself and its flags on the CLI11 app and returns
+// the callback that runs it; the callback returns the process exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <functional>
+
+namespace rematlab::cli {
+
+struct Command {
+  CLI::App* subcommand = nullptr;
+  std::function<int()> run;
+};
+
+Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel);
+Command add_check_command(CLI::App& app);
+Command add_study_command(CLI::App& app, const std::atomic<bool>& cancel);
+Command add_version_command(CLI::App& app);
+
+}  // namespace rematlab::cli

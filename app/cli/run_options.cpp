@@ -1,0 +1,73 @@
+#include "cli/run_options.h"
+
+#include "common/byte_size.h"
+#include "model/model_config.h"
+
+namespace rematlab::cli {
+
+void RunOptions::add_to(CLI::App& command) {
+  command.add_option("--preset", preset_, "Model preset: tiny, small, gpt2-124m, gpt2-350m")
+      ->capture_default_str();
+  command.add_option("--layers", layers_, "Transformer blocks (overrides the preset)");
+  command.add_option("--d-model", d_model_, "Hidden size");
+  command.add_option("--heads", heads_, "Attention heads (must divide --d-model)");
+  command.add_option("--seq-len", seq_len_, "Sequence length in tokens");
+  command.add_option("--vocab", vocab_, "Vocabulary size");
+  command.add_option("--dropout", dropout_, "Dropout rate in [0, 1) (default 0)");
+  command.add_option("--attention", attention_, "sdpa (fused) or math (keeps the s×s scores)")
+      ->capture_default_str();
+  command.add_option("--batch", batch_, "Micro-batch size (default 8)");
+  command.add_option("--accum", accum_, "Micro-batches per optimizer step (default 1)");
+  command.add_option("--steps", steps_, "Optimizer steps (default 20)");
+  command.add_option("--warmup-steps", warmup_steps_,
+                     "Steps excluded from the medians (default 1)");
+  command.add_option("--lr", lr_, "AdamW learning rate (default 1e-3)");
+  command.add_option("--seed", seed_, "Seed for weights, data and dropout (default 0)");
+  command.add_option("--threads", threads_,
+                     "LibTorch intra-op threads, its BLAS included (default: LibTorch's)");
+  command.add_option("--precision", precision_, "fp32, bf16 (autocast) or fp16 (CUDA only)")
+      ->capture_default_str();
+  command.add_option("--device", device_, "cpu, cuda or cuda:N")->capture_default_str();
+  command.add_option("--checkpoint", checkpoint_,
+                     "none | every:K | sublayer:A,F | selective | schedule:P=K,…")
+      ->capture_default_str();
+  command.add_option("--offload", offload_, "none (host and disk come with offload support)")
+      ->capture_default_str();
+  command.add_option("--data", data_, "synthetic[:markov|:copy] or text:FILE")
+      ->capture_default_str();
+  command.add_option("--budget", budget_,
+                     "Memory budget (bytes, KiB, MiB, GiB): a step above it ends the run as oom");
+  command.add_flag("--timeline", timeline_, "Record one step's memory timeline");
+  command.add_flag("--json", json, "Print one JSON object as the last line of stdout");
+}
+
+RunConfig RunOptions::resolve() const {
+  RunConfig config;
+  config.preset = preset_;
+  config.model = model_preset(preset_);
+  if (layers_) config.model.layers = *layers_;
+  if (d_model_) config.model.d_model = *d_model_;
+  if (heads_) config.model.heads = *heads_;
+  if (seq_len_) config.model.seq_len = *seq_len_;
+  if (vocab_) config.model.vocab = *vocab_;
+  if (dropout_) config.model.dropout = *dropout_;
+  config.model.attention = parse_attention(attention_);
+  if (batch_) config.batch = *batch_;
+  if (accum_) config.accum = *accum_;
+  if (steps_) config.steps = *steps_;
+  if (warmup_steps_) config.warmup_steps = *warmup_steps_;
+  if (lr_) config.lr = *lr_;
+  if (seed_) config.seed = *seed_;
+  if (threads_) config.threads = *threads_;
+  config.precision = parse_precision(precision_);
+  config.device = device_;
+  config.checkpoint = checkpoint_;
+  config.offload = offload_;
+  config.data = data_;
+  if (!budget_.empty()) config.budget_bytes = parse_byte_size(budget_, "--budget");
+  config.timeline = timeline_;
+  validate(config);
+  return config;
+}
+
+}  // namespace rematlab::cli

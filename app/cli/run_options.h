@@ -1,0 +1,40 @@
+// The run flags shared by `run`, `check` and `study`: a preset first, then any field overridden.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+
+#include "train/run_config.h"
+
+namespace rematlab::cli {
+
+class RunOptions {
+ public:
+  // Adds the model, training and policy flags to `command`.
+  void add_to(CLI::App& command);
+  // The preset with every given flag applied. Throws InvalidInput (validation happens here).
+  RunConfig resolve() const;
+
+  bool json = false;
+
+ private:
+  std::string preset_ = "tiny";
+  std::optional<int64_t> layers_, d_model_, heads_, seq_len_, vocab_;
+  std::optional<double> dropout_;
+  std::string attention_ = "sdpa";
+  std::optional<int64_t> batch_, accum_, steps_, warmup_steps_;
+  std::optional<double> lr_;
+  std::optional<uint64_t> seed_;
+  std::optional<int> threads_;
+  std::string precision_ = "fp32";
+  std::string device_ = "cpu";
+  std::string checkpoint_ = "none";
+  std::string offload_ = "none";
+  std::string data_ = "synthetic";
+  std::string budget_;
+  bool timeline_ = false;
+};
+
+}  // namespace rematlab::cli

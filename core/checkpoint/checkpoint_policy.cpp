@@ -1,0 +1,158 @@
+#include "checkpoint/checkpoint_policy.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "common/errors.h"
+
+namespace rematlab {
+namespace {
+
+[[noreturn]] void reject(const std::string& text, const std::string& reason) {
+  throw InvalidInput("--checkpoint", "'" + text + "': " + reason);
+}
+
+int64_t parse_positive(const std::string& token, const std::string& text, const char* what) {
+  std::size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(token, &used);
+  } catch (const std::exception&) {
+    reject(text, std::string(what) + " '" + token + "' is not a whole number");
+  }
+  if (used != token.size()) reject(text, std::string(what) + " '" + token + "' is not a whole number");
+  if (value < 1) reject(text, std::string(what) + " must be at least 1");
+  return value;
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, separator)) parts.push_back(part);
+  if (!text.empty() && text.back() == separator) parts.emplace_back();
+  return parts;
+}
+
+std::vector<Segment> uniform_blocks(int64_t layers, int64_t blocks_per_segment) {
+  std::vector<Segment> segments;
+  for (int64_t block = 0; block < layers; block += blocks_per_segment) {
+    const int64_t last = std::min(layers, block + blocks_per_segment);
+    segments.push_back({2 * block, 2 * last, true});
+  }
+  return segments;
+}
+
+}  // namespace
+
+int64_t CheckpointPlan::recomputed_segments() const {
+  return std::count_if(segments.begin(), segments.end(),
+                       [](const Segment& s) { return s.recompute; });
+}
+
+std::string CheckpointPlan::describe() const {
+  std::ostringstream out;
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const Segment& segment = segments[i];
+    out << (i ? " [" : "[");
+    for (int64_t s = segment.begin; s < segment.end; ++s) {
+      out << (s > segment.begin ? " " : "") << (s % 2 == 0 ? 'a' : 'm') << s / 2;
+    }
+    out << (segment.recompute ? "]*" : "]");
+  }
+  if (recompute_attention_core) out << (segments.empty() ? "" : " ") << "(attention cores recomputed)";
+  return out.str();
+}
+
+CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
+  CheckpointPolicy policy;
+  policy.text_ = text;
+  const auto colon = text.find(':');
+  const std::string head = text.substr(0, colon);
+  const std::string args = colon == std::string::npos ? "" : text.substr(colon + 1);
+  const bool has_args = colon != std::string::npos;
+
+  if (head == "none" || head == "selective") {
+    if (has_args) reject(text, head + " takes no arguments");
+    policy.kind_ = head == "none" ? Kind::kNone : Kind::kSelective;
+  } else if (head == "every") {
+    if (!has_args) reject(text, "expected every:K, e.g. every:2");
+    policy.kind_ = Kind::kEvery;
+    policy.every_ = parse_positive(args, text, "K");
+  } else if (head == "sublayer") {
+    const auto parts = split(args, ',');
+    if (parts.size() != 2) reject(text, "expected sublayer:A,F, e.g. sublayer:1,2");
+    policy.kind_ = Kind::kSublayer;
+    policy.attention_stride_ = parse_positive(parts[0], text, "A");
+    policy.mlp_stride_ = parse_positive(parts[1], text, "F");
+  } else if (head == "schedule") {
+    if (!has_args || args.empty()) reject(text, "expected schedule:P=K,…, e.g. schedule:0=2,0.5=5");
+    policy.kind_ = Kind::kSchedule;
+    for (const auto& entry : split(args, ',')) {
+      const auto equals = entry.find('=');
+      if (equals == std::string::npos) reject(text, "entry '" + entry + "' is not P=K");
+      const std::string fraction = entry.substr(0, equals);
+      double progress = -1.0;
+      std::size_t used = 0;
+      try {
+        progress = std::stod(fraction, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != fraction.size() || !(progress >= 0.0 && progress < 1.0)) {
+        reject(text, "progress '" + fraction + "' must be a fraction in [0, 1)");
+      }
+      if (!policy.schedule_.empty() && progress <= policy.schedule_.back().first) {
+        reject(text, "progress points must increase");
+      }
+      policy.schedule_.emplace_back(progress, parse_positive(entry.substr(equals + 1), text, "K"));
+    }
+    if (policy.schedule_.front().first != 0.0) reject(text, "the first entry must start at 0");
+  } else if (head == "plan") {
+    reject(text, "plan:BUDGET is not available yet; use every:K, sublayer:A,F, selective or schedule");
+  } else {
+    reject(text, "unknown policy (use none, every:K, sublayer:A,F, selective, schedule:P=K,…)");
+  }
+  return policy;
+}
+
+CheckpointPlan CheckpointPolicy::plan_for(int64_t layers, double progress) const {
+  CheckpointPlan plan;
+  switch (kind_) {
+    case Kind::kNone:
+      plan.segments.push_back({0, 2 * layers, false});
+      break;
+    case Kind::kSelective:
+      plan.segments.push_back({0, 2 * layers, false});
+      plan.recompute_attention_core = true;
+      break;
+    case Kind::kEvery:
+      plan.interval = every_;
+      plan.segments = uniform_blocks(layers, every_);
+      break;
+    case Kind::kSchedule: {
+      int64_t interval = schedule_.front().second;
+      for (const auto& [threshold, k] : schedule_) {
+        if (progress >= threshold) interval = k;
+      }
+      plan.interval = interval;
+      plan.segments = uniform_blocks(layers, interval);
+      break;
+    }
+    case Kind::kSublayer: {
+      std::vector<int64_t> boundaries;
+      for (int64_t block = 0; block < layers; ++block) {
+        if (block % attention_stride_ == 0) boundaries.push_back(2 * block);
+        if (block % mlp_stride_ == 0) boundaries.push_back(2 * block + 1);
+      }
+      boundaries.push_back(2 * layers);
+      for (std::size_t i = 0; i + 1 < boundaries.size(); ++i) {
+        plan.segments.push_back({boundaries[i], boundaries[i + 1], true});
+      }
+      break;
+    }
+  }
+  return plan;
+}
+
+}  // namespace rematlab

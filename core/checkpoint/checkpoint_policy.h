@@ -1,0 +1,57 @@
+// Checkpoint policies (the `--checkpoint` forms of the design) and the segment plans they yield.
+//
+// The model is a sequence of sublayers attn0, mlp0, attn1, mlp1, …; sublayer 2·i is block i's
+// attention and 2·i+1 its MLP. A plan cuts that sequence into segments; a recomputed segment
+// keeps only its input for backward and recomputes its interior there.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rematlab {
+
+struct Segment {
+  int64_t begin = 0;  // first sublayer index
+  int64_t end = 0;    // one past the last
+  bool recompute = false;
+};
+
+struct CheckpointPlan {
+  std::vector<Segment> segments;
+  // `selective`: every block's attention core (QKᵀ, softmax, dropout, ·V) is recomputed.
+  bool recompute_attention_core = false;
+  // The K of `every:K` in force (also under `schedule`); 0 when the policy has none.
+  int64_t interval = 0;
+
+  int64_t recomputed_segments() const;
+  // One line a person can read: "[a0 m0] [a1 m1]*" where * marks recomputed segments.
+  std::string describe() const;
+};
+
+class CheckpointPolicy {
+ public:
+  // Throws InvalidInput("--checkpoint", …) naming the policy text.
+  static CheckpointPolicy parse(const std::string& text);
+  static CheckpointPolicy none() { return parse("none"); }
+
+  // The plan for a model of `layers` blocks at `progress` ∈ [0, 1] of training (only `schedule`
+  // depends on progress).
+  CheckpointPlan plan_for(int64_t layers, double progress) const;
+
+  const std::string& text() const { return text_; }
+  bool is_none() const { return kind_ == Kind::kNone; }
+
+ private:
+  enum class Kind { kNone, kEvery, kSublayer, kSelective, kSchedule };
+
+  Kind kind_ = Kind::kNone;
+  int64_t every_ = 0;
+  int64_t attention_stride_ = 0;
+  int64_t mlp_stride_ = 0;
+  std::vector<std::pair<double, int64_t>> schedule_;  // (progress threshold, K), ascending
+  std::string text_ = "none";
+};
+
+}  // namespace rematlab

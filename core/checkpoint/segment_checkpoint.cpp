@@ -1,0 +1,96 @@
+#include "checkpoint/segment_checkpoint.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "checkpoint/replay_state.h"
+#include "memory/memory_phase.h"
+
+namespace rematlab {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Everything backward needs besides the saved input; owned by the autograd node, so it is freed
+// with the graph whether or not backward ever runs.
+struct SegmentReplay : torch::CustomClassHolder {
+  SegmentFn segment;
+  std::vector<torch::Tensor> params;
+  RngSnapshot rng;
+  AutocastSnapshot autocast;
+  c10::Device device{c10::kCPU};
+  bool input_requires_grad = false;
+};
+
+constexpr const char* kReplayKey = "rematlab.segment_replay";
+
+class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
+ public:
+  // LibTorch runs forward with grad mode off, so the segment's interior is not kept.
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
+                               const at::TensorList& /*params: inputs for their graph edges*/,
+                               const c10::intrusive_ptr<SegmentReplay>& replay) {
+    ctx->save_for_backward({input});
+    ctx->saved_data[kReplayKey] = c10::IValue::make_capsule(replay);
+    return replay->segment(input);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    auto replay = c10::static_intrusive_pointer_cast<SegmentReplay>(
+        ctx->saved_data.at(kReplayKey).toCapsule());
+    ctx->saved_data.erase(kReplayKey);
+    const torch::Tensor input = ctx->get_saved_variables().at(0);
+    // Gradients for: input, each parameter, and the (non-tensor) replay argument.
+    variable_list result(2 + replay->params.size());
+    if (!grad_outputs.at(0).defined()) return result;
+
+    // Recompute from a detached input so the inner graph ends at the segment boundary.
+    torch::Tensor detached = input.detach().requires_grad_(replay->input_requires_grad);
+    torch::Tensor output;
+    {
+      ScopedMemoryPhase phase(MemoryPhase::kRecompute);
+      ScopedRngReplay rng(replay->rng, replay->device);
+      ScopedAutocast autocast(replay->autocast);
+      torch::AutoGradMode enable_grad(true);
+      output = replay->segment(detached);
+    }
+
+    std::vector<torch::Tensor> wrt;
+    if (replay->input_requires_grad) wrt.push_back(detached);
+    for (const auto& param : replay->params) {
+      if (param.requires_grad()) wrt.push_back(param);
+    }
+    const variable_list grads = torch::autograd::grad({output}, wrt, {grad_outputs[0]},
+                                                      /*retain_graph=*/false,
+                                                      /*create_graph=*/false,
+                                                      /*allow_unused=*/true);
+    std::size_t next = 0;
+    if (replay->input_requires_grad) result[0] = grads[next++];
+    for (std::size_t i = 0; i < replay->params.size(); ++i) {
+      if (replay->params[i].requires_grad()) result[1 + i] = grads[next++];
+    }
+    return result;
+  }
+};
+
+}  // namespace
+
+torch::Tensor checkpoint_segment(const SegmentFn& segment, const torch::Tensor& input,
+                                 const std::vector<torch::Tensor>& params) {
+  const bool any_param_requires_grad =
+      std::any_of(params.begin(), params.end(), [](const auto& p) { return p.requires_grad(); });
+  if (!torch::GradMode::is_enabled() || (!input.requires_grad() && !any_param_requires_grad)) {
+    return segment(input);
+  }
+  auto replay = c10::make_intrusive<SegmentReplay>();
+  replay->segment = segment;
+  replay->params = params;
+  replay->device = input.device();
+  replay->rng = RngSnapshot::capture(input.device());
+  replay->autocast = AutocastSnapshot::capture(input.device().type());
+  replay->input_requires_grad = input.requires_grad();
+  // TensorList (not std::vector) so LibTorch registers each parameter as an input.
+  return CheckpointFunction::apply(input, at::TensorList(params), replay);
+}
+
+}  // namespace rematlab

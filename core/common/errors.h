@@ -1,0 +1,21 @@
+// Error types shared by every core module. InvalidInput is the user's mistake (CLI exit code 2);
+// anything else that escapes is an internal failure (exit code 1).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace rematlab {
+
+// Bad input, attributed to the flag or field that carries it (e.g. "--heads").
+class InvalidInput : public std::runtime_error {
+ public:
+  InvalidInput(std::string field, const std::string& reason)
+      : std::runtime_error(field + ": " + reason), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+}  // namespace rematlab

@@ -1,0 +1,25 @@
+// Device-specific memory counters behind one interface. The CUDA implementation is the only
+// file of the engine that talks to the CUDA caching allocator; a CPU-only LibTorch builds the
+// stubs instead.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+
+namespace rematlab::device_memory {
+
+struct AllocatorCounters {
+  int64_t allocated = 0;  // live tensor bytes
+  int64_t peak_allocated = 0;
+  int64_t reserved = 0;  // held by the caching allocator, used or not
+};
+
+bool uses_caching_allocator(const c10::Device& device);  // true for CUDA
+AllocatorCounters counters(const c10::Device& device);
+void reset_peak(const c10::Device& device);
+// Returns cached, unused blocks to the driver (after an out-of-memory, say).
+void empty_cache(const c10::Device& device);
+void synchronize(const c10::Device& device);
+
+}  // namespace rematlab::device_memory

@@ -1,0 +1,12 @@
+// Built when LibTorch has no CUDA: CUDA devices are rejected before any of this is reached.
+#include "memory/device_memory.h"
+
+namespace rematlab::device_memory {
+
+bool uses_caching_allocator(const c10::Device&) { return false; }
+AllocatorCounters counters(const c10::Device&) { return {}; }
+void reset_peak(const c10::Device&) {}
+void empty_cache(const c10::Device&) {}
+void synchronize(const c10::Device&) {}
+
+}  // namespace rematlab::device_memory

@@ -1,0 +1,155 @@
+#include "memory/memory_tracker.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+
+#include "memory/device_memory.h"
+
+namespace rematlab {
+
+class MemoryTracker::Reporter : public c10::MemoryReportingInfoBase {
+ public:
+  explicit Reporter(c10::Device device) : device_(device) {}
+
+  bool memoryProfilingEnabled() const override { return true; }
+
+  void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size, size_t /*total_allocated*/,
+                         size_t /*total_reserved*/, c10::Device device) override {
+    if (device.type() != device_.type()) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    current_ += alloc_size;
+    peak_ = std::max(peak_, current_);
+    record_locked();
+  }
+
+  int64_t current() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return current_;
+  }
+  int64_t peak() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peak_;
+  }
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    peak_ = current_;
+  }
+
+  MemoryPhase phase() const { return phase_.load(); }
+  void set_phase(MemoryPhase phase) {
+    phase_.store(phase);
+    std::lock_guard<std::mutex> lock(mutex_);
+    record_locked();  // a point at each phase change, so quiet phases still show on the timeline
+  }
+
+  void begin_timeline() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    timeline_.clear();
+    timeline_start_ = Clock::now();
+    recording_ = true;
+    record_locked();
+  }
+  std::vector<TimelinePoint> end_timeline() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    record_locked();
+    recording_ = false;
+    return std::move(timeline_);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  void record_locked() {
+    if (!recording_ || timeline_.size() >= kMaxTimelinePoints) return;
+    const double ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - timeline_start_).count();
+    // On CUDA the caching allocator's counter is the truth; the hook only times the events.
+    const int64_t bytes = device_memory::uses_caching_allocator(device_)
+                              ? device_memory::counters(device_).allocated
+                              : current_;
+    timeline_.push_back({ms, bytes, phase_.load()});
+  }
+
+  const c10::Device device_;
+  mutable std::mutex mutex_;
+  int64_t current_ = 0;
+  int64_t peak_ = 0;
+  std::atomic<MemoryPhase> phase_{MemoryPhase::kIdle};
+  bool recording_ = false;
+  Clock::time_point timeline_start_;
+  std::vector<TimelinePoint> timeline_;
+};
+
+MemoryTracker::MemoryTracker(c10::Device device)
+    : device_(device), reporter_(std::make_shared<Reporter>(device)) {
+  install_guard_ =
+      std::make_unique<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE, reporter_);
+  reset_peak();
+}
+
+MemoryTracker::~MemoryTracker() = default;
+
+int64_t MemoryTracker::current_bytes() const {
+  if (device_memory::uses_caching_allocator(device_)) {
+    return device_memory::counters(device_).allocated;
+  }
+  return reporter_->current();
+}
+
+int64_t MemoryTracker::peak_bytes() const {
+  if (device_memory::uses_caching_allocator(device_)) {
+    return device_memory::counters(device_).peak_allocated;
+  }
+  return reporter_->peak();
+}
+
+void MemoryTracker::reset_peak() {
+  if (device_memory::uses_caching_allocator(device_)) device_memory::reset_peak(device_);
+  reporter_->reset_peak();
+}
+
+void MemoryTracker::set_phase(MemoryPhase phase) { reporter_->set_phase(phase); }
+MemoryPhase MemoryTracker::phase() const { return reporter_->phase(); }
+
+void MemoryTracker::begin_timeline() { reporter_->begin_timeline(); }
+std::vector<TimelinePoint> MemoryTracker::end_timeline() { return reporter_->end_timeline(); }
+
+namespace {
+// The reporter LibTorch carries for this thread (and into autograd's threads), if it is ours.
+MemoryTracker::Reporter* active_reporter() {
+  return dynamic_cast<MemoryTracker::Reporter*>(
+      c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE));
+}
+}  // namespace
+
+ScopedMemoryPhase::ScopedMemoryPhase(MemoryPhase phase) {
+  if (auto* reporter = active_reporter()) {
+    previous_ = reporter->phase();
+    active_ = true;
+    reporter->set_phase(phase);
+  }
+}
+
+ScopedMemoryPhase::~ScopedMemoryPhase() {
+  if (!active_) return;
+  if (auto* reporter = active_reporter()) reporter->set_phase(previous_);
+}
+
+std::string to_string(MemoryPhase phase) {
+  switch (phase) {
+    case MemoryPhase::kIdle: return "idle";
+    case MemoryPhase::kForward: return "forward";
+    case MemoryPhase::kBackward: return "backward";
+    case MemoryPhase::kRecompute: return "recompute";
+    case MemoryPhase::kOptimizer: return "optimizer";
+    case MemoryPhase::kOffloadWait: return "offload_wait";
+  }
+  return "idle";
+}
+
+}  // namespace rematlab

@@ -1,0 +1,30 @@
+// The gradient check: one step from identical state and batch under a checkpoint policy and
+// under `none`, compared parameter by parameter. Exact recomputation makes them identical.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "train/run_config.h"
+
+namespace rematlab {
+
+struct GradientCheckResult {
+  bool identical = false;  // every gradient and the loss equal bit for bit
+  double max_abs_diff = 0.0;
+  double max_rel_diff = 0.0;
+  double loss_diff = 0.0;
+  int64_t params_compared = 0;
+  double loss = 0.0;            // under the policy
+  double reference_loss = 0.0;  // under none
+  std::string worst_param;      // where max_abs_diff was found
+};
+
+// Uses config.checkpoint as the policy under test; everything else is shared by both sides.
+GradientCheckResult check_gradients(const RunConfig& config);
+
+nlohmann::json to_json(const GradientCheckResult& result);
+
+}  // namespace rematlab

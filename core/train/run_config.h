@@ -1,0 +1,50 @@
+// Everything that defines one training run; the unit a sweep expands into and the database keeps.
+#pragma once
+
+#include <c10/core/Device.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "model/model_config.h"
+
+namespace rematlab {
+
+enum class Precision { kFp32, kBf16, kFp16 };
+
+std::string to_string(Precision precision);
+Precision parse_precision(const std::string& text);  // throws InvalidInput("--precision", …)
+
+struct RunConfig {
+  std::string preset = "tiny";
+  ModelConfig model = ModelConfig{};
+  int64_t batch = 8;         // micro-batch
+  int64_t accum = 1;         // micro-batches per optimizer step
+  int64_t steps = 20;        // optimizer steps
+  int64_t warmup_steps = 1;  // excluded from medians (capped at steps - 1)
+  double lr = 1e-3;
+  double weight_decay = 0.01;
+  double grad_clip = 1.0;  // max global gradient norm; 0 disables clipping
+  uint64_t seed = 0;
+  int threads = 0;  // LibTorch intra-op threads (and its BLAS); 0 keeps LibTorch's default
+  Precision precision = Precision::kFp32;
+  std::string device = "cpu";
+  std::string checkpoint = "none";
+  std::string offload = "none";
+  std::string data = "synthetic";
+  int64_t budget_bytes = 0;  // 0: no budget
+  bool timeline = false;     // record one step's memory timeline
+
+  int64_t timed_warmup_steps() const;
+  int64_t tokens_per_step() const { return batch * accum * model.seq_len; }
+};
+
+// Throws InvalidInput naming the offending flag. Checks that the device exists, that fp16 runs
+// on CUDA only, that the checkpoint policy parses and that the offload mode is available.
+void validate(const RunConfig& config);
+c10::Device parse_device(const std::string& text);  // throws InvalidInput("--device", …)
+
+nlohmann::json to_json(const RunConfig& config);
+
+}  // namespace rematlab

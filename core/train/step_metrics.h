@@ -1,0 +1,36 @@
+// What one optimizer step reports to every listener (CLI printer, database writer, GUI).
+// Plain values only, so it can cross threads by copy.
+#pragma once
+
+#include <cstdint>
+
+namespace rematlab {
+
+struct StepMetrics {
+  int64_t step = 0;  // 0-based
+  int64_t total_steps = 0;
+  bool warmup = false;  // excluded from the run's medians
+  double loss = 0.0;    // mean over the step's micro-batches
+  double grad_norm = 0.0;
+  double loss_scale = 1.0;  // fp16 dynamic loss scale (1 otherwise)
+  bool skipped = false;     // fp16: non-finite gradients, update skipped
+  double step_ms = 0.0;
+  double forward_ms = 0.0;
+  double backward_ms = 0.0;  // recomputation included
+  double optimizer_ms = 0.0;
+  double tokens_per_s = 0.0;
+  int64_t current_bytes = 0;   // live at the end of the step
+  int64_t baseline_bytes = 0;  // live when the step began
+  int64_t peak_bytes = 0;
+  int64_t peak_activation_bytes = 0;  // peak_bytes - baseline_bytes
+  // Live bytes above the baseline when forward ends (largest over micro-batches): what the
+  // graph keeps for backward, before backward's own transients and recomputation.
+  int64_t saved_activation_bytes = 0;
+  int64_t offloaded_peak_bytes = 0;
+  int64_t rss_bytes = 0;
+  int64_t rss_peak_bytes = 0;
+  int64_t checkpoint_interval = 0;  // K of every:K in force (schedule too); 0 if none
+  int64_t recomputed_segments = 0;
+};
+
+}  // namespace rematlab

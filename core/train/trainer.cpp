@@ -1,0 +1,198 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "memory/device_memory.h"
+#include "memory/memory_phase.h"
+#include "memory/process_memory.h"
+
+namespace rematlab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double elapsed_ms(Clock::time_point since) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
+}
+
+// Data draws come from their own generator, so they never shift the dropout stream.
+constexpr uint64_t kDataSeedSalt = 0x9E3779B97F4A7C15ull;
+
+}  // namespace
+
+Trainer::Trainer(RunConfig config)
+    : config_((validate(config), std::move(config))),
+      device_(parse_device(config_.device)),
+      policy_(CheckpointPolicy::parse(config_.checkpoint)),
+      tracker_(device_) {
+  if (config_.threads > 0) at::set_num_threads(config_.threads);
+  data_ = make_batch_source(config_.data, config_.model.seq_len, config_.model.vocab,
+                            config_.seed ^ kDataSeedSalt);
+  torch::manual_seed(config_.seed);
+  model_ = Gpt(config_.model);
+  model_->to(device_);
+  model_->train();
+  for (auto& param : model_->parameters()) {
+    // Gradients exist from the start so every step begins with the same model states.
+    param.mutable_grad() = torch::zeros_like(param);
+    params_.push_back(param);
+  }
+  optimizer_ = std::make_unique<torch::optim::AdamW>(
+      params_, torch::optim::AdamWOptions(config_.lr).weight_decay(config_.weight_decay));
+  if (config_.precision != Precision::kFp32) {
+    AutocastSnapshot state = AutocastSnapshot::capture(device_.type());
+    const at::ScalarType dtype = config_.precision == Precision::kBf16 ? at::kBFloat16 : at::kHalf;
+    if (device_.is_cpu()) {
+      state.cpu_enabled = true;
+      state.cpu_dtype = dtype;
+    } else {
+      state.device_enabled = true;
+      state.device_dtype = dtype;
+    }
+    autocast_ = state;
+  }
+  if (config_.precision == Precision::kFp16) scaler_.emplace();
+}
+
+Trainer::~Trainer() = default;
+
+double Trainer::micro_batch(const CheckpointPlan& plan, StepMetrics& metrics) {
+  const TokenBatch batch = data_->next(config_.batch);
+  const torch::Tensor tokens = batch.tokens.to(device_);
+  const torch::Tensor targets = batch.targets.to(device_);
+
+  auto start = Clock::now();
+  torch::Tensor loss;
+  {
+    ScopedMemoryPhase phase(MemoryPhase::kForward);
+    std::optional<ScopedAutocast> autocast;
+    if (autocast_) autocast.emplace(*autocast_);
+    loss = model_->loss(tokens, targets, plan) / static_cast<double>(config_.accum);
+  }
+  device_memory::synchronize(device_);
+  metrics.forward_ms += elapsed_ms(start);
+  metrics.saved_activation_bytes = std::max(metrics.saved_activation_bytes,
+                                            tracker_.current_bytes() - metrics.baseline_bytes);
+
+  start = Clock::now();
+  {
+    ScopedMemoryPhase phase(MemoryPhase::kBackward);
+    (scaler_ ? scaler_->scale(loss) : loss).backward();
+  }
+  const double value = loss.item<double>() * static_cast<double>(config_.accum);
+  metrics.backward_ms += elapsed_ms(start);
+  return value;
+}
+
+void Trainer::update_parameters(StepMetrics& metrics) {
+  ScopedMemoryPhase phase(MemoryPhase::kOptimizer);
+  const auto start = Clock::now();
+  bool finite = true;
+  if (scaler_) {
+    finite = scaler_->unscale(params_);
+    metrics.loss_scale = scaler_->current();
+  }
+  if (finite) {
+    metrics.grad_norm = config_.grad_clip > 0.0
+                            ? torch::nn::utils::clip_grad_norm_(params_, config_.grad_clip)
+                            : torch::nn::utils::clip_grad_norm_(params_, INFINITY);
+    optimizer_->step();
+  }
+  metrics.skipped = !finite;
+  if (scaler_) scaler_->update(finite);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& param : params_) param.mutable_grad().zero_();
+  }
+  device_memory::synchronize(device_);
+  metrics.optimizer_ms = elapsed_ms(start);
+}
+
+StepMetrics Trainer::step(int64_t index, const TrainerCallbacks& callbacks) {
+  StepMetrics metrics;
+  metrics.step = index;
+  metrics.total_steps = config_.steps;
+  metrics.warmup = index < config_.timed_warmup_steps();
+  const CheckpointPlan plan =
+      policy_.plan_for(config_.model.layers, static_cast<double>(index) / config_.steps);
+  metrics.checkpoint_interval = plan.interval;
+  metrics.recomputed_segments = plan.recomputed_segments();
+
+  device_memory::synchronize(device_);
+  tracker_.reset_peak();
+  metrics.baseline_bytes = tracker_.current_bytes();
+  const auto start = Clock::now();
+  double loss_sum = 0.0;
+  for (int64_t micro = 0; micro < config_.accum; ++micro) {
+    if (callbacks.cancel && callbacks.cancel->load()) throw Cancelled{};
+    loss_sum += micro_batch(plan, metrics);
+  }
+  update_parameters(metrics);
+  metrics.step_ms = elapsed_ms(start);
+
+  metrics.loss = loss_sum / static_cast<double>(config_.accum);
+  metrics.tokens_per_s = static_cast<double>(config_.tokens_per_step()) / (metrics.step_ms / 1e3);
+  metrics.current_bytes = tracker_.current_bytes();
+  metrics.peak_bytes = tracker_.peak_bytes();
+  metrics.peak_activation_bytes = metrics.peak_bytes - metrics.baseline_bytes;
+  const ProcessMemory process = read_process_memory();
+  metrics.rss_bytes = process.rss_bytes;
+  metrics.rss_peak_bytes = process.rss_peak_bytes;
+  return metrics;
+}
+
+RunSummary Trainer::run(const TrainerCallbacks& callbacks) {
+  RunSummary summary;
+  summary.config = config_;
+  summary.params = config_.model.parameter_count();
+  const int64_t timeline_step = config_.timeline ? config_.timed_warmup_steps() : -1;
+  for (int64_t index = 0; index < config_.steps; ++index) {
+    if (index == timeline_step) tracker_.begin_timeline();
+    StepMetrics metrics;
+    try {
+      metrics = step(index, callbacks);
+    } catch (const Cancelled&) {
+      summary.status = RunStatus::kCancelled;
+      summary.message = "cancelled at step " + std::to_string(index);
+      break;
+    } catch (const c10::OutOfMemoryError& error) {
+      // A real allocator out-of-memory is a result, not a crash: free the cache and report it.
+      device_memory::empty_cache(device_);
+      summary.status = RunStatus::kOom;
+      summary.message = "step " + std::to_string(index) +
+                        " ran out of device memory: " + error.what_without_backtrace();
+      break;
+    }
+    if (index == timeline_step) {
+      summary.timeline = tracker_.end_timeline();
+      summary.timeline_step = index;
+    }
+    summary.steps.push_back(metrics);
+    if (callbacks.on_step) callbacks.on_step(metrics);
+    if (config_.budget_bytes > 0 && metrics.peak_bytes > config_.budget_bytes) {
+      summary.status = RunStatus::kOom;
+      summary.message = "step " + std::to_string(index) + " peaked at " +
+                        std::to_string(metrics.peak_bytes) + " bytes, above the budget of " +
+                        std::to_string(config_.budget_bytes);
+      break;
+    }
+    if (!std::isfinite(metrics.loss) && !metrics.skipped) {
+      summary.status = RunStatus::kDiverged;
+      summary.message = "loss is not finite at step " + std::to_string(index);
+      break;
+    }
+  }
+  summary.summarize();
+  return summary;
+}
+
+double Trainer::accumulate_gradients(const CheckpointPlan& plan) {
+  StepMetrics unused;
+  double loss_sum = 0.0;
+  for (int64_t micro = 0; micro < config_.accum; ++micro) loss_sum += micro_batch(plan, unused);
+  return loss_sum / static_cast<double>(config_.accum);
+}
+
+}  // namespace rematlab

@@ -1,0 +1,67 @@
+// The training lifecycle: build → step (forward, backward, update) → metrics.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "checkpoint/checkpoint_policy.h"
+#include "checkpoint/replay_state.h"
+#include "data/batch_source.h"
+#include "memory/memory_tracker.h"
+#include "model/gpt.h"
+#include "train/loss_scaler.h"
+#include "train/run_config.h"
+#include "train/run_summary.h"
+#include "train/step_metrics.h"
+
+namespace rematlab {
+
+struct TrainerCallbacks {
+  std::function<void(const StepMetrics&)> on_step;  // called after every step, on the trainer's thread
+  const std::atomic<bool>* cancel = nullptr;        // read between micro-batches
+};
+
+// A Trainer measures memory on the thread that constructs it: construct and run it on one thread.
+class Trainer {
+ public:
+  // Validates `config` (throws InvalidInput) and builds the model, data and optimizer.
+  explicit Trainer(RunConfig config);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Runs every step; a budget overrun, divergence or cancel ends the run with that status.
+  RunSummary run(const TrainerCallbacks& callbacks = {});
+
+  // Forward and backward of one step's micro-batches under `plan`, without the update: the
+  // gradients are left in the parameters. Returns the mean loss. Used by the gradient check.
+  double accumulate_gradients(const CheckpointPlan& plan);
+
+  Gpt& model() { return model_; }
+  const RunConfig& config() const { return config_; }
+  const c10::Device& device() const { return device_; }
+  const CheckpointPolicy& policy() const { return policy_; }
+
+ private:
+  struct Cancelled {};
+  StepMetrics step(int64_t index, const TrainerCallbacks& callbacks);
+  double micro_batch(const CheckpointPlan& plan, StepMetrics& metrics);
+  void update_parameters(StepMetrics& metrics);
+
+  RunConfig config_;
+  c10::Device device_;
+  CheckpointPolicy policy_;
+  MemoryTracker tracker_;
+  std::unique_ptr<BatchSource> data_;
+  Gpt model_{nullptr};
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::optional<LossScaler> scaler_;       // fp16 only
+  std::optional<AutocastSnapshot> autocast_;  // bf16 / fp16
+};
+
+}  // namespace rematlab

@@ -1,0 +1,309 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "checkpoint/checkpoint_policy.h"
+#include "checkpoint/replay_state.h"
+#include "checkpoint/segment_checkpoint.h"
+#include "common/errors.h"
+#include "memory/memory_tracker.h"
+#include "train/gradient_check.h"
+#include "train/trainer.h"
+
+namespace rematlab {
+namespace {
+
+std::vector<std::tuple<int64_t, int64_t, bool>> spans(const CheckpointPlan& plan) {
+  std::vector<std::tuple<int64_t, int64_t, bool>> result;
+  for (const auto& s : plan.segments) result.emplace_back(s.begin, s.end, s.recompute);
+  return result;
+}
+
+TEST(CheckpointPolicy, NamedFormsYieldTheDesignedSegments) {
+  using V = std::vector<std::tuple<int64_t, int64_t, bool>>;
+  EXPECT_EQ(spans(CheckpointPolicy::parse("none").plan_for(3, 0)), V({{0, 6, false}}));
+  EXPECT_EQ(spans(CheckpointPolicy::parse("every:1").plan_for(3, 0)),
+            V({{0, 2, true}, {2, 4, true}, {4, 6, true}}));
+  // ceil(5 / 2) segments; the last one is short.
+  EXPECT_EQ(spans(CheckpointPolicy::parse("every:2").plan_for(5, 0)),
+            V({{0, 4, true}, {4, 8, true}, {8, 10, true}}));
+  EXPECT_EQ(spans(CheckpointPolicy::parse("every:9").plan_for(4, 0)), V({{0, 8, true}}));
+  // Boundaries before a0, m0, a1, a2, m2, a3: attention every block, the MLP every 2 blocks.
+  EXPECT_EQ(spans(CheckpointPolicy::parse("sublayer:1,2").plan_for(4, 0)),
+            V({{0, 1, true}, {1, 2, true}, {2, 4, true}, {4, 5, true}, {5, 6, true}, {6, 8, true}}));
+  EXPECT_EQ(spans(CheckpointPolicy::parse("sublayer:2,1").plan_for(2, 0)),
+            V({{0, 1, true}, {1, 3, true}, {3, 4, true}}));
+  const CheckpointPlan selective = CheckpointPolicy::parse("selective").plan_for(3, 0);
+  EXPECT_EQ(spans(selective), V({{0, 6, false}}));
+  EXPECT_TRUE(selective.recompute_attention_core);
+  EXPECT_EQ(CheckpointPolicy::parse("every:1").plan_for(2, 0).describe(), "[a0 m0]* [a1 m1]*");
+}
+
+TEST(CheckpointPolicy, ScheduleFollowsTrainingProgress) {
+  const auto policy = CheckpointPolicy::parse("schedule:0=2,0.1=3,0.5=5");
+  EXPECT_EQ(policy.plan_for(10, 0.0).interval, 2);
+  EXPECT_EQ(policy.plan_for(10, 0.09).interval, 2);
+  EXPECT_EQ(policy.plan_for(10, 0.1).interval, 3);
+  EXPECT_EQ(policy.plan_for(10, 0.7).interval, 5);
+  EXPECT_EQ(policy.plan_for(10, 0.7).segments.size(), 2u);
+}
+
+TEST(CheckpointPolicy, ParseErrorsNameThePolicyText) {
+  for (const char* bad : {"every", "every:0", "every:x", "every:2x", "sublayer:1", "sublayer:0,2",
+                          "sublayer:1,2,3", "schedule:0.1=2", "schedule:0=2,0=3", "schedule:0=2,1.5=3",
+                          "schedule:", "schedule:0=0", "none:3", "selective:1", "bogus", "",
+                          "plan:1GiB"}) {
+    try {
+      CheckpointPolicy::parse(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const InvalidInput& error) {
+      EXPECT_EQ(error.field(), "--checkpoint");
+      EXPECT_NE(std::string(error.what()).find("'" + std::string(bad) + "'"), std::string::npos)
+          << error.what();
+    }
+  }
+}
+
+// --- the mechanism, on a small function -------------------------------------------------
+
+torch::Tensor noisy_layer(const torch::Tensor& x, const torch::Tensor& w) {
+  return torch::dropout(torch::tanh(torch::matmul(x, w)), 0.5, /*train=*/true) + x;
+}
+
+TEST(SegmentCheckpoint, GradientsEqualPlainAutogradWithDropout) {
+  torch::manual_seed(0);
+  const torch::Tensor w = torch::randn({16, 16}, torch::requires_grad());
+  const torch::Tensor x = torch::randn({8, 16}, torch::requires_grad());
+
+  torch::manual_seed(42);
+  noisy_layer(noisy_layer(x, w), w).pow(2).sum().backward();
+  const torch::Tensor plain_w = w.grad().clone();
+  const torch::Tensor plain_x = x.grad().clone();
+  w.mutable_grad().zero_();
+  x.mutable_grad().zero_();
+
+  torch::manual_seed(42);
+  auto fn = [&w](const torch::Tensor& in) { return noisy_layer(in, w); };
+  torch::Tensor h = checkpoint_segment(fn, x, {w});
+  h = checkpoint_segment(fn, h, {w});
+  h.pow(2).sum().backward();
+  EXPECT_TRUE(torch::equal(w.grad(), plain_w));
+  EXPECT_TRUE(torch::equal(x.grad(), plain_x));
+}
+
+TEST(SegmentCheckpoint, ComparisonDetectsARecomputationThatDrawsOtherMasks) {
+  // The control for the test above: a segment that reseeds itself each call draws a different
+  // dropout mask when recomputed, and its gradients must then differ from plain autograd.
+  torch::manual_seed(0);
+  const torch::Tensor w = torch::randn({16, 16}, torch::requires_grad());
+  const torch::Tensor x = torch::randn({8, 16});
+  int calls = 0;
+  auto reseeding = [&](const torch::Tensor& in) {
+    torch::manual_seed(100 + calls++);
+    return noisy_layer(in, w);
+  };
+  torch::manual_seed(100);
+  noisy_layer(x, w).pow(2).sum().backward();
+  const torch::Tensor plain = w.grad().clone();
+  w.mutable_grad().zero_();
+  calls = 0;
+  checkpoint_segment(reseeding, x, {w}).pow(2).sum().backward();
+  EXPECT_EQ(calls, 2);
+  EXPECT_FALSE(torch::equal(w.grad(), plain));
+}
+
+TEST(SegmentCheckpoint, ParametersGetGradientsWhenTheInputNeedsNone) {
+  torch::manual_seed(0);
+  const torch::Tensor w = torch::randn({16, 16}, torch::requires_grad());
+  const torch::Tensor frozen_input = torch::randn({8, 16});  // requires_grad = false
+  torch::manual_seed(5);
+  noisy_layer(frozen_input, w).sum().backward();
+  const torch::Tensor plain = w.grad().clone();
+  w.mutable_grad().zero_();
+  torch::manual_seed(5);
+  const torch::Tensor out =
+      checkpoint_segment([&w](const torch::Tensor& in) { return noisy_layer(in, w); }, frozen_input, {w});
+  ASSERT_TRUE(out.requires_grad());
+  out.sum().backward();
+  EXPECT_TRUE(torch::equal(w.grad(), plain));
+}
+
+TEST(SegmentCheckpoint, IsAPlainCallUnderNoGrad) {
+  const torch::Tensor w = torch::randn({4, 4}, torch::requires_grad());
+  int calls = 0;
+  torch::NoGradGuard no_grad;
+  const torch::Tensor out = checkpoint_segment(
+      [&](const torch::Tensor& in) { ++calls; return torch::matmul(in, w); }, torch::randn({2, 4}), {w});
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(out.requires_grad());
+}
+
+TEST(SegmentCheckpoint, KeepsOnlyTheInputAndFreesEverythingWithTheGraph) {
+  MemoryTracker tracker(c10::Device(c10::kCPU));
+  const torch::Tensor w = torch::randn({256, 256}, torch::requires_grad());
+  const torch::Tensor x = torch::randn({64, 256}, torch::requires_grad());
+  auto deep = [&w](const torch::Tensor& in) {
+    torch::Tensor h = in;
+    for (int i = 0; i < 8; ++i) h = torch::tanh(torch::matmul(h, w));
+    return h;
+  };
+  const int64_t before = tracker.current_bytes();
+  {
+    torch::Tensor plain = deep(x);  // keeps 8 tanh outputs of 64 KiB for backward
+    EXPECT_GE(tracker.current_bytes() - before, 8 * 64 * 256 * 4);
+  }
+  EXPECT_EQ(tracker.current_bytes(), before);
+  {
+    // Keeps x (already live), the output, and the CPU generator's state for replay (5,056
+    // bytes of Mersenne-Twister state).
+    torch::Tensor kept = checkpoint_segment(deep, x, {w});
+    const int64_t rng_state = at::detail::getDefaultCPUGenerator().get_state().nbytes();
+    EXPECT_EQ(tracker.current_bytes() - before, 64 * 256 * 4 + rng_state);
+  }
+  // The graph went away without backward: the replay state is freed with it.
+  EXPECT_EQ(tracker.current_bytes(), before);
+}
+
+TEST(SegmentCheckpoint, RecomputesUnderTheAutocastStateOfForward) {
+  const torch::Tensor w = torch::randn({16, 16}, torch::requires_grad());
+  const torch::Tensor x = torch::randn({4, 16}, torch::requires_grad());
+  std::vector<std::pair<bool, at::ScalarType>> seen;  // (grad mode, dtype of the matmul)
+  auto fn = [&](const torch::Tensor& in) {
+    const torch::Tensor y = torch::matmul(in, w);
+    seen.emplace_back(torch::GradMode::is_enabled(), y.scalar_type());
+    return y.to(torch::kFloat).relu();
+  };
+  torch::Tensor out;
+  {
+    AutocastSnapshot bf16 = AutocastSnapshot::capture(at::kCPU);
+    bf16.cpu_enabled = true;
+    bf16.cpu_dtype = at::kBFloat16;
+    ScopedAutocast autocast(bf16);
+    out = checkpoint_segment(fn, x, {w});
+  }
+  out.sum().backward();  // outside autocast
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], std::make_pair(false, at::kBFloat16));  // forward, no grad
+  EXPECT_EQ(seen[1], std::make_pair(true, at::kBFloat16));   // recomputation in backward
+  EXPECT_EQ(w.grad().scalar_type(), at::kFloat);
+}
+
+// --- the model under every policy --------------------------------------------------------
+
+RunConfig check_config(const std::string& policy, AttentionKind attention) {
+  RunConfig config;
+  config.model = model_preset("tiny");
+  config.model.layers = 3;  // so every:2 has a short last segment
+  config.model.dropout = 0.1;
+  config.model.attention = attention;
+  config.batch = 4;
+  config.accum = 2;
+  config.threads = 1;
+  config.checkpoint = policy;
+  return config;
+}
+
+class EveryPolicy : public ::testing::TestWithParam<std::tuple<std::string, AttentionKind>> {};
+
+TEST_P(EveryPolicy, GradientsAndLossAreIdenticalToNone) {
+  const auto& [policy, attention] = GetParam();
+  const GradientCheckResult result = check_gradients(check_config(policy, attention));
+  EXPECT_TRUE(result.identical) << policy << ": max abs diff " << result.max_abs_diff << " in "
+                                << result.worst_param;
+  EXPECT_EQ(result.max_abs_diff, 0.0);
+  EXPECT_EQ(result.loss_diff, 0.0);
+  EXPECT_EQ(result.params_compared, 2 + 3 * 12 + 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, EveryPolicy,
+    ::testing::Combine(::testing::Values("every:1", "every:2", "every:4", "sublayer:1,2",
+                                         "sublayer:2,1", "selective", "schedule:0=1,0.5=2"),
+                       ::testing::Values(AttentionKind::kSdpa, AttentionKind::kMath)),
+    [](const auto& param_info) {
+      std::string name = std::get<0>(param_info.param);
+      for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      return name + (std::get<1>(param_info.param) == AttentionKind::kMath ? "_math" : "_sdpa");
+    });
+
+TEST(GradientCheck, DropoutIsReallyExercised) {
+  RunConfig with = check_config("none", AttentionKind::kSdpa);
+  RunConfig without = with;
+  without.model.dropout = 0.0;
+  EXPECT_NE(check_gradients(with).loss, check_gradients(without).loss);
+}
+
+TEST(GradientCheck, Bf16AutocastAgreesWithinBf16Tolerance) {
+  RunConfig config = check_config("every:1", AttentionKind::kSdpa);
+  config.precision = Precision::kBf16;
+  const GradientCheckResult result = check_gradients(config);
+  EXPECT_LT(result.loss_diff, 1e-2);
+  EXPECT_LT(result.max_abs_diff, 1e-2);
+}
+
+TEST(CheckpointedTraining, TwentyStepsUnderEvery2MatchNoneStepForStep) {
+  RunConfig config = check_config("none", AttentionKind::kSdpa);
+  config.model.layers = 4;
+  config.steps = 20;
+  const RunSummary reference = Trainer(config).run();
+  config.checkpoint = "every:2";
+  const RunSummary checkpointed = Trainer(config).run();
+  ASSERT_EQ(reference.steps.size(), 20u);
+  ASSERT_EQ(checkpointed.steps.size(), 20u);
+  for (std::size_t i = 0; i < 20; ++i) {
+    EXPECT_EQ(checkpointed.steps[i].loss, reference.steps[i].loss) << "step " << i;
+  }
+}
+
+TEST(CheckpointedTraining, ScheduleReportsTheIntervalOfEachStep) {
+  RunConfig config = check_config("schedule:0=1,0.5=3", AttentionKind::kSdpa);
+  config.steps = 6;
+  const RunSummary summary = Trainer(config).run();
+  std::vector<int64_t> intervals;
+  for (const auto& step : summary.steps) intervals.push_back(step.checkpoint_interval);
+  EXPECT_EQ(intervals, std::vector<int64_t>({1, 1, 1, 3, 3, 3}));
+  EXPECT_EQ(summary.steps.front().recomputed_segments, 3);
+  EXPECT_EQ(summary.steps.back().recomputed_segments, 1);
+}
+
+// --- memory on the `small` shape ----------------------------------------------------------
+
+RunSummary small_run(const std::string& policy, AttentionKind attention) {
+  RunConfig config;
+  config.preset = "small";
+  config.model = model_preset("small");
+  config.model.attention = attention;
+  config.batch = 8;
+  config.steps = 2;  // one warm-up, one measured
+  config.threads = 1;
+  config.checkpoint = policy;
+  return Trainer(config).run();
+}
+
+TEST(CheckpointMemory, PeakActivationFallsWithTheInterval) {
+  const int64_t none = small_run("none", AttentionKind::kSdpa).peak_activation_bytes;
+  const int64_t every4 = small_run("every:4", AttentionKind::kSdpa).peak_activation_bytes;
+  const int64_t every2 = small_run("every:2", AttentionKind::kSdpa).peak_activation_bytes;
+  const int64_t every1 = small_run("every:1", AttentionKind::kSdpa).peak_activation_bytes;
+  EXPECT_GT(none, every4);
+  EXPECT_GT(every4, every2);
+  EXPECT_GT(every2, every1);
+  EXPECT_LE(static_cast<double>(every1), 0.4 * static_cast<double>(none))
+      << "every:1 " << every1 << " bytes against none " << none;
+}
+
+TEST(CheckpointMemory, SelectiveDropsTheScoreTensorsOfMathAttention) {
+  const RunSummary none = small_run("none", AttentionKind::kMath);
+  const RunSummary selective = small_run("selective", AttentionKind::kMath);
+  const ModelConfig shape = model_preset("small");
+  // One layer's s×s probabilities in fp32: batch × heads × seq² × 4 bytes.
+  const int64_t scores = 8 * shape.heads * shape.seq_len * shape.seq_len * 4;
+  // Between forward and backward, `none` keeps every layer's probabilities; `selective` none.
+  EXPECT_GE(none.saved_activation_bytes - selective.saved_activation_bytes, shape.layers * scores);
+  // At the peak one layer's scores are live again while they are recomputed, next to their
+  // gradient: the saving there is smaller by those two tensors.
+  EXPECT_GE(none.peak_activation_bytes - selective.peak_activation_bytes,
+            (shape.layers - 2) * scores);
+}
+
+}  // namespace
+}  // namespace rematlab
