@@ -23,7 +23,7 @@ QCustomPlot* make_plot(const QString& title, const QString& y_label) {
   plot->plotLayout()->addElement(0, 0, new QCPTextElement(plot, title, QFont("sans", 10, QFont::Bold)));
   plot->xAxis->setLabel("step");
   plot->yAxis->setLabel(y_label);
-  plot->legend->setVisible(true);
+  plot->legend->setVisible(false);  // shown once a run has curves
   plot->legend->setFont(QFont("sans", 8));
   plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   plot->setMinimumHeight(160);
@@ -68,6 +68,7 @@ void LiveCharts::begin_run(const QString& label, double budget_bytes) {
   curves.live = add_graph(memory_plot_, label + " live at step end", colour, Qt::DotLine);
   curves.throughput = add_graph(throughput_plot_, label, colour, Qt::SolidLine);
   runs_.push_back(curves);
+  for (QCustomPlot* plot : {loss_plot_, memory_plot_, throughput_plot_}) plot->legend->setVisible(true);
   if (budget_line_) {
     memory_plot_->removeGraph(budget_line_);
     budget_line_ = nullptr;
@@ -110,6 +111,9 @@ void LiveCharts::schedule_replot() {
 void LiveCharts::replot_now() {
   for (QCustomPlot* plot : {loss_plot_, memory_plot_, throughput_plot_}) {
     plot->rescaleAxes();
+    if (plot != loss_plot_) {  // bytes and rates read best from zero
+      plot->yAxis->setRange(0.0, plot->yAxis->range().upper * 1.05);
+    }
     plot->replot(QCustomPlot::rpQueuedReplot);
   }
   ++replots_;
