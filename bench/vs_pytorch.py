@@ -138,6 +138,11 @@ def run_rematlab(args, every):
     return {key: result[key] for key in ("step_ms", "tokens_per_s", "peak_activation_bytes")}
 
 
+def median_run(runs):
+    """The run whose step time is the median of the rounds (so its memory comes with it)."""
+    return sorted(runs, key=lambda r: r["step_ms"])[len(runs) // 2]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cli", default="build/app/rematlab-cli")
@@ -150,36 +155,41 @@ def main():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="ours and the peer alternate this many times per policy")
     parser.add_argument("--intervals", default="0,1,2", help="K of every:K; 0 is none")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")  # the profiler warns that it sees no GPU
 
     blas = "MKL" if torch.backends.mkl.is_available() else "not MKL"
-    print(f"PyTorch {torch.__version__} ({blas}), {args.threads} threads; "
-          f"{args.layers} blocks, d {args.d_model}, seq {args.seq_len}, batch {args.batch}, "
-          f"median of {args.steps} steps after {args.warmup} warm-up")
+    print(f"PyTorch {torch.__version__} ({blas}), {args.threads} threads; {args.layers} blocks, "
+          f"d {args.d_model}, seq {args.seq_len}, batch {args.batch}; median step of {args.steps} "
+          f"after {args.warmup} warm-up, median of {args.rounds} alternating rounds")
     header = ("policy", "ours tok/s", "peer tok/s", "ours/peer", "ours ms", "peer ms",
-              "ours act MiB", "peer act MiB", "act ours/peer")
-    rows, ours_none = [], None
+              "ours act MiB", "peer act MiB", "act ours/peer", "step / none (ours)",
+              "step / none (peer)")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    none = None
     for every in (int(k) for k in args.intervals.split(",")):
-        ours = run_rematlab(args, every)
-        peer = run_peer(args, every)
+        ours_runs, peer_runs = [], []
+        for _ in range(args.rounds):
+            ours_runs.append(run_rematlab(args, every))
+            peer_runs.append(run_peer(args, every))
+        ours, peer = median_run(ours_runs), median_run(peer_runs)
         if every == 0:
-            ours_none = ours
-        rows.append((("none" if every == 0 else f"every:{every}"),
-                     f"{ours['tokens_per_s']:.0f}", f"{peer['tokens_per_s']:.0f}",
-                     f"{ours['tokens_per_s'] / peer['tokens_per_s']:.2f}",
-                     f"{ours['step_ms']:.0f}", f"{peer['step_ms']:.0f}",
-                     f"{ours['peak_activation_bytes'] / 2**20:.1f}",
-                     f"{peer['peak_activation_bytes'] / 2**20:.1f}",
-                     f"{ours['peak_activation_bytes'] / peer['peak_activation_bytes']:.2f}"))
-        if every != 0 and ours_none:
-            rows[-1] += (f"{ours['step_ms'] / ours_none['step_ms']:.2f}",)
-    print("| " + " | ".join(header + ("ours step / ours none",)) + " |")
-    print("|" + "---|" * (len(header) + 1))
-    for row in rows:
-        print("| " + " | ".join(row + (("",) if len(row) == len(header) else ())) + " |")
+            none = (ours, peer)
+        overhead = (lambda r, base: f"{r['step_ms'] / base['step_ms']:.2f}" if none else "")
+        row = (("none" if every == 0 else f"every:{every}"),
+               f"{ours['tokens_per_s']:.0f}", f"{peer['tokens_per_s']:.0f}",
+               f"{ours['tokens_per_s'] / peer['tokens_per_s']:.2f}",
+               f"{ours['step_ms']:.0f}", f"{peer['step_ms']:.0f}",
+               f"{ours['peak_activation_bytes'] / 2**20:.1f}",
+               f"{peer['peak_activation_bytes'] / 2**20:.1f}",
+               f"{ours['peak_activation_bytes'] / peer['peak_activation_bytes']:.2f}",
+               overhead(ours, none[0]) if none else "", overhead(peer, none[1]) if none else "")
+        print("| " + " | ".join(row) + " |", flush=True)
 
 
 if __name__ == "__main__":

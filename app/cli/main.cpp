@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "common/errors.h"
+#include "runtime/host_allocator.h"
 
 namespace {
 
@@ -39,6 +40,7 @@ int fail(int code, const std::string& message) {
 
 int main(int argc, char** argv) {
   using namespace rematlab::cli;
+  rematlab::configure_host_allocator_for_training();
   CLI::App app{"RematLab: activation checkpointing, measured.", "rematlab-cli"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every subcommand");

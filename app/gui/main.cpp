@@ -2,8 +2,10 @@
 #include <QApplication>
 
 #include "main_window.h"
+#include "runtime/host_allocator.h"
 
 int main(int argc, char** argv) {
+  rematlab::configure_host_allocator_for_training();
   QApplication app(argc, argv);
   QApplication::setApplicationName("RematLab");
   rematlab::ui::MainWindow window;
