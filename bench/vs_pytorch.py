@@ -156,7 +156,7 @@ def main():
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3,
-                        help="ours and the peer alternate this many times per policy")
+                        help="every policy, ours then the peer, this many times over")
     parser.add_argument("--intervals", default="0,1,2", help="K of every:K; 0 is none")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -165,32 +165,36 @@ def main():
     blas = "MKL" if torch.backends.mkl.is_available() else "not MKL"
     print(f"PyTorch {torch.__version__} ({blas}), {args.threads} threads; {args.layers} blocks, "
           f"d {args.d_model}, seq {args.seq_len}, batch {args.batch}; median step of {args.steps} "
-          f"after {args.warmup} warm-up, median of {args.rounds} alternating rounds")
-    header = ("policy", "ours tok/s", "peer tok/s", "ours/peer", "ours ms", "peer ms",
+          f"after {args.warmup} warm-up, median of {args.rounds} rounds")
+    header = ("policy", "ours tok/s", "peer tok/s", "ours/peer", "ours ms (min–max)",
+              "peer ms (min–max)",
               "ours act MiB", "peer act MiB", "act ours/peer", "step / none (ours)",
               "step / none (peer)")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    none = None
-    for every in (int(k) for k in args.intervals.split(",")):
-        ours_runs, peer_runs = [], []
-        for _ in range(args.rounds):
-            ours_runs.append(run_rematlab(args, every))
-            peer_runs.append(run_peer(args, every))
-        ours, peer = median_run(ours_runs), median_run(peer_runs)
-        if every == 0:
-            none = (ours, peer)
-        overhead = (lambda r, base: f"{r['step_ms'] / base['step_ms']:.2f}" if none else "")
+    intervals = [int(k) for k in args.intervals.split(",")]
+    # Rounds outside, policies inside: every policy is measured across the same stretch of
+    # time, so drifting machine speed cannot masquerade as a policy's cost.
+    runs = {(every, side): [] for every in intervals for side in ("ours", "peer")}
+    for _ in range(args.rounds):
+        for every in intervals:
+            runs[(every, "ours")].append(run_rematlab(args, every))
+            runs[(every, "peer")].append(run_peer(args, every))
+    none = (median_run(runs[(0, "ours")]), median_run(runs[(0, "peer")])) if 0 in intervals else None
+    for every in intervals:
+        ours, peer = median_run(runs[(every, "ours")]), median_run(runs[(every, "peer")])
+        spread = lambda side: "–".join(f"{f(runs[(every, side)]):.0f}" for f in (
+            lambda rs: min(r["step_ms"] for r in rs), lambda rs: max(r["step_ms"] for r in rs)))
         row = (("none" if every == 0 else f"every:{every}"),
                f"{ours['tokens_per_s']:.0f}", f"{peer['tokens_per_s']:.0f}",
                f"{ours['tokens_per_s'] / peer['tokens_per_s']:.2f}",
-               f"{ours['step_ms']:.0f}", f"{peer['step_ms']:.0f}",
+               f"{ours['step_ms']:.0f} ({spread('ours')})", f"{peer['step_ms']:.0f} ({spread('peer')})",
                f"{ours['peak_activation_bytes'] / 2**20:.1f}",
                f"{peer['peak_activation_bytes'] / 2**20:.1f}",
                f"{ours['peak_activation_bytes'] / peer['peak_activation_bytes']:.2f}",
-               overhead(ours, none[0]) if none else "", overhead(peer, none[1]) if none else "")
+               f"{ours['step_ms'] / none[0]['step_ms']:.2f}" if none else "",
+               f"{peer['step_ms'] / none[1]['step_ms']:.2f}" if none else "")
         print("| " + " | ".join(row) + " |", flush=True)
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,9 +4,10 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "common/posix_files.h"
 
 namespace {
 
@@ -16,7 +17,7 @@ struct Result {
   std::string err;
 };
 
-std::string slurp(const std::filesystem::path& path) {
+std::string slurp(const std::string& path) {
   std::ifstream in(path);
   std::stringstream buffer;
   buffer << in.rdbuf();
@@ -24,19 +25,20 @@ std::string slurp(const std::filesystem::path& path) {
 }
 
 Result cli(const std::string& arguments) {
-  const auto dir = std::filesystem::temp_directory_path();
+  using rematlab::files::join;
+  const std::string dir = rematlab::files::temp_directory();
   const std::string tag = std::to_string(::getpid());
-  const auto out = dir / ("rematlab_cli_out_" + tag);
-  const auto err = dir / ("rematlab_cli_err_" + tag);
-  const std::string command = std::string(REMATLAB_CLI_PATH) + " " + arguments + " >" +
-                              out.string() + " 2>" + err.string();
+  const std::string out = join(dir, "rematlab_cli_out_" + tag);
+  const std::string err = join(dir, "rematlab_cli_err_" + tag);
+  const std::string command =
+      std::string(REMATLAB_CLI_PATH) + " " + arguments + " >" + out + " 2>" + err;
   const int status = std::system(command.c_str());
   Result result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   result.out = slurp(out);
   result.err = slurp(err);
-  std::filesystem::remove(out);
-  std::filesystem::remove(err);
+  rematlab::files::remove_file(out);
+  rematlab::files::remove_file(err);
   return result;
 }
 
@@ -81,6 +83,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"run --checkpoint every:0", "every:0"},
                       BadInput{"check --checkpoint sublayer:1", "sublayer:1"},
                       BadInput{"run --offload disk", "--offload"},
+                      BadInput{"run --checkpoint every:1 --offload host", "--offload"},
+                      BadInput{"run --checkpoint every:1 --offload tape", "--offload"},
                       BadInput{"run --dropout 1.5", "--dropout"},
                       BadInput{"teleport", "teleport"}),
     [](const ::testing::TestParamInfo<BadInput>& param_info) {

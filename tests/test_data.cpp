@@ -2,11 +2,11 @@
 #include <torch/torch.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "common/errors.h"
+#include "common/posix_files.h"
 #include "data/batch_source.h"
 
 namespace rematlab {
@@ -47,12 +47,12 @@ TEST(BatchSource, CopyRepeatsTheFirstHalf) {
 }
 
 TEST(BatchSource, ReadsBytesOfATextFile) {
-  const auto path = std::filesystem::temp_directory_path() / "rematlab_test_text.txt";
+  const std::string path = files::join(files::temp_directory(), "rematlab_test_text.txt");
   {
     std::ofstream out(path);
     for (int i = 0; i < 50; ++i) out << "abcdefghij";
   }
-  auto source = make_batch_source("text:" + path.string(), 16, 256, 3);
+  auto source = make_batch_source("text:" + path, 16, 256, 3);
   const TokenBatch batch = source->next(5);
   const auto tokens = batch.tokens.accessor<int64_t, 2>();
   for (int64_t r = 0; r < 5; ++r) {
@@ -60,8 +60,8 @@ TEST(BatchSource, ReadsBytesOfATextFile) {
       EXPECT_EQ((tokens[r][t] - 'a') % 10, (tokens[r][t - 1] - 'a' + 1) % 10);
     }
   }
-  EXPECT_EQ(source->describe(), "text:" + path.string());
-  std::filesystem::remove(path);
+  EXPECT_EQ(source->describe(), "text:" + path);
+  files::remove_file(path);
 }
 
 TEST(BatchSource, RejectsBadSourcesNamingTheFlag) {
@@ -75,11 +75,11 @@ TEST(BatchSource, RejectsBadSourcesNamingTheFlag) {
   };
   EXPECT_EQ(field_of([] { make_batch_source("imagenet", 16, 256, 0); }), "--data");
   EXPECT_EQ(field_of([] { make_batch_source("text:/no/such/file.txt", 16, 256, 0); }), "--data");
-  const auto path = std::filesystem::temp_directory_path() / "rematlab_test_short.txt";
+  const std::string path = files::join(files::temp_directory(), "rematlab_test_short.txt");
   { std::ofstream(path) << "short"; }
-  EXPECT_EQ(field_of([&] { make_batch_source("text:" + path.string(), 16, 256, 0); }), "--data");
-  EXPECT_EQ(field_of([&] { make_batch_source("text:" + path.string(), 2, 100, 0); }), "--vocab");
-  std::filesystem::remove(path);
+  EXPECT_EQ(field_of([&] { make_batch_source("text:" + path, 16, 256, 0); }), "--data");
+  EXPECT_EQ(field_of([&] { make_batch_source("text:" + path, 2, 100, 0); }), "--vocab");
+  files::remove_file(path);
 }
 
 }  // namespace

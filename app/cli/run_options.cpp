@@ -31,7 +31,8 @@ void RunOptions::add_to(CLI::App& command) {
   command.add_option("--checkpoint", checkpoint_,
                      "none | every:K | sublayer:A,F | selective | schedule:P=K,…")
       ->capture_default_str();
-  command.add_option("--offload", offload_, "none (host and disk come with offload support)")
+  command.add_option("--offload", offload_,
+                     "none | disk[:DIR] (saved segment inputs to files) | host (CUDA; not yet)")
       ->capture_default_str();
   command.add_option("--data", data_, "synthetic[:markov|:copy] or text:FILE")
       ->capture_default_str();

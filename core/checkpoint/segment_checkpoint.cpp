@@ -4,6 +4,7 @@
 
 #include "checkpoint/replay_state.h"
 #include "memory/memory_phase.h"
+#include "offload/offload_store.h"
 
 namespace rematlab {
 namespace {
@@ -20,6 +21,7 @@ struct SegmentReplay : torch::CustomClassHolder {
   AutocastSnapshot autocast;
   c10::Device device{c10::kCPU};
   bool input_requires_grad = false;
+  std::shared_ptr<OffloadTicket> offloaded_input;  // set when the input went to an offload store
 };
 
 constexpr const char* kReplayKey = "rematlab.segment_replay";
@@ -30,16 +32,23 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
                                const at::TensorList& /*params: inputs for their graph edges*/,
                                const c10::intrusive_ptr<SegmentReplay>& replay) {
-    ctx->save_for_backward({input});
+    torch::Tensor output = replay->segment(input);
+    if (OffloadStore* store = OffloadStore::active()) {
+      replay->offloaded_input = store->stash(input);
+    } else {
+      ctx->save_for_backward({input});
+    }
     ctx->saved_data[kReplayKey] = c10::IValue::make_capsule(replay);
-    return replay->segment(input);
+    return output;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     auto replay = c10::static_intrusive_pointer_cast<SegmentReplay>(
         ctx->saved_data.at(kReplayKey).toCapsule());
     ctx->saved_data.erase(kReplayKey);
-    const torch::Tensor input = ctx->get_saved_variables().at(0);
+    const torch::Tensor input = replay->offloaded_input ? replay->offloaded_input->fetch()
+                                                        : ctx->get_saved_variables().at(0);
+    replay->offloaded_input.reset();
     // Gradients for: input, each parameter, and the (non-tensor) replay argument.
     variable_list result(2 + replay->params.size());
     if (!grad_outputs.at(0).defined()) return result;

@@ -15,8 +15,9 @@ struct OneStep {
 
 // Builds a fresh trainer (which seeds and initialises the model) and takes one step's
 // gradients, so both sides start from the same weights, batch and RNG state.
-OneStep gradients_under(RunConfig config, const std::string& policy) {
+OneStep gradients_under(RunConfig config, const std::string& policy, const std::string& offload) {
   config.checkpoint = policy;
+  config.offload = offload;
   Trainer trainer(config);
   OneStep result;
   result.loss = trainer.accumulate_gradients(
@@ -30,8 +31,8 @@ OneStep gradients_under(RunConfig config, const std::string& policy) {
 }  // namespace
 
 GradientCheckResult check_gradients(const RunConfig& config) {
-  const OneStep checked = gradients_under(config, config.checkpoint);
-  const OneStep reference = gradients_under(config, "none");
+  const OneStep checked = gradients_under(config, config.checkpoint, config.offload);
+  const OneStep reference = gradients_under(config, "none", "none");
 
   GradientCheckResult result;
   result.loss = checked.loss;

@@ -22,7 +22,8 @@ struct GradientCheckResult {
   std::string worst_param;      // where max_abs_diff was found
 };
 
-// Uses config.checkpoint as the policy under test; everything else is shared by both sides.
+// Uses config.checkpoint (and config.offload) as the policy under test against none without
+// offload; everything else is shared by both sides.
 GradientCheckResult check_gradients(const RunConfig& config);
 
 nlohmann::json to_json(const GradientCheckResult& result);

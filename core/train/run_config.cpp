@@ -74,10 +74,27 @@ void validate(const RunConfig& config) {
   if (config.precision == Precision::kFp16 && !device.is_cuda()) {
     throw InvalidInput("--precision", "fp16 needs a CUDA device (on CPU use bf16)");
   }
-  CheckpointPolicy::parse(config.checkpoint);
-  if (config.offload != "none") {
-    throw InvalidInput("--offload", "'" + config.offload + "' is not available yet (only none)");
+  const CheckpointPolicy policy = CheckpointPolicy::parse(config.checkpoint);
+  const OffloadSpec offload = parse_offload(config.offload);
+  if (offload.kind == OffloadKind::kHost && !device.is_cuda()) {
+    throw InvalidInput("--offload", "host offload needs a CUDA device (moving CPU memory to host "
+                                    "memory saves nothing); use disk");
   }
+  if (offload.kind == OffloadKind::kHost) {
+    throw InvalidInput("--offload", "host offload is not available yet; use disk");
+  }
+  if (offload.kind != OffloadKind::kNone && policy.is_none()) {
+    throw InvalidInput("--offload", "offload moves the inputs that recomputed segments save; "
+                                    "choose a --checkpoint policy other than none");
+  }
+}
+
+OffloadSpec parse_offload(const std::string& text) {
+  if (text == "none") return {OffloadKind::kNone, ""};
+  if (text == "host") return {OffloadKind::kHost, ""};
+  if (text == "disk") return {OffloadKind::kDisk, ""};
+  if (text.rfind("disk:", 0) == 0 && text.size() > 5) return {OffloadKind::kDisk, text.substr(5)};
+  throw InvalidInput("--offload", "unknown offload '" + text + "' (use none, host, disk or disk:DIR)");
 }
 
 nlohmann::json to_json(const RunConfig& config) {

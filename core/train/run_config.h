@@ -16,6 +16,13 @@ enum class Precision { kFp32, kBf16, kFp16 };
 std::string to_string(Precision precision);
 Precision parse_precision(const std::string& text);  // throws InvalidInput("--precision", …)
 
+enum class OffloadKind { kNone, kHost, kDisk };
+struct OffloadSpec {
+  OffloadKind kind = OffloadKind::kNone;
+  std::string directory;  // disk:DIR; empty for the system temp directory
+};
+OffloadSpec parse_offload(const std::string& text);  // throws InvalidInput("--offload", …)
+
 struct RunConfig {
   std::string preset = "tiny";
   ModelConfig model = ModelConfig{};
@@ -31,7 +38,7 @@ struct RunConfig {
   Precision precision = Precision::kFp32;
   std::string device = "cpu";
   std::string checkpoint = "none";
-  std::string offload = "none";
+  std::string offload = "none";  // none | host | disk[:DIR]
   std::string data = "synthetic";
   int64_t budget_bytes = 0;  // 0: no budget
   bool timeline = false;     // record one step's memory timeline

@@ -49,6 +49,7 @@ void RunSummary::summarize() {
   step_ms = collect(&StepMetrics::step_ms);
   forward_ms = collect(&StepMetrics::forward_ms);
   backward_ms = collect(&StepMetrics::backward_ms);
+  offload_wait_ms = collect(&StepMetrics::offload_wait_ms);
   peak_bytes = baseline_bytes = peak_activation_bytes = saved_activation_bytes = 0;
   offloaded_peak_bytes = rss_peak_bytes = 0;
   for (const auto* step : timed) {
@@ -79,6 +80,7 @@ nlohmann::json to_json(const StepMetrics& step) {
           {"peak_activation_bytes", step.peak_activation_bytes},
           {"saved_activation_bytes", step.saved_activation_bytes},
           {"offloaded_peak_bytes", step.offloaded_peak_bytes},
+          {"offload_wait_ms", step.offload_wait_ms},
           {"rss_bytes", step.rss_bytes},
           {"checkpoint_interval", step.checkpoint_interval},
           {"recomputed_segments", step.recomputed_segments}};
@@ -113,6 +115,7 @@ nlohmann::json to_json(const RunSummary& summary) {
       {"peak_activation_bytes", summary.peak_activation_bytes},
       {"saved_activation_bytes", summary.saved_activation_bytes},
       {"offloaded_peak_bytes", summary.offloaded_peak_bytes},
+      {"offload_wait_ms", summary.offload_wait_ms},
       {"rss_peak_bytes", summary.rss_peak_bytes},
       {"run_id", summary.run_id ? nlohmann::json(*summary.run_id) : nlohmann::json(nullptr)},
   };

@@ -30,6 +30,7 @@ struct RunSummary {
   double step_ms = 0.0;
   double forward_ms = 0.0;
   double backward_ms = 0.0;
+  double offload_wait_ms = 0.0;
   // Maxima over timed steps.
   int64_t peak_bytes = 0;
   int64_t baseline_bytes = 0;
@@ -46,8 +47,8 @@ struct RunSummary {
   void summarize();
 };
 
-// The design's `run --json` object, plus `saved_activation_bytes`, `status_message` (when not
-// ok) and `timeline` (when recorded).
+// The design's `run --json` object, plus `saved_activation_bytes`, `offload_wait_ms`,
+// `status_message` (when not ok) and `timeline` (when recorded).
 nlohmann::json to_json(const RunSummary& summary);
 nlohmann::json to_json(const StepMetrics& step);
 

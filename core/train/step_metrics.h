@@ -26,7 +26,8 @@ struct StepMetrics {
   // Live bytes above the baseline when forward ends (largest over micro-batches): what the
   // graph keeps for backward, before backward's own transients and recomputation.
   int64_t saved_activation_bytes = 0;
-  int64_t offloaded_peak_bytes = 0;
+  int64_t offloaded_peak_bytes = 0;  // most bytes held off the device by offload at once
+  double offload_wait_ms = 0.0;      // backward blocked on offloaded inputs coming back
   int64_t rss_bytes = 0;
   int64_t rss_peak_bytes = 0;
   int64_t checkpoint_interval = 0;  // K of every:K in force (schedule too); 0 if none

@@ -7,6 +7,7 @@
 #include "memory/device_memory.h"
 #include "memory/memory_phase.h"
 #include "memory/process_memory.h"
+#include "offload/disk_offload.h"
 
 namespace rematlab {
 namespace {
@@ -54,6 +55,12 @@ Trainer::Trainer(RunConfig config)
     autocast_ = state;
   }
   if (config_.precision == Precision::kFp16) scaler_.emplace();
+  const OffloadSpec offload = parse_offload(config_.offload);
+  if (offload.kind == OffloadKind::kDisk) {
+    DiskOffloadOptions options;
+    options.parent = offload.directory;
+    offload_ = make_disk_offload_store(options);
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -67,6 +74,7 @@ double Trainer::micro_batch(const CheckpointPlan& plan, StepMetrics& metrics) {
   torch::Tensor loss;
   {
     ScopedMemoryPhase phase(MemoryPhase::kForward);
+    ScopedOffload offload(offload_.get());
     std::optional<ScopedAutocast> autocast;
     if (autocast_) autocast.emplace(*autocast_);
     loss = model_->loss(tokens, targets, plan) / static_cast<double>(config_.accum);
@@ -77,6 +85,7 @@ double Trainer::micro_batch(const CheckpointPlan& plan, StepMetrics& metrics) {
                                             tracker_.current_bytes() - metrics.baseline_bytes);
 
   start = Clock::now();
+  if (offload_) offload_->begin_backward();
   {
     ScopedMemoryPhase phase(MemoryPhase::kBackward);
     (scaler_ ? scaler_->scale(loss) : loss).backward();
@@ -121,6 +130,7 @@ StepMetrics Trainer::step(int64_t index, const TrainerCallbacks& callbacks) {
   metrics.recomputed_segments = plan.recomputed_segments();
 
   device_memory::synchronize(device_);
+  if (offload_) offload_->reset_step_counters();
   tracker_.reset_peak();
   metrics.baseline_bytes = tracker_.current_bytes();
   const auto start = Clock::now();
@@ -137,6 +147,10 @@ StepMetrics Trainer::step(int64_t index, const TrainerCallbacks& callbacks) {
   metrics.current_bytes = tracker_.current_bytes();
   metrics.peak_bytes = tracker_.peak_bytes();
   metrics.peak_activation_bytes = metrics.peak_bytes - metrics.baseline_bytes;
+  if (offload_) {
+    metrics.offloaded_peak_bytes = offload_->offloaded_peak_bytes();
+    metrics.offload_wait_ms = offload_->wait_ms();
+  }
   const ProcessMemory process = read_process_memory();
   metrics.rss_bytes = process.rss_bytes;
   metrics.rss_peak_bytes = process.rss_peak_bytes;

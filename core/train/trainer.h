@@ -13,6 +13,7 @@
 #include "data/batch_source.h"
 #include "memory/memory_tracker.h"
 #include "model/gpt.h"
+#include "offload/offload_store.h"
 #include "train/loss_scaler.h"
 #include "train/run_config.h"
 #include "train/run_summary.h"
@@ -62,6 +63,7 @@ class Trainer {
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::optional<LossScaler> scaler_;       // fp16 only
   std::optional<AutocastSnapshot> autocast_;  // bf16 / fp16
+  std::unique_ptr<OffloadStore> offload_;     // --offload disk
 };
 
 }  // namespace rematlab

@@ -1,0 +1,27 @@
+// The few file-system operations the engine needs, on POSIX calls.
+//
+// Why not std::filesystem: LibTorch 2.11's libtorch.so exports its own copies of many
+// std::filesystem functions (built with a newer libstdc++), which take precedence over the
+// system's at load time; std::filesystem::remove_all then jumps to a null pointer. Keeping the
+// engine off std::filesystem avoids depending on which copy wins.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace rematlab::files {
+
+std::string temp_directory();  // $TMPDIR or /tmp
+std::string join(const std::string& directory, const std::string& name);
+bool exists(const std::string& path);
+bool is_directory(const std::string& path);
+// Creates `path` and missing parents; returns an empty string or the reason it failed.
+std::string make_directories(const std::string& path);
+// Names in `directory` (no "." or ".."); empty when it cannot be read.
+std::vector<std::string> list(const std::string& directory);
+// Removes a file; returns whether something was removed.
+bool remove_file(const std::string& path);
+// Removes `path` and everything below it; a missing path is fine.
+void remove_tree(const std::string& path);
+
+}  // namespace rematlab::files

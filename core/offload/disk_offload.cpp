@@ -1,0 +1,336 @@
+#include "offload/disk_offload.h"
+
+#include <ATen/ThreadLocalState.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "common/errors.h"
+#include "common/posix_files.h"
+#include "memory/memory_phase.h"
+
+namespace rematlab {
+namespace {
+
+constexpr const char* kDirectoryPrefix = "rematlab-offload-";
+
+// One stashed tensor. `tensor` holds the device tensor until it is written, and the loaded one
+// once it is read back.
+struct Entry {
+  enum class State { kWriting, kOnDisk, kReading, kLoaded, kFailed };
+  State state = State::kWriting;
+  bool counted = false;    // its bytes are in the store's held (offloaded) bytes
+  torch::Tensor tensor;
+  std::string path;
+  int64_t bytes = 0;
+  std::vector<int64_t> sizes;
+  at::ScalarType dtype = at::kFloat;
+  c10::Device device{c10::kCPU};
+  std::string error;
+};
+
+class DiskOffloadCore : public std::enable_shared_from_this<DiskOffloadCore> {
+ public:
+  DiskOffloadCore(std::string directory, int64_t fail_after_bytes)
+      : directory_(std::move(directory)),
+        fail_after_bytes_(fail_after_bytes),
+        thread_state_(),  // the trainer thread's state: the memory tracker sees the worker too
+        worker_([this] { work(); }) {}
+
+  ~DiskOffloadCore() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    worker_.join();
+    files::remove_tree(directory_);
+  }
+
+  const std::string& directory() const { return directory_; }
+
+  std::shared_ptr<Entry> stash(const torch::Tensor& input) {
+    auto entry = std::make_shared<Entry>();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!failure_.empty()) throw OffloadError(failure_);
+      entry->tensor = input.detach();
+      entry->bytes = static_cast<int64_t>(input.nbytes());
+      entry->sizes = input.sizes().vec();
+      entry->dtype = input.scalar_type();
+      entry->device = input.device();
+      entry->path = files::join(directory_, "segment-input-" + std::to_string(next_file_++) + ".bin");
+      order_.push_back(entry);
+      tasks_.push_back([this, entry] { write(*entry); });
+    }
+    wake_.notify_all();
+    return entry;
+  }
+
+  torch::Tensor fetch(const std::shared_ptr<Entry>& entry) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto ready = [&] {
+      if (entry->state == Entry::State::kOnDisk) schedule_read_locked(entry);  // write just ended
+      return entry->state == Entry::State::kLoaded || entry->state == Entry::State::kFailed;
+    };
+    if (!ready()) {
+      ScopedMemoryPhase phase(MemoryPhase::kOffloadWait);
+      const auto start = std::chrono::steady_clock::now();
+      done_.wait(lock, ready);
+      wait_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                      .count();
+    }
+    if (entry->state == Entry::State::kFailed) throw OffloadError(entry->error);
+    torch::Tensor result = std::move(entry->tensor);
+    entry->tensor = torch::Tensor();
+    remove_file_locked(*entry);
+    // Backward visits segments in reverse: bring the previous one in while this one computes.
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+      if (it->lock() == entry && std::next(it) != order_.rend()) {
+        if (auto previous = std::next(it)->lock()) schedule_read_locked(previous);
+        break;
+      }
+    }
+    return result;
+  }
+
+  void begin_backward() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!order_.empty()) {
+      if (auto last = order_.back().lock()) schedule_read_locked(last);
+    }
+  }
+
+  // The ticket is gone (backward is done with it, or its graph was dropped): once a write or
+  // read in flight has finished, nothing of the entry may remain, so a cancelled step leaves no
+  // files behind by the time its graph is freed.
+  void abandon(const std::shared_ptr<Entry>& entry) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] {
+      return entry->state != Entry::State::kWriting && entry->state != Entry::State::kReading;
+    });
+    entry->tensor = torch::Tensor();
+    remove_file_locked(*entry);
+  }
+
+  void reset_step_counters() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    peak_bytes_ = held_bytes_;
+    wait_ms_ = 0.0;
+    order_.erase(std::remove_if(order_.begin(), order_.end(),
+                                [](const std::weak_ptr<Entry>& e) { return e.expired(); }),
+                 order_.end());
+  }
+  int64_t peak_bytes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peak_bytes_;
+  }
+  double wait_ms() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return wait_ms_;
+  }
+
+ private:
+  void schedule_read_locked(const std::shared_ptr<Entry>& entry) {
+    if (entry->state != Entry::State::kOnDisk) return;
+    entry->state = Entry::State::kReading;
+    tasks_.push_back([this, entry] { read(*entry); });
+    wake_.notify_all();
+  }
+
+  void remove_file_locked(Entry& entry) {
+    if (entry.path.empty()) return;
+    files::remove_file(entry.path);
+    entry.path.clear();
+    if (entry.counted) held_bytes_ -= entry.bytes;
+    entry.counted = false;
+  }
+
+  void work() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;  // stopping and drained
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      at::ThreadLocalStateGuard state(thread_state_);
+      try {
+        task();
+      } catch (const std::exception& error) {  // never let an exception end the process
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (failure_.empty()) failure_ = std::string("offload: ") + error.what();
+        done_.notify_all();
+      }
+    }
+  }
+
+  void write(Entry& entry) {
+    torch::Tensor host;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      host = entry.tensor;
+    }
+    host = host.to(torch::kCPU).contiguous();
+    std::string error = write_file(entry.path, host);
+    host = torch::Tensor();
+    std::lock_guard<std::mutex> lock(mutex_);
+    entry.tensor = torch::Tensor();  // the device copy is freed here, on the writer thread
+    if (!error.empty()) {
+      files::remove_file(entry.path);
+      entry.path.clear();
+      entry.error = error;
+      entry.state = Entry::State::kFailed;
+      if (failure_.empty()) failure_ = error;
+    } else {
+      entry.state = Entry::State::kOnDisk;
+      entry.counted = true;
+      held_bytes_ += entry.bytes;
+      peak_bytes_ = std::max(peak_bytes_, held_bytes_);
+    }
+    done_.notify_all();
+  }
+
+  std::string write_file(const std::string& path, const torch::Tensor& host) {
+    const int64_t bytes = static_cast<int64_t>(host.nbytes());
+    if (fail_after_bytes_ >= 0 && written_bytes_ + bytes > fail_after_bytes_) {
+      return "offload: cannot write " + path + ": no space left on device (injected)";
+    }
+    std::FILE* file = std::fopen(path.c_str(), "wb");
+    if (!file) return "offload: cannot create " + path + ": " + std::strerror(errno);
+    const bool ok = std::fwrite(host.data_ptr(), 1, static_cast<std::size_t>(bytes), file) ==
+                    static_cast<std::size_t>(bytes);
+    const int saved_errno = errno;
+    const bool closed = std::fclose(file) == 0;
+    if (!ok || !closed) {
+      return "offload: cannot write " + path + ": " + std::strerror(ok ? errno : saved_errno);
+    }
+    written_bytes_ += bytes;
+    return "";
+  }
+
+  void read(Entry& entry) {
+    std::string path;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      path = entry.path;
+    }
+    std::string error;
+    torch::Tensor loaded = torch::empty(entry.sizes, torch::TensorOptions().dtype(entry.dtype));
+    std::FILE* file = path.empty() ? nullptr : std::fopen(path.c_str(), "rb");
+    if (!file ||
+        std::fread(loaded.data_ptr(), 1, loaded.nbytes(), file) != static_cast<std::size_t>(loaded.nbytes())) {
+      error = "offload: cannot read back " + path + ": " + std::strerror(errno);
+    }
+    if (file) std::fclose(file);
+    if (error.empty() && !entry.device.is_cpu()) loaded = loaded.to(entry.device);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error.empty()) {
+      entry.error = error;
+      entry.state = Entry::State::kFailed;
+    } else {
+      entry.tensor = std::move(loaded);
+      entry.state = Entry::State::kLoaded;
+    }
+    done_.notify_all();
+  }
+
+  const std::string directory_;
+  const int64_t fail_after_bytes_;
+  at::ThreadLocalState thread_state_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;  // the worker waits for tasks
+  std::condition_variable done_;  // fetchers wait for their entry
+  std::deque<std::function<void()>> tasks_;
+  std::vector<std::weak_ptr<Entry>> order_;  // stash order within the step
+  std::string failure_;                      // first write error: later stashes fail fast
+  int64_t next_file_ = 0;
+  int64_t written_bytes_ = 0;  // worker only
+  int64_t held_bytes_ = 0;
+  int64_t peak_bytes_ = 0;
+  double wait_ms_ = 0.0;
+  bool stopping_ = false;
+  std::thread worker_;  // last: starts once everything above exists
+};
+
+class DiskTicket : public OffloadTicket {
+ public:
+  DiskTicket(std::shared_ptr<DiskOffloadCore> core, std::shared_ptr<Entry> entry)
+      : core_(std::move(core)), entry_(std::move(entry)) {}
+  ~DiskTicket() override { core_->abandon(entry_); }
+  torch::Tensor fetch() override { return core_->fetch(entry_); }
+
+ private:
+  std::shared_ptr<DiskOffloadCore> core_;
+  std::shared_ptr<Entry> entry_;
+};
+
+class DiskOffloadStore : public OffloadStore {
+ public:
+  explicit DiskOffloadStore(std::shared_ptr<DiskOffloadCore> core) : core_(std::move(core)) {}
+  std::shared_ptr<OffloadTicket> stash(const torch::Tensor& input) override {
+    return std::make_shared<DiskTicket>(core_, core_->stash(input));
+  }
+  void begin_backward() override { core_->begin_backward(); }
+  void reset_step_counters() override { core_->reset_step_counters(); }
+  int64_t offloaded_peak_bytes() const override { return core_->peak_bytes(); }
+  double wait_ms() const override { return core_->wait_ms(); }
+  const std::string& directory() const { return core_->directory(); }
+
+ private:
+  std::shared_ptr<DiskOffloadCore> core_;
+};
+
+std::string fresh_directory(const std::string& parent) {
+  std::random_device entropy;
+  return files::join(parent, kDirectoryPrefix + std::to_string(::getpid()) + "-" +
+                                 std::to_string(entropy() % 1000000));
+}
+
+}  // namespace
+
+std::unique_ptr<OffloadStore> make_disk_offload_store(const DiskOffloadOptions& options) {
+  const std::string parent = options.parent.empty() ? files::temp_directory() : options.parent;
+  remove_stale_offload_directories(parent);
+  const std::string directory = fresh_directory(parent);
+  const std::string error = files::make_directories(directory);
+  if (!error.empty()) {
+    throw InvalidInput("--offload", "cannot create an offload directory under '" + parent +
+                                        "': " + error);
+  }
+  return std::make_unique<DiskOffloadStore>(
+      std::make_shared<DiskOffloadCore>(directory, options.fail_after_bytes));
+}
+
+std::string disk_offload_directory(const OffloadStore& store) {
+  return dynamic_cast<const DiskOffloadStore&>(store).directory();
+}
+
+int remove_stale_offload_directories(const std::string& parent) {
+  int removed = 0;
+  for (const std::string& name : files::list(parent)) {
+    if (name.rfind(kDirectoryPrefix, 0) != 0) continue;
+    const std::string path = files::join(parent, name);
+    if (!files::is_directory(path)) continue;
+    const long pid = std::strtol(name.c_str() + std::strlen(kDirectoryPrefix), nullptr, 10);
+    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
+      files::remove_tree(path);
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+}  // namespace rematlab

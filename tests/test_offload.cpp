@@ -1,0 +1,187 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <atomic>
+
+#include "checkpoint/segment_checkpoint.h"
+#include "common/errors.h"
+#include "common/posix_files.h"
+#include "offload/disk_offload.h"
+#include "train/gradient_check.h"
+#include "train/trainer.h"
+
+namespace rematlab {
+namespace {
+
+// A fresh parent directory per test, removed afterwards.
+class TempParent {
+ public:
+  TempParent()
+      : path_(files::join(files::temp_directory(), "rematlab-test-" + std::to_string(::getpid()) +
+                                                     "-" + std::to_string(counter_++))) {
+    files::make_directories(path_);
+  }
+  ~TempParent() { files::remove_tree(path_); }
+  const std::string& path() const { return path_; }
+  bool empty() const { return files::list(path_).empty(); }
+
+ private:
+  static inline int counter_ = 0;
+  std::string path_;
+};
+
+RunConfig deep_config(const std::string& policy, const std::string& offload) {
+  RunConfig config;
+  config.model = model_preset("tiny");
+  config.model.layers = 12;
+  config.model.dropout = 0.1;
+  config.batch = 8;
+  config.steps = 3;
+  config.threads = 1;
+  config.checkpoint = policy;
+  config.offload = offload;
+  return config;
+}
+
+TEST(DiskOffload, GradientsAreBitIdenticalToCheckpointingAlone) {
+  TempParent parent;
+  RunConfig config = deep_config("every:1", "disk:" + parent.path());
+  config.accum = 2;
+  const GradientCheckResult result = check_gradients(config);
+  EXPECT_TRUE(result.identical) << result.max_abs_diff << " in " << result.worst_param;
+  EXPECT_EQ(result.loss_diff, 0.0);
+  EXPECT_TRUE(parent.empty());  // the store's directory went with its trainer
+}
+
+TEST(DiskOffload, LossCurveEqualsCheckpointingAlone) {
+  TempParent parent;
+  const RunSummary plain = Trainer(deep_config("every:1", "none")).run();
+  const RunSummary offloaded = Trainer(deep_config("every:1", "disk:" + parent.path())).run();
+  ASSERT_EQ(plain.steps.size(), offloaded.steps.size());
+  for (std::size_t i = 0; i < plain.steps.size(); ++i) {
+    EXPECT_EQ(offloaded.steps[i].loss, plain.steps[i].loss) << "step " << i;
+  }
+}
+
+TEST(DiskOffload, LowersPeakActivationByTheSavedInputs) {
+  TempParent parent;
+  const RunSummary plain = Trainer(deep_config("every:1", "none")).run();
+  const RunSummary offloaded = Trainer(deep_config("every:1", "disk:" + parent.path())).run();
+  const ModelConfig shape = deep_config("", "").model;
+  const int64_t input_bytes = 8 * shape.seq_len * shape.d_model * 4;  // one segment input, fp32
+  // Every one of the 12 segment inputs was on disk at once, before backward took the first back.
+  EXPECT_EQ(offloaded.offloaded_peak_bytes, 12 * input_bytes);
+  EXPECT_EQ(plain.offloaded_peak_bytes, 0);
+  // At the peak (backward's start) at most the last input and the one prefetched are back.
+  EXPECT_LT(offloaded.peak_activation_bytes, plain.peak_activation_bytes);
+  EXPECT_LE(offloaded.peak_activation_bytes, plain.peak_activation_bytes - 8 * input_bytes)
+      << "plain " << plain.peak_activation_bytes << ", offloaded " << offloaded.peak_activation_bytes;
+  EXPECT_GE(offloaded.offload_wait_ms, 0.0);
+}
+
+TEST(DiskOffload, DroppedGraphRemovesItsFilesAtOnce) {
+  TempParent parent;
+  DiskOffloadOptions options;
+  options.parent = parent.path();
+  auto store = make_disk_offload_store(options);
+  const std::string directory = disk_offload_directory(*store);
+  const torch::Tensor w = torch::randn({64, 64}, torch::requires_grad());
+  {
+    ScopedOffload scope(store.get());
+    torch::Tensor h = torch::randn({16, 64}, torch::requires_grad());
+    for (int i = 0; i < 5; ++i) {
+      h = checkpoint_segment([&w](const torch::Tensor& x) { return torch::tanh(x.matmul(w)); }, h, {w});
+    }
+    // The graph (and with it every ticket) goes out of scope here, without backward: a cancel.
+  }
+  EXPECT_TRUE(files::list(directory).empty());
+  store.reset();
+  EXPECT_FALSE(files::exists(directory));
+  EXPECT_TRUE(parent.empty());
+}
+
+TEST(DiskOffload, CancelledRunLeavesNoFiles) {
+  TempParent parent;
+  RunConfig config = deep_config("every:2", "disk:" + parent.path());
+  config.steps = 50;
+  config.accum = 3;
+  std::atomic<bool> cancel{false};
+  TrainerCallbacks callbacks;
+  callbacks.cancel = &cancel;
+  callbacks.on_step = [&](const StepMetrics&) { cancel = true; };
+  {
+    Trainer trainer(config);
+    EXPECT_EQ(trainer.run(callbacks).status, RunStatus::kCancelled);
+  }
+  EXPECT_TRUE(parent.empty());
+}
+
+TEST(DiskOffload, WriteErrorFailsTheStepCleanly) {
+  TempParent parent;
+  DiskOffloadOptions options;
+  options.parent = parent.path();
+  options.fail_after_bytes = 3 * 16 * 64 * 4;  // room for three segment inputs
+  auto store = make_disk_offload_store(options);
+  const torch::Tensor w = torch::randn({64, 64}, torch::requires_grad());
+  bool failed = false;
+  std::string message;
+  try {
+    torch::Tensor h = torch::randn({16, 64}, torch::requires_grad());
+    {
+      ScopedOffload scope(store.get());
+      for (int i = 0; i < 8; ++i) {
+        h = checkpoint_segment([&w](const torch::Tensor& x) { return torch::tanh(x.matmul(w)); }, h, {w});
+      }
+    }
+    store->begin_backward();
+    h.sum().backward();
+  } catch (const std::exception& error) {
+    failed = true;
+    message = error.what();
+  }
+  EXPECT_TRUE(failed);
+  EXPECT_NE(message.find("no space left"), std::string::npos) << message;
+  store.reset();  // no crash, no hang, and nothing left behind
+  EXPECT_TRUE(parent.empty());
+}
+
+TEST(DiskOffload, StaleDirectoriesOfDeadProcessesAreRemoved) {
+  TempParent parent;
+  const std::string dead = files::join(parent.path(), "rematlab-offload-999999999-1");
+  const std::string alive =
+      files::join(parent.path(), "rematlab-offload-" + std::to_string(::getpid()) + "-2");
+  const std::string unrelated = files::join(parent.path(), "unrelated");
+  for (const auto& path : {files::join(dead, "x"), alive, unrelated}) {
+    ASSERT_EQ(files::make_directories(path), "");
+  }
+  EXPECT_EQ(remove_stale_offload_directories(parent.path()), 1);
+  EXPECT_FALSE(files::exists(dead));
+  EXPECT_TRUE(files::exists(alive));
+  EXPECT_TRUE(files::exists(unrelated));
+}
+
+TEST(DiskOffload, BadOffloadSettingsNameTheFlag) {
+  auto field_of = [](RunConfig config) -> std::string {
+    try {
+      validate(config);
+    } catch (const InvalidInput& error) {
+      return std::string(error.what());
+    }
+    return "accepted";
+  };
+  EXPECT_NE(field_of(deep_config("every:1", "host")).find("CUDA"), std::string::npos);
+  EXPECT_NE(field_of(deep_config("none", "disk")).find("--offload"), std::string::npos);
+  EXPECT_NE(field_of(deep_config("every:1", "tape")).find("--offload"), std::string::npos);
+  EXPECT_EQ(field_of(deep_config("every:1", "disk")), "accepted");
+  try {
+    DiskOffloadOptions options;
+    options.parent = "/proc/no-such-place";
+    make_disk_offload_store(options);
+    ADD_FAILURE() << "an uncreatable directory was accepted";
+  } catch (const InvalidInput& error) {
+    EXPECT_EQ(error.field(), "--offload");
+  }
+}
+
+}  // namespace
+}  // namespace rematlab
