@@ -17,6 +17,7 @@ namespace {
 struct Strategy {
   std::string name;
   std::string checkpoint;
+  std::string offload;
 };
 
 std::vector<Strategy> parse_strategies(const std::string& list) {
@@ -25,8 +26,16 @@ std::vector<Strategy> parse_strategies(const std::string& list) {
   std::string policy;
   while (std::getline(stream, policy, ';')) {
     if (policy.empty()) continue;
-    CheckpointPolicy::parse(policy);  // reject bad text before anything runs
-    strategies.push_back({policy == "none" ? "Baseline" : "Checkpoint " + policy, policy});
+    // POLICY or POLICY+OFFLOAD, e.g. every:1+disk; bad text is rejected before anything runs.
+    const auto plus = policy.find('+');
+    Strategy strategy;
+    strategy.checkpoint = policy.substr(0, plus);
+    strategy.offload = plus == std::string::npos ? "none" : policy.substr(plus + 1);
+    CheckpointPolicy::parse(strategy.checkpoint);
+    parse_offload(strategy.offload);
+    strategy.name = strategy.checkpoint == "none" ? "Baseline" : "Checkpoint " + strategy.checkpoint;
+    if (strategy.offload != "none") strategy.name += " + " + strategy.offload + " offload";
+    strategies.push_back(strategy);
   }
   if (strategies.empty()) throw InvalidInput("--policies", "no policy given");
   return strategies;
@@ -39,25 +48,37 @@ Command add_study_command(CLI::App& app, const std::atomic<bool>& cancel) {
       "study", "The strategy table: peak memory and throughput per checkpoint policy");
   auto options = std::make_shared<RunOptions>();
   options->add_to(*command);
-  auto policies = std::make_shared<std::string>("none;every:1;every:2;sublayer:1,2;selective");
-  command->add_option("--policies", *policies, "Policies to compare, separated by ';'")
+  auto policies =
+      std::make_shared<std::string>("none;every:1;every:1+disk;every:2;sublayer:1,2;selective");
+  command->add_option("--policies", *policies,
+                      "Policies to compare, separated by ';'; POLICY+OFFLOAD adds offload")
       ->capture_default_str();
   return {command, [options, policies, &cancel]() {
     const RunConfig base = options->resolve();
     const auto strategies = parse_strategies(*policies);
-    std::vector<RunSummary> results;
-    for (std::size_t i = 0; i < strategies.size() && !cancel.load(); ++i) {
+    std::vector<RunConfig> configs;
+    for (const Strategy& strategy : strategies) {  // every combination checked before any runs
       RunConfig config = base;
-      config.checkpoint = strategies[i].checkpoint;
-      const std::string label = "[" + std::to_string(i + 1) + "/" +
-                                std::to_string(strategies.size()) + " " + config.checkpoint + "] ";
-      Trainer trainer(config);
+      config.checkpoint = strategy.checkpoint;
+      config.offload = strategy.offload;
+      validate(config);
+      configs.push_back(config);
+    }
+    std::vector<RunSummary> results;
+    for (std::size_t i = 0; i < configs.size() && !cancel.load(); ++i) {
+      const std::string label = "[" + std::to_string(i + 1) + "/" + std::to_string(configs.size()) +
+                                " " + strategies[i].name + "] ";
+      Trainer trainer(configs[i]);
       TrainerCallbacks callbacks;
       callbacks.cancel = &cancel;
       callbacks.on_step = [&label](const StepMetrics& step) { print_step_progress(step, label); };
       results.push_back(trainer.run(callbacks));
     }
 
+    if (results.empty()) {
+      std::cerr << "study cancelled before its first run finished" << std::endl;
+      return 0;
+    }
     nlohmann::json rows_json = nlohmann::json::array();
     std::vector<std::vector<std::string>> rows;
     const RunSummary& baseline = results.front();
@@ -65,6 +86,7 @@ Command add_study_command(CLI::App& app, const std::atomic<bool>& cancel) {
       const RunSummary& r = results[i];
       rows.push_back({strategies[i].name, to_string(r.status), std::to_string(r.config.batch),
                       format_bytes(r.peak_bytes), format_bytes(r.peak_activation_bytes),
+                      format_bytes(r.offloaded_peak_bytes),
                       format_percent_change(static_cast<double>(r.peak_activation_bytes),
                                             static_cast<double>(baseline.peak_activation_bytes)),
                       format_number(r.tokens_per_s, 0),
@@ -78,7 +100,8 @@ Command add_study_command(CLI::App& app, const std::atomic<bool>& cancel) {
               << base.model.d_model << ", seq " << base.model.seq_len << "), batch " << base.batch
               << ", " << base.steps << " steps, " << to_string(base.precision) << ", "
               << base.device << "\n\n"
-              << format_table({"strategy", "status", "batch", "peak", "peak act", "act vs base",
+              << format_table({"strategy", "status", "batch", "peak", "peak act", "offloaded",
+                               "act vs base",
                                "tokens/s", "tok/s vs base", "final loss"},
                               rows);
     if (options->json) print_json_line({{"rows", rows_json}});
