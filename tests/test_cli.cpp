@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/posix_files.h"
+#include "run_json_contract.h"
 
 namespace {
 
@@ -97,12 +98,7 @@ TEST(Cli, RunJsonIsTheLastLineAndHasEveryKey) {
   const Result result = cli("run --preset tiny --steps 3 --threads 1 --json");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const nlohmann::json json = last_line_json(result.out);
-  for (const char* key :
-       {"status", "device", "precision", "attention", "checkpoint", "offload", "params", "layers",
-        "d_model", "heads", "seq_len", "vocab", "batch", "accum", "steps", "first_loss",
-        "final_loss", "tokens_per_s", "step_ms", "forward_ms", "backward_ms", "peak_bytes",
-        "baseline_bytes", "peak_activation_bytes", "offloaded_peak_bytes", "rss_peak_bytes",
-        "run_id"}) {
+  for (const char* key : rematlab::testing::kRunJsonKeys) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
   EXPECT_EQ(json["status"], "ok");

@@ -6,6 +6,7 @@
 #include "common/errors.h"
 #include "train/loss_scaler.h"
 #include "train/trainer.h"
+#include "run_json_contract.h"
 
 namespace rematlab {
 namespace {
@@ -161,12 +162,7 @@ TEST(Trainer, RejectsBadConfigurationsNamingTheFlag) {
 
 TEST(Trainer, JsonSummaryHasEveryContractKey) {
   const nlohmann::json json = to_json(Trainer(tiny_run(2)).run());
-  for (const char* key :
-       {"status", "device", "precision", "attention", "checkpoint", "offload", "params", "layers",
-        "d_model", "heads", "seq_len", "vocab", "batch", "accum", "steps", "first_loss",
-        "final_loss", "tokens_per_s", "step_ms", "forward_ms", "backward_ms", "peak_bytes",
-        "baseline_bytes", "peak_activation_bytes", "offloaded_peak_bytes", "rss_peak_bytes",
-        "run_id"}) {
+  for (const char* key : rematlab::testing::kRunJsonKeys) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
   EXPECT_TRUE(json["run_id"].is_null());

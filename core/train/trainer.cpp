@@ -24,7 +24,7 @@ constexpr uint64_t kDataSeedSalt = 0x9E3779B97F4A7C15ull;
 }  // namespace
 
 Trainer::Trainer(RunConfig config)
-    : config_((validate(config), std::move(config))),
+    : config_((validate(config), std::move(config))),  // nothing is built from invalid input
       device_(parse_device(config_.device)),
       policy_(CheckpointPolicy::parse(config_.checkpoint)),
       tracker_(device_) {
