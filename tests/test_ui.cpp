@@ -60,6 +60,20 @@ TEST(MainWindow, StopCancelsTheRunAndTheWindowKeepsWorking) {
   EXPECT_FALSE(window.is_running());
 }
 
+TEST(MainWindow, GradientCheckButtonGivesTheVerdict) {
+  MainWindow window;
+  auto* panel = window.run_panel();
+  panel->checkpoint_field()->setText("sublayer:1,2");
+  QSignalSpy ended(&window, &MainWindow::checkEnded);
+  panel->check_button()->click();
+  EXPECT_FALSE(panel->check_button()->isEnabled());
+  ASSERT_TRUE(ended.wait(120000));
+  const QList<QVariant> result = ended.takeFirst();
+  EXPECT_TRUE(result.at(0).toBool());
+  EXPECT_TRUE(result.at(1).toString().startsWith("identical")) << result.at(1).toString().toStdString();
+  EXPECT_TRUE(panel->check_button()->isEnabled());
+}
+
 TEST(MainWindow, ClosingDuringARunJoinsTheWorker) {
   auto window = std::make_unique<MainWindow>();
   window->run_panel()->steps_field()->setValue(100000);

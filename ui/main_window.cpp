@@ -39,7 +39,10 @@ MainWindow::MainWindow(QWidget* parent)
   connect(worker_, &TrainingWorker::stepFinished, this, &MainWindow::on_step);
   connect(worker_, &TrainingWorker::runFinished, this, &MainWindow::on_run_finished);
   connect(worker_, &TrainingWorker::failed, this, &MainWindow::on_failed);
+  connect(this, &MainWindow::startCheck, worker_, &TrainingWorker::check);
+  connect(worker_, &TrainingWorker::checkFinished, this, &MainWindow::on_check_finished);
   connect(panel_, &RunPanel::runRequested, this, &MainWindow::on_run_requested);
+  connect(panel_, &RunPanel::checkRequested, this, &MainWindow::on_check_requested);
   connect(panel_, &RunPanel::stopRequested, this, [this] { worker_->request_cancel(); });
   worker_thread_.start();
 }
@@ -84,6 +87,24 @@ void MainWindow::on_failed(const QString& message) {
   panel_->set_running(false);
   status_->setText("Failed: " + message);
   emit runEnded("failed");
+}
+
+}  // namespace rematlab::ui
+
+namespace rematlab::ui {
+
+void MainWindow::on_check_requested(const RunConfig& config) {
+  running_ = true;
+  panel_->set_running(true);
+  status_->setText("Checking gradients of " + QString::fromStdString(config.checkpoint) + " …");
+  emit startCheck(config);
+}
+
+void MainWindow::on_check_finished(bool identical, const QString& verdict) {
+  running_ = false;
+  panel_->set_running(false);
+  status_->setText(verdict);
+  emit checkEnded(identical, verdict);
 }
 
 }  // namespace rematlab::ui

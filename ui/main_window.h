@@ -29,6 +29,8 @@ class MainWindow : public QMainWindow {
 
  signals:
   void startRun(const rematlab::RunConfig& config);
+  void startCheck(const rematlab::RunConfig& config);
+  void checkEnded(bool identical, const QString& verdict);
   void runEnded(const QString& status);
 
  private:
@@ -36,6 +38,8 @@ class MainWindow : public QMainWindow {
   void on_step(const StepMetrics& step);
   void on_run_finished(const QString& status, const QString& summary);
   void on_failed(const QString& message);
+  void on_check_requested(const RunConfig& config);
+  void on_check_finished(bool identical, const QString& verdict);
 
   RunPanel* panel_;
   LiveCharts* charts_;

@@ -67,6 +67,9 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   run_ = new QPushButton("Run");
   stop_ = new QPushButton("Stop");
   stop_->setEnabled(false);
+  check_ = new QPushButton("Check gradients");
+  check_->setToolTip("One step under this policy and under none, same seed and batch: are the "
+                     "gradients bit-identical?");
 
   auto* form = new QFormLayout;
   form->addRow("Preset", preset_);
@@ -91,6 +94,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   layout->addLayout(form);
   layout->addWidget(problem_label_);
   layout->addLayout(buttons);
+  layout->addWidget(check_);
   layout->addStretch();
 
   connect(preset_, &QComboBox::currentTextChanged, this, &RunPanel::apply_preset);
@@ -108,6 +112,9 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
     if (auto config = this->config()) emit runRequested(*config);
   });
   connect(stop_, &QPushButton::clicked, this, &RunPanel::stopRequested);
+  connect(check_, &QPushButton::clicked, this, [this] {
+    if (auto config = this->config()) emit checkRequested(*config);
+  });
   apply_preset(preset_->currentText());
 }
 
@@ -177,6 +184,7 @@ void RunPanel::revalidate() {
   }
   problem_label_->setText(problem_);
   run_->setEnabled(problem_.isEmpty() && !running_);
+  check_->setEnabled(problem_.isEmpty() && !running_);
   run_->setToolTip(problem_.isEmpty() ? "Start the run" : "Cannot run: " + problem_);
 }
 

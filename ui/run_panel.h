@@ -33,10 +33,12 @@ class RunPanel : public QWidget {
   QSpinBox* steps_field() const { return steps_; }
   QPushButton* run_button() const { return run_; }
   QPushButton* stop_button() const { return stop_; }
+  QPushButton* check_button() const { return check_; }
 
  signals:
   void runRequested(const rematlab::RunConfig& config);
   void stopRequested();
+  void checkRequested(const rematlab::RunConfig& config);
 
  private:
   void apply_preset(const QString& name);
@@ -60,6 +62,7 @@ class RunPanel : public QWidget {
   QLabel* problem_label_;
   QPushButton* run_;
   QPushButton* stop_;
+  QPushButton* check_;
   QString problem_;
   bool running_ = false;
 };

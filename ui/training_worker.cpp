@@ -3,10 +3,26 @@
 #include <c10/util/Exception.h>
 
 #include "common/byte_size.h"
-#include "common/errors.h"
+#include "train/gradient_check.h"
 #include "train/trainer.h"
 
 namespace rematlab::ui {
+namespace {
+
+// For catch (...) blocks: no exception may leave a slot, it would end the process.
+QString describe_current_exception() {
+  try {
+    throw;
+  } catch (const c10::Error& error) {
+    return QString("LibTorch: ") + error.what_without_backtrace();
+  } catch (const std::exception& error) {
+    return QString::fromStdString(error.what());
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+}  // namespace
 
 void TrainingWorker::run(const rematlab::RunConfig& config) {
   cancel_ = false;
@@ -25,12 +41,24 @@ void TrainingWorker::run(const rematlab::RunConfig& config) {
                              .arg(QString::fromStdString(format_bytes(summary.peak_bytes)))
                              .arg(QString::fromStdString(format_bytes(summary.peak_activation_bytes)));
     emit runFinished(QString::fromStdString(to_string(summary.status)), line);
-  } catch (const InvalidInput& error) {
-    emit failed(QString::fromStdString(error.what()));
-  } catch (const c10::Error& error) {
-    emit failed(QString("LibTorch: ") + error.what_without_backtrace());
-  } catch (const std::exception& error) {
-    emit failed(QString::fromStdString(error.what()));
+  } catch (...) {
+    emit failed(describe_current_exception());
+  }
+}
+
+void TrainingWorker::check(const rematlab::RunConfig& config) {
+  try {
+    const GradientCheckResult result = check_gradients(config);
+    const QString verdict =
+        QString("%1: %2 against none, %3 parameters, largest difference %4 (loss %5)")
+            .arg(result.identical ? "identical" : "DIFFERENT")
+            .arg(QString::fromStdString(config.checkpoint))
+            .arg(result.params_compared)
+            .arg(result.max_abs_diff, 0, 'g', 3)
+            .arg(result.loss_diff, 0, 'g', 3);
+    emit checkFinished(result.identical, verdict);
+  } catch (...) {
+    emit failed(describe_current_exception());
   }
 }
 

@@ -20,11 +20,14 @@ class TrainingWorker : public QObject {
 
  public slots:
   void run(const rematlab::RunConfig& config);
+  // One step under the config's policy and under none, compared parameter by parameter.
+  void check(const rematlab::RunConfig& config);
 
  signals:
   void stepFinished(const rematlab::StepMetrics& step);
   void runFinished(const QString& status, const QString& summary);
   void failed(const QString& message);
+  void checkFinished(bool identical, const QString& verdict);
 
  private:
   std::atomic<bool> cancel_{false};
