@@ -53,9 +53,13 @@ MainWindow::~MainWindow() {
   worker_thread_.wait();
 }
 
+void MainWindow::set_busy(bool busy) {
+  running_ = busy;
+  panel_->set_running(busy);
+}
+
 void MainWindow::on_run_requested(const RunConfig& config) {
-  running_ = true;
-  panel_->set_running(true);
+  set_busy(true);
   progress_->setRange(0, static_cast<int>(config.steps));
   progress_->setValue(0);
   const QString label = QString("%1 b%2").arg(QString::fromStdString(config.checkpoint)).arg(config.batch);
@@ -76,33 +80,25 @@ void MainWindow::on_step(const StepMetrics& step) {
 }
 
 void MainWindow::on_run_finished(const QString& status, const QString& summary) {
-  running_ = false;
-  panel_->set_running(false);
+  set_busy(false);
   status_->setText(status + ": " + summary);
   emit runEnded(status);
 }
 
 void MainWindow::on_failed(const QString& message) {
-  running_ = false;
-  panel_->set_running(false);
+  set_busy(false);
   status_->setText("Failed: " + message);
   emit runEnded("failed");
 }
 
-}  // namespace rematlab::ui
-
-namespace rematlab::ui {
-
 void MainWindow::on_check_requested(const RunConfig& config) {
-  running_ = true;
-  panel_->set_running(true);
+  set_busy(true);
   status_->setText("Checking gradients of " + QString::fromStdString(config.checkpoint) + " …");
   emit startCheck(config);
 }
 
 void MainWindow::on_check_finished(bool identical, const QString& verdict) {
-  running_ = false;
-  panel_->set_running(false);
+  set_busy(false);
   status_->setText(verdict);
   emit checkEnded(identical, verdict);
 }

@@ -34,6 +34,7 @@ class MainWindow : public QMainWindow {
   void runEnded(const QString& status);
 
  private:
+  void set_busy(bool busy);  // a run or a check occupies the worker
   void on_run_requested(const RunConfig& config);
   void on_step(const StepMetrics& step);
   void on_run_finished(const QString& status, const QString& summary);

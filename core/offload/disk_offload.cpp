@@ -4,13 +4,11 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -39,7 +37,14 @@ struct Entry {
   std::string error;
 };
 
-class DiskOffloadCore : public std::enable_shared_from_this<DiskOffloadCore> {
+// Work for the background thread: write an entry out, or read it back.
+struct Task {
+  enum Kind { kWrite, kRead };
+  std::shared_ptr<Entry> entry;
+  Kind kind = kWrite;
+};
+
+class DiskOffloadCore {
  public:
   DiskOffloadCore(std::string directory, int64_t fail_after_bytes)
       : directory_(std::move(directory)),
@@ -71,7 +76,7 @@ class DiskOffloadCore : public std::enable_shared_from_this<DiskOffloadCore> {
       entry->device = input.device();
       entry->path = files::join(directory_, "segment-input-" + std::to_string(next_file_++) + ".bin");
       order_.push_back(entry);
-      tasks_.push_back([this, entry] { write(*entry); });
+      tasks_.push_back({entry, Task::kWrite});
     }
     wake_.notify_all();
     return entry;
@@ -92,7 +97,6 @@ class DiskOffloadCore : public std::enable_shared_from_this<DiskOffloadCore> {
     }
     if (entry->state == Entry::State::kFailed) throw OffloadError(entry->error);
     torch::Tensor result = std::move(entry->tensor);
-    entry->tensor = torch::Tensor();
     remove_file_locked(*entry);
     // Backward visits segments in reverse: bring the previous one in while this one computes.
     for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
@@ -144,7 +148,7 @@ class DiskOffloadCore : public std::enable_shared_from_this<DiskOffloadCore> {
   void schedule_read_locked(const std::shared_ptr<Entry>& entry) {
     if (entry->state != Entry::State::kOnDisk) return;
     entry->state = Entry::State::kReading;
-    tasks_.push_back([this, entry] { read(*entry); });
+    tasks_.push_back({entry, Task::kRead});
     wake_.notify_all();
   }
 
@@ -158,7 +162,7 @@ class DiskOffloadCore : public std::enable_shared_from_this<DiskOffloadCore> {
 
   void work() {
     for (;;) {
-      std::function<void()> task;
+      Task task;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
@@ -168,10 +172,15 @@ class DiskOffloadCore : public std::enable_shared_from_this<DiskOffloadCore> {
       }
       at::ThreadLocalStateGuard state(thread_state_);
       try {
-        task();
-      } catch (const std::exception& error) {  // never let an exception end the process
+        task.kind == Task::kWrite ? write(*task.entry) : read(*task.entry);
+      } catch (const std::exception& error) {
+        // Never let an exception end the process, and never leave the entry in flight: its
+        // fetcher (or the ticket's destructor) is waiting for it to settle.
         std::lock_guard<std::mutex> lock(mutex_);
-        if (failure_.empty()) failure_ = std::string("offload: ") + error.what();
+        task.entry->tensor = torch::Tensor();
+        task.entry->error = std::string("offload: ") + error.what();
+        task.entry->state = Entry::State::kFailed;
+        if (failure_.empty()) failure_ = task.entry->error;
         done_.notify_all();
       }
     }
@@ -253,7 +262,7 @@ class DiskOffloadCore : public std::enable_shared_from_this<DiskOffloadCore> {
   mutable std::mutex mutex_;
   std::condition_variable wake_;  // the worker waits for tasks
   std::condition_variable done_;  // fetchers wait for their entry
-  std::deque<std::function<void()>> tasks_;
+  std::deque<Task> tasks_;
   std::vector<std::weak_ptr<Entry>> order_;  // stash order within the step
   std::string failure_;                      // first write error: later stashes fail fast
   int64_t next_file_ = 0;
