@@ -7,6 +7,7 @@
 #include "common/errors.h"
 #include "common/posix_files.h"
 #include "offload/disk_offload.h"
+#include "offload/host_offload.h"
 #include "train/gradient_check.h"
 #include "train/trainer.h"
 
@@ -181,6 +182,70 @@ TEST(DiskOffload, BadOffloadSettingsNameTheFlag) {
   } catch (const InvalidInput& error) {
     EXPECT_EQ(error.field(), "--offload");
   }
+}
+
+// Host offload exists only on CUDA. These run in the GPU validation (bench/gpu_validation.sh);
+// here they are reported as skipped, with the reason.
+class HostOffloadOnCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) {
+      GTEST_SKIP() << "no CUDA device: host offload is tested in bench/gpu_validation.sh";
+    }
+    // Bit-for-bit comparisons need kernels without atomics-ordered reductions.
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  }
+  void TearDown() override { at::globalContext().setDeterministicAlgorithms(false, false); }
+
+  static RunConfig cuda_config(const std::string& policy, const std::string& offload) {
+    RunConfig config = deep_config(policy, offload);
+    config.device = "cuda";
+    config.model.attention = AttentionKind::kMath;
+    return config;
+  }
+};
+
+TEST_F(HostOffloadOnCuda, RoundTripSurvivesReuseOfTheDeviceBlock) {
+  const c10::Device device("cuda");
+  auto store = make_host_offload_store(device);
+  torch::Tensor original = torch::randn({256, 1024}, torch::TensorOptions().device(device));
+  const torch::Tensor expected = original.cpu();
+  auto ticket = store->stash(original);
+  original = torch::Tensor();  // the graph would drop it here; its block must not be reused early
+  std::vector<torch::Tensor> scribble;
+  for (int i = 0; i < 8; ++i) scribble.push_back(torch::full({256, 1024}, -1.0f, device));
+  EXPECT_EQ(store->offloaded_peak_bytes(), 256 * 1024 * 4);
+  store->begin_backward();
+  const torch::Tensor back = ticket->fetch();
+  EXPECT_EQ(back.device(), device);
+  EXPECT_TRUE(torch::equal(back.cpu(), expected));
+}
+
+TEST_F(HostOffloadOnCuda, GradientsAreBitIdenticalToNone) {
+  RunConfig config = cuda_config("every:1", "host");
+  config.accum = 2;
+  const GradientCheckResult result = check_gradients(config);
+  EXPECT_TRUE(result.identical) << result.max_abs_diff << " in " << result.worst_param;
+  EXPECT_EQ(result.loss_diff, 0.0);
+}
+
+TEST_F(HostOffloadOnCuda, LossCurveEqualsCheckpointingAlone) {
+  const RunSummary plain = Trainer(cuda_config("every:1", "none")).run();
+  const RunSummary offloaded = Trainer(cuda_config("every:1", "host")).run();
+  ASSERT_EQ(plain.steps.size(), offloaded.steps.size());
+  for (std::size_t i = 0; i < plain.steps.size(); ++i) {
+    EXPECT_EQ(offloaded.steps[i].loss, plain.steps[i].loss) << "step " << i;
+  }
+}
+
+TEST_F(HostOffloadOnCuda, LowersPeakActivationByTheSavedInputs) {
+  const RunSummary plain = Trainer(cuda_config("every:1", "none")).run();
+  const RunSummary offloaded = Trainer(cuda_config("every:1", "host")).run();
+  const ModelConfig shape = cuda_config("", "").model;
+  const int64_t input_bytes = 8 * shape.seq_len * shape.d_model * 4;
+  EXPECT_EQ(offloaded.offloaded_peak_bytes, 12 * input_bytes);
+  EXPECT_LE(offloaded.peak_activation_bytes, plain.peak_activation_bytes - 6 * input_bytes)
+      << "plain " << plain.peak_activation_bytes << ", offloaded " << offloaded.peak_activation_bytes;
 }
 
 }  // namespace

@@ -80,9 +80,6 @@ void validate(const RunConfig& config) {
     throw InvalidInput("--offload", "host offload needs a CUDA device (moving CPU memory to host "
                                     "memory saves nothing); use disk");
   }
-  if (offload.kind == OffloadKind::kHost) {
-    throw InvalidInput("--offload", "host offload is not available yet; use disk");
-  }
   if (offload.kind != OffloadKind::kNone && policy.is_none()) {
     throw InvalidInput("--offload", "offload moves the inputs that recomputed segments save; "
                                     "choose a --checkpoint policy other than none");

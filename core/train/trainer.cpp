@@ -8,6 +8,7 @@
 #include "memory/memory_phase.h"
 #include "memory/process_memory.h"
 #include "offload/disk_offload.h"
+#include "offload/host_offload.h"
 
 namespace rematlab {
 namespace {
@@ -60,6 +61,8 @@ Trainer::Trainer(RunConfig config)
     DiskOffloadOptions options;
     options.parent = offload.directory;
     offload_ = make_disk_offload_store(options);
+  } else if (offload.kind == OffloadKind::kHost) {
+    offload_ = make_host_offload_store(device_);
   }
 }
 
