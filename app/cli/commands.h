@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <functional>
+#include <vector>
 
 namespace rematlab::cli {
 
@@ -18,5 +19,9 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel);
 Command add_check_command(CLI::App& app);
 Command add_study_command(CLI::App& app, const std::atomic<bool>& cancel);
 Command add_version_command(CLI::App& app);
+Command add_sweep_command(CLI::App& app, const std::atomic<bool>& cancel);
+Command add_max_batch_command(CLI::App& app, const std::atomic<bool>& cancel);
+// runs, show, compare, export
+std::vector<Command> add_report_commands(CLI::App& app);
 
 }  // namespace rematlab::cli

@@ -45,12 +45,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every subcommand");
 
-  const std::vector<Command> commands = {
+  std::vector<Command> commands = {
       add_run_command(app, g_cancel),
       add_check_command(app),
       add_study_command(app, g_cancel),
+      add_sweep_command(app, g_cancel),
+      add_max_batch_command(app, g_cancel),
       add_version_command(app),
   };
+  for (Command& report : add_report_commands(app)) commands.push_back(std::move(report));
 
   if (argc > 1 && argv[1][0] != '-') {
     std::string known;

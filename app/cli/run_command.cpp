@@ -5,6 +5,8 @@
 #include "cli/commands.h"
 #include "cli/run_options.h"
 #include "common/byte_size.h"
+#include "store/run_store.h"
+#include "store/run_writer.h"
 #include "train/trainer.h"
 
 namespace rematlab::cli {
@@ -32,12 +34,39 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
   auto* command = app.add_subcommand("run", "Train a model and measure memory, time and loss");
   auto options = std::make_shared<RunOptions>();
   options->add_to(*command);
-  return {command, [options, &cancel]() {
+  auto db = std::make_shared<std::string>();
+  auto name = std::make_shared<std::string>();
+  command->add_option("--db", *db, "Record the run (and every step) in this runs database");
+  command->add_option("--name", *name, "The run's name in the database (default: its policy)");
+  return {command, [options, db, name, &cancel]() {
     Trainer trainer(options->resolve());
+    std::unique_ptr<RunWriter> writer;
+    std::optional<int64_t> run_id;
+    if (!db->empty()) {
+      RunStore store(*db);  // creates or migrates it, and marks abandoned runs interrupted
+      writer = std::make_unique<RunWriter>(*db);
+      const RunConfig& config = trainer.config();
+      const std::string label =
+          name->empty() ? config.checkpoint + (config.offload == "none" ? "" : "+" + config.offload) +
+                              " b" + std::to_string(config.batch)
+                        : *name;
+      run_id = writer->begin_run(std::nullopt, label, config);
+    }
     TrainerCallbacks callbacks;
     callbacks.cancel = &cancel;
-    callbacks.on_step = [](const StepMetrics& step) { print_step_progress(step, ""); };
-    const RunSummary summary = trainer.run(callbacks);
+    callbacks.on_step = [&](const StepMetrics& step) {
+      print_step_progress(step, "");
+      if (writer) writer->add_step(*run_id, step);
+    };
+    RunSummary summary;
+    try {
+      summary = trainer.run(callbacks);
+    } catch (const std::exception& error) {
+      if (writer) writer->fail_run(*run_id, error.what());
+      throw;
+    }
+    summary.run_id = run_id;
+    if (writer) writer->finish_run(*run_id, summary);
     if (options->json) {
       print_json_line(to_json(summary));
     } else {

@@ -32,7 +32,7 @@ void RunOptions::add_to(CLI::App& command) {
                      "none | every:K | sublayer:A,F | selective | schedule:P=K,…")
       ->capture_default_str();
   command.add_option("--offload", offload_,
-                     "none | disk[:DIR] (saved segment inputs to files) | host (CUDA; not yet)")
+                     "none | disk[:DIR] (saved segment inputs to files) | host (pinned memory; CUDA)")
       ->capture_default_str();
   command.add_option("--data", data_, "synthetic[:markov|:copy] or text:FILE")
       ->capture_default_str();

@@ -11,11 +11,13 @@ namespace rematlab {
 class InvalidInput : public std::runtime_error {
  public:
   InvalidInput(std::string field, const std::string& reason)
-      : std::runtime_error(field + ": " + reason), field_(std::move(field)) {}
+      : std::runtime_error(field + ": " + reason), field_(std::move(field)), reason_(reason) {}
   const std::string& field() const { return field_; }
+  const std::string& reason() const { return reason_; }
 
  private:
   std::string field_;
+  std::string reason_;
 };
 
 }  // namespace rematlab

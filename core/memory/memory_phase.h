@@ -8,6 +8,7 @@ namespace rematlab {
 enum class MemoryPhase { kIdle, kForward, kBackward, kRecompute, kOptimizer, kOffloadWait };
 
 std::string to_string(MemoryPhase phase);
+MemoryPhase parse_memory_phase(const std::string& text);  // unknown text: kIdle
 
 // Labels the active memory tracker (see MemoryTracker) with `phase` for this scope. Works on
 // autograd's worker threads too, since LibTorch carries the tracker into them; a no-op when no

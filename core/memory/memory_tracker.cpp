@@ -152,4 +152,12 @@ std::string to_string(MemoryPhase phase) {
   return "idle";
 }
 
+MemoryPhase parse_memory_phase(const std::string& text) {
+  for (MemoryPhase phase : {MemoryPhase::kForward, MemoryPhase::kBackward, MemoryPhase::kRecompute,
+                            MemoryPhase::kOptimizer, MemoryPhase::kOffloadWait}) {
+    if (to_string(phase) == text) return phase;
+  }
+  return MemoryPhase::kIdle;
+}
+
 }  // namespace rematlab

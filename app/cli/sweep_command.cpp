@@ -1,0 +1,56 @@
+// `sweep --spec FILE.json`: every combination of the spec's axes, recorded under one experiment;
+// with `max_batch`, the article's table (max batch under a budget per strategy).
+#include <iostream>
+#include <memory>
+
+#include "cli/cli_output.h"
+#include "cli/commands.h"
+#include "cli/store_output.h"
+#include "store/run_store.h"
+#include "store/run_writer.h"
+#include "sweep/sweep_runner.h"
+
+namespace rematlab::cli {
+
+Command add_sweep_command(CLI::App& app, const std::atomic<bool>& cancel) {
+  struct Options {
+    std::string spec;
+    std::string db = kDefaultDatabase;
+    bool json = false;
+  };
+  auto options = std::make_shared<Options>();
+  auto* command = app.add_subcommand("sweep", "Run every combination of a sweep spec's axes");
+  command->add_option("--spec", options->spec, "Sweep spec (JSON)")->required();
+  command->add_option("--db", options->db, "Runs database")->capture_default_str();
+  command->add_flag("--json", options->json, "Print one JSON object as the last line of stdout");
+  return {command, [options, &cancel]() {
+    SweepSpec spec = load_sweep_spec(options->spec);  // every error before anything runs
+    RunStore store(options->db);
+    if (store.recovered_runs() > 0) {
+      std::cerr << store.recovered_runs() << " run(s) left running by a process that ended are "
+                << "now marked interrupted" << std::endl;
+    }
+    RunWriter writer(options->db);
+    SweepRunner runner(std::move(spec), &writer);
+    for (const std::string& skipped : runner.skipped()) {
+      std::cerr << "skipped: " << skipped << std::endl;
+    }
+    SweepCallbacks callbacks;
+    callbacks.cancel = &cancel;
+    callbacks.on_progress = print_sweep_progress;
+    const std::vector<SweepRunResult> results = runner.run(callbacks);
+    writer.flush();
+
+    std::cout << "Experiment " << runner.experiment_id().value_or(0) << " in " << options->db
+              << ": " << results.size() << " of " << runner.points().size() << " runs\n\n"
+              << format_strategy_table(results);
+    if (results.size() < runner.points().size()) std::cout << "(stopped: cancelled)\n";
+    if (options->json) {
+      print_json_line({{"experiment_id", runner.experiment_id().value_or(0)},
+                       {"runs", strategy_rows_json(results)}});
+    }
+    return 0;
+  }};
+}
+
+}  // namespace rematlab::cli

@@ -1,0 +1,196 @@
+#include "store/run_store.h"
+
+#include <sstream>
+
+#include "common/errors.h"
+#include "common/process_identity.h"
+#include "store/schema.h"
+#include "store/step_fields.h"
+
+namespace rematlab {
+namespace {
+
+constexpr const char* kRunColumns =
+    "r.id, r.experiment_id, coalesce(e.name, ''), r.name, r.status, r.message, r.config, "
+    "r.summary, r.started, coalesce(r.ended, ''), r.device, r.host, r.libtorch, "
+    "(SELECT count(*) FROM steps s WHERE s.run_id = r.id)";
+
+RunRecord read_run(const Statement& row) {
+  RunRecord run;
+  run.id = row.column_int(0);
+  if (!row.column_is_null(1)) run.experiment_id = row.column_int(1);
+  run.experiment = row.column_text(2);
+  run.name = row.column_text(3);
+  run.status = row.column_text(4);
+  run.message = row.column_text(5);
+  run.config = nlohmann::json::parse(row.column_text(6), nullptr, /*allow_exceptions=*/false);
+  run.summary = nlohmann::json::parse(row.column_text(7), nullptr, false);
+  run.started = row.column_text(8);
+  run.ended = row.column_text(9);
+  run.device = row.column_text(10);
+  run.host = row.column_text(11);
+  run.libtorch = row.column_text(12);
+  run.steps_recorded = row.column_int(13);
+  return run;
+}
+
+std::string id_list(const std::vector<int64_t>& ids) {
+  std::ostringstream list;
+  for (std::size_t i = 0; i < ids.size(); ++i) list << (i ? "," : "") << ids[i];
+  return list.str();
+}
+
+}  // namespace
+
+RunStore::RunStore(const std::string& path, bool create)
+    : path_(path), db_(open_store_database(path, create)) {
+  recovered_runs_ = mark_interrupted_runs();
+}
+
+int RunStore::mark_interrupted_runs() {
+  std::vector<int64_t> gone;
+  {
+    Statement running(*db_, "SELECT id, host, pid, pid_start FROM runs WHERE status = 'running'");
+    while (running.step()) {
+      ProcessIdentity writer{running.column_text(1), running.column_int(2), running.column_int(3)};
+      if (!process_may_be_alive(writer)) gone.push_back(running.column_int(0));
+    }
+  }
+  if (gone.empty()) return 0;
+  Transaction transaction(*db_);
+  Statement mark(*db_,
+                 "UPDATE runs SET status = 'interrupted', "
+                 "message = 'the process running it ended without finishing it' "
+                 "WHERE id = ? AND status = 'running'");
+  int marked = 0;
+  for (int64_t id : gone) {
+    mark.bind(1, id).run();
+    marked += db_->changes();
+  }
+  transaction.commit();
+  return marked;
+}
+
+std::vector<ExperimentRecord> RunStore::experiments() {
+  std::vector<ExperimentRecord> result;
+  Statement query(*db_,
+                  "SELECT e.id, e.name, e.created, e.spec, "
+                  "(SELECT count(*) FROM runs r WHERE r.experiment_id = e.id) "
+                  "FROM experiments e ORDER BY e.id");
+  while (query.step()) {
+    ExperimentRecord experiment;
+    experiment.id = query.column_int(0);
+    experiment.name = query.column_text(1);
+    experiment.created = query.column_text(2);
+    experiment.spec = nlohmann::json::parse(query.column_text(3), nullptr, false);
+    experiment.runs = query.column_int(4);
+    result.push_back(std::move(experiment));
+  }
+  return result;
+}
+
+std::vector<RunRecord> RunStore::runs(const RunFilter& filter) {
+  std::string sql = std::string("SELECT ") + kRunColumns +
+                    " FROM runs r LEFT JOIN experiments e ON e.id = r.experiment_id WHERE 1";
+  if (filter.experiment_id) sql += " AND r.experiment_id = ?1";
+  if (!filter.status.empty()) sql += " AND r.status = ?2";
+  if (!filter.ids.empty()) sql += " AND r.id IN (" + id_list(filter.ids) + ")";
+  sql += " ORDER BY r.id";
+  Statement query(*db_, sql);
+  if (filter.experiment_id) query.bind(1, *filter.experiment_id);
+  if (!filter.status.empty()) query.bind(2, filter.status);
+  std::vector<RunRecord> result;
+  while (query.step()) result.push_back(read_run(query));
+  if (!filter.ids.empty()) {  // in the order asked for: compare's first run is its reference
+    std::vector<RunRecord> ordered;
+    for (int64_t id : filter.ids) {
+      for (const RunRecord& run : result) {
+        if (run.id == id) ordered.push_back(run);
+      }
+    }
+    result = std::move(ordered);
+  }
+  return result;
+}
+
+RunRecord RunStore::run(int64_t id) {
+  Statement query(*db_, std::string("SELECT ") + kRunColumns +
+                            " FROM runs r LEFT JOIN experiments e ON e.id = r.experiment_id "
+                            "WHERE r.id = ?");
+  query.bind(1, id);
+  if (!query.step()) {
+    throw InvalidInput("ID", "no run " + std::to_string(id) + " in '" + path_ + "'");
+  }
+  return read_run(query);
+}
+
+std::vector<StepMetrics> RunStore::steps(int64_t run_id) {
+  std::string columns;
+  for (const StepField& field : step_fields()) {
+    columns += (columns.empty() ? "" : ", ") + std::string(field.name);
+  }
+  Statement query(*db_, "SELECT " + columns + " FROM steps WHERE run_id = ? ORDER BY step");
+  query.bind(1, run_id);
+  std::vector<StepMetrics> result;
+  while (query.step()) {
+    StepMetrics step;
+    int column = 0;
+    for (const StepField& field : step_fields()) {
+      std::visit(
+          [&](auto member) {
+            using Value = std::decay_t<decltype(step.*member)>;
+            if constexpr (std::is_same_v<Value, double>) {
+              step.*member = query.column_double(column);
+            } else {
+              step.*member = static_cast<Value>(query.column_int(column));
+            }
+          },
+          field.member);
+      ++column;
+    }
+    result.push_back(step);
+  }
+  return result;
+}
+
+std::vector<TimelinePoint> RunStore::timeline(int64_t run_id) {
+  Statement query(*db_,
+                  "SELECT time_ms, bytes, phase FROM timelines WHERE run_id = ? ORDER BY point");
+  query.bind(1, run_id);
+  std::vector<TimelinePoint> result;
+  while (query.step()) {
+    TimelinePoint point;
+    point.time_ms = query.column_double(0);
+    point.bytes = query.column_int(1);
+    point.phase = parse_memory_phase(query.column_text(2));
+    result.push_back(point);
+  }
+  return result;
+}
+
+std::vector<ProbeRecord> RunStore::probes(int64_t run_id) {
+  Statement query(*db_,
+                  "SELECT batch, status, peak_bytes FROM probes WHERE run_id = ? ORDER BY probe");
+  query.bind(1, run_id);
+  std::vector<ProbeRecord> result;
+  while (query.step()) {
+    result.push_back({query.column_int(0), query.column_text(1), query.column_int(2)});
+  }
+  return result;
+}
+
+void RunStore::delete_runs(const std::vector<int64_t>& ids) {
+  if (ids.empty()) return;
+  Transaction transaction(*db_);
+  db_->exec("DELETE FROM runs WHERE id IN (" + id_list(ids) + ")");
+  transaction.commit();
+}
+
+std::string RunStore::integrity_check() {
+  Statement query(*db_, "PRAGMA integrity_check");
+  std::string result;
+  while (query.step()) result += (result.empty() ? "" : "; ") + query.column_text(0);
+  return result;
+}
+
+}  // namespace rematlab

@@ -1,0 +1,163 @@
+#include "store/schema.h"
+
+#include <vector>
+
+#include "common/errors.h"
+#include "common/posix_files.h"
+
+namespace rematlab {
+namespace {
+
+// "RMLB": written into the SQLite header so another program's database is never mistaken for ours.
+constexpr int kApplicationId = 0x524D4C42;
+
+// Migration N brings a database from version N to N + 1. Never edit a released migration:
+// add another.
+const std::vector<const char*>& migrations() {
+  static const std::vector<const char*> list = {
+      // 0 → 1: experiments, runs and their steps.
+      R"sql(
+      CREATE TABLE experiments (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        created TEXT NOT NULL,
+        spec TEXT NOT NULL DEFAULT '{}'
+      );
+      CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        experiment_id INTEGER REFERENCES experiments(id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        status TEXT NOT NULL,
+        message TEXT NOT NULL DEFAULT '',
+        config TEXT NOT NULL,
+        summary TEXT NOT NULL DEFAULT '{}',
+        started TEXT NOT NULL,
+        ended TEXT,
+        device TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        libtorch TEXT NOT NULL,
+        tokens_per_s REAL,
+        peak_bytes INTEGER,
+        peak_activation_bytes INTEGER,
+        final_loss REAL
+      );
+      CREATE TABLE steps (
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        step INTEGER NOT NULL,
+        total_steps INTEGER NOT NULL,
+        warmup INTEGER NOT NULL,
+        loss REAL,
+        grad_norm REAL,
+        loss_scale REAL,
+        skipped INTEGER NOT NULL,
+        step_ms REAL,
+        forward_ms REAL,
+        backward_ms REAL,
+        optimizer_ms REAL,
+        tokens_per_s REAL,
+        current_bytes INTEGER,
+        baseline_bytes INTEGER,
+        peak_bytes INTEGER,
+        peak_activation_bytes INTEGER,
+        saved_activation_bytes INTEGER,
+        offloaded_peak_bytes INTEGER,
+        offload_wait_ms REAL,
+        rss_bytes INTEGER,
+        rss_peak_bytes INTEGER,
+        checkpoint_interval INTEGER,
+        recomputed_segments INTEGER,
+        PRIMARY KEY (run_id, step)
+      ) WITHOUT ROWID;
+      )sql",
+      // 1 → 2: memory timelines, max-batch probes, and the process start time that tells a
+      // reused pid from the process that wrote a run.
+      R"sql(
+      CREATE TABLE timelines (
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        step INTEGER NOT NULL,
+        point INTEGER NOT NULL,
+        time_ms REAL NOT NULL,
+        bytes INTEGER NOT NULL,
+        phase TEXT NOT NULL,
+        PRIMARY KEY (run_id, point)
+      ) WITHOUT ROWID;
+      CREATE TABLE probes (
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        probe INTEGER NOT NULL,
+        batch INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        peak_bytes INTEGER NOT NULL,
+        PRIMARY KEY (run_id, probe)
+      ) WITHOUT ROWID;
+      ALTER TABLE runs ADD COLUMN pid_start INTEGER NOT NULL DEFAULT 0;
+      CREATE INDEX runs_by_experiment ON runs(experiment_id);
+      CREATE INDEX runs_by_status ON runs(status);
+      )sql",
+  };
+  return list;
+}
+
+int pragma_int(Database& db, const char* pragma) {
+  Statement query(db, std::string("PRAGMA ") + pragma);
+  return query.step() ? static_cast<int>(query.column_int(0)) : 0;
+}
+
+InvalidInput not_ours(const std::string& path, const std::string& why) {
+  return InvalidInput("--db", "'" + path + "' " + why + "; it was left unchanged");
+}
+
+void migrate(Database& db, int to) {
+  Transaction transaction(db);
+  // Another process may have migrated between our check and the lock.
+  const int current = pragma_int(db, "user_version");
+  for (int version = current; version < to; ++version) db.exec(migrations().at(version));
+  if (current < to) {
+    db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
+    db.exec("PRAGMA user_version = " + std::to_string(to));
+  }
+  transaction.commit();
+}
+
+}  // namespace
+
+std::unique_ptr<Database> open_store_database(const std::string& path, bool create) {
+  const bool existed = files::exists(path);
+  if (!existed && !create) throw InvalidInput("--db", "no database at '" + path + "'");
+  auto db = std::make_unique<Database>(
+      path, existed ? Database::Mode::kReadWrite : Database::Mode::kReadWriteCreate);
+
+  int application_id = 0;
+  int version = 0;
+  int objects = 0;
+  try {
+    application_id = pragma_int(*db, "application_id");
+    version = pragma_int(*db, "user_version");
+    Statement count(*db, "SELECT count(*) FROM sqlite_master");
+    objects = count.step() ? static_cast<int>(count.column_int(0)) : 0;
+  } catch (const StoreError& error) {
+    throw not_ours(path, "is not a RematLab database (" + std::string(error.what()) + ")");
+  }
+  const bool blank = application_id == 0 && version == 0 && objects == 0;
+  if (!blank && application_id != kApplicationId) {
+    throw not_ours(path, "is an SQLite database of another program, not a RematLab database");
+  }
+  if (version > kStoreSchemaVersion) {
+    throw not_ours(path, "was written by a newer RematLab (schema " + std::to_string(version) +
+                             "; this build knows up to " + std::to_string(kStoreSchemaVersion) +
+                             ")");
+  }
+  db->exec("PRAGMA journal_mode = WAL");
+  // In WAL mode NORMAL loses no committed transaction on a process crash, only on power loss.
+  db->exec("PRAGMA synchronous = NORMAL");
+  db->exec("PRAGMA foreign_keys = ON");
+  if (version < kStoreSchemaVersion) migrate(*db, kStoreSchemaVersion);
+  return db;
+}
+
+void create_store_database_at_version(const std::string& path, int version) {
+  Database db(path, Database::Mode::kReadWriteCreate);
+  migrate(db, version);
+}
+
+}  // namespace rematlab

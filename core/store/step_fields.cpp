@@ -1,0 +1,46 @@
+#include "store/step_fields.h"
+
+#include <nlohmann/json.hpp>
+
+namespace rematlab {
+
+const std::vector<StepField>& step_fields() {
+  static const std::vector<StepField> fields = {
+      {"step", &StepMetrics::step},
+      {"total_steps", &StepMetrics::total_steps},
+      {"warmup", &StepMetrics::warmup},
+      {"loss", &StepMetrics::loss},
+      {"grad_norm", &StepMetrics::grad_norm},
+      {"loss_scale", &StepMetrics::loss_scale},
+      {"skipped", &StepMetrics::skipped},
+      {"step_ms", &StepMetrics::step_ms},
+      {"forward_ms", &StepMetrics::forward_ms},
+      {"backward_ms", &StepMetrics::backward_ms},
+      {"optimizer_ms", &StepMetrics::optimizer_ms},
+      {"tokens_per_s", &StepMetrics::tokens_per_s},
+      {"current_bytes", &StepMetrics::current_bytes},
+      {"baseline_bytes", &StepMetrics::baseline_bytes},
+      {"peak_bytes", &StepMetrics::peak_bytes},
+      {"peak_activation_bytes", &StepMetrics::peak_activation_bytes},
+      {"saved_activation_bytes", &StepMetrics::saved_activation_bytes},
+      {"offloaded_peak_bytes", &StepMetrics::offloaded_peak_bytes},
+      {"offload_wait_ms", &StepMetrics::offload_wait_ms},
+      {"rss_bytes", &StepMetrics::rss_bytes},
+      {"rss_peak_bytes", &StepMetrics::rss_peak_bytes},
+      {"checkpoint_interval", &StepMetrics::checkpoint_interval},
+      {"recomputed_segments", &StepMetrics::recomputed_segments},
+  };
+  return fields;
+}
+
+std::string step_field_text(const StepMetrics& step, const StepField& field) {
+  return std::visit(
+      [&](auto member) -> std::string {
+        const auto value = step.*member;
+        if constexpr (std::is_same_v<decltype(value), const bool>) return value ? "1" : "0";
+        else return nlohmann::json(value).dump();  // shortest text that reads back exactly
+      },
+      field.member);
+}
+
+}  // namespace rematlab

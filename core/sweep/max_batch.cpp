@@ -1,0 +1,68 @@
+#include "sweep/max_batch.h"
+
+#include <algorithm>
+
+#include "train/trainer.h"
+
+namespace rematlab {
+namespace {
+
+bool fits(const BatchProbe& probe) {
+  // A diverged probe still ran its steps within the budget: memory is what is searched.
+  return probe.status == RunStatus::kOk || probe.status == RunStatus::kDiverged;
+}
+
+}  // namespace
+
+MaxBatchResult search_max_batch(int64_t limit, const BatchProbeFn& probe) {
+  MaxBatchResult result;
+  int64_t fit = 0;    // largest batch known to fit
+  int64_t miss = 0;   // smallest batch known not to fit; 0: none yet
+  auto try_batch = [&](int64_t batch) {
+    result.probes.push_back(probe(batch));
+    const BatchProbe& outcome = result.probes.back();
+    if (outcome.status == RunStatus::kCancelled) {
+      result.cancelled = true;
+      return false;
+    }
+    if (fits(outcome)) {
+      fit = batch;
+      result.peak_bytes = outcome.peak_bytes;
+    } else {
+      miss = batch;
+    }
+    return true;
+  };
+
+  for (int64_t batch = 1; miss == 0;) {
+    if (!try_batch(batch)) return result;
+    if (miss != 0 || batch == limit) break;
+    batch = std::min(batch * 2, limit);
+  }
+  while (miss != 0 && miss - fit > 1) {
+    if (!try_batch(fit + (miss - fit) / 2)) return result;
+  }
+  result.max_batch = fit;
+  return result;
+}
+
+BatchProbe probe_by_training(const RunConfig& base, int64_t batch, int64_t steps,
+                             const std::atomic<bool>* cancel) {
+  RunConfig config = base;
+  config.batch = batch;
+  config.steps = steps;
+  config.warmup_steps = 0;
+  config.timeline = false;
+  Trainer trainer(config);
+  TrainerCallbacks callbacks;
+  callbacks.cancel = cancel;
+  const RunSummary summary = trainer.run(callbacks);
+  BatchProbe probe;
+  probe.batch = batch;
+  probe.status = summary.status;
+  probe.message = summary.message;
+  for (const StepMetrics& step : summary.steps) probe.peak_bytes = std::max(probe.peak_bytes, step.peak_bytes);
+  return probe;
+}
+
+}  // namespace rematlab

@@ -1,0 +1,41 @@
+// The largest micro-batch whose training step fits a memory budget: doubling from 1 until a
+// probe does not fit (or the limit is reached), then bisection between the last fit and the
+// first miss. Every probe is kept, so the search can be shown and recorded.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "train/run_config.h"
+#include "train/run_summary.h"
+
+namespace rematlab {
+
+struct BatchProbe {
+  int64_t batch = 0;
+  RunStatus status = RunStatus::kOk;  // kOom: did not fit
+  int64_t peak_bytes = 0;
+  std::string message;
+};
+
+struct MaxBatchResult {
+  int64_t max_batch = 0;  // 0: not even batch 1 fits
+  int64_t peak_bytes = 0;  // of the probe at max_batch
+  std::vector<BatchProbe> probes;
+  bool cancelled = false;
+};
+
+using BatchProbeFn = std::function<BatchProbe(int64_t batch)>;
+
+// Assumes memory grows with the batch. Stops early, with `cancelled`, when a probe is cancelled.
+MaxBatchResult search_max_batch(int64_t limit, const BatchProbeFn& probe);
+
+// A probe by training: `steps` steps of `base` at `batch` under base.budget_bytes (on CUDA a real
+// out-of-memory counts too). Memory is measured on the calling thread.
+BatchProbe probe_by_training(const RunConfig& base, int64_t batch, int64_t steps,
+                             const std::atomic<bool>* cancel);
+
+}  // namespace rematlab

@@ -1,0 +1,68 @@
+// Runs an expanded sweep unattended: one run after another (a max-batch search first where the
+// spec asks for it), every run and step recorded by the RunWriter, past runs that end oom or
+// diverged or fail, until the end or a cancel (the current run is then recorded `cancelled`).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/run_writer.h"
+#include "sweep/max_batch.h"
+#include "sweep/sweep_spec.h"
+#include "train/run_summary.h"
+
+namespace rematlab {
+
+struct SweepProgress {
+  int64_t run_index = 0;  // 0-based
+  int64_t run_count = 0;
+  std::string label;
+  std::string activity;     // "probing batch 16", "training at batch 12", …
+  const StepMetrics* step = nullptr;  // the step just finished, if any
+  double eta_s = -1.0;      // whole sweep; negative until there is a step to go by
+};
+
+struct SweepRunResult {
+  SweepPoint point;
+  std::optional<int64_t> run_id;
+  RunSummary summary;  // status failed runs carry their reason in summary.message
+  bool failed = false;
+  std::optional<MaxBatchResult> search;
+};
+
+struct SweepCallbacks {
+  std::function<void(const SweepProgress&)> on_progress;  // on the sweep's thread
+  std::function<void(const SweepRunResult&)> on_run_finished;
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+class SweepRunner {
+ public:
+  // `writer` may be null (nothing recorded).
+  SweepRunner(SweepSpec spec, RunWriter* writer);
+
+  const std::vector<SweepPoint>& points() const { return points_; }
+  const std::vector<std::string>& skipped() const { return skipped_; }
+  std::optional<int64_t> experiment_id() const { return experiment_id_; }
+
+  // Runs every point; returns one result per run started.
+  std::vector<SweepRunResult> run(const SweepCallbacks& callbacks);
+
+ private:
+  SweepRunResult run_point(int64_t index, const SweepCallbacks& callbacks);
+
+  SweepSpec spec_;
+  RunWriter* writer_;
+  std::vector<std::string> skipped_;
+  std::vector<SweepPoint> points_;
+  std::optional<int64_t> experiment_id_;
+  // For the ETA: steps trained and the time they took, over the whole sweep.
+  double trained_seconds_ = 0.0;
+  int64_t trained_steps_ = 0;
+};
+
+}  // namespace rematlab

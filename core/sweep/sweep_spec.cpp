@@ -1,0 +1,179 @@
+#include "sweep/sweep_spec.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "common/byte_size.h"
+#include "common/errors.h"
+#include "train/run_fields.h"
+
+namespace rematlab {
+namespace {
+
+const std::string kSpec = "spec: ";
+
+int64_t positive_integer(const nlohmann::ordered_json& value, const std::string& field) {
+  if (!value.is_number_integer() || value.get<int64_t>() <= 0) {
+    throw InvalidInput(field, "must be a positive integer, got " + value.dump());
+  }
+  return value.get<int64_t>();
+}
+
+MaxBatchSpec parse_max_batch(const nlohmann::ordered_json& object) {
+  const std::string where = kSpec + "max_batch";
+  if (!object.is_object()) throw InvalidInput(where, "must be an object with a budget");
+  MaxBatchSpec spec;
+  bool has_budget = false;
+  for (const auto& item : object.items()) {
+    const std::string field = where + "." + item.key();
+    if (item.key() == "budget") {
+      const auto& v = item.value();
+      if (v.is_number_integer()) {
+        spec.budget_bytes = v.get<int64_t>();
+      } else if (v.is_string()) {
+        spec.budget_bytes = parse_byte_size(v.get<std::string>(), field);
+      } else {
+        throw InvalidInput(field, "must be a size such as \"2GiB\", got " + v.dump());
+      }
+      if (spec.budget_bytes <= 0) throw InvalidInput(field, "must be positive");
+      has_budget = true;
+    } else if (item.key() == "limit") {
+      spec.limit = positive_integer(item.value(), field);
+    } else if (item.key() == "probe_steps") {
+      spec.probe_steps = positive_integer(item.value(), field);
+    } else {
+      throw InvalidInput(field, "unknown key (use budget, limit, probe_steps)");
+    }
+  }
+  if (!has_budget) throw InvalidInput(where + ".budget", "is required");
+  return spec;
+}
+
+// Validates a config, attributing its error to the spec key the value came from.
+void validate_as(const RunConfig& config, const std::string& field) {
+  try {
+    validate(config);
+  } catch (const InvalidInput& error) {
+    throw InvalidInput(field, error.field() + " " + error.reason());
+  }
+}
+
+std::string value_label(const nlohmann::json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+}  // namespace
+
+SweepSpec parse_sweep_spec(const nlohmann::ordered_json& json) {
+  if (!json.is_object()) throw InvalidInput("spec", "must be a JSON object");
+  SweepSpec spec;
+  spec.source = json;
+  for (const auto& item : json.items()) {
+    const std::string& key = item.key();
+    const auto& value = item.value();
+    if (key == "name") {
+      if (!value.is_string()) throw InvalidInput(kSpec + "name", "must be a string");
+      spec.name = value.get<std::string>();
+    } else if (key == "base") {
+      if (!value.is_object()) throw InvalidInput(kSpec + "base", "must be an object of run fields");
+      spec.base = value;
+    } else if (key == "axes") {
+      if (!value.is_object()) throw InvalidInput(kSpec + "axes", "must be an object of lists");
+      for (const auto& axis : value.items()) {
+        const std::string field = kSpec + "axes." + axis.key();
+        if (!is_run_field(axis.key())) throw InvalidInput(field, "unknown run field");
+        if (axis.key() == "preset") {
+          throw InvalidInput(field, "cannot be an axis (a preset resets the model shape); "
+                                    "sweep its fields instead");
+        }
+        if (!axis.value().is_array()) throw InvalidInput(field, "must be a list of values");
+        if (axis.value().empty()) throw InvalidInput(field, "is empty: give at least one value");
+        SweepAxis parsed{axis.key(), {}};
+        for (const auto& v : axis.value()) parsed.values.emplace_back(v);
+        spec.axes.push_back(std::move(parsed));
+      }
+    } else if (key == "max_batch") {
+      spec.max_batch = parse_max_batch(value);
+    } else if (key == "repeats") {
+      spec.repeats = positive_integer(value, kSpec + "repeats");
+    } else {
+      throw InvalidInput(kSpec + key, "unknown key (use name, base, axes, max_batch, repeats)");
+    }
+  }
+  if (spec.name.empty()) spec.name = "sweep";
+  // Catch every error now, before anything runs.
+  expand_sweep(spec);
+  return spec;
+}
+
+SweepSpec load_sweep_spec(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) throw InvalidInput("--spec", "cannot read '" + path + "'");
+  std::stringstream text;
+  text << file.rdbuf();
+  nlohmann::ordered_json json;
+  try {
+    json = nlohmann::ordered_json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& error) {
+    throw InvalidInput("--spec", "'" + path + "' is not valid JSON: " + error.what());
+  }
+  return parse_sweep_spec(json);
+}
+
+std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, std::vector<std::string>* skipped) {
+  const RunConfig base = run_config_from_fields(spec.base, kSpec + "base");
+  std::vector<const SweepAxis*> axes;
+  for (const SweepAxis& axis : spec.axes) {
+    // The max-batch search chooses the batch: a batch axis is replaced by it.
+    if (!(spec.max_batch && axis.key == "batch")) axes.push_back(&axis);
+  }
+  // Each value on its own first, so an error names the exact entry.
+  for (const SweepAxis* axis : axes) {
+    for (std::size_t i = 0; i < axis->values.size(); ++i) {
+      const std::string field = kSpec + "axes." + axis->key + "[" + std::to_string(i) + "]";
+      RunConfig alone = base;
+      apply_run_field(alone, axis->key, axis->values[i], field);
+      // Offload alone needs a policy that the checkpoint axis may supply.
+      if (axis->key == "offload") alone.checkpoint = "every:1";
+      if (axis->key == "checkpoint") alone.offload = "none";
+      validate_as(alone, field);
+    }
+  }
+
+  std::vector<SweepPoint> points;
+  std::vector<std::size_t> index(axes.size(), 0);
+  for (;;) {
+    SweepPoint point;
+    point.config = base;
+    for (std::size_t a = 0; a < axes.size(); ++a) {
+      const nlohmann::json& value = axes[a]->values[index[a]];
+      apply_run_field(point.config, axes[a]->key, value, kSpec + "axes." + axes[a]->key);
+      point.label += (point.label.empty() ? "" : " ") + axes[a]->key + "=" + value_label(value);
+    }
+    if (spec.max_batch) {
+      point.search_batch = true;
+      point.config.budget_bytes = spec.max_batch->budget_bytes;
+    }
+    if (point.label.empty()) point.label = spec.name;
+    // checkpoint × offload grids contain "none + offload", which has nothing to offload: it
+    // is left out (and reported), not an error.
+    if (point.config.checkpoint == "none" && point.config.offload != "none") {
+      if (skipped) skipped->push_back(point.label + " (offload needs a checkpoint policy)");
+    } else {
+      validate_as(point.config, kSpec + (axes.empty() ? "base" : "axes (" + point.label + ")"));
+      for (int64_t r = 0; r < spec.repeats; ++r) {
+        points.push_back(point);
+        points.back().repeat = r;
+        if (spec.repeats > 1) points.back().label += " #" + std::to_string(r + 1);
+      }
+    }
+    // Next combination, the last axis fastest.
+    std::size_t a = axes.size();
+    while (a > 0 && ++index[a - 1] == axes[a - 1]->values.size()) index[--a] = 0;
+    if (a == 0) break;
+  }
+  if (points.empty()) throw InvalidInput(kSpec + "axes", "no combination of the axes can run");
+  return points;
+}
+
+}  // namespace rematlab

@@ -1,0 +1,54 @@
+// A sweep: base run fields, axes whose values multiply into runs, an optional max-batch search
+// in place of the batch axis, and repeats (the design's "Sweep spec (JSON)").
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "train/run_config.h"
+
+namespace rematlab {
+
+struct SweepAxis {
+  std::string key;
+  std::vector<nlohmann::json> values;
+};
+
+struct MaxBatchSpec {
+  int64_t budget_bytes = 0;
+  int64_t limit = 1024;   // the largest batch tried
+  int64_t probe_steps = 2;  // steps per probe: the second has the optimizer state in place
+};
+
+struct SweepSpec {
+  std::string name;
+  nlohmann::ordered_json base;
+  std::vector<SweepAxis> axes;  // in the spec's order
+  std::optional<MaxBatchSpec> max_batch;
+  int64_t repeats = 1;
+  nlohmann::ordered_json source;  // the spec as given, kept with the experiment
+};
+
+// One run of the expanded sweep.
+struct SweepPoint {
+  RunConfig config;
+  std::string label;  // the axis values that make it different, e.g. "checkpoint=every:2 batch=8"
+  int64_t repeat = 0;
+  bool search_batch = false;  // config.batch is chosen by the max-batch search
+};
+
+// Throws InvalidInput naming the key ("spec: axes.checkpoint[1]", "spec: repeats", …) for an
+// unknown key, a wrong type, an empty axis or a value that does not validate.
+SweepSpec parse_sweep_spec(const nlohmann::ordered_json& spec);
+SweepSpec load_sweep_spec(const std::string& path);  // plus unreadable file / bad JSON
+
+// Every combination of axis values × repeats, each validated. Combinations of checkpoint `none`
+// with an offload are left out and described in `skipped`.
+std::vector<SweepPoint> expand_sweep(const SweepSpec& spec,
+                                     std::vector<std::string>* skipped = nullptr);
+
+}  // namespace rematlab

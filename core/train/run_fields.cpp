@@ -1,0 +1,148 @@
+#include "train/run_fields.h"
+
+#include <functional>
+#include <map>
+
+#include "common/byte_size.h"
+#include "common/errors.h"
+
+namespace rematlab {
+namespace {
+
+using Setter = std::function<void(RunConfig&, const nlohmann::json&, const std::string& field)>;
+
+[[noreturn]] void wrong_type(const std::string& field, const char* expected,
+                             const nlohmann::json& value) {
+  throw InvalidInput(field, std::string("must be ") + expected + ", got " + value.dump());
+}
+
+int64_t as_integer(const nlohmann::json& value, const std::string& field) {
+  if (!value.is_number_integer()) wrong_type(field, "an integer", value);
+  return value.get<int64_t>();
+}
+double as_number(const nlohmann::json& value, const std::string& field) {
+  if (!value.is_number()) wrong_type(field, "a number", value);
+  return value.get<double>();
+}
+std::string as_text(const nlohmann::json& value, const std::string& field) {
+  if (!value.is_string()) wrong_type(field, "a string", value);
+  return value.get<std::string>();
+}
+
+template <typename T>
+Setter integer(T RunConfig::*member) {
+  return [member](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+    c.*member = static_cast<T>(as_integer(v, f));
+  };
+}
+template <typename T>
+Setter model_integer(T ModelConfig::*member) {
+  return [member](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+    c.model.*member = static_cast<T>(as_integer(v, f));
+  };
+}
+Setter number(double RunConfig::*member) {
+  return [member](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+    c.*member = as_number(v, f);
+  };
+}
+Setter text(std::string RunConfig::*member) {
+  return [member](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+    c.*member = as_text(v, f);
+  };
+}
+
+const std::map<std::string, Setter>& setters() {
+  static const std::map<std::string, Setter> table = {
+      {"preset",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         const std::string name = as_text(v, f);
+         try {
+           c.model = model_preset(name);
+         } catch (const InvalidInput& error) {
+           throw InvalidInput(f, error.reason());
+         }
+         c.preset = name;
+       }},
+      {"layers", model_integer(&ModelConfig::layers)},
+      {"d_model", model_integer(&ModelConfig::d_model)},
+      {"heads", model_integer(&ModelConfig::heads)},
+      {"seq_len", model_integer(&ModelConfig::seq_len)},
+      {"vocab", model_integer(&ModelConfig::vocab)},
+      {"dropout",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         c.model.dropout = as_number(v, f);
+       }},
+      {"attention",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         try {
+           c.model.attention = parse_attention(as_text(v, f));
+         } catch (const InvalidInput& error) {
+           throw InvalidInput(f, error.reason());
+         }
+       }},
+      {"batch", integer(&RunConfig::batch)},
+      {"accum", integer(&RunConfig::accum)},
+      {"steps", integer(&RunConfig::steps)},
+      {"warmup_steps", integer(&RunConfig::warmup_steps)},
+      {"lr", number(&RunConfig::lr)},
+      {"weight_decay", number(&RunConfig::weight_decay)},
+      {"grad_clip", number(&RunConfig::grad_clip)},
+      {"seed",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         const int64_t seed = as_integer(v, f);
+         if (seed < 0) throw InvalidInput(f, "must not be negative");
+         c.seed = static_cast<uint64_t>(seed);
+       }},
+      {"threads", integer(&RunConfig::threads)},
+      {"precision",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         try {
+           c.precision = parse_precision(as_text(v, f));
+         } catch (const InvalidInput& error) {
+           throw InvalidInput(f, error.reason());
+         }
+       }},
+      {"device", text(&RunConfig::device)},
+      {"checkpoint", text(&RunConfig::checkpoint)},
+      {"offload", text(&RunConfig::offload)},
+      {"data", text(&RunConfig::data)},
+      {"budget",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         c.budget_bytes = v.is_number_integer() ? v.get<int64_t>() : parse_byte_size(as_text(v, f), f);
+       }},
+      {"budget_bytes", integer(&RunConfig::budget_bytes)},
+      {"timeline",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         if (!v.is_boolean()) wrong_type(f, "true or false", v);
+         c.timeline = v.get<bool>();
+       }},
+  };
+  return table;
+}
+
+}  // namespace
+
+bool is_run_field(const std::string& key) { return setters().count(key) > 0; }
+
+void apply_run_field(RunConfig& config, const std::string& key, const nlohmann::json& value,
+                     const std::string& where) {
+  const auto setter = setters().find(key);
+  if (setter == setters().end()) throw InvalidInput(where, "unknown run field '" + key + "'");
+  setter->second(config, value, where);
+}
+
+RunConfig run_config_from_fields(const nlohmann::ordered_json& fields, const std::string& where) {
+  RunConfig config;
+  if (fields.is_null()) return config;  // nothing given: the defaults
+  if (!fields.is_object()) throw InvalidInput(where, "must be an object of run fields");
+  auto field_name = [&](const std::string& key) { return where + "." + key; };
+  if (fields.contains("preset")) apply_run_field(config, "preset", fields.at("preset"), field_name("preset"));
+  for (const auto& item : fields.items()) {
+    if (item.key() == "preset") continue;
+    apply_run_field(config, item.key(), nlohmann::json(item.value()), field_name(item.key()));
+  }
+  return config;
+}
+
+}  // namespace rematlab

@@ -1,0 +1,214 @@
+// Sweeps: spec validation that names the key, expansion, the max-batch search (against a known
+// answer and against real training), and unattended runs recorded in a real database.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+
+#include "common/errors.h"
+#include "common/posix_files.h"
+#include "store/run_store.h"
+#include "store/run_writer.h"
+#include "sweep/max_batch.h"
+#include "sweep/sweep_runner.h"
+#include "sweep/sweep_spec.h"
+
+namespace rematlab {
+namespace {
+
+nlohmann::ordered_json spec_json(const std::string& text) {
+  return nlohmann::ordered_json::parse(text);
+}
+
+std::string rejected_field(const std::string& text) {
+  try {
+    parse_sweep_spec(spec_json(text));
+  } catch (const InvalidInput& error) {
+    return error.field();
+  }
+  return "accepted";
+}
+
+TEST(SweepSpec, ErrorsNameTheKey) {
+  EXPECT_EQ(rejected_field(R"({"nmae": "x"})"), "spec: nmae");
+  EXPECT_EQ(rejected_field(R"({"base": {"bacth": 8}})"), "spec: base.bacth");
+  EXPECT_EQ(rejected_field(R"({"base": {"batch": "8"}})"), "spec: base.batch");
+  EXPECT_EQ(rejected_field(R"({"axes": {"checkpoint": []}})"), "spec: axes.checkpoint");
+  EXPECT_EQ(rejected_field(R"({"axes": {"checkpoint": "none"}})"), "spec: axes.checkpoint");
+  EXPECT_EQ(rejected_field(R"({"axes": {"checkpoint": ["none", "every:0"]}})"),
+            "spec: axes.checkpoint[1]");
+  EXPECT_EQ(rejected_field(R"({"axes": {"batch": [4, -1]}})"), "spec: axes.batch[1]");
+  EXPECT_EQ(rejected_field(R"({"axes": {"colour": [1]}})"), "spec: axes.colour");
+  EXPECT_EQ(rejected_field(R"({"repeats": 0})"), "spec: repeats");
+  EXPECT_EQ(rejected_field(R"({"max_batch": {"limit": 8}})"), "spec: max_batch.budget");
+  EXPECT_EQ(rejected_field(R"({"max_batch": {"budget": "lots"}})"), "spec: max_batch.budget");
+  EXPECT_EQ(rejected_field(R"({"base": {"preset": "tiny"}, "axes": {"batch": [2]}})"), "accepted");
+}
+
+TEST(SweepSpec, ExpandsEveryCombinationInOrderAndSkipsOffloadWithoutCheckpointing) {
+  const SweepSpec spec = parse_sweep_spec(spec_json(R"({
+    "base": {"preset": "tiny", "steps": 3},
+    "axes": {"checkpoint": ["none", "every:1"], "offload": ["none", "disk"], "batch": [2, 4]},
+    "repeats": 2})"));
+  std::vector<std::string> skipped;
+  const auto points = expand_sweep(spec, &skipped);
+  ASSERT_EQ(points.size(), 3u * 2u * 2u);  // (none,none) (every:1,none) (every:1,disk) × batch × 2
+  EXPECT_EQ(skipped.size(), 2u);           // none + disk, at both batches
+  EXPECT_EQ(points[0].label, "checkpoint=none offload=none batch=2 #1");
+  EXPECT_EQ(points[1].label, "checkpoint=none offload=none batch=2 #2");
+  EXPECT_EQ(points[2].config.batch, 4);
+  EXPECT_EQ(points.back().config.checkpoint, "every:1");
+  EXPECT_EQ(points.back().config.offload, "disk");
+  EXPECT_EQ(points.back().config.steps, 3);
+}
+
+TEST(SweepSpec, MaxBatchReplacesTheBatchAxis) {
+  const SweepSpec spec = parse_sweep_spec(spec_json(R"({
+    "base": {"preset": "tiny"},
+    "axes": {"checkpoint": ["none", "every:1"], "batch": [2, 4, 8]},
+    "max_batch": {"budget": "64MiB", "limit": 32}})"));
+  const auto points = expand_sweep(spec);
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_TRUE(points[0].search_batch);
+  EXPECT_EQ(points[0].config.budget_bytes, 64 << 20);
+}
+
+// Memory that grows with the batch; the first batch that does not fit is `threshold + 1`.
+MaxBatchResult search_against(int64_t threshold, int64_t limit) {
+  return search_max_batch(limit, [&](int64_t batch) {
+    BatchProbe probe;
+    probe.batch = batch;
+    probe.peak_bytes = 1000 * batch;
+    probe.status = batch <= threshold ? RunStatus::kOk : RunStatus::kOom;
+    return probe;
+  });
+}
+
+TEST(MaxBatch, FindsTheLargestFittingBatchByDoublingThenBisection) {
+  for (int64_t threshold : {0, 1, 2, 3, 5, 8, 37, 63, 64, 100, 511}) {
+    const MaxBatchResult result = search_against(threshold, 512);
+    EXPECT_EQ(result.max_batch, threshold) << "threshold " << threshold;
+    EXPECT_EQ(result.peak_bytes, 1000 * threshold);
+    // Doubling and bisection: about 2·log2(answer) probes, never a linear scan.
+    const double bound = 2.0 * std::log2(static_cast<double>(std::max<int64_t>(threshold, 1))) + 3;
+    EXPECT_LE(static_cast<double>(result.probes.size()), bound) << "threshold " << threshold;
+  }
+  EXPECT_EQ(search_against(10000, 48).max_batch, 48);  // everything fits: the limit
+}
+
+TEST(MaxBatch, AgreesWithTrainingOnEitherSideOfTheAnswer) {
+  RunConfig base;
+  base.model = model_preset("tiny");
+  base.threads = 1;
+  base.checkpoint = "every:1";
+  // Room for the model state and a few sequences' activations.
+  base.budget_bytes = 12 << 20;
+  const MaxBatchResult result = search_max_batch(
+      256, [&](int64_t batch) { return probe_by_training(base, batch, 2, nullptr); });
+  ASSERT_GT(result.max_batch, 1);
+  ASSERT_LT(result.max_batch, 256);
+  const BatchProbe at = probe_by_training(base, result.max_batch, 2, nullptr);
+  const BatchProbe above = probe_by_training(base, result.max_batch + 1, 2, nullptr);
+  EXPECT_EQ(at.status, RunStatus::kOk);
+  EXPECT_LE(at.peak_bytes, base.budget_bytes);
+  EXPECT_EQ(above.status, RunStatus::kOom);
+  EXPECT_GT(above.peak_bytes, base.budget_bytes);
+}
+
+class TempDatabase {
+ public:
+  TempDatabase()
+      : path_(files::join(files::temp_directory(),
+                          "rematlab-sweep-test-" + std::to_string(::getpid()) + ".sqlite")) {}
+  ~TempDatabase() {
+    for (const char* suffix : {"", "-wal", "-shm"}) files::remove_file(path_ + suffix);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(SweepRunner, RecordsEveryRunAndGoesOnPastAnOom) {
+  TempDatabase db;
+  RunStore store(db.path());
+  // The second batch cannot fit the budget: that run ends oom and the sweep continues.
+  const SweepSpec spec = parse_sweep_spec(spec_json(R"({
+    "name": "oom in the middle",
+    "base": {"preset": "tiny", "steps": 3, "threads": 1, "budget": "12MiB"},
+    "axes": {"batch": [2, 512, 4]}})"));
+  std::vector<SweepRunResult> results;
+  {
+    RunWriter writer(db.path());
+    SweepRunner runner(spec, &writer);
+    int64_t progress_calls = 0;
+    SweepCallbacks callbacks;
+    callbacks.on_progress = [&](const SweepProgress& progress) {
+      ++progress_calls;
+      EXPECT_EQ(progress.run_count, 3);
+    };
+    results = runner.run(callbacks);
+    EXPECT_GT(progress_calls, 3);
+  }
+  ASSERT_EQ(results.size(), 3u);
+  const auto runs = store.runs();
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].status, "ok");
+  EXPECT_EQ(runs[1].status, "oom");
+  EXPECT_EQ(runs[2].status, "ok");
+  EXPECT_EQ(runs[0].experiment, "oom in the middle");
+  EXPECT_EQ(runs[0].steps_recorded, 3);
+  EXPECT_EQ(runs[2].config.at("batch"), 4);
+  EXPECT_EQ(runs[0].summary.at("run_id"), runs[0].id);
+  EXPECT_EQ(store.experiments().at(0).spec.at("name"), "oom in the middle");
+}
+
+TEST(SweepRunner, MaxBatchRowsRecordTheirProbes) {
+  TempDatabase db;
+  RunStore store(db.path());
+  const SweepSpec spec = parse_sweep_spec(spec_json(R"({
+    "base": {"preset": "tiny", "steps": 2, "threads": 1},
+    "axes": {"checkpoint": ["none", "every:1"]},
+    "max_batch": {"budget": "12MiB", "limit": 256}})"));
+  std::vector<SweepRunResult> results;
+  {
+    RunWriter writer(db.path());
+    results = SweepRunner(spec, &writer).run({});
+  }
+  ASSERT_EQ(results.size(), 2u);
+  ASSERT_TRUE(results[0].search && results[1].search);
+  // Checkpointing every block fits a larger batch under the same budget.
+  EXPECT_GT(results[1].search->max_batch, results[0].search->max_batch);
+  for (const auto& result : results) {
+    EXPECT_EQ(result.summary.config.batch, result.search->max_batch);
+    EXPECT_EQ(store.probes(*result.run_id).size(), result.search->probes.size());
+    EXPECT_EQ(store.run(*result.run_id).status, "ok");
+  }
+}
+
+TEST(SweepRunner, CancelMarksTheCurrentRunCancelledAndStops) {
+  TempDatabase db;
+  RunStore store(db.path());
+  const SweepSpec spec = parse_sweep_spec(spec_json(R"({
+    "base": {"preset": "tiny", "steps": 50, "threads": 1},
+    "axes": {"checkpoint": ["none", "every:1", "every:2"]}})"));
+  std::atomic<bool> cancel{false};
+  {
+    RunWriter writer(db.path());
+    SweepCallbacks callbacks;
+    callbacks.cancel = &cancel;
+    callbacks.on_progress = [&](const SweepProgress& progress) {
+      if (progress.run_index == 1 && progress.step && progress.step->step == 3) cancel = true;
+    };
+    SweepRunner(spec, &writer).run(callbacks);
+  }
+  const auto runs = store.runs();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].status, "ok");
+  EXPECT_EQ(runs[1].status, "cancelled");
+  EXPECT_EQ(runs[1].steps_recorded, 4);
+}
+
+}  // namespace
+}  // namespace rematlab
