@@ -1,13 +1,19 @@
 // The CLI contract of ../shared/design/product.md, checked on the real binary.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <regex>
+#include <thread>
 #include <fstream>
 #include <sstream>
 
 #include "common/posix_files.h"
+#include "store/run_store.h"
 #include "run_json_contract.h"
 
 namespace {
@@ -87,6 +93,11 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"run --checkpoint every:1 --offload host", "--offload"},
                       BadInput{"run --checkpoint every:1 --offload tape", "--offload"},
                       BadInput{"run --dropout 1.5", "--dropout"},
+                      BadInput{"sweep --spec /no/such/spec.json", "--spec"},
+                      BadInput{"runs --db /no/such/runs.sqlite", "--db"},
+                      BadInput{"show 3 --db /no/such/runs.sqlite", "--db"},
+                      BadInput{"export --csv /tmp/x.csv --db /no/such/runs.sqlite", "--db"},
+                      BadInput{"max-batch --preset tiny", "--budget"},
                       BadInput{"teleport", "teleport"}),
     [](const ::testing::TestParamInfo<BadInput>& param_info) {
       std::string name;
@@ -145,11 +156,190 @@ TEST(Cli, VersionNamesTheBlasAndThreads) {
 }
 
 TEST(Cli, EverySubcommandHasHelp) {
-  for (const char* command : {"run", "check", "study", "version"}) {
+  for (const char* command :
+       {"run", "check", "study", "sweep", "max-batch", "runs", "show", "compare", "export", "version"}) {
     const Result result = cli(std::string(command) + " --help");
     EXPECT_EQ(result.exit_code, 0) << command;
     EXPECT_NE(result.out.find("--"), std::string::npos) << command;
   }
+}
+
+// A scratch directory for database and spec files, removed with its contents.
+class Scratch {
+ public:
+  Scratch()
+      : path_(rematlab::files::join(rematlab::files::temp_directory(),
+                                    "rematlab-cli-test-" + std::to_string(::getpid()) + "-" +
+                                        std::to_string(counter_++))) {
+    rematlab::files::make_directories(path_);
+  }
+  ~Scratch() { rematlab::files::remove_tree(path_); }
+  std::string file(const std::string& name) const { return rematlab::files::join(path_, name); }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(file(name)) << text;
+    return file(name);
+  }
+
+ private:
+  static inline int counter_ = 0;
+  std::string path_;
+};
+
+TEST(CliSweep, MalformedSpecsAreRejectedBeforeAnythingRuns) {
+  Scratch scratch;
+  const std::string db = scratch.file("runs.sqlite");
+  const std::vector<std::pair<std::string, std::string>> specs = {
+      {R"({"base": {"preset": "tiny"}, "colour": "red"})", "spec: colour"},
+      {R"({"base": {"steps": "many"}})", "spec: base.steps"},
+      {R"({"axes": {"checkpoint": []}})", "spec: axes.checkpoint"},
+      {R"({"axes": {"checkpoint": ["none", "evry:2"]}})", "spec: axes.checkpoint[1]"},
+      {R"({"axes": {"checkpoint": ["none"]}, )", "not valid JSON"},
+  };
+  for (const auto& [text, must_mention] : specs) {
+    const std::string spec = scratch.write("spec.json", text);
+    const Result result = cli("sweep --spec " + spec + " --db " + db);
+    EXPECT_EQ(result.exit_code, 2) << text;
+    EXPECT_EQ(count_lines(result.err), 1) << result.err;
+    EXPECT_NE(result.err.find(must_mention), std::string::npos) << result.err;
+    EXPECT_FALSE(rematlab::files::exists(db)) << "a database was created for a bad spec";
+  }
+}
+
+TEST(CliSweep, RunsRecordsAndPrintsTheTableWithProgressAndEta) {
+  Scratch scratch;
+  const std::string db = scratch.file("runs.sqlite");
+  const std::string spec = scratch.write("spec.json", R"({"name": "two",
+      "base": {"preset": "tiny", "steps": 3, "threads": 1},
+      "axes": {"checkpoint": ["none", "every:1"]}})");
+  const Result result = cli("sweep --spec " + spec + " --db " + db + " --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("[run 2/2 checkpoint=every:1"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("sweep ETA"), std::string::npos) << result.err;
+  const nlohmann::json json = last_line_json(result.out);
+  ASSERT_EQ(json.at("runs").size(), 2u);
+  EXPECT_EQ(json.at("runs")[1].at("checkpoint"), "every:1");
+  rematlab::RunStore store(db, false);
+  EXPECT_EQ(store.runs().size(), 2u);
+  EXPECT_EQ(store.experiments().at(0).name, "two");
+}
+
+// The contract's strongest promise: kill -9 in the middle of a sweep loses at most about the
+// last second of steps, and the database opens cleanly, the run marked interrupted.
+TEST(CliSweep, KillNineLosesAtMostTheLastSecondOfSteps) {
+  Scratch scratch;
+  const std::string db = scratch.file("runs.sqlite");
+  const std::string log = scratch.file("progress.log");
+  const std::string spec = scratch.write("spec.json", R"({
+      "base": {"preset": "tiny", "steps": 100000, "threads": 1},
+      "axes": {"checkpoint": ["every:1", "none"]}})");
+  const pid_t child = ::fork();
+  if (child == 0) {
+    std::freopen(log.c_str(), "w", stderr);
+    std::freopen("/dev/null", "w", stdout);
+    ::execl(REMATLAB_CLI_PATH, REMATLAB_CLI_PATH, "sweep", "--spec", spec.c_str(), "--db",
+            db.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_GT(child, 0);
+  int64_t committed = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (committed < 100 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (!rematlab::files::exists(db)) continue;
+    rematlab::RunStore store(db, false);
+    const auto runs = store.runs();
+    committed = runs.empty() ? 0 : runs[0].steps_recorded;
+  }
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  ASSERT_GE(committed, 100) << "the sweep did not get going";
+
+  // What the process had finished (its progress log) against what the database kept.
+  const std::string progress = slurp(log);
+  int64_t printed = 0;
+  std::vector<double> step_ms;
+  const std::regex line(R"(step (\d+)/\d+ .* ([0-9.]+) ms)");
+  for (auto it = std::sregex_iterator(progress.begin(), progress.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    printed = std::stoll((*it)[1]);
+    step_ms.push_back(std::stod((*it)[2]));
+  }
+  rematlab::RunStore store(db, false);
+  EXPECT_EQ(store.recovered_runs(), 1);
+  EXPECT_EQ(store.integrity_check(), "ok");
+  const auto runs = store.runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].status, "interrupted");
+  const auto steps = store.steps(runs[0].id);
+  ASSERT_FALSE(steps.empty());
+  EXPECT_EQ(steps.back().step + 1, static_cast<int64_t>(steps.size()));  // no holes
+  std::sort(step_ms.begin(), step_ms.end());
+  const double median_ms = step_ms[step_ms.size() / 2];
+  const double lost_ms = static_cast<double>(printed - static_cast<int64_t>(steps.size())) * median_ms;
+  EXPECT_LE(lost_ms, 1500.0) << printed << " steps printed, " << steps.size() << " kept, "
+                             << median_ms << " ms each";
+}
+
+TEST(CliReports, ExportMatchesCompareAndQuotesNames) {
+  Scratch scratch;
+  const std::string db = scratch.file("runs.sqlite");
+  const std::string awkward = "every:1, \"the\" good one";
+  ASSERT_EQ(cli("run --preset tiny --steps 3 --threads 1 --db " + db).exit_code, 0);
+  ASSERT_EQ(cli("run --preset tiny --steps 3 --threads 1 --checkpoint every:1 --db " + db +
+                " --name '" + awkward + "' --json").exit_code, 0);
+  const Result runs = cli("runs --db " + db);
+  EXPECT_NE(runs.out.find(awkward), std::string::npos) << runs.out;
+
+  const Result compare = cli("compare 1 2 --db " + db + " --json");
+  ASSERT_EQ(compare.exit_code, 0) << compare.err;
+  const std::string csv = scratch.file("runs.csv");
+  ASSERT_EQ(cli("export --db " + db + " --csv " + csv).exit_code, 0);
+  // Read back by Python's csv module, which follows RFC 4180 like spreadsheets and pandas do.
+  const std::string reader = scratch.write("read.py",
+      "import csv, json, sys\n"
+      "rows = list(csv.DictReader(open(sys.argv[1], newline='')))\n"
+      "print(json.dumps(rows))\n");
+  const std::string parsed_file = scratch.file("parsed.json");
+  ASSERT_EQ(std::system(("python3 " + reader + " " + csv + " > " + parsed_file).c_str()), 0);
+  const nlohmann::json rows = nlohmann::json::parse(slurp(parsed_file));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].at("name"), awkward);
+  EXPECT_EQ(rows[1].at("checkpoint"), "every:1");
+
+  int metrics_checked = 0;
+  const nlohmann::json comparison = last_line_json(compare.out);
+  for (const auto& row : comparison.at("rows")) {
+    if (!row.at("metric").get<bool>()) continue;
+    const std::string field = row.at("field");
+    for (int run = 0; run < 2; ++run) {
+      ASSERT_TRUE(rows[run].contains(field)) << field;
+      EXPECT_EQ(std::stod(rows[run].at(field).get<std::string>()), row.at("values")[run].get<double>())
+          << field << " of run " << run + 1;
+    }
+    ++metrics_checked;
+  }
+  EXPECT_GE(metrics_checked, 10);
+
+  const std::string steps_csv = scratch.file("steps.csv");
+  ASSERT_EQ(cli("export --db " + db + " --csv " + steps_csv + " --steps --runs 2").exit_code, 0);
+  EXPECT_EQ(count_lines(slurp(steps_csv)), 1 + 3);  // the header and every step
+}
+
+TEST(CliReports, MaxBatchFindsTheBatchThatFits) {
+  const Result result = cli("max-batch --preset tiny --threads 1 --checkpoint every:1 "
+                            "--budget 12MiB --limit 256 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = last_line_json(result.out);
+  const int64_t best = json.at("max_batch");
+  ASSERT_GT(best, 1);
+  EXPECT_LE(json.at("peak_bytes").get<int64_t>(), json.at("budget_bytes").get<int64_t>());
+  bool above_failed = false;
+  for (const auto& trial : json.at("trials")) {
+    if (trial.at("batch") == best + 1) above_failed = trial.at("status") == "oom";
+  }
+  EXPECT_TRUE(above_failed) << json.dump();
 }
 
 }  // namespace

@@ -41,6 +41,10 @@ TEST(SweepSpec, ErrorsNameTheKey) {
   EXPECT_EQ(rejected_field(R"({"axes": {"batch": [4, -1]}})"), "spec: axes.batch[1]");
   EXPECT_EQ(rejected_field(R"({"axes": {"colour": [1]}})"), "spec: axes.colour");
   EXPECT_EQ(rejected_field(R"({"repeats": 0})"), "spec: repeats");
+  // A base field at fault is named as such, even when an axis is being checked.
+  EXPECT_EQ(rejected_field(R"({"base": {"d_model": 64, "heads": 5},
+                               "axes": {"checkpoint": ["none", "every:1"]}})"),
+            "spec: base.heads");
   EXPECT_EQ(rejected_field(R"({"max_batch": {"limit": 8}})"), "spec: max_batch.budget");
   EXPECT_EQ(rejected_field(R"({"max_batch": {"budget": "lots"}})"), "spec: max_batch.budget");
   EXPECT_EQ(rejected_field(R"({"base": {"preset": "tiny"}, "axes": {"batch": [2]}})"), "accepted");

@@ -1,89 +1,269 @@
+// The workbench through its real widgets, offscreen: sweeps run in the worker and land in a real
+// database, curves per run, the comparison's ratios, Stop, errors as dialogs, settings.
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+#include <qcustomplot.h>
 
 #include <QApplication>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDir>
 #include <QElapsedTimer>
 #include <QLineEdit>
+#include <QMessageBox>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
-#include <QTest>
 #include <QSpinBox>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTest>
 
+#include <fstream>
+
+#include "compare_view.h"
+#include "experiment_panel.h"
 #include "live_charts.h"
 #include "main_window.h"
-#include "run_panel.h"
+#include "runs_view.h"
+#include "store/run_store.h"
 
 namespace {
 
+using rematlab::RunStore;
+using rematlab::ui::ExperimentPanel;
+using rematlab::ui::LiveCharts;
 using rematlab::ui::MainWindow;
 
-TEST(RunPanel, InvalidPolicyDisablesRunWithTheReason) {
-  MainWindow window;
-  auto* panel = window.run_panel();
-  panel->checkpoint_field()->setText("every:0");
+constexpr int kTimeoutMs = 120000;
+
+// A window on a fresh database in its own directory.
+struct Bench {
+  QTemporaryDir dir;
+  QString db = dir.filePath("runs.sqlite");
+  MainWindow window{db};
+  ExperimentPanel* panel = window.experiment_panel();
+
+  Bench() {
+    panel->preset_field()->setCurrentText("tiny");
+    panel->policies_field()->setText("none");
+    panel->steps_field()->setValue(6);
+  }
+  // Clicks Run and waits for the sweep to end; returns the last run's status.
+  QString run_sweep() {
+    QSignalSpy ended(&window, &MainWindow::sweepEnded);
+    panel->run_button()->click();
+    EXPECT_TRUE(window.is_running());
+    if (!ended.wait(kTimeoutMs)) return "timeout";
+    return ended.takeFirst().at(0).toString();
+  }
+};
+
+TEST(ExperimentPanel, InvalidPolicyDisablesRunWithTheReasonAtTheField) {
+  Bench bench;
+  ExperimentPanel* panel = bench.panel;
+  panel->policies_field()->setText("none; every:0");
   EXPECT_FALSE(panel->run_button()->isEnabled());
   EXPECT_TRUE(panel->problem().contains("every:0")) << panel->problem().toStdString();
   EXPECT_TRUE(panel->run_button()->toolTip().contains("every:0"));
-  panel->checkpoint_field()->setText("sublayer:1,2");
+  EXPECT_FALSE(panel->policies_field()->styleSheet().isEmpty());  // marked at the field
+  panel->policies_field()->setText("none; sublayer:1,2");
   EXPECT_TRUE(panel->run_button()->isEnabled());
   EXPECT_TRUE(panel->problem().isEmpty());
+  EXPECT_TRUE(panel->policies_field()->styleSheet().isEmpty());
 }
 
-TEST(MainWindow, RunsInTheWorkerAndDrawsEveryStep) {
-  MainWindow window;
-  auto* panel = window.run_panel();
-  panel->steps_field()->setValue(6);
-  panel->checkpoint_field()->setText("every:1");
-  QSignalSpy ended(&window, &MainWindow::runEnded);
-  panel->run_button()->click();
-  EXPECT_TRUE(window.is_running());
+TEST(ExperimentPanel, BadBatchListAndMissingBudgetAreNamed) {
+  Bench bench;
+  ExperimentPanel* panel = bench.panel;
+  panel->batch_field()->setText("8, lots");
   EXPECT_FALSE(panel->run_button()->isEnabled());
-  ASSERT_TRUE(ended.wait(120000));
-  EXPECT_EQ(ended.takeFirst().at(0).toString(), "ok");
-  EXPECT_EQ(window.charts()->loss_points(), 6);
-  QTest::qWait(100);  // let the throttled replot fire
-  EXPECT_GE(window.charts()->replots(), 1);
+  EXPECT_TRUE(panel->problem().contains("lots"));
+  EXPECT_FALSE(panel->batch_field()->styleSheet().isEmpty());
+  panel->batch_field()->setText("8, 16");
+  EXPECT_TRUE(panel->run_button()->isEnabled());
+  panel->max_batch_box()->setChecked(true);
+  EXPECT_FALSE(panel->run_button()->isEnabled());
+  EXPECT_TRUE(panel->problem().contains("budget"));
+  panel->budget_field()->setText("64MiB");
   EXPECT_TRUE(panel->run_button()->isEnabled());
 }
 
-TEST(MainWindow, StopCancelsTheRunAndTheWindowKeepsWorking) {
-  MainWindow window;
-  auto* panel = window.run_panel();
-  panel->steps_field()->setValue(100000);
-  QSignalSpy ended(&window, &MainWindow::runEnded);
-  panel->run_button()->click();
-  QTest::qWait(300);
-  panel->stop_button()->click();
+TEST(MainWindow, TwoRunSweepDrawsACurvePerRunAndLandsInTheDatabase) {
+  Bench bench;
+  bench.panel->policies_field()->setText("none; every:1");
+  ASSERT_EQ(bench.run_sweep(), "ok");
+  const LiveCharts* charts = bench.window.charts();
+  ASSERT_EQ(charts->run_count(), 2);
+  for (int run = 0; run < 2; ++run) {
+    for (auto chart : {LiveCharts::kLoss, LiveCharts::kMemory, LiveCharts::kThroughput}) {
+      EXPECT_EQ(charts->points(chart, run), 6) << "chart " << chart << ", run " << run;
+    }
+  }
+  // Per run: raw + smoothed loss, peak + live memory, throughput (and one budget-free chart).
+  EXPECT_EQ(charts->plot(LiveCharts::kLoss)->graphCount(), 4);
+  EXPECT_EQ(charts->plot(LiveCharts::kThroughput)->graphCount(), 2);
+  EXPECT_GE(charts->plot(LiveCharts::kTimeline)->graphCount(), 3);  // forward, backward, …
+  QTest::qWait(100);  // let the throttled replot fire
+  EXPECT_GE(charts->replots(), 1);
+  EXPECT_TRUE(bench.panel->run_button()->isEnabled());
+  EXPECT_EQ(bench.window.progress_bar()->value(), bench.window.progress_bar()->maximum());
+
+  RunStore store(bench.db.toStdString(), false);
+  const auto runs = store.runs();
+  ASSERT_EQ(runs.size(), 2u);
+  for (const auto& run : runs) {
+    EXPECT_EQ(run.status, "ok");
+    EXPECT_EQ(run.steps_recorded, 6);
+    EXPECT_FALSE(store.timeline(run.id).empty());
+  }
+  EXPECT_EQ(bench.window.runs_view()->row_count(), 2);
+
+  bench.window.compare({runs[0].id, runs[1].id});
+  QTableWidget* table = bench.window.compare_view()->table();
+  ASSERT_EQ(table->rowCount(), 2);
+  auto column = [&](const QString& name) {
+    for (int c = 0; c < table->columnCount(); ++c) {
+      if (table->horizontalHeaderItem(c)->text() == name) return c;
+    }
+    return -1;
+  };
+  const double base_rate = runs[0].summary.at("tokens_per_s");
+  const double rate = runs[1].summary.at("tokens_per_s");
+  const double base_peak = runs[0].summary.at("peak_bytes");
+  const double peak = runs[1].summary.at("peak_bytes");
+  EXPECT_EQ(table->item(1, column("tok/s ×base"))->text(), QString("×%1").arg(rate / base_rate, 0, 'f', 3));
+  EXPECT_EQ(table->item(1, column("peak ×base"))->text(), QString("×%1").arg(peak / base_peak, 0, 'f', 3));
+  EXPECT_EQ(table->item(0, column("tok/s ×base"))->text(), "×1.000");
+  EXPECT_FALSE(bench.window.compare_view()->pareto_front().empty());
+  bench.window.compare_view()->set_baseline(1);  // the other run as the reference
+  EXPECT_EQ(table->item(0, column("tok/s ×base"))->text(), QString("×%1").arg(base_rate / rate, 0, 'f', 3));
+}
+
+TEST(MainWindow, StopMarksTheRunCancelledAndTheWindowKeepsWorking) {
+  Bench bench;
+  bench.panel->steps_field()->setValue(100000);
+  QSignalSpy ended(&bench.window, &MainWindow::sweepEnded);
+  bench.panel->run_button()->click();
+  QElapsedTimer waited;
+  waited.start();
+  while (bench.window.charts()->points(LiveCharts::kLoss, 0) < 2 && waited.elapsed() < kTimeoutMs) {
+    QTest::qWait(20);
+  }
+  bench.panel->stop_button()->click();
   ASSERT_TRUE(ended.wait(60000));
   EXPECT_EQ(ended.takeFirst().at(0).toString(), "cancelled");
-  EXPECT_LT(window.charts()->loss_points(), 100000);
-  EXPECT_FALSE(window.is_running());
+  EXPECT_FALSE(bench.window.is_running());
+  RunStore store(bench.db.toStdString(), false);
+  ASSERT_EQ(store.runs().size(), 1u);
+  EXPECT_EQ(store.runs()[0].status, "cancelled");
+  EXPECT_GE(store.runs()[0].steps_recorded, 2);
+  bench.panel->steps_field()->setValue(3);
+  EXPECT_EQ(bench.run_sweep(), "ok");  // and it runs again
+}
+
+TEST(MainWindow, EngineErrorSurfacesAsADialogAndTheWindowStaysUsable) {
+  Bench bench;
+  // Valid as a form, fails in the engine: the offload directory cannot be created.
+  bench.panel->policies_field()->setText("every:1");
+  bench.panel->offload_field()->setText("disk:/proc/rematlab-cannot-be-here");
+  QSignalSpy errors(&bench.window, &MainWindow::errorShown);
+  ASSERT_EQ(bench.run_sweep(), "failed");
+  ASSERT_GE(errors.count(), 1);
+  EXPECT_TRUE(errors.takeFirst().at(0).toString().contains("offload"));
+  bool dialog = false;
+  for (auto* box : bench.window.findChildren<QMessageBox*>()) dialog = dialog || box->isVisible();
+  EXPECT_TRUE(dialog);
+  EXPECT_TRUE(bench.panel->run_button()->isEnabled());
+  bench.panel->offload_field()->setText("none");
+  EXPECT_EQ(bench.run_sweep(), "ok");
+  RunStore store(bench.db.toStdString(), false);
+  ASSERT_EQ(store.runs().size(), 2u);
+  EXPECT_EQ(store.runs()[0].status, "failed");
 }
 
 TEST(MainWindow, GradientCheckButtonGivesTheVerdict) {
-  MainWindow window;
-  auto* panel = window.run_panel();
-  panel->checkpoint_field()->setText("sublayer:1,2");
-  QSignalSpy ended(&window, &MainWindow::checkEnded);
-  panel->check_button()->click();
-  EXPECT_FALSE(panel->check_button()->isEnabled());
-  ASSERT_TRUE(ended.wait(120000));
+  Bench bench;
+  bench.panel->policies_field()->setText("sublayer:1,2");
+  QSignalSpy ended(&bench.window, &MainWindow::checkEnded);
+  bench.panel->check_button()->click();
+  EXPECT_FALSE(bench.panel->check_button()->isEnabled());
+  ASSERT_TRUE(ended.wait(kTimeoutMs));
   const QList<QVariant> result = ended.takeFirst();
   EXPECT_TRUE(result.at(0).toBool());
   EXPECT_TRUE(result.at(1).toString().startsWith("identical")) << result.at(1).toString().toStdString();
-  EXPECT_TRUE(panel->check_button()->isEnabled());
+  EXPECT_TRUE(bench.panel->check_button()->isEnabled());
 }
 
-TEST(MainWindow, ClosingDuringARunJoinsTheWorker) {
-  auto window = std::make_unique<MainWindow>();
-  window->run_panel()->steps_field()->setValue(100000);
-  window->run_panel()->run_button()->click();
-  QTest::qWait(200);
+TEST(MainWindow, ClosingDuringARunCancelsAndJoinsTheWorker) {
+  QTemporaryDir dir;
+  auto window = std::make_unique<MainWindow>(dir.filePath("runs.sqlite"));
+  window->experiment_panel()->preset_field()->setCurrentText("tiny");
+  window->experiment_panel()->steps_field()->setValue(100000);
+  window->experiment_panel()->run_button()->click();
+  QTest::qWait(300);
   ASSERT_TRUE(window->is_running());
   QElapsedTimer timer;
   timer.start();
   window.reset();  // must cancel and join the worker, not crash or hang
   EXPECT_LT(timer.elapsed(), 10000);
+  RunStore store(dir.filePath("runs.sqlite").toStdString(), false);
+  ASSERT_EQ(store.runs().size(), 1u);
+  EXPECT_EQ(store.runs()[0].status, "cancelled");
+}
+
+TEST(MainWindow, AFileThatIsNotADatabaseIsRefusedAndLeftAlone) {
+  Bench bench;
+  const QString notes = bench.dir.filePath("notes.txt");
+  std::ofstream(notes.toStdString()) << "not a database\n";
+  QSignalSpy errors(&bench.window, &MainWindow::errorShown);
+  EXPECT_FALSE(bench.window.open_database(notes));
+  ASSERT_EQ(errors.count(), 1);
+  EXPECT_TRUE(errors.takeFirst().at(0).toString().contains("not a RematLab database"));
+  EXPECT_EQ(bench.window.database_path(), bench.db);
+  std::ifstream in(notes.toStdString());
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "not a database");
+}
+
+TEST(MainWindow, DeleteExportAndPicturesWorkOnRealRuns) {
+  Bench bench;
+  bench.panel->policies_field()->setText("none; every:1");
+  ASSERT_EQ(bench.run_sweep(), "ok");
+  auto* runs = bench.window.runs_view();
+  ASSERT_EQ(runs->row_count(), 2);
+  const std::vector<int64_t> ids = runs->shown_ids();
+
+  const QString csv = bench.dir.filePath("runs.csv");
+  runs->export_runs_csv(csv, {});
+  const QString steps = bench.dir.filePath("steps.csv");
+  runs->export_steps_csv(steps, {ids[1]});
+  std::ifstream steps_in(steps.toStdString());
+  int lines = 0;
+  for (std::string line; std::getline(steps_in, line);) ++lines;
+  EXPECT_EQ(lines, 1 + 6);
+  EXPECT_TRUE(QFile::exists(csv));
+
+  bench.window.compare({ids[0], ids[1]});
+  const QStringList images = bench.window.charts()->export_images(bench.dir.path(), "live") +
+                             bench.window.compare_view()->export_images(bench.dir.path(), "compare");
+  EXPECT_EQ(images.size(), 16);  // 8 charts, PNG and PDF each
+  for (const QString& image : images) EXPECT_GT(QFileInfo(image).size(), 0) << image.toStdString();
+
+  EXPECT_TRUE(runs->delete_runs({ids[0]}, /*confirmed=*/true));
+  EXPECT_EQ(runs->row_count(), 1);
+  RunStore store(bench.db.toStdString(), false);
+  EXPECT_TRUE(store.steps(ids[0]).empty());
+  EXPECT_EQ(store.steps(ids[1]).size(), 6u);
+}
+
+TEST(MainWindow, RestoresTheLastDatabase) {
+  QTemporaryDir dir;
+  const QString db = dir.filePath("remembered.sqlite");
+  { MainWindow first(db); }
+  MainWindow second;
+  EXPECT_EQ(second.database_path(), db);
 }
 
 }  // namespace
@@ -92,7 +272,12 @@ int main(int argc, char** argv) {
   at::set_num_threads(1);
   // Real widgets, no display needed (also when ctest lists the cases at build time).
   if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  // Settings and the default database go to a scratch home, never the user's.
+  QTemporaryDir home;
+  qputenv("XDG_CONFIG_HOME", home.filePath("config").toUtf8());
+  qputenv("XDG_DATA_HOME", home.filePath("data").toUtf8());
   QApplication app(argc, argv);
+  QApplication::setOrganizationName("RematLabTests");
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

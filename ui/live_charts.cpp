@@ -2,38 +2,21 @@
 
 #include <qcustomplot.h>
 
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QHBoxLayout>
+#include <QLabel>
 #include <QVBoxLayout>
+
+#include <map>
+
+#include "chart_style.h"
 
 namespace rematlab::ui {
 namespace {
 
 constexpr int kReplotIntervalMs = 33;  // at most ~30 replots a second
 constexpr double kMiB = 1024.0 * 1024.0;
-
-QColor run_colour(std::size_t index) {
-  static const QColor kPalette[] = {QColor(0x1f, 0x77, 0xb4), QColor(0xd6, 0x27, 0x28),
-                                    QColor(0x2c, 0xa0, 0x2c), QColor(0xff, 0x7f, 0x0e),
-                                    QColor(0x94, 0x67, 0xbd), QColor(0x8c, 0x56, 0x4b)};
-  return kPalette[index % (sizeof kPalette / sizeof kPalette[0])];
-}
-
-QCustomPlot* make_plot(const QString& title, const QString& y_label) {
-  auto* plot = new QCustomPlot;
-  plot->plotLayout()->insertRow(0);
-  plot->plotLayout()->addElement(0, 0, new QCPTextElement(plot, title, QFont("sans", 10, QFont::Bold)));
-  plot->xAxis->setLabel("step");
-  plot->yAxis->setLabel(y_label);
-  plot->legend->setVisible(false);  // shown once a run has curves
-  plot->legend->setFont(QFont("sans", 8));
-  plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
-  plot->setMinimumHeight(160);
-  // Double-click resets the view to the data.
-  QObject::connect(plot, &QCustomPlot::mouseDoubleClick, plot, [plot](QMouseEvent*) {
-    plot->rescaleAxes();
-    plot->replot();
-  });
-  return plot;
-}
 
 QCPGraph* add_graph(QCustomPlot* plot, const QString& name, QColor colour, Qt::PenStyle style) {
   QCPGraph* graph = plot->addGraph();
@@ -43,65 +26,194 @@ QCPGraph* add_graph(QCustomPlot* plot, const QString& name, QColor colour, Qt::P
   return graph;
 }
 
+QColor phase_colour(MemoryPhase phase) {
+  switch (phase) {
+    case MemoryPhase::kForward: return QColor(0x1f, 0x77, 0xb4);
+    case MemoryPhase::kBackward: return QColor(0xd6, 0x27, 0x28);
+    case MemoryPhase::kRecompute: return QColor(0xff, 0x7f, 0x0e);
+    case MemoryPhase::kOptimizer: return QColor(0x2c, 0xa0, 0x2c);
+    case MemoryPhase::kOffloadWait: return QColor(0x94, 0x67, 0xbd);
+    case MemoryPhase::kIdle: break;
+  }
+  return Qt::gray;
+}
+
 }  // namespace
+
+QColor run_colour(int index) {
+  static const QColor kPalette[] = {QColor(0x1f, 0x77, 0xb4), QColor(0xd6, 0x27, 0x28),
+                                    QColor(0x2c, 0xa0, 0x2c), QColor(0xff, 0x7f, 0x0e),
+                                    QColor(0x94, 0x67, 0xbd), QColor(0x8c, 0x56, 0x4b),
+                                    QColor(0xe3, 0x77, 0xc2), QColor(0x7f, 0x7f, 0x7f),
+                                    QColor(0xbc, 0xbd, 0x22), QColor(0x17, 0xbe, 0xcf)};
+  constexpr int kColours = sizeof kPalette / sizeof kPalette[0];
+  return kPalette[((index % kColours) + kColours) % kColours];
+}
 
 LiveCharts::LiveCharts(QWidget* parent)
     : QWidget(parent),
-      loss_plot_(make_plot("Loss", "nats/token")),
-      memory_plot_(make_plot("Device memory", "MiB")),
-      throughput_plot_(make_plot("Throughput", "tokens/s")) {
+      loss_plot_(make_chart("Loss", "step", "nats/token")),
+      memory_plot_(make_chart("Device memory", "step", "MiB")),
+      throughput_plot_(make_chart("Throughput", "step", "tokens/s")),
+      timeline_plot_(make_chart("Memory in the last recorded step", "ms", "MiB")),
+      smoothing_box_(new QDoubleSpinBox) {
+  smoothing_box_->setRange(0.0, 0.999);
+  smoothing_box_->setSingleStep(0.05);
+  smoothing_box_->setDecimals(3);
+  smoothing_box_->setValue(smoothing_);
+  smoothing_box_->setToolTip("Weight of the exponential moving average drawn over the raw loss");
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(new QLabel("Loss smoothing"));
+  controls->addWidget(smoothing_box_);
+  controls->addStretch();
+  controls->addWidget(new QLabel("Drag to pan, wheel to zoom, double-click to reset"));
+  auto* grid = new QGridLayout;
+  grid->addWidget(loss_plot_, 0, 0);
+  grid->addWidget(memory_plot_, 0, 1);
+  grid->addWidget(throughput_plot_, 1, 0);
+  grid->addWidget(timeline_plot_, 1, 1);
   auto* layout = new QVBoxLayout(this);
-  layout->addWidget(loss_plot_);
-  layout->addWidget(memory_plot_);
-  layout->addWidget(throughput_plot_);
+  layout->addLayout(controls);
+  layout->addLayout(grid, 1);
   replot_timer_.setSingleShot(true);
   replot_timer_.setInterval(kReplotIntervalMs);
   connect(&replot_timer_, &QTimer::timeout, this, &LiveCharts::replot_now);
+  connect(smoothing_box_, &QDoubleSpinBox::valueChanged, this, &LiveCharts::set_smoothing);
 }
 
-void LiveCharts::begin_run(const QString& label, double budget_bytes) {
-  const QColor colour = run_colour(runs_.size());
+QCustomPlot* LiveCharts::plot(Chart chart) const {
+  switch (chart) {
+    case kLoss: return loss_plot_;
+    case kMemory: return memory_plot_;
+    case kThroughput: return throughput_plot_;
+    case kTimeline: return timeline_plot_;
+  }
+  return loss_plot_;
+}
+
+void LiveCharts::clear() {
+  for (QCustomPlot* chart : {loss_plot_, memory_plot_, throughput_plot_, timeline_plot_}) {
+    chart->clearGraphs();
+    chart->legend->setVisible(false);
+  }
+  runs_.clear();
+  budget_line_ = nullptr;
+  last_step_ = 1.0;
+  schedule_replot();
+}
+
+LiveCharts::RunCurves* LiveCharts::curves(int index) {
+  for (auto& [run, curves] : runs_) {
+    if (run == index) return &curves;
+  }
+  return nullptr;
+}
+
+void LiveCharts::begin_run(int index, const QString& label, double budget_bytes) {
+  if (curves(index)) return;
+  const QColor colour = run_colour(index);
   RunCurves curves;
-  curves.loss = add_graph(loss_plot_, label, colour.lighter(150), Qt::SolidLine);
-  curves.smoothed = add_graph(loss_plot_, label + " (smoothed)", colour, Qt::SolidLine);
+  curves.loss = add_graph(loss_plot_, label, colour.lighter(160), Qt::SolidLine);
+  curves.loss->removeFromLegend();
+  curves.smoothed = add_graph(loss_plot_, label, colour, Qt::SolidLine);
   curves.peak = add_graph(memory_plot_, label + " peak", colour, Qt::SolidLine);
   curves.live = add_graph(memory_plot_, label + " live at step end", colour, Qt::DotLine);
   curves.throughput = add_graph(throughput_plot_, label, colour, Qt::SolidLine);
-  runs_.push_back(curves);
-  for (QCustomPlot* plot : {loss_plot_, memory_plot_, throughput_plot_}) plot->legend->setVisible(true);
-  if (budget_line_) {
-    memory_plot_->removeGraph(budget_line_);
-    budget_line_ = nullptr;
+  runs_.emplace_back(index, curves);
+  for (QCustomPlot* chart : {loss_plot_, memory_plot_, throughput_plot_}) {
+    chart->legend->setVisible(true);
   }
-  if (budget_bytes > 0) {
+  if (budget_bytes > 0 && !budget_line_) {
     budget_line_ = add_graph(memory_plot_, "budget", Qt::black, Qt::DashLine);
-    budget_line_->setData({0.0, 1.0}, {budget_bytes / kMiB, budget_bytes / kMiB});
+    budget_line_->setData({0.0, last_step_}, {budget_bytes / kMiB, budget_bytes / kMiB});
   }
   schedule_replot();
 }
 
-void LiveCharts::add_step(const StepMetrics& step) {
-  if (runs_.empty()) return;
-  RunCurves& curves = runs_.back();
+void LiveCharts::add_step(int index, const StepMetrics& step) {
+  RunCurves* run = curves(index);
+  if (!run) return;
   const double x = static_cast<double>(step.step + 1);
-  curves.ema = curves.has_ema ? smoothing_ * curves.ema + (1.0 - smoothing_) * step.loss : step.loss;
-  curves.has_ema = true;
-  curves.loss->addData(x, step.loss);
-  curves.smoothed->addData(x, curves.ema);
-  curves.peak->addData(x, step.peak_bytes / kMiB);
-  curves.live->addData(x, step.current_bytes / kMiB);
-  curves.throughput->addData(x, step.tokens_per_s);
-  if (budget_line_) {
+  run->ema = run->has_ema ? smoothing_ * run->ema + (1.0 - smoothing_) * step.loss : step.loss;
+  run->has_ema = true;
+  run->loss->addData(x, step.loss);
+  run->smoothed->addData(x, run->ema);
+  run->peak->addData(x, step.peak_bytes / kMiB);
+  run->live->addData(x, step.current_bytes / kMiB);
+  run->throughput->addData(x, step.tokens_per_s);
+  if (budget_line_ && x > last_step_) {
+    last_step_ = x;
     const double level = budget_line_->data()->begin()->value;
-    budget_line_->setData({0.0, x}, {level, level});
+    budget_line_->setData({0.0, last_step_}, {level, level});
   }
   schedule_replot();
 }
 
-void LiveCharts::set_smoothing(double weight) { smoothing_ = std::clamp(weight, 0.0, 0.999); }
+void LiveCharts::show_timeline(const QString& label, const Timeline& timeline) {
+  timeline_plot_->clearGraphs();
+  std::map<MemoryPhase, QCPGraph*> by_phase;
+  for (const TimelinePoint& point : timeline) {
+    QCPGraph*& graph = by_phase[point.phase];
+    if (!graph) {
+      graph = timeline_plot_->addGraph();
+      graph->setName(QString::fromStdString(to_string(point.phase)));
+      graph->setLineStyle(QCPGraph::lsNone);
+      graph->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, phase_colour(point.phase),
+                                             phase_colour(point.phase), 3));
+      graph->setAdaptiveSampling(true);
+    }
+    graph->addData(point.time_ms, point.bytes / kMiB);
+  }
+  timeline_plot_->legend->setVisible(!by_phase.empty());
+  if (auto* title = qobject_cast<QCPTextElement*>(timeline_plot_->plotLayout()->element(0, 0))) {
+    title->setText("Memory in the last recorded step: " + label);
+  }
+  schedule_replot();
+}
 
-int LiveCharts::loss_points() const {
-  return runs_.empty() ? 0 : runs_.back().loss->dataCount();
+void LiveCharts::set_smoothing(double weight) {
+  smoothing_ = std::clamp(weight, 0.0, 0.999);
+  if (smoothing_box_->value() != smoothing_) smoothing_box_->setValue(smoothing_);
+  for (auto& [index, run] : runs_) {
+    QVector<double> keys, values;
+    double ema = 0.0;
+    bool first = true;
+    for (auto it = run.loss->data()->constBegin(); it != run.loss->data()->constEnd(); ++it) {
+      ema = first ? it->value : smoothing_ * ema + (1.0 - smoothing_) * it->value;
+      first = false;
+      keys << it->key;
+      values << ema;
+    }
+    run.smoothed->setData(keys, values, /*alreadySorted=*/true);
+    run.ema = ema;
+    run.has_ema = !first;
+  }
+  schedule_replot();
+}
+
+int LiveCharts::points(Chart chart, int index) const {
+  for (const auto& [run, curves] : runs_) {
+    if (run != index) continue;
+    switch (chart) {
+      case kLoss: return curves.loss->dataCount();
+      case kMemory: return curves.peak->dataCount();
+      case kThroughput: return curves.throughput->dataCount();
+      case kTimeline: return 0;
+    }
+  }
+  return 0;
+}
+
+QStringList LiveCharts::export_images(const QString& directory, const QString& name) const {
+  const std::pair<const char*, QCustomPlot*> charts[] = {{"loss", loss_plot_},
+                                                         {"memory", memory_plot_},
+                                                         {"throughput", throughput_plot_},
+                                                         {"timeline", timeline_plot_}};
+  QStringList written;
+  for (const auto& [suffix, chart] : charts) {
+    written << save_chart(chart, QDir(directory).filePath(name + "-" + suffix));
+  }
+  return written;
 }
 
 void LiveCharts::schedule_replot() {
@@ -109,12 +221,12 @@ void LiveCharts::schedule_replot() {
 }
 
 void LiveCharts::replot_now() {
-  for (QCustomPlot* plot : {loss_plot_, memory_plot_, throughput_plot_}) {
-    plot->rescaleAxes();
-    if (plot != loss_plot_) {  // bytes and rates read best from zero
-      plot->yAxis->setRange(0.0, plot->yAxis->range().upper * 1.05);
+  for (QCustomPlot* chart : {loss_plot_, memory_plot_, throughput_plot_, timeline_plot_}) {
+    chart->rescaleAxes();
+    if (chart != loss_plot_) {  // bytes and rates read best from zero
+      chart->yAxis->setRange(0.0, chart->yAxis->range().upper * 1.05);
     }
-    plot->replot(QCustomPlot::rpQueuedReplot);
+    chart->replot(QCustomPlot::rpQueuedReplot);
   }
   ++replots_;
 }

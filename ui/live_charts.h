@@ -1,6 +1,8 @@
-// Live curves: loss (raw and smoothed), device memory (peak per step, live at step end, the
-// budget as a line) and throughput. Every run gets its own colour; replots are merged by a
-// single-shot timer so a fast run never floods the event loop.
+// The live view: four charts — loss (raw and smoothed), device memory (peak and live per step,
+// the budget as a line), throughput, and the memory timeline of the last recorded step coloured
+// by phase. Every run of a sweep is its own curve in its own colour, named in the legend.
+// Replots are merged by a single-shot timer (at most ~30 a second) and QCustomPlot's adaptive
+// sampling keeps curves of 100,000 points fluid.
 #pragma once
 
 #include <QTimer>
@@ -8,10 +10,11 @@
 
 #include <vector>
 
-#include "train/step_metrics.h"
+#include "metatypes.h"
 
 class QCustomPlot;
 class QCPGraph;
+class QDoubleSpinBox;
 
 namespace rematlab::ui {
 
@@ -19,16 +22,27 @@ class LiveCharts : public QWidget {
   Q_OBJECT
 
  public:
+  enum Chart { kLoss, kMemory, kThroughput, kTimeline };
+
   explicit LiveCharts(QWidget* parent = nullptr);
 
-  // Starts new curves for a run named `label`; `budget_bytes` > 0 draws the budget line.
-  void begin_run(const QString& label, double budget_bytes);
-  void add_step(const rematlab::StepMetrics& step);
-  // Exponential-moving-average weight of the smoothed loss, in [0, 1).
+  // Forgets every curve (a new sweep begins).
+  void clear();
+  // Starts run `index`'s curves, named `label`; `budget_bytes` > 0 draws the budget line.
+  void begin_run(int index, const QString& label, double budget_bytes);
+  void add_step(int index, const rematlab::StepMetrics& step);
+  // Shows one step's memory over time, each phase in its own colour.
+  void show_timeline(const QString& label, const Timeline& timeline);
+  // Exponential-moving-average weight of the smoothed loss, in [0, 1); recomputes the curves.
   void set_smoothing(double weight);
 
-  // For tests: points in the current run's loss curve, and replots done so far.
-  int loss_points() const;
+  QCustomPlot* plot(Chart chart) const;
+  // Saves every chart as NAME-loss.png/.pdf etc. in `directory`; returns the files written.
+  QStringList export_images(const QString& directory, const QString& name) const;
+
+  // For tests: runs with curves, and the points of run `index` in `chart`'s main curve.
+  int run_count() const { return static_cast<int>(runs_.size()); }
+  int points(Chart chart, int index) const;
   int replots() const { return replots_; }
 
  private:
@@ -42,17 +56,24 @@ class LiveCharts : public QWidget {
     bool has_ema = false;
   };
 
+  RunCurves* curves(int index);
   void schedule_replot();
   void replot_now();
 
   QCustomPlot* loss_plot_;
   QCustomPlot* memory_plot_;
   QCustomPlot* throughput_plot_;
+  QCustomPlot* timeline_plot_;
+  QDoubleSpinBox* smoothing_box_;
   QCPGraph* budget_line_ = nullptr;
-  std::vector<RunCurves> runs_;
+  std::vector<std::pair<int, RunCurves>> runs_;  // by run index, in start order
   double smoothing_ = 0.9;
+  double last_step_ = 1.0;
   QTimer replot_timer_;
   int replots_ = 0;
 };
+
+// The colour run `index` has in every chart of the window.
+QColor run_colour(int index);
 
 }  // namespace rematlab::ui

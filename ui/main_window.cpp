@@ -1,50 +1,108 @@
 #include "main_window.h"
 
-#include <QHBoxLayout>
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDir>
+#include <QFileDialog>
 #include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
 #include <QProgressBar>
+#include <QScrollArea>
 #include <QSplitter>
+#include <QStandardPaths>
 #include <QStatusBar>
+#include <QTabWidget>
 
-#include "common/byte_size.h"
+#include "common/errors.h"
+#include "compare_view.h"
+#include "experiment_panel.h"
 #include "live_charts.h"
-#include "run_panel.h"
-#include "training_worker.h"
+#include "runs_view.h"
+#include "runtime/runtime_info.h"
+#include "store/run_store.h"
+#include "sweep_worker.h"
+#include "workbench_settings.h"
 
 namespace rematlab::ui {
+namespace {
 
-MainWindow::MainWindow(QWidget* parent)
+constexpr int kProgressPerRun = 1000;
+
+QString default_database() {
+  const QString folder = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+  QDir().mkpath(folder);
+  return QDir(folder).filePath("rematlab.sqlite");
+}
+
+QString format_eta(double seconds) {
+  if (seconds < 0) return "ETA –";
+  const qint64 total = static_cast<qint64>(seconds + 0.5);
+  return total >= 3600 ? QString("ETA %1 h %2 min").arg(total / 3600).arg((total / 60) % 60)
+                       : QString("ETA %1 min %2 s").arg(total / 60).arg(total % 60);
+}
+
+}  // namespace
+
+MainWindow::MainWindow(const QString& database, QWidget* parent)
     : QMainWindow(parent),
-      panel_(new RunPanel),
+      panel_(new ExperimentPanel),
       charts_(new LiveCharts),
+      runs_(new RunsView),
+      compare_(new CompareView),
+      tabs_(new QTabWidget),
       progress_(new QProgressBar),
       status_(new QLabel("Ready")),
-      worker_(new TrainingWorker) {
+      worker_(new SweepWorker) {
   qRegisterMetaType<rematlab::StepMetrics>();
   qRegisterMetaType<rematlab::RunConfig>();
-  setWindowTitle("RematLab");
+  qRegisterMetaType<rematlab::ui::SweepPosition>();
+  qRegisterMetaType<rematlab::ui::Timeline>();
+  auto* form = new QScrollArea;
+  form->setWidget(panel_);
+  form->setWidgetResizable(true);
+  form->setMinimumWidth(panel_->sizeHint().width() + 24);
+  tabs_->addTab(charts_, "Live");
+  tabs_->addTab(runs_, "Runs");
+  tabs_->addTab(compare_, "Compare");
   auto* splitter = new QSplitter;
-  splitter->addWidget(panel_);
-  splitter->addWidget(charts_);
+  splitter->addWidget(form);
+  splitter->addWidget(tabs_);
   splitter->setStretchFactor(1, 1);
   setCentralWidget(splitter);
   statusBar()->addWidget(status_, 1);
   statusBar()->addPermanentWidget(progress_);
-  progress_->setMaximumWidth(240);
-  resize(1200, 800);
+  progress_->setMaximumWidth(260);
+  progress_->setFormat("%p%");
+  build_menus();
 
   worker_->moveToThread(&worker_thread_);
   connect(&worker_thread_, &QThread::finished, worker_, &QObject::deleteLater);
-  connect(this, &MainWindow::startRun, worker_, &TrainingWorker::run);
-  connect(worker_, &TrainingWorker::stepFinished, this, &MainWindow::on_step);
-  connect(worker_, &TrainingWorker::runFinished, this, &MainWindow::on_run_finished);
-  connect(worker_, &TrainingWorker::failed, this, &MainWindow::on_failed);
-  connect(this, &MainWindow::startCheck, worker_, &TrainingWorker::check);
-  connect(worker_, &TrainingWorker::checkFinished, this, &MainWindow::on_check_finished);
-  connect(panel_, &RunPanel::runRequested, this, &MainWindow::on_run_requested);
-  connect(panel_, &RunPanel::checkRequested, this, &MainWindow::on_check_requested);
-  connect(panel_, &RunPanel::stopRequested, this, [this] { worker_->request_cancel(); });
+  connect(this, &MainWindow::startSweep, worker_, &SweepWorker::run_sweep);
+  connect(this, &MainWindow::startCheck, worker_, &SweepWorker::check);
+  connect(worker_, &SweepWorker::runStarted, this, &MainWindow::on_run_started);
+  connect(worker_, &SweepWorker::stepFinished, charts_, &LiveCharts::add_step);
+  connect(worker_, &SweepWorker::positionChanged, this, &MainWindow::on_position);
+  connect(worker_, &SweepWorker::runFinished, this, &MainWindow::on_run_finished);
+  connect(worker_, &SweepWorker::sweepFinished, this, &MainWindow::on_sweep_finished);
+  connect(worker_, &SweepWorker::failed, this, &MainWindow::on_failed);
+  connect(worker_, &SweepWorker::checkFinished, this, &MainWindow::on_check_finished);
+  connect(panel_, &ExperimentPanel::sweepRequested, this, &MainWindow::on_sweep_requested);
+  connect(panel_, &ExperimentPanel::checkRequested, this, &MainWindow::on_check_requested);
+  connect(panel_, &ExperimentPanel::stopRequested, this, &MainWindow::stop);
+  connect(runs_, &RunsView::compareRequested, this, &MainWindow::compare);
+  connect(runs_, &RunsView::experimentChanged, this,
+          [](qint64 id) { WorkbenchSettings().set_last_experiment(id); });
   worker_thread_.start();
+
+  const WorkbenchSettings settings;
+  if (!restoreGeometry(settings.geometry())) resize(1400, 900);
+  panel_->set_experiment_name(settings.experiment_name());
+  QString path = database;
+  if (path.isEmpty()) path = settings.last_database();
+  if (path.isEmpty() || !open_database(path)) open_database(default_database());
+  runs_->select_experiment(settings.last_experiment());
 }
 
 MainWindow::~MainWindow() {
@@ -53,42 +111,162 @@ MainWindow::~MainWindow() {
   worker_thread_.wait();
 }
 
+void MainWindow::build_menus() {
+  QMenu* file = menuBar()->addMenu("&File");
+  file->addAction("&New database…", this, [this] {
+    const QString path = QFileDialog::getSaveFileName(this, "New runs database", "runs.sqlite",
+                                                      "RematLab database (*.sqlite)");
+    if (!path.isEmpty()) open_database(path);
+  });
+  file->addAction("&Open database…", QKeySequence::Open, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, "Open runs database", {},
+                                                      "RematLab database (*.sqlite);;All files (*)");
+    if (!path.isEmpty()) open_database(path);
+  });
+  file->addSeparator();
+  file->addAction("Export runs as &CSV…", this, [this] { runs_->ask_and_export(false); });
+  file->addAction("Export &steps as CSV…", this, [this] { runs_->ask_and_export(true); });
+  file->addAction("Export charts (PNG and PDF)…", this, &MainWindow::export_charts);
+  file->addSeparator();
+  file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
+
+  QMenu* run = menuBar()->addMenu("&Run");
+  run->addAction("&Start", QKeySequence(Qt::CTRL | Qt::Key_R), panel_,
+                 &ExperimentPanel::request_run);
+  run->addAction("S&top", QKeySequence(Qt::Key_Escape), this, &MainWindow::stop);
+  run->addAction("&Check gradients", this, [this] {
+    if (!running_) {
+      if (auto config = panel_->first_config()) on_check_requested(*config);
+    }
+  });
+
+  QMenu* help = menuBar()->addMenu("&Help");
+  help->addAction("&About RematLab", this, &MainWindow::show_about);
+}
+
+bool MainWindow::open_database(const QString& path) {
+  if (running_) {
+    show_error("A sweep is writing to " + database_ + "; stop it before opening another database.");
+    return false;
+  }
+  try {
+    auto store = std::make_unique<RunStore>(path.toStdString());
+    store_ = std::move(store);
+  } catch (const std::exception& error) {
+    show_error(QString::fromStdString(error.what()));
+    return false;
+  }
+  database_ = path;
+  runs_->set_store(store_.get());
+  compare_->set_runs({}, {});
+  WorkbenchSettings().set_last_database(path);
+  setWindowTitle("RematLab — " + QDir::toNativeSeparators(path));
+  if (store_->recovered_runs() > 0) {
+    status_->setText(QString("%1 run(s) left running by a process that ended are now marked "
+                             "interrupted").arg(store_->recovered_runs()));
+  }
+  return true;
+}
+
+void MainWindow::compare(const QList<qint64>& ids) {
+  if (!store_) return;
+  std::vector<RunRecord> runs;
+  std::map<int64_t, std::vector<StepMetrics>> steps;
+  try {
+    for (qint64 id : ids) {
+      runs.push_back(store_->run(id));
+      steps[id] = store_->steps(id);
+    }
+  } catch (const std::exception& error) {
+    show_error(QString::fromStdString(error.what()));
+    return;
+  }
+  compare_->set_runs(std::move(runs), std::move(steps));
+  tabs_->setCurrentWidget(compare_);
+}
+
+QString MainWindow::status_text() const { return status_->text(); }
+
 void MainWindow::set_busy(bool busy) {
   running_ = busy;
   panel_->set_running(busy);
 }
 
-void MainWindow::on_run_requested(const RunConfig& config) {
+void MainWindow::stop() {
+  if (!running_) return;
+  worker_->request_cancel();
+  status_->setText("Stopping after the current micro-batch …");
+}
+
+void MainWindow::on_sweep_requested(const QString& spec_json) {
+  if (running_) return;
+  if (!store_) {
+    show_error("No runs database is open (File → Open database).");
+    return;
+  }
   set_busy(true);
-  progress_->setRange(0, static_cast<int>(config.steps));
-  progress_->setValue(0);
-  const QString label = QString("%1 b%2").arg(QString::fromStdString(config.checkpoint)).arg(config.batch);
-  charts_->begin_run(label, static_cast<double>(config.budget_bytes));
-  status_->setText("Starting " + label + " …");
-  emit startRun(config);
+  charts_->clear();
+  tabs_->setCurrentWidget(charts_);
+  progress_->setRange(0, 0);  // busy until the first position arrives
+  status_->setText("Starting …");
+  last_run_status_.clear();
+  WorkbenchSettings().set_experiment_name(panel_->experiment_name());
+  emit startSweep(spec_json, database_);
 }
 
-void MainWindow::on_step(const StepMetrics& step) {
-  charts_->add_step(step);
-  progress_->setValue(static_cast<int>(step.step + 1));
-  status_->setText(QString("step %1 of %2   loss %3   %4 tokens/s   peak %5")
-                       .arg(step.step + 1)
-                       .arg(step.total_steps)
-                       .arg(step.loss, 0, 'f', 4)
-                       .arg(step.tokens_per_s, 0, 'f', 0)
-                       .arg(QString::fromStdString(format_bytes(step.peak_bytes))));
+void MainWindow::on_run_started(int index, const QString& label, double budget_bytes) {
+  charts_->begin_run(index, label, budget_bytes);
+  runs_->refresh();
 }
 
-void MainWindow::on_run_finished(const QString& status, const QString& summary) {
+void MainWindow::on_position(const SweepPosition& position) {
+  progress_->setRange(0, position.run_count * kProgressPerRun);
+  const double within = position.total_steps > 0
+                            ? static_cast<double>(position.step) / static_cast<double>(position.total_steps)
+                            : 0.0;
+  progress_->setValue(position.run_index * kProgressPerRun +
+                      static_cast<int>(within * kProgressPerRun));
+  QString text = QString("Run %1 of %2 · %3 · ")
+                     .arg(position.run_index + 1)
+                     .arg(position.run_count)
+                     .arg(position.label);
+  text += position.total_steps > 0
+              ? QString("step %1 of %2").arg(position.step).arg(position.total_steps)
+              : position.activity;
+  text += " · " + format_eta(position.eta_s);
+  status_->setText(text);
+}
+
+void MainWindow::on_run_finished(int index, const QString& status, const QString& message,
+                                 qint64 run_id, const Timeline& timeline) {
+  Q_UNUSED(index);
+  last_run_status_ = status;
+  if (!timeline.empty()) charts_->show_timeline(QString("run #%1").arg(run_id), timeline);
+  if (status == "failed") show_error(QString("Run #%1 failed: %2").arg(run_id).arg(message));
+  runs_->refresh();
+}
+
+void MainWindow::on_sweep_finished(const QString& summary) {
   set_busy(false);
-  status_->setText(status + ": " + summary);
-  emit runEnded(status);
+  progress_->setRange(0, 1);
+  progress_->setValue(1);
+  status_->setText("Sweep done: " + summary);
+  runs_->refresh();
+  if (store_) {
+    const auto experiments = store_->experiments();
+    if (!experiments.empty()) WorkbenchSettings().set_last_experiment(experiments.back().id);
+  }
+  emit sweepEnded(last_run_status_);
 }
 
 void MainWindow::on_failed(const QString& message) {
   set_busy(false);
+  progress_->setRange(0, 1);
+  progress_->setValue(0);
   status_->setText("Failed: " + message);
-  emit runEnded("failed");
+  show_error(message);
+  runs_->refresh();
+  emit sweepEnded("failed");
 }
 
 void MainWindow::on_check_requested(const RunConfig& config) {
@@ -101,6 +279,54 @@ void MainWindow::on_check_finished(bool identical, const QString& verdict) {
   set_busy(false);
   status_->setText(verdict);
   emit checkEnded(identical, verdict);
+}
+
+void MainWindow::show_error(const QString& message) {
+  // Not modal-blocking: the window (and a running sweep's curves) keep working behind it.
+  auto* box = new QMessageBox(QMessageBox::Critical, "RematLab", message, QMessageBox::Ok, this);
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  box->open();
+  emit errorShown(message);
+}
+
+void MainWindow::export_charts() {
+  const QString directory = QFileDialog::getExistingDirectory(this, "Export charts to");
+  if (directory.isEmpty()) return;
+  const QStringList written =
+      charts_->export_images(directory, "live") + compare_->export_images(directory, "compare");
+  status_->setText(QString("Wrote %1 files to %2").arg(written.size()).arg(directory));
+}
+
+void MainWindow::show_about() {
+  const RuntimeInfo runtime = probe_runtime(/*measure_matmul=*/false);
+  const QString device = runtime.cuda_available
+                             ? QString("%1 CUDA device(s)").arg(runtime.cuda_devices)
+                             : QString("CPU (%1)").arg(QString::fromStdString(runtime.cpu_capability));
+  QMessageBox::about(
+      this, "About RematLab",
+      QString("<b>RematLab</b> — activation checkpointing, measured.<br><br>"
+              "Qt %1<br>LibTorch %2 (BLAS: %3)<br>SQLite %4<br>Device: %5<br><br>"
+              "Licence: GPL-3.0-or-later")
+          .arg(qVersion())
+          .arg(QString::fromStdString(runtime.torch_version))
+          .arg(QString::fromStdString(runtime.blas_build))
+          .arg(QString::fromStdString(sqlite_version()))
+          .arg(device));
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  if (running_) {
+    const auto answer = QMessageBox::question(
+        this, "Quit RematLab", "A sweep is running. Stop it (the current run is recorded as "
+                               "cancelled) and quit?");
+    if (answer != QMessageBox::Yes) {
+      event->ignore();
+      return;
+    }
+    worker_->request_cancel();
+  }
+  WorkbenchSettings().set_geometry(saveGeometry());
+  event->accept();
 }
 
 }  // namespace rematlab::ui

@@ -1,54 +1,93 @@
-// The workbench window: the experiment form on the left, live charts on the right, progress in
-// the status bar. Training runs in a worker thread that is stopped and joined on close.
+// The workbench window: the experiment form on the left; on the right the live view, the runs
+// of the open database and the comparison; progress in the status bar. Sweeps run in a worker
+// thread that is cancelled and joined on close.
 #pragma once
 
 #include <QMainWindow>
 #include <QThread>
 
+#include <memory>
+
 #include "metatypes.h"
 
 class QLabel;
 class QProgressBar;
+class QTabWidget;
+
+namespace rematlab {
+class RunStore;
+}
 
 namespace rematlab::ui {
 
+class CompareView;
+class ExperimentPanel;
 class LiveCharts;
-class RunPanel;
-class TrainingWorker;
+class RunsView;
+class SweepWorker;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
 
  public:
-  explicit MainWindow(QWidget* parent = nullptr);
+  // Opens `database` (empty: the last one used, or rematlab.sqlite in the user's data folder).
+  explicit MainWindow(const QString& database = {}, QWidget* parent = nullptr);
   ~MainWindow() override;
 
-  RunPanel* run_panel() const { return panel_; }
+  ExperimentPanel* experiment_panel() const { return panel_; }
   LiveCharts* charts() const { return charts_; }
+  RunsView* runs_view() const { return runs_; }
+  CompareView* compare_view() const { return compare_; }
+  QTabWidget* tabs() const { return tabs_; }
+  QProgressBar* progress_bar() const { return progress_; }
+  QString status_text() const;
   bool is_running() const { return running_; }
+  QString database_path() const { return database_; }
+  // Opens another database; shows why in a dialog and keeps the current one when it fails.
+  bool open_database(const QString& path);
+  // Fills the compare view with these runs and shows it.
+  void compare(const QList<qint64>& ids);
 
  signals:
-  void startRun(const rematlab::RunConfig& config);
+  void startSweep(const QString& spec_json, const QString& database);
   void startCheck(const rematlab::RunConfig& config);
   void checkEnded(bool identical, const QString& verdict);
-  void runEnded(const QString& status);
+  void sweepEnded(const QString& last_status);
+  void errorShown(const QString& message);
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
 
  private:
-  void set_busy(bool busy);  // a run or a check occupies the worker
-  void on_run_requested(const RunConfig& config);
-  void on_step(const StepMetrics& step);
-  void on_run_finished(const QString& status, const QString& summary);
+  void build_menus();
+  void set_busy(bool busy);
+  void on_sweep_requested(const QString& spec_json);
+  void on_run_started(int index, const QString& label, double budget_bytes);
+  void on_position(const SweepPosition& position);
+  void on_run_finished(int index, const QString& status, const QString& message, qint64 run_id,
+                       const Timeline& timeline);
+  void on_sweep_finished(const QString& summary);
   void on_failed(const QString& message);
   void on_check_requested(const RunConfig& config);
   void on_check_finished(bool identical, const QString& verdict);
+  void show_error(const QString& message);
+  void export_charts();
+  void show_about();
+  void stop();
 
-  RunPanel* panel_;
+  QString database_;
+  std::unique_ptr<RunStore> store_;
+  ExperimentPanel* panel_;
   LiveCharts* charts_;
+  RunsView* runs_;
+  CompareView* compare_;
+  QTabWidget* tabs_;
   QProgressBar* progress_;
   QLabel* status_;
   QThread worker_thread_;
-  TrainingWorker* worker_;  // owned by worker_thread_ (deleted on its finished())
+  SweepWorker* worker_;  // owned by worker_thread_ (deleted on its finished())
   bool running_ = false;
+  QString last_run_status_;
 };
 
 }  // namespace rematlab::ui

@@ -4,8 +4,30 @@
 
 #include <QMetaType>
 
+#include <vector>
+
+#include "memory/memory_tracker.h"
 #include "train/run_config.h"
 #include "train/step_metrics.h"
 
+namespace rematlab::ui {
+
+// Where a sweep is, as the worker reports it (a value: no pointers into the worker's state).
+struct SweepPosition {
+  int run_index = 0;  // 0-based
+  int run_count = 0;
+  qint64 step = 0;  // steps done in the current run
+  qint64 total_steps = 0;
+  double eta_s = -1.0;  // the whole sweep; negative while unknown
+  QString label;
+  QString activity;
+};
+
+using Timeline = std::vector<rematlab::TimelinePoint>;
+
+}  // namespace rematlab::ui
+
 Q_DECLARE_METATYPE(rematlab::StepMetrics)
 Q_DECLARE_METATYPE(rematlab::RunConfig)
+Q_DECLARE_METATYPE(rematlab::ui::SweepPosition)
+Q_DECLARE_METATYPE(rematlab::ui::Timeline)

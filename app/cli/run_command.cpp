@@ -46,11 +46,7 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
       RunStore store(*db);  // creates or migrates it, and marks abandoned runs interrupted
       writer = std::make_unique<RunWriter>(*db);
       const RunConfig& config = trainer.config();
-      const std::string label =
-          name->empty() ? config.checkpoint + (config.offload == "none" ? "" : "+" + config.offload) +
-                              " b" + std::to_string(config.batch)
-                        : *name;
-      run_id = writer->begin_run(std::nullopt, label, config);
+      run_id = writer->begin_run(std::nullopt, name->empty() ? describe_run(config) : *name, config);
     }
     TrainerCallbacks callbacks;
     callbacks.cancel = &cancel;

@@ -1,6 +1,13 @@
 // rematlab: the desktop workbench.
+//   rematlab [--db FILE]                 open the window on a runs database
+//   rematlab --demo-screenshots DIR      run a short two-run sweep of the tiny model, save the
+//                                        live view (mid-sweep) and the comparison as PNGs, quit
 #include <QApplication>
+#include <QCommandLineParser>
+#include <QDir>
+#include <QTimer>
 
+#include "demo_screenshots.h"
 #include "main_window.h"
 #include "runtime/host_allocator.h"
 
@@ -8,7 +15,27 @@ int main(int argc, char** argv) {
   rematlab::configure_host_allocator_for_training();
   QApplication app(argc, argv);
   QApplication::setApplicationName("RematLab");
-  rematlab::ui::MainWindow window;
+  QApplication::setOrganizationName("RematLab");
+
+  QCommandLineParser options;
+  options.setApplicationDescription("RematLab: activation checkpointing, measured.");
+  options.addHelpOption();
+  const QCommandLineOption database("db", "Open this runs database.", "FILE");
+  const QCommandLineOption screenshots("demo-screenshots",
+                                       "Run a short demo sweep, save screenshots to DIR, quit.",
+                                       "DIR");
+  options.addOption(database);
+  options.addOption(screenshots);
+  options.process(app);
+
+  if (options.isSet(screenshots)) {
+    const QString directory = options.value(screenshots);
+    QDir().mkpath(directory);
+    const QString db = options.isSet(database) ? options.value(database)
+                                               : QDir(directory).filePath("demo.sqlite");
+    return rematlab::ui::run_demo_and_take_screenshots(db, directory);
+  }
+  rematlab::ui::MainWindow window(options.value(database));
   window.show();
   return QApplication::exec();
 }

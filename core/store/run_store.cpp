@@ -42,6 +42,8 @@ std::string id_list(const std::vector<int64_t>& ids) {
 
 }  // namespace
 
+std::string sqlite_version() { return sqlite3_libversion(); }
+
 RunStore::RunStore(const std::string& path, bool create)
     : path_(path), db_(open_store_database(path, create)) {
   recovered_runs_ = mark_interrupted_runs();

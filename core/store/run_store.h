@@ -50,6 +50,9 @@ struct RunFilter {
   std::vector<int64_t> ids;   // empty: any
 };
 
+// The SQLite library in use, e.g. "3.40.1" (for About boxes and bug reports).
+std::string sqlite_version();
+
 class RunStore {
  public:
   // Opens (creating when `create`) and migrates the database, then marks runs left `running` by

@@ -1,5 +1,6 @@
 #include "sweep/sweep_spec.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -49,12 +50,20 @@ MaxBatchSpec parse_max_batch(const nlohmann::ordered_json& object) {
   return spec;
 }
 
-// Validates a config, attributing its error to the spec key the value came from.
-void validate_as(const RunConfig& config, const std::string& field) {
+// The run field an engine error names: "--d-model" → "d_model".
+std::string field_key(const std::string& flag) {
+  std::string key = flag.rfind("--", 0) == 0 ? flag.substr(2) : flag;
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key;
+}
+
+// Validates a config; `blame` turns the run field at fault into the spec key to name.
+template <typename Blame>
+void validate_as(const RunConfig& config, const Blame& blame) {
   try {
     validate(config);
   } catch (const InvalidInput& error) {
-    throw InvalidInput(field, error.field() + " " + error.reason());
+    throw InvalidInput(blame(field_key(error.field())), error.field() + " " + error.reason());
   }
 }
 
@@ -136,7 +145,9 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, std::vector<std::str
       // Offload alone needs a policy that the checkpoint axis may supply.
       if (axis->key == "offload") alone.checkpoint = "every:1";
       if (axis->key == "checkpoint") alone.offload = "none";
-      validate_as(alone, field);
+      validate_as(alone, [&](const std::string& key) {
+        return key == axis->key ? field : kSpec + "base." + key;
+      });
     }
   }
 
@@ -154,13 +165,18 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, std::vector<std::str
       point.search_batch = true;
       point.config.budget_bytes = spec.max_batch->budget_bytes;
     }
-    if (point.label.empty()) point.label = spec.name;
+    if (point.label.empty()) point.label = spec.max_batch ? spec.name : describe_run(point.config);
     // checkpoint × offload grids contain "none + offload", which has nothing to offload: it
     // is left out (and reported), not an error.
     if (point.config.checkpoint == "none" && point.config.offload != "none") {
       if (skipped) skipped->push_back(point.label + " (offload needs a checkpoint policy)");
     } else {
-      validate_as(point.config, kSpec + (axes.empty() ? "base" : "axes (" + point.label + ")"));
+      validate_as(point.config, [&](const std::string& key) {
+        for (const SweepAxis* axis : axes) {
+          if (axis->key == key) return kSpec + "axes (" + point.label + ")";
+        }
+        return kSpec + "base." + key;
+      });
       for (int64_t r = 0; r < spec.repeats; ++r) {
         points.push_back(point);
         points.back().repeat = r;

@@ -123,4 +123,12 @@ nlohmann::json to_json(const RunConfig& config) {
   };
 }
 
+std::string describe_run(const RunConfig& config) {
+  std::string text = config.checkpoint;
+  if (config.offload != "none") text += "+" + config.offload;
+  text += " b" + std::to_string(config.batch);
+  if (config.precision != Precision::kFp32) text += " " + to_string(config.precision);
+  return text;
+}
+
 }  // namespace rematlab

@@ -54,4 +54,8 @@ c10::Device parse_device(const std::string& text);  // throws InvalidInput("--de
 
 nlohmann::json to_json(const RunConfig& config);
 
+// A short name for legends and run lists: policy, offload, batch and a non-default precision,
+// e.g. "every:1+disk b8 bf16".
+std::string describe_run(const RunConfig& config);
+
 }  // namespace rematlab

@@ -1,0 +1,69 @@
+#include "demo_screenshots.h"
+
+#include <QComboBox>
+#include <QDir>
+#include <QEventLoop>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTabWidget>
+#include <QTimer>
+
+#include <iostream>
+
+#include "experiment_panel.h"
+#include "live_charts.h"
+#include "main_window.h"
+#include "runs_view.h"
+
+namespace rematlab::ui {
+
+int run_demo_and_take_screenshots(const QString& database, const QString& directory) {
+  MainWindow window(database);
+  window.resize(1600, 1000);
+  window.show();
+  ExperimentPanel* panel = window.experiment_panel();
+  panel->preset_field()->setCurrentText("tiny");
+  panel->set_experiment_name("demo: interval study");
+  panel->policies_field()->setText("none; every:1; sublayer:1,2");
+  panel->steps_field()->setValue(150);
+
+  const QString live = QDir(directory).filePath("live-view.png");
+  const QString comparison = QDir(directory).filePath("compare-view.png");
+  bool live_taken = false;
+  QEventLoop loop;
+  QObject::connect(&window, &MainWindow::sweepEnded, &loop, &QEventLoop::quit);
+  QObject::connect(&window, &MainWindow::errorShown, &loop, [&](const QString& message) {
+    std::cerr << "demo: " << message.toStdString() << std::endl;
+    loop.exit(1);
+  });
+  // Mid-sweep: the last run half done, the earlier runs complete.
+  QTimer poll;
+  QObject::connect(&poll, &QTimer::timeout, &window, [&] {
+    const LiveCharts* charts = window.charts();
+    if (!live_taken && charts->run_count() == 3 && charts->points(LiveCharts::kLoss, 2) >= 75) {
+      QTimer::singleShot(100, &window, [&] { window.grab().save(live); });
+      live_taken = true;
+    }
+  });
+  poll.start(20);
+  panel->run_button()->click();
+  if (loop.exec() != 0) return 1;
+  poll.stop();
+  if (!live_taken) window.grab().save(live);
+
+  RunsView* runs = window.runs_view();
+  runs->refresh();
+  const std::vector<int64_t> ids = runs->shown_ids();
+  QList<qint64> last_three;
+  for (std::size_t i = ids.size() >= 3 ? ids.size() - 3 : 0; i < ids.size(); ++i) last_three << ids[i];
+  window.compare(last_three);
+  QEventLoop settle;
+  QTimer::singleShot(300, &settle, &QEventLoop::quit);
+  settle.exec();
+  const bool saved = window.grab().save(comparison);
+  std::cout << live.toStdString() << "\n" << comparison.toStdString() << std::endl;
+  return saved && QFile::exists(live) ? 0 : 1;
+}
+
+}  // namespace rematlab::ui

@@ -1,0 +1,12 @@
+// The README's pictures, made by the program itself: a short sweep of the tiny model run
+// through the real window, the live view captured mid-sweep and the comparison at the end.
+#pragma once
+
+#include <QString>
+
+namespace rematlab::ui {
+
+// Returns the process exit code (0 when both PNGs were written).
+int run_demo_and_take_screenshots(const QString& database, const QString& directory);
+
+}  // namespace rematlab::ui

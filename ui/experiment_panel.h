@@ -1,0 +1,101 @@
+// The experiment form: model, data and training settings, and the sweep axes (checkpoint
+// policies, offload, batch sizes, precisions, or a max-batch search under a budget). It builds a
+// sweep spec that core validates; invalid input is shown at the field and Run stays disabled,
+// with the reason.
+#pragma once
+
+#include <QWidget>
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+
+#include "metatypes.h"
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPushButton;
+class QSpinBox;
+
+namespace rematlab::ui {
+
+class ExperimentPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ExperimentPanel(QWidget* parent = nullptr);
+
+  // The sweep the form describes, or nullopt (and problem() says why) when it is invalid.
+  std::optional<nlohmann::ordered_json> spec() const;
+  // The first combination as one run: what the gradient check uses.
+  std::optional<RunConfig> first_config() const;
+  QString problem() const { return problem_; }
+  void set_running(bool running);
+  QString experiment_name() const;
+  void set_experiment_name(const QString& name);
+
+  // For tests and scripted use.
+  QLineEdit* policies_field() const { return policies_; }
+  QLineEdit* offload_field() const { return offload_; }
+  QLineEdit* batch_field() const { return batch_; }
+  QLineEdit* budget_field() const { return budget_; }
+  QCheckBox* max_batch_box() const { return max_batch_; }
+  QSpinBox* steps_field() const { return steps_; }
+  QComboBox* preset_field() const { return preset_; }
+  QPushButton* run_button() const { return run_; }
+  QPushButton* stop_button() const { return stop_; }
+  QPushButton* check_button() const { return check_; }
+
+ signals:
+  void sweepRequested(const QString& spec_json);
+  void stopRequested();
+  void checkRequested(const rematlab::RunConfig& config);
+
+ public slots:
+  void request_run();
+
+ private:
+  void apply_preset(const QString& name);
+  void revalidate();
+  nlohmann::ordered_json build_spec() const;  // may throw InvalidInput for list syntax
+  QWidget* field_for(const std::string& error_field) const;
+
+  QLineEdit* name_;
+  QComboBox* preset_;
+  QSpinBox* layers_;
+  QSpinBox* d_model_;
+  QSpinBox* heads_;
+  QSpinBox* seq_len_;
+  QSpinBox* vocab_;
+  QComboBox* attention_;
+  QDoubleSpinBox* dropout_;
+  QComboBox* data_;
+  QLineEdit* data_file_;
+  QPushButton* browse_;
+  QSpinBox* accum_;
+  QSpinBox* steps_;
+  QDoubleSpinBox* lr_;
+  QSpinBox* seed_;
+  QSpinBox* threads_;
+  QComboBox* device_;
+  QLineEdit* policies_;
+  QLineEdit* offload_;
+  QLineEdit* batch_;
+  QLineEdit* precision_;
+  QLineEdit* budget_;
+  QCheckBox* max_batch_;
+  QSpinBox* max_batch_limit_;
+  QLabel* preview_;
+  QLabel* runs_label_;
+  QLabel* problem_label_;
+  QPushButton* run_;
+  QPushButton* stop_;
+  QPushButton* check_;
+  QString problem_;
+  bool running_ = false;
+};
+
+}  // namespace rematlab::ui

@@ -1,0 +1,81 @@
+// Every run in the open database: a sortable table, filtered by experiment and status, with
+// multi-select to compare, delete (after confirmation) and export as CSV. Reads through core's
+// RunStore; the window owns the store.
+#pragma once
+
+#include <QAbstractTableModel>
+#include <QWidget>
+
+#include <vector>
+
+#include "store/run_store.h"
+
+class QComboBox;
+class QPushButton;
+class QSortFilterProxyModel;
+class QTableView;
+
+namespace rematlab::ui {
+
+class RunsTableModel : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  using QAbstractTableModel::QAbstractTableModel;
+  void set_runs(std::vector<RunRecord> runs);
+  const RunRecord& run_at(int row) const { return runs_.at(static_cast<std::size_t>(row)); }
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
+
+ private:
+  std::vector<RunRecord> runs_;
+};
+
+class RunsView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit RunsView(QWidget* parent = nullptr);
+
+  // The store to read (nullptr: none open). Not owned.
+  void set_store(RunStore* store);
+  // Re-reads the runs (after a run lands, or a filter changes).
+  void refresh();
+  void select_experiment(qint64 experiment_id);  // 0: all
+  qint64 selected_experiment() const;
+
+  std::vector<int64_t> selected_ids() const;
+  void select_ids(const std::vector<int64_t>& ids);
+  // Deletes the runs; asks first unless `confirmed`. Returns whether they were deleted.
+  bool delete_runs(const std::vector<int64_t>& ids, bool confirmed);
+  // CSV through core's exporter; throws InvalidInput when the file cannot be written.
+  void export_runs_csv(const QString& path, const std::vector<int64_t>& ids) const;
+  void export_steps_csv(const QString& path, const std::vector<int64_t>& ids) const;
+
+  int row_count() const;
+  std::vector<int64_t> shown_ids() const;  // in id order
+  QTableView* table() const { return table_; }
+
+ public slots:
+  // Asks for a file and writes the selected runs (all shown when none is selected) or their steps.
+  void ask_and_export(bool steps);
+
+ signals:
+  void compareRequested(const QList<qint64>& ids);
+  void experimentChanged(qint64 experiment_id);
+
+ private:
+  RunStore* store_ = nullptr;
+  QComboBox* experiment_;
+  QComboBox* status_;
+  QTableView* table_;
+  RunsTableModel* model_;
+  QSortFilterProxyModel* sorted_;
+  QPushButton* compare_;
+  QPushButton* delete_;
+};
+
+}  // namespace rematlab::ui

@@ -1,0 +1,44 @@
+// Runs sweeps (a single run is a sweep without axes) and gradient checks off the GUI thread.
+// Lives in its own QThread; only values cross threads, through queued signals. Every run is
+// recorded in the runs database by core's RunWriter.
+#pragma once
+
+#include <QObject>
+#include <QString>
+
+#include <atomic>
+
+#include "metatypes.h"
+
+namespace rematlab::ui {
+
+class SweepWorker : public QObject {
+  Q_OBJECT
+
+ public:
+  // Read between micro-batches by the trainer; set from any thread.
+  void request_cancel() { cancel_ = true; }
+
+ public slots:
+  // `spec_json`: a sweep spec as core's parse_sweep_spec reads it; `database`: an existing
+  // RematLab database (the window opened it).
+  void run_sweep(const QString& spec_json, const QString& database);
+  // One step under the config's policy and under none, compared parameter by parameter.
+  void check(const rematlab::RunConfig& config);
+
+ signals:
+  void runStarted(int index, const QString& label, double budget_bytes);
+  void stepFinished(int index, const rematlab::StepMetrics& step);
+  void positionChanged(const rematlab::ui::SweepPosition& position);
+  // `status`: ok | oom | cancelled | diverged | failed; `message` says why when not ok.
+  void runFinished(int index, const QString& status, const QString& message, qint64 run_id,
+                   const rematlab::ui::Timeline& timeline);
+  void sweepFinished(const QString& summary);
+  void failed(const QString& message);  // the sweep could not start or the database failed
+  void checkFinished(bool identical, const QString& verdict);
+
+ private:
+  std::atomic<bool> cancel_{false};
+};
+
+}  // namespace rematlab::ui
