@@ -18,5 +18,7 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel);
 Command add_check_command(CLI::App& app);
 Command add_study_command(CLI::App& app, const std::atomic<bool>& cancel);
 Command add_version_command(CLI::App& app);
+Command add_estimate_command(CLI::App& app);
+Command add_peak_command(CLI::App& app);
 
 }  // namespace rematlab::cli

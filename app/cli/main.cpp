@@ -50,6 +50,8 @@ int main(int argc, char** argv) {
       add_check_command(app),
       add_study_command(app, g_cancel),
       add_version_command(app),
+      add_estimate_command(app),
+      add_peak_command(app),
   };
 
   if (argc > 1 && argv[1][0] != '-') {
