@@ -1,12 +1,12 @@
 // The estimator: counts against the engine and published sizes, the article's arithmetic, the
 // activation model against measured peaks, the U over every:K, and the CLI's contract.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "common/errors.h"
@@ -67,7 +67,8 @@ TEST(Estimate, Llama70BStatesAreProportionalToItsExactCount) {
 }
 
 TEST(Estimate, MixedPrecisionKeepsAnFp32MasterAndSgdNoMoments) {
-  const auto bf16 = estimate::model_state_bytes(1000, Precision::kBf16, estimate::Optimizer::kAdamW);
+  const auto bf16 =
+      estimate::model_state_bytes(1000, Precision::kBf16, estimate::Optimizer::kAdamW);
   EXPECT_EQ(bf16.weights, 2000);
   EXPECT_EQ(bf16.gradients, 2000);
   EXPECT_EQ(bf16.master, 4000);
@@ -123,8 +124,8 @@ TEST(Estimate, BadShapesNameTheField) {
 TEST(Estimate, RecomputationAddsHardwareFlopsOnly) {
   const Architecture arch = preset("small");
   const auto none = estimate::step_flops(arch, 2048, CheckpointPolicy::none().plan_for(12, 0.0));
-  const auto every = estimate::step_flops(
-      arch, 2048, CheckpointPolicy::parse("every:1").plan_for(12, 0.0));
+  const auto every =
+      estimate::step_flops(arch, 2048, CheckpointPolicy::parse("every:1").plan_for(12, 0.0));
   EXPECT_DOUBLE_EQ(none.model, every.model);
   EXPECT_DOUBLE_EQ(none.hardware, none.model);
   // Recomputing every block is one more forward of the blocks: about a third of the step.
@@ -155,27 +156,28 @@ TEST_P(EstimateCalibration, PredictsMeasuredPeakWithin15Percent) {
       estimate::estimate_policy_activations(estimate::from_model_config(config.model), 2,
                                             Precision::kFp32, config.checkpoint, false)
           .peak_bytes;
-  const double ratio = static_cast<double>(predicted) / static_cast<double>(summary.peak_activation_bytes);
+  const double ratio =
+      static_cast<double>(predicted) / static_cast<double>(summary.peak_activation_bytes);
   EXPECT_NEAR(ratio, 1.0, 0.15) << config.checkpoint << " " << to_string(config.model.attention)
                                 << ": predicted " << predicted << ", measured "
                                 << summary.peak_activation_bytes;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Small, EstimateCalibration,
-    ::testing::Values(Calibration{"none", AttentionKind::kSdpa},
-                      Calibration{"every:1", AttentionKind::kSdpa},
-                      Calibration{"every:3", AttentionKind::kSdpa},
-                      Calibration{"sublayer:1,2", AttentionKind::kSdpa},
-                      Calibration{"none", AttentionKind::kMath},
-                      Calibration{"selective", AttentionKind::kMath}),
-    [](const ::testing::TestParamInfo<Calibration>& param) {
-      std::string name = param.param.checkpoint + "_" + to_string(param.param.attention);
-      for (char& c : name) {
-        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-      }
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Small, EstimateCalibration,
+                         ::testing::Values(Calibration{"none", AttentionKind::kSdpa},
+                                           Calibration{"every:1", AttentionKind::kSdpa},
+                                           Calibration{"every:3", AttentionKind::kSdpa},
+                                           Calibration{"sublayer:1,2", AttentionKind::kSdpa},
+                                           Calibration{"none", AttentionKind::kMath},
+                                           Calibration{"selective", AttentionKind::kMath}),
+                         [](const ::testing::TestParamInfo<Calibration>& param) {
+                           std::string name =
+                               param.param.checkpoint + "_" + to_string(param.param.attention);
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
 
 TEST(Estimate, RunSummaryRecordsFlopsAndUtilisation) {
   RunConfig config;
@@ -184,9 +186,9 @@ TEST(Estimate, RunSummaryRecordsFlopsAndUtilisation) {
   config.checkpoint = "every:1";
   config.peak_flops = 1e12;
   const RunSummary summary = Trainer(config).run();
-  const auto flops = estimate::step_flops(estimate::from_model_config(config.model),
-                                          config.tokens_per_step(),
-                                          CheckpointPolicy::parse("every:1").plan_for(2, 0.0));
+  const auto flops =
+      estimate::step_flops(estimate::from_model_config(config.model), config.tokens_per_step(),
+                           CheckpointPolicy::parse("every:1").plan_for(2, 0.0));
   EXPECT_DOUBLE_EQ(summary.model_flops, flops.model);
   EXPECT_DOUBLE_EQ(summary.hardware_flops, flops.hardware);
   EXPECT_DOUBLE_EQ(summary.peak_flops, 1e12);
@@ -215,10 +217,10 @@ std::string slurp(const std::string& path) {
 }
 
 CliResult cli(const std::string& arguments) {
-  const std::string base = files::join(files::temp_directory(),
-                                       "rematlab_estimate_cli_" + std::to_string(::getpid()));
-  const std::string command = std::string(REMATLAB_CLI_PATH) + " " + arguments + " >" + base +
-                              ".out 2>" + base + ".err";
+  const std::string base =
+      files::join(files::temp_directory(), "rematlab_estimate_cli_" + std::to_string(::getpid()));
+  const std::string command =
+      std::string(REMATLAB_CLI_PATH) + " " + arguments + " >" + base + ".out 2>" + base + ".err";
   const int status = std::system(command.c_str());
   CliResult result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(base + ".out"),
                    slurp(base + ".err")};
@@ -269,9 +271,9 @@ TEST(EstimateCli, DeviceMemoryGivesTheLargestBatch) {
   const auto arch = preset("small");
   const int64_t states = json["model_state_bytes"];
   auto needed = [&](int64_t b) {
-    return states + estimate::estimate_policy_activations(arch, b, Precision::kFp32, "every:3",
-                                                          false)
-                        .peak_bytes;
+    return states +
+           estimate::estimate_policy_activations(arch, b, Precision::kFp32, "every:3", false)
+               .peak_bytes;
   };
   EXPECT_LE(needed(batch), int64_t{1} << 30);
   EXPECT_GT(needed(batch + 1), int64_t{1} << 30);

@@ -85,7 +85,8 @@ Command add_estimate_command(CLI::App& app) {
       "estimate", "Predict parameters, model-state and activation memory, fit and FLOPs");
   auto options = std::make_shared<EstimateOptions>();
   std::string models;
-  for (const auto& name : estimate::architecture_names()) models += (models.empty() ? "" : ", ") + name;
+  for (const auto& name : estimate::architecture_names())
+    models += (models.empty() ? "" : ", ") + name;
   command->add_option("--model", options->model, "Named shape: " + models);
   command->add_option("--layers", options->layers, "Transformer blocks");
   command->add_option("--d-model", options->d_model, "Hidden size");
@@ -97,10 +98,12 @@ Command add_estimate_command(CLI::App& app) {
   command->add_option("--attention", options->attention, "sdpa (fused) or math (keeps s×s scores)");
   command->add_option("--params", options->params,
                       "Nominal parameter count (e.g. 70e9) for the model-state figures");
-  command->add_option("--precision", options->precision, "fp32, bf16 or fp16")->capture_default_str();
+  command->add_option("--precision", options->precision, "fp32, bf16 or fp16")
+      ->capture_default_str();
   command->add_option("--optimizer", options->optimizer, "adamw or sgd")->capture_default_str();
-  command->add_option("--checkpoint", options->checkpoint,
-                      "none | every:K | sublayer:A,F | selective | schedule:P=K,…")
+  command
+      ->add_option("--checkpoint", options->checkpoint,
+                   "none | every:K | sublayer:A,F | selective | schedule:P=K,…")
       ->capture_default_str();
   command->add_option("--offload", options->offload, "none or disk (segment inputs off device)")
       ->capture_default_str();
@@ -109,14 +112,14 @@ Command add_estimate_command(CLI::App& app) {
                       "Device memory to fit (repeatable; default 24GiB 40GiB 80GiB 141GiB)");
   command->add_flag("--json", options->json, "Print one JSON object as the last line of stdout");
   return {command, [options]() {
-    const estimate::Estimate result = estimate::make_estimate(options->resolve());
-    if (options->json) {
-      print_json_line(estimate::to_json(result));
-    } else {
-      std::cout << estimate_to_text(result);
-    }
-    return 0;
-  }};
+            const estimate::Estimate result = estimate::make_estimate(options->resolve());
+            if (options->json) {
+              print_json_line(estimate::to_json(result));
+            } else {
+              std::cout << estimate_to_text(result);
+            }
+            return 0;
+          }};
 }
 
 }  // namespace rematlab::cli

@@ -39,8 +39,8 @@ std::string estimate_to_text(const estimate::Estimate& estimate) {
     out << ", MLP " << arch.mlp_hidden << (arch.gated_mlp ? " SwiGLU" : "") << ", seq "
         << arch.seq_len << ", vocab " << arch.vocab << ", " << rematlab::to_string(arch.attention)
         << " attention\n";
-    out << "parameters  " << *estimate.architecture_params << " (" << count(*estimate.architecture_params)
-        << ")\n";
+    out << "parameters  " << *estimate.architecture_params << " ("
+        << count(*estimate.architecture_params) << ")\n";
   }
   if (request.nominal_params > 0) {
     out << "nominal     " << request.nominal_params << " (" << count(request.nominal_params)
@@ -79,7 +79,8 @@ std::string estimate_to_text(const estimate::Estimate& estimate) {
   }
   if (estimate.flops) {
     char line[160];
-    std::snprintf(line, sizeof line, "FLOPs/step    model %.3e, hardware %.3e (+%.1f%% recompute)\n",
+    std::snprintf(line, sizeof line,
+                  "FLOPs/step    model %.3e, hardware %.3e (+%.1f%% recompute)\n",
                   estimate.flops->model, estimate.flops->hardware,
                   100.0 * (estimate.flops->hardware / estimate.flops->model - 1.0));
     out << line;

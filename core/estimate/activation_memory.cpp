@@ -10,9 +10,9 @@ namespace {
 
 // What one sublayer costs, in bytes, for the whole micro-batch.
 struct SublayerCost {
-  std::string name;        // a0, m0, … as CheckpointPlan::describe() writes them
-  int64_t interior = 0;    // kept for backward when it runs under autograd, output excluded
-  int64_t output = 0;      // the residual stream it hands on
+  std::string name;            // a0, m0, … as CheckpointPlan::describe() writes them
+  int64_t interior = 0;        // kept for backward when it runs under autograd, output excluded
+  int64_t output = 0;          // the residual stream it hands on
   int64_t forward_extra = 0;   // briefly live on top of `interior` while it runs
   int64_t backward_extra = 0;  // live on top of what is saved while its backward runs
 };
@@ -79,7 +79,9 @@ class EngineAccounting {
   int64_t loss_forward_extra() const { return per_token(arch_.vocab); }
   // Loss backward: the gradient of the log-probabilities and of the logits, and the LM head's
   // (and, tied, the embedding's) weight gradient.
-  int64_t loss_backward_extra() const { return per_token(2 * arch_.vocab) + weight(arch_.vocab * arch_.d_model); }
+  int64_t loss_backward_extra() const {
+    return per_token(2 * arch_.vocab) + weight(arch_.vocab * arch_.d_model);
+  }
   int64_t residual_gradient() const { return per_token(arch_.d_model); }
 
  private:
@@ -138,8 +140,8 @@ int64_t literature_layer_bytes(const Architecture& arch, int64_t batch, Precisio
   // 16-bit: attention 11·sbh (QKV input 2, Q and K 4, V 2, projection input 2, mask 1),
   // MLP 19·sbh (input 2, GELU input 8, GELU output 8, mask 1), two LayerNorm inputs 4·sbh;
   // scores: softmax output 2·as²b, its dropout mask as²b and dropped copy 2·as²b.
-  const double wide = fp32 ? 2.0 : 1.0;                 // 2-byte tensors become 4-byte ones
-  const double masks = dropout ? 2.0 : 0.0;             // two 1-byte masks per layer
+  const double wide = fp32 ? 2.0 : 1.0;      // 2-byte tensors become 4-byte ones
+  const double masks = dropout ? 2.0 : 0.0;  // two 1-byte masks per layer
   const double per_sbh = (34.0 - 2.0) * wide + masks;
   const double score_terms = (dropout ? 2.0 + 2.0 : 2.0) * wide + (dropout ? 1.0 : 0.0);
   double bytes = s * b * h * per_sbh;
@@ -158,7 +160,8 @@ ActivationEstimate estimate_activations(const ActivationInput& input) {
   }
   auto saved = [&](const Segment& segment) {
     int64_t bytes = 0;
-    for (int64_t i = segment.begin; i < segment.end; ++i) bytes += costs[i].interior + costs[i].output;
+    for (int64_t i = segment.begin; i < segment.end; ++i)
+      bytes += costs[i].interior + costs[i].output;
     return bytes;
   };
 
@@ -233,7 +236,8 @@ int64_t best_interval(const ActivationInput& input, int64_t* best_peak_bytes) {
   int64_t best = -1;
   for (int64_t k = 1; k <= input.arch.layers; ++k) {
     ActivationInput trial = input;
-    trial.plan = CheckpointPolicy::parse("every:" + std::to_string(k)).plan_for(input.arch.layers, 0.0);
+    trial.plan =
+        CheckpointPolicy::parse("every:" + std::to_string(k)).plan_for(input.arch.layers, 0.0);
     const int64_t peak = estimate_activations(trial).peak_bytes;
     if (best < 0 || peak < best) {
       best = peak;

@@ -122,12 +122,13 @@ int64_t parameter_count(const Architecture& arch) {
   const int64_t norm = arch.rms_norm ? d : 2 * d;
   int64_t biases = 0;
   if (arch.biases) {
-    biases = (d + 2 * arch.kv_dim()) + d                                  // attention
+    biases = (d + 2 * arch.kv_dim()) + d                                      // attention
              + (arch.gated_mlp ? 2 * arch.mlp_hidden : arch.mlp_hidden) + d;  // MLP
   }
-  const int64_t blocks = matmul_parameter_count(arch) - arch.vocab * d + arch.layers * (2 * norm + biases);
-  const int64_t embeddings = arch.vocab * d * (arch.tied_head ? 1 : 2) +
-                             (arch.learned_positions ? arch.seq_len * d : 0);
+  const int64_t blocks =
+      matmul_parameter_count(arch) - arch.vocab * d + arch.layers * (2 * norm + biases);
+  const int64_t embeddings =
+      arch.vocab * d * (arch.tied_head ? 1 : 2) + (arch.learned_positions ? arch.seq_len * d : 0);
   return blocks + embeddings + norm;
 }
 

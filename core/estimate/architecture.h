@@ -20,11 +20,11 @@ struct Architecture {
   int64_t mlp_hidden = 0;  // inner width of the MLP
   int64_t seq_len = 0;
   int64_t vocab = 0;
-  bool gated_mlp = false;            // SwiGLU: three matrices instead of two
-  bool biases = true;                // every linear layer has one
-  bool rms_norm = false;             // RMSNorm has a scale only; LayerNorm a scale and a shift
-  bool tied_head = true;             // the LM head reuses the token embedding
-  bool learned_positions = true;     // GPT's position table (Llama rotates instead: no weights)
+  bool gated_mlp = false;         // SwiGLU: three matrices instead of two
+  bool biases = true;             // every linear layer has one
+  bool rms_norm = false;          // RMSNorm has a scale only; LayerNorm a scale and a shift
+  bool tied_head = true;          // the LM head reuses the token embedding
+  bool learned_positions = true;  // GPT's position table (Llama rotates instead: no weights)
   AttentionKind attention = AttentionKind::kSdpa;
   double dropout = 0.0;
   bool engine_shape = false;  // the engine can train it (GPT-2 shape): calibrated figures apply

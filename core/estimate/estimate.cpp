@@ -67,14 +67,15 @@ Estimate make_estimate(const EstimateRequest& request) {
   }
   Estimate estimate;
   estimate.request = request;
-  if (estimate.request.device_memories.empty()) estimate.request.device_memories = default_memories();
+  if (estimate.request.device_memories.empty())
+    estimate.request.device_memories = default_memories();
   const CheckpointPolicy policy = CheckpointPolicy::parse(request.checkpoint);  // validates
   if (request.arch) {
     const Architecture& arch = *request.arch;
     validate(arch);
     estimate.architecture_params = parameter_count(arch);
     estimate.activations = estimate_policy_activations(arch, request.batch, request.precision,
-                                                      request.checkpoint, request.offload);
+                                                       request.checkpoint, request.offload);
     ActivationInput input;
     input.arch = arch;
     input.batch = request.batch;
@@ -83,14 +84,17 @@ Estimate make_estimate(const EstimateRequest& request) {
     int64_t best_peak = 0;
     estimate.best_interval = best_interval(input, &best_peak);
     estimate.best_interval_peak_bytes = best_peak;
-    estimate.flops = step_flops(arch, request.batch * arch.seq_len, policy.plan_for(arch.layers, 0.0));
+    estimate.flops =
+        step_flops(arch, request.batch * arch.seq_len, policy.plan_for(arch.layers, 0.0));
   }
-  estimate.params = request.nominal_params > 0 ? request.nominal_params : *estimate.architecture_params;
+  estimate.params =
+      request.nominal_params > 0 ? request.nominal_params : *estimate.architecture_params;
   estimate.states = model_state_bytes(estimate.params, request.precision, request.optimizer);
   for (const int64_t memory : estimate.request.device_memories) {
     DeviceFit fit;
     fit.memory_bytes = memory;
-    fit.needed_bytes = estimate.states.total() + (estimate.activations ? estimate.activations->peak_bytes : 0);
+    fit.needed_bytes =
+        estimate.states.total() + (estimate.activations ? estimate.activations->peak_bytes : 0);
     fit.fits = fit.needed_bytes <= memory;
     if (request.arch) fit.max_batch = max_batch(estimate, memory);
     estimate.fits.push_back(fit);
@@ -146,7 +150,8 @@ nlohmann::json to_json(const Estimate& estimate) {
   }
   json["best_interval"] = optional(estimate.best_interval);
   json["best_interval_peak_bytes"] = optional(estimate.best_interval_peak_bytes);
-  json["model_flops"] = estimate.flops ? nlohmann::json(estimate.flops->model) : nlohmann::json(nullptr);
+  json["model_flops"] =
+      estimate.flops ? nlohmann::json(estimate.flops->model) : nlohmann::json(nullptr);
   json["hardware_flops"] =
       estimate.flops ? nlohmann::json(estimate.flops->hardware) : nlohmann::json(nullptr);
   nlohmann::json fits = nlohmann::json::array();

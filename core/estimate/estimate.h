@@ -3,9 +3,8 @@
 // fits in given device memories (with the largest batch that does).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,9 +30,9 @@ struct EstimateRequest {
 
 struct DeviceFit {
   int64_t memory_bytes = 0;
-  int64_t needed_bytes = 0;           // model states + activation peak at the request's batch
+  int64_t needed_bytes = 0;  // model states + activation peak at the request's batch
   bool fits = false;
-  std::optional<int64_t> max_batch;   // largest batch predicted to fit; absent without a shape
+  std::optional<int64_t> max_batch;  // largest batch predicted to fit; absent without a shape
 };
 
 struct Estimate {

@@ -13,7 +13,8 @@ double block_forward_flops_per_token(const Architecture& arch) {
   return 2.0 * per_block_weights + attention_core_flops_per_token(arch);
 }
 
-StepFlops step_flops(const Architecture& arch, int64_t tokens_per_step, const CheckpointPlan& plan) {
+StepFlops step_flops(const Architecture& arch, int64_t tokens_per_step,
+                     const CheckpointPlan& plan) {
   const double tokens = static_cast<double>(tokens_per_step);
   const double forward = static_cast<double>(arch.layers) * block_forward_flops_per_token(arch) +
                          2.0 * static_cast<double>(arch.vocab * arch.d_model);
@@ -28,8 +29,8 @@ StepFlops step_flops(const Architecture& arch, int64_t tokens_per_step, const Ch
       // in general q, k, v and output) and the core; 2·k+1 its MLP.
       const double d = static_cast<double>(arch.d_model);
       const double attention_weights = d * (d + 2.0 * static_cast<double>(arch.kv_dim())) + d * d;
-      const double block_weights = block_forward_flops_per_token(arch) / 2.0 -
-                                   attention_core_flops_per_token(arch) / 2.0;
+      const double block_weights =
+          block_forward_flops_per_token(arch) / 2.0 - attention_core_flops_per_token(arch) / 2.0;
       again += i % 2 == 0 ? 2.0 * attention_weights + attention_core_flops_per_token(arch)
                           : 2.0 * (block_weights - attention_weights);
     }

@@ -37,20 +37,23 @@ PeakFlopsProbe measure_peak_flops(const c10::Device& device, Precision precision
     const auto start = std::chrono::steady_clock::now();
     c = torch::matmul(a, b);
     device_memory::synchronize(device);
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  probe.flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / best;
+  probe.flops =
+      2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / best;
   return probe;
 }
 
 double cached_peak_flops(const c10::Device& device, Precision precision) {
   static std::mutex mutex;
   static std::map<std::tuple<std::string, int, int>, double> cache;
-  const auto key = std::make_tuple(device.str(), static_cast<int>(precision), at::get_num_threads());
+  const auto key =
+      std::make_tuple(device.str(), static_cast<int>(precision), at::get_num_threads());
   const std::lock_guard<std::mutex> lock(mutex);
   auto found = cache.find(key);
-  if (found == cache.end()) found = cache.emplace(key, measure_peak_flops(device, precision).flops).first;
+  if (found == cache.end())
+    found = cache.emplace(key, measure_peak_flops(device, precision).flops).first;
   return found->second;
 }
 
