@@ -52,6 +52,8 @@ int main(int argc, char** argv) {
       add_sweep_command(app, g_cancel),
       add_max_batch_command(app, g_cancel),
       add_version_command(app),
+      add_estimate_command(app),
+      add_peak_command(app),
   };
   for (Command& report : add_report_commands(app)) commands.push_back(std::move(report));
 

@@ -1,6 +1,7 @@
 #include "cli/run_options.h"
 
 #include "common/byte_size.h"
+#include "common/errors.h"
 #include "model/model_config.h"
 
 namespace rematlab::cli {
@@ -39,6 +40,8 @@ void RunOptions::add_to(CLI::App& command) {
   command.add_option("--budget", budget_,
                      "Memory budget (bytes, KiB, MiB, GiB): a step above it ends the run as oom");
   command.add_flag("--timeline", timeline_, "Record one step's memory timeline");
+  command.add_option("--peak-flops", peak_flops_,
+                     "FLOP/s for MFU and HFU (default: measured once, as `rematlab-cli peak`)");
   command.add_flag("--json", json, "Print one JSON object as the last line of stdout");
 }
 
@@ -67,6 +70,10 @@ RunConfig RunOptions::resolve() const {
   config.data = data_;
   if (!budget_.empty()) config.budget_bytes = parse_byte_size(budget_, "--budget");
   config.timeline = timeline_;
+  if (peak_flops_) {
+    if (!(*peak_flops_ > 0.0)) throw InvalidInput("--peak-flops", "must be positive");
+    config.peak_flops = *peak_flops_;
+  }
   validate(config);
   return config;
 }

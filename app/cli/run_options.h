@@ -35,6 +35,7 @@ class RunOptions {
   std::string data_ = "synthetic";
   std::string budget_;
   bool timeline_ = false;
+  std::optional<double> peak_flops_;
 };
 
 }  // namespace rematlab::cli

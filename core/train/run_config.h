@@ -42,6 +42,7 @@ struct RunConfig {
   std::string data = "synthetic";
   int64_t budget_bytes = 0;  // 0: no budget
   bool timeline = false;     // record one step's memory timeline
+  double peak_flops = 0.0;   // FLOP/s that MFU is taken against; 0: measured once per process
 
   int64_t timed_warmup_steps() const;
   int64_t tokens_per_step() const { return batch * accum * model.seq_len; }

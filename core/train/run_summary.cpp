@@ -117,6 +117,12 @@ nlohmann::json to_json(const RunSummary& summary) {
       {"offloaded_peak_bytes", summary.offloaded_peak_bytes},
       {"offload_wait_ms", summary.offload_wait_ms},
       {"rss_peak_bytes", summary.rss_peak_bytes},
+      {"model_flops", summary.model_flops},
+      {"hardware_flops", summary.hardware_flops},
+      {"achieved_flops", summary.achieved_flops},
+      {"peak_flops", summary.peak_flops},
+      {"mfu", summary.mfu},
+      {"hfu", summary.hfu},
       {"run_id", summary.run_id ? nlohmann::json(*summary.run_id) : nlohmann::json(nullptr)},
   };
   if (!summary.message.empty()) json["status_message"] = summary.message;

@@ -38,6 +38,15 @@ struct RunSummary {
   int64_t saved_activation_bytes = 0;
   int64_t offloaded_peak_bytes = 0;
   int64_t rss_peak_bytes = 0;
+  // Compute per optimizer step (docs/estimates.md): model and hardware FLOPs (the latter with
+  // recomputation), model FLOP/s at the median step time, the peak it is measured against, and
+  // the utilisations MFU = achieved / peak and HFU = hardware FLOP/s / peak.
+  double model_flops = 0.0;
+  double hardware_flops = 0.0;
+  double achieved_flops = 0.0;
+  double peak_flops = 0.0;
+  double mfu = 0.0;
+  double hfu = 0.0;
   std::vector<StepMetrics> steps;
   std::vector<TimelinePoint> timeline;  // one step, when asked for
   int64_t timeline_step = -1;
@@ -48,7 +57,7 @@ struct RunSummary {
 };
 
 // The design's `run --json` object, plus `saved_activation_bytes`, `offload_wait_ms`,
-// `status_message` (when not ok) and `timeline` (when recorded).
+// `status_message` (when not ok), `timeline` (when recorded) and the FLOPs and utilisation fields.
 nlohmann::json to_json(const RunSummary& summary);
 nlohmann::json to_json(const StepMetrics& step);
 

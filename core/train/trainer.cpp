@@ -4,11 +4,13 @@
 #include <chrono>
 #include <cmath>
 
+#include "estimate/flops.h"
 #include "memory/device_memory.h"
 #include "memory/memory_phase.h"
 #include "memory/process_memory.h"
 #include "offload/disk_offload.h"
 #include "offload/host_offload.h"
+#include "runtime/peak_flops.h"
 
 namespace rematlab {
 namespace {
@@ -202,7 +204,34 @@ RunSummary Trainer::run(const TrainerCallbacks& callbacks) {
     }
   }
   summary.summarize();
+  record_flops(summary);
   return summary;
+}
+
+void Trainer::record_flops(RunSummary& summary) const {
+  if (summary.steps.empty()) return;
+  const estimate::Architecture arch = estimate::from_model_config(config_.model);
+  // Hardware FLOPs follow each step's plan (a schedule changes it), averaged over timed steps.
+  double hardware = 0.0;
+  int64_t counted = 0;
+  for (const StepMetrics& step : summary.steps) {
+    if (step.warmup && summary.steps.size() > 1) continue;
+    const CheckpointPlan plan =
+        policy_.plan_for(config_.model.layers, static_cast<double>(step.step) / config_.steps);
+    hardware += estimate::step_flops(arch, config_.tokens_per_step(), plan).hardware;
+    ++counted;
+  }
+  estimate::StepFlops flops = estimate::step_flops(arch, config_.tokens_per_step(), {});
+  if (counted > 0) flops.hardware = hardware / static_cast<double>(counted);
+  summary.model_flops = flops.model;
+  summary.hardware_flops = flops.hardware;
+  summary.peak_flops = config_.peak_flops > 0.0 ? config_.peak_flops
+                                                : cached_peak_flops(device_, config_.precision);
+  const estimate::Utilisation use =
+      estimate::utilisation(flops, summary.step_ms / 1e3, summary.peak_flops);
+  summary.achieved_flops = use.achieved_flops;
+  summary.mfu = use.mfu;
+  summary.hfu = use.hfu;
 }
 
 double Trainer::accumulate_gradients(const CheckpointPlan& plan) {

@@ -52,6 +52,7 @@ class Trainer {
   StepMetrics step(int64_t index, const TrainerCallbacks& callbacks);
   double micro_batch(const CheckpointPlan& plan, StepMetrics& metrics);
   void update_parameters(StepMetrics& metrics);
+  void record_flops(RunSummary& summary) const;
 
   RunConfig config_;
   c10::Device device_;

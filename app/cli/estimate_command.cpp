@@ -1,0 +1,125 @@
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "cli/cli_output.h"
+#include "cli/commands.h"
+#include "cli/estimate_text.h"
+#include "common/byte_size.h"
+#include "common/errors.h"
+#include "estimate/estimate.h"
+
+namespace rematlab::cli {
+namespace {
+
+struct EstimateOptions {
+  std::string model;
+  std::optional<int64_t> layers, d_model, heads, kv_heads, mlp_hidden, seq_len, vocab;
+  std::string attention;
+  std::optional<double> params;
+  std::string precision = "fp32";
+  std::string optimizer = "adamw";
+  std::string checkpoint = "none";
+  std::string offload = "none";
+  int64_t batch = 1;
+  std::vector<std::string> device_memory;
+  bool json = false;
+
+  bool has_shape_flags() const {
+    return layers || d_model || heads || kv_heads || mlp_hidden || seq_len || vocab ||
+           !attention.empty();
+  }
+
+  estimate::EstimateRequest resolve() const {
+    using estimate::Architecture;
+    estimate::EstimateRequest request;
+    if (!model.empty() || has_shape_flags()) {
+      // Shape flags refine a named model; alone they refine the engine's `tiny`.
+      Architecture arch = estimate::architecture_preset(model.empty() ? "tiny" : model);
+      if (model.empty() || has_shape_flags()) arch.name = model.empty() ? "custom" : model + "*";
+      if (layers) arch.layers = *layers;
+      if (d_model) arch.d_model = *d_model;
+      if (heads) {
+        if (arch.kv_heads == arch.heads && !kv_heads) arch.kv_heads = *heads;
+        arch.heads = *heads;
+      }
+      if (kv_heads) arch.kv_heads = *kv_heads;
+      if (mlp_hidden) {
+        arch.mlp_hidden = *mlp_hidden;
+      } else if (d_model && !arch.gated_mlp) {
+        arch.mlp_hidden = 4 * *d_model;
+      }
+      if (seq_len) arch.seq_len = *seq_len;
+      if (vocab) arch.vocab = *vocab;
+      if (!attention.empty()) arch.attention = parse_attention(attention);
+      estimate::validate(arch);
+      request.arch = arch;
+    }
+    if (params) {
+      if (!(std::isfinite(*params) && *params >= 1.0)) {
+        throw InvalidInput("--params", "must be a positive count such as 70e9");
+      }
+      request.nominal_params = std::llround(*params);
+    }
+    request.precision = parse_precision(precision);
+    request.optimizer = estimate::parse_optimizer(optimizer);
+    request.checkpoint = checkpoint;
+    const OffloadSpec spec = parse_offload(offload);
+    if (spec.kind == OffloadKind::kHost) {
+      throw InvalidInput("--offload", "host offload is not estimated yet (use none or disk)");
+    }
+    request.offload = spec.kind == OffloadKind::kDisk;
+    request.batch = batch;
+    for (const auto& size : device_memory) {
+      request.device_memories.push_back(parse_byte_size(size, "--device-memory"));
+    }
+    return request;
+  }
+};
+
+}  // namespace
+
+Command add_estimate_command(CLI::App& app) {
+  auto* command = app.add_subcommand(
+      "estimate", "Predict parameters, model-state and activation memory, fit and FLOPs");
+  auto options = std::make_shared<EstimateOptions>();
+  std::string models;
+  for (const auto& name : estimate::architecture_names())
+    models += (models.empty() ? "" : ", ") + name;
+  command->add_option("--model", options->model, "Named shape: " + models);
+  command->add_option("--layers", options->layers, "Transformer blocks");
+  command->add_option("--d-model", options->d_model, "Hidden size");
+  command->add_option("--heads", options->heads, "Attention heads (must divide --d-model)");
+  command->add_option("--kv-heads", options->kv_heads, "Key/value heads (grouped-query attention)");
+  command->add_option("--mlp-hidden", options->mlp_hidden, "MLP inner width (default 4·d-model)");
+  command->add_option("--seq-len", options->seq_len, "Sequence length in tokens");
+  command->add_option("--vocab", options->vocab, "Vocabulary size");
+  command->add_option("--attention", options->attention, "sdpa (fused) or math (keeps s×s scores)");
+  command->add_option("--params", options->params,
+                      "Nominal parameter count (e.g. 70e9) for the model-state figures");
+  command->add_option("--precision", options->precision, "fp32, bf16 or fp16")
+      ->capture_default_str();
+  command->add_option("--optimizer", options->optimizer, "adamw or sgd")->capture_default_str();
+  command
+      ->add_option("--checkpoint", options->checkpoint,
+                   "none | every:K | sublayer:A,F | selective | schedule:P=K,…")
+      ->capture_default_str();
+  command->add_option("--offload", options->offload, "none or disk (segment inputs off device)")
+      ->capture_default_str();
+  command->add_option("--batch", options->batch, "Micro-batch size")->capture_default_str();
+  command->add_option("--device-memory", options->device_memory,
+                      "Device memory to fit (repeatable; default 24GiB 40GiB 80GiB 141GiB)");
+  command->add_flag("--json", options->json, "Print one JSON object as the last line of stdout");
+  return {command, [options]() {
+            const estimate::Estimate result = estimate::make_estimate(options->resolve());
+            if (options->json) {
+              print_json_line(estimate::to_json(result));
+            } else {
+              std::cout << estimate_to_text(result);
+            }
+            return 0;
+          }};
+}
+
+}  // namespace rematlab::cli

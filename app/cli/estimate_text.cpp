@@ -1,0 +1,99 @@
+#include "cli/estimate_text.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "cli/cli_output.h"
+#include "common/byte_size.h"
+
+namespace rematlab::cli {
+namespace {
+
+// Decimal GB as the literature quotes (280 GB for 70B fp32 weights), beside binary GiB.
+std::vector<std::string> bytes_row(const std::string& label, int64_t bytes) {
+  return {label, std::to_string(bytes), format_number(static_cast<double>(bytes) / 1e9, 2),
+          format_number(static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0), 2)};
+}
+
+std::string count(double value) {
+  char text[64];
+  if (value >= 1e9) {
+    std::snprintf(text, sizeof text, "%.2f B", value / 1e9);
+  } else {
+    std::snprintf(text, sizeof text, "%.2f M", value / 1e6);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string estimate_to_text(const estimate::Estimate& estimate) {
+  using estimate::to_string;
+  const estimate::EstimateRequest& request = estimate.request;
+  std::ostringstream out;
+  if (request.arch) {
+    const auto& arch = *request.arch;
+    out << "model       " << arch.name << ": " << arch.layers << " layers, d " << arch.d_model
+        << ", " << arch.heads << " heads";
+    if (arch.kv_heads != arch.heads) out << " (" << arch.kv_heads << " key/value)";
+    out << ", MLP " << arch.mlp_hidden << (arch.gated_mlp ? " SwiGLU" : "") << ", seq "
+        << arch.seq_len << ", vocab " << arch.vocab << ", " << rematlab::to_string(arch.attention)
+        << " attention\n";
+    out << "parameters  " << *estimate.architecture_params << " ("
+        << count(*estimate.architecture_params) << ")\n";
+  }
+  if (request.nominal_params > 0) {
+    out << "nominal     " << request.nominal_params << " (" << count(request.nominal_params)
+        << "), used for the model states\n";
+  }
+  out << "training    " << rematlab::to_string(request.precision) << ", "
+      << to_string(request.optimizer) << ", checkpoint " << request.checkpoint
+      << (request.offload ? " + disk offload" : "") << ", batch " << request.batch << "\n\n";
+
+  std::vector<std::vector<std::string>> rows = {
+      bytes_row("weights", estimate.states.weights),
+      bytes_row("fp32 master copy", estimate.states.master),
+      bytes_row("gradients", estimate.states.gradients),
+      bytes_row(request.optimizer == estimate::Optimizer::kAdamW ? "AdamW moments" : "SGD state",
+                estimate.states.optimizer),
+      bytes_row("model states", estimate.states.total()),
+  };
+  int64_t total = estimate.states.total();
+  if (estimate.activations) {
+    const auto& act = *estimate.activations;
+    rows.push_back(bytes_row("activations (peak)", act.peak_bytes));
+    rows.push_back(bytes_row("  saved after forward", act.saved_bytes));
+    rows.push_back(bytes_row("  literature, no ckpt", act.literature_bytes));
+    total += act.peak_bytes;
+  }
+  rows.push_back(bytes_row("total", total));
+  out << format_table({"memory", "bytes", "GB", "GiB"}, rows);
+  if (estimate.activations) {
+    out << "peak during " << estimate.activations->peak_phase << "\n";
+  } else {
+    out << "no shape given: activations not estimated (add --model or shape flags)\n";
+  }
+  if (estimate.best_interval) {
+    out << "best every:K  K=" << *estimate.best_interval << " (activation peak "
+        << format_bytes(*estimate.best_interval_peak_bytes) << ")\n";
+  }
+  if (estimate.flops) {
+    char line[160];
+    std::snprintf(line, sizeof line,
+                  "FLOPs/step    model %.3e, hardware %.3e (+%.1f%% recompute)\n",
+                  estimate.flops->model, estimate.flops->hardware,
+                  100.0 * (estimate.flops->hardware / estimate.flops->model - 1.0));
+    out << line;
+  }
+  out << "\n";
+  std::vector<std::vector<std::string>> fits;
+  for (const auto& fit : estimate.fits) {
+    fits.push_back({format_bytes(fit.memory_bytes), format_bytes(fit.needed_bytes),
+                    fit.fits ? "fits" : "does not fit",
+                    fit.max_batch ? std::to_string(*fit.max_batch) : "n/a"});
+  }
+  out << format_table({"device", "needed", "verdict", "max batch"}, fits);
+  return out.str();
+}
+
+}  // namespace rematlab::cli

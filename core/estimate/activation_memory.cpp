@@ -1,0 +1,251 @@
+#include "estimate/activation_memory.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "estimate/model_state.h"
+
+namespace rematlab::estimate {
+namespace {
+
+// What one sublayer costs, in bytes, for the whole micro-batch.
+struct SublayerCost {
+  std::string name;            // a0, m0, … as CheckpointPlan::describe() writes them
+  int64_t interior = 0;        // kept for backward when it runs under autograd, output excluded
+  int64_t output = 0;          // the residual stream it hands on
+  int64_t forward_extra = 0;   // briefly live on top of `interior` while it runs
+  int64_t backward_extra = 0;  // live on top of what is saved while its backward runs
+};
+
+// The engine's saved tensors, per token, counted from what each LibTorch op keeps for backward
+// (see docs/estimates.md for the list). `v` is bytes per activation value.
+class EngineAccounting {
+ public:
+  EngineAccounting(const Architecture& arch, int64_t batch, Precision precision, bool selective)
+      : arch_(arch),
+        tokens_(batch * arch.seq_len),
+        v_(bytes_per_value(precision)),
+        selective_(selective) {}
+
+  SublayerCost attention(int64_t block) const {
+    const int64_t d = arch_.d_model;
+    const int64_t qkv = d + 2 * arch_.kv_dim();
+    const int64_t scores = arch_.heads * arch_.seq_len;  // one row of s×s per head and token
+    const bool math = arch_.attention == AttentionKind::kMath;
+    SublayerCost cost;
+    cost.name = "a" + std::to_string(block);
+    cost.output = per_token(d);
+    // LayerNorm output (the QKV matmul's input) and its two statistics; the core's output (the
+    // output projection's input). The fused core writes its output already in (b, s, a, hd)
+    // order, so making it contiguous copies nothing.
+    const int64_t outside_core = d + 2 + d;
+    // The core: fused attention keeps q, k, v (views of the QKV tensor) and the log-sum-exp;
+    // the explicit one keeps the scaled q, copies of k and v that batched matmul makes of the
+    // strided heads, and the softmax probabilities — the s×s term.
+    const int64_t core = math ? d + 2 * arch_.kv_dim() + scores : qkv + arch_.heads;
+    if (selective_) {
+      cost.interior = per_token(outside_core + qkv);
+      // Backward first recomputes the core, then runs its backward.
+      cost.backward_extra = per_token(core - qkv) + backward_core(qkv, scores, math);
+    } else {
+      cost.interior = per_token(outside_core + core);
+      cost.backward_extra = backward_core(qkv, scores, math);
+    }
+    // The explicit core holds the raw scores and the probabilities at once.
+    cost.forward_extra = math ? per_token(scores) : per_token(d);
+    return cost;
+  }
+
+  SublayerCost mlp(int64_t block) const {
+    const int64_t d = arch_.d_model;
+    const int64_t f = arch_.mlp_hidden;
+    SublayerCost cost;
+    cost.name = "m" + std::to_string(block);
+    cost.output = per_token(d);
+    // LayerNorm output and statistics; the up projection's output (GELU's input) and GELU's
+    // output (the down projection's input). SwiGLU keeps gate, up, SiLU(gate) and the product.
+    cost.interior = per_token(d + 2 + (arch_.gated_mlp ? 4 : 2) * f);
+    cost.forward_extra = per_token(d);
+    // The down projection's input gradient (f wide) appears before its saved input is freed,
+    // with one weight gradient before it is added into .grad.
+    cost.backward_extra = per_token(f) + weight(d * f);
+    return cost;
+  }
+
+  int64_t embedding_output() const { return per_token(arch_.d_model); }
+  // Final LayerNorm output and statistics, and the log-probabilities cross-entropy keeps.
+  int64_t loss_saved() const { return per_token(arch_.d_model + 2 + arch_.vocab); }
+  // The logits, briefly beside the log-probabilities.
+  int64_t loss_forward_extra() const { return per_token(arch_.vocab); }
+  // Loss backward: the gradient of the log-probabilities and of the logits, and the LM head's
+  // (and, tied, the embedding's) weight gradient.
+  int64_t loss_backward_extra() const {
+    return per_token(2 * arch_.vocab) + weight(arch_.vocab * arch_.d_model);
+  }
+  int64_t residual_gradient() const { return per_token(arch_.d_model); }
+
+ private:
+  int64_t per_token(int64_t values) const { return values * tokens_ * v_; }
+  int64_t weight(int64_t values) const { return values * v_; }
+  int64_t backward_core(int64_t qkv, int64_t scores, bool math) const {
+    const int64_t d = arch_.d_model;
+    // Fused: the gradient of the core's output, of q, k, v and their concatenation into the
+    // QKV gradient. Explicit: the gradients of the probabilities and of the scores (both s×s)
+    // live together in softmax's backward, while v's copy and the context are already freed.
+    const int64_t core = math ? 2 * scores - d : d + 2 * qkv;
+    return per_token(core) + weight(d * qkv);
+  }
+
+  const Architecture& arch_;
+  int64_t tokens_;
+  int64_t v_;
+  bool selective_;
+};
+
+// Replays forward and backward under the plan, adding what each step keeps and freeing what
+// autograd frees, and records the highest point.
+class PeakReplay {
+ public:
+  void at(int64_t bytes, const std::string& phase) {
+    if (bytes > peak_) {
+      peak_ = bytes;
+      phase_ = phase;
+    }
+  }
+  int64_t peak() const { return peak_; }
+  const std::string& phase() const { return phase_; }
+
+ private:
+  int64_t peak_ = 0;
+  std::string phase_ = "forward";
+};
+
+std::string describe(const std::vector<SublayerCost>& costs, const Segment& segment) {
+  std::string text = "[";
+  for (int64_t i = segment.begin; i < segment.end; ++i) {
+    text += (i > segment.begin ? " " : "") + costs[i].name;
+  }
+  return text + (segment.recompute ? "]*" : "]");
+}
+
+}  // namespace
+
+int64_t literature_layer_bytes(const Architecture& arch, int64_t batch, Precision precision) {
+  const double s = static_cast<double>(arch.seq_len);
+  const double b = static_cast<double>(batch);
+  const double h = static_cast<double>(arch.d_model);
+  const double a = static_cast<double>(arch.heads);
+  const bool dropout = arch.dropout > 0.0;
+  const bool fp32 = precision == Precision::kFp32;
+  // 16-bit: attention 11·sbh (QKV input 2, Q and K 4, V 2, projection input 2, mask 1),
+  // MLP 19·sbh (input 2, GELU input 8, GELU output 8, mask 1), two LayerNorm inputs 4·sbh;
+  // scores: softmax output 2·as²b, its dropout mask as²b and dropped copy 2·as²b.
+  const double wide = fp32 ? 2.0 : 1.0;      // 2-byte tensors become 4-byte ones
+  const double masks = dropout ? 2.0 : 0.0;  // two 1-byte masks per layer
+  const double per_sbh = (34.0 - 2.0) * wide + masks;
+  const double score_terms = (dropout ? 2.0 + 2.0 : 2.0) * wide + (dropout ? 1.0 : 0.0);
+  double bytes = s * b * h * per_sbh;
+  if (arch.attention == AttentionKind::kMath) bytes += score_terms * a * s * s * b;
+  return static_cast<int64_t>(bytes);
+}
+
+ActivationEstimate estimate_activations(const ActivationInput& input) {
+  const Architecture& arch = input.arch;
+  const CheckpointPlan& plan = input.plan;
+  const EngineAccounting engine(arch, input.batch, input.precision, plan.recompute_attention_core);
+  std::vector<SublayerCost> costs;
+  for (int64_t block = 0; block < arch.layers; ++block) {
+    costs.push_back(engine.attention(block));
+    costs.push_back(engine.mlp(block));
+  }
+  auto saved = [&](const Segment& segment) {
+    int64_t bytes = 0;
+    for (int64_t i = segment.begin; i < segment.end; ++i)
+      bytes += costs[i].interior + costs[i].output;
+    return bytes;
+  };
+
+  PeakReplay replay;
+  const int64_t residual = engine.residual_gradient();  // every segment boundary is this size
+  const auto& segments = plan.segments;
+  const auto count = static_cast<int64_t>(segments.size());
+  // Offloaded: a recomputed segment's input leaves the device after its forward.
+  auto input_offloaded = [&](int64_t j) { return input.offload && segments[j].recompute; };
+
+  // Forward. A kept segment keeps every sublayer's interior and output; a recomputed one runs
+  // without autograd and keeps only its output, which is the next segment's input.
+  int64_t live = engine.embedding_output();
+  for (int64_t j = 0; j < count; ++j) {
+    const Segment& segment = segments[j];
+    if (!segment.recompute) {
+      for (int64_t i = segment.begin; i < segment.end; ++i) {
+        replay.at(live + costs[i].interior + costs[i].output + costs[i].forward_extra, "forward");
+        live += costs[i].interior + costs[i].output;
+      }
+      continue;
+    }
+    int64_t busiest = 0;
+    for (int64_t i = segment.begin; i < segment.end; ++i) {
+      busiest = std::max(busiest, costs[i].interior + costs[i].forward_extra + costs[i].output);
+    }
+    replay.at(live + busiest + residual, "forward");
+    live += costs[segment.end - 1].output;
+    if (input_offloaded(j)) live -= residual;
+  }
+  replay.at(live + engine.loss_saved() + engine.loss_forward_extra(), "loss");
+  live += engine.loss_saved();
+  ActivationEstimate estimate;
+  estimate.saved_bytes = live;
+
+  // Backward, last segment first; a residual-stream gradient is live throughout.
+  replay.at(live + engine.loss_backward_extra(), "loss backward");
+  live -= engine.loss_saved();
+  for (int64_t j = count - 1; j >= 0; --j) {
+    const Segment& segment = segments[j];
+    const std::string phase = "backward of " + describe(costs, segment);
+    int64_t prefetch = 0;
+    int64_t gradients = residual;
+    if (segment.recompute) {
+      // The forward's copy of the output is done with once its consumer's backward ran; the
+      // recomputed copy stays referenced until the segment's backward ends.
+      if (!(j + 1 < count && input_offloaded(j + 1))) live -= costs[segment.end - 1].output;
+      if (input_offloaded(j)) live += residual;                  // fetched back
+      if (j > 0 && input_offloaded(j - 1)) prefetch = residual;  // read one ahead
+      live += saved(segment);
+      gradients = 2 * residual;  // the segment's output gradient and the inner one
+    }
+    for (int64_t i = segment.end - 1; i >= segment.begin; --i) {
+      // A sublayer's output is freed by its consumer's backward before its own begins.
+      const bool held = segment.recompute && i == segment.end - 1;
+      if (!held) live -= costs[i].output;
+      replay.at(live + gradients + costs[i].backward_extra + prefetch, phase);
+      live -= costs[i].interior;
+      if (held) live -= costs[i].output;
+    }
+    if (input_offloaded(j)) live -= residual;
+  }
+  estimate.peak_bytes = replay.peak();
+  estimate.peak_phase = replay.phase();
+  estimate.literature_layer_bytes = literature_layer_bytes(arch, input.batch, input.precision);
+  estimate.literature_bytes = estimate.literature_layer_bytes * arch.layers;
+  return estimate;
+}
+
+int64_t best_interval(const ActivationInput& input, int64_t* best_peak_bytes) {
+  int64_t best_k = 1;
+  int64_t best = -1;
+  for (int64_t k = 1; k <= input.arch.layers; ++k) {
+    ActivationInput trial = input;
+    trial.plan =
+        CheckpointPolicy::parse("every:" + std::to_string(k)).plan_for(input.arch.layers, 0.0);
+    const int64_t peak = estimate_activations(trial).peak_bytes;
+    if (best < 0 || peak < best) {
+      best = peak;
+      best_k = k;
+    }
+  }
+  if (best_peak_bytes) *best_peak_bytes = best;
+  return best_k;
+}
+
+}  // namespace rematlab::estimate

@@ -1,0 +1,135 @@
+#include "estimate/architecture.h"
+
+#include "common/errors.h"
+
+namespace rematlab::estimate {
+namespace {
+
+Architecture llama(const char* name, int64_t layers, int64_t d_model, int64_t heads,
+                   int64_t kv_heads, int64_t mlp_hidden) {
+  Architecture arch;
+  arch.name = name;
+  arch.layers = layers;
+  arch.d_model = d_model;
+  arch.heads = heads;
+  arch.kv_heads = kv_heads;
+  arch.mlp_hidden = mlp_hidden;
+  arch.seq_len = 4096;
+  arch.vocab = 32000;
+  arch.gated_mlp = true;
+  arch.biases = false;
+  arch.rms_norm = true;
+  arch.tied_head = false;
+  arch.learned_positions = false;
+  return arch;
+}
+
+Architecture gpt3_175b() {
+  ModelConfig config;
+  config.layers = 96;
+  config.d_model = 12288;
+  config.heads = 96;
+  config.seq_len = 2048;
+  config.vocab = 50257;
+  Architecture arch = from_model_config(config);
+  arch.name = "gpt3-175b";
+  arch.engine_shape = false;  // the engine could build it, but no one measured it here
+  return arch;
+}
+
+const std::vector<std::string>& estimation_only_names() {
+  static const std::vector<std::string> kNames = {"llama2-7b", "llama2-70b", "gpt3-175b"};
+  return kNames;
+}
+
+void require_positive(int64_t value, const char* flag) {
+  if (value <= 0) throw InvalidInput(flag, "must be positive, got " + std::to_string(value));
+}
+
+}  // namespace
+
+Architecture from_model_config(const ModelConfig& config) {
+  Architecture arch;
+  arch.layers = config.layers;
+  arch.d_model = config.d_model;
+  arch.heads = config.heads;
+  arch.kv_heads = config.heads;
+  arch.mlp_hidden = 4 * config.d_model;
+  arch.seq_len = config.seq_len;
+  arch.vocab = config.vocab;
+  arch.attention = config.attention;
+  arch.dropout = config.dropout;
+  arch.engine_shape = true;
+  return arch;
+}
+
+const std::vector<std::string>& architecture_names() {
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names = preset_names();
+    for (const auto& name : estimation_only_names()) names.push_back(name);
+    return names;
+  }();
+  return kNames;
+}
+
+Architecture architecture_preset(const std::string& name) {
+  // Published shapes: Touvron et al. 2023 (Llama 2), Brown et al. 2020 (GPT-3).
+  if (name == "llama2-7b") return llama("llama2-7b", 32, 4096, 32, 32, 11008);
+  if (name == "llama2-70b") return llama("llama2-70b", 80, 8192, 64, 8, 28672);
+  if (name == "gpt3-175b") return gpt3_175b();
+  for (const auto& preset : preset_names()) {
+    if (name != preset) continue;
+    Architecture arch = from_model_config(model_preset(name));
+    arch.name = name;
+    return arch;
+  }
+  std::string known;
+  for (const auto& each : architecture_names()) known += (known.empty() ? "" : ", ") + each;
+  throw InvalidInput("--model", "unknown model '" + name + "' (known: " + known + ")");
+}
+
+void validate(const Architecture& arch) {
+  require_positive(arch.layers, "--layers");
+  require_positive(arch.d_model, "--d-model");
+  require_positive(arch.heads, "--heads");
+  require_positive(arch.kv_heads, "--kv-heads");
+  require_positive(arch.mlp_hidden, "--mlp-hidden");
+  require_positive(arch.seq_len, "--seq-len");
+  require_positive(arch.vocab, "--vocab");
+  if (arch.d_model % arch.heads != 0) {
+    throw InvalidInput("--heads", std::to_string(arch.heads) + " heads do not divide --d-model " +
+                                      std::to_string(arch.d_model));
+  }
+  if (arch.kv_heads > arch.heads || arch.heads % arch.kv_heads != 0) {
+    throw InvalidInput("--kv-heads", std::to_string(arch.kv_heads) +
+                                         " key/value heads do not divide --heads " +
+                                         std::to_string(arch.heads));
+  }
+  if (!(arch.dropout >= 0.0 && arch.dropout < 1.0)) {
+    throw InvalidInput("--dropout", "must be in [0, 1), got " + std::to_string(arch.dropout));
+  }
+}
+
+int64_t matmul_parameter_count(const Architecture& arch) {
+  const int64_t d = arch.d_model;
+  const int64_t attention = d * (d + 2 * arch.kv_dim()) + d * d;  // q, k, v and output
+  const int64_t mlp = (arch.gated_mlp ? 3 : 2) * d * arch.mlp_hidden;
+  return arch.layers * (attention + mlp) + arch.vocab * d;
+}
+
+int64_t parameter_count(const Architecture& arch) {
+  const int64_t d = arch.d_model;
+  const int64_t norm = arch.rms_norm ? d : 2 * d;
+  int64_t biases = 0;
+  if (arch.biases) {
+    biases = (d + 2 * arch.kv_dim()) + d                                      // attention
+             + (arch.gated_mlp ? 2 * arch.mlp_hidden : arch.mlp_hidden) + d;  // MLP
+  }
+  const int64_t blocks =
+      matmul_parameter_count(arch) - arch.vocab * d + arch.layers * (2 * norm + biases);
+  const int64_t embeddings =
+      arch.vocab * d * (arch.tied_head ? 1 : 2) + (arch.learned_positions ? arch.seq_len * d : 0);
+  return blocks + embeddings + norm;
+}
+
+}  // namespace rematlab::estimate

@@ -1,0 +1,53 @@
+// The shape of a transformer as far as counting needs it: the engine's GPT-2 shape (exact, so the
+// count equals the engine's) and estimation-only shapes users quote (Llama 2, GPT-3), which the
+// engine does not train but whose memory and FLOPs a user wants before renting a GPU.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace rematlab::estimate {
+
+struct Architecture {
+  std::string name = "custom";
+  int64_t layers = 0;
+  int64_t d_model = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;    // < heads: grouped-query attention
+  int64_t mlp_hidden = 0;  // inner width of the MLP
+  int64_t seq_len = 0;
+  int64_t vocab = 0;
+  bool gated_mlp = false;         // SwiGLU: three matrices instead of two
+  bool biases = true;             // every linear layer has one
+  bool rms_norm = false;          // RMSNorm has a scale only; LayerNorm a scale and a shift
+  bool tied_head = true;          // the LM head reuses the token embedding
+  bool learned_positions = true;  // GPT's position table (Llama rotates instead: no weights)
+  AttentionKind attention = AttentionKind::kSdpa;
+  double dropout = 0.0;
+  bool engine_shape = false;  // the engine can train it (GPT-2 shape): calibrated figures apply
+
+  int64_t head_dim() const { return d_model / heads; }
+  int64_t kv_dim() const { return kv_heads * head_dim(); }
+};
+
+// The engine's own shape for `config` (mlp_hidden = 4·d, biases, LayerNorm, tied head).
+Architecture from_model_config(const ModelConfig& config);
+
+// Engine presets (tiny, small, gpt2-124m, gpt2-350m) and llama2-7b, llama2-70b, gpt3-175b.
+const std::vector<std::string>& architecture_names();
+// Throws InvalidInput("--model", …) for an unknown name.
+Architecture architecture_preset(const std::string& name);
+
+// Throws InvalidInput naming the flag of the first field that cannot describe a model.
+void validate(const Architecture& arch);
+
+// Exact parameter count, embeddings and head included.
+int64_t parameter_count(const Architecture& arch);
+// Weights that take part in a matrix multiply per token: every block's projections and the LM
+// head (embedding lookups, norms and biases do no multiply-adds worth counting).
+int64_t matmul_parameter_count(const Architecture& arch);
+
+}  // namespace rematlab::estimate

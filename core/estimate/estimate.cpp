@@ -1,0 +1,168 @@
+#include "estimate/estimate.h"
+
+#include "common/errors.h"
+
+namespace rematlab::estimate {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+std::vector<int64_t> default_memories() { return {24 * kGiB, 40 * kGiB, 80 * kGiB, 141 * kGiB}; }
+
+// The largest batch whose states + activations fit; 0 when not even one does.
+int64_t max_batch(const Estimate& estimate, int64_t memory_bytes) {
+  const EstimateRequest& request = estimate.request;
+  auto needed = [&](int64_t batch) {
+    return estimate.states.total() +
+           estimate_policy_activations(*request.arch, batch, request.precision, request.checkpoint,
+                                       request.offload)
+               .peak_bytes;
+  };
+  if (needed(1) > memory_bytes) return 0;
+  int64_t low = 1;  // fits
+  int64_t high = 2;
+  while (high <= request.max_batch_limit && needed(high) <= memory_bytes) {
+    low = high;
+    high *= 2;
+  }
+  if (high > request.max_batch_limit) {
+    high = request.max_batch_limit + 1;
+    if (needed(request.max_batch_limit) <= memory_bytes) return request.max_batch_limit;
+  }
+  while (high - low > 1) {  // needed(low) fits, needed(high) does not
+    const int64_t middle = low + (high - low) / 2;
+    (needed(middle) <= memory_bytes ? low : high) = middle;
+  }
+  return low;
+}
+
+}  // namespace
+
+ActivationEstimate estimate_policy_activations(const Architecture& arch, int64_t batch,
+                                               Precision precision, const std::string& checkpoint,
+                                               bool offload) {
+  const CheckpointPolicy policy = CheckpointPolicy::parse(checkpoint);
+  ActivationInput input;
+  input.arch = arch;
+  input.batch = batch;
+  input.precision = precision;
+  input.offload = offload;
+  ActivationEstimate worst;
+  // Only a schedule changes with progress; sampling its range finds every plan it uses.
+  const int samples = checkpoint.rfind("schedule", 0) == 0 ? 1000 : 1;
+  for (int sample = 0; sample < samples; ++sample) {
+    input.plan = policy.plan_for(arch.layers, static_cast<double>(sample) / samples);
+    const ActivationEstimate each = estimate_activations(input);
+    if (sample == 0 || each.peak_bytes > worst.peak_bytes) worst = each;
+  }
+  return worst;
+}
+
+Estimate make_estimate(const EstimateRequest& request) {
+  if (!request.arch && request.nominal_params <= 0) {
+    throw InvalidInput("--model", "give a model (--model or shape flags) or a size (--params)");
+  }
+  if (request.batch <= 0) {
+    throw InvalidInput("--batch", "must be positive, got " + std::to_string(request.batch));
+  }
+  Estimate estimate;
+  estimate.request = request;
+  if (estimate.request.device_memories.empty())
+    estimate.request.device_memories = default_memories();
+  const CheckpointPolicy policy = CheckpointPolicy::parse(request.checkpoint);  // validates
+  if (request.arch) {
+    const Architecture& arch = *request.arch;
+    validate(arch);
+    estimate.architecture_params = parameter_count(arch);
+    estimate.activations = estimate_policy_activations(arch, request.batch, request.precision,
+                                                       request.checkpoint, request.offload);
+    ActivationInput input;
+    input.arch = arch;
+    input.batch = request.batch;
+    input.precision = request.precision;
+    input.offload = request.offload;
+    int64_t best_peak = 0;
+    estimate.best_interval = best_interval(input, &best_peak);
+    estimate.best_interval_peak_bytes = best_peak;
+    estimate.flops =
+        step_flops(arch, request.batch * arch.seq_len, policy.plan_for(arch.layers, 0.0));
+  }
+  estimate.params =
+      request.nominal_params > 0 ? request.nominal_params : *estimate.architecture_params;
+  estimate.states = model_state_bytes(estimate.params, request.precision, request.optimizer);
+  for (const int64_t memory : estimate.request.device_memories) {
+    DeviceFit fit;
+    fit.memory_bytes = memory;
+    fit.needed_bytes =
+        estimate.states.total() + (estimate.activations ? estimate.activations->peak_bytes : 0);
+    fit.fits = fit.needed_bytes <= memory;
+    if (request.arch) fit.max_batch = max_batch(estimate, memory);
+    estimate.fits.push_back(fit);
+  }
+  return estimate;
+}
+
+nlohmann::json to_json(const Estimate& estimate) {
+  const EstimateRequest& request = estimate.request;
+  auto optional = [](const auto& value) {
+    return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+  };
+  nlohmann::json json = {
+      {"model", request.arch ? nlohmann::json(request.arch->name) : nlohmann::json(nullptr)},
+      {"params", estimate.params},
+      {"architecture_params", optional(estimate.architecture_params)},
+      {"nominal_params", request.nominal_params > 0 ? nlohmann::json(request.nominal_params)
+                                                    : nlohmann::json(nullptr)},
+      {"precision", to_string(request.precision)},
+      {"optimizer", to_string(request.optimizer)},
+      {"checkpoint", request.checkpoint},
+      {"offload", request.offload},
+      {"batch", request.batch},
+      {"weights_bytes", estimate.states.weights},
+      {"master_bytes", estimate.states.master},
+      {"gradients_bytes", estimate.states.gradients},
+      {"optimizer_bytes", estimate.states.optimizer},
+      {"model_state_bytes", estimate.states.total()},
+  };
+  if (request.arch) {
+    const Architecture& arch = *request.arch;
+    json["layers"] = arch.layers;
+    json["d_model"] = arch.d_model;
+    json["heads"] = arch.heads;
+    json["kv_heads"] = arch.kv_heads;
+    json["mlp_hidden"] = arch.mlp_hidden;
+    json["seq_len"] = arch.seq_len;
+    json["vocab"] = arch.vocab;
+    json["attention"] = to_string(arch.attention);
+    json["tokens_per_step"] = request.batch * arch.seq_len;
+  }
+  if (estimate.activations) {
+    const ActivationEstimate& act = *estimate.activations;
+    json["activation_saved_bytes"] = act.saved_bytes;
+    json["activation_peak_bytes"] = act.peak_bytes;
+    json["activation_peak_phase"] = act.peak_phase;
+    json["literature_layer_bytes"] = act.literature_layer_bytes;
+    json["literature_activation_bytes"] = act.literature_bytes;
+    json["total_bytes"] = estimate.states.total() + act.peak_bytes;
+  } else {
+    json["activation_peak_bytes"] = nullptr;
+    json["total_bytes"] = estimate.states.total();
+  }
+  json["best_interval"] = optional(estimate.best_interval);
+  json["best_interval_peak_bytes"] = optional(estimate.best_interval_peak_bytes);
+  json["model_flops"] =
+      estimate.flops ? nlohmann::json(estimate.flops->model) : nlohmann::json(nullptr);
+  json["hardware_flops"] =
+      estimate.flops ? nlohmann::json(estimate.flops->hardware) : nlohmann::json(nullptr);
+  nlohmann::json fits = nlohmann::json::array();
+  for (const DeviceFit& fit : estimate.fits) {
+    fits.push_back({{"memory_bytes", fit.memory_bytes},
+                    {"needed_bytes", fit.needed_bytes},
+                    {"fits", fit.fits},
+                    {"max_batch", optional(fit.max_batch)}});
+  }
+  json["devices"] = std::move(fits);
+  return json;
+}
+
+}  // namespace rematlab::estimate

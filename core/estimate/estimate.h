@@ -1,0 +1,60 @@
+// Everything `rematlab-cli estimate` reports for one request: parameter count, model states,
+// activation peak under the checkpoint policy, best every:K, FLOPs per step, and whether a step
+// fits in given device memories (with the largest batch that does).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "estimate/activation_memory.h"
+#include "estimate/architecture.h"
+#include "estimate/flops.h"
+#include "estimate/model_state.h"
+
+namespace rematlab::estimate {
+
+struct EstimateRequest {
+  std::optional<Architecture> arch;  // absent: only a nominal size is known
+  int64_t nominal_params = 0;        // --params: replaces the count for model-state figures
+  Precision precision = Precision::kFp32;
+  Optimizer optimizer = Optimizer::kAdamW;
+  std::string checkpoint = "none";
+  bool offload = false;
+  int64_t batch = 1;
+  std::vector<int64_t> device_memories;  // bytes; empty: 24, 40, 80 and 141 GiB
+  int64_t max_batch_limit = 1 << 20;
+};
+
+struct DeviceFit {
+  int64_t memory_bytes = 0;
+  int64_t needed_bytes = 0;  // model states + activation peak at the request's batch
+  bool fits = false;
+  std::optional<int64_t> max_batch;  // largest batch predicted to fit; absent without a shape
+};
+
+struct Estimate {
+  EstimateRequest request;
+  std::optional<int64_t> architecture_params;  // exact count from the shape
+  int64_t params = 0;                          // what the model states are computed from
+  ModelStateBytes states;
+  std::optional<ActivationEstimate> activations;
+  std::optional<int64_t> best_interval;
+  std::optional<int64_t> best_interval_peak_bytes;
+  std::optional<StepFlops> flops;
+  std::vector<DeviceFit> fits;
+};
+
+// Throws InvalidInput naming the flag for a shape, size or policy that cannot be estimated.
+Estimate make_estimate(const EstimateRequest& request);
+
+// The activation estimate for `checkpoint` at `batch`; a schedule reports its worst plan.
+ActivationEstimate estimate_policy_activations(const Architecture& arch, int64_t batch,
+                                               Precision precision, const std::string& checkpoint,
+                                               bool offload);
+
+nlohmann::json to_json(const Estimate& estimate);
+
+}  // namespace rematlab::estimate

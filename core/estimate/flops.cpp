@@ -1,0 +1,56 @@
+#include "estimate/flops.h"
+
+namespace rematlab::estimate {
+
+double attention_core_flops_per_token(const Architecture& arch) {
+  return 4.0 * static_cast<double>(arch.seq_len) * static_cast<double>(arch.d_model);
+}
+
+double block_forward_flops_per_token(const Architecture& arch) {
+  const double per_block_weights =
+      static_cast<double>(matmul_parameter_count(arch) - arch.vocab * arch.d_model) /
+      static_cast<double>(arch.layers);
+  return 2.0 * per_block_weights + attention_core_flops_per_token(arch);
+}
+
+StepFlops step_flops(const Architecture& arch, int64_t tokens_per_step,
+                     const CheckpointPlan& plan) {
+  const double tokens = static_cast<double>(tokens_per_step);
+  const double forward = static_cast<double>(arch.layers) * block_forward_flops_per_token(arch) +
+                         2.0 * static_cast<double>(arch.vocab * arch.d_model);
+  StepFlops flops;
+  flops.model = 3.0 * forward * tokens;
+  // A recomputed segment runs its sublayers' forward again; selective redoes every core.
+  double again = 0.0;
+  for (const Segment& segment : plan.segments) {
+    if (!segment.recompute) continue;
+    for (int64_t i = segment.begin; i < segment.end; ++i) {
+      // Sublayer 2·k is block k's attention: its projections (4 of the 12·d² in a GPT block,
+      // in general q, k, v and output) and the core; 2·k+1 its MLP.
+      const double d = static_cast<double>(arch.d_model);
+      const double attention_weights = d * (d + 2.0 * static_cast<double>(arch.kv_dim())) + d * d;
+      const double block_weights =
+          block_forward_flops_per_token(arch) / 2.0 - attention_core_flops_per_token(arch) / 2.0;
+      again += i % 2 == 0 ? 2.0 * attention_weights + attention_core_flops_per_token(arch)
+                          : 2.0 * (block_weights - attention_weights);
+    }
+  }
+  if (plan.recompute_attention_core) {
+    again += static_cast<double>(arch.layers) * attention_core_flops_per_token(arch);
+  }
+  flops.hardware = flops.model + again * tokens;
+  return flops;
+}
+
+Utilisation utilisation(const StepFlops& flops, double step_seconds, double peak_flops) {
+  Utilisation result;
+  if (step_seconds <= 0.0) return result;
+  result.achieved_flops = flops.model / step_seconds;
+  if (peak_flops > 0.0) {
+    result.mfu = result.achieved_flops / peak_flops;
+    result.hfu = flops.hardware / step_seconds / peak_flops;
+  }
+  return result;
+}
+
+}  // namespace rematlab::estimate

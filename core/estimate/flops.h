@@ -1,0 +1,37 @@
+// Floating-point operations of one training step (a multiply-add is two FLOPs).
+//
+// Model FLOPs follow Chowdhery et al. (PaLM, appendix B): forward 2·N + 4·L·s·d per token,
+// backward twice that, so 6·N·tokens + 12·L·s·d·tokens a step, where N counts the weights that
+// take part in a matmul (matmul_parameter_count) and the attention term counts QKᵀ and ·V over
+// the full s×s square, causal mask or not. Hardware FLOPs add what the checkpoint plan runs a
+// second time in backward. Norms, softmax, GELU and the optimizer are left out, as usual.
+#pragma once
+
+#include <cstdint>
+
+#include "checkpoint/checkpoint_policy.h"
+#include "estimate/architecture.h"
+
+namespace rematlab::estimate {
+
+struct StepFlops {
+  double model = 0.0;     // forward + backward, independent of the plan
+  double hardware = 0.0;  // model + recomputation under the plan
+};
+
+// Forward FLOPs per token of one block (projections, MLP and attention scores).
+double block_forward_flops_per_token(const Architecture& arch);
+// Forward FLOPs per token of the attention core alone (QKᵀ and ·V): what `selective` redoes.
+double attention_core_flops_per_token(const Architecture& arch);
+
+StepFlops step_flops(const Architecture& arch, int64_t tokens_per_step, const CheckpointPlan& plan);
+
+// Achieved FLOP/s and the utilisations against a measured peak.
+struct Utilisation {
+  double achieved_flops = 0.0;  // model FLOPs per second
+  double mfu = 0.0;             // achieved / peak
+  double hfu = 0.0;             // hardware FLOPs per second / peak
+};
+Utilisation utilisation(const StepFlops& flops, double step_seconds, double peak_flops);
+
+}  // namespace rematlab::estimate

@@ -1,0 +1,26 @@
+// The device's matmul rate, measured: the denominator of MFU. A short square-matmul probe in the
+// run's precision on the run's device (CPU or CUDA), best of a few repeats.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+
+#include "train/run_config.h"
+
+namespace rematlab {
+
+struct PeakFlopsProbe {
+  double flops = 0.0;  // FLOP/s, 2·n³ per product
+  int64_t n = 0;       // matrix side
+  int repeats = 0;
+};
+
+// n = 0 picks a side that keeps the probe short: 1024 on the CPU, 8192 on CUDA.
+PeakFlopsProbe measure_peak_flops(const c10::Device& device, Precision precision, int64_t n = 0);
+
+// Measured once per process for each device, precision and intra-op thread count, then reused:
+// runs in one process (a study, the tests) share one probe and stay comparable.
+double cached_peak_flops(const c10::Device& device, Precision precision);
+
+}  // namespace rematlab

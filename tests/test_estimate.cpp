@@ -1,0 +1,307 @@
+// The estimator: counts against the engine and published sizes, the article's arithmetic, the
+// activation model against measured peaks, the U over every:K, and the CLI's contract.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/errors.h"
+#include "common/posix_files.h"
+#include "estimate/estimate.h"
+#include "model/gpt.h"
+#include "train/trainer.h"
+
+namespace rematlab {
+namespace {
+
+using estimate::Architecture;
+
+Architecture preset(const std::string& name) { return estimate::architecture_preset(name); }
+
+TEST(Estimate, PresetCountsEqualTheEngineModel) {
+  for (const auto& name : preset_names()) {
+    const ModelConfig config = model_preset(name);
+    Gpt model(config);
+    int64_t engine = 0;
+    for (const auto& p : model->parameters()) engine += p.numel();
+    EXPECT_EQ(estimate::parameter_count(preset(name)), engine) << name;
+  }
+}
+
+TEST(Estimate, PublishedSizesWithinOnePercent) {
+  const std::vector<std::pair<std::string, double>> published = {
+      {"llama2-7b", 6.74e9}, {"llama2-70b", 68.98e9}, {"gpt3-175b", 175e9}};
+  for (const auto& [name, size] : published) {
+    const double count = static_cast<double>(estimate::parameter_count(preset(name)));
+    EXPECT_NEAR(count / size, 1.0, 0.01) << name << ": " << count;
+  }
+}
+
+TEST(Estimate, ArticleArithmeticFromNominal70B) {
+  estimate::EstimateRequest request;
+  request.nominal_params = 70'000'000'000;
+  const estimate::Estimate result = estimate::make_estimate(request);
+  EXPECT_EQ(result.states.weights, 280'000'000'000);
+  EXPECT_EQ(result.states.optimizer, 560'000'000'000);
+  EXPECT_EQ(result.states.gradients, 280'000'000'000);
+  EXPECT_EQ(result.states.master, 0);
+  EXPECT_EQ(result.states.total(), 1'120'000'000'000);
+  EXPECT_FALSE(result.activations.has_value());
+  for (const auto& fit : result.fits) EXPECT_FALSE(fit.fits);
+}
+
+TEST(Estimate, Llama70BStatesAreProportionalToItsExactCount) {
+  estimate::EstimateRequest request;
+  request.arch = preset("llama2-70b");
+  const estimate::Estimate result = estimate::make_estimate(request);
+  const int64_t n = *result.architecture_params;
+  EXPECT_EQ(result.params, n);
+  EXPECT_EQ(result.states.weights, 4 * n);
+  EXPECT_EQ(result.states.optimizer, 8 * n);
+  EXPECT_EQ(result.states.gradients, 4 * n);
+  EXPECT_EQ(result.states.total(), 16 * n);
+}
+
+TEST(Estimate, MixedPrecisionKeepsAnFp32MasterAndSgdNoMoments) {
+  const auto bf16 =
+      estimate::model_state_bytes(1000, Precision::kBf16, estimate::Optimizer::kAdamW);
+  EXPECT_EQ(bf16.weights, 2000);
+  EXPECT_EQ(bf16.gradients, 2000);
+  EXPECT_EQ(bf16.master, 4000);
+  EXPECT_EQ(bf16.total(), 16000);
+  const auto sgd = estimate::model_state_bytes(1000, Precision::kFp32, estimate::Optimizer::kSgd);
+  EXPECT_EQ(sgd.total(), 8000);
+}
+
+int64_t every_k_peak(const Architecture& arch, int64_t k, int64_t batch) {
+  return estimate::estimate_policy_activations(arch, batch, Precision::kFp32,
+                                               "every:" + std::to_string(k), false)
+      .peak_bytes;
+}
+
+TEST(Estimate, BestIntervalMinimisesTheEveryKCurve) {
+  for (const char* name : {"small", "gpt2-350m", "llama2-7b", "llama2-70b", "gpt3-175b"}) {
+    estimate::ActivationInput input;
+    input.arch = preset(name);
+    input.batch = 4;
+    int64_t best_peak = 0;
+    const int64_t best = estimate::best_interval(input, &best_peak);
+    for (int64_t k = 1; k <= input.arch.layers; ++k) {
+      EXPECT_LE(best_peak, every_k_peak(input.arch, k, 4)) << name << " K=" << k;
+    }
+    EXPECT_EQ(best_peak, every_k_peak(input.arch, best, 4));
+  }
+  // Deep models show the U: kept inputs fall as 1/K while one segment's interior grows with K.
+  // A block keeps ~16 residual-sized tensors, so the bottom sits near √(L/16), not √L.
+  for (const char* name : {"llama2-70b", "gpt3-175b"}) {
+    const Architecture arch = preset(name);
+    const int64_t best = estimate::best_interval({arch, 1, Precision::kFp32, {}, false});
+    EXPECT_GT(best, 1) << name;
+    EXPECT_LT(every_k_peak(arch, best, 1), every_k_peak(arch, 1, 1)) << name;
+    EXPECT_LT(every_k_peak(arch, best, 1), every_k_peak(arch, 2 * best + 2, 1)) << name;
+    EXPECT_LT(every_k_peak(arch, 2 * best + 2, 1), every_k_peak(arch, arch.layers, 1)) << name;
+  }
+}
+
+TEST(Estimate, BadShapesNameTheField) {
+  Architecture arch = preset("tiny");
+  arch.heads = 5;
+  try {
+    estimate::validate(arch);
+    FAIL() << "5 heads accepted for d 64";
+  } catch (const InvalidInput& error) {
+    EXPECT_EQ(error.field(), "--heads");
+  }
+  arch = preset("tiny");
+  arch.layers = 0;
+  EXPECT_THROW(estimate::validate(arch), InvalidInput);
+}
+
+TEST(Estimate, RecomputationAddsHardwareFlopsOnly) {
+  const Architecture arch = preset("small");
+  const auto none = estimate::step_flops(arch, 2048, CheckpointPolicy::none().plan_for(12, 0.0));
+  const auto every =
+      estimate::step_flops(arch, 2048, CheckpointPolicy::parse("every:1").plan_for(12, 0.0));
+  EXPECT_DOUBLE_EQ(none.model, every.model);
+  EXPECT_DOUBLE_EQ(none.hardware, none.model);
+  // Recomputing every block is one more forward of the blocks: about a third of the step.
+  const double blocks = 12.0 * estimate::block_forward_flops_per_token(arch) * 2048;
+  EXPECT_NEAR(every.hardware - every.model, blocks, blocks * 1e-9);
+}
+
+// The activation model against the engine's measured peak (docs/estimates.md has the full
+// table). `small` at batch 2, two steps (the first is warm-up), fp32 on the CPU.
+struct Calibration {
+  std::string checkpoint;
+  AttentionKind attention;
+};
+
+class EstimateCalibration : public ::testing::TestWithParam<Calibration> {};
+
+TEST_P(EstimateCalibration, PredictsMeasuredPeakWithin15Percent) {
+  RunConfig config;
+  config.preset = "small";
+  config.model = model_preset("small");
+  config.model.attention = GetParam().attention;
+  config.batch = 2;
+  config.steps = 2;
+  config.checkpoint = GetParam().checkpoint;
+  config.peak_flops = 1e9;  // not measured here
+  const RunSummary summary = Trainer(config).run();
+  const int64_t predicted =
+      estimate::estimate_policy_activations(estimate::from_model_config(config.model), 2,
+                                            Precision::kFp32, config.checkpoint, false)
+          .peak_bytes;
+  const double ratio =
+      static_cast<double>(predicted) / static_cast<double>(summary.peak_activation_bytes);
+  EXPECT_NEAR(ratio, 1.0, 0.15) << config.checkpoint << " " << to_string(config.model.attention)
+                                << ": predicted " << predicted << ", measured "
+                                << summary.peak_activation_bytes;
+}
+
+INSTANTIATE_TEST_SUITE_P(Small, EstimateCalibration,
+                         ::testing::Values(Calibration{"none", AttentionKind::kSdpa},
+                                           Calibration{"every:1", AttentionKind::kSdpa},
+                                           Calibration{"every:3", AttentionKind::kSdpa},
+                                           Calibration{"sublayer:1,2", AttentionKind::kSdpa},
+                                           Calibration{"none", AttentionKind::kMath},
+                                           Calibration{"selective", AttentionKind::kMath}),
+                         [](const ::testing::TestParamInfo<Calibration>& param) {
+                           std::string name =
+                               param.param.checkpoint + "_" + to_string(param.param.attention);
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
+
+TEST(Estimate, RunSummaryRecordsFlopsAndUtilisation) {
+  RunConfig config;
+  config.batch = 2;
+  config.steps = 2;
+  config.checkpoint = "every:1";
+  config.peak_flops = 1e12;
+  const RunSummary summary = Trainer(config).run();
+  const auto flops =
+      estimate::step_flops(estimate::from_model_config(config.model), config.tokens_per_step(),
+                           CheckpointPolicy::parse("every:1").plan_for(2, 0.0));
+  EXPECT_DOUBLE_EQ(summary.model_flops, flops.model);
+  EXPECT_DOUBLE_EQ(summary.hardware_flops, flops.hardware);
+  EXPECT_DOUBLE_EQ(summary.peak_flops, 1e12);
+  EXPECT_NEAR(summary.achieved_flops, flops.model / (summary.step_ms / 1e3),
+              summary.achieved_flops * 1e-9);
+  EXPECT_DOUBLE_EQ(summary.mfu, summary.achieved_flops / 1e12);
+  EXPECT_GT(summary.hfu, summary.mfu);
+  const nlohmann::json json = to_json(summary);
+  for (const char* key : {"model_flops", "achieved_flops", "peak_flops", "mfu", "hfu"}) {
+    EXPECT_TRUE(json.contains(key)) << key;
+  }
+}
+
+// The CLI: `estimate` and `peak` on the real binary.
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+CliResult cli(const std::string& arguments) {
+  const std::string base =
+      files::join(files::temp_directory(), "rematlab_estimate_cli_" + std::to_string(::getpid()));
+  const std::string command =
+      std::string(REMATLAB_CLI_PATH) + " " + arguments + " >" + base + ".out 2>" + base + ".err";
+  const int status = std::system(command.c_str());
+  CliResult result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(base + ".out"),
+                   slurp(base + ".err")};
+  files::remove_file(base + ".out");
+  files::remove_file(base + ".err");
+  return result;
+}
+
+nlohmann::json last_json(const std::string& out) {
+  std::string text = out;
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return nlohmann::json::parse(text.substr(text.rfind('\n') + 1));
+}
+
+TEST(EstimateCli, NominalSeventyBillionGivesTheArticlesFigures) {
+  const CliResult result = cli("estimate --params 70e9 --precision fp32 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = last_json(result.out);
+  EXPECT_EQ(json["weights_bytes"], 280'000'000'000);
+  EXPECT_EQ(json["optimizer_bytes"], 560'000'000'000);
+  EXPECT_EQ(json["gradients_bytes"], 280'000'000'000);
+  EXPECT_EQ(json["model_state_bytes"], 1'120'000'000'000);
+  const CliResult text = cli("estimate --params 70e9 --precision fp32");
+  EXPECT_NE(text.out.find("1120.00"), std::string::npos) << text.out;
+}
+
+TEST(EstimateCli, Llama70BGivesEveryFigure) {
+  const CliResult result = cli("estimate --model llama2-70b --checkpoint every:8 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = last_json(result.out);
+  const int64_t n = json["params"];
+  EXPECT_EQ(json["model_state_bytes"], 16 * n);
+  for (const char* key : {"activation_peak_bytes", "literature_activation_bytes", "best_interval",
+                          "model_flops", "hardware_flops", "devices", "total_bytes"}) {
+    EXPECT_FALSE(json[key].is_null()) << key;
+  }
+  EXPECT_EQ(json["devices"].size(), 4u);
+}
+
+TEST(EstimateCli, DeviceMemoryGivesTheLargestBatch) {
+  const CliResult result =
+      cli("estimate --model small --checkpoint every:3 --device-memory 1GiB --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = last_json(result.out);
+  ASSERT_EQ(json["devices"].size(), 1u);
+  const int64_t batch = json["devices"][0]["max_batch"];
+  EXPECT_GT(batch, 1);
+  const auto arch = preset("small");
+  const int64_t states = json["model_state_bytes"];
+  auto needed = [&](int64_t b) {
+    return states +
+           estimate::estimate_policy_activations(arch, b, Precision::kFp32, "every:3", false)
+               .peak_bytes;
+  };
+  EXPECT_LE(needed(batch), int64_t{1} << 30);
+  EXPECT_GT(needed(batch + 1), int64_t{1} << 30);
+}
+
+TEST(EstimateCli, BadShapesExit2WithOneLineNamingTheFlag) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"estimate --d-model 64 --heads 5", "--heads"},
+      {"estimate --layers 0", "--layers"},
+      {"estimate --model small --d-model -8", "--d-model"},
+      {"estimate --params -5", "--params"},
+      {"estimate --model gpt5", "--model"},
+      {"estimate --model tiny --checkpoint every:0", "--checkpoint"},
+      {"estimate", "--model"},
+  };
+  for (const auto& [arguments, flag] : cases) {
+    const CliResult result = cli(arguments);
+    EXPECT_EQ(result.exit_code, 2) << arguments << ": " << result.err;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+    EXPECT_NE(result.err.find(flag), std::string::npos) << arguments << ": " << result.err;
+  }
+}
+
+TEST(EstimateCli, PeakMeasuresAMatmulRate) {
+  const CliResult result = cli("peak --threads 1 --size 256 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_GT(last_json(result.out)["peak_flops"].get<double>(), 1e8);
+}
+
+}  // namespace
+}  // namespace rematlab
