@@ -27,6 +27,8 @@
 #include "main_window.h"
 #include "runs_view.h"
 #include "store/run_store.h"
+#include "sweep/default_study.h"
+#include "sweep/sweep_spec.h"
 
 namespace {
 
@@ -87,6 +89,22 @@ TEST(ExperimentPanel, BadBatchListAndMissingBudgetAreNamed) {
   EXPECT_TRUE(panel->problem().contains("budget"));
   panel->budget_field()->setText("64MiB");
   EXPECT_TRUE(panel->run_button()->isEnabled());
+}
+
+TEST(ExperimentPanel, LoadsTheDefaultStudyAsTheSameSweep) {
+  Bench bench;
+  bench.panel->load_spec(rematlab::default_study_spec());
+  ASSERT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
+  const auto from_form = rematlab::expand_sweep(rematlab::parse_sweep_spec(*bench.panel->spec()));
+  const auto expected = rematlab::expand_sweep(rematlab::parse_sweep_spec(rematlab::default_study_spec()));
+  ASSERT_EQ(from_form.size(), expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(rematlab::describe_run(from_form[i].config), rematlab::describe_run(expected[i].config));
+    EXPECT_EQ(from_form[i].config.preset, "small");
+    EXPECT_EQ(from_form[i].config.steps, expected[i].config.steps);
+    EXPECT_EQ(from_form[i].config.budget_bytes, expected[i].config.budget_bytes);
+    EXPECT_TRUE(from_form[i].search_batch);
+  }
 }
 
 TEST(MainWindow, TwoRunSweepDrawsACurvePerRunAndLandsInTheDatabase) {

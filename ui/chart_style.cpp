@@ -14,6 +14,7 @@ QCustomPlot* make_chart(const QString& title, const QString& x_label, const QStr
   chart->legend->setFont(QFont("sans", 8));
   chart->legend->setBrush(QColor(255, 255, 255, 200));
   chart->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  chart->setPlottingHints(QCP::phFastPolylines | QCP::phCacheLabels);
   chart->setMinimumHeight(180);
   // Double-click resets the view to the data.
   QObject::connect(chart, &QCustomPlot::mouseDoubleClick, chart, [chart](QMouseEvent*) {

@@ -27,6 +27,8 @@ int run_demo_and_take_screenshots(const QString& database, const QString& direct
   panel->set_experiment_name("demo: interval study");
   panel->policies_field()->setText("none; every:1; sublayer:1,2");
   panel->steps_field()->setValue(150);
+  // One training thread leaves a core to the window's replots: no oversubscription on 2 cores.
+  panel->findChild<QSpinBox*>("threads")->setValue(1);
 
   const QString live = QDir(directory).filePath("live-view.png");
   const QString comparison = QDir(directory).filePath("compare-view.png");

@@ -79,6 +79,7 @@ ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
   seed_ = spin(0, 2147483647, 0);
   threads_ = spin(0, 1024, QThread::idealThreadCount());
   threads_->setSpecialValueText("LibTorch default");
+  threads_->setObjectName("threads");
   device_ = new QComboBox;
   device_->addItem("cpu");
   const RuntimeInfo runtime = probe_runtime(/*measure_matmul=*/false);
@@ -204,6 +205,52 @@ ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
 void ExperimentPanel::request_run() {
   if (running_) return;
   if (auto json = spec()) emit sweepRequested(QString::fromStdString(json->dump()));
+}
+
+void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
+  const auto base = spec.value("base", nlohmann::ordered_json::object());
+  const auto axes = spec.value("axes", nlohmann::ordered_json::object());
+  if (base.contains("preset")) preset_->setCurrentText(QString::fromStdString(base["preset"]));
+  const std::pair<const char*, QSpinBox*> numbers[] = {
+      {"layers", layers_}, {"d_model", d_model_}, {"heads", heads_}, {"seq_len", seq_len_},
+      {"vocab", vocab_},   {"accum", accum_},     {"steps", steps_},  {"seed", seed_},
+      {"threads", threads_}};
+  for (const auto& [key, box] : numbers) {
+    if (base.contains(key) && base[key].is_number_integer()) box->setValue(base[key].get<int>());
+  }
+  if (base.contains("dropout")) dropout_->setValue(base["dropout"].get<double>());
+  if (base.contains("lr")) lr_->setValue(base["lr"].get<double>());
+  // Each axis field shows the axis, or the base's single value, or its default.
+  auto list = [&](const char* key, const char* separator, const std::string& fallback) {
+    const auto& values = axes.contains(key) ? axes[key]
+                         : base.contains(key) ? nlohmann::ordered_json::array({base[key]})
+                                              : nlohmann::ordered_json::array({fallback});
+    QStringList items;
+    for (const auto& value : values) {
+      items << QString::fromStdString(value.is_string() ? value.get<std::string>() : value.dump());
+    }
+    return items.join(separator);
+  };
+  policies_->setText(list("checkpoint", "; ", "none"));
+  offload_->setText(list("offload", ", ", "none"));
+  precision_->setText(list("precision", ", ", "fp32"));
+  batch_->setText(list("batch", ", ", "8"));
+  const bool search = spec.contains("max_batch");
+  max_batch_->setChecked(search);
+  if (search) {
+    const auto& max_batch = spec["max_batch"];
+    const auto& budget = max_batch["budget"];
+    budget_->setText(QString::fromStdString(budget.is_string() ? budget.get<std::string>()
+                                                               : budget.dump()));
+    if (max_batch.contains("limit")) max_batch_limit_->setValue(max_batch["limit"].get<int>());
+  } else {
+    const auto budget = base.value("budget", nlohmann::ordered_json());
+    budget_->setText(budget.is_string()   ? QString::fromStdString(budget.get<std::string>())
+                     : budget.is_number() ? QString::fromStdString(budget.dump())
+                                          : QString());
+  }
+  if (spec.contains("name")) name_->setText(QString::fromStdString(spec["name"]));
+  revalidate();
 }
 
 QString ExperimentPanel::experiment_name() const { return name_->text(); }

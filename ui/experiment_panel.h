@@ -34,6 +34,8 @@ class ExperimentPanel : public QWidget {
   std::optional<RunConfig> first_config() const;
   QString problem() const { return problem_; }
   void set_running(bool running);
+  // Fills the form from a sweep spec (the fields the form has; others keep their values).
+  void load_spec(const nlohmann::ordered_json& spec);
   QString experiment_name() const;
   void set_experiment_name(const QString& name);
 

@@ -22,6 +22,7 @@
 #include "runs_view.h"
 #include "runtime/runtime_info.h"
 #include "store/run_store.h"
+#include "sweep/default_study.h"
 #include "sweep_worker.h"
 #include "workbench_settings.h"
 
@@ -134,6 +135,8 @@ void MainWindow::build_menus() {
   run->addAction("&Start", QKeySequence(Qt::CTRL | Qt::Key_R), panel_,
                  &ExperimentPanel::request_run);
   run->addAction("S&top", QKeySequence(Qt::Key_Escape), this, &MainWindow::stop);
+  run->addAction("Load the &default study", this,
+                 [this] { panel_->load_spec(default_study_spec()); });
   run->addAction("&Check gradients", this, [this] {
     if (!running_) {
       if (auto config = panel_->first_config()) on_check_requested(*config);
@@ -210,11 +213,14 @@ void MainWindow::on_sweep_requested(const QString& spec_json) {
   progress_->setRange(0, 0);  // busy until the first position arrives
   status_->setText("Starting …");
   last_run_status_.clear();
+  run_labels_.clear();
   WorkbenchSettings().set_experiment_name(panel_->experiment_name());
   emit startSweep(spec_json, database_);
 }
 
 void MainWindow::on_run_started(int index, const QString& label, double budget_bytes) {
+  while (run_labels_.size() <= index) run_labels_ << QString();
+  run_labels_[index] = label;
   charts_->begin_run(index, label, budget_bytes);
   runs_->refresh();
 }
@@ -239,9 +245,11 @@ void MainWindow::on_position(const SweepPosition& position) {
 
 void MainWindow::on_run_finished(int index, const QString& status, const QString& message,
                                  qint64 run_id, const Timeline& timeline) {
-  Q_UNUSED(index);
   last_run_status_ = status;
-  if (!timeline.empty()) charts_->show_timeline(QString("run #%1").arg(run_id), timeline);
+  if (!timeline.empty()) {
+    const QString label = index < run_labels_.size() ? run_labels_[index] : QString();
+    charts_->show_timeline(QString("#%1 %2").arg(run_id).arg(label), timeline);
+  }
   if (status == "failed") show_error(QString("Run #%1 failed: %2").arg(run_id).arg(message));
   runs_->refresh();
 }

@@ -88,6 +88,7 @@ class MainWindow : public QMainWindow {
   SweepWorker* worker_;  // owned by worker_thread_ (deleted on its finished())
   bool running_ = false;
   QString last_run_status_;
+  QStringList run_labels_;  // of the current sweep, by run index
 };
 
 }  // namespace rematlab::ui

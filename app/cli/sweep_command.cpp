@@ -6,8 +6,10 @@
 #include "cli/cli_output.h"
 #include "cli/commands.h"
 #include "cli/store_output.h"
+#include "common/errors.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
+#include "sweep/default_study.h"
 #include "sweep/sweep_runner.h"
 
 namespace rematlab::cli {
@@ -15,16 +17,25 @@ namespace rematlab::cli {
 Command add_sweep_command(CLI::App& app, const std::atomic<bool>& cancel) {
   struct Options {
     std::string spec;
+    bool default_study = false;
     std::string db = kDefaultDatabase;
     bool json = false;
   };
   auto options = std::make_shared<Options>();
   auto* command = app.add_subcommand("sweep", "Run every combination of a sweep spec's axes");
-  command->add_option("--spec", options->spec, "Sweep spec (JSON)")->required();
+  auto* spec_option = command->add_option("--spec", options->spec, "Sweep spec (JSON)");
+  auto* study_option = command->add_flag("--default-study", options->default_study,
+                                  "The default study: the article's table at max batch under 1 GiB");
+  spec_option->excludes(study_option);
   command->add_option("--db", options->db, "Runs database")->capture_default_str();
   command->add_flag("--json", options->json, "Print one JSON object as the last line of stdout");
   return {command, [options, &cancel]() {
-    SweepSpec spec = load_sweep_spec(options->spec);  // every error before anything runs
+    if (options->spec.empty() && !options->default_study) {
+      throw InvalidInput("--spec", "give a sweep spec file (or --default-study)");
+    }
+    // Every error before anything runs.
+    SweepSpec spec = options->default_study ? parse_sweep_spec(default_study_spec())
+                                            : load_sweep_spec(options->spec);
     RunStore store(options->db);
     if (store.recovered_runs() > 0) {
       std::cerr << store.recovered_runs() << " run(s) left running by a process that ended are "

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   options.process(app);
 
   if (options.isSet(screenshots)) {
+    QApplication::setOrganizationName("RematLab-demo");  // leave the user's settings alone
     const QString directory = options.value(screenshots);
     QDir().mkpath(directory);
     const QString db = options.isSet(database) ? options.value(database)
