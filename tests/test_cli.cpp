@@ -12,52 +12,18 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli_runner.h"
 #include "common/posix_files.h"
 #include "store/run_store.h"
 #include "run_json_contract.h"
 
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-Result cli(const std::string& arguments) {
-  using rematlab::files::join;
-  const std::string dir = rematlab::files::temp_directory();
-  const std::string tag = std::to_string(::getpid());
-  const std::string out = join(dir, "rematlab_cli_out_" + tag);
-  const std::string err = join(dir, "rematlab_cli_err_" + tag);
-  const std::string command =
-      std::string(REMATLAB_CLI_PATH) + " " + arguments + " >" + out + " 2>" + err;
-  const int status = std::system(command.c_str());
-  Result result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.out = slurp(out);
-  result.err = slurp(err);
-  rematlab::files::remove_file(out);
-  rematlab::files::remove_file(err);
-  return result;
-}
-
-nlohmann::json last_line_json(const std::string& out) {
-  std::string text = out;
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  return nlohmann::json::parse(text.substr(text.rfind('\n') + 1));
-}
-
-int count_lines(const std::string& text) {
-  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
-}
+using rematlab::testing::cli;
+using rematlab::testing::count_lines;
+using rematlab::testing::last_line_json;
+using rematlab::testing::slurp;
+using Result = rematlab::testing::CliResult;
 
 struct BadInput {
   std::string arguments;

@@ -1,7 +1,6 @@
 // The estimator: counts against the engine and published sizes, the article's arithmetic, the
 // activation model against measured peaks, the U over every:K, and the CLI's contract.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -9,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli_runner.h"
 #include "common/errors.h"
 #include "common/posix_files.h"
 #include "estimate/estimate.h"
@@ -140,6 +140,11 @@ struct Calibration {
   AttentionKind attention;
 };
 
+// gtest prints parameters in test listings (and ctest's names); bytes would be unreadable.
+void PrintTo(const Calibration& c, std::ostream* out) {
+  *out << c.checkpoint << " with " << to_string(c.attention) << " attention";
+}
+
 class EstimateCalibration : public ::testing::TestWithParam<Calibration> {};
 
 TEST_P(EstimateCalibration, PredictsMeasuredPeakWithin15Percent) {
@@ -203,42 +208,14 @@ TEST(Estimate, RunSummaryRecordsFlopsAndUtilisation) {
 }
 
 // The CLI: `estimate` and `peak` on the real binary.
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-CliResult cli(const std::string& arguments) {
-  const std::string base =
-      files::join(files::temp_directory(), "rematlab_estimate_cli_" + std::to_string(::getpid()));
-  const std::string command =
-      std::string(REMATLAB_CLI_PATH) + " " + arguments + " >" + base + ".out 2>" + base + ".err";
-  const int status = std::system(command.c_str());
-  CliResult result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(base + ".out"),
-                   slurp(base + ".err")};
-  files::remove_file(base + ".out");
-  files::remove_file(base + ".err");
-  return result;
-}
-
-nlohmann::json last_json(const std::string& out) {
-  std::string text = out;
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  return nlohmann::json::parse(text.substr(text.rfind('\n') + 1));
-}
+using testing::cli;
+using testing::CliResult;
+using testing::last_line_json;
 
 TEST(EstimateCli, NominalSeventyBillionGivesTheArticlesFigures) {
   const CliResult result = cli("estimate --params 70e9 --precision fp32 --json");
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  const nlohmann::json json = last_json(result.out);
+  const nlohmann::json json = last_line_json(result.out);
   EXPECT_EQ(json["weights_bytes"], 280'000'000'000);
   EXPECT_EQ(json["optimizer_bytes"], 560'000'000'000);
   EXPECT_EQ(json["gradients_bytes"], 280'000'000'000);
@@ -250,7 +227,7 @@ TEST(EstimateCli, NominalSeventyBillionGivesTheArticlesFigures) {
 TEST(EstimateCli, Llama70BGivesEveryFigure) {
   const CliResult result = cli("estimate --model llama2-70b --checkpoint every:8 --json");
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  const nlohmann::json json = last_json(result.out);
+  const nlohmann::json json = last_line_json(result.out);
   const int64_t n = json["params"];
   EXPECT_EQ(json["model_state_bytes"], 16 * n);
   for (const char* key : {"activation_peak_bytes", "literature_activation_bytes", "best_interval",
@@ -264,7 +241,7 @@ TEST(EstimateCli, DeviceMemoryGivesTheLargestBatch) {
   const CliResult result =
       cli("estimate --model small --checkpoint every:3 --device-memory 1GiB --json");
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  const nlohmann::json json = last_json(result.out);
+  const nlohmann::json json = last_line_json(result.out);
   ASSERT_EQ(json["devices"].size(), 1u);
   const int64_t batch = json["devices"][0]["max_batch"];
   EXPECT_GT(batch, 1);
@@ -300,7 +277,7 @@ TEST(EstimateCli, BadShapesExit2WithOneLineNamingTheFlag) {
 TEST(EstimateCli, PeakMeasuresAMatmulRate) {
   const CliResult result = cli("peak --threads 1 --size 256 --json");
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_GT(last_json(result.out)["peak_flops"].get<double>(), 1e8);
+  EXPECT_GT(last_line_json(result.out)["peak_flops"].get<double>(), 1e8);
 }
 
 }  // namespace

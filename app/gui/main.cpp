@@ -5,7 +5,7 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
-#include <QTimer>
+#include <QTemporaryDir>
 
 #include "demo_screenshots.h"
 #include "main_window.h"
@@ -32,8 +32,9 @@ int main(int argc, char** argv) {
     QApplication::setOrganizationName("RematLab-demo");  // leave the user's settings alone
     const QString directory = options.value(screenshots);
     QDir().mkpath(directory);
+    const QTemporaryDir scratch;  // the demo's runs go away with it unless --db is given
     const QString db = options.isSet(database) ? options.value(database)
-                                               : QDir(directory).filePath("demo.sqlite");
+                                               : scratch.filePath("demo.sqlite");
     return rematlab::ui::run_demo_and_take_screenshots(db, directory);
   }
   rematlab::ui::MainWindow window(options.value(database));

@@ -16,6 +16,7 @@
 #include "common/errors.h"
 #include "common/posix_files.h"
 #include "memory/memory_phase.h"
+#include "offload/stash_ledger.h"
 
 namespace rematlab {
 namespace {
@@ -75,7 +76,7 @@ class DiskOffloadCore {
       entry->dtype = input.scalar_type();
       entry->device = input.device();
       entry->path = files::join(directory_, "segment-input-" + std::to_string(next_file_++) + ".bin");
-      order_.push_back(entry);
+      ledger_.stashed(entry);
       tasks_.push_back({entry, Task::kWrite});
     }
     wake_.notify_all();
@@ -92,27 +93,21 @@ class DiskOffloadCore {
       ScopedMemoryPhase phase(MemoryPhase::kOffloadWait);
       const auto start = std::chrono::steady_clock::now();
       done_.wait(lock, ready);
-      wait_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                      .count();
+      ledger_.waited(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                                start)
+                         .count());
     }
     if (entry->state == Entry::State::kFailed) throw OffloadError(entry->error);
     torch::Tensor result = std::move(entry->tensor);
     remove_file_locked(*entry);
     // Backward visits segments in reverse: bring the previous one in while this one computes.
-    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
-      if (it->lock() == entry && std::next(it) != order_.rend()) {
-        if (auto previous = std::next(it)->lock()) schedule_read_locked(previous);
-        break;
-      }
-    }
+    if (auto previous = ledger_.before(entry)) schedule_read_locked(previous);
     return result;
   }
 
   void begin_backward() {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!order_.empty()) {
-      if (auto last = order_.back().lock()) schedule_read_locked(last);
-    }
+    if (auto last = ledger_.last()) schedule_read_locked(last);
   }
 
   // The ticket is gone (backward is done with it, or its graph was dropped): once a write or
@@ -129,19 +124,15 @@ class DiskOffloadCore {
 
   void reset_step_counters() {
     std::lock_guard<std::mutex> lock(mutex_);
-    peak_bytes_ = held_bytes_;
-    wait_ms_ = 0.0;
-    order_.erase(std::remove_if(order_.begin(), order_.end(),
-                                [](const std::weak_ptr<Entry>& e) { return e.expired(); }),
-                 order_.end());
+    ledger_.reset_step();
   }
   int64_t peak_bytes() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return peak_bytes_;
+    return ledger_.peak_bytes();
   }
   double wait_ms() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return wait_ms_;
+    return ledger_.wait_ms();
   }
 
  private:
@@ -156,7 +147,7 @@ class DiskOffloadCore {
     if (entry.path.empty()) return;
     files::remove_file(entry.path);
     entry.path.clear();
-    if (entry.counted) held_bytes_ -= entry.bytes;
+    if (entry.counted) ledger_.release(entry.bytes);
     entry.counted = false;
   }
 
@@ -206,8 +197,7 @@ class DiskOffloadCore {
     } else {
       entry.state = Entry::State::kOnDisk;
       entry.counted = true;
-      held_bytes_ += entry.bytes;
-      peak_bytes_ = std::max(peak_bytes_, held_bytes_);
+      ledger_.hold(entry.bytes);
     }
     done_.notify_all();
   }
@@ -263,13 +253,10 @@ class DiskOffloadCore {
   std::condition_variable wake_;  // the worker waits for tasks
   std::condition_variable done_;  // fetchers wait for their entry
   std::deque<Task> tasks_;
-  std::vector<std::weak_ptr<Entry>> order_;  // stash order within the step
+  StashLedger<Entry> ledger_;
   std::string failure_;                      // first write error: later stashes fail fast
   int64_t next_file_ = 0;
   int64_t written_bytes_ = 0;  // worker only
-  int64_t held_bytes_ = 0;
-  int64_t peak_bytes_ = 0;
-  double wait_ms_ = 0.0;
   bool stopping_ = false;
   std::thread worker_;  // last: starts once everything above exists
 };

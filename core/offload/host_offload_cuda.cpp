@@ -16,11 +16,10 @@
 
 #include <chrono>
 #include <mutex>
-#include <optional>
-#include <vector>
 
 #include "memory/memory_phase.h"
 #include "offload/host_offload.h"
+#include "offload/stash_ledger.h"
 
 namespace rematlab {
 namespace {
@@ -55,9 +54,8 @@ class HostOffloadCore {
     input.record_stream(side_stream_.unwrap());
 
     std::lock_guard<std::mutex> lock(mutex_);
-    order_.push_back(entry);
-    held_bytes_ += entry->bytes;
-    peak_bytes_ = std::max(peak_bytes_, held_bytes_);
+    ledger_.stashed(entry);
+    ledger_.hold(entry->bytes);
     return entry;
   }
 
@@ -70,29 +68,23 @@ class HostOffloadCore {
       ScopedMemoryPhase phase(MemoryPhase::kOffloadWait);
       const auto start = std::chrono::steady_clock::now();
       entry->copied_back.synchronize();
-      wait_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                      .count();
+      ledger_.waited(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                                start)
+                         .count());
     }
     entry->copied_back.block(compute);
     torch::Tensor result = std::move(entry->on_device);
     result.record_stream(compute.unwrap());
     release_locked(*entry);
     // Backward visits segments in reverse: start bringing back the one before this.
-    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
-      if (it->lock() == entry && std::next(it) != order_.rend()) {
-        if (auto previous = std::next(it)->lock()) prefetch_locked(*previous);
-        break;
-      }
-    }
+    if (auto previous = ledger_.before(entry)) prefetch_locked(*previous);
     return result;
   }
 
   void begin_backward() {
     c10::cuda::CUDAGuard device_guard(device_);
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!order_.empty()) {
-      if (auto last = order_.back().lock()) prefetch_locked(*last);
-    }
+    if (auto last = ledger_.last()) prefetch_locked(*last);
   }
 
   // The graph that owned the entry is gone (backward is done, or it was dropped).
@@ -104,19 +96,15 @@ class HostOffloadCore {
 
   void reset_step_counters() {
     std::lock_guard<std::mutex> lock(mutex_);
-    peak_bytes_ = held_bytes_;
-    wait_ms_ = 0.0;
-    order_.erase(std::remove_if(order_.begin(), order_.end(),
-                                [](const std::weak_ptr<HostEntry>& e) { return e.expired(); }),
-                 order_.end());
+    ledger_.reset_step();
   }
   int64_t peak_bytes() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return peak_bytes_;
+    return ledger_.peak_bytes();
   }
   double wait_ms() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return wait_ms_;
+    return ledger_.wait_ms();
   }
 
  private:
@@ -134,16 +122,13 @@ class HostOffloadCore {
   void release_locked(HostEntry& entry) {
     if (!entry.pinned.defined()) return;
     entry.pinned = torch::Tensor();
-    held_bytes_ -= entry.bytes;
+    ledger_.release(entry.bytes);
   }
 
   const c10::Device device_;
   const c10::cuda::CUDAStream side_stream_;
   mutable std::mutex mutex_;
-  std::vector<std::weak_ptr<HostEntry>> order_;  // stash order within the step
-  int64_t held_bytes_ = 0;
-  int64_t peak_bytes_ = 0;
-  double wait_ms_ = 0.0;
+  StashLedger<HostEntry> ledger_;
 };
 
 class HostTicket : public OffloadTicket {
