@@ -1,5 +1,7 @@
 #include "sweep_worker.h"
 
+#include <QRegularExpression>
+
 #include "common/current_exception.h"
 #include "store/run_writer.h"
 #include "sweep/sweep_runner.h"
@@ -22,8 +24,13 @@ void SweepWorker::run_sweep(const QString& spec_json, const QString& database) {
       if (index != started) {
         started = index;
         const auto& point = runner.points()[progress.run_index];
-        emit runStarted(index, QString::fromStdString(point.label),
-                        static_cast<double>(point.config.budget_bytes));
+        // The legend names policy, offload and batch (the search's batch is not known yet).
+        QString legend = QString::fromStdString(describe_run(point.config));
+        if (point.search_batch) {
+          legend.replace(QRegularExpression(" b\\d+"), " b=max");
+        }
+        if (point.repeat > 0) legend += QString(" #%1").arg(point.repeat + 1);
+        emit runStarted(index, legend, static_cast<double>(point.config.budget_bytes));
       }
       SweepPosition position;
       position.run_index = index;

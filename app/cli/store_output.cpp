@@ -1,5 +1,6 @@
 #include "cli/store_output.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -85,8 +86,10 @@ std::string format_strategy_table(const std::vector<SweepRunResult>& results) {
          change(s.tokens_per_s, baseline ? baseline->tokens_per_s : 0.0),
          r.run_id ? std::to_string(*r.run_id) : "-"});
   }
-  return format_table({"run", "status", "batch", "peak", "peak vs base", "peak act", "tokens/s",
-                       "tok/s vs base", "run id"},
+  const bool searched = std::any_of(results.begin(), results.end(),
+                                    [](const SweepRunResult& r) { return r.search.has_value(); });
+  return format_table({"run", "status", searched ? "max batch" : "batch", "peak", "peak vs base",
+                       "peak act", "tokens/s", "tok/s vs base", "run id"},
                       rows);
 }
 
