@@ -40,7 +40,8 @@ void RunOptions::add_to(CLI::App& command) {
   command.add_option("--budget", budget_,
                      "Memory budget (bytes, KiB, MiB, GiB): a step above it ends the run as oom");
   command.add_flag("--timeline", timeline_, "Record one step's memory timeline");
-  command.add_option("--loss-scale", loss_scale_, "fp16: initial dynamic loss scale (default 65536)");
+  command.add_option("--loss-scale", loss_scale_,
+                     "fp16: initial dynamic loss scale (default 65536)");
   command.add_option("--loss-scale-growth-interval", loss_scale_growth_,
                      "fp16: good steps in a row that double the loss scale (default 2000)");
   command.add_flag("--tf32", tf32_,
