@@ -49,7 +49,7 @@ if [[ "$MODE" == "gpu" ]]; then
   BUILD="${REMATLAB_BUILD_DIR:-$ROOT/build-gpu/build}"
 else
   # The same path on the CPU: tiny model, small budget, disk in place of host offload.
-  DEVICE="cpu"; PRESET="tiny"; SEQ=64; PRECISION="fp32"; BUDGET="6MiB"
+  DEVICE="cpu"; PRESET="tiny"; SEQ=64; PRECISION="fp32"; BUDGET="12MiB"
   LIMIT=64; STEPS=3; CHECK_ARGS="--preset tiny --layers 4 --batch 2 --dropout 0.1 --threads 1"
   STRATEGIES=("none" "every:1" "every:1+disk" "sublayer:1,2" "selective")
   BUILD="${REMATLAB_BUILD_DIR:-/tmp/rb-gpu-dry}"
