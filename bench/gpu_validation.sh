@@ -135,7 +135,11 @@ else
   md "No nvidia-smi: no GPU (CPU dry run)." ""
 fi
 md "" '```' "$("$CLI" version 2>&1)" '```' ""
-md "Build: \`cmake -G Ninja -DREMATLAB_BUILD_GUI=OFF\` with the .deb prefix, \`ninja -j$JOBS\`; ready after $(elapsed) s." ""
+if [[ "${REMATLAB_REUSE_BUILD:-0}" == "1" ]]; then
+  md "Build: configure checked with the .deb prefix; the existing build in $BUILD reused." ""
+else
+  md "Build: \`cmake -G Ninja -DREMATLAB_BUILD_GUI=OFF\` with the .deb prefix, \`ninja -j$JOBS\`; ready after $(elapsed) s." ""
+fi
 
 # --- 2. tests --------------------------------------------------------------------------------
 
@@ -249,7 +253,9 @@ import json, sys
 work, count = sys.argv[1], int(sys.argv[2])
 rows = [json.load(open(f"{work}/row-{i}.json")) for i in range(count)]
 base = rows[0] if rows and rows[0].get("status") == "ok" else None
-def gib(b): return "%.2f GiB" % (b / 2**30) if b else "-"
+def gib(b):
+    if not b: return "-"
+    return "%.2f GiB" % (b / 2**30) if b >= 2**30 else "%.2f MiB" % (b / 2**20)
 def ratio(value, key):
     return "%.2f×" % (value / base[key]) if base and base.get(key) and value else "-"
 print("| strategy | status | max batch | vs base | peak (allocated) | vs base | reserved | device used | tokens/s | vs base | probes | seconds |")
@@ -278,7 +284,7 @@ if (( remaining > 30 )); then
   say "CPU tests (${remaining}s left)"
   read -r passed skipped failed < <(run_ctest cpu -j "$JOBS" -E "$CUDA_TESTS" --stop-time \
     "$(date -d "+${remaining} seconds" +%H:%M:%S)")
-  md "## The rest of the suite" "" "\`ctest -j$JOBS -E '$CUDA_TESTS'\`: $passed passed, $skipped skipped, $failed failed or not run (stopped at the time budget)." ""
+  md "## The rest of the suite" "" "\`ctest -j$JOBS -E '$CUDA_TESTS'\`: $passed passed, $skipped skipped, $failed failed or not run (ctest stops at the time budget)." ""
   (( failed == 0 )) || md '```' "$(grep -E '\*\*\*(Failed|Timeout|Exception)' "$WORK/ctest-cpu.txt" | head -20)" '```' ""
   say "CPU tests: $passed passed, $skipped skipped, $failed failed or not run"
 else
