@@ -59,6 +59,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"run --checkpoint every:1 --offload host", "--offload"},
                       BadInput{"run --checkpoint every:1 --offload tape", "--offload"},
                       BadInput{"run --dropout 1.5", "--dropout"},
+                      BadInput{"run --loss-scale 0", "--loss-scale"},
                       BadInput{"sweep --spec /no/such/spec.json", "--spec"},
                       BadInput{"runs --db /no/such/runs.sqlite", "--db"},
                       BadInput{"show 3 --db /no/such/runs.sqlite", "--db"},
@@ -82,6 +83,15 @@ TEST(Cli, RunJsonIsTheLastLineAndHasEveryKey) {
   EXPECT_EQ(json["steps"], 3);
   EXPECT_EQ(json["params"], 120576);  // tiny: 2 blocks, d 64, seq 64, vocab 256, tied head
   EXPECT_NE(result.err.find("step 3/3"), std::string::npos);  // progress went to stderr
+}
+
+TEST(Cli, GpuSwitchesAreAcceptedOnCpuAndShowInTheJson) {
+  const Result result = cli("run --steps 2 --threads 1 --tf32 --deterministic --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = last_line_json(result.out);
+  EXPECT_EQ(json["status"], "ok");
+  EXPECT_EQ(json["reserved_bytes"], 0);  // CUDA only
+  EXPECT_EQ(json["device_used_bytes"], 0);
 }
 
 TEST(Cli, RunOverABudgetIsAResultNotAnError) {

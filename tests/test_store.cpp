@@ -132,7 +132,9 @@ TEST(Store, MigratesThePreviousVersionKeepingItsRuns) {
   EXPECT_EQ(run.summary.at("peak_bytes"), 7);
   ASSERT_EQ(store.steps(1).size(), 1u);
   EXPECT_EQ(store.steps(1)[0].loss, 2.5);
-  EXPECT_TRUE(store.timeline(1).empty());  // the table the migration added is there
+  EXPECT_EQ(store.steps(1)[0].reserved_bytes, 0);  // the columns schema 3 added
+  EXPECT_EQ(store.steps(1)[0].device_used_bytes, 0);
+  EXPECT_TRUE(store.timeline(1).empty());
   EXPECT_EQ(store.integrity_check(), "ok");
 }
 

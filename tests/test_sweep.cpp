@@ -48,6 +48,20 @@ TEST(SweepSpec, ErrorsNameTheKey) {
   EXPECT_EQ(rejected_field(R"({"max_batch": {"limit": 8}})"), "spec: max_batch.budget");
   EXPECT_EQ(rejected_field(R"({"max_batch": {"budget": "lots"}})"), "spec: max_batch.budget");
   EXPECT_EQ(rejected_field(R"({"base": {"preset": "tiny"}, "axes": {"batch": [2]}})"), "accepted");
+  EXPECT_EQ(rejected_field(R"({"base": {"tf32": 1}})"), "spec: base.tf32");
+  EXPECT_EQ(rejected_field(R"({"base": {"loss_scale": 0.5}})"), "spec: base.loss_scale");
+}
+
+TEST(SweepSpec, GpuSwitchesAreRunFields) {
+  const SweepSpec spec = parse_sweep_spec(spec_json(
+      R"({"base": {"tf32": true, "deterministic": true, "loss_scale": 1024,
+                   "loss_scale_growth_interval": 50}})"));
+  const std::vector<SweepPoint> points = expand_sweep(spec);
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_TRUE(points[0].config.tf32);
+  EXPECT_TRUE(points[0].config.deterministic);
+  EXPECT_EQ(points[0].config.loss_scale, 1024.0);
+  EXPECT_EQ(points[0].config.loss_scale_growth_interval, 50);
 }
 
 TEST(SweepSpec, ExpandsEveryCombinationInOrderAndSkipsOffloadWithoutCheckpointing) {

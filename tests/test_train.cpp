@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "common/errors.h"
+#include "runtime/numerics.h"
 #include "train/loss_scaler.h"
 #include "train/trainer.h"
 #include "run_json_contract.h"
@@ -167,6 +168,58 @@ TEST(Trainer, JsonSummaryHasEveryContractKey) {
   }
   EXPECT_TRUE(json["run_id"].is_null());
   EXPECT_EQ(json["status"], "ok");
+}
+
+TEST(Trainer, GpuMemoryFieldsAreZeroOnCpu) {
+  const RunSummary summary = Trainer(tiny_run(2)).run();
+  for (const StepMetrics& step : summary.steps) {
+    EXPECT_EQ(step.reserved_bytes, 0);
+    EXPECT_EQ(step.device_used_bytes, 0);
+  }
+  const nlohmann::json json = to_json(summary);
+  EXPECT_EQ(json.at("reserved_bytes"), 0);
+  EXPECT_EQ(json.at("device_used_bytes"), 0);
+  EXPECT_EQ(to_json(summary.steps.front()).at("reserved_bytes"), 0);
+}
+
+TEST(Trainer, NumericsSwitchesHoldForTheRunAndAreRestored) {
+  auto& context = at::globalContext();
+  ASSERT_FALSE(context.deterministicAlgorithms());
+  ASSERT_FALSE(context.allowTF32CuBLAS());
+  RunConfig config = tiny_run(2);
+  config.tf32 = true;
+  config.deterministic = true;
+  {
+    Trainer trainer(config);
+    EXPECT_TRUE(context.deterministicAlgorithms());
+    EXPECT_TRUE(context.allowTF32CuBLAS());
+    EXPECT_EQ(trainer.run().status, RunStatus::kOk);  // no CPU kernel of the model refuses
+  }
+  EXPECT_FALSE(context.deterministicAlgorithms());
+  EXPECT_FALSE(context.allowTF32CuBLAS());
+  // It stays for the process: cuBLAS reads it once.
+  ASSERT_NE(std::getenv("CUBLAS_WORKSPACE_CONFIG"), nullptr);
+}
+
+TEST(Trainer, SwitchesLeftOffKeepWhatTheProcessChose) {
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  { Trainer trainer(tiny_run(1)); }
+  EXPECT_TRUE(at::globalContext().deterministicAlgorithms());
+  at::globalContext().setDeterministicAlgorithms(false, false);
+}
+
+TEST(Trainer, LossScaleSettingsAreValidated) {
+  RunConfig config = tiny_run(1);
+  config.loss_scale = 0.5;
+  try {
+    validate(config);
+    ADD_FAILURE() << "a loss scale below 1 was accepted";
+  } catch (const InvalidInput& error) {
+    EXPECT_EQ(error.field(), "--loss-scale");
+  }
+  config = tiny_run(1);
+  config.loss_scale_growth_interval = 0;
+  EXPECT_THROW(validate(config), InvalidInput);
 }
 
 TEST(LossScaler, SkipsAndHalvesOnOverflowAndGrowsAfterGoodSteps) {

@@ -40,6 +40,14 @@ void RunOptions::add_to(CLI::App& command) {
   command.add_option("--budget", budget_,
                      "Memory budget (bytes, KiB, MiB, GiB): a step above it ends the run as oom");
   command.add_flag("--timeline", timeline_, "Record one step's memory timeline");
+  command.add_option("--loss-scale", loss_scale_,
+                     "fp16: initial dynamic loss scale (default 65536)");
+  command.add_option("--loss-scale-growth-interval", loss_scale_growth_,
+                     "fp16: good steps in a row that double the loss scale (default 2000)");
+  command.add_flag("--tf32", tf32_,
+                   "CUDA: fp32 matmuls on TF32 tensor cores (faster, ~1e-3 relative error)");
+  command.add_flag("--deterministic", deterministic_,
+                   "Deterministic algorithms only (`check` turns this on for CUDA)");
   command.add_option("--peak-flops", peak_flops_,
                      "FLOP/s for MFU and HFU (default: measured once, as `rematlab-cli peak`)");
   command.add_flag("--json", json, "Print one JSON object as the last line of stdout");
@@ -70,6 +78,10 @@ RunConfig RunOptions::resolve() const {
   config.data = data_;
   if (!budget_.empty()) config.budget_bytes = parse_byte_size(budget_, "--budget");
   config.timeline = timeline_;
+  if (loss_scale_) config.loss_scale = *loss_scale_;
+  if (loss_scale_growth_) config.loss_scale_growth_interval = *loss_scale_growth_;
+  config.tf32 = tf32_;
+  config.deterministic = deterministic_;
   if (peak_flops_) {
     if (!(*peak_flops_ > 0.0)) throw InvalidInput("--peak-flops", "must be positive");
     config.peak_flops = *peak_flops_;

@@ -35,6 +35,10 @@ class RunOptions {
   std::string data_ = "synthetic";
   std::string budget_;
   bool timeline_ = false;
+  std::optional<double> loss_scale_;
+  std::optional<int64_t> loss_scale_growth_;
+  bool tf32_ = false;
+  bool deterministic_ = false;
   std::optional<double> peak_flops_;
 };
 

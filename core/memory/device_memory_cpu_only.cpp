@@ -6,6 +6,7 @@ namespace rematlab::device_memory {
 bool uses_caching_allocator(const c10::Device&) { return false; }
 AllocatorCounters counters(const c10::Device&) { return {}; }
 void reset_peak(const c10::Device&) {}
+int64_t device_used_bytes(const c10::Device&) { return 0; }
 void empty_cache(const c10::Device&) {}
 void synchronize(const c10::Device&) {}
 

@@ -1,5 +1,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
 
 #include "memory/device_memory.h"
 
@@ -18,11 +21,23 @@ AllocatorCounters counters(const c10::Device& device) {
   result.allocated = stats.allocated_bytes[kAggregate].current;
   result.peak_allocated = stats.allocated_bytes[kAggregate].peak;
   result.reserved = stats.reserved_bytes[kAggregate].current;
+  result.peak_reserved = stats.reserved_bytes[kAggregate].peak;
   return result;
 }
 
 void reset_peak(const c10::Device& device) {
   if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+}
+
+// The runtime's view rather than NVML's: the same number nvidia-smi reports for the device,
+// without linking the NVML library, which LibTorch does not bring.
+int64_t device_used_bytes(const c10::Device& device) {
+  if (!device.is_cuda()) return 0;
+  const c10::cuda::CUDAGuard guard(device.index());
+  std::size_t free = 0;
+  std::size_t total = 0;
+  C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return static_cast<int64_t>(total - free);
 }
 
 void empty_cache(const c10::Device& device) {

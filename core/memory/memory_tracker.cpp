@@ -108,6 +108,14 @@ int64_t MemoryTracker::peak_bytes() const {
   return reporter_->peak();
 }
 
+int64_t MemoryTracker::reserved_bytes() const {
+  return device_memory::counters(device_).peak_reserved;  // zeros on CPU
+}
+
+int64_t MemoryTracker::device_used_bytes() const {
+  return device_memory::device_used_bytes(device_);
+}
+
 void MemoryTracker::reset_peak() {
   if (device_memory::uses_caching_allocator(device_)) device_memory::reset_peak(device_);
   reporter_->reset_peak();

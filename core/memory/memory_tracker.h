@@ -41,6 +41,10 @@ class MemoryTracker {
   int64_t peak_bytes() const;
   // Starts a new peak window at the current live bytes (one per training step).
   void reset_peak();
+  // CUDA only, 0 on CPU: the caching allocator's reserved bytes (peak of the window) and the
+  // device's used memory now (see device_memory::device_used_bytes).
+  int64_t reserved_bytes() const;
+  int64_t device_used_bytes() const;
 
   void set_phase(MemoryPhase phase);
   MemoryPhase phase() const;

@@ -94,6 +94,11 @@ const std::vector<const char*>& migrations() {
       CREATE INDEX runs_by_experiment ON runs(experiment_id);
       CREATE INDEX runs_by_status ON runs(status);
       )sql",
+      // 2 → 3: CUDA memory beside the allocator's live bytes; 0 for CPU runs and older steps.
+      R"sql(
+      ALTER TABLE steps ADD COLUMN reserved_bytes INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE steps ADD COLUMN device_used_bytes INTEGER NOT NULL DEFAULT 0;
+      )sql",
   };
   return list;
 }

@@ -9,7 +9,7 @@
 
 namespace rematlab {
 
-constexpr int kStoreSchemaVersion = 2;
+constexpr int kStoreSchemaVersion = 3;
 
 // Opens `path` as a RematLab database: creates it when missing (if `create`), migrates an older
 // schema in one transaction, turns on WAL and foreign keys. Throws InvalidInput("--db", …) for a

@@ -29,6 +29,9 @@ const std::vector<StepField>& step_fields() {
       {"rss_peak_bytes", &StepMetrics::rss_peak_bytes},
       {"checkpoint_interval", &StepMetrics::checkpoint_interval},
       {"recomputed_segments", &StepMetrics::recomputed_segments},
+      // Schema 3 added these; the steps table's columns keep this order.
+      {"reserved_bytes", &StepMetrics::reserved_bytes},
+      {"device_used_bytes", &StepMetrics::device_used_bytes},
   };
   return fields;
 }

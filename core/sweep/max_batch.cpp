@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "memory/device_memory.h"
 #include "train/trainer.h"
 
 namespace rematlab {
@@ -53,12 +54,23 @@ BatchProbe probe_by_training(const RunConfig& base, int64_t batch, int64_t steps
   config.steps = steps;
   config.warmup_steps = 0;
   config.timeline = false;
-  Trainer trainer(config);
-  TrainerCallbacks callbacks;
-  callbacks.cancel = cancel;
-  const RunSummary summary = trainer.run(callbacks);
   BatchProbe probe;
   probe.batch = batch;
+  RunSummary summary;
+  try {
+    Trainer trainer(config);
+    TrainerCallbacks callbacks;
+    callbacks.cancel = cancel;
+    summary = trainer.run(callbacks);  // an out-of-memory in a step comes back as status oom
+  } catch (const c10::OutOfMemoryError& error) {
+    // Building the model did not fit: the trainer is gone, so is what it held; give the cached
+    // blocks back so the next, smaller probe starts from a clean device.
+    device_memory::empty_cache(parse_device(config.device));
+    probe.status = RunStatus::kOom;
+    probe.message = std::string("building the model ran out of device memory: ") +
+                    error.what_without_backtrace();
+    return probe;
+  }
   probe.status = summary.status;
   probe.message = summary.message;
   for (const StepMetrics& step : summary.steps) probe.peak_bytes = std::max(probe.peak_bytes, step.peak_bytes);

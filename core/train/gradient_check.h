@@ -23,8 +23,9 @@ struct GradientCheckResult {
 };
 
 // Uses config.checkpoint (and config.offload) as the policy under test against none without
-// offload; everything else is shared by both sides.
-GradientCheckResult check_gradients(const RunConfig& config);
+// offload; everything else is shared by both sides. On CUDA both sides run with deterministic
+// algorithms (config.deterministic is forced on).
+GradientCheckResult check_gradients(RunConfig config);
 
 nlohmann::json to_json(const GradientCheckResult& result);
 

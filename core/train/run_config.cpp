@@ -70,6 +70,8 @@ void validate(const RunConfig& config) {
   if (!(config.lr > 0.0)) throw InvalidInput("--lr", "must be positive");
   if (config.threads < 0) throw InvalidInput("--threads", "must not be negative");
   if (config.budget_bytes < 0) throw InvalidInput("--budget", "must be positive");
+  if (!(config.loss_scale >= 1.0)) throw InvalidInput("--loss-scale", "must be at least 1");
+  positive(config.loss_scale_growth_interval, "--loss-scale-growth-interval");
   const c10::Device device = parse_device(config.device);
   if (config.precision == Precision::kFp16 && !device.is_cuda()) {
     throw InvalidInput("--precision", "fp16 needs a CUDA device (on CPU use bf16)");
@@ -120,6 +122,10 @@ nlohmann::json to_json(const RunConfig& config) {
       {"data", config.data},
       {"budget_bytes", config.budget_bytes},
       {"timeline", config.timeline},
+      {"loss_scale", config.loss_scale},
+      {"loss_scale_growth_interval", config.loss_scale_growth_interval},
+      {"tf32", config.tf32},
+      {"deterministic", config.deterministic},
   };
 }
 

@@ -43,6 +43,12 @@ struct RunConfig {
   int64_t budget_bytes = 0;  // 0: no budget
   bool timeline = false;     // record one step's memory timeline
   double peak_flops = 0.0;   // FLOP/s that MFU is taken against; 0: measured once per process
+  // fp16 dynamic loss scaling: the first scale, and how many good steps in a row double it.
+  double loss_scale = 65536.0;
+  int64_t loss_scale_growth_interval = 2000;
+  // Process-wide LibTorch switches, set while the run's Trainer lives (core/runtime/numerics.h).
+  bool tf32 = false;           // CUDA fp32 matmuls on TF32 tensor cores; no effect on CPU
+  bool deterministic = false;  // deterministic algorithms only (an error where none exists)
 
   int64_t timed_warmup_steps() const;
   int64_t tokens_per_step() const { return batch * accum * model.seq_len; }

@@ -46,6 +46,12 @@ Setter number(double RunConfig::*member) {
     c.*member = as_number(v, f);
   };
 }
+Setter flag(bool RunConfig::*member) {
+  return [member](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+    if (!v.is_boolean()) wrong_type(f, "true or false", v);
+    c.*member = v.get<bool>();
+  };
+}
 Setter text(std::string RunConfig::*member) {
   return [member](RunConfig& c, const nlohmann::json& v, const std::string& f) {
     c.*member = as_text(v, f);
@@ -112,11 +118,11 @@ const std::map<std::string, Setter>& setters() {
          c.budget_bytes = v.is_number_integer() ? v.get<int64_t>() : parse_byte_size(as_text(v, f), f);
        }},
       {"budget_bytes", integer(&RunConfig::budget_bytes)},
-      {"timeline",
-       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
-         if (!v.is_boolean()) wrong_type(f, "true or false", v);
-         c.timeline = v.get<bool>();
-       }},
+      {"timeline", flag(&RunConfig::timeline)},
+      {"loss_scale", number(&RunConfig::loss_scale)},
+      {"loss_scale_growth_interval", integer(&RunConfig::loss_scale_growth_interval)},
+      {"tf32", flag(&RunConfig::tf32)},
+      {"deterministic", flag(&RunConfig::deterministic)},
   };
   return table;
 }

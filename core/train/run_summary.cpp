@@ -51,7 +51,7 @@ void RunSummary::summarize() {
   backward_ms = collect(&StepMetrics::backward_ms);
   offload_wait_ms = collect(&StepMetrics::offload_wait_ms);
   peak_bytes = baseline_bytes = peak_activation_bytes = saved_activation_bytes = 0;
-  offloaded_peak_bytes = rss_peak_bytes = 0;
+  offloaded_peak_bytes = rss_peak_bytes = reserved_bytes = device_used_bytes = 0;
   for (const auto* step : timed) {
     peak_bytes = std::max(peak_bytes, step->peak_bytes);
     baseline_bytes = std::max(baseline_bytes, step->baseline_bytes);
@@ -59,6 +59,8 @@ void RunSummary::summarize() {
     saved_activation_bytes = std::max(saved_activation_bytes, step->saved_activation_bytes);
     offloaded_peak_bytes = std::max(offloaded_peak_bytes, step->offloaded_peak_bytes);
     rss_peak_bytes = std::max(rss_peak_bytes, step->rss_peak_bytes);
+    reserved_bytes = std::max(reserved_bytes, step->reserved_bytes);
+    device_used_bytes = std::max(device_used_bytes, step->device_used_bytes);
   }
 }
 
@@ -78,6 +80,8 @@ nlohmann::json to_json(const StepMetrics& step) {
           {"baseline_bytes", step.baseline_bytes},
           {"peak_bytes", step.peak_bytes},
           {"peak_activation_bytes", step.peak_activation_bytes},
+          {"reserved_bytes", step.reserved_bytes},
+          {"device_used_bytes", step.device_used_bytes},
           {"saved_activation_bytes", step.saved_activation_bytes},
           {"offloaded_peak_bytes", step.offloaded_peak_bytes},
           {"offload_wait_ms", step.offload_wait_ms},
@@ -117,6 +121,8 @@ nlohmann::json to_json(const RunSummary& summary) {
       {"offloaded_peak_bytes", summary.offloaded_peak_bytes},
       {"offload_wait_ms", summary.offload_wait_ms},
       {"rss_peak_bytes", summary.rss_peak_bytes},
+      {"reserved_bytes", summary.reserved_bytes},
+      {"device_used_bytes", summary.device_used_bytes},
       {"model_flops", summary.model_flops},
       {"hardware_flops", summary.hardware_flops},
       {"achieved_flops", summary.achieved_flops},

@@ -38,6 +38,8 @@ struct RunSummary {
   int64_t saved_activation_bytes = 0;
   int64_t offloaded_peak_bytes = 0;
   int64_t rss_peak_bytes = 0;
+  int64_t reserved_bytes = 0;     // CUDA: caching allocator; 0 on CPU
+  int64_t device_used_bytes = 0;  // CUDA: the device's used memory (nvidia-smi); 0 on CPU
   // Compute per optimizer step (docs/estimates.md): model and hardware FLOPs (the latter with
   // recomputation), model FLOP/s at the median step time, the peak it is measured against, and
   // the utilisations MFU = achieved / peak and HFU = hardware FLOP/s / peak.

@@ -23,6 +23,12 @@ struct StepMetrics {
   int64_t baseline_bytes = 0;  // live when the step began
   int64_t peak_bytes = 0;
   int64_t peak_activation_bytes = 0;  // peak_bytes - baseline_bytes
+  // CUDA only (0 on CPU). The allocator's counters above count live tensors; these show what
+  // the device really holds: the caching allocator's reserved blocks (its peak within the step)
+  // and the device's used memory as nvidia-smi shows it (CUDA context and library workspaces
+  // included, other processes too), read at the end of the step.
+  int64_t reserved_bytes = 0;
+  int64_t device_used_bytes = 0;
   // Live bytes above the baseline when forward ends (largest over micro-batches): what the
   // graph keeps for backward, before backward's own transients and recomputation.
   int64_t saved_activation_bytes = 0;

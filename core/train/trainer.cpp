@@ -28,6 +28,7 @@ constexpr uint64_t kDataSeedSalt = 0x9E3779B97F4A7C15ull;
 
 Trainer::Trainer(RunConfig config)
     : config_((validate(config), std::move(config))),  // nothing is built from invalid input
+      numerics_({config_.tf32, config_.deterministic}),
       device_(parse_device(config_.device)),
       policy_(CheckpointPolicy::parse(config_.checkpoint)),
       tracker_(device_) {
@@ -57,7 +58,9 @@ Trainer::Trainer(RunConfig config)
     }
     autocast_ = state;
   }
-  if (config_.precision == Precision::kFp16) scaler_.emplace();
+  if (config_.precision == Precision::kFp16) {
+    scaler_.emplace(config_.loss_scale, config_.loss_scale_growth_interval);
+  }
   const OffloadSpec offload = parse_offload(config_.offload);
   if (offload.kind == OffloadKind::kDisk) {
     DiskOffloadOptions options;
@@ -152,6 +155,8 @@ StepMetrics Trainer::step(int64_t index, const TrainerCallbacks& callbacks) {
   metrics.current_bytes = tracker_.current_bytes();
   metrics.peak_bytes = tracker_.peak_bytes();
   metrics.peak_activation_bytes = metrics.peak_bytes - metrics.baseline_bytes;
+  metrics.reserved_bytes = tracker_.reserved_bytes();
+  metrics.device_used_bytes = tracker_.device_used_bytes();
   if (offload_) {
     metrics.offloaded_peak_bytes = offload_->offloaded_peak_bytes();
     metrics.offload_wait_ms = offload_->wait_ms();

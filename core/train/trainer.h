@@ -14,6 +14,7 @@
 #include "memory/memory_tracker.h"
 #include "model/gpt.h"
 #include "offload/offload_store.h"
+#include "runtime/numerics.h"
 #include "train/loss_scaler.h"
 #include "train/run_config.h"
 #include "train/run_summary.h"
@@ -55,6 +56,7 @@ class Trainer {
   void record_flops(RunSummary& summary) const;
 
   RunConfig config_;
+  ScopedNumerics numerics_;  // before anything touches the device: it may set CUDA's environment
   c10::Device device_;
   CheckpointPolicy policy_;
   MemoryTracker tracker_;

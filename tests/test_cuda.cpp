@@ -1,0 +1,239 @@
+// The GPU path: fp16 loss scaling, out-of-memory recovery, VRAM accounting against the caching
+// allocator, deterministic gradient checks and the TF32 switch. They need a CUDA device and run
+// in the GPU validation (bench/gpu_validation.sh); without one they are reported as skipped.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#ifdef REMATLAB_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include <string>
+
+#include "memory/device_memory.h"
+#include "memory/memory_tracker.h"
+#include "runtime/numerics.h"
+#include "sweep/max_batch.h"
+#include "train/gradient_check.h"
+#include "train/trainer.h"
+
+namespace rematlab {
+namespace {
+
+constexpr int64_t kMiB = 1024 * 1024;
+
+class CudaPath : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) {
+      GTEST_SKIP() << "no CUDA device: the GPU path is tested in bench/gpu_validation.sh";
+    }
+  }
+
+  static RunConfig cuda_run(int64_t steps) {
+    RunConfig config;
+    config.preset = "tiny";
+    config.model = model_preset("tiny");
+    config.device = "cuda";
+    config.steps = steps;
+    config.warmup_steps = 0;
+    return config;
+  }
+
+  // One step cannot fit any current GPU: the fp32 logits alone are
+  // 1024 × 1024 × 65536 × 4 bytes = 256 GiB, allocated in one piece after a small forward.
+  static RunConfig impossible_run() {
+    RunConfig config = cuda_run(2);
+    config.model.seq_len = 1024;
+    config.model.vocab = 65536;
+    config.batch = 1024;
+    return config;
+  }
+};
+
+TEST_F(CudaPath, Fp16OverflowSkipsTheStepHalvesTheScaleAndGoodStepsGrowIt) {
+  RunConfig config = cuda_run(40);
+  config.precision = Precision::kFp16;
+  config.loss_scale = 1099511627776.0;  // 2^40: every fp16 gradient overflows at first
+  config.loss_scale_growth_interval = 5;
+  const RunSummary summary = Trainer(config).run();
+  ASSERT_EQ(summary.status, RunStatus::kOk) << summary.message;
+  const std::vector<StepMetrics>& steps = summary.steps;
+  ASSERT_EQ(steps.size(), 40u);
+  EXPECT_TRUE(steps.front().skipped);
+  EXPECT_EQ(steps.front().loss_scale, config.loss_scale);
+  int64_t skipped = 0;
+  int64_t good_in_a_row = 0;
+  int64_t growths = 0;
+  for (std::size_t i = 0; i + 1 < steps.size(); ++i) {
+    const double now = steps[i].loss_scale;
+    const double next = steps[i + 1].loss_scale;
+    if (steps[i].skipped) {
+      ++skipped;
+      good_in_a_row = 0;
+      EXPECT_EQ(next, now / 2) << "after skipped step " << i;
+      continue;
+    }
+    ++good_in_a_row;
+    if (good_in_a_row == config.loss_scale_growth_interval) {
+      EXPECT_EQ(next, now * 2) << "after " << good_in_a_row << " good steps, step " << i;
+      good_in_a_row = 0;
+      ++growths;
+    } else {
+      EXPECT_EQ(next, now) << "step " << i;
+    }
+  }
+  EXPECT_GT(skipped, 0);
+  EXPECT_LT(skipped, 39) << "the scale never came down far enough";
+  EXPECT_GT(growths, 0);
+  EXPECT_LT(summary.final_loss, summary.first_loss);
+}
+
+TEST_F(CudaPath, Fp16WithTheDefaultScaleTrains) {
+  RunConfig config = cuda_run(30);
+  config.precision = Precision::kFp16;
+  const RunSummary summary = Trainer(config).run();
+  ASSERT_EQ(summary.status, RunStatus::kOk) << summary.message;
+  EXPECT_LT(summary.final_loss, summary.first_loss - 0.5);
+}
+
+TEST_F(CudaPath, OutOfMemoryEndsTheRunAsOomEmptiesTheCacheAndTheProcessGoesOn) {
+  const c10::Device device("cuda");
+  {
+    Trainer trainer(impossible_run());
+    const RunSummary summary = trainer.run();
+    EXPECT_EQ(summary.status, RunStatus::kOom);
+    EXPECT_NE(summary.message.find("ran out of device memory"), std::string::npos)
+        << summary.message;
+    // The trainer still holds its model, gradients and data; the step's blocks went back.
+    EXPECT_LT(device_memory::counters(device).reserved, 1024 * kMiB);
+  }
+  const RunSummary after = Trainer(cuda_run(3)).run();
+  EXPECT_EQ(after.status, RunStatus::kOk) << after.message;
+  EXPECT_EQ(after.steps_completed, 3);
+}
+
+TEST_F(CudaPath, MaxBatchProbeRecordsARealOutOfMemoryAndTheNextProbeRuns) {
+  const RunConfig base = impossible_run();
+  const BatchProbe too_big = probe_by_training(base, base.batch, /*steps=*/2, nullptr);
+  EXPECT_EQ(too_big.status, RunStatus::kOom) << too_big.message;
+  const BatchProbe small = probe_by_training(base, /*batch=*/1, /*steps=*/2, nullptr);
+  EXPECT_EQ(small.status, RunStatus::kOk) << small.message;
+  EXPECT_GT(small.peak_bytes, 0);
+}
+
+TEST_F(CudaPath, TrackerAgreesWithTheCachingAllocatorOnAKnownAllocation) {
+#ifdef REMATLAB_WITH_CUDA
+  const c10::Device device("cuda");
+  const auto stats = [&] {
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  };
+  constexpr std::size_t kAggregate = 0;
+  MemoryTracker tracker(device);
+  const int64_t before = tracker.current_bytes();
+  torch::Tensor kept = torch::empty({4 * kMiB / 4}, torch::dtype(torch::kFloat).device(device));
+  EXPECT_EQ(tracker.current_bytes() - before, 4 * kMiB);
+  EXPECT_EQ(tracker.current_bytes(), stats().allocated_bytes[kAggregate].current);
+
+  tracker.reset_peak();
+  {
+    torch::Tensor transient =
+        torch::empty({16 * kMiB / 4}, torch::dtype(torch::kFloat).device(device));
+  }
+  EXPECT_EQ(tracker.current_bytes() - before, 4 * kMiB);
+  EXPECT_EQ(tracker.peak_bytes() - before, 20 * kMiB);
+  EXPECT_EQ(tracker.peak_bytes(), stats().allocated_bytes[kAggregate].peak);
+  EXPECT_EQ(tracker.reserved_bytes(), stats().reserved_bytes[kAggregate].peak);
+  EXPECT_GE(tracker.reserved_bytes(), 20 * kMiB);
+  // The device holds the allocator's blocks plus the CUDA context and library workspaces.
+  EXPECT_GT(tracker.device_used_bytes(), tracker.reserved_bytes());
+#else
+  GTEST_SKIP() << "LibTorch without CUDA: no caching allocator to compare with";
+#endif
+}
+
+TEST_F(CudaPath, StepsReportReservedAndDeviceMemoryAboveLiveBytes) {
+  const RunSummary summary = Trainer(cuda_run(3)).run();
+  ASSERT_EQ(summary.status, RunStatus::kOk) << summary.message;
+  for (const StepMetrics& step : summary.steps) {
+    EXPECT_GE(step.reserved_bytes, step.peak_bytes) << "step " << step.step;
+    EXPECT_GT(step.device_used_bytes, step.reserved_bytes) << "step " << step.step;
+  }
+  EXPECT_GT(summary.reserved_bytes, 0);
+  EXPECT_GT(summary.device_used_bytes, summary.reserved_bytes);
+}
+
+class CudaGradientCheck
+    : public CudaPath,
+      public ::testing::WithParamInterface<std::tuple<std::string, AttentionKind>> {};
+
+TEST_P(CudaGradientCheck, IsIdenticalToNoneUnderDeterministicAlgorithms) {
+  const auto& [policy, attention] = GetParam();
+  RunConfig config = cuda_run(1);
+  config.model.layers = 3;
+  config.model.dropout = 0.1;
+  config.model.attention = attention;
+  config.batch = 4;
+  config.accum = 2;
+  config.checkpoint = policy;
+  const GradientCheckResult result = check_gradients(config);
+  EXPECT_TRUE(result.identical) << policy << ": max abs diff " << result.max_abs_diff << " in "
+                                << result.worst_param;
+  EXPECT_EQ(result.loss_diff, 0.0);
+  EXPECT_FALSE(at::globalContext().deterministicAlgorithms()) << "the check left it switched on";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, CudaGradientCheck,
+    ::testing::Combine(::testing::Values("every:1", "every:2", "sublayer:1,2", "selective",
+                                         "schedule:0=1,0.5=2"),
+                       ::testing::Values(AttentionKind::kSdpa, AttentionKind::kMath)),
+    [](const auto& param_info) {
+      std::string name = std::get<0>(param_info.param);
+      for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      return name + (std::get<1>(param_info.param) == AttentionKind::kMath ? "_math" : "_sdpa");
+    });
+
+// Largest error of an fp32 matmul on the device against the same product in fp64.
+double matmul_error() {
+  torch::manual_seed(0);
+  const auto options = torch::dtype(torch::kFloat).device(torch::kCUDA);
+  const torch::Tensor a = torch::randn({512, 2048}, options);
+  const torch::Tensor b = torch::randn({2048, 512}, options);
+  const torch::Tensor exact = torch::matmul(a.to(torch::kDouble), b.to(torch::kDouble));
+  return (torch::matmul(a, b).to(torch::kDouble) - exact).abs().max().item<double>();
+}
+
+TEST_F(CudaPath, Tf32SwitchHoldsForTheRunAndChangesFp32Matmuls) {
+  ASSERT_FALSE(at::globalContext().allowTF32CuBLAS()) << "LibTorch's default changed";
+  const double fp32_error = matmul_error();
+  double tf32_error = 0.0;
+  {
+    RunConfig config = cuda_run(1);
+    config.tf32 = true;
+    Trainer trainer(config);
+    EXPECT_TRUE(at::globalContext().allowTF32CuBLAS());
+    tf32_error = matmul_error();
+    EXPECT_EQ(trainer.run().status, RunStatus::kOk);
+  }
+  EXPECT_FALSE(at::globalContext().allowTF32CuBLAS());
+  // TF32 keeps 10 mantissa bits of fp32's 23: sums of 2048 products are off by ~1e-2, not ~1e-5.
+  EXPECT_GT(tf32_error, 20 * fp32_error) << "fp32 " << fp32_error << ", tf32 " << tf32_error;
+  EXPECT_EQ(matmul_error(), fp32_error);
+}
+
+TEST_F(CudaPath, DeterministicRunsRepeatBitForBit) {
+  RunConfig config = cuda_run(5);
+  config.model.dropout = 0.1;
+  config.deterministic = true;
+  const RunSummary first = Trainer(config).run();
+  const RunSummary second = Trainer(config).run();
+  ASSERT_EQ(first.steps.size(), second.steps.size());
+  for (std::size_t i = 0; i < first.steps.size(); ++i) {
+    EXPECT_EQ(first.steps[i].loss, second.steps[i].loss) << "step " << i;
+  }
+  EXPECT_NE(std::getenv("CUBLAS_WORKSPACE_CONFIG"), nullptr);
+}
+
+}  // namespace
+}  // namespace rematlab
