@@ -56,12 +56,16 @@ RunWriter::~RunWriter() {
 }
 
 void RunWriter::enqueue(Job job) {
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (jobs_.empty()) oldest_job_ = std::chrono::steady_clock::now();
+    first = jobs_.empty();
+    if (first) oldest_job_ = std::chrono::steady_clock::now();
     jobs_.push_back(std::move(job));
   }
-  wake_.notify_all();
+  // Only the first job of a batch sets the worker's deadline; waking it for every step would
+  // cost the trainer a context switch per step for nothing.
+  if (first) wake_.notify_all();
 }
 
 void RunWriter::flush() {
@@ -148,9 +152,9 @@ int64_t RunWriter::begin_run(std::optional<int64_t> experiment_id, const std::st
 }
 
 void RunWriter::add_step(int64_t run_id, const StepMetrics& step) {
-  enqueue([run_id, step](Database& db) {
-    // One prepared statement per batch would be faster still; a step a few ms apart does not need it.
-    Statement insert(db, insert_step_sql());
+  enqueue([this, run_id, step](Database& db) {
+    if (!insert_step_) insert_step_ = std::make_unique<Statement>(db, insert_step_sql());
+    Statement& insert = *insert_step_;
     insert.bind(1, run_id);
     int index = 2;
     for (const StepField& field : step_fields()) {

@@ -56,6 +56,7 @@ class RunWriter {
 
   const std::chrono::milliseconds commit_interval_;
   std::unique_ptr<Database> db_;  // used by the worker thread only
+  std::unique_ptr<Statement> insert_step_;  // prepared once, on the worker thread
   std::mutex mutex_;
   std::condition_variable wake_;       // the worker: jobs, a flush request or stop
   std::condition_variable committed_;  // flushers
