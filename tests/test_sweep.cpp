@@ -81,6 +81,17 @@ TEST(SweepSpec, ExpandsEveryCombinationInOrderAndSkipsOffloadWithoutCheckpointin
   EXPECT_EQ(points.back().config.steps, 3);
 }
 
+TEST(SweepSpec, APolicyAxisCanCarryItsOwnOffload) {
+  const auto points = expand_sweep(parse_sweep_spec(spec_json(R"({
+    "base": {"preset": "tiny"},
+    "axes": {"checkpoint": ["none", "every:1", "every:1+disk"]}})")));
+  ASSERT_EQ(points.size(), 3u);
+  EXPECT_EQ(points[1].config.offload, "none");
+  EXPECT_EQ(points[2].config.checkpoint, "every:1");
+  EXPECT_EQ(points[2].config.offload, "disk");
+  EXPECT_EQ(rejected_field(R"({"axes": {"checkpoint": ["every:1+tape"]}})").rfind("spec: ", 0), 0u);
+}
+
 TEST(SweepSpec, MaxBatchReplacesTheBatchAxis) {
   const SweepSpec spec = parse_sweep_spec(spec_json(R"({
     "base": {"preset": "tiny"},

@@ -87,7 +87,7 @@ ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
 
   policies_ = new QLineEdit("none");
   policies_->setToolTip(
-      "Checkpoint policies to sweep, separated by ';'\n"
+      "Checkpoint policies to sweep, separated by ';' (POLICY+OFFLOAD adds an offload to one)\n"
       "none: keep every activation\n"
       "every:K: recompute segments of K blocks\n"
       "sublayer:A,F: a checkpoint before every A-th attention and every F-th MLP\n"
@@ -373,7 +373,8 @@ void ExperimentPanel::revalidate() {
   QStringList preview;
   for (const QString& policy : split_list(policies_, ';')) {
     try {
-      const auto plan = CheckpointPolicy::parse(policy.toStdString()).plan_for(layers_->value(), 0.0);
+      const std::string text = policy.section('+', 0, 0).toStdString();  // POLICY[+OFFLOAD]
+      const auto plan = CheckpointPolicy::parse(text).plan_for(layers_->value(), 0.0);
       preview << policy + ": " + QString::fromStdString(plan.describe());
     } catch (const InvalidInput&) {
       preview << policy + ": —";

@@ -77,8 +77,14 @@ std::string format_strategy_table(const std::vector<SweepRunResult>& results) {
     auto change = [&](double value, double reference) {
       return measured && baseline ? format_percent_change(value, reference) : std::string("-");
     };
+    const std::string batch_change =
+        measured && baseline && baseline->config.batch > 0
+            ? "x" + format_number(static_cast<double>(s.config.batch) /
+                                      static_cast<double>(baseline->config.batch),
+                                  2)
+            : "-";
     rows.push_back(
-        {r.point.label, status_of(r), std::to_string(s.config.batch),
+        {r.point.label, status_of(r), std::to_string(s.config.batch), batch_change,
          measured ? format_bytes(s.peak_bytes) : "-",
          change(static_cast<double>(s.peak_bytes), baseline ? baseline->peak_bytes : 0.0),
          measured ? format_bytes(s.peak_activation_bytes) : "-",
@@ -88,8 +94,8 @@ std::string format_strategy_table(const std::vector<SweepRunResult>& results) {
   }
   const bool searched = std::any_of(results.begin(), results.end(),
                                     [](const SweepRunResult& r) { return r.search.has_value(); });
-  return format_table({"run", "status", searched ? "max batch" : "batch", "peak", "peak vs base",
-                       "peak act", "tokens/s", "tok/s vs base", "run id"},
+  return format_table({"run", "status", searched ? "max batch" : "batch", "batch vs base", "peak",
+                       "peak vs base", "peak act", "tokens/s", "tok/s vs base", "run id"},
                       rows);
 }
 

@@ -25,7 +25,7 @@ Command add_sweep_command(CLI::App& app, const std::atomic<bool>& cancel) {
   auto* command = app.add_subcommand("sweep", "Run every combination of a sweep spec's axes");
   auto* spec_option = command->add_option("--spec", options->spec, "Sweep spec (JSON)");
   auto* study_option = command->add_flag("--default-study", options->default_study,
-                                  "The default study: the article's table at max batch under 1 GiB");
+                                  "The default study: the article's table at max batch under 384 MiB");
   spec_option->excludes(study_option);
   command->add_option("--db", options->db, "Runs database")->capture_default_str();
   command->add_flag("--json", options->json, "Print one JSON object as the last line of stdout");

@@ -110,7 +110,15 @@ const std::map<std::string, Setter>& setters() {
          }
        }},
       {"device", text(&RunConfig::device)},
-      {"checkpoint", text(&RunConfig::checkpoint)},
+      // POLICY or POLICY+OFFLOAD ("every:1+disk"): lets one axis list the article's strategies,
+      // which are not a full grid of policies × offload modes.
+      {"checkpoint",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         const std::string value = as_text(v, f);
+         const auto plus = value.find('+');
+         c.checkpoint = value.substr(0, plus);
+         if (plus != std::string::npos) c.offload = value.substr(plus + 1);
+       }},
       {"offload", text(&RunConfig::offload)},
       {"data", text(&RunConfig::data)},
       {"budget",
