@@ -18,6 +18,10 @@
 #include "train/trainer.h"
 
 namespace rematlab {
+
+// Readable parameters in test listings (ADL finds it in AttentionKind's namespace).
+inline void PrintTo(AttentionKind kind, std::ostream* out) { *out << to_string(kind); }
+
 namespace {
 
 constexpr int64_t kMiB = 1024 * 1024;

@@ -114,7 +114,7 @@ void CompareView::rebuild() {
   const int base = std::max(0, baseline_->currentIndex());
   const QStringList headers = {"run",      "status",    "batch",     "peak",
                                "peak act", "tokens/s",  "peak ×base", "tok/s ×base",
-                               "MFU",      "final loss"};
+                               "MFU",      "HFU",        "final loss"};
   table_->clear();
   table_->setColumnCount(static_cast<int>(headers.size()));
   table_->setHorizontalHeaderLabels(headers);
@@ -123,7 +123,8 @@ void CompareView::rebuild() {
   for (std::size_t i = 0; i < runs_.size(); ++i) {
     const RunRecord& run = runs_[i];
     const RunRecord& baseline = runs_[static_cast<std::size_t>(base)];
-    const double mfu = summary_value(run, "mfu");
+    const double mfu = summary_value(run, "mfu");  // model FLOPs against the measured peak
+    const double hfu = summary_value(run, "hfu");  // recomputation included
     const QStringList cells = {
         run_label(run),
         QString::fromStdString(run.status),
@@ -134,6 +135,7 @@ void CompareView::rebuild() {
         ratio_text(summary_value(run, "peak_bytes"), summary_value(baseline, "peak_bytes")),
         ratio_text(summary_value(run, "tokens_per_s"), summary_value(baseline, "tokens_per_s")),
         mfu > 0.0 ? QString("%1%").arg(100.0 * mfu, 0, 'f', 1) : "–",
+        hfu > 0.0 ? QString("%1%").arg(100.0 * hfu, 0, 'f', 1) : "–",
         QString::number(summary_value(run, "final_loss"), 'f', 4)};
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = new QTableWidgetItem(cells[c]);

@@ -1,5 +1,5 @@
 // Runs side by side: the article's table (strategy, batch, peak memory, tokens/s and the change
-// against a chosen baseline run), bar charts of peak activation memory and tokens/s, a memory
+// against a chosen baseline run, MFU and HFU), bar charts of peak activation memory and tokens/s, a memory
 // versus throughput scatter with the Pareto front marked, and the loss curves overlaid.
 #pragma once
 
