@@ -1,9 +1,19 @@
 #include "sweep/sweep_runner.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "common/errors.h"
 #include "train/trainer.h"
 
 namespace rematlab {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
 
 SweepRunner::SweepRunner(SweepSpec spec, RunWriter* writer)
     : spec_(std::move(spec)), writer_(writer) {
@@ -15,7 +25,10 @@ std::vector<SweepRunResult> SweepRunner::run(const SweepCallbacks& callbacks) {
   std::vector<SweepRunResult> results;
   for (int64_t i = 0; i < static_cast<int64_t>(points_.size()); ++i) {
     if (callbacks.cancel && callbacks.cancel->load()) break;
+    const auto started = std::chrono::steady_clock::now();
     results.push_back(run_point(i, callbacks));
+    finished_run_seconds_ += seconds_since(started);
+    ++finished_runs_;
     if (callbacks.on_run_finished) callbacks.on_run_finished(results.back());
     if (results.back().summary.status == RunStatus::kCancelled) break;
   }
@@ -27,6 +40,7 @@ SweepRunResult SweepRunner::run_point(int64_t index, const SweepCallbacks& callb
   result.point = points_[index];
   RunConfig config = result.point.config;
   const int64_t count = static_cast<int64_t>(points_.size());
+  const auto run_started = std::chrono::steady_clock::now();
 
   auto report = [&](const std::string& activity, const StepMetrics* step) {
     if (!callbacks.on_progress) return;
@@ -36,11 +50,20 @@ SweepRunResult SweepRunner::run_point(int64_t index, const SweepCallbacks& callb
     progress.label = result.point.label;
     progress.activity = activity;
     progress.step = step;
-    if (trained_steps_ > 0) {
-      const double per_step = trained_seconds_ / static_cast<double>(trained_steps_);
-      int64_t remaining = (count - index - 1) * config.steps;
-      if (step) remaining += step->total_steps - step->step - 1;
-      progress.eta_s = per_step * static_cast<double>(remaining);
+    const double per_step =
+        trained_steps_ > 0 ? trained_seconds_ / static_cast<double>(trained_steps_) : 0.0;
+    const double this_run = step ? per_step * static_cast<double>(step->total_steps - step->step - 1)
+                                 : -1.0;
+    if (finished_runs_ > 0) {
+      // Runs the sweep has not reached yet are as long as the finished ones were on average:
+      // that counts their max-batch probes too, which a per-step rate cannot.
+      const double per_run = finished_run_seconds_ / static_cast<double>(finished_runs_);
+      const double elapsed = seconds_since(run_started);
+      progress.eta_s = static_cast<double>(count - index - 1) * per_run +
+                       (this_run >= 0 ? this_run : std::max(0.0, per_run - elapsed));
+    } else if (trained_steps_ > 0) {
+      progress.eta_s = per_step * static_cast<double>((count - index - 1) * config.steps) +
+                       std::max(0.0, this_run);
     }
     callbacks.on_progress(progress);
   };

@@ -60,9 +60,11 @@ class SweepRunner {
   std::vector<std::string> skipped_;
   std::vector<SweepPoint> points_;
   std::optional<int64_t> experiment_id_;
-  // For the ETA: steps trained and the time they took, over the whole sweep.
+  // For the ETA: steps trained and the time they took, and whole runs (probes included).
   double trained_seconds_ = 0.0;
   int64_t trained_steps_ = 0;
+  double finished_run_seconds_ = 0.0;
+  int64_t finished_runs_ = 0;
 };
 
 }  // namespace rematlab
