@@ -2,6 +2,8 @@
 
 #include <qcustomplot.h>
 
+#include <QDir>
+
 namespace rematlab::ui {
 
 QCustomPlot* make_chart(const QString& title, const QString& x_label, const QString& y_label) {
@@ -24,10 +26,14 @@ QCustomPlot* make_chart(const QString& title, const QString& x_label, const QStr
   return chart;
 }
 
-QStringList save_chart(QCustomPlot* chart, const QString& base) {
+QStringList save_charts(const std::vector<NamedChart>& charts, const QString& directory,
+                        const QString& name) {
   QStringList written;
-  if (chart->savePng(base + ".png", 0, 0, 2.0)) written << base + ".png";
-  if (chart->savePdf(base + ".pdf")) written << base + ".pdf";
+  for (const NamedChart& named : charts) {
+    const QString base = QDir(directory).filePath(name + "-" + named.suffix);
+    if (named.chart->savePng(base + ".png", 0, 0, 2.0)) written << base + ".png";
+    if (named.chart->savePdf(base + ".pdf")) written << base + ".pdf";
+  }
   return written;
 }
 

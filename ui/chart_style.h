@@ -5,12 +5,20 @@
 #include <QString>
 #include <QStringList>
 
+#include <vector>
+
 class QCustomPlot;
 
 namespace rematlab::ui {
 
 QCustomPlot* make_chart(const QString& title, const QString& x_label, const QString& y_label);
-// Writes BASE.png and BASE.pdf; returns the paths written (empty entries are dropped).
-QStringList save_chart(QCustomPlot* chart, const QString& base);
+struct NamedChart {
+  const char* suffix;
+  QCustomPlot* chart;
+};
+
+// Writes DIRECTORY/NAME-SUFFIX.png and .pdf for each chart; returns the paths written.
+QStringList save_charts(const std::vector<NamedChart>& charts, const QString& directory,
+                        const QString& name);
 
 }  // namespace rematlab::ui

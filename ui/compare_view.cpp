@@ -3,7 +3,6 @@
 #include <qcustomplot.h>
 
 #include <QComboBox>
-#include <QDir>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -194,15 +193,11 @@ void CompareView::rebuild() {
 }
 
 QStringList CompareView::export_images(const QString& directory, const QString& name) const {
-  const std::pair<const char*, QCustomPlot*> charts[] = {{"activation", memory_bars_},
-                                                         {"throughput", throughput_bars_},
-                                                         {"pareto", scatter_},
-                                                         {"loss", losses_}};
-  QStringList written;
-  for (const auto& [suffix, chart] : charts) {
-    written << save_chart(chart, QDir(directory).filePath(name + "-" + suffix));
-  }
-  return written;
+  return save_charts({{"activation", memory_bars_},
+                      {"throughput", throughput_bars_},
+                      {"pareto", scatter_},
+                      {"loss", losses_}},
+                     directory, name);
 }
 
 }  // namespace rematlab::ui

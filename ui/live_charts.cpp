@@ -2,7 +2,6 @@
 
 #include <qcustomplot.h>
 
-#include <QDir>
 #include <QDoubleSpinBox>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -207,15 +206,11 @@ int LiveCharts::points(Chart chart, int index) const {
 }
 
 QStringList LiveCharts::export_images(const QString& directory, const QString& name) const {
-  const std::pair<const char*, QCustomPlot*> charts[] = {{"loss", loss_plot_},
-                                                         {"memory", memory_plot_},
-                                                         {"throughput", throughput_plot_},
-                                                         {"timeline", timeline_plot_}};
-  QStringList written;
-  for (const auto& [suffix, chart] : charts) {
-    written << save_chart(chart, QDir(directory).filePath(name + "-" + suffix));
-  }
-  return written;
+  return save_charts({{"loss", loss_plot_},
+                      {"memory", memory_plot_},
+                      {"throughput", throughput_plot_},
+                      {"timeline", timeline_plot_}},
+                     directory, name);
 }
 
 void LiveCharts::schedule_replot() {
