@@ -30,12 +30,14 @@ inline std::string slurp(const std::string& path) {
   return buffer.str();
 }
 
-// `arguments` go through the shell (quote as a shell would).
-inline CliResult cli(const std::string& arguments) {
+// `arguments` go through the shell (quote as a shell would); `wrapper` (e.g. strace …) runs the
+// binary.
+inline CliResult cli_through(const std::string& wrapper, const std::string& arguments) {
   const std::string base =
       files::join(files::temp_directory(), "rematlab_cli_test_" + std::to_string(::getpid()));
-  const std::string command =
-      std::string(REMATLAB_CLI_PATH) + " " + arguments + " >" + base + ".out 2>" + base + ".err";
+  const std::string command = wrapper + (wrapper.empty() ? "" : " ") +
+                              std::string(REMATLAB_CLI_PATH) + " " + arguments + " >" + base +
+                              ".out 2>" + base + ".err";
   const int status = std::system(command.c_str());
   CliResult result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(base + ".out"),
                    slurp(base + ".err")};
@@ -43,6 +45,8 @@ inline CliResult cli(const std::string& arguments) {
   files::remove_file(base + ".err");
   return result;
 }
+
+inline CliResult cli(const std::string& arguments) { return cli_through("", arguments); }
 
 // The contract: with --json the last line of stdout is one JSON object.
 inline nlohmann::json last_line_json(const std::string& out) {

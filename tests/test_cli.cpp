@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "cli_runner.h"
 #include "common/posix_files.h"
 #include "store/run_store.h"
+#include "store/sqlite_db.h"
 #include "run_json_contract.h"
 
 namespace {
@@ -65,6 +67,16 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"show 3 --db /no/such/runs.sqlite", "--db"},
                       BadInput{"export --csv /tmp/x.csv --db /no/such/runs.sqlite", "--db"},
                       BadInput{"max-batch --preset tiny", "--budget"},
+                      BadInput{"run --steps 99999999999999999999", "--steps"},
+                      BadInput{"run --steps 2000000000", "--steps"},
+                      BadInput{"run --batch -1", "--batch"},
+                      BadInput{"run --threads 100000", "--threads"},
+                      BadInput{"run --threads 2.5", "--threads"},
+                      BadInput{"run --data \"text:$(printf '\\377')\"", "--data"},
+                      BadInput{"run --db /no/such/dir/runs.sqlite", "--db"},
+                      BadInput{"run --db \"/tmp/$(printf '\\377').sqlite\"", "--db"},
+                      BadInput{"run --checkpoint every:1 --offload disk:/etc/passwd/x", "--offload"},
+                      BadInput{"runs --status bogus --db /no/such/runs.sqlite", "--status"},
                       BadInput{"teleport", "teleport"}),
     [](const ::testing::TestParamInfo<BadInput>& param_info) {
       std::string name;
@@ -151,6 +163,7 @@ class Scratch {
   }
   ~Scratch() { rematlab::files::remove_tree(path_); }
   std::string file(const std::string& name) const { return rematlab::files::join(path_, name); }
+  const std::string& path() const { return path_; }
   std::string write(const std::string& name, const std::string& text) const {
     std::ofstream(file(name)) << text;
     return file(name);
@@ -194,7 +207,7 @@ TEST(CliSweep, RunsRecordsAndPrintsTheTableWithProgressAndEta) {
   const nlohmann::json json = last_line_json(result.out);
   ASSERT_EQ(json.at("runs").size(), 2u);
   EXPECT_EQ(json.at("runs")[1].at("checkpoint"), "every:1");
-  rematlab::RunStore store(db, false);
+  rematlab::RunStore store(db, rematlab::StoreAccess::kReadOnly, false);
   EXPECT_EQ(store.runs().size(), 2u);
   EXPECT_EQ(store.experiments().at(0).name, "two");
 }
@@ -222,7 +235,7 @@ TEST(CliSweep, KillNineLosesAtMostTheLastSecondOfSteps) {
   while (committed < 100 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     if (!rematlab::files::exists(db)) continue;
-    rematlab::RunStore store(db, false);
+    rematlab::RunStore store(db, rematlab::StoreAccess::kReadOnly, false);
     const auto runs = store.runs();
     committed = runs.empty() ? 0 : runs[0].steps_recorded;
   }
@@ -242,12 +255,12 @@ TEST(CliSweep, KillNineLosesAtMostTheLastSecondOfSteps) {
     printed = std::stoll((*it)[1]);
     step_ms.push_back(std::stod((*it)[2]));
   }
-  rematlab::RunStore store(db, false);
+  rematlab::RunStore store(db, rematlab::StoreAccess::kReadWrite, false);
   EXPECT_EQ(store.recovered_runs(), 1);
   EXPECT_EQ(store.integrity_check(), "ok");
   const auto runs = store.runs();
   ASSERT_EQ(runs.size(), 1u);
-  EXPECT_EQ(runs[0].status, "interrupted");
+  EXPECT_EQ(runs[0].status, rematlab::RunStatus::kInterrupted);
   const auto steps = store.steps(runs[0].id);
   ASSERT_FALSE(steps.empty());
   EXPECT_EQ(steps.back().step + 1, static_cast<int64_t>(steps.size()));  // no holes
@@ -301,6 +314,161 @@ TEST(CliReports, ExportMatchesCompareAndQuotesNames) {
   const std::string steps_csv = scratch.file("steps.csv");
   ASSERT_EQ(cli("export --db " + db + " --csv " + steps_csv + " --steps --runs 2").exit_code, 0);
   EXPECT_EQ(count_lines(slurp(steps_csv)), 1 + 3);  // the header and every step
+}
+
+// Root writes anywhere; to see a folder's or file's write protection the CLI runs without that
+// privilege (util-linux's setpriv drops it), as any user would.
+Result cli_unprivileged(const std::string& arguments) {
+  if (::geteuid() != 0) return cli(arguments);
+  return rematlab::testing::cli_through("setpriv --bounding-set=-dac_override,-dac_read_search",
+                                        arguments);
+}
+
+std::string bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void expect_refused(const Result& result, const std::string& must_mention, const std::string& what) {
+  EXPECT_EQ(result.exit_code, 2) << what << ": " << result.err;
+  EXPECT_EQ(count_lines(result.err), 1) << what << ": " << result.err;
+  EXPECT_NE(result.err.find(must_mention), std::string::npos) << what << ": " << result.err;
+}
+
+// Bad input that needs files to show: one line, exit 2, nothing run, the database unchanged.
+TEST(CliBadInputFiles, EachIsRefusedBeforeAnythingRunsAndTheDatabaseIsUntouched) {
+  Scratch scratch;
+  const std::string db = scratch.file("runs.sqlite");
+  ASSERT_EQ(cli("run --preset tiny --steps 2 --threads 1 --db " + db).exit_code, 0);
+  const std::string before = bytes_of(db);
+  const std::string regular_file = scratch.write("file.txt", "x");
+  const std::vector<std::pair<std::string, std::string>> specs = {
+      {R"({"base": {"preset": "tiny", "data": "text:/no/such/corpus.txt"}})", "spec: base.data"},
+      {R"({"base": {"preset": "tiny", "checkpoint": "every:1",
+                    "offload": "disk:)" + regular_file + R"(/sub"}})", "spec: base.offload"},
+      {R"({"base": {"preset": "tiny", "threads": 100000}})", "spec: base.threads"},
+      {R"({"base": {"preset": "tiny", "steps": 18446744073709551615}})", "spec: base.steps"},
+      {R"({"base": {"preset": "tiny"}, "repeats": 1000000000000})", "spec: axes"},
+      {R"({"base": {"preset": "tiny"}, "axes": {"seed": [)" + [] {
+         std::string seeds;
+         for (int i = 0; i < 200; ++i) seeds += (i ? "," : "") + std::to_string(i);
+         return seeds;
+       }() + R"(], "batch": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,
+                              21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39,40,
+                              41,42,43,44,45,46,47,48,49,50,51]}})", "more than 10000 runs"},
+  };
+  for (const auto& [text, must_mention] : specs) {
+    const std::string spec = scratch.write("spec.json", text);
+    expect_refused(cli("sweep --spec " + spec + " --db " + db), must_mention, text);
+    EXPECT_EQ(bytes_of(db), before) << text;
+  }
+  expect_refused(cli("export --db " + db + " --csv \"" + scratch.path() + "/$(printf '\\377').csv\""),
+                 "--csv", "a CSV path that is not UTF-8");
+  expect_refused(cli("export --db " + db + " --csv " + scratch.file("no/such/dir/x.csv")), "--csv",
+                 "a CSV in a missing folder");
+  EXPECT_EQ(bytes_of(db), before);
+  for (const std::string& name : rematlab::files::list(scratch.path())) {
+    EXPECT_EQ(name.find("tmp"), std::string::npos) << "a temporary file was left: " << name;
+  }
+}
+
+TEST(CliBadInputFiles, ALockedDatabaseSaysLockedAndStaysAsItWas) {
+  Scratch scratch;
+  const std::string db = scratch.file("runs.sqlite");
+  ASSERT_EQ(cli("run --preset tiny --steps 2 --threads 1 --db " + db).exit_code, 0);
+  const std::string before = bytes_of(db);
+  {
+    rematlab::Database holder(db, rematlab::Database::Mode::kReadWrite);
+    holder.exec("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE;");
+    expect_refused(cli("run --preset tiny --steps 2 --db " + db), "locked", "run");
+    expect_refused(cli("runs --db " + db), "locked", "runs");
+    holder.exec("COMMIT");
+  }
+  EXPECT_EQ(bytes_of(db), before);
+}
+
+TEST(CliBadInputFiles, WriteProtectedPlacesAreNamedAndLeftAlone) {
+  Scratch scratch;
+  const std::string folder = scratch.file("locked-folder");
+  ASSERT_EQ(rematlab::files::make_directories(folder), "");
+  ASSERT_EQ(::chmod(folder.c_str(), 0555), 0);
+  expect_refused(cli_unprivileged("run --preset tiny --steps 2 --db " + folder + "/new.sqlite"),
+                 "not writable", "a new database in a read-only folder");
+  EXPECT_TRUE(rematlab::files::list(folder).empty());
+  ::chmod(folder.c_str(), 0755);
+
+  const std::string db = scratch.file("runs.sqlite");
+  ASSERT_EQ(cli("run --preset tiny --steps 2 --threads 1 --db " + db).exit_code, 0);
+  ASSERT_EQ(::chmod(db.c_str(), 0444), 0);
+  const std::string before = bytes_of(db);
+  expect_refused(cli_unprivileged("run --preset tiny --steps 2 --db " + db), "write-protected",
+                 "a run into a write-protected database");
+  // Reading it is fine: reports never write.
+  const Result listed = cli_unprivileged("runs --db " + db + " --json");
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_EQ(last_line_json(listed.out).at("runs").size(), 1u);
+  EXPECT_EQ(bytes_of(db), before);
+}
+
+TEST(Cli, CheckExitsThreeWhenTheGradientsDiffer) {
+  const Result same = cli("check --preset tiny --threads 1 --checkpoint every:1 --dropout 0.1 --json");
+  EXPECT_EQ(same.exit_code, 0) << same.err;
+  const Result differ = cli("check --preset tiny --threads 1 --checkpoint every:1 --dropout 0.1 "
+                            "--reference-seed 7 --json");
+  EXPECT_EQ(differ.exit_code, 3) << differ.err;
+  EXPECT_FALSE(last_line_json(differ.out).at("identical").get<bool>());
+}
+
+// The CSV reaches the disk before it replaces anything: fsync of the temporary, then the rename,
+// then an fsync of the folder (seen with strace).
+TEST(CliReports, ExportFlushesTheFileBeforeTheRename) {
+  Scratch scratch;
+  const std::string db = scratch.file("runs.sqlite");
+  ASSERT_EQ(cli("run --preset tiny --steps 2 --threads 1 --db " + db).exit_code, 0);
+  const std::string trace = scratch.file("trace.txt");
+  const std::string csv = scratch.file("out.csv");
+  const Result result = rematlab::testing::cli_through(
+      "strace -f -qq -e trace=fsync,rename,renameat,renameat2 -o " + trace,
+      "export --db " + db + " --csv " + csv);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string calls = slurp(trace);
+  const auto first_fsync = calls.find("fsync(");
+  const auto rename = calls.find("out.csv");
+  ASSERT_NE(first_fsync, std::string::npos) << calls;
+  ASSERT_NE(rename, std::string::npos) << calls;
+  EXPECT_LT(first_fsync, rename) << calls;
+  EXPECT_NE(calls.find("fsync(", rename), std::string::npos) << "the folder is not flushed: " << calls;
+}
+
+// What `scripts/run --headless` shows, the export shows too: the batch each strategy trained at.
+TEST(CliReports, MaxBatchRunsExportTheBatchTheyTrainedAt) {
+  Scratch scratch;
+  const std::string db = scratch.file("runs.sqlite");
+  const std::string spec = scratch.write("spec.json", R"({"name": "search",
+      "base": {"preset": "tiny", "steps": 2, "threads": 1, "batch": 8},
+      "axes": {"checkpoint": ["none", "every:1"]},
+      "max_batch": {"budget": "12MiB", "limit": 256}})");
+  const Result sweep = cli("sweep --spec " + spec + " --db " + db + " --json");
+  ASSERT_EQ(sweep.exit_code, 0) << sweep.err;
+  const nlohmann::json runs = last_line_json(sweep.out).at("runs");
+  const std::string csv = scratch.file("runs.csv");
+  ASSERT_EQ(cli("export --db " + db + " --csv " + csv).exit_code, 0);
+  const std::string reader = scratch.write("read.py",
+      "import csv, json, sys\n"
+      "print(json.dumps(list(csv.DictReader(open(sys.argv[1], newline='')))))\n");
+  const std::string parsed = scratch.file("parsed.json");
+  ASSERT_EQ(std::system(("python3 " + reader + " " + csv + " > " + parsed).c_str()), 0);
+  const nlohmann::json rows = nlohmann::json::parse(slurp(parsed));
+  ASSERT_EQ(rows.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const int64_t found = runs[i].at("max_batch");
+    ASSERT_GT(found, 1);
+    EXPECT_NE(found, 8);  // the spec's batch is not what it trained at
+    EXPECT_EQ(rows[i].at("batch"), std::to_string(found));
+    EXPECT_EQ(rows[i].at("request_max_batch_budget_bytes"), std::to_string(12 << 20));
+    EXPECT_EQ(rows[i].at("steps_completed"), "2");
+  }
+  EXPECT_NE(rows[0].at("batch"), rows[1].at("batch"));
 }
 
 TEST(CliReports, MaxBatchFindsTheBatchThatFits) {

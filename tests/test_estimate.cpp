@@ -275,7 +275,7 @@ TEST(EstimateCli, BadShapesExit2WithOneLineNamingTheFlag) {
 }
 
 TEST(EstimateCli, PeakMeasuresAMatmulRate) {
-  const CliResult result = cli("peak --threads 1 --size 256 --json");
+  const CliResult result = cli("peak --threads 1 --repeats 3 --json");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_GT(last_line_json(result.out)["peak_flops"].get<double>(), 1e8);
 }

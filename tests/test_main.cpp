@@ -1,10 +1,24 @@
 // Shared main for the suites: one LibTorch thread per test process, so `ctest -j2` uses both
 // cores without oversubscribing them and results do not depend on the machine's core count.
+// The default runs database (and anything else under the user's data folder) goes to a scratch
+// folder of this process, never the user's, for the suites and the CLI children they start.
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "common/posix_files.h"
 
 int main(int argc, char** argv) {
+  const std::string data_home = rematlab::files::join(
+      rematlab::files::temp_directory(), "rematlab-test-data-" + std::to_string(::getpid()));
+  ::setenv("XDG_DATA_HOME", data_home.c_str(), 1);
+  ::unsetenv("REMATLAB_DB");
   at::set_num_threads(1);
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  const int result = RUN_ALL_TESTS();
+  rematlab::files::remove_tree(data_home);
+  return result;
 }

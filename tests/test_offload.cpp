@@ -1,11 +1,17 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <fstream>
 
 #include "checkpoint/segment_checkpoint.h"
 #include "common/errors.h"
 #include "common/posix_files.h"
+#include "common/process_identity.h"
 #include "offload/disk_offload.h"
 #include "offload/host_offload.h"
 #include "train/gradient_check.h"
@@ -77,7 +83,29 @@ TEST(DiskOffload, LowersPeakActivationByTheSavedInputs) {
   EXPECT_LT(offloaded.peak_activation_bytes, plain.peak_activation_bytes);
   EXPECT_LE(offloaded.peak_activation_bytes, plain.peak_activation_bytes - 8 * input_bytes)
       << "plain " << plain.peak_activation_bytes << ", offloaded " << offloaded.peak_activation_bytes;
-  EXPECT_GE(offloaded.offload_wait_ms, 0.0);
+}
+
+// Backward blocked on an input still being written is measured as offload wait: with each
+// write slowed to 100 ms, the fetch of the last input (stashed just before backward) waits.
+TEST(DiskOffload, WaitingForASlowDiskIsMeasured) {
+  TempParent parent;
+  DiskOffloadOptions options;
+  options.parent = parent.path();
+  options.write_delay_for_tests = std::chrono::milliseconds(100);
+  auto store = make_disk_offload_store(options);
+  const torch::Tensor w = torch::randn({32, 32}, torch::requires_grad());
+  torch::Tensor h = torch::randn({8, 32}, torch::requires_grad());
+  {
+    ScopedOffload scope(store.get());
+    for (int i = 0; i < 2; ++i) {
+      h = checkpoint_segment([&w](const torch::Tensor& x) { return torch::tanh(x.matmul(w)); }, h, {w});
+    }
+  }
+  store->reset_step_counters();
+  store->begin_backward();
+  h.sum().backward();
+  EXPECT_GE(store->wait_ms(), 50.0);   // the writes had not finished: backward waited
+  EXPECT_LT(store->wait_ms(), 5000.0);  // and only for them
 }
 
 TEST(DiskOffload, DroppedGraphRemovesItsFilesAtOnce) {
@@ -95,7 +123,7 @@ TEST(DiskOffload, DroppedGraphRemovesItsFilesAtOnce) {
     }
     // The graph (and with it every ticket) goes out of scope here, without backward: a cancel.
   }
-  EXPECT_TRUE(files::list(directory).empty());
+  EXPECT_EQ(files::list(directory), std::vector<std::string>{"owner"});  // no tensor file left
   store.reset();
   EXPECT_FALSE(files::exists(directory));
   EXPECT_TRUE(parent.empty());
@@ -146,19 +174,75 @@ TEST(DiskOffload, WriteErrorFailsTheStepCleanly) {
   EXPECT_TRUE(parent.empty());
 }
 
-TEST(DiskOffload, StaleDirectoriesOfDeadProcessesAreRemoved) {
+// An offload directory as a process would leave it: mode 0700, an owner file naming the host,
+// pid and start time, optionally still locked by a live store.
+std::string plant_offload_directory(const std::string& parent, const std::string& name,
+                                    const std::string& owner) {
+  const std::string directory = files::join(parent, "rematlab-offload-" + name);
+  EXPECT_EQ(::mkdir(directory.c_str(), 0700), 0);
+  std::ofstream(files::join(directory, "owner")) << owner;
+  std::ofstream(files::join(directory, "segment-input-0.bin")) << "data";
+  return directory;
+}
+
+TEST(DiskOffload, StaleCleanupRemovesOnlyDirectoriesOfProcessesCertainlyGone) {
   TempParent parent;
-  const std::string dead = files::join(parent.path(), "rematlab-offload-999999999-1");
+  const ProcessIdentity self = current_process();
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);  // its pid is free now
+  auto owner = [&](const std::string& host, int64_t pid, int64_t ticks) {
+    return host + " " + std::to_string(pid) + " " + std::to_string(ticks) + "\n";
+  };
+  const std::string dead = plant_offload_directory(parent.path(), "dead", owner(self.host, child, 1));
+  // Our pid, but another start time: the pid was reused; the process that made it is gone.
+  const std::string reused =
+      plant_offload_directory(parent.path(), "reused", owner(self.host, self.pid, self.start_ticks + 1));
   const std::string alive =
-      files::join(parent.path(), "rematlab-offload-" + std::to_string(::getpid()) + "-2");
-  const std::string unrelated = files::join(parent.path(), "unrelated");
-  for (const auto& path : {files::join(dead, "x"), alive, unrelated}) {
-    ASSERT_EQ(files::make_directories(path), "");
-  }
-  EXPECT_EQ(remove_stale_offload_directories(parent.path()), 1);
+      plant_offload_directory(parent.path(), "alive", owner(self.host, self.pid, self.start_ticks));
+  // On shared storage: a process of another host is not ours to judge, alive or not.
+  const std::string other_host =
+      plant_offload_directory(parent.path(), "other", owner(self.host + "-elsewhere", child, 1));
+  const std::string unowned = files::join(parent.path(), "rematlab-offload-unowned");
+  ASSERT_EQ(files::make_directories(unowned), "");
+  const std::string link = files::join(parent.path(), "rematlab-offload-link");
+  ASSERT_EQ(::symlink(dead.c_str(), link.c_str()), 0);
+
+  DiskOffloadOptions options;
+  options.parent = parent.path();
+  auto live_store = make_disk_offload_store(options);  // runs the cleanup first, holds its lock
   EXPECT_FALSE(files::exists(dead));
+  EXPECT_FALSE(files::exists(reused));
   EXPECT_TRUE(files::exists(alive));
-  EXPECT_TRUE(files::exists(unrelated));
+  EXPECT_TRUE(files::exists(other_host));
+  EXPECT_TRUE(files::exists(unowned));
+  EXPECT_TRUE(files::exists(link));  // a symlink is never followed nor removed
+  // A live store's directory survives another cleanup even though its owner is this very
+  // process: the lock it holds says it is in use.
+  const std::string in_use = disk_offload_directory(*live_store);
+  EXPECT_EQ(remove_stale_offload_directories(parent.path()), 0);
+  EXPECT_TRUE(files::exists(in_use));
+}
+
+TEST(DiskOffload, APathAlreadyThereIsRefusedNotReused) {
+  TempParent parent;
+  DiskOffloadOptions options;
+  options.parent = parent.path();
+  options.name_for_tests = "planted";
+  const std::string target = files::join(parent.path(), "elsewhere");
+  ASSERT_EQ(files::make_directories(target), "");
+  const std::string planted = files::join(parent.path(), "rematlab-offload-planted");
+  ASSERT_EQ(::symlink(target.c_str(), planted.c_str()), 0);
+  EXPECT_THROW(make_disk_offload_store(options), InvalidInput);  // a symlink
+  ASSERT_EQ(::unlink(planted.c_str()), 0);
+  ASSERT_EQ(files::make_directories(planted), "");
+  EXPECT_THROW(make_disk_offload_store(options), InvalidInput);  // a directory
+  EXPECT_TRUE(files::list(target).empty());  // nothing was written through the link
+  ASSERT_EQ(::rmdir(planted.c_str()), 0);
+  auto store = make_disk_offload_store(options);
+  struct stat info {};
+  ASSERT_EQ(::lstat(disk_offload_directory(*store).c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0700u);
 }
 
 TEST(DiskOffload, BadOffloadSettingsNameTheFlag) {

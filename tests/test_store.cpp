@@ -4,7 +4,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <atomic>
+#include <cmath>
+#include <limits>
+#include <set>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -14,6 +19,7 @@
 #include "common/posix_files.h"
 #include "common/process_identity.h"
 #include "store/csv_export.h"
+#include "store/peak_flops_registry.h"
 #include "store/run_comparison.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
@@ -94,7 +100,7 @@ TEST(Store, NewDatabaseHasTheSchemaWalAndForeignKeys) {
   Statement tables(db, "SELECT group_concat(name) FROM (SELECT name FROM sqlite_master "
                        "WHERE type = 'table' ORDER BY name)");
   ASSERT_TRUE(tables.step());
-  EXPECT_EQ(tables.column_text(0), "experiments,probes,runs,steps,timelines");
+  EXPECT_EQ(tables.column_text(0), "experiments,peaks,probes,runs,steps,timelines");
 }
 
 TEST(Store, StepFieldsAreTheStepsTableColumns) {
@@ -128,8 +134,8 @@ TEST(Store, MigratesThePreviousVersionKeepingItsRuns) {
   const RunRecord run = store.run(1);
   EXPECT_EQ(run.name, "old run");
   EXPECT_EQ(run.experiment, "old");
-  EXPECT_EQ(run.config.at("batch"), 4);
-  EXPECT_EQ(run.summary.at("peak_bytes"), 7);
+  EXPECT_EQ(run.config.batch, 4);
+  EXPECT_EQ(run.result.peak_bytes, 7);
   ASSERT_EQ(store.steps(1).size(), 1u);
   EXPECT_EQ(store.steps(1)[0].loss, 2.5);
   EXPECT_EQ(store.steps(1)[0].reserved_bytes, 0);  // the columns schema 3 added
@@ -197,21 +203,20 @@ TEST(Store, RunsAndStepsRoundTripExactly) {
     RunWriter writer(path);
     const int64_t experiment = writer.create_experiment("exp", {{"repeats", 1}});
     run_id = writer.begin_run(experiment, "every:2 b6", config);
-    EXPECT_EQ(store.run(run_id).status, "running");
+    EXPECT_EQ(store.run(run_id).status, RunStatus::kRunning);
     for (const StepMetrics& step : summary.steps) writer.add_step(run_id, step);
     writer.finish_run(run_id, summary);
   }
   const RunRecord run = store.run(run_id);
-  EXPECT_EQ(run.status, "ok");
+  EXPECT_EQ(run.status, RunStatus::kOk);
   EXPECT_EQ(run.name, "every:2 b6");
   EXPECT_EQ(run.experiment, "exp");
-  EXPECT_EQ(run.config, to_json(config));
+  EXPECT_EQ(to_json(run.config), to_json(config));
   EXPECT_EQ(run.libtorch, TORCH_VERSION);
   EXPECT_EQ(run.steps_recorded, 3);
   EXPECT_FALSE(run.ended.empty());
-  nlohmann::json expected_summary = to_json(summary);
-  expected_summary.erase("timeline");
-  EXPECT_EQ(run.summary, expected_summary);
+  EXPECT_TRUE(run.has_result);
+  EXPECT_EQ(to_json(run.result), to_json(static_cast<const RunResult&>(summary)));
 
   const std::vector<StepMetrics> steps = store.steps(run_id);
   ASSERT_EQ(steps.size(), summary.steps.size());
@@ -232,7 +237,7 @@ TEST(Store, WriterCommitsQueuedStepsWithinItsInterval) {
   TempDir dir;
   const std::string path = dir.file("runs.sqlite");
   RunStore store(path);
-  RunWriter writer(path, std::chrono::milliseconds(200));
+  RunWriter writer(path, {std::chrono::milliseconds(200)});
   const int64_t run_id = writer.begin_run(std::nullopt, "r", RunConfig{});
   writer.add_step(run_id, sample_step(0));  // no flush: only the interval commits it
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -246,7 +251,7 @@ TEST(Store, ReadersReadWhileTheWriterWrites) {
   TempDir dir;
   const std::string path = dir.file("runs.sqlite");
   RunStore setup(path);
-  RunWriter writer(path, std::chrono::milliseconds(5));
+  RunWriter writer(path, {std::chrono::milliseconds(5)});
   const int64_t run_id = writer.begin_run(std::nullopt, "r", RunConfig{});
   std::atomic<bool> done{false};
   std::string reader_error;
@@ -254,7 +259,7 @@ TEST(Store, ReadersReadWhileTheWriterWrites) {
   bool monotonic = true;
   std::thread reader([&] {
     try {
-      RunStore store(path, /*create=*/false);
+      RunStore store(path, StoreAccess::kReadOnly, /*create=*/false);
       while (!done.load()) {
         const std::size_t seen = store.steps(run_id).size();
         monotonic = monotonic && seen >= last_seen;
@@ -300,9 +305,9 @@ TEST(Store, RunsOfAProcessThatIsGoneBecomeInterrupted) {
   }
   RunStore store(path);
   EXPECT_EQ(store.recovered_runs(), 1);
-  EXPECT_EQ(store.run(1).status, "interrupted");
-  EXPECT_EQ(store.steps(1).size(), 1u);      // what was committed stays
-  EXPECT_EQ(store.run(2).status, "running");  // ours: still alive
+  EXPECT_EQ(store.run(1).status, RunStatus::kInterrupted);
+  EXPECT_EQ(store.steps(1).size(), 1u);                // what was committed stays
+  EXPECT_EQ(store.run(2).status, RunStatus::kRunning);  // ours: still alive
 }
 
 TEST(Store, DeletingARunTakesItsStepsAlong) {
@@ -314,7 +319,7 @@ TEST(Store, DeletingARunTakesItsStepsAlong) {
   const int64_t drop = writer.begin_run(std::nullopt, "drop", RunConfig{});
   writer.add_step(keep, sample_step(0));
   writer.add_step(drop, sample_step(0));
-  writer.flush();
+  writer.finish_run(drop, sample_summary(RunConfig{}));
   store.delete_runs({drop});
   EXPECT_EQ(store.runs().size(), 1u);
   EXPECT_EQ(store.steps(keep).size(), 1u);
@@ -362,9 +367,13 @@ TEST(Store, CsvQuotesCommasQuotesAndLineBreaks) {
   RunRecord run;
   run.id = 7;
   run.name = "every:2, \"the\" good one";
-  run.status = "ok";
-  run.config = {{"batch", 8}, {"checkpoint", "sublayer:1,2"}};
-  run.summary = {{"tokens_per_s", 1234.5678901234567}, {"peak_bytes", 123456789}};
+  run.status = RunStatus::kOk;
+  run.config.batch = 8;
+  run.config.checkpoint = "sublayer:1,2";
+  run.has_result = true;
+  run.result.steps_completed = 3;
+  run.result.tokens_per_s = 1234.5678901234567;
+  run.result.peak_bytes = 123456789;
   const auto rows = parse_csv(runs_csv({run}));
   ASSERT_EQ(rows.size(), 2u);
   ASSERT_EQ(rows[0].size(), rows[1].size());
@@ -380,27 +389,72 @@ TEST(Store, CsvQuotesCommasQuotesAndLineBreaks) {
   EXPECT_EQ(column("peak_bytes"), "123456789");
 }
 
-TEST(Store, ComparisonShowsDifferencesAndRatiosToTheFirstRun) {
-  RunRecord a, b;
-  a.id = 1;
-  b.id = 2;
-  a.status = b.status = "ok";
-  a.config = {{"batch", 8}, {"checkpoint", "none"}};
-  b.config = {{"batch", 8}, {"checkpoint", "every:1"}};
-  a.summary = {{"peak_bytes", 400}, {"tokens_per_s", 1000.0}, {"checkpoint", "none"}};
-  b.summary = {{"peak_bytes", 100}, {"tokens_per_s", 800.0}, {"checkpoint", "every:1"}};
-  const auto rows = compare_runs({a, b});
-  auto row = [&](const std::string& field) -> const ComparisonRow* {
-    for (const auto& r : rows) {
-      if (r.field == field) return &r;
-    }
-    return nullptr;
-  };
-  ASSERT_NE(row("checkpoint"), nullptr);
-  EXPECT_EQ(row("batch"), nullptr);  // equal everywhere: not a difference
-  ASSERT_NE(row("peak_bytes"), nullptr);
-  EXPECT_DOUBLE_EQ(*row("peak_bytes")->ratio[1], 0.25);
-  EXPECT_DOUBLE_EQ(*row("tokens_per_s")->ratio[1], 0.8);
+RunRecord measured_run(int64_t id, const std::string& checkpoint, int64_t peak, double speed) {
+  RunRecord run;
+  run.id = id;
+  run.name = checkpoint;
+  run.status = RunStatus::kOk;
+  run.config.checkpoint = checkpoint;
+  run.has_result = true;
+  run.result.steps_completed = 5;
+  run.result.peak_bytes = peak;
+  run.result.tokens_per_s = speed;
+  return run;
+}
+
+TEST(Comparison, ShowsDifferencesAndRatiosToTheChosenBaseline) {
+  const RunRecord a = measured_run(1, "none", 400, 1000.0);
+  const RunRecord b = measured_run(2, "every:1", 100, 800.0);
+  const RunComparison first = compare_runs({a, b});
+  ASSERT_NE(first.row("checkpoint"), nullptr);
+  EXPECT_EQ(first.row("batch"), nullptr);  // equal everywhere: not a difference
+  EXPECT_DOUBLE_EQ(*first.ratio(1, "peak_bytes"), 0.25);
+  EXPECT_DOUBLE_EQ(*first.ratio(1, "tokens_per_s"), 0.8);
+  EXPECT_DOUBLE_EQ(*first.ratio(0, "tokens_per_s"), 1.0);
+  const RunComparison second = compare_runs({a, b}, /*baseline=*/1);
+  EXPECT_DOUBLE_EQ(*second.ratio(0, "peak_bytes"), 4.0);
+  EXPECT_DOUBLE_EQ(*second.ratio(0, "tokens_per_s"), 1.25);
+  EXPECT_TRUE(second.warnings.empty());
+}
+
+TEST(Comparison, ParetoFrontLeavesOutDominatedAndUnfinishedRuns) {
+  std::vector<RunRecord> runs = {
+      measured_run(1, "none", 400, 1000.0),      // fastest: on the front
+      measured_run(2, "every:1", 100, 800.0),    // least memory: on the front
+      measured_run(3, "every:2", 200, 700.0),    // more memory and slower than #2: dominated
+      measured_run(4, "selective", 300, 900.0),  // in between: on the front
+      measured_run(5, "every:4", 50, 5000.0)};   // would beat all, but was cancelled
+  runs[4].status = RunStatus::kCancelled;
+  const RunComparison comparison = compare_runs(runs);
+  EXPECT_EQ(comparison.pareto_front, (std::vector<std::size_t>{1, 3, 0}));  // by peak memory
+  ASSERT_EQ(comparison.warnings.size(), 1u);
+  EXPECT_NE(comparison.warnings[0].find("cancelled"), std::string::npos);
+  EXPECT_EQ(pareto_front({{1.0, 1.0}, {1.0, 1.0}}), (std::vector<std::size_t>{0}));
+  EXPECT_TRUE(pareto_front({}).empty());
+}
+
+TEST(Comparison, WarnsWhenTheRunsTrainDifferentModels) {
+  RunRecord tiny = measured_run(1, "none", 10, 1.0);
+  RunRecord small = measured_run(2, "none", 1000, 1.0);
+  small.config.preset = "small";
+  small.config.model.layers = 12;
+  const RunComparison comparison = compare_runs({tiny, small});
+  ASSERT_EQ(comparison.warnings.size(), 1u);
+  EXPECT_NE(comparison.warnings[0].find("preset"), std::string::npos);
+  EXPECT_NE(comparison.warnings[0].find("layers"), std::string::npos);
+}
+
+TEST(Comparison, RunsWithoutResultsHaveNoValuesAndNoRatios) {
+  const RunRecord done = measured_run(1, "none", 400, 1000.0);
+  RunRecord oom;
+  oom.id = 2;
+  oom.status = RunStatus::kOom;
+  oom.request.max_batch = MaxBatchSpec{1 << 20, 64, 2};
+  const RunComparison comparison = compare_runs({done, oom});
+  EXPECT_TRUE(comparison.row("peak_bytes")->values[1].is_null());
+  EXPECT_FALSE(comparison.ratio(1, "peak_bytes").has_value());
+  ASSERT_NE(comparison.row("request_max_batch_budget_bytes"), nullptr);
+  EXPECT_EQ(comparison.row("request_max_batch_budget_bytes")->values[1], 1 << 20);
 }
 
 TEST(Store, CsvIsWrittenWholeOrNotAtAll) {
@@ -409,6 +463,248 @@ TEST(Store, CsvIsWrittenWholeOrNotAtAll) {
   EXPECT_EQ(read_bytes(dir.file("out.csv")), "a,b\r\n1,2\r\n");
   EXPECT_THROW(write_file_atomically(dir.file("no/such/dir/out.csv"), "x"), InvalidInput);
   EXPECT_EQ(dir.names(), std::vector<std::string>{"out.csv"});  // no temporary left
+}
+
+// Schema 3 stored a max-batch run with the batch its spec gave (8) in `config`, the batch it
+// trained at (28) only in `summary`, where "batch" and "steps" shadowed the config's keys.
+TEST(Store, MigrationFromSchema3KeepsTheTrainedBatchApartFromTheRequest) {
+  TempDir dir;
+  const std::string path = dir.file("v3.sqlite");
+  create_store_database_at_version(path, 3);
+  {
+    Database db(path, Database::Mode::kReadWrite);
+    db.exec(R"sql(
+      INSERT INTO experiments (name, created, spec) VALUES ('study', 'then',
+        '{"base": {"preset": "small"}, "max_batch": {"budget": "384MiB", "limit": 64}}');
+      INSERT INTO runs (experiment_id, name, status, config, summary, started, device, host, pid,
+                        libtorch)
+        VALUES (1, 'checkpoint=every:1', 'ok',
+                '{"preset": "small", "batch": 8, "steps": 3, "budget_bytes": 402653184}',
+                '{"status": "ok", "batch": 28, "steps": 3, "peak_bytes": 400000000,
+                  "final_loss": null, "checkpoint": "every:1"}',
+                'then', 'cpu', 'h', 1, '2.11');
+      INSERT INTO runs (name, status, config, started, device, host, pid, libtorch)
+        VALUES ('lone', 'failed', '{"batch": 4}', 'then', 'cpu', 'h', 1, '2.11');)sql");
+  }
+  RunStore store(path);
+  const RunRecord searched = store.run(1);
+  EXPECT_EQ(searched.config.batch, 28);  // what it trained at
+  EXPECT_EQ(searched.config.steps, 3);
+  ASSERT_TRUE(searched.request.max_batch.has_value());  // what was asked
+  EXPECT_EQ(searched.request.max_batch->budget_bytes, 402653184);
+  EXPECT_EQ(searched.request.max_batch->limit, 64);
+  EXPECT_EQ(searched.result.steps_completed, 3);
+  EXPECT_EQ(searched.result.peak_bytes, 400000000);
+  EXPECT_TRUE(std::isnan(searched.result.final_loss));  // null was a non-finite value
+  const RunRecord lone = store.run(2);
+  EXPECT_EQ(lone.config.batch, 4);
+  EXPECT_FALSE(lone.request.max_batch.has_value());
+  EXPECT_FALSE(lone.has_result);
+  const std::string csv = runs_csv(store.runs());
+  const auto rows = parse_csv(csv);
+  auto cell = [&](std::size_t row, const std::string& name) {
+    for (std::size_t c = 0; c < rows[0].size(); ++c) {
+      if (rows[0][c] == name) return rows[row][c];
+    }
+    return std::string("<missing>");
+  };
+  EXPECT_EQ(cell(1, "batch"), "28");
+  EXPECT_EQ(cell(1, "request_max_batch_budget_bytes"), "402653184");
+  EXPECT_EQ(cell(1, "steps_completed"), "3");
+  EXPECT_EQ(cell(1, "final_loss"), "nan");
+  EXPECT_EQ(cell(2, "peak_bytes"), "");  // never measured: blank, not 0
+  // No two columns share a name, so none can hide another.
+  std::set<std::string> names(rows[0].begin(), rows[0].end());
+  EXPECT_EQ(names.size(), rows[0].size());
+}
+
+TEST(Store, NonFiniteLossesRoundTripThroughTheDatabaseAndTheCsv) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  RunStore store(path);
+  RunSummary summary = sample_summary(RunConfig{});
+  summary.steps[0].loss = std::numeric_limits<double>::infinity();
+  summary.steps[1].loss = -std::numeric_limits<double>::infinity();
+  summary.steps[2].loss = std::numeric_limits<double>::quiet_NaN();
+  summary.summarize();
+  summary.status = RunStatus::kDiverged;
+  int64_t run_id = 0;
+  {
+    RunWriter writer(path);
+    run_id = writer.begin_run(std::nullopt, "diverged", RunConfig{});
+    for (const StepMetrics& step : summary.steps) writer.add_step(run_id, step);
+    writer.finish_run(run_id, summary);
+  }
+  const std::vector<StepMetrics> steps = store.steps(run_id);
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[0].loss, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(steps[1].loss, -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isnan(steps[2].loss));
+  const RunRecord run = store.run(run_id);
+  EXPECT_EQ(run.status, RunStatus::kDiverged);
+  EXPECT_TRUE(std::isnan(run.result.final_loss));
+  EXPECT_EQ(run.result.first_loss, std::numeric_limits<double>::infinity());
+  const auto rows = parse_csv(steps_csv(store, {run}));
+  std::size_t loss = 0;
+  while (rows[0][loss] != "loss") ++loss;
+  EXPECT_EQ(rows[1][loss], "inf");
+  EXPECT_EQ(rows[2][loss], "-inf");
+  EXPECT_EQ(rows[3][loss], "nan");
+}
+
+// A step that cannot be written (here: its run does not exist, so the foreign key refuses it)
+// fails alone: the other runs' steps of the same batch commit, the cached insert statement keeps
+// working, and the writer stays usable.
+TEST(Writer, AFailingWriteDoesNotTakeTheBatchWithIt) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  RunStore store(path);
+  RunWriter writer(path, {std::chrono::milliseconds(60000)});  // one batch, on flush
+  const int64_t run = writer.begin_run(std::nullopt, "kept", RunConfig{});
+  writer.add_step(run, sample_step(0));
+  writer.add_step(run + 1000, sample_step(0));  // no such run
+  writer.add_step(run, sample_step(1));
+  EXPECT_NO_THROW(writer.flush());
+  EXPECT_EQ(store.steps(run).size(), 2u);
+  writer.add_step(run, sample_step(2));
+  writer.flush();
+  EXPECT_EQ(store.steps(run).size(), 3u);
+}
+
+TEST(Writer, TheRunWhoseWriteFailedEndsFailedWithTheReason) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  RunStore store(path);
+  RunWriter writer(path, {std::chrono::milliseconds(60000)});
+  const int64_t healthy = writer.begin_run(std::nullopt, "healthy", RunConfig{});
+  const int64_t broken = writer.begin_run(std::nullopt, "broken", RunConfig{});
+  writer.fail_steps_of_run_for_tests(broken);
+  for (int i = 0; i < 3; ++i) {
+    writer.add_step(healthy, sample_step(i));
+    writer.add_step(broken, sample_step(i));
+  }
+  writer.flush();
+  EXPECT_EQ(store.steps(healthy).size(), 3u);
+  EXPECT_EQ(store.run(broken).status, RunStatus::kFailed);
+  EXPECT_NE(store.run(broken).message.find("injected"), std::string::npos);
+  // Its trainer finishes normally: the result is kept, the failure is not papered over.
+  writer.finish_run(broken, sample_summary(RunConfig{}));
+  writer.finish_run(healthy, sample_summary(RunConfig{}));
+  EXPECT_EQ(store.run(broken).status, RunStatus::kFailed);
+  EXPECT_TRUE(store.run(broken).has_result);
+  EXPECT_EQ(store.run(healthy).status, RunStatus::kOk);
+}
+
+TEST(Store, ARunBeingTrainedCannotBeDeleted) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  RunStore store(path);
+  RunWriter writer(path);
+  const int64_t run = writer.begin_run(std::nullopt, "training", RunConfig{});
+  try {
+    store.delete_runs({run});
+    ADD_FAILURE() << "a run this live process is training was deleted";
+  } catch (const InvalidInput& error) {
+    EXPECT_NE(std::string(error.what()).find("is being trained"), std::string::npos);
+  }
+  EXPECT_EQ(store.runs().size(), 1u);
+  writer.finish_run(run, sample_summary(RunConfig{}));
+  store.delete_runs({run});
+  EXPECT_TRUE(store.runs().empty());
+}
+
+// Reports open the database read-only: a write-protected copy reads, and not a byte changes.
+TEST(Store, ReadOnlyAccessReadsAWriteProtectedCopyWithoutChangingIt) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  {
+    RunStore store(path);
+    RunWriter writer(path);
+    const int64_t run = writer.begin_run(std::nullopt, "r", RunConfig{});
+    writer.add_step(run, sample_step(0));
+    writer.finish_run(run, sample_summary(RunConfig{}));
+  }
+  ASSERT_EQ(::chmod(path.c_str(), 0444), 0);
+  const std::string before = read_bytes(path);
+  {
+    RunStore store(path, StoreAccess::kReadOnly, /*create=*/false);
+    EXPECT_TRUE(store.read_only());
+    EXPECT_EQ(store.runs().size(), 1u);
+    EXPECT_EQ(store.steps(1).size(), 1u);
+    EXPECT_THROW(store.delete_runs({1}), InvalidInput);
+  }
+  EXPECT_EQ(read_bytes(path), before);
+  EXPECT_THROW(RunStore(dir.file("missing.sqlite"), StoreAccess::kReadOnly, false), InvalidInput);
+}
+
+TEST(Store, ReadOnlyAccessRefusesAnOlderSchemaInsteadOfMigratingIt) {
+  TempDir dir;
+  const std::string path = dir.file("old.sqlite");
+  create_store_database_at_version(path, kStoreSchemaVersion - 1);
+  const std::string before = read_bytes(path);
+  try {
+    RunStore store(path, StoreAccess::kReadOnly, false);
+    ADD_FAILURE() << "an older schema was read without its migration";
+  } catch (const InvalidInput& error) {
+    EXPECT_NE(std::string(error.what()).find("upgrades it"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(read_bytes(path), before);
+}
+
+TEST(Store, ALockedDatabaseIsReportedAsLocked) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  { RunStore store(path); }
+  Database holder(path, Database::Mode::kReadWrite);
+  holder.exec("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE;");
+  try {
+    RunStore store(path);
+    ADD_FAILURE() << "opened a database another connection holds exclusively";
+  } catch (const InvalidInput& error) {
+    EXPECT_NE(std::string(error.what()).find("locked"), std::string::npos) << error.what();
+    EXPECT_EQ(std::string(error.what()).find("not a RematLab database"), std::string::npos);
+  }
+  holder.exec("COMMIT");
+}
+
+TEST(PeakFlops, MeasuredOnceThenReusedFromTheDatabaseWithItsDate) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  RunStore store(path);
+  RunConfig config;
+  config.threads = 1;
+  resolve_peak_flops(config, &store);
+  const double first = config.peak_flops;
+  EXPECT_GT(first, 0.0);
+  EXPECT_NE(config.peak_flops_source.find("first run here"), std::string::npos);
+  RunConfig again;
+  again.threads = 1;
+  resolve_peak_flops(again, &store);
+  EXPECT_EQ(again.peak_flops, first);  // not measured again: the kept figure, exactly
+  EXPECT_NE(again.peak_flops_source.find("runs database: measured 20"), std::string::npos)
+      << again.peak_flops_source;
+  RunConfig other_threads;
+  other_threads.threads = 2;
+  EXPECT_FALSE(store.peak_flops(peak_flops_key(other_threads).host,
+                                peak_flops_key(other_threads).device, Precision::kFp32, 2));
+  RunConfig given;
+  given.peak_flops = 1e12;
+  resolve_peak_flops(given, &store);
+  EXPECT_EQ(given.peak_flops, 1e12);
+  EXPECT_EQ(given.peak_flops_source, "given (--peak-flops)");
+}
+
+TEST(Store, StatementIsResetAfterAFailedStep) {
+  TempDir dir;
+  Database db(dir.file("plain.sqlite"), Database::Mode::kReadWriteCreate);
+  db.exec("CREATE TABLE t (x INTEGER UNIQUE)");
+  Statement insert(db, "INSERT INTO t (x) VALUES (?)");
+  insert.bind(1, int64_t{1}).run();
+  EXPECT_THROW(insert.bind(1, int64_t{1}).run(), StoreError);
+  EXPECT_NO_THROW(insert.bind(1, int64_t{2}).run());  // reused after the failure
+  Statement count(db, "SELECT count(*) FROM t");
+  ASSERT_TRUE(count.step());
+  EXPECT_EQ(count.column_int(0), 2);
 }
 
 }  // namespace

@@ -99,7 +99,7 @@ TEST(SweepSpec, MaxBatchReplacesTheBatchAxis) {
     "max_batch": {"budget": "64MiB", "limit": 32}})"));
   const auto points = expand_sweep(spec);
   ASSERT_EQ(points.size(), 2u);
-  EXPECT_TRUE(points[0].search_batch);
+  EXPECT_TRUE(points[0].request.max_batch.has_value());
   EXPECT_EQ(points[0].config.budget_bytes, 64 << 20);
 }
 
@@ -183,13 +183,13 @@ TEST(SweepRunner, RecordsEveryRunAndGoesOnPastAnOom) {
   ASSERT_EQ(results.size(), 3u);
   const auto runs = store.runs();
   ASSERT_EQ(runs.size(), 3u);
-  EXPECT_EQ(runs[0].status, "ok");
-  EXPECT_EQ(runs[1].status, "oom");
-  EXPECT_EQ(runs[2].status, "ok");
+  EXPECT_EQ(runs[0].status, RunStatus::kOk);
+  EXPECT_EQ(runs[1].status, RunStatus::kOom);
+  EXPECT_EQ(runs[2].status, RunStatus::kOk);
   EXPECT_EQ(runs[0].experiment, "oom in the middle");
   EXPECT_EQ(runs[0].steps_recorded, 3);
-  EXPECT_EQ(runs[2].config.at("batch"), 4);
-  EXPECT_EQ(runs[0].summary.at("run_id"), runs[0].id);
+  EXPECT_EQ(runs[2].config.batch, 4);
+  EXPECT_EQ(runs[2].result.steps_completed, 3);
   EXPECT_EQ(store.experiments().at(0).spec.at("name"), "oom in the middle");
 }
 
@@ -212,7 +212,7 @@ TEST(SweepRunner, MaxBatchRowsRecordTheirProbes) {
   for (const auto& result : results) {
     EXPECT_EQ(result.summary.config.batch, result.search->max_batch);
     EXPECT_EQ(store.probes(*result.run_id).size(), result.search->probes.size());
-    EXPECT_EQ(store.run(*result.run_id).status, "ok");
+    EXPECT_EQ(store.run(*result.run_id).status, RunStatus::kOk);
   }
 }
 
@@ -234,8 +234,8 @@ TEST(SweepRunner, CancelMarksTheCurrentRunCancelledAndStops) {
   }
   const auto runs = store.runs();
   ASSERT_EQ(runs.size(), 2u);
-  EXPECT_EQ(runs[0].status, "ok");
-  EXPECT_EQ(runs[1].status, "cancelled");
+  EXPECT_EQ(runs[0].status, RunStatus::kOk);
+  EXPECT_EQ(runs[1].status, RunStatus::kCancelled);
   EXPECT_EQ(runs[1].steps_recorded, 4);
 }
 

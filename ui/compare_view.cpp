@@ -9,6 +9,8 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include <cmath>
+
 #include "chart_style.h"
 #include "common/byte_size.h"
 #include "live_charts.h"
@@ -18,21 +20,17 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-double summary_value(const RunRecord& run, const char* key) {
-  const auto& s = run.summary;
-  return s.is_object() && s.contains(key) && s.at(key).is_number() ? s.at(key).get<double>() : 0.0;
+QString run_label(const RunRecord& run) { return QString::fromStdString(run.label()); }
+
+// Blank, not zero, for what a run did not measure.
+bool has_result(const RunRecord& run) { return run.has_result && run.result.steps_completed > 0; }
+
+QString ratio_text(const std::optional<double>& ratio) {
+  return ratio ? QString("×%1").arg(*ratio, 0, 'f', 3) : "–";
 }
 
-QString ratio_text(double value, double baseline) {
-  return baseline > 0.0 ? QString("×%1").arg(value / baseline, 0, 'f', 3) : "–";
-}
-
-QString run_label(const RunRecord& run) {
-  return QString("#%1 %2").arg(run.id).arg(QString::fromStdString(run.name));
-}
-
-void fill_bars(QCustomPlot* chart, const std::vector<RunRecord>& runs,
-               const std::vector<double>& values) {
+void fill_bar_chart(QCustomPlot* chart, const std::vector<RunRecord>& runs,
+                    const std::vector<double>& values) {
   chart->clearPlottables();
   QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -40,13 +38,15 @@ void fill_bars(QCustomPlot* chart, const std::vector<RunRecord>& runs,
     bar->setWidth(0.7);
     bar->setPen(Qt::NoPen);
     bar->setBrush(run_colour(static_cast<int>(i)));
-    bar->addData(static_cast<double>(i + 1), values[i]);
+    if (std::isfinite(values[i])) bar->addData(static_cast<double>(i + 1), values[i]);
     ticker->addTick(static_cast<double>(i + 1), QString("#%1").arg(runs[i].id));
   }
   chart->xAxis->setTicker(ticker);
   chart->xAxis->setRange(0.3, static_cast<double>(runs.size()) + 0.7);
   double top = 0.0;
-  for (double v : values) top = std::max(top, v);
+  for (double v : values) {
+    if (std::isfinite(v)) top = std::max(top, v);
+  }
   chart->yAxis->setRange(0.0, top > 0 ? top * 1.1 : 1.0);
   chart->replot();
 }
@@ -56,6 +56,7 @@ void fill_bars(QCustomPlot* chart, const std::vector<RunRecord>& runs,
 CompareView::CompareView(QWidget* parent)
     : QWidget(parent),
       baseline_(new QComboBox),
+      warnings_(new QLabel),
       table_(new QTableWidget),
       memory_bars_(make_chart("Peak activation memory", "run", "MiB")),
       throughput_bars_(make_chart("Throughput", "run", "tokens/s")),
@@ -65,6 +66,9 @@ CompareView::CompareView(QWidget* parent)
   table_->verticalHeader()->hide();
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setStretchLastSection(true);
+  warnings_->setWordWrap(true);
+  warnings_->setStyleSheet("color: #8a4b00;");
+  warnings_->hide();
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel("Baseline"));
   top->addWidget(baseline_, 1);
@@ -75,6 +79,7 @@ CompareView::CompareView(QWidget* parent)
   charts->addWidget(losses_, 1, 1);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
+  layout->addWidget(warnings_);
   layout->addWidget(table_);
   layout->addLayout(charts, 1);
   connect(baseline_, &QComboBox::currentIndexChanged, this, &CompareView::rebuild);
@@ -90,82 +95,105 @@ void CompareView::set_runs(std::vector<RunRecord> runs,
   rebuild();
 }
 
-void CompareView::set_baseline(int index) { baseline_->setCurrentIndex(index); }
-
-std::vector<int> CompareView::pareto_front() const {
-  std::vector<int> front;
-  for (std::size_t i = 0; i < runs_.size(); ++i) {
-    const double memory = summary_value(runs_[i], "peak_bytes");
-    const double speed = summary_value(runs_[i], "tokens_per_s");
-    bool dominated = false;
-    for (std::size_t j = 0; j < runs_.size() && !dominated; ++j) {
-      const double other_memory = summary_value(runs_[j], "peak_bytes");
-      const double other_speed = summary_value(runs_[j], "tokens_per_s");
-      dominated = j != i && other_memory <= memory && other_speed >= speed &&
-                  (other_memory < memory || other_speed > speed);
-    }
-    if (!dominated && speed > 0.0) front.push_back(static_cast<int>(i));
+void CompareView::remove_runs(const QList<qint64>& ids) {
+  std::vector<RunRecord> kept;
+  for (RunRecord& run : runs_) {
+    if (!ids.contains(run.id)) kept.push_back(std::move(run));
   }
-  return front;
+  if (kept.size() == runs_.size()) return;
+  for (qint64 id : ids) steps_.erase(id);
+  set_runs(std::move(kept), std::move(steps_));
 }
 
+void CompareView::set_baseline(int index) { baseline_->setCurrentIndex(index); }
+
+QString CompareView::warnings_text() const { return warnings_->text(); }
+
 void CompareView::rebuild() {
-  const int base = std::max(0, baseline_->currentIndex());
-  const QStringList headers = {"run",      "status",    "batch",     "peak",
-                               "peak act", "tokens/s",  "peak ×base", "tok/s ×base",
+  comparison_ = compare_runs(runs_, static_cast<std::size_t>(std::max(0, baseline_->currentIndex())));
+  QStringList warnings;
+  for (const std::string& warning : comparison_.warnings) warnings << QString::fromStdString(warning);
+  warnings_->setText(warnings.join("\n"));
+  warnings_->setVisible(!warnings.isEmpty());
+  fill_table();
+  fill_bars();
+  fill_scatter();
+  fill_losses();
+}
+
+void CompareView::fill_table() {
+  const QStringList headers = {"run",      "status",     "batch",       "peak",
+                               "peak act", "tokens/s",   "peak ×base",  "tok/s ×base",
                                "MFU",      "HFU",        "final loss"};
   table_->clear();
   table_->setColumnCount(static_cast<int>(headers.size()));
   table_->setHorizontalHeaderLabels(headers);
   table_->setRowCount(static_cast<int>(runs_.size()));
-  std::vector<double> activation, throughput;
   for (std::size_t i = 0; i < runs_.size(); ++i) {
     const RunRecord& run = runs_[i];
-    const RunRecord& baseline = runs_[static_cast<std::size_t>(base)];
-    const double mfu = summary_value(run, "mfu");  // model FLOPs against the measured peak
-    const double hfu = summary_value(run, "hfu");  // recomputation included
+    const RunResult& r = run.result;
+    const bool has = has_result(run);
+    auto blank_or = [has](const QString& text) { return has ? text : QString(); };
     const QStringList cells = {
         run_label(run),
-        QString::fromStdString(run.status),
-        QString::number(run.config.value("batch", int64_t{0})),
-        QString::fromStdString(format_bytes(static_cast<int64_t>(summary_value(run, "peak_bytes")))),
-        QString::fromStdString(format_bytes(static_cast<int64_t>(summary_value(run, "peak_activation_bytes")))),
-        QString::number(summary_value(run, "tokens_per_s"), 'f', 0),
-        ratio_text(summary_value(run, "peak_bytes"), summary_value(baseline, "peak_bytes")),
-        ratio_text(summary_value(run, "tokens_per_s"), summary_value(baseline, "tokens_per_s")),
-        mfu > 0.0 ? QString("%1%").arg(100.0 * mfu, 0, 'f', 1) : "–",
-        hfu > 0.0 ? QString("%1%").arg(100.0 * hfu, 0, 'f', 1) : "–",
-        QString::number(summary_value(run, "final_loss"), 'f', 4)};
+        QString::fromStdString(to_string(run.status)),
+        run.config.batch > 0 ? QString::number(run.config.batch) : QString(),
+        blank_or(QString::fromStdString(format_bytes(r.peak_bytes))),
+        blank_or(QString::fromStdString(format_bytes(r.peak_activation_bytes))),
+        blank_or(QString::number(r.tokens_per_s, 'f', 0)),
+        ratio_text(comparison_.ratio(i, "peak_bytes")),
+        ratio_text(comparison_.ratio(i, "tokens_per_s")),
+        // Model FLOPs against the peak kept for this device; HFU counts recomputation too.
+        blank_or(QString("%1%").arg(100.0 * r.mfu, 0, 'f', 1)),
+        blank_or(QString("%1%").arg(100.0 * r.hfu, 0, 'f', 1)),
+        blank_or(QString::number(r.final_loss, 'f', 4))};
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
       item->setForeground(c == 0 ? run_colour(static_cast<int>(i)) : table_->palette().text().color());
+      if (!run.message.empty()) item->setToolTip(QString::fromStdString(run.message));
+      if (c == 8 || c == 9) {
+        item->setToolTip(QString("peak %1 GFLOP/s: %2")
+                             .arg(r.peak_flops / 1e9, 0, 'f', 1)
+                             .arg(QString::fromStdString(r.peak_flops_source)));
+      }
       table_->setItem(static_cast<int>(i), c, item);
     }
-    activation.push_back(summary_value(run, "peak_activation_bytes") / kMiB);
-    throughput.push_back(summary_value(run, "tokens_per_s"));
   }
-  fill_bars(memory_bars_, runs_, activation);
-  fill_bars(throughput_bars_, runs_, throughput);
+}
 
+void CompareView::fill_bars() {
+  std::vector<double> activation, throughput;
+  for (const RunRecord& run : runs_) {
+    const bool has = has_result(run);
+    activation.push_back(has ? static_cast<double>(run.result.peak_activation_bytes) / kMiB : NAN);
+    throughput.push_back(has ? run.result.tokens_per_s : NAN);
+  }
+  fill_bar_chart(memory_bars_, runs_, activation);
+  fill_bar_chart(throughput_bars_, runs_, throughput);
+}
+
+void CompareView::fill_scatter() {
   scatter_->clearGraphs();
   for (std::size_t i = 0; i < runs_.size(); ++i) {
+    if (!has_result(runs_[i])) continue;
+    const bool finished = runs_[i].status == RunStatus::kOk;
     QCPGraph* point = scatter_->addGraph();
-    point->setName(run_label(runs_[i]));
+    // A run that did not finish is a hollow marker and says so: it is not a policy's result.
+    point->setName(run_label(runs_[i]) +
+                   (finished ? "" : QString(" (%1)").arg(QString::fromStdString(to_string(runs_[i].status)))));
     point->setLineStyle(QCPGraph::lsNone);
-    point->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, run_colour(static_cast<int>(i)),
-                                           run_colour(static_cast<int>(i)), 9));
-    point->addData(summary_value(runs_[i], "peak_bytes") / kMiB, summary_value(runs_[i], "tokens_per_s"));
+    const QColor colour = run_colour(static_cast<int>(i));
+    point->setScatterStyle(finished ? QCPScatterStyle(QCPScatterStyle::ssDisc, colour, colour, 9)
+                                    : QCPScatterStyle(QCPScatterStyle::ssCircle, colour, 9));
+    point->addData(static_cast<double>(runs_[i].result.peak_bytes) / kMiB, runs_[i].result.tokens_per_s);
   }
-  std::vector<int> front = pareto_front();
-  std::sort(front.begin(), front.end(), [&](int a, int b) {
-    return summary_value(runs_[a], "peak_bytes") < summary_value(runs_[b], "peak_bytes");
-  });
   QCPGraph* front_line = scatter_->addGraph();
   front_line->setName("Pareto front");
   front_line->setPen(QPen(Qt::black, 1.0, Qt::DashLine));
   front_line->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, Qt::black, 14));
-  for (int i : front) {
-    front_line->addData(summary_value(runs_[i], "peak_bytes") / kMiB, summary_value(runs_[i], "tokens_per_s"));
+  for (std::size_t i : comparison_.pareto_front) {
+    front_line->addData(static_cast<double>(runs_[i].result.peak_bytes) / kMiB,
+                        runs_[i].result.tokens_per_s);
   }
   scatter_->legend->setVisible(!runs_.empty());
   // More memory and less throughput is the dominated corner: the legend hides nothing there.
@@ -174,7 +202,9 @@ void CompareView::rebuild() {
   scatter_->xAxis->scaleRange(1.2);
   scatter_->yAxis->scaleRange(1.2);
   scatter_->replot();
+}
 
+void CompareView::fill_losses() {
   losses_->clearGraphs();
   for (std::size_t i = 0; i < runs_.size(); ++i) {
     QCPGraph* curve = losses_->addGraph();
@@ -183,8 +213,10 @@ void CompareView::rebuild() {
     curve->setAdaptiveSampling(true);
     const auto found = steps_.find(runs_[i].id);
     if (found == steps_.end()) continue;
+    // A non-finite loss stays NaN: QCustomPlot leaves a gap there rather than a false value.
     for (const StepMetrics& step : found->second) {
-      curve->addData(static_cast<double>(step.step + 1), step.loss);
+      curve->addData(static_cast<double>(step.step + 1),
+                     std::isfinite(step.loss) ? step.loss : std::nan(""));
     }
   }
   losses_->legend->setVisible(!runs_.empty());

@@ -1,6 +1,7 @@
 // Runs side by side: the article's table (strategy, batch, peak memory, tokens/s and the change
-// against a chosen baseline run, MFU and HFU), bar charts of peak activation memory and tokens/s, a memory
-// versus throughput scatter with the Pareto front marked, and the loss curves overlaid.
+// against a chosen baseline run, MFU and HFU), bar charts of peak activation memory and tokens/s,
+// a memory versus throughput scatter with the Pareto front marked, and the loss curves overlaid.
+// Ratios, the front and the warnings come from core's one comparison (store/run_comparison.h).
 #pragma once
 
 #include <QWidget>
@@ -8,10 +9,12 @@
 #include <map>
 #include <vector>
 
+#include "store/run_comparison.h"
 #include "store/run_store.h"
 
 class QComboBox;
 class QCustomPlot;
+class QLabel;
 class QTableWidget;
 
 namespace rematlab::ui {
@@ -24,20 +27,27 @@ class CompareView : public QWidget {
 
   // `steps` holds each run's steps by run id (for the loss curves).
   void set_runs(std::vector<RunRecord> runs, std::map<int64_t, std::vector<StepMetrics>> steps);
+  // Drops runs that no longer exist (deleted in the Runs tab).
+  void remove_runs(const QList<qint64>& ids);
   void set_baseline(int index);  // into the runs given
   QStringList export_images(const QString& directory, const QString& name) const;
 
   QTableWidget* table() const { return table_; }
-  // Indices (into the runs given) on the Pareto front: no other run has both less peak memory
-  // and more tokens/s.
-  std::vector<int> pareto_front() const;
+  const RunComparison& comparison() const { return comparison_; }
+  QString warnings_text() const;
 
  private:
   void rebuild();
+  void fill_table();
+  void fill_bars();
+  void fill_scatter();
+  void fill_losses();
 
   std::vector<RunRecord> runs_;
   std::map<int64_t, std::vector<StepMetrics>> steps_;
+  RunComparison comparison_;
   QComboBox* baseline_;
+  QLabel* warnings_;
   QTableWidget* table_;
   QCustomPlot* memory_bars_;
   QCustomPlot* throughput_bars_;

@@ -19,6 +19,7 @@
 #include "model/model_config.h"
 #include "runtime/runtime_info.h"
 #include "sweep/sweep_spec.h"
+#include "train/run_config.h"
 
 namespace rematlab::ui {
 namespace {
@@ -44,8 +45,16 @@ QStringList split_list(const QLineEdit* field, QChar separator) {
 }  // namespace
 
 ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
-  name_ = new QLineEdit("workbench");
-  name_->setToolTip("The experiment every run of this sweep is recorded under");
+  create_model_fields();
+  create_training_fields();
+  create_sweep_fields();
+  create_actions();
+  lay_out();
+  connect_fields();
+  apply_preset(preset_->currentText());
+}
+
+void ExperimentPanel::create_model_fields() {
   preset_ = new QComboBox;
   for (const auto& name : preset_names()) preset_->addItem(QString::fromStdString(name));
   layers_ = spin(1, 512, 2);
@@ -60,6 +69,9 @@ ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
   dropout_ = new QDoubleSpinBox;
   dropout_->setRange(0.0, 0.95);
   dropout_->setSingleStep(0.05);
+}
+
+void ExperimentPanel::create_training_fields() {
   data_ = new QComboBox;
   data_->addItem("synthetic (Markov chain)", "synthetic");
   data_->addItem("synthetic (copy task)", "synthetic:copy");
@@ -84,7 +96,11 @@ ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
   device_->addItem("cpu");
   const RuntimeInfo runtime = probe_runtime(/*measure_matmul=*/false);
   for (int i = 0; i < runtime.cuda_devices; ++i) device_->addItem(QString("cuda:%1").arg(i));
+}
 
+void ExperimentPanel::create_sweep_fields() {
+  name_ = new QLineEdit("workbench");
+  name_->setToolTip("The experiment every run of this sweep is recorded under");
   policies_ = new QLineEdit("none");
   policies_->setToolTip(
       "Checkpoint policies to sweep, separated by ';' (POLICY+OFFLOAD adds an offload to one)\n"
@@ -108,7 +124,9 @@ ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
                          "batch whose step fits the budget (doubling, then bisection)");
   max_batch_limit_ = spin(1, 65536, 256);
   max_batch_limit_->setPrefix("up to ");
+}
 
+void ExperimentPanel::create_actions() {
   preview_ = new QLabel;
   preview_->setWordWrap(true);
   preview_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -122,7 +140,9 @@ ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
   check_ = new QPushButton("Check gradients");
   check_->setToolTip("One step under the first policy and under none, same seed and batch: are "
                      "the gradients bit-identical?");
+}
 
+void ExperimentPanel::lay_out() {
   auto* model = new QFormLayout;
   model->addRow("Preset", preset_);
   model->addRow("Blocks", layers_);
@@ -174,7 +194,9 @@ ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
   layout->addLayout(buttons);
   layout->addWidget(check_);
   layout->addStretch();
+}
 
+void ExperimentPanel::connect_fields() {
   connect(preset_, &QComboBox::currentTextChanged, this, &ExperimentPanel::apply_preset);
   for (auto* box : {layers_, d_model_, heads_, seq_len_, vocab_, accum_, steps_, seed_, threads_,
                     max_batch_limit_}) {
@@ -199,11 +221,15 @@ ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
   connect(check_, &QPushButton::clicked, this, [this] {
     if (auto config = first_config()) emit checkRequested(*config);
   });
-  apply_preset(preset_->currentText());
+}
+
+void ExperimentPanel::set_read_only_reason(const QString& reason) {
+  read_only_reason_ = reason;
+  revalidate();
 }
 
 void ExperimentPanel::request_run() {
-  if (running_) return;
+  if (running_ || !read_only_reason_.isEmpty()) return;
   if (auto json = spec()) emit sweepRequested(QString::fromStdString(json->dump()));
 }
 
@@ -373,7 +399,7 @@ void ExperimentPanel::revalidate() {
   QStringList preview;
   for (const QString& policy : split_list(policies_, ';')) {
     try {
-      const std::string text = policy.section('+', 0, 0).toStdString();  // POLICY[+OFFLOAD]
+      const std::string text = split_policy_and_offload(policy.toStdString()).checkpoint;
       const auto plan = CheckpointPolicy::parse(text).plan_for(layers_->value(), 0.0);
       preview << policy + ": " + QString::fromStdString(plan.describe());
     } catch (const InvalidInput&) {
@@ -397,9 +423,12 @@ void ExperimentPanel::revalidate() {
     field->setStyleSheet(field == bad_field ? kErrorStyle : "");
   }
   problem_label_->setText(problem_);
-  run_->setEnabled(problem_.isEmpty() && !running_);
+  const bool can_record = read_only_reason_.isEmpty();
+  run_->setEnabled(problem_.isEmpty() && !running_ && can_record);
   check_->setEnabled(problem_.isEmpty() && !running_);
-  run_->setToolTip(problem_.isEmpty() ? "Start the sweep (Ctrl+R)" : "Cannot run: " + problem_);
+  run_->setToolTip(!can_record         ? "Cannot run: " + read_only_reason_
+                   : problem_.isEmpty() ? "Start the sweep (Ctrl+R)"
+                                        : "Cannot run: " + problem_);
 }
 
 void ExperimentPanel::set_running(bool running) {

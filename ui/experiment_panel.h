@@ -34,6 +34,8 @@ class ExperimentPanel : public QWidget {
   std::optional<RunConfig> first_config() const;
   QString problem() const { return problem_; }
   void set_running(bool running);
+  // Non-empty when the open database cannot be written: Run is disabled with this reason.
+  void set_read_only_reason(const QString& reason);
   // Fills the form from a sweep spec (the fields the form has; others keep their values).
   void load_spec(const nlohmann::ordered_json& spec);
   QString experiment_name() const;
@@ -60,6 +62,12 @@ class ExperimentPanel : public QWidget {
   void request_run();
 
  private:
+  void create_model_fields();
+  void create_training_fields();
+  void create_sweep_fields();
+  void create_actions();
+  void lay_out();
+  void connect_fields();
   void apply_preset(const QString& name);
   void revalidate();
   nlohmann::ordered_json build_spec() const;  // may throw InvalidInput for list syntax
@@ -97,6 +105,7 @@ class ExperimentPanel : public QWidget {
   QPushButton* stop_;
   QPushButton* check_;
   QString problem_;
+  QString read_only_reason_;
   bool running_ = false;
 };
 

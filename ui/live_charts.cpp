@@ -7,6 +7,7 @@
 #include <QLabel>
 #include <QVBoxLayout>
 
+#include <cmath>
 #include <map>
 
 #include "chart_style.h"
@@ -117,6 +118,11 @@ void LiveCharts::begin_run(int index, const QString& label, double budget_bytes)
   curves.loss = add_graph(loss_plot_, label, colour.lighter(160), Qt::SolidLine);
   curves.loss->removeFromLegend();
   curves.smoothed = add_graph(loss_plot_, label, colour, Qt::SolidLine);
+  curves.diverged = loss_plot_->addGraph();
+  curves.diverged->setName(label + ": loss not finite");
+  curves.diverged->setLineStyle(QCPGraph::lsNone);
+  curves.diverged->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCross, colour, 11));
+  curves.diverged->removeFromLegend();
   curves.peak = add_graph(memory_plot_, label + " peak", colour, Qt::SolidLine);
   curves.live = add_graph(memory_plot_, label + " live at step end", colour, Qt::DotLine);
   curves.throughput = add_graph(throughput_plot_, label, colour, Qt::SolidLine);
@@ -135,10 +141,17 @@ void LiveCharts::add_step(int index, const StepMetrics& step) {
   RunCurves* run = curves(index);
   if (!run) return;
   const double x = static_cast<double>(step.step + 1);
-  run->ema = run->has_ema ? smoothing_ * run->ema + (1.0 - smoothing_) * step.loss : step.loss;
-  run->has_ema = true;
-  run->loss->addData(x, step.loss);
-  run->smoothed->addData(x, run->ema);
+  if (std::isfinite(step.loss)) {
+    run->ema = run->has_ema ? smoothing_ * run->ema + (1.0 - smoothing_) * step.loss : step.loss;
+    run->has_ema = true;
+    run->loss->addData(x, step.loss);
+    run->smoothed->addData(x, run->ema);
+  } else {
+    // A gap in both curves (QCustomPlot breaks a line at NaN), and a cross where it diverged.
+    run->loss->addData(x, std::nan(""));
+    run->smoothed->addData(x, std::nan(""));
+    run->diverged->addData(x, run->has_ema ? run->ema : 0.0);
+  }
   run->peak->addData(x, step.peak_bytes / kMiB);
   run->live->addData(x, step.current_bytes / kMiB);
   run->throughput->addData(x, step.tokens_per_s);
@@ -180,9 +193,13 @@ void LiveCharts::set_smoothing(double weight) {
     double ema = 0.0;
     bool first = true;
     for (auto it = run.loss->data()->constBegin(); it != run.loss->data()->constEnd(); ++it) {
+      keys << it->key;
+      if (!std::isfinite(it->value)) {  // the gap stays a gap
+        values << it->value;
+        continue;
+      }
       ema = first ? it->value : smoothing_ * ema + (1.0 - smoothing_) * it->value;
       first = false;
-      keys << it->key;
       values << ema;
     }
     run.smoothed->setData(keys, values, /*alreadySorted=*/true);

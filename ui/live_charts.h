@@ -49,6 +49,7 @@ class LiveCharts : public QWidget {
   struct RunCurves {
     QCPGraph* loss = nullptr;
     QCPGraph* smoothed = nullptr;
+    QCPGraph* diverged = nullptr;  // markers where the loss was NaN or infinite
     QCPGraph* peak = nullptr;
     QCPGraph* live = nullptr;
     QCPGraph* throughput = nullptr;

@@ -11,7 +11,6 @@
 #include <QProgressBar>
 #include <QScrollArea>
 #include <QSplitter>
-#include <QStandardPaths>
 #include <QStatusBar>
 #include <QTabWidget>
 
@@ -22,6 +21,7 @@
 #include "runs_view.h"
 #include "runtime/runtime_info.h"
 #include "store/run_store.h"
+#include "store/store_access.h"
 #include "sweep/default_study.h"
 #include "sweep_worker.h"
 #include "workbench_settings.h"
@@ -31,10 +31,12 @@ namespace {
 
 constexpr int kProgressPerRun = 1000;
 
-QString default_database() {
-  const QString folder = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
-  QDir().mkpath(folder);
-  return QDir(folder).filePath("rematlab.sqlite");
+// The window speaks to people, not shells: no "--db:" prefix, the reason alone.
+QString database_error_text(const QString& path, const std::exception& error) {
+  if (const auto* input = dynamic_cast<const InvalidInput*>(&error)) {
+    return QString("Cannot open %1:\n%2").arg(path, QString::fromStdString(input->reason()));
+  }
+  return QString("Cannot open %1:\n%2").arg(path, QString::fromStdString(error.what()));
 }
 
 QString format_eta(double seconds) {
@@ -55,6 +57,7 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
       tabs_(new QTabWidget),
       progress_(new QProgressBar),
       status_(new QLabel("Ready")),
+      database_label_(new QLabel),
       worker_(new SweepWorker) {
   qRegisterMetaType<rematlab::StepMetrics>();
   qRegisterMetaType<rematlab::RunConfig>();
@@ -73,6 +76,7 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   splitter->setStretchFactor(1, 1);
   setCentralWidget(splitter);
   statusBar()->addWidget(status_, 1);
+  statusBar()->addPermanentWidget(database_label_);
   statusBar()->addPermanentWidget(progress_);
   progress_->setMaximumWidth(260);
   progress_->setFormat("%p%");
@@ -89,6 +93,8 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   connect(worker_, &SweepWorker::sweepFinished, this, &MainWindow::on_sweep_finished);
   connect(worker_, &SweepWorker::failed, this, &MainWindow::on_failed);
   connect(worker_, &SweepWorker::checkFinished, this, &MainWindow::on_check_finished);
+  connect(runs_, &RunsView::errorOccurred, this, &MainWindow::show_error);
+  connect(runs_, &RunsView::runsDeleted, this, &MainWindow::forget_runs);
   connect(panel_, &ExperimentPanel::sweepRequested, this, &MainWindow::on_sweep_requested);
   connect(panel_, &ExperimentPanel::checkRequested, this, &MainWindow::on_check_requested);
   connect(panel_, &ExperimentPanel::stopRequested, this, &MainWindow::stop);
@@ -102,7 +108,9 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   panel_->set_experiment_name(settings.experiment_name());
   QString path = database;
   if (path.isEmpty()) path = settings.last_database();
-  if (path.isEmpty() || !open_database(path)) open_database(default_database());
+  if (path.isEmpty() || !open_database(path)) {
+    open_database(QString::fromStdString(default_database_path()));
+  }
   runs_->select_experiment(settings.last_experiment());
 }
 
@@ -152,27 +160,45 @@ bool MainWindow::open_database(const QString& path) {
     show_error("A sweep is writing to " + database_ + "; stop it before opening another database.");
     return false;
   }
+  const std::string file = path.toStdString();
+  QString read_only_reason;
   try {
-    auto store = std::make_unique<RunStore>(path.toStdString());
-    store_ = std::move(store);
+    try {
+      store_ = std::make_unique<RunStore>(file);
+    } catch (const ReadOnlyDatabase&) {
+      // Write-protected: browse it, but say so and offer nothing that would write.
+      store_ = std::make_unique<RunStore>(file, StoreAccess::kReadOnly, /*create=*/false);
+      read_only_reason = "This database is write-protected: its runs can be browsed, compared "
+                         "and exported, but not added to or deleted.";
+    }
   } catch (const std::exception& error) {
-    show_error(QString::fromStdString(error.what()));
+    show_error(database_error_text(path, error));
     return false;
   }
   database_ = path;
   runs_->set_store(store_.get());
   compare_->set_runs({}, {});
+  panel_->set_read_only_reason(read_only_reason);
   WorkbenchSettings().set_last_database(path);
   setWindowTitle("RematLab — " + QDir::toNativeSeparators(path));
-  if (store_->recovered_runs() > 0) {
+  database_label_->setText(QDir::toNativeSeparators(path) +
+                           (read_only_reason.isEmpty() ? "" : " (read-only)"));
+  database_label_->setToolTip(read_only_reason.isEmpty() ? "The runs database" : read_only_reason);
+  if (!read_only_reason.isEmpty()) {
+    status_->setText(read_only_reason);
+  } else if (store_->recovered_runs() > 0) {
     status_->setText(QString("%1 run(s) left running by a process that ended are now marked "
                              "interrupted").arg(store_->recovered_runs()));
   }
   return true;
 }
 
+bool MainWindow::database_read_only() const { return store_ && store_->read_only(); }
+
+void MainWindow::forget_runs(const QList<qint64>& ids) { compare_->remove_runs(ids); }
+
 void MainWindow::compare(const QList<qint64>& ids) {
-  if (!store_) return;
+  if (!store_ || ids.isEmpty()) return;
   std::vector<RunRecord> runs;
   std::map<int64_t, std::vector<StepMetrics>> steps;
   try {
@@ -201,6 +227,14 @@ void MainWindow::stop() {
   status_->setText("Stopping after the current micro-batch …");
 }
 
+void MainWindow::refresh_runs() {
+  try {
+    runs_->refresh();
+  } catch (const std::exception& error) {
+    show_error(QString::fromStdString(error.what()));
+  }
+}
+
 void MainWindow::on_sweep_requested(const QString& spec_json) {
   if (running_) return;
   if (!store_) {
@@ -215,6 +249,7 @@ void MainWindow::on_sweep_requested(const QString& spec_json) {
   last_run_status_.clear();
   run_labels_.clear();
   WorkbenchSettings().set_experiment_name(panel_->experiment_name());
+  worker_->arm();
   emit startSweep(spec_json, database_);
 }
 
@@ -222,7 +257,7 @@ void MainWindow::on_run_started(int index, const QString& label, double budget_b
   while (run_labels_.size() <= index) run_labels_ << QString();
   run_labels_[index] = label;
   charts_->begin_run(index, label, budget_bytes);
-  runs_->refresh();
+  refresh_runs();
 }
 
 void MainWindow::on_position(const SweepPosition& position) {
@@ -251,19 +286,17 @@ void MainWindow::on_run_finished(int index, const QString& status, const QString
     charts_->show_timeline(QString("#%1 %2").arg(run_id).arg(label), timeline);
   }
   if (status == "failed") show_error(QString("Run #%1 failed: %2").arg(run_id).arg(message));
-  runs_->refresh();
+  refresh_runs();
 }
 
-void MainWindow::on_sweep_finished(const QString& summary) {
+void MainWindow::on_sweep_finished(const QString& summary, bool stopped) {
   set_busy(false);
-  progress_->setRange(0, 1);
-  progress_->setValue(1);
-  status_->setText("Sweep done: " + summary);
-  runs_->refresh();
-  if (store_) {
-    const auto experiments = store_->experiments();
-    if (!experiments.empty()) WorkbenchSettings().set_last_experiment(experiments.back().id);
+  if (!stopped) {
+    progress_->setRange(0, 1);
+    progress_->setValue(1);
   }
+  status_->setText(stopped ? summary : "Sweep done: " + summary);
+  refresh_runs();
   emit sweepEnded(last_run_status_);
 }
 
@@ -273,12 +306,13 @@ void MainWindow::on_failed(const QString& message) {
   progress_->setValue(0);
   status_->setText("Failed: " + message);
   show_error(message);
-  runs_->refresh();
+  refresh_runs();
   emit sweepEnded("failed");
 }
 
 void MainWindow::on_check_requested(const RunConfig& config) {
   set_busy(true);
+  worker_->arm();
   status_->setText("Checking gradients of " + QString::fromStdString(config.checkpoint) + " …");
   emit startCheck(config);
 }

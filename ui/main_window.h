@@ -47,6 +47,8 @@ class MainWindow : public QMainWindow {
   bool open_database(const QString& path);
   // Fills the compare view with these runs and shows it.
   void compare(const QList<qint64>& ids);
+  // The open database could not be written (write-protected): writing actions are disabled.
+  bool database_read_only() const;
 
  signals:
   void startSweep(const QString& spec_json, const QString& database);
@@ -66,7 +68,9 @@ class MainWindow : public QMainWindow {
   void on_position(const SweepPosition& position);
   void on_run_finished(int index, const QString& status, const QString& message, qint64 run_id,
                        const Timeline& timeline);
-  void on_sweep_finished(const QString& summary);
+  void on_sweep_finished(const QString& summary, bool stopped);
+  void refresh_runs();
+  void forget_runs(const QList<qint64>& ids);
   void on_failed(const QString& message);
   void on_check_requested(const RunConfig& config);
   void on_check_finished(bool identical, const QString& verdict);
@@ -84,6 +88,7 @@ class MainWindow : public QMainWindow {
   QTabWidget* tabs_;
   QProgressBar* progress_;
   QLabel* status_;
+  QLabel* database_label_;
   QThread worker_thread_;
   SweepWorker* worker_;  // owned by worker_thread_ (deleted on its finished())
   bool running_ = false;

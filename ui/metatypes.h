@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "memory/memory_tracker.h"
+#include "memory/timeline_point.h"
 #include "train/run_config.h"
 #include "train/step_metrics.h"
 

@@ -19,17 +19,23 @@ namespace rematlab::ui {
 namespace {
 
 enum Column {
-  kId, kExperiment, kName, kStatus, kCheckpoint, kOffload, kBatch, kPrecision, kSteps, kPeak,
-  kPeakActivation, kTokensPerS, kFinalLoss, kStarted, kColumns
+  kId, kExperiment, kName, kStatus, kModel, kCheckpoint, kOffload, kBatch, kPrecision, kSteps,
+  kPeak, kPeakActivation, kTokensPerS, kFinalLoss, kStarted, kColumns
 };
 
-const char* const kHeaders[kColumns] = {"id",        "experiment", "name",      "status",
-                                        "checkpoint", "offload",   "batch",     "precision",
-                                        "steps",      "peak",      "peak act",  "tokens/s",
-                                        "final loss", "started"};
+const char* const kHeaders[kColumns] = {"id",       "experiment", "name",     "status",
+                                        "model",    "checkpoint", "offload",  "batch",
+                                        "precision", "steps",     "peak",     "peak act",
+                                        "tokens/s", "final loss", "started"};
 
-const char* const kStatuses[] = {"running", "ok",          "oom",   "cancelled",
-                                 "diverged", "interrupted", "failed"};
+// "small (12×256, seq 256)": the preset and the shape it was trained with.
+QString model_text(const RunConfig& config) {
+  return QString("%1 (%2×%3, seq %4)")
+      .arg(QString::fromStdString(config.preset))
+      .arg(config.model.layers)
+      .arg(config.model.d_model)
+      .arg(config.model.seq_len);
+}
 
 }  // namespace
 
@@ -49,50 +55,49 @@ int RunsTableModel::columnCount(const QModelIndex& parent) const {
 
 QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || (role != Qt::DisplayRole && role != Qt::UserRole &&
-                           role != Qt::TextAlignmentRole)) {
+                           role != Qt::TextAlignmentRole && role != Qt::ToolTipRole)) {
     return {};
   }
   const RunRecord& run = runs_.at(static_cast<std::size_t>(index.row()));
-  const auto& c = run.config;
-  const auto& s = run.summary;
-  auto text = [](const nlohmann::json& object, const char* key) {
-    return QString::fromStdString(object.is_object() ? object.value(key, std::string()) : "");
-  };
-  auto number = [](const nlohmann::json& object, const char* key) -> QVariant {
-    if (!object.is_object() || !object.contains(key) || !object.at(key).is_number()) return {};
-    return object.at(key).get<double>();
-  };
   const int column = index.column();
+  if (role == Qt::ToolTipRole) {
+    return run.message.empty() ? QVariant() : QString::fromStdString(run.message);
+  }
   const bool numeric = column == kId || column == kBatch || column == kSteps || column == kPeak ||
                        column == kPeakActivation || column == kTokensPerS || column == kFinalLoss;
   if (role == Qt::TextAlignmentRole) {
     return numeric ? QVariant(Qt::AlignRight | Qt::AlignVCenter) : QVariant();
   }
+  // Only what was measured is shown: a run that never trained has blanks, not zeros.
+  const bool has = run.has_result && run.result.steps_completed > 0;
   // UserRole: the value to sort by (numbers as numbers).
   switch (column) {
     case kId: return static_cast<qlonglong>(run.id);
     case kExperiment: return QString::fromStdString(run.experiment);
     case kName: return QString::fromStdString(run.name);
-    case kStatus: return QString::fromStdString(run.status);
-    case kCheckpoint: return text(c, "checkpoint");
-    case kOffload: return text(c, "offload");
-    case kBatch: return number(c, "batch").isValid() ? QVariant(static_cast<qlonglong>(c.value("batch", int64_t{0}))) : QVariant();
-    case kPrecision: return text(c, "precision");
+    case kStatus: return QString::fromStdString(to_string(run.status));
+    case kModel: return model_text(run.config);
+    case kCheckpoint: return QString::fromStdString(run.config.checkpoint);
+    case kOffload: return QString::fromStdString(run.config.offload);
+    case kBatch:
+      return run.config.batch > 0 ? QVariant(static_cast<qlonglong>(run.config.batch)) : QVariant();
+    case kPrecision: return QString::fromStdString(to_string(run.config.precision));
     case kSteps: return static_cast<qlonglong>(run.steps_recorded);
     case kPeak:
     case kPeakActivation: {
-      const QVariant bytes = number(s, column == kPeak ? "peak_bytes" : "peak_activation_bytes");
-      if (role == Qt::UserRole || !bytes.isValid()) return bytes;
-      return QString::fromStdString(format_bytes(static_cast<int64_t>(bytes.toDouble())));
+      if (!has) return {};
+      const int64_t bytes = column == kPeak ? run.result.peak_bytes : run.result.peak_activation_bytes;
+      if (role == Qt::UserRole) return static_cast<qlonglong>(bytes);
+      return QString::fromStdString(format_bytes(bytes));
     }
-    case kTokensPerS: {
-      const QVariant rate = number(s, "tokens_per_s");
-      return role == Qt::UserRole || !rate.isValid() ? rate : QString::number(rate.toDouble(), 'f', 0);
-    }
-    case kFinalLoss: {
-      const QVariant loss = number(s, "final_loss");
-      return role == Qt::UserRole || !loss.isValid() ? loss : QString::number(loss.toDouble(), 'f', 4);
-    }
+    case kTokensPerS:
+      if (!has) return {};
+      return role == Qt::UserRole ? QVariant(run.result.tokens_per_s)
+                                  : QString::number(run.result.tokens_per_s, 'f', 0);
+    case kFinalLoss:
+      if (!has) return {};
+      return role == Qt::UserRole ? QVariant(run.result.final_loss)
+                                  : QString::number(run.result.final_loss, 'f', 4);
     case kStarted: return QString::fromStdString(run.started);
     default: return {};
   }
@@ -113,7 +118,10 @@ RunsView::RunsView(QWidget* parent)
       compare_(new QPushButton("Compare selected")),
       delete_(new QPushButton("Delete selected…")) {
   status_->addItem("any status", QString());
-  for (const char* status : kStatuses) status_->addItem(status, QString(status));
+  for (RunStatus status : all_run_statuses()) {
+    const QString name = QString::fromStdString(to_string(status));
+    status_->addItem(name, name);
+  }
   sorted_->setSourceModel(model_);
   sorted_->setSortRole(Qt::UserRole);
   table_->setModel(sorted_);
@@ -146,10 +154,11 @@ RunsView::RunsView(QWidget* parent)
   layout->addWidget(table_, 1);
   layout->addLayout(actions);
 
-  connect(refresh_button, &QPushButton::clicked, this, &RunsView::refresh);
-  connect(status_, &QComboBox::currentIndexChanged, this, &RunsView::refresh);
-  connect(experiment_, &QComboBox::activated, this, [this] {
-    refresh();
+  auto refresh_reporting = [this] { reporting_errors([this] { refresh(); }); };
+  connect(refresh_button, &QPushButton::clicked, this, refresh_reporting);
+  connect(status_, &QComboBox::currentIndexChanged, this, refresh_reporting);
+  connect(experiment_, &QComboBox::activated, this, [this, refresh_reporting] {
+    refresh_reporting();
     emit experimentChanged(selected_experiment());
   });
   connect(compare_, &QPushButton::clicked, this, [this] {
@@ -162,9 +171,26 @@ RunsView::RunsView(QWidget* parent)
   connect(export_steps, &QPushButton::clicked, this, [this] { ask_and_export(true); });
 }
 
+template <typename Action>
+bool RunsView::reporting_errors(Action&& action) {
+  try {
+    action();
+    return true;
+  } catch (const InvalidInput& error) {
+    emit errorOccurred(QString::fromStdString(error.reason()));
+  } catch (const std::exception& error) {
+    emit errorOccurred(QString::fromStdString(error.what()));
+  }
+  return false;
+}
+
 void RunsView::set_store(RunStore* store) {
   store_ = store;
-  refresh();
+  const bool writable = store_ && !store_->read_only();
+  delete_->setEnabled(writable);
+  delete_->setToolTip(writable ? "Delete the selected runs with all their steps"
+                               : "The database is write-protected: runs cannot be deleted");
+  reporting_errors([this] { refresh(); });
 }
 
 void RunsView::refresh() {
@@ -188,7 +214,7 @@ void RunsView::refresh() {
   const std::vector<int64_t> selection = selected_ids();
   RunFilter filter;
   if (selected_experiment() > 0) filter.experiment_id = selected_experiment();
-  filter.status = status_->currentData().toString().toStdString();
+  filter.status = parse_run_status(status_->currentData().toString().toStdString());
   model_->set_runs(store_ ? store_->runs(filter) : std::vector<RunRecord>{});
   select_ids(selection);
 }
@@ -196,7 +222,7 @@ void RunsView::refresh() {
 void RunsView::select_experiment(qint64 experiment_id) {
   const int index = experiment_->findData(experiment_id);
   experiment_->setCurrentIndex(index < 0 ? 0 : index);
-  refresh();
+  reporting_errors([this] { refresh(); });
 }
 
 qint64 RunsView::selected_experiment() const {
@@ -230,8 +256,11 @@ bool RunsView::delete_runs(const std::vector<int64_t>& ids, bool confirmed) {
         QString("Delete %1 run(s) with all their steps? This cannot be undone.").arg(ids.size()));
     if (answer != QMessageBox::Yes) return false;
   }
-  store_->delete_runs(ids);
-  refresh();
+  if (!reporting_errors([&] { store_->delete_runs(ids); })) return false;
+  QList<qint64> deleted;
+  for (int64_t id : ids) deleted << id;
+  emit runsDeleted(deleted);
+  reporting_errors([this] { refresh(); });
   return true;
 }
 

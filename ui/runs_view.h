@@ -42,14 +42,15 @@ class RunsView : public QWidget {
 
   // The store to read (nullptr: none open). Not owned.
   void set_store(RunStore* store);
-  // Re-reads the runs (after a run lands, or a filter changes).
+  // Re-reads the runs (after a run lands, or a filter changes). Throws what the store throws.
   void refresh();
   void select_experiment(qint64 experiment_id);  // 0: all
   qint64 selected_experiment() const;
 
   std::vector<int64_t> selected_ids() const;
   void select_ids(const std::vector<int64_t>& ids);
-  // Deletes the runs; asks first unless `confirmed`. Returns whether they were deleted.
+  // Deletes the runs; asks first unless `confirmed`. Returns whether they were deleted; a refusal
+  // (a run still training, a read-only database) is reported through errorOccurred.
   bool delete_runs(const std::vector<int64_t>& ids, bool confirmed);
   // CSV through core's exporter; throws InvalidInput when the file cannot be written.
   void export_runs_csv(const QString& path, const std::vector<int64_t>& ids) const;
@@ -66,6 +67,8 @@ class RunsView : public QWidget {
  signals:
   void compareRequested(const QList<qint64>& ids);
   void experimentChanged(qint64 experiment_id);
+  void runsDeleted(const QList<qint64>& ids);
+  void errorOccurred(const QString& message);
 
  private:
   RunStore* store_ = nullptr;
@@ -74,6 +77,10 @@ class RunsView : public QWidget {
   QTableView* table_;
   RunsTableModel* model_;
   QSortFilterProxyModel* sorted_;
+  // Runs `action`, turning any error into errorOccurred: a slot must never let one escape.
+  template <typename Action>
+  bool reporting_errors(Action&& action);
+
   QPushButton* compare_;
   QPushButton* delete_;
 };

@@ -3,34 +3,54 @@
 #include <QRegularExpression>
 
 #include "common/current_exception.h"
+#include "store/run_store.h"
 #include "store/run_writer.h"
 #include "sweep/sweep_runner.h"
 #include "train/gradient_check.h"
 
 namespace rematlab::ui {
+namespace {
+
+// The legend names policy, offload and batch (a searched batch is not known yet).
+QString legend_of(const SweepPoint& point) {
+  QString legend = QString::fromStdString(describe_run(point.config));
+  if (point.request.max_batch) legend.replace(QRegularExpression(" b\\d+"), " b=max");
+  if (point.repeat > 0) legend += QString(" #%1").arg(point.repeat + 1);
+  return legend;
+}
+
+QString stop_summary(const std::vector<SweepRunResult>& results, std::size_t planned,
+                     int64_t last_step) {
+  if (results.empty()) return QString("Stopped before the first of %1 runs started").arg(planned);
+  const SweepRunResult& last = results.back();
+  QString where = QString("Stopped in run %1 of %2 (%3)")
+                      .arg(results.size())
+                      .arg(planned)
+                      .arg(QString::fromStdString(last.point.label));
+  if (last_step > 0) where += QString(" after step %1 of %2").arg(last_step).arg(last.point.config.steps);
+  return where + "; it is recorded as cancelled";
+}
+
+}  // namespace
 
 void SweepWorker::run_sweep(const QString& spec_json, const QString& database) {
-  cancel_ = false;
   try {
     const SweepSpec spec =
         parse_sweep_spec(nlohmann::ordered_json::parse(spec_json.toStdString()));
+    RunStore store(database.toStdString());
     RunWriter writer(database.toStdString());
-    SweepRunner runner(spec, &writer);
+    SweepRunner runner(spec, &writer, &store);
     int started = -1;
+    int64_t last_step = 0;
     SweepCallbacks callbacks;
     callbacks.cancel = &cancel_;
     callbacks.on_progress = [&](const SweepProgress& progress) {
       const int index = static_cast<int>(progress.run_index);
       if (index != started) {
         started = index;
-        const auto& point = runner.points()[progress.run_index];
-        // The legend names policy, offload and batch (the search's batch is not known yet).
-        QString legend = QString::fromStdString(describe_run(point.config));
-        if (point.search_batch) {
-          legend.replace(QRegularExpression(" b\\d+"), " b=max");
-        }
-        if (point.repeat > 0) legend += QString(" #%1").arg(point.repeat + 1);
-        emit runStarted(index, legend, static_cast<double>(point.config.budget_bytes));
+        last_step = 0;
+        const SweepPoint& point = runner.points()[progress.run_index];
+        emit runStarted(index, legend_of(point), static_cast<double>(point.config.budget_bytes));
       }
       SweepPosition position;
       position.run_index = index;
@@ -39,26 +59,25 @@ void SweepWorker::run_sweep(const QString& spec_json, const QString& database) {
       position.label = QString::fromStdString(progress.label);
       position.activity = QString::fromStdString(progress.activity);
       if (progress.step) {
-        position.step = progress.step->step + 1;
+        position.step = last_step = progress.step->step + 1;
         position.total_steps = progress.step->total_steps;
         emit stepFinished(index, *progress.step);
       }
       emit positionChanged(position);
     };
     int finished = 0;
-    QString last_status;
     callbacks.on_run_finished = [&](const SweepRunResult& result) {
-      last_status = result.failed ? "failed"
-                                  : QString::fromStdString(to_string(result.summary.status));
-      emit runFinished(finished++, last_status, QString::fromStdString(result.summary.message),
-                       result.run_id.value_or(0), result.summary.timeline);
+      emit runFinished(finished++, QString::fromStdString(to_string(result.summary.status)),
+                       QString::fromStdString(result.summary.message), result.run_id.value_or(0),
+                       result.summary.timeline);
     };
     const auto results = runner.run(callbacks);
     writer.flush();
-    emit sweepFinished(QString("%1 of %2 runs recorded; the last ended %3")
-                           .arg(results.size())
-                           .arg(runner.points().size())
-                           .arg(last_status));
+    const bool stopped = cancel_.load() && (results.size() < runner.points().size() ||
+                                            results.back().summary.status == RunStatus::kCancelled);
+    emit sweepFinished(stopped ? stop_summary(results, runner.points().size(), last_step)
+                               : QString("%1 of %1 runs recorded").arg(results.size()),
+                       stopped);
   } catch (...) {
     emit failed(QString::fromStdString(describe_current_exception()));
   }
@@ -66,7 +85,7 @@ void SweepWorker::run_sweep(const QString& spec_json, const QString& database) {
 
 void SweepWorker::check(const rematlab::RunConfig& config) {
   try {
-    const GradientCheckResult result = check_gradients(config);
+    const GradientCheckResult result = check_gradients(config, &cancel_);
     const QString verdict =
         QString("%1: %2 against none, %3 parameters, largest difference %4 (loss %5)")
             .arg(result.identical ? "identical" : "DIFFERENT")
@@ -75,6 +94,8 @@ void SweepWorker::check(const rematlab::RunConfig& config) {
             .arg(result.max_abs_diff, 0, 'g', 3)
             .arg(result.loss_diff, 0, 'g', 3);
     emit checkFinished(result.identical, verdict);
+  } catch (const GradientCheckCancelled&) {
+    emit checkFinished(false, "Gradient check stopped");
   } catch (...) {
     emit failed(QString::fromStdString(describe_current_exception()));
   }

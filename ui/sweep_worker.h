@@ -16,7 +16,10 @@ class SweepWorker : public QObject {
   Q_OBJECT
 
  public:
-  // Read between micro-batches by the trainer; set from any thread.
+  // Called on the GUI thread before a request is queued: a Stop that arrives between the request
+  // and the moment the worker picks it up then still stops it (it runs nothing).
+  void arm() { cancel_ = false; }
+  // Read between micro-batches by the trainer and the gradient check; set from any thread.
   void request_cancel() { cancel_ = true; }
 
  public slots:
@@ -33,8 +36,10 @@ class SweepWorker : public QObject {
   // `status`: ok | oom | cancelled | diverged | failed; `message` says why when not ok.
   void runFinished(int index, const QString& status, const QString& message, qint64 run_id,
                    const rematlab::ui::Timeline& timeline);
-  void sweepFinished(const QString& summary);
+  // `stopped`: a Stop ended the sweep early; `summary` says where.
+  void sweepFinished(const QString& summary, bool stopped);
   void failed(const QString& message);  // the sweep could not start or the database failed
+  // `verdict` says what was compared and found, or that the check was stopped.
   void checkFinished(bool identical, const QString& verdict);
 
  private:

@@ -4,27 +4,33 @@
 #include "cli/cli_output.h"
 #include "cli/commands.h"
 #include "cli/run_options.h"
+#include "common/json_numbers.h"
 #include "train/gradient_check.h"
 
 namespace rematlab::cli {
 
 Command add_check_command(CLI::App& app) {
   auto* command = app.add_subcommand(
-      "check", "Compare one step's gradients under --checkpoint against none (same seed, batch)");
+      "check", "Compare one step's gradients under --checkpoint against none (same seed, batch); "
+               "exit code 3 when they differ");
   auto options = std::make_shared<RunOptions>();
   options->add_to(*command);
-  return {command, [options]() {
+  auto reference_seed = std::make_shared<std::optional<uint64_t>>();
+  command->add_option("--reference-seed", *reference_seed,
+                      "Another seed for the none side, to see the check report DIFFERENT "
+                      "(exit code 3)");
+  return {command, [options, reference_seed]() {
     RunConfig config = options->resolve();
-    const GradientCheckResult result = check_gradients(config);
+    const GradientCheckResult result = check_gradients(config, nullptr, *reference_seed);
     std::cerr << (result.identical ? "identical: " : "DIFFERENT: ") << config.checkpoint
               << " against none, " << result.params_compared << " parameters compared"
               << std::endl;
     if (options->json) {
       print_json_line(to_json(result));
     } else {
-      std::cout << to_json(result).dump(2) << std::endl;
+      std::cout << dump_json(to_json(result), 2) << std::endl;
     }
-    return 0;
+    return result.identical ? 0 : kExitGradientsDiffer;
   }};
 }
 

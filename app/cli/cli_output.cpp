@@ -6,11 +6,12 @@
 #include <sstream>
 
 #include "common/byte_size.h"
+#include "common/json_numbers.h"
 
 namespace rematlab::cli {
 
 void print_json_line(const nlohmann::json& object) {
-  std::cout << object.dump() << std::endl;
+  std::cout << dump_json(object) << std::endl;  // a path that is not UTF-8 must not lose the result
 }
 
 void print_step_progress(const StepMetrics& step, const std::string& label) {

@@ -10,6 +10,9 @@
 
 namespace rematlab::cli {
 
+// `check`: the gradients under the policy differ from those under none (scripts can rely on it).
+inline constexpr int kExitGradientsDiffer = 3;
+
 struct Command {
   CLI::App* subcommand = nullptr;
   std::function<int()> run;

@@ -9,6 +9,7 @@
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "estimate/estimate.h"
+#include "train/run_config.h"
 
 namespace rematlab::cli {
 namespace {

@@ -1,9 +1,11 @@
 // rematlab-cli: the headless face of RematLab. Exit codes: 0 done (an oom run is a result),
-// 2 bad input (one line naming what is wrong), 1 internal failure.
+// 1 internal failure, 2 bad input (one line naming what is wrong), 3 `check` found gradients that
+// differ from `none`.
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <charconv>
 #include <csignal>
 #include <iostream>
 
@@ -36,6 +38,32 @@ int fail(int code, const std::string& message) {
   return code;
 }
 
+// CLI11 reads integers with strtoll in base 0: "010" is 8, "0x10" is 16, and a number past the
+// type's range saturates silently (--steps 99999999999999999999 became 2^63 - 1 and never
+// ended). Every integer option is checked as a decimal whole number in range first.
+CLI::Validator decimal_integer(bool allow_negative) {
+  return CLI::Validator(
+      [allow_negative](std::string& text) -> std::string {
+        int64_t value = 0;
+        const char* end = text.data() + text.size();
+        const auto [stop, error] = std::from_chars(text.data(), end, value);
+        if (error == std::errc::result_out_of_range) return "'" + text + "' is out of range";
+        if (error != std::errc() || stop != end) return "'" + text + "' is not a whole number";
+        if (!allow_negative && value < 0) return "'" + text + "' must not be negative";
+        return "";
+      },
+      allow_negative ? "INT" : "UINT");
+}
+
+void check_integer_options(CLI::App& app) {
+  for (CLI::App* command : app.get_subcommands({})) {
+    for (CLI::Option* option : command->get_options()) {
+      const std::string type = option->get_type_name();
+      if (type == "INT" || type == "UINT") option->check(decimal_integer(type == "INT"));
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -56,6 +84,7 @@ int main(int argc, char** argv) {
       add_peak_command(app),
   };
   for (Command& report : add_report_commands(app)) commands.push_back(std::move(report));
+  check_integer_options(app);
 
   if (argc > 1 && argv[1][0] != '-') {
     std::string known;

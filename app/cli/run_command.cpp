@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/run_options.h"
 #include "common/byte_size.h"
+#include "store/peak_flops_registry.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
 #include "train/trainer.h"
@@ -25,7 +26,11 @@ void print_summary(const RunSummary& summary) {
             << "peak             " << format_bytes(summary.peak_bytes) << "\n"
             << "baseline         " << format_bytes(summary.baseline_bytes) << "\n"
             << "peak activation  " << format_bytes(summary.peak_activation_bytes) << "\n"
-            << "process RSS peak " << format_bytes(summary.rss_peak_bytes) << "\n";
+            << "process RSS peak " << format_bytes(summary.rss_peak_bytes) << "\n"
+            << "MFU / HFU        " << format_number(100.0 * summary.mfu, 1) << " % / "
+            << format_number(100.0 * summary.hfu, 1) << " % of "
+            << format_number(summary.peak_flops / 1e9, 1) << " GFLOP/s ("
+            << summary.peak_flops_source << ")\n";
 }
 
 }  // namespace
@@ -39,13 +44,16 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
   command->add_option("--db", *db, "Record the run (and every step) in this runs database");
   command->add_option("--name", *name, "The run's name in the database (default: its policy)");
   return {command, [options, db, name, &cancel]() {
-    Trainer trainer(options->resolve());
+    RunConfig config = options->resolve();
+    std::unique_ptr<RunStore> store;
+    if (!db->empty()) store = std::make_unique<RunStore>(*db);  // creates or migrates it
+    // Before training: the peak kept for this device, or one measured now while it is quiet.
+    resolve_peak_flops(config, store.get());
+    Trainer trainer(config);
     std::unique_ptr<RunWriter> writer;
     std::optional<int64_t> run_id;
-    if (!db->empty()) {
-      RunStore store(*db);  // creates or migrates it, and marks abandoned runs interrupted
+    if (store) {
       writer = std::make_unique<RunWriter>(*db);
-      const RunConfig& config = trainer.config();
       run_id = writer->begin_run(std::nullopt, name->empty() ? describe_run(config) : *name, config);
     }
     TrainerCallbacks callbacks;

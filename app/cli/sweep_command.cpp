@@ -18,7 +18,7 @@ Command add_sweep_command(CLI::App& app, const std::atomic<bool>& cancel) {
   struct Options {
     std::string spec;
     bool default_study = false;
-    std::string db = kDefaultDatabase;
+    std::string db = default_database_path();
     bool json = false;
   };
   auto options = std::make_shared<Options>();
@@ -42,7 +42,7 @@ Command add_sweep_command(CLI::App& app, const std::atomic<bool>& cancel) {
                 << "now marked interrupted" << std::endl;
     }
     RunWriter writer(options->db);
-    SweepRunner runner(std::move(spec), &writer);
+    SweepRunner runner(std::move(spec), &writer, &store);
     for (const std::string& skipped : runner.skipped()) {
       std::cerr << "skipped: " << skipped << std::endl;
     }
@@ -55,7 +55,11 @@ Command add_sweep_command(CLI::App& app, const std::atomic<bool>& cancel) {
     std::cout << "Experiment " << runner.experiment_id().value_or(0) << " in " << options->db
               << ": " << results.size() << " of " << runner.points().size() << " runs\n\n"
               << format_strategy_table(results);
-    if (results.size() < runner.points().size()) std::cout << "(stopped: cancelled)\n";
+    if (results.size() < runner.points().size() ||
+        (!results.empty() && results.back().summary.status == RunStatus::kCancelled)) {
+      std::cout << "(stopped: cancelled at run " << results.size() << " of "
+                << runner.points().size() << ")\n";
+    }
     if (options->json) {
       print_json_line({{"experiment_id", runner.experiment_id().value_or(0)},
                        {"runs", strategy_rows_json(results)}});

@@ -1,6 +1,7 @@
 #include "common/posix_files.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -62,6 +63,120 @@ void remove_tree(const std::string& path) {
       path.c_str(),
       [](const char* item, const struct stat*, int, struct FTW*) { return std::remove(item); }, 16,
       FTW_DEPTH | FTW_PHYS);
+}
+
+std::string parent_directory(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+bool writable(const std::string& path) { return ::access(path.c_str(), W_OK) == 0; }
+bool readable(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
+
+bool is_valid_utf8(const std::string& text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    int extra = 0;
+    uint32_t code = 0;
+    if (byte < 0x80) {
+      ++i;
+      continue;
+    } else if ((byte & 0xE0) == 0xC0) {
+      extra = 1;
+      code = byte & 0x1F;
+    } else if ((byte & 0xF0) == 0xE0) {
+      extra = 2;
+      code = byte & 0x0F;
+    } else if ((byte & 0xF8) == 0xF0) {
+      extra = 3;
+      code = byte & 0x07;
+    } else {
+      return false;
+    }
+    if (i + static_cast<std::size_t>(extra) >= text.size()) return false;  // cut short
+    for (int k = 1; k <= extra; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xC0) != 0x80) return false;
+      code = (code << 6) | (next & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8 either.
+    static const uint32_t kSmallest[] = {0, 0x80, 0x800, 0x10000};
+    if (code < kSmallest[extra] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+      return false;
+    }
+    i += static_cast<std::size_t>(extra) + 1;
+  }
+  return true;
+}
+
+namespace {
+
+// Closes a descriptor on every path.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+  // Closes now, reporting the error a deferred write may only show here.
+  bool close() {
+    const int fd = fd_;
+    fd_ = -1;
+    return ::close(fd) == 0;
+  }
+
+ private:
+  int fd_;
+};
+
+// The process's umask without changing it (umask() can only be read by setting it, which would
+// race with other threads creating files).
+mode_t current_umask() {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  unsigned mask = 022;
+  if (status) {
+    char line[256];
+    while (std::fgets(line, sizeof line, status)) {
+      if (std::sscanf(line, "Umask: %o", &mask) == 1) break;
+    }
+    std::fclose(status);
+  }
+  return static_cast<mode_t>(mask);
+}
+
+bool write_all(int fd, const std::string& text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t wrote = ::write(fd, text.data() + done, text.size() - done);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) return false;
+    done += static_cast<std::size_t>(wrote);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string write_file_durably(const std::string& path, const std::string& text) {
+  std::string temporary = join(parent_directory(path), ".rematlab-tmp-XXXXXX");
+  FileDescriptor file(::mkstemp(temporary.data()));  // O_EXCL: never through a planted link
+  if (file.get() < 0) return std::strerror(errno);
+  // mkstemp makes the file private; a report gets the permissions any new file would.
+  const bool ok = ::fchmod(file.get(), 0666 & ~current_umask()) == 0 && write_all(file.get(), text) && ::fsync(file.get()) == 0 && file.close() &&
+                  ::rename(temporary.c_str(), path.c_str()) == 0;
+  const int reason = errno;
+  if (!ok) {
+    ::unlink(temporary.c_str());
+    return std::strerror(reason);
+  }
+  FileDescriptor folder(::open(parent_directory(path).c_str(), O_RDONLY | O_DIRECTORY));
+  if (folder.get() >= 0) ::fsync(folder.get());
+  return "";
 }
 
 }  // namespace rematlab::files

@@ -24,4 +24,17 @@ bool remove_file(const std::string& path);
 // Removes `path` and everything below it; a missing path is fine.
 void remove_tree(const std::string& path);
 
+// The folder `path` is in ("." for a bare name).
+std::string parent_directory(const std::string& path);
+// Whether this process may write to `path` (a file, or a folder to create files in).
+bool writable(const std::string& path);
+bool readable(const std::string& path);
+bool is_valid_utf8(const std::string& text);
+
+// Writes `text` to `path` so that, whatever happens, `path` holds either its old content or the
+// whole new one: an exclusively created temporary in the same folder, written, flushed to disk
+// (fsync), renamed over `path`, and the folder flushed so the rename survives a power cut too.
+// Returns an empty string or the reason it failed; the temporary never remains.
+std::string write_file_durably(const std::string& path, const std::string& text);
+
 }  // namespace rematlab::files

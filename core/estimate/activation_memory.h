@@ -15,7 +15,7 @@
 
 #include "checkpoint/checkpoint_policy.h"
 #include "estimate/architecture.h"
-#include "train/run_config.h"
+#include "common/precision.h"
 
 namespace rematlab::estimate {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "train/run_config.h"
+#include "common/precision.h"
 
 namespace rematlab::estimate {
 

@@ -6,6 +6,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <string>
 
 namespace rematlab::device_memory {
 
@@ -25,5 +26,7 @@ int64_t device_used_bytes(const c10::Device& device);
 // Returns cached, unused blocks to the driver (after an out-of-memory, say).
 void empty_cache(const c10::Device& device);
 void synchronize(const c10::Device& device);
+// The CUDA device's product name ("NVIDIA H200"); empty for the CPU.
+std::string cuda_device_name(const c10::Device& device);
 
 }  // namespace rematlab::device_memory

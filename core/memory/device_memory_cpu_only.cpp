@@ -9,5 +9,6 @@ void reset_peak(const c10::Device&) {}
 int64_t device_used_bytes(const c10::Device&) { return 0; }
 void empty_cache(const c10::Device&) {}
 void synchronize(const c10::Device&) {}
+std::string cuda_device_name(const c10::Device&) { return ""; }
 
 }  // namespace rematlab::device_memory

@@ -48,4 +48,11 @@ void synchronize(const c10::Device& device) {
   if (device.is_cuda()) c10::cuda::device_synchronize();
 }
 
+std::string cuda_device_name(const c10::Device& device) {
+  if (!device.is_cuda()) return "";
+  cudaDeviceProp properties{};
+  C10_CUDA_CHECK(cudaGetDeviceProperties(&properties, device.index() < 0 ? 0 : device.index()));
+  return properties.name;
+}
+
 }  // namespace rematlab::device_memory

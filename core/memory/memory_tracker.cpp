@@ -12,18 +12,25 @@
 
 namespace rematlab {
 
+// Lock order, by design: the CUDA caching allocator calls reportMemoryUsage while it may hold
+// its own mutex, so this class never calls into the allocator while it holds mutex_ (that would
+// be the opposite order: a deadlock as soon as the disk-offload worker and autograd allocate at
+// once). The timeline's CUDA bytes come from the `total_allocated` the allocator passes in, not
+// from asking it; the allocator's counters are read only by MemoryTracker, outside mutex_.
 class MemoryTracker::Reporter : public c10::MemoryReportingInfoBase {
  public:
-  explicit Reporter(c10::Device device) : device_(device) {}
+  explicit Reporter(c10::Device device)
+      : device_(device), allocator_counts_(device_memory::uses_caching_allocator(device)) {}
 
   bool memoryProfilingEnabled() const override { return true; }
 
-  void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size, size_t /*total_allocated*/,
+  void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size, size_t total_allocated,
                          size_t /*total_reserved*/, c10::Device device) override {
     if (device.type() != device_.type()) return;
     std::lock_guard<std::mutex> lock(mutex_);
     current_ += alloc_size;
     peak_ = std::max(peak_, current_);
+    allocator_total_ = static_cast<int64_t>(total_allocated);
     record_locked();
   }
 
@@ -68,15 +75,14 @@ class MemoryTracker::Reporter : public c10::MemoryReportingInfoBase {
     if (!recording_ || timeline_.size() >= kMaxTimelinePoints) return;
     const double ms =
         std::chrono::duration<double, std::milli>(Clock::now() - timeline_start_).count();
-    // On CUDA the caching allocator's counter is the truth; the hook only times the events.
-    const int64_t bytes = device_memory::uses_caching_allocator(device_)
-                              ? device_memory::counters(device_).allocated
-                              : current_;
-    timeline_.push_back({ms, bytes, phase_.load()});
+    // On CUDA the caching allocator's total (as it last reported it) is the truth.
+    timeline_.push_back({ms, allocator_counts_ ? allocator_total_ : current_, phase_.load()});
   }
 
   const c10::Device device_;
+  const bool allocator_counts_;  // CUDA: the caching allocator's totals, not our own sum
   mutable std::mutex mutex_;
+  int64_t allocator_total_ = 0;
   int64_t current_ = 0;
   int64_t peak_ = 0;
   std::atomic<MemoryPhase> phase_{MemoryPhase::kIdle};

@@ -15,18 +15,13 @@
 #include <vector>
 
 #include "memory/memory_phase.h"
+#include "memory/timeline_point.h"
 
 namespace c10 {
 class DebugInfoGuard;
 }
 
 namespace rematlab {
-
-struct TimelinePoint {
-  double time_ms = 0.0;  // since the timeline began
-  int64_t bytes = 0;     // live bytes after the event
-  MemoryPhase phase = MemoryPhase::kIdle;
-};
 
 class MemoryTracker {
  public:

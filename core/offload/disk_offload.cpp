@@ -1,7 +1,9 @@
 #include "offload/disk_offload.h"
 
 #include <ATen/ThreadLocalState.h>
-#include <signal.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,9 +14,11 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "common/errors.h"
 #include "common/posix_files.h"
+#include "common/process_identity.h"
 #include "memory/memory_phase.h"
 #include "offload/stash_ledger.h"
 
@@ -22,6 +26,52 @@ namespace rematlab {
 namespace {
 
 constexpr const char* kDirectoryPrefix = "rematlab-offload-";
+constexpr const char* kOwnerFile = "owner";
+
+// Closes a descriptor on every path.
+class Descriptor {
+ public:
+  explicit Descriptor(int fd = -1) : fd_(fd) {}
+  ~Descriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Descriptor(Descriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Descriptor& operator=(Descriptor&&) = delete;
+  Descriptor(const Descriptor&) = delete;
+  int get() const { return fd_; }
+  bool close() { return ::close(std::exchange(fd_, -1)) == 0; }
+
+ private:
+  int fd_;
+};
+
+bool write_all(int fd, const char* data, std::size_t size) {
+  while (size > 0) {
+    const ssize_t wrote = ::write(fd, data, size);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) return false;
+    data += wrote;
+    size -= static_cast<std::size_t>(wrote);
+  }
+  return true;
+}
+
+bool read_all(int fd, char* data, std::size_t size) {
+  while (size > 0) {
+    const ssize_t got = ::read(fd, data, size);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    data += got;
+    size -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+// "host pid start_ticks": who made an offload directory (see process_identity.h).
+std::string owner_text(const ProcessIdentity& owner) {
+  return owner.host + " " + std::to_string(owner.pid) + " " + std::to_string(owner.start_ticks) +
+         "\n";
+}
 
 // One stashed tensor. `tensor` holds the device tensor until it is written, and the loaded one
 // once it is read back.
@@ -47,9 +97,11 @@ struct Task {
 
 class DiskOffloadCore {
  public:
-  DiskOffloadCore(std::string directory, int64_t fail_after_bytes)
+  DiskOffloadCore(std::string directory, Descriptor owner_lock, const DiskOffloadOptions& options)
       : directory_(std::move(directory)),
-        fail_after_bytes_(fail_after_bytes),
+        owner_lock_(std::move(owner_lock)),
+        fail_after_bytes_(options.fail_after_bytes),
+        write_delay_(options.write_delay_for_tests),
         thread_state_(),  // the trainer thread's state: the memory tracker sees the worker too
         worker_([this] { work(); }) {}
 
@@ -184,6 +236,7 @@ class DiskOffloadCore {
       host = entry.tensor;
     }
     host = host.to(torch::kCPU).contiguous();
+    if (write_delay_.count() > 0) std::this_thread::sleep_for(write_delay_);
     std::string error = write_file(entry.path, host);
     host = torch::Tensor();
     std::lock_guard<std::mutex> lock(mutex_);
@@ -207,12 +260,14 @@ class DiskOffloadCore {
     if (fail_after_bytes_ >= 0 && written_bytes_ + bytes > fail_after_bytes_) {
       return "offload: cannot write " + path + ": no space left on device (injected)";
     }
-    std::FILE* file = std::fopen(path.c_str(), "wb");
-    if (!file) return "offload: cannot create " + path + ": " + std::strerror(errno);
-    const bool ok = std::fwrite(host.data_ptr(), 1, static_cast<std::size_t>(bytes), file) ==
-                    static_cast<std::size_t>(bytes);
+    // Exclusive and without following links: nothing planted in the directory is written to.
+    Descriptor file(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                           0600));
+    if (file.get() < 0) return "offload: cannot create " + path + ": " + std::strerror(errno);
+    const bool ok = write_all(file.get(), static_cast<const char*>(host.data_ptr()),
+                              static_cast<std::size_t>(bytes));
     const int saved_errno = errno;
-    const bool closed = std::fclose(file) == 0;
+    const bool closed = file.close();
     if (!ok || !closed) {
       return "offload: cannot write " + path + ": " + std::strerror(ok ? errno : saved_errno);
     }
@@ -228,12 +283,11 @@ class DiskOffloadCore {
     }
     std::string error;
     torch::Tensor loaded = torch::empty(entry.sizes, torch::TensorOptions().dtype(entry.dtype));
-    std::FILE* file = path.empty() ? nullptr : std::fopen(path.c_str(), "rb");
-    if (!file ||
-        std::fread(loaded.data_ptr(), 1, loaded.nbytes(), file) != static_cast<std::size_t>(loaded.nbytes())) {
+    Descriptor file(path.empty() ? -1 : ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (file.get() < 0 ||
+        !read_all(file.get(), static_cast<char*>(loaded.data_ptr()), loaded.nbytes())) {
       error = "offload: cannot read back " + path + ": " + std::strerror(errno);
     }
-    if (file) std::fclose(file);
     if (error.empty() && !entry.device.is_cpu()) loaded = loaded.to(entry.device);
     std::lock_guard<std::mutex> lock(mutex_);
     if (!error.empty()) {
@@ -247,7 +301,9 @@ class DiskOffloadCore {
   }
 
   const std::string directory_;
+  Descriptor owner_lock_;  // flock held while the store lives: the directory is in use
   const int64_t fail_after_bytes_;
+  const std::chrono::milliseconds write_delay_;
   at::ThreadLocalState thread_state_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;  // the worker waits for tasks
@@ -289,25 +345,75 @@ class DiskOffloadStore : public OffloadStore {
   std::shared_ptr<DiskOffloadCore> core_;
 };
 
-std::string fresh_directory(const std::string& parent) {
+std::string random_name() {
   std::random_device entropy;
-  return files::join(parent, kDirectoryPrefix + std::to_string(::getpid()) + "-" +
-                                 std::to_string(entropy() % 1000000));
+  char name[32];
+  std::snprintf(name, sizeof name, "%08x%08x", entropy(), entropy());
+  return name;
+}
+
+// Makes the run's directory, refusing anything that is already there, and its locked owner file.
+std::pair<std::string, Descriptor> create_owned_directory(const std::string& parent,
+                                                          const std::string& name) {
+  const std::string directory = files::join(parent, kDirectoryPrefix + name);
+  if (::mkdir(directory.c_str(), 0700) != 0) {
+    const int reason = errno;
+    if (reason == EEXIST) {
+      throw InvalidInput("--offload", "'" + directory + "' already exists (" +
+                                          (files::is_directory(directory) ? "a folder" : "not a folder") +
+                                          "); an offload directory is never reused");
+    }
+    throw InvalidInput("--offload", "cannot create an offload directory under '" + parent +
+                                        "': " + std::strerror(reason));
+  }
+  const std::string owner = files::join(directory, kOwnerFile);
+  Descriptor lock(::open(owner.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  const std::string text = owner_text(current_process());
+  // Blocking: a concurrent cleanup may hold the lock for the moment it takes to see the file new.
+  if (lock.get() < 0 || ::flock(lock.get(), LOCK_EX) != 0 ||
+      !write_all(lock.get(), text.data(), text.size())) {
+    const int reason = errno;
+    files::remove_tree(directory);
+    throw InvalidInput("--offload", "cannot set up '" + directory + "': " + std::strerror(reason));
+  }
+  return {directory, std::move(lock)};
+}
+
+// Whether the offload directory `path` is certainly abandoned (see the header for the rules).
+bool abandoned(const std::string& path) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != ::geteuid()) {
+    return false;  // a symlink, a file or somebody else's: not ours to remove
+  }
+  Descriptor owner(::open(files::join(path, kOwnerFile).c_str(),
+                          O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (owner.get() < 0) return false;  // not (yet) a directory this version made
+  if (::flock(owner.get(), LOCK_EX | LOCK_NB) != 0) return false;  // its store is alive
+  char text[512] = {};
+  if (::read(owner.get(), text, sizeof text - 1) <= 0) return false;  // being set up right now
+  char host[256] = {};
+  long long pid = 0;
+  long long start_ticks = 0;
+  if (std::sscanf(text, "%255s %lld %lld", host, &pid, &start_ticks) != 3) return false;
+  // A lock alone is not proof on shared storage (flock across hosts depends on the file system):
+  // another host's directory is never ours to judge.
+  if (host != current_process().host) return false;
+  return !process_may_be_alive({host, pid, start_ticks});
 }
 
 }  // namespace
 
 std::unique_ptr<OffloadStore> make_disk_offload_store(const DiskOffloadOptions& options) {
   const std::string parent = options.parent.empty() ? files::temp_directory() : options.parent;
-  remove_stale_offload_directories(parent);
-  const std::string directory = fresh_directory(parent);
-  const std::string error = files::make_directories(directory);
+  const std::string error = files::make_directories(parent);
   if (!error.empty()) {
-    throw InvalidInput("--offload", "cannot create an offload directory under '" + parent +
-                                        "': " + error);
+    throw InvalidInput("--offload", "cannot create the offload folder '" + parent + "': " + error);
   }
+  remove_stale_offload_directories(parent);
+  auto [directory, lock] = create_owned_directory(
+      parent, options.name_for_tests.empty() ? random_name() : options.name_for_tests);
   return std::make_unique<DiskOffloadStore>(
-      std::make_shared<DiskOffloadCore>(directory, options.fail_after_bytes));
+      std::make_shared<DiskOffloadCore>(directory, std::move(lock), options));
 }
 
 std::string disk_offload_directory(const OffloadStore& store) {
@@ -319,12 +425,9 @@ int remove_stale_offload_directories(const std::string& parent) {
   for (const std::string& name : files::list(parent)) {
     if (name.rfind(kDirectoryPrefix, 0) != 0) continue;
     const std::string path = files::join(parent, name);
-    if (!files::is_directory(path)) continue;
-    const long pid = std::strtol(name.c_str() + std::strlen(kDirectoryPrefix), nullptr, 10);
-    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
-      files::remove_tree(path);
-      ++removed;
-    }
+    if (!abandoned(path)) continue;
+    files::remove_tree(path);
+    ++removed;
   }
   return removed;
 }

@@ -12,15 +12,18 @@
 
 namespace rematlab {
 
-PeakFlopsProbe measure_peak_flops(const c10::Device& device, Precision precision, int64_t n) {
+PeakFlopsProbe measure_peak_flops(const c10::Device& device, Precision precision, int64_t n,
+                                  int repeats) {
   torch::NoGradGuard no_grad;
   if (n <= 0) n = device.is_cuda() ? 8192 : 1024;
   const at::ScalarType dtype = precision == Precision::kFp32   ? at::kFloat
                                : precision == Precision::kBf16 ? at::kBFloat16
                                                                : at::kHalf;
   const auto options = torch::TensorOptions().dtype(dtype).device(device);
-  const torch::Tensor a = torch::randn({n, n}, options);
-  const torch::Tensor b = torch::randn({n, n}, options);
+  // Fixed values, not random ones: the probe may run between a run's seeding and its first step,
+  // and must not move the generator that dropout replays from.
+  const torch::Tensor a = torch::linspace(-1.0, 1.0, n * n, options).reshape({n, n});
+  const torch::Tensor b = a.flip(0).contiguous();
   // Warm-up for a fifth of a second, not one call: threads spun up, clocks raised, kernels
   // chosen; a single warm-up call left the CPU probe at half the rate a training run sees.
   torch::Tensor c;
@@ -31,7 +34,7 @@ PeakFlopsProbe measure_peak_flops(const c10::Device& device, Precision precision
   } while (std::chrono::steady_clock::now() < warm_until);
   PeakFlopsProbe probe;
   probe.n = n;
-  probe.repeats = 10;  // best of ten: a shared machine still leaves one clean window
+  probe.repeats = std::max(1, repeats);
   double best = 1e30;
   for (int repeat = 0; repeat < probe.repeats; ++repeat) {
     const auto start = std::chrono::steady_clock::now();

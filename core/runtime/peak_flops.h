@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "train/run_config.h"
+#include "common/precision.h"
 
 namespace rematlab {
 
@@ -16,11 +16,13 @@ struct PeakFlopsProbe {
   int repeats = 0;
 };
 
-// n = 0 picks a side that keeps the probe short: 1024 on the CPU, 8192 on CUDA.
-PeakFlopsProbe measure_peak_flops(const c10::Device& device, Precision precision, int64_t n = 0);
+// n = 0 picks a side that keeps the probe short: 1024 on the CPU, 8192 on CUDA. The best of
+// `repeats` timed products is kept: a shared machine still leaves one clean window.
+PeakFlopsProbe measure_peak_flops(const c10::Device& device, Precision precision, int64_t n = 0,
+                                  int repeats = 10);
 
 // Measured once per process for each device, precision and intra-op thread count, then reused:
-// runs in one process (a study, the tests) share one probe and stay comparable.
+// the fallback for runs without a runs database (see store/peak_flops_registry.h).
 double cached_peak_flops(const c10::Device& device, Precision precision);
 
 }  // namespace rematlab

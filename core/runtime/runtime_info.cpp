@@ -57,6 +57,7 @@ double measure_gflops() {
 
 }  // namespace
 
+
 RuntimeInfo probe_runtime(bool measure_matmul) {
   RuntimeInfo info;
   const std::string config = at::show_config();

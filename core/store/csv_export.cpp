@@ -1,21 +1,38 @@
 #include "store/csv_export.h"
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <set>
-
 #include "common/errors.h"
+#include "common/json_numbers.h"
+#include "common/posix_files.h"
 #include "store/step_fields.h"
 
 namespace rematlab {
 namespace {
 
+const std::vector<std::string>& identity_columns() {
+  static const std::vector<std::string> columns = {
+      "id",      "experiment_id", "experiment", "name",    "status",        "message",
+      "started", "ended",         "host",       "libtorch", "steps_recorded"};
+  return columns;
+}
+
+const std::vector<std::string>& request_columns() {
+  static const std::vector<std::string> columns = {
+      "request_max_batch_budget_bytes", "request_max_batch_limit", "request_max_batch_probe_steps"};
+  return columns;
+}
+
+// The config's fields in their stored order: the keys of to_json(RunConfig).
+std::vector<std::string> config_columns() {
+  const nlohmann::json config = to_json(RunConfig{});
+  std::vector<std::string> keys;
+  for (const auto& item : config.items()) keys.push_back(item.key());
+  return keys;
+}
+
 std::string value_text(const nlohmann::json& value) {
   if (value.is_null()) return "";
   if (value.is_string()) return value.get<std::string>();
+  if (value.is_number_float()) return number_text(value.get<double>());
   return value.dump();
 }
 
@@ -24,17 +41,52 @@ void append_row(std::string& out, const std::vector<std::string>& fields) {
   out += "\r\n";
 }
 
-// Keys of every object, in first-seen order, skipping those already in `taken`.
-std::vector<std::string> union_of_keys(const std::vector<const nlohmann::json*>& objects,
-                                       std::set<std::string>& taken) {
-  std::vector<std::string> keys;
-  for (const nlohmann::json* object : objects) {
-    if (!object->is_object()) continue;
-    for (const auto& item : object->items()) {
-      if (taken.insert(item.key()).second) keys.push_back(item.key());
+std::vector<std::string> run_row(const RunRecord& run) {
+  std::vector<std::string> row = {std::to_string(run.id),
+                                  run.experiment_id ? std::to_string(*run.experiment_id) : "",
+                                  run.experiment,
+                                  run.name,
+                                  to_string(run.status),
+                                  run.message,
+                                  run.started,
+                                  run.ended,
+                                  run.host,
+                                  run.libtorch,
+                                  std::to_string(run.steps_recorded)};
+  const nlohmann::json config = to_json(run.config);
+  for (const std::string& key : config_columns()) {
+    // A max-batch run that found no batch trained at none: blank, not a batch it never ran.
+    if (key == "batch" && run.config.batch == 0) {
+      row.emplace_back();
+    } else {
+      row.push_back(value_text(config.value(key, nlohmann::json())));
     }
   }
-  return keys;
+  if (run.request.max_batch) {
+    row.push_back(std::to_string(run.request.max_batch->budget_bytes));
+    row.push_back(std::to_string(run.request.max_batch->limit));
+    row.push_back(std::to_string(run.request.max_batch->probe_steps));
+  } else {
+    row.insert(row.end(), request_columns().size(), "");
+  }
+  const bool measured = run.has_result && run.result.steps_completed > 0;
+  for (const ResultField& field : result_fields()) {
+    if (!measured && std::string(field.name) != "params") {
+      row.emplace_back();
+      continue;
+    }
+    row.push_back(std::visit(
+        [&](auto member) -> std::string {
+          if constexpr (std::is_same_v<decltype(member), double RunResult::*>) {
+            return number_text(run.result.*member);
+          } else {
+            return std::to_string(run.result.*member);
+          }
+        },
+        field.member));
+  }
+  row.push_back(run.result.peak_flops_source);
+  return row;
 }
 
 }  // namespace
@@ -49,34 +101,19 @@ std::string csv_field(const std::string& text) {
   return quoted + "\"";
 }
 
-std::string runs_csv(const std::vector<RunRecord>& runs) {
-  const std::vector<std::string> identity = {"id",     "experiment_id", "experiment", "name",
-                                             "status", "message",       "started",    "ended",
-                                             "host",   "libtorch",      "steps_recorded"};
-  std::set<std::string> taken(identity.begin(), identity.end());
-  std::vector<const nlohmann::json*> configs, summaries;
-  for (const RunRecord& run : runs) {
-    configs.push_back(&run.config);
-    summaries.push_back(&run.summary);
-  }
-  const std::vector<std::string> config_keys = union_of_keys(configs, taken);
-  const std::vector<std::string> summary_keys = union_of_keys(summaries, taken);
+std::vector<std::string> runs_csv_header() {
+  std::vector<std::string> header = identity_columns();
+  for (const std::string& key : config_columns()) header.push_back(key);
+  for (const std::string& key : request_columns()) header.push_back(key);
+  for (const ResultField& field : result_fields()) header.push_back(field.name);
+  header.push_back("peak_flops_source");
+  return header;
+}
 
+std::string runs_csv(const std::vector<RunRecord>& runs) {
   std::string out;
-  std::vector<std::string> header = identity;
-  header.insert(header.end(), config_keys.begin(), config_keys.end());
-  header.insert(header.end(), summary_keys.begin(), summary_keys.end());
-  append_row(out, header);
-  for (const RunRecord& run : runs) {
-    std::vector<std::string> row = {
-        std::to_string(run.id),
-        run.experiment_id ? std::to_string(*run.experiment_id) : "",
-        run.experiment, run.name, run.status, run.message, run.started, run.ended, run.host,
-        run.libtorch, std::to_string(run.steps_recorded)};
-    for (const std::string& key : config_keys) row.push_back(value_text(run.config.value(key, nlohmann::json())));
-    for (const std::string& key : summary_keys) row.push_back(value_text(run.summary.value(key, nlohmann::json())));
-    append_row(out, row);
-  }
+  append_row(out, runs_csv_header());
+  for (const RunRecord& run : runs) append_row(out, run_row(run));
   return out;
 }
 
@@ -96,17 +133,10 @@ std::string steps_csv(RunStore& store, const std::vector<RunRecord>& runs) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
-  std::FILE* file = std::fopen(temporary.c_str(), "wb");
-  if (!file) throw InvalidInput("--csv", "cannot create '" + path + "': " + std::strerror(errno));
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  const int write_errno = errno;
-  const bool closed = std::fclose(file) == 0;
-  if (!written || !closed || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int reason = !written ? write_errno : errno;
-    std::remove(temporary.c_str());
-    throw InvalidInput("--csv", "cannot write '" + path + "': " + std::strerror(reason));
-  }
+  if (!files::is_valid_utf8(path)) throw InvalidInput("--csv", "the path is not valid UTF-8");
+  if (files::is_directory(path)) throw InvalidInput("--csv", "'" + path + "' is a folder");
+  const std::string error = files::write_file_durably(path, text);
+  if (!error.empty()) throw InvalidInput("--csv", "cannot write '" + path + "': " + error);
 }
 
 }  // namespace rematlab

@@ -1,56 +1,168 @@
 #include "store/run_comparison.h"
 
-#include <set>
+#include <algorithm>
+#include <cmath>
+
+#include "common/json_numbers.h"
 
 namespace rematlab {
+namespace {
 
-std::vector<ComparisonRow> compare_runs(const std::vector<RunRecord>& runs) {
-  std::vector<ComparisonRow> rows;
-  if (runs.empty()) return rows;
-  std::set<std::string> config_keys;
-  std::vector<std::string> config_order;
-  for (const RunRecord& run : runs) {
-    for (const auto& item : run.config.items()) {
-      if (config_keys.insert(item.key()).second) config_order.push_back(item.key());
+// Config fields that make two runs different experiments rather than two ways to run one: a
+// difference in these turns every ratio into a comparison of different workloads.
+const std::vector<std::string>& workload_fields() {
+  static const std::vector<std::string> fields = {"preset", "layers",  "d_model", "heads",
+                                                  "seq_len", "vocab",  "attention", "dropout",
+                                                  "data",    "device"};
+  return fields;
+}
+
+nlohmann::json request_value(const RunRecord& run, const std::string& field) {
+  if (!run.request.max_batch) return nullptr;
+  if (field == "max_batch_budget_bytes") return run.request.max_batch->budget_bytes;
+  if (field == "max_batch_limit") return run.request.max_batch->limit;
+  return nullptr;
+}
+
+bool all_equal(const std::vector<nlohmann::json>& values) {
+  return std::all_of(values.begin(), values.end(),
+                     [&](const nlohmann::json& v) { return v == values.front(); });
+}
+
+}  // namespace
+
+bool measured(const RunRecord& run) {
+  return run.has_result && run.result.steps_completed > 0 && run.status == RunStatus::kOk;
+}
+
+const ComparisonRow* RunComparison::row(const std::string& field) const {
+  for (const ComparisonRow& candidate : rows) {
+    if (candidate.field == field) return &candidate;
+  }
+  return nullptr;
+}
+
+std::optional<double> RunComparison::ratio(std::size_t run, const std::string& metric) const {
+  const ComparisonRow* found = row(metric);
+  if (!found || found->kind != ComparisonRow::Kind::kMetric || run >= found->ratio.size()) {
+    return std::nullopt;
+  }
+  return found->ratio[run];
+}
+
+std::vector<std::size_t> pareto_front(const std::vector<std::pair<double, double>>& points) {
+  std::vector<std::size_t> front;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const auto [memory, speed] = points[i];
+    bool beaten = false;
+    for (std::size_t j = 0; j < points.size() && !beaten; ++j) {
+      if (j == i) continue;
+      const auto [other_memory, other_speed] = points[j];
+      const bool at_least_as_good = other_memory <= memory && other_speed >= speed;
+      const bool strictly_better = other_memory < memory || other_speed > speed;
+      // An identical point earlier in the list stands for both.
+      beaten = at_least_as_good && (strictly_better || j < i);
+    }
+    if (!beaten) front.push_back(i);
+  }
+  std::sort(front.begin(), front.end(),
+            [&](std::size_t a, std::size_t b) { return points[a].first < points[b].first; });
+  return front;
+}
+
+RunComparison compare_runs(const std::vector<RunRecord>& runs, std::size_t baseline) {
+  RunComparison comparison;
+  if (runs.empty()) return comparison;
+  comparison.baseline = std::min(baseline, runs.size() - 1);
+
+  ComparisonRow status{"status", ComparisonRow::Kind::kStatus, nullptr, {}, {}};
+  for (const RunRecord& run : runs) status.values.push_back(to_string(run.status));
+  comparison.rows.push_back(std::move(status));
+
+  std::vector<nlohmann::json> configs;
+  for (const RunRecord& run : runs) configs.push_back(to_json(run.config));
+  std::vector<std::string> differing_workload;
+  for (const auto& item : configs.front().items()) {
+    ComparisonRow row{item.key(), ComparisonRow::Kind::kConfig, nullptr, {}, {}};
+    for (const nlohmann::json& config : configs) row.values.push_back(config.value(item.key(), nlohmann::json()));
+    if (all_equal(row.values)) continue;
+    if (std::find(workload_fields().begin(), workload_fields().end(), item.key()) !=
+        workload_fields().end()) {
+      differing_workload.push_back(item.key());
+    }
+    comparison.rows.push_back(std::move(row));
+  }
+  for (const char* field : {"max_batch_budget_bytes", "max_batch_limit"}) {
+    ComparisonRow row{std::string("request_") + field, ComparisonRow::Kind::kRequest, nullptr, {}, {}};
+    for (const RunRecord& run : runs) row.values.push_back(request_value(run, field));
+    if (!all_equal(row.values) || !row.values.front().is_null()) {
+      comparison.rows.push_back(std::move(row));
     }
   }
-  auto field_of = [](const nlohmann::json& object, const std::string& key) {
-    return object.is_object() ? object.value(key, nlohmann::json()) : nlohmann::json();
-  };
 
-  ComparisonRow status{"status", false, {}, {}};
-  for (const RunRecord& run : runs) status.values.push_back(run.status);
-  rows.push_back(status);
-  for (const std::string& key : config_order) {
-    ComparisonRow row{key, false, {}, {}};
-    for (const RunRecord& run : runs) row.values.push_back(field_of(run.config, key));
-    bool differs = false;
-    for (const auto& value : row.values) differs = differs || value != row.values.front();
-    if (differs) rows.push_back(std::move(row));
+  const RunRecord& reference = runs[comparison.baseline];
+  for (const ResultField& field : result_fields()) {
+    ComparisonRow row{field.name, ComparisonRow::Kind::kMetric, &field, {}, {}};
+    const bool reference_measured = reference.has_result && reference.result.steps_completed > 0;
+    const double reference_value = result_value(reference.result, field);
+    for (const RunRecord& run : runs) {
+      const bool has_value = run.has_result && run.result.steps_completed > 0;
+      const double value = result_value(run.result, field);
+      row.values.push_back(has_value ? json_number(value) : nlohmann::json());
+      const bool divisible = has_value && reference_measured && reference_value != 0.0 &&
+                             std::isfinite(value) && std::isfinite(reference_value);
+      row.ratio.push_back(divisible ? std::optional<double>(value / reference_value)
+                                    : std::nullopt);
+    }
+    comparison.rows.push_back(std::move(row));
   }
 
-  std::set<std::string> seen;
-  for (const RunRecord& run : runs) {
-    if (!run.summary.is_object()) continue;
-    for (const auto& item : run.summary.items()) {
-      const std::string& key = item.key();
-      if (!item.value().is_number() || config_keys.count(key) || !seen.insert(key).second) continue;
-      if (key == "run_id") continue;
-      ComparisonRow row{key, true, {}, {}};
-      for (const RunRecord& other : runs) {
-        const nlohmann::json value = field_of(other.summary, key);
-        row.values.push_back(value);
-        const nlohmann::json reference = field_of(runs.front().summary, key);
-        if (value.is_number() && reference.is_number() && reference.get<double>() != 0.0) {
-          row.ratio.push_back(value.get<double>() / reference.get<double>());
-        } else {
-          row.ratio.push_back(std::nullopt);
-        }
-      }
-      rows.push_back(std::move(row));
+  std::vector<std::pair<double, double>> points;
+  std::vector<std::size_t> candidates;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (!measured(runs[i])) continue;
+    candidates.push_back(i);
+    points.emplace_back(static_cast<double>(runs[i].result.peak_bytes), runs[i].result.tokens_per_s);
+  }
+  for (std::size_t index : pareto_front(points)) comparison.pareto_front.push_back(candidates[index]);
+
+  if (!differing_workload.empty()) {
+    std::string fields;
+    for (const std::string& field : differing_workload) fields += (fields.empty() ? "" : ", ") + field;
+    comparison.warnings.push_back("the runs train different workloads (they differ in " + fields +
+                                  "): ratios compare different models, not policies");
+  }
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].status != RunStatus::kOk && runs[i].has_result && runs[i].result.steps_completed > 0) {
+      comparison.warnings.push_back(runs[i].label() + " ended " + to_string(runs[i].status) +
+                                    " after " + std::to_string(runs[i].result.steps_completed) +
+                                    " steps: its figures cover only those");
     }
   }
-  return rows;
+  return comparison;
+}
+
+nlohmann::json to_json(const RunComparison& comparison, const std::vector<RunRecord>& runs) {
+  nlohmann::json ids = nlohmann::json::array();
+  for (const RunRecord& run : runs) ids.push_back(run.id);
+  nlohmann::json rows = nlohmann::json::array();
+  for (const ComparisonRow& row : comparison.rows) {
+    nlohmann::json ratios = nlohmann::json::array();
+    for (const auto& ratio : row.ratio) ratios.push_back(ratio ? nlohmann::json(*ratio) : nullptr);
+    const char* kinds[] = {"status", "config", "request", "metric"};
+    rows.push_back({{"field", row.field},
+                    {"kind", kinds[static_cast<int>(row.kind)]},
+                    {"metric", row.kind == ComparisonRow::Kind::kMetric},
+                    {"values", row.values},
+                    {"ratio", ratios}});
+  }
+  nlohmann::json front = nlohmann::json::array();
+  for (std::size_t index : comparison.pareto_front) front.push_back(runs[index].id);
+  return {{"runs", ids},
+          {"baseline", runs.empty() ? nlohmann::json() : nlohmann::json(runs[comparison.baseline].id)},
+          {"rows", rows},
+          {"pareto_front", front},
+          {"warnings", comparison.warnings}};
 }
 
 }  // namespace rematlab

@@ -1,19 +1,30 @@
 #include "store/run_store.h"
 
+#include <cstdlib>
 #include <sstream>
 
 #include "common/errors.h"
+#include "common/posix_files.h"
 #include "common/process_identity.h"
 #include "store/schema.h"
+#include "store/sqlite_db.h"
 #include "store/step_fields.h"
+#include "train/run_fields.h"
 
 namespace rematlab {
 namespace {
 
 constexpr const char* kRunColumns =
     "r.id, r.experiment_id, coalesce(e.name, ''), r.name, r.status, r.message, r.config, "
-    "r.summary, r.started, coalesce(r.ended, ''), r.device, r.host, r.libtorch, "
-    "(SELECT count(*) FROM steps s WHERE s.run_id = r.id)";
+    "r.request, r.summary, r.started, coalesce(r.ended, ''), r.host, r.libtorch, "
+    "(SELECT count(*) FROM steps s WHERE s.run_id = r.id), r.pid, r.pid_start";
+
+constexpr const char* kGoneMessage = "the process running it ended without finishing it";
+
+nlohmann::json parse_or_empty(const std::string& text) {
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return json.is_discarded() ? nlohmann::json::object() : json;
+}
 
 RunRecord read_run(const Statement& row) {
   RunRecord run;
@@ -21,16 +32,24 @@ RunRecord read_run(const Statement& row) {
   if (!row.column_is_null(1)) run.experiment_id = row.column_int(1);
   run.experiment = row.column_text(2);
   run.name = row.column_text(3);
-  run.status = row.column_text(4);
+  run.status = parse_run_status(row.column_text(4)).value_or(RunStatus::kFailed);
   run.message = row.column_text(5);
-  run.config = nlohmann::json::parse(row.column_text(6), nullptr, /*allow_exceptions=*/false);
-  run.summary = nlohmann::json::parse(row.column_text(7), nullptr, false);
-  run.started = row.column_text(8);
-  run.ended = row.column_text(9);
-  run.device = row.column_text(10);
+  run.config = run_config_from_record(parse_or_empty(row.column_text(6)));
+  run.request = run_request_from_json(parse_or_empty(row.column_text(7)));
+  const nlohmann::json summary = parse_or_empty(row.column_text(8));
+  run.has_result = !summary.empty();
+  run.result = run_result_from_json(summary);
+  run.started = row.column_text(9);
+  run.ended = row.column_text(10);
   run.host = row.column_text(11);
   run.libtorch = row.column_text(12);
   run.steps_recorded = row.column_int(13);
+  // A read-only store cannot mark a dead writer's run; it reports it as it would be marked.
+  if (run.status == RunStatus::kRunning &&
+      !process_may_be_alive({run.host, row.column_int(14), row.column_int(15)})) {
+    run.status = RunStatus::kInterrupted;
+    run.message = kGoneMessage;
+  }
   return run;
 }
 
@@ -42,11 +61,36 @@ std::string id_list(const std::vector<int64_t>& ids) {
 
 }  // namespace
 
+std::string RunRecord::label() const {
+  return "#" + std::to_string(id) + " " + name;
+}
+
+std::string default_database_path() {
+  const char* chosen = std::getenv("REMATLAB_DB");
+  if (chosen && *chosen) return chosen;
+  const char* data_home = std::getenv("XDG_DATA_HOME");
+  const char* home = std::getenv("HOME");
+  const std::string base = data_home && *data_home ? data_home
+                           : home && *home         ? files::join(home, ".local/share")
+                                                   : ".";
+  const std::string folder = files::join(base, "rematlab");
+  files::make_directories(folder);
+  return files::join(folder, "rematlab.sqlite");
+}
+
 std::string sqlite_version() { return sqlite3_libversion(); }
 
-RunStore::RunStore(const std::string& path, bool create)
-    : path_(path), db_(open_store_database(path, create)) {
-  recovered_runs_ = mark_interrupted_runs();
+RunStore::RunStore(const std::string& path, StoreAccess access, bool create)
+    : path_(path), access_(access), db_(open_store_database(path, access, create)) {
+  if (access_ == StoreAccess::kReadWrite) recovered_runs_ = mark_interrupted_runs();
+}
+
+RunStore::~RunStore() = default;
+
+void RunStore::require_writable(const std::string& what) const {
+  if (access_ == StoreAccess::kReadOnly) {
+    throw InvalidInput("--db", "'" + path_ + "' is open read-only: cannot " + what);
+  }
 }
 
 int RunStore::mark_interrupted_runs() {
@@ -60,10 +104,8 @@ int RunStore::mark_interrupted_runs() {
   }
   if (gone.empty()) return 0;
   Transaction transaction(*db_);
-  Statement mark(*db_,
-                 "UPDATE runs SET status = 'interrupted', "
-                 "message = 'the process running it ended without finishing it' "
-                 "WHERE id = ? AND status = 'running'");
+  Statement mark(*db_, std::string("UPDATE runs SET status = 'interrupted', message = '") +
+                           kGoneMessage + "' WHERE id = ? AND status = 'running'");
   int marked = 0;
   for (int64_t id : gone) {
     mark.bind(1, id).run();
@@ -84,7 +126,7 @@ std::vector<ExperimentRecord> RunStore::experiments() {
     experiment.id = query.column_int(0);
     experiment.name = query.column_text(1);
     experiment.created = query.column_text(2);
-    experiment.spec = nlohmann::json::parse(query.column_text(3), nullptr, false);
+    experiment.spec = parse_or_empty(query.column_text(3));
     experiment.runs = query.column_int(4);
     result.push_back(std::move(experiment));
   }
@@ -95,14 +137,16 @@ std::vector<RunRecord> RunStore::runs(const RunFilter& filter) {
   std::string sql = std::string("SELECT ") + kRunColumns +
                     " FROM runs r LEFT JOIN experiments e ON e.id = r.experiment_id WHERE 1";
   if (filter.experiment_id) sql += " AND r.experiment_id = ?1";
-  if (!filter.status.empty()) sql += " AND r.status = ?2";
   if (!filter.ids.empty()) sql += " AND r.id IN (" + id_list(filter.ids) + ")";
   sql += " ORDER BY r.id";
   Statement query(*db_, sql);
   if (filter.experiment_id) query.bind(1, *filter.experiment_id);
-  if (!filter.status.empty()) query.bind(2, filter.status);
   std::vector<RunRecord> result;
-  while (query.step()) result.push_back(read_run(query));
+  while (query.step()) {
+    RunRecord run = read_run(query);
+    // Filtered here, not in SQL: a dead writer's `running` run reads as interrupted.
+    if (!filter.status || run.status == *filter.status) result.push_back(std::move(run));
+  }
   if (!filter.ids.empty()) {  // in the order asked for: compare's first run is its reference
     std::vector<RunRecord> ordered;
     for (int64_t id : filter.ids) {
@@ -142,7 +186,7 @@ std::vector<StepMetrics> RunStore::steps(int64_t run_id) {
           [&](auto member) {
             using Value = std::decay_t<decltype(step.*member)>;
             if constexpr (std::is_same_v<Value, double>) {
-              step.*member = query.column_double(column);
+              step.*member = query.column_number(column);
             } else {
               step.*member = static_cast<Value>(query.column_int(column));
             }
@@ -176,14 +220,32 @@ std::vector<ProbeRecord> RunStore::probes(int64_t run_id) {
   query.bind(1, run_id);
   std::vector<ProbeRecord> result;
   while (query.step()) {
-    result.push_back({query.column_int(0), query.column_text(1), query.column_int(2)});
+    result.push_back({query.column_int(0),
+                      parse_run_status(query.column_text(1)).value_or(RunStatus::kFailed),
+                      query.column_int(2)});
   }
   return result;
 }
 
 void RunStore::delete_runs(const std::vector<int64_t>& ids) {
   if (ids.empty()) return;
+  require_writable("delete runs");
   Transaction transaction(*db_);
+  {
+    // Checked inside the transaction, so a run cannot start being trained in between.
+    Statement running(*db_, "SELECT id, host, pid, pid_start FROM runs WHERE status = 'running' "
+                            "AND id IN (" + id_list(ids) + ")");
+    while (running.step()) {
+      const ProcessIdentity writer{running.column_text(1), running.column_int(2),
+                                   running.column_int(3)};
+      if (process_may_be_alive(writer)) {
+        throw InvalidInput("ID", "run " + std::to_string(running.column_int(0)) +
+                                     " is being trained (process " +
+                                     std::to_string(writer.pid) + " on " + writer.host +
+                                     "); stop it before deleting it");
+      }
+    }
+  }
   db_->exec("DELETE FROM runs WHERE id IN (" + id_list(ids) + ")");
   transaction.commit();
 }
@@ -193,6 +255,38 @@ std::string RunStore::integrity_check() {
   std::string result;
   while (query.step()) result += (result.empty() ? "" : "; ") + query.column_text(0);
   return result;
+}
+
+std::optional<PeakFlopsRecord> RunStore::peak_flops(const std::string& host,
+                                                    const std::string& device,
+                                                    Precision precision, int threads) {
+  Statement query(*db_,
+                  "SELECT flops, measured, method FROM peaks WHERE host = ? AND device = ? "
+                  "AND precision = ? AND threads = ?");
+  query.bind(1, host).bind(2, device).bind(3, to_string(precision)).bind(4, int64_t{threads});
+  if (!query.step()) return std::nullopt;
+  return PeakFlopsRecord{host,
+                         device,
+                         precision,
+                         threads,
+                         query.column_double(0),
+                         query.column_text(1),
+                         query.column_text(2)};
+}
+
+void RunStore::save_peak_flops(const PeakFlopsRecord& peak) {
+  require_writable("save a peak");
+  Statement insert(*db_,
+                   "INSERT OR REPLACE INTO peaks (host, device, precision, threads, flops, "
+                   "measured, method) VALUES (?, ?, ?, ?, ?, ?, ?)");
+  insert.bind(1, peak.host)
+      .bind(2, peak.device)
+      .bind(3, to_string(peak.precision))
+      .bind(4, int64_t{peak.threads})
+      .bind(5, peak.flops)
+      .bind(6, peak.measured)
+      .bind(7, peak.method)
+      .run();
 }
 
 }  // namespace rematlab

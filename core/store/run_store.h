@@ -1,5 +1,6 @@
-// Reading the runs database (and deleting runs): what the CLI reports and the GUI browse.
-// Writing during training goes through RunWriter, the one writer.
+// Reading the runs database (and deleting runs, and the measured peak FLOP/s): what the CLI
+// reports and the window browses. Writing during training goes through RunWriter, the one
+// writer. This header names no SQLite type, so the window cannot reach past it.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,11 +11,17 @@
 #include <string>
 #include <vector>
 
-#include "memory/memory_tracker.h"
-#include "store/sqlite_db.h"
+#include "memory/timeline_point.h"
+#include "store/store_access.h"
+#include "train/run_config.h"
+#include "train/run_request.h"
+#include "train/run_status.h"
+#include "train/run_summary.h"
 #include "train/step_metrics.h"
 
 namespace rematlab {
+
+class Database;
 
 struct ExperimentRecord {
   int64_t id = 0;
@@ -24,42 +31,73 @@ struct ExperimentRecord {
   int64_t runs = 0;
 };
 
+// One run as the database holds it, typed: what it trained with, what was asked, what it
+// measured. Nothing reads a run by JSON key outside the store.
 struct RunRecord {
   int64_t id = 0;
   std::optional<int64_t> experiment_id;
   std::string experiment;  // its name, empty for a lone run
   std::string name;
-  std::string status;  // running | ok | oom | cancelled | diverged | interrupted | failed
-  std::string message;
-  nlohmann::json config;   // to_json(RunConfig)
-  nlohmann::json summary;  // the `run --json` object (empty until the run ends)
-  std::string started, ended;
-  std::string device, host, libtorch;
+  RunStatus status = RunStatus::kRunning;
+  std::string message;  // why, when the status is not ok
+  RunConfig config;     // what it trained with (a max-batch run: the batch the search found)
+  RunRequest request;   // what was asked (a max-batch search's budget and range)
+  RunResult result;     // what it measured; only when has_result
+  bool has_result = false;
+  std::string started, ended;  // ISO 8601, UTC; ended empty while running
+  std::string host, libtorch;
   int64_t steps_recorded = 0;
+
+  // "#12 every:1 b8" for legends and lists.
+  std::string label() const;
 };
 
 struct ProbeRecord {
   int64_t batch = 0;
-  std::string status;
+  RunStatus status = RunStatus::kOk;
   int64_t peak_bytes = 0;
 };
 
 struct RunFilter {
   std::optional<int64_t> experiment_id;
-  std::string status;         // empty: any
-  std::vector<int64_t> ids;   // empty: any
+  std::optional<RunStatus> status;
+  std::vector<int64_t> ids;  // empty: any
 };
+
+// The matmul FLOP/s that MFU and HFU of runs on one device, precision and thread count are taken
+// against, measured once in a quiet moment and kept with its date.
+struct PeakFlopsRecord {
+  std::string host;
+  std::string device;  // e.g. "cpu: AMD EPYC 7B13", "cuda: NVIDIA H200"
+  Precision precision = Precision::kFp32;
+  int threads = 0;
+  double flops = 0.0;
+  std::string measured;  // ISO 8601, UTC
+  std::string method;    // e.g. "best of 7 1024² matmuls"
+};
+
+// The database the CLI and the window share when none is given, so that runs from either show in
+// both: $REMATLAB_DB if set, else $XDG_DATA_HOME/rematlab/rematlab.sqlite (by default
+// ~/.local/share/rematlab/rematlab.sqlite). Its folder is created when missing.
+std::string default_database_path();
 
 // The SQLite library in use, e.g. "3.40.1" (for About boxes and bug reports).
 std::string sqlite_version();
 
 class RunStore {
  public:
-  // Opens (creating when `create`) and migrates the database, then marks runs left `running` by
-  // processes that no longer exist as `interrupted`. Throws InvalidInput("--db", …).
-  explicit RunStore(const std::string& path, bool create = true);
+  // kReadWrite: opens (creating it when `create`) and migrates the database, then marks runs
+  // left `running` by processes that no longer exist as `interrupted`. kReadOnly: changes
+  // nothing on disk; such runs read as interrupted all the same. Throws InvalidInput("--db", …)
+  // (ReadOnlyDatabase for a write-protected file asked for kReadWrite).
+  explicit RunStore(const std::string& path, StoreAccess access = StoreAccess::kReadWrite,
+                    bool create = true);
+  ~RunStore();
+  RunStore(const RunStore&) = delete;
+  RunStore& operator=(const RunStore&) = delete;
 
   const std::string& path() const { return path_; }
+  bool read_only() const { return access_ == StoreAccess::kReadOnly; }
   int recovered_runs() const { return recovered_runs_; }
 
   std::vector<ExperimentRecord> experiments();
@@ -69,15 +107,23 @@ class RunStore {
   std::vector<StepMetrics> steps(int64_t run_id);
   std::vector<TimelinePoint> timeline(int64_t run_id);
   std::vector<ProbeRecord> probes(int64_t run_id);
-  // Removes the runs with their steps, timelines and probes, in one transaction.
+  // Removes the runs with their steps, timelines and probes, in one transaction. Refuses (throws
+  // InvalidInput naming the run) a run that a live process is still training, and any deletion
+  // in a read-only store.
   void delete_runs(const std::vector<int64_t>& ids);
   // PRAGMA integrity_check: "ok" or SQLite's findings.
   std::string integrity_check();
 
+  std::optional<PeakFlopsRecord> peak_flops(const std::string& host, const std::string& device,
+                                            Precision precision, int threads);
+  void save_peak_flops(const PeakFlopsRecord& peak);
+
  private:
   int mark_interrupted_runs();
+  void require_writable(const std::string& what) const;
 
   std::string path_;
+  StoreAccess access_;
   std::unique_ptr<Database> db_;
   int recovered_runs_ = 0;
 };

@@ -1,12 +1,14 @@
 #include "store/run_writer.h"
 
 #include <ctime>
-#include <future>
 #include <iostream>
+#include <set>
 
+#include "common/json_numbers.h"
 #include "common/process_identity.h"
 #include "compat/torch_compat.h"
 #include "store/schema.h"
+#include "store/sqlite_db.h"
 #include "store/step_fields.h"
 
 namespace rematlab {
@@ -31,18 +33,21 @@ std::string insert_step_sql() {
   return "INSERT OR REPLACE INTO steps (" + columns + ") VALUES (" + values + ")";
 }
 
-// The run's `run --json` object without the per-step list, which lives in the steps table.
-nlohmann::json stored_summary(const RunSummary& summary) {
-  nlohmann::json json = to_json(summary);
-  json.erase("timeline");
-  return json;
+// Marks a run whose write failed, inside the batch's transaction. Best effort: when even this
+// fails (the run's row is gone), there is nothing left to mark.
+void mark_failed(Database& db, int64_t run_id, const std::string& reason) {
+  try {
+    Statement update(db, "UPDATE runs SET status = 'failed', message = ?, ended = ? WHERE id = ?");
+    update.bind(1, "recording the run failed: " + reason).bind(2, utc_now()).bind(3, run_id).run();
+  } catch (const StoreError&) {
+  }
 }
 
 }  // namespace
 
-RunWriter::RunWriter(const std::string& path, std::chrono::milliseconds commit_interval)
-    : commit_interval_(commit_interval),
-      db_(open_store_database(path, /*create=*/false)),
+RunWriter::RunWriter(const std::string& path, RunWriterOptions options)
+    : options_(options),
+      db_(open_store_database(path, StoreAccess::kReadWrite, /*create=*/false)),
       worker_([this] { work(); }) {}
 
 RunWriter::~RunWriter() {
@@ -52,7 +57,7 @@ RunWriter::~RunWriter() {
   }
   wake_.notify_all();
   worker_.join();
-  if (!error_.empty()) std::cerr << "rematlab: runs database: " << error_ << std::endl;
+  if (!commit_error_.empty()) std::cerr << "rematlab: runs database: " << commit_error_ << std::endl;
 }
 
 void RunWriter::enqueue(Job job) {
@@ -68,12 +73,28 @@ void RunWriter::enqueue(Job job) {
   if (first) wake_.notify_all();
 }
 
+void RunWriter::write_and_wait(int64_t run_id, std::function<void(Database&)> write) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> committed = done->get_future();
+  enqueue({run_id, std::move(write), done});
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++flush_requested_;  // commit now rather than at the interval
+  }
+  wake_.notify_all();
+  committed.get();  // rethrows this write's own failure
+}
+
 void RunWriter::flush() {
   std::unique_lock<std::mutex> lock(mutex_);
   const uint64_t ticket = ++flush_requested_;
   wake_.notify_all();
   committed_.wait(lock, [&] { return flush_served_ >= ticket; });
-  if (!error_.empty()) throw StoreError(error_);
+  if (!commit_error_.empty()) {
+    const std::string error = std::move(commit_error_);
+    commit_error_.clear();
+    throw StoreError(error);
+  }
 }
 
 void RunWriter::work() {
@@ -86,7 +107,7 @@ void RunWriter::work() {
         if (stopping_ || flush_requested_ > flush_served_) break;
         if (jobs_.empty()) {
           wake_.wait(lock);
-        } else if (wake_.wait_until(lock, oldest_job_ + commit_interval_) ==
+        } else if (wake_.wait_until(lock, oldest_job_ + options_.commit_interval) ==
                    std::cv_status::timeout) {
           break;
         }
@@ -95,114 +116,165 @@ void RunWriter::work() {
       batch.swap(jobs_);
       serving = flush_requested_;
     }
-    std::string error;
-    if (!batch.empty()) {
-      try {
-        Transaction transaction(*db_);
-        for (Job& job : batch) job(*db_);
-        transaction.commit();
-      } catch (const std::exception& failure) {
-        error = failure.what();
-      }
-    }
+    commit_batch(batch);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (error_.empty()) error_ = error;
       flush_served_ = serving;
     }
     committed_.notify_all();
   }
 }
 
+void RunWriter::commit_batch(std::deque<Job>& batch) {
+  if (batch.empty()) return;
+  std::vector<std::exception_ptr> failures(batch.size());
+  try {
+    Transaction transaction(*db_);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      db_->exec("SAVEPOINT job");
+      try {
+        batch[i].write(*db_);
+        db_->exec("RELEASE job");
+      } catch (const std::exception& error) {
+        failures[i] = std::current_exception();
+        db_->exec("ROLLBACK TO job");
+        db_->exec("RELEASE job");
+        if (batch[i].run_id != 0) mark_failed(*db_, batch[i].run_id, error.what());
+      }
+    }
+    transaction.commit();
+  } catch (const std::exception& error) {
+    // The transaction itself failed (disk full, a lock held too long): nothing of it landed.
+    const std::exception_ptr failure = std::current_exception();
+    for (auto& job_failure : failures) job_failure = failure;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (commit_error_.empty()) commit_error_ = error.what();
+  }
+  std::set<int64_t> reported;  // queued writes have no caller to tell: once per run, on stderr
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (failures[i] && !batch[i].done && reported.insert(batch[i].run_id).second) {
+      try {
+        std::rethrow_exception(failures[i]);
+      } catch (const std::exception& error) {
+        std::cerr << "rematlab: runs database: run " << batch[i].run_id << ": " << error.what()
+                  << std::endl;
+      }
+    }
+    if (!batch[i].done) continue;
+    if (failures[i]) {
+      batch[i].done->set_exception(failures[i]);
+    } else {
+      batch[i].done->set_value();
+    }
+  }
+}
+
 int64_t RunWriter::create_experiment(const std::string& name, const nlohmann::json& spec) {
-  auto id = std::make_shared<std::promise<int64_t>>();
-  auto result = id->get_future();
-  enqueue([=](Database& db) {
+  auto id = std::make_shared<int64_t>(0);
+  write_and_wait(0, [=](Database& db) {
     Statement insert(db, "INSERT INTO experiments (name, created, spec) VALUES (?, ?, ?)");
-    insert.bind(1, name).bind(2, utc_now()).bind(3, spec.dump()).run();
-    id->set_value(db.last_insert_id());
+    insert.bind(1, name).bind(2, utc_now()).bind(3, dump_json(spec)).run();
+    *id = db.last_insert_id();
   });
-  flush();
-  return result.get();
+  return *id;
 }
 
 int64_t RunWriter::begin_run(std::optional<int64_t> experiment_id, const std::string& name,
-                             const RunConfig& config) {
-  auto id = std::make_shared<std::promise<int64_t>>();
-  auto result = id->get_future();
+                             const RunConfig& config, const RunRequest& request) {
+  auto id = std::make_shared<int64_t>(0);
   const ProcessIdentity self = current_process();
-  enqueue([=](Database& db) {
+  RunConfig recorded = config;
+  if (request.max_batch) recorded.batch = 0;  // not known until the search ends
+  write_and_wait(0, [=](Database& db) {
     Statement insert(db,
-                     "INSERT INTO runs (experiment_id, name, status, config, started, device, "
-                     "host, pid, pid_start, libtorch) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)");
+                     "INSERT INTO runs (experiment_id, name, status, config, request, started, "
+                     "device, host, pid, pid_start, libtorch) "
+                     "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)");
     insert.bind(1, experiment_id)
         .bind(2, name)
-        .bind(3, to_json(config).dump())
-        .bind(4, utc_now())
-        .bind(5, config.device)
-        .bind(6, self.host)
-        .bind(7, self.pid)
-        .bind(8, self.start_ticks)
-        .bind(9, compat::torch_version())
+        .bind(3, dump_json(to_json(recorded)))
+        .bind(4, dump_json(to_json(request)))
+        .bind(5, utc_now())
+        .bind(6, config.device)
+        .bind(7, self.host)
+        .bind(8, self.pid)
+        .bind(9, self.start_ticks)
+        .bind(10, compat::torch_version())
         .run();
-    id->set_value(db.last_insert_id());
+    *id = db.last_insert_id();
   });
-  flush();
-  return result.get();
+  return *id;
 }
 
 void RunWriter::add_step(int64_t run_id, const StepMetrics& step) {
-  enqueue([this, run_id, step](Database& db) {
-    if (!insert_step_) insert_step_ = std::make_unique<Statement>(db, insert_step_sql());
-    Statement& insert = *insert_step_;
-    insert.bind(1, run_id);
-    int index = 2;
-    for (const StepField& field : step_fields()) {
-      std::visit(
-          [&](auto member) {
-            using Value = std::decay_t<decltype(step.*member)>;
-            if constexpr (std::is_same_v<Value, double>) {
-              insert.bind(index, step.*member);
-            } else {
-              insert.bind(index, static_cast<int64_t>(step.*member));
-            }
-          },
-          field.member);
-      ++index;
-    }
-    insert.run();
-  });
+  enqueue({run_id, [this, run_id, step](Database& db) {
+             if (run_id == fail_steps_of_run_.load()) {
+               throw StoreError("step " + std::to_string(step.step) +
+                                " could not be written (injected failure)");
+             }
+             if (!insert_step_) insert_step_ = std::make_unique<Statement>(db, insert_step_sql());
+             Statement& insert = *insert_step_;
+             insert.bind(1, run_id);
+             int index = 2;
+             for (const StepField& field : step_fields()) {
+               std::visit(
+                   [&](auto member) {
+                     using Value = std::decay_t<decltype(step.*member)>;
+                     if constexpr (std::is_same_v<Value, double>) {
+                       insert.bind(index, step.*member);
+                     } else {
+                       insert.bind(index, static_cast<int64_t>(step.*member));
+                     }
+                   },
+                   field.member);
+               ++index;
+             }
+             insert.run();
+           },
+           nullptr});
 }
 
-void RunWriter::add_probe(int64_t run_id, int64_t probe, int64_t batch, const std::string& status,
+void RunWriter::add_probe(int64_t run_id, int64_t probe, int64_t batch, RunStatus status,
                           int64_t peak_bytes) {
-  enqueue([=](Database& db) {
-    Statement insert(db,
-                     "INSERT OR REPLACE INTO probes (run_id, probe, batch, status, peak_bytes) "
-                     "VALUES (?, ?, ?, ?, ?)");
-    insert.bind(1, run_id).bind(2, probe).bind(3, batch).bind(4, status).bind(5, peak_bytes).run();
-  });
+  enqueue({run_id,
+           [=](Database& db) {
+             Statement insert(db,
+                              "INSERT OR REPLACE INTO probes (run_id, probe, batch, status, "
+                              "peak_bytes) VALUES (?, ?, ?, ?, ?)");
+             insert.bind(1, run_id)
+                 .bind(2, probe)
+                 .bind(3, batch)
+                 .bind(4, to_string(status))
+                 .bind(5, peak_bytes)
+                 .run();
+           },
+           nullptr});
 }
 
 void RunWriter::finish_run(int64_t run_id, const RunSummary& summary) {
-  const nlohmann::json json = stored_summary(summary);
+  const std::string config = dump_json(to_json(summary.config));
+  const std::string result = dump_json(to_json(static_cast<const RunResult&>(summary)));
   const std::string status = to_string(summary.status);
   const std::vector<TimelinePoint> timeline = summary.timeline;
   const int64_t timeline_step = summary.timeline_step;
-  enqueue([=](Database& db) {
+  write_and_wait(run_id, [=](Database& db) {
+    // A run already marked failed (one of its writes failed) keeps that status and reason.
     Statement update(db,
-                     "UPDATE runs SET status = ?, message = ?, summary = ?, ended = ?, "
-                     "tokens_per_s = ?, peak_bytes = ?, peak_activation_bytes = ?, final_loss = ? "
-                     "WHERE id = ?");
+                     "UPDATE runs SET "
+                     "status = CASE status WHEN 'failed' THEN status ELSE ? END, "
+                     "message = CASE status WHEN 'failed' THEN message ELSE ? END, "
+                     "config = ?, summary = ?, ended = ?, tokens_per_s = ?, peak_bytes = ?, "
+                     "peak_activation_bytes = ?, final_loss = ? WHERE id = ?");
     update.bind(1, status)
         .bind(2, summary.message)
-        .bind(3, json.dump())
-        .bind(4, utc_now())
-        .bind(5, summary.tokens_per_s)
-        .bind(6, summary.peak_bytes)
-        .bind(7, summary.peak_activation_bytes)
-        .bind(8, summary.final_loss)
-        .bind(9, run_id)
+        .bind(3, config)
+        .bind(4, result)
+        .bind(5, utc_now())
+        .bind(6, summary.tokens_per_s)
+        .bind(7, summary.peak_bytes)
+        .bind(8, summary.peak_activation_bytes)
+        .bind(9, summary.final_loss)
+        .bind(10, run_id)
         .run();
     Statement point(db,
                     "INSERT OR REPLACE INTO timelines (run_id, step, point, time_ms, bytes, phase) "
@@ -217,15 +289,13 @@ void RunWriter::finish_run(int64_t run_id, const RunSummary& summary) {
           .run();
     }
   });
-  flush();
 }
 
 void RunWriter::fail_run(int64_t run_id, const std::string& message) {
-  enqueue([=](Database& db) {
+  write_and_wait(run_id, [=](Database& db) {
     Statement update(db, "UPDATE runs SET status = 'failed', message = ?, ended = ? WHERE id = ?");
     update.bind(1, message).bind(2, utc_now()).bind(3, run_id).run();
   });
-  flush();
 }
 
 }  // namespace rematlab

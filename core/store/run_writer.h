@@ -1,61 +1,88 @@
 // The one writer of the runs database: a thread that owns its own connection, drains a queue of
 // writes and commits them in batches (at least once a second, and whenever a caller waits), so
 // per-step metrics cost training an enqueue and readers never see "database is locked".
+//
+// Each write runs in its own savepoint inside the batch's transaction: one that fails is rolled
+// back alone, its run is marked `failed` with the reason, and every other write of the batch
+// still commits. The writer stays usable after any failure.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
-#include "store/sqlite_db.h"
+#include "store/run_store.h"
+#include "train/run_request.h"
 #include "train/run_summary.h"
 
 namespace rematlab {
 
+class Database;
+class Statement;
+
+struct RunWriterOptions {
+  // Bounds how much a crash can lose.
+  std::chrono::milliseconds commit_interval{1000};
+};
+
 class RunWriter {
  public:
-  // `path` must already be a RematLab database (open a RunStore on it first). `commit_interval`
-  // bounds how much a crash can lose.
-  explicit RunWriter(const std::string& path,
-                     std::chrono::milliseconds commit_interval = std::chrono::milliseconds(1000));
-  // Commits everything queued, then stops the thread. Errors at this point are reported on stderr.
+  // `path` must already be a RematLab database (open a RunStore on it first).
+  explicit RunWriter(const std::string& path, RunWriterOptions options = {});
+  // Commits everything queued, then stops the thread. Errors at this point go to stderr.
   ~RunWriter();
   RunWriter(const RunWriter&) = delete;
   RunWriter& operator=(const RunWriter&) = delete;
 
-  // These wait until written; they rethrow the first write error (StoreError).
+  // These wait until committed and throw StoreError when their own write failed.
   int64_t create_experiment(const std::string& name, const nlohmann::json& spec);
-  // A new run with status `running`, owned by this process.
+  // A new run with status `running`, owned by this process. For a max-batch search the batch is
+  // not known yet: it is recorded as 0 until finish_run stores the batch the run trained at.
   int64_t begin_run(std::optional<int64_t> experiment_id, const std::string& name,
-                    const RunConfig& config);
-  // Status, summary, end time and the memory timeline (when recorded).
+                    const RunConfig& config, const RunRequest& request = {});
+  // Status, the config it trained with, what it measured, end time and the memory timeline. A
+  // run already marked failed (a write of it failed) keeps that status and reason.
   void finish_run(int64_t run_id, const RunSummary& summary);
   // A run that failed before or outside training (an engine error): status `failed`.
   void fail_run(int64_t run_id, const std::string& message);
 
-  // Queued: committed within one commit interval.
+  // Queued: committed within one commit interval. A failure marks the run failed.
   void add_step(int64_t run_id, const StepMetrics& step);
-  void add_probe(int64_t run_id, int64_t probe, int64_t batch, const std::string& status,
+  void add_probe(int64_t run_id, int64_t probe, int64_t batch, RunStatus status,
                  int64_t peak_bytes);
 
-  // Waits until everything queued so far is committed; rethrows the first write error.
+  // Tests only: from now on, writing a step of this run fails, as a broken row would.
+  void fail_steps_of_run_for_tests(int64_t run_id) { fail_steps_of_run_ = run_id; }
+
+  // Waits until everything queued so far is committed. Throws StoreError if a commit failed since
+  // the last flush (a database that cannot be written any more); once, not forever after.
   void flush();
 
  private:
-  using Job = std::function<void(Database&)>;
+  struct Job {
+    int64_t run_id = 0;  // the run the write belongs to; 0: none
+    std::function<void(Database&)> write;
+    std::shared_ptr<std::promise<void>> done;  // for the callers that wait; may be null
+  };
   void enqueue(Job job);
+  void write_and_wait(int64_t run_id, std::function<void(Database&)> write);
   void work();
+  void commit_batch(std::deque<Job>& batch);
 
-  const std::chrono::milliseconds commit_interval_;
-  std::unique_ptr<Database> db_;  // used by the worker thread only
+  const RunWriterOptions options_;
+  std::atomic<int64_t> fail_steps_of_run_{0};
+  std::unique_ptr<Database> db_;            // used by the worker thread only
   std::unique_ptr<Statement> insert_step_;  // prepared once, on the worker thread
   std::mutex mutex_;
   std::condition_variable wake_;       // the worker: jobs, a flush request or stop
@@ -64,7 +91,7 @@ class RunWriter {
   std::chrono::steady_clock::time_point oldest_job_;
   uint64_t flush_requested_ = 0;
   uint64_t flush_served_ = 0;
-  std::string error_;  // the first write error
+  std::string commit_error_;  // a failed commit since the last flush
   bool stopping_ = false;
   std::thread worker_;  // last: starts once everything above exists
 };

@@ -99,6 +99,39 @@ const std::vector<const char*>& migrations() {
       ALTER TABLE steps ADD COLUMN reserved_bytes INTEGER NOT NULL DEFAULT 0;
       ALTER TABLE steps ADD COLUMN device_used_bytes INTEGER NOT NULL DEFAULT 0;
       )sql",
+      // 3 → 4: what a run did apart from what was asked of it. A max-batch run's config held the
+      // batch the spec gave, while the batch it trained at hid in its summary (where "batch",
+      // "steps" and other config keys shadowed each other in reports). Now the config is what
+      // the run trained with, `request` what was asked (the search's budget and range), and the
+      // summary only what was measured (`steps_completed` instead of "steps"). Also: the peak
+      // FLOP/s each device, precision and thread count is measured against, with its date.
+      R"sql(
+      ALTER TABLE runs ADD COLUMN request TEXT NOT NULL DEFAULT '{}';
+      UPDATE runs SET request = json_object('max_batch', json_object(
+            'budget_bytes', json_extract(runs.config, '$.budget_bytes'),
+            'limit', coalesce(json_extract(e.spec, '$.max_batch.limit'), 1024),
+            'probe_steps', coalesce(json_extract(e.spec, '$.max_batch.probe_steps'), 2)))
+        FROM experiments e
+        WHERE e.id = runs.experiment_id AND json_type(e.spec, '$.max_batch') = 'object';
+      UPDATE runs SET config = json_set(config, '$.batch', json_extract(summary, '$.batch'))
+        WHERE json_valid(summary) AND json_type(summary, '$.batch') = 'integer';
+      UPDATE runs SET summary = json_remove(
+            json_set(summary, '$.steps_completed', json_extract(summary, '$.steps')),
+            '$.steps', '$.status', '$.status_message', '$.device', '$.precision', '$.attention',
+            '$.checkpoint', '$.offload', '$.layers', '$.d_model', '$.heads', '$.seq_len',
+            '$.vocab', '$.batch', '$.accum', '$.run_id', '$.timeline')
+        WHERE json_valid(summary) AND json_type(summary, '$.steps') = 'integer';
+      CREATE TABLE peaks (
+        host TEXT NOT NULL,
+        device TEXT NOT NULL,
+        precision TEXT NOT NULL,
+        threads INTEGER NOT NULL,
+        flops REAL NOT NULL,
+        measured TEXT NOT NULL,
+        method TEXT NOT NULL,
+        PRIMARY KEY (host, device, precision, threads)
+      ) WITHOUT ROWID;
+      )sql",
   };
   return list;
 }
@@ -110,6 +143,11 @@ int pragma_int(Database& db, const char* pragma) {
 
 InvalidInput not_ours(const std::string& path, const std::string& why) {
   return InvalidInput("--db", "'" + path + "' " + why + "; it was left unchanged");
+}
+
+InvalidInput locked(const std::string& path) {
+  return InvalidInput("--db", "'" + path + "' is locked by another program (waited 5 s); try "
+                                           "again when it is done; it was left unchanged");
 }
 
 void migrate(Database& db, int to) {
@@ -124,24 +162,74 @@ void migrate(Database& db, int to) {
   transaction.commit();
 }
 
+// Before SQLite sees the path: every reason it could not be opened, as the user should hear it.
+void check_location(const std::string& path, StoreAccess access, bool create) {
+  if (path.empty()) throw InvalidInput("--db", "is empty");
+  if (!files::is_valid_utf8(path)) throw InvalidInput("--db", "the path is not valid UTF-8");
+  if (files::exists(path)) {
+    if (files::is_directory(path)) throw InvalidInput("--db", "'" + path + "' is a folder");
+    if (!files::readable(path)) throw InvalidInput("--db", "'" + path + "' cannot be read");
+    // Writing in WAL mode also creates the -wal and -shm files beside the database.
+    if (access == StoreAccess::kReadWrite &&
+        (!files::writable(path) || !files::writable(files::parent_directory(path)))) {
+      throw ReadOnlyDatabase(path);
+    }
+    return;
+  }
+  if (!create || access == StoreAccess::kReadOnly) {
+    throw InvalidInput("--db", "no database at '" + path + "'");
+  }
+  const std::string folder = files::parent_directory(path);
+  if (!files::is_directory(folder)) {
+    throw InvalidInput("--db", "cannot create '" + path + "': the folder '" + folder +
+                                   "' does not exist");
+  }
+  if (!files::writable(folder)) {
+    throw InvalidInput("--db", "cannot create '" + path + "': the folder '" + folder +
+                                   "' is not writable");
+  }
+}
+
+// Read-only, and WAL needs a -shm file beside the database: where that cannot be created (a
+// read-only folder) the file is opened immutable, which is safe because no writer can be at
+// work there either (it would need the same -shm file).
+std::unique_ptr<Database> open_for_reading(const std::string& path) {
+  auto db = std::make_unique<Database>(path, Database::Mode::kReadOnly);
+  try {
+    pragma_int(*db, "application_id");
+    Statement count(*db, "SELECT count(*) FROM sqlite_master");
+    count.step();
+    return db;
+  } catch (const StoreError& error) {
+    if (error.code() != SQLITE_READONLY && error.code() != SQLITE_CANTOPEN) throw;
+  }
+  return std::make_unique<Database>(path, Database::Mode::kImmutable);
+}
+
 }  // namespace
 
-std::unique_ptr<Database> open_store_database(const std::string& path, bool create) {
+std::unique_ptr<Database> open_store_database(const std::string& path, StoreAccess access,
+                                              bool create) {
+  check_location(path, access, create);
   const bool existed = files::exists(path);
-  if (!existed && !create) throw InvalidInput("--db", "no database at '" + path + "'");
-  auto db = std::make_unique<Database>(
-      path, existed ? Database::Mode::kReadWrite : Database::Mode::kReadWriteCreate);
-
+  const bool reading = access == StoreAccess::kReadOnly;
+  std::unique_ptr<Database> db;
   int application_id = 0;
   int version = 0;
   int objects = 0;
   try {
+    db = reading ? open_for_reading(path)
+                 : std::make_unique<Database>(path, existed ? Database::Mode::kReadWrite
+                                                            : Database::Mode::kReadWriteCreate);
+    if (!reading && db->read_only()) throw ReadOnlyDatabase(path);
     application_id = pragma_int(*db, "application_id");
     version = pragma_int(*db, "user_version");
     Statement count(*db, "SELECT count(*) FROM sqlite_master");
     objects = count.step() ? static_cast<int>(count.column_int(0)) : 0;
   } catch (const StoreError& error) {
-    throw not_ours(path, "is not a RematLab database (" + std::string(error.what()) + ")");
+    if (error.locked()) throw locked(path);
+    const std::string detail = error.code() ? sqlite3_errstr(error.code()) : error.what();
+    throw not_ours(path, "is not a RematLab database (SQLite says: " + detail + ")");
   }
   const bool blank = application_id == 0 && version == 0 && objects == 0;
   if (!blank && application_id != kApplicationId) {
@@ -152,11 +240,25 @@ std::unique_ptr<Database> open_store_database(const std::string& path, bool crea
                              "; this build knows up to " + std::to_string(kStoreSchemaVersion) +
                              ")");
   }
-  db->exec("PRAGMA journal_mode = WAL");
-  // In WAL mode NORMAL loses no committed transaction on a process crash, only on power loss.
-  db->exec("PRAGMA synchronous = NORMAL");
-  db->exec("PRAGMA foreign_keys = ON");
-  if (version < kStoreSchemaVersion) migrate(*db, kStoreSchemaVersion);
+  if (reading) {
+    if (blank) throw not_ours(path, "is empty, not a RematLab database yet");
+    if (version < kStoreSchemaVersion) {
+      throw not_ours(path, "has schema " + std::to_string(version) + ", older than this build's " +
+                               std::to_string(kStoreSchemaVersion) +
+                               ": a command that records runs (run --db, sweep) upgrades it");
+    }
+    return db;
+  }
+  try {
+    db->exec("PRAGMA journal_mode = WAL");
+    // In WAL mode NORMAL loses no committed transaction on a process crash, only on power loss.
+    db->exec("PRAGMA synchronous = NORMAL");
+    db->exec("PRAGMA foreign_keys = ON");
+    if (version < kStoreSchemaVersion) migrate(*db, kStoreSchemaVersion);
+  } catch (const StoreError& error) {
+    if (error.locked()) throw locked(path);
+    throw;
+  }
   return db;
 }
 

@@ -13,12 +13,22 @@ namespace rematlab {
 
 class StoreError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit StoreError(const std::string& message, int code = 0)
+      : std::runtime_error(message), code_(code) {}
+  // SQLite's primary result code (SQLITE_BUSY, SQLITE_READONLY, …); 0 when not from SQLite.
+  int code() const { return code_; }
+  // Another connection holds a lock we waited for in vain.
+  bool locked() const;
+
+ private:
+  int code_;
 };
 
 class Database {
  public:
-  enum class Mode { kReadWriteCreate, kReadWrite, kReadOnly };
+  // kImmutable reads a file that nothing can change while it is open: no locks and no -shm
+  // file, so a read-only database in a folder we cannot write to opens too.
+  enum class Mode { kReadWriteCreate, kReadWrite, kReadOnly, kImmutable };
   Database(const std::string& path, Mode mode);
   ~Database();
   Database(const Database&) = delete;
@@ -28,6 +38,8 @@ class Database {
   int64_t last_insert_id() const { return sqlite3_last_insert_rowid(handle_); }
   int changes() const { return sqlite3_changes(handle_); }
   sqlite3* handle() const { return handle_; }
+  // True when SQLite opened the file read-only (asked to, or it could not open it for writing).
+  bool read_only() const;
   const std::string& path() const { return path_; }
 
  private:
@@ -44,17 +56,22 @@ class Statement {
 
   // Parameters are 1-based, as in SQLite.
   Statement& bind(int index, int64_t value);
+  // Non-finite values are stored as the text 'nan', 'inf' or '-inf' (SQLite would store NULL),
+  // and column_number() reads them back.
   Statement& bind(int index, double value);
   Statement& bind(int index, const std::string& value);
   Statement& bind_null(int index);
   Statement& bind(int index, const std::optional<int64_t>& value);
 
-  bool step();       // true while a row is available
-  void run();        // a statement that returns no rows; resets it for reuse
+  bool step();  // true while a row is available
+  void run();   // a statement that returns no rows; always reset for reuse, even when it throws
   void reset();
 
   int64_t column_int(int column) const;
   double column_double(int column) const;
+  // A REAL column written by bind(double): numbers, 'nan'/'inf'/'-inf', and NULL (how schema 3
+  // stored a non-finite value) as NaN.
+  double column_number(int column) const;
   std::string column_text(int column) const;
   bool column_is_null(int column) const;
   int column_count() const;

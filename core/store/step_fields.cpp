@@ -1,6 +1,6 @@
 #include "store/step_fields.h"
 
-#include <nlohmann/json.hpp>
+#include "common/json_numbers.h"
 
 namespace rematlab {
 
@@ -40,8 +40,13 @@ std::string step_field_text(const StepMetrics& step, const StepField& field) {
   return std::visit(
       [&](auto member) -> std::string {
         const auto value = step.*member;
-        if constexpr (std::is_same_v<decltype(value), const bool>) return value ? "1" : "0";
-        else return nlohmann::json(value).dump();  // shortest text that reads back exactly
+        if constexpr (std::is_same_v<decltype(value), const bool>) {
+          return value ? "1" : "0";
+        } else if constexpr (std::is_same_v<decltype(value), const double>) {
+          return number_text(value);  // shortest exact text; nan, inf, -inf
+        } else {
+          return std::to_string(value);
+        }
       },
       field.member);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "memory/device_memory.h"
+#include "runtime/device.h"
 #include "train/trainer.h"
 
 namespace rematlab {
@@ -61,6 +62,7 @@ BatchProbe probe_by_training(const RunConfig& base, int64_t batch, int64_t steps
     Trainer trainer(config);
     TrainerCallbacks callbacks;
     callbacks.cancel = cancel;
+    callbacks.report_utilisation = false;
     summary = trainer.run(callbacks);  // an out-of-memory in a step comes back as status oom
   } catch (const c10::OutOfMemoryError& error) {
     // Building the model did not fit: the trainer is gone, so is what it held; give the cached

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "store/run_store.h"
 #include "store/run_writer.h"
 #include "sweep/max_batch.h"
 #include "sweep/sweep_spec.h"
@@ -21,17 +23,19 @@ struct SweepProgress {
   int64_t run_index = 0;  // 0-based
   int64_t run_count = 0;
   std::string label;
-  std::string activity;     // "probing batch 16", "training at batch 12", …
+  std::string activity;               // "probing batch 16", "training at batch 12", …
   const StepMetrics* step = nullptr;  // the step just finished, if any
-  double eta_s = -1.0;      // whole sweep; negative until there is a step to go by
+  double eta_s = -1.0;                // whole sweep; negative until there is a step to go by
 };
 
 struct SweepRunResult {
   SweepPoint point;
   std::optional<int64_t> run_id;
-  RunSummary summary;  // status failed runs carry their reason in summary.message
-  bool failed = false;
+  RunSummary summary;  // status failed: summary.message says why
   std::optional<MaxBatchResult> search;
+
+  // The run as the database records it (without the database's identity fields).
+  RunRecord record() const;
 };
 
 struct SweepCallbacks {
@@ -42,8 +46,9 @@ struct SweepCallbacks {
 
 class SweepRunner {
  public:
-  // `writer` may be null (nothing recorded).
-  SweepRunner(SweepSpec spec, RunWriter* writer);
+  // `writer` may be null (nothing recorded). `store` (may be null) keeps the peak FLOP/s runs
+  // are measured against (store/peak_flops_registry.h).
+  SweepRunner(SweepSpec spec, RunWriter* writer, RunStore* store = nullptr);
 
   const std::vector<SweepPoint>& points() const { return points_; }
   const std::vector<std::string>& skipped() const { return skipped_; }
@@ -53,10 +58,20 @@ class SweepRunner {
   std::vector<SweepRunResult> run(const SweepCallbacks& callbacks);
 
  private:
-  SweepRunResult run_point(int64_t index, const SweepCallbacks& callbacks);
+  SweepRunResult run_point(const SweepCallbacks& callbacks);
+  // The max-batch search for the current point; sets config.batch to the batch it found (0 when
+  // not even 1 fits), recording every probe under `run_id`.
+  MaxBatchResult search_batch(std::optional<int64_t> run_id, RunConfig& config,
+                              const SweepCallbacks& callbacks);
+  RunSummary train(std::optional<int64_t> run_id, const RunConfig& config,
+                   const SweepCallbacks& callbacks);
+  void report(const std::string& activity, const StepMetrics* step,
+              const SweepCallbacks& callbacks) const;
+  double eta_seconds(const StepMetrics* step) const;
 
   SweepSpec spec_;
   RunWriter* writer_;
+  RunStore* store_;
   std::vector<std::string> skipped_;
   std::vector<SweepPoint> points_;
   std::optional<int64_t> experiment_id_;
@@ -65,6 +80,8 @@ class SweepRunner {
   int64_t trained_steps_ = 0;
   double finished_run_seconds_ = 0.0;
   int64_t finished_runs_ = 0;
+  int64_t current_ = 0;  // the point being run
+  std::chrono::steady_clock::time_point run_started_;
 };
 
 }  // namespace rematlab

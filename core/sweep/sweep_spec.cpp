@@ -129,7 +129,24 @@ SweepSpec load_sweep_spec(const std::string& path) {
   return parse_sweep_spec(json);
 }
 
+int64_t count_sweep_points(const SweepSpec& spec) {
+  int64_t count = spec.repeats;
+  for (const SweepAxis& axis : spec.axes) {
+    if (spec.max_batch && axis.key == "batch") continue;
+    const auto values = static_cast<int64_t>(axis.values.size());
+    // Saturates instead of overflowing: anything past the limit is refused all the same.
+    count = count > kMaxSweepPoints / std::max<int64_t>(values, 1) ? kMaxSweepPoints + 1
+                                                                    : count * values;
+  }
+  return count;
+}
+
 std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, std::vector<std::string>* skipped) {
+  if (count_sweep_points(spec) > kMaxSweepPoints) {
+    throw InvalidInput(kSpec + "axes", "the axes and repeats make more than " +
+                                           std::to_string(kMaxSweepPoints) +
+                                           " runs; split the sweep");
+  }
   const RunConfig base = run_config_from_fields(spec.base, kSpec + "base");
   std::vector<const SweepAxis*> axes;
   for (const SweepAxis& axis : spec.axes) {
@@ -162,7 +179,7 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, std::vector<std::str
       point.label += (point.label.empty() ? "" : " ") + axes[a]->key + "=" + value_label(value);
     }
     if (spec.max_batch) {
-      point.search_batch = true;
+      point.request.max_batch = spec.max_batch;
       point.config.budget_bytes = spec.max_batch->budget_bytes;
     }
     if (point.label.empty()) point.label = spec.max_batch ? spec.name : describe_run(point.config);

@@ -10,18 +10,13 @@
 #include <vector>
 
 #include "train/run_config.h"
+#include "train/run_request.h"
 
 namespace rematlab {
 
 struct SweepAxis {
   std::string key;
   std::vector<nlohmann::json> values;
-};
-
-struct MaxBatchSpec {
-  int64_t budget_bytes = 0;
-  int64_t limit = 1024;   // the largest batch tried
-  int64_t probe_steps = 2;  // steps per probe: the second has the optimizer state in place
 };
 
 struct SweepSpec {
@@ -38,13 +33,18 @@ struct SweepPoint {
   RunConfig config;
   std::string label;  // the axis values that make it different, e.g. "checkpoint=every:2 batch=8"
   int64_t repeat = 0;
-  bool search_batch = false;  // config.batch is chosen by the max-batch search
+  RunRequest request;  // request.max_batch: config.batch is chosen by the max-batch search
 };
 
 // Throws InvalidInput naming the key ("spec: axes.checkpoint[1]", "spec: repeats", …) for an
 // unknown key, a wrong type, an empty axis or a value that does not validate.
 SweepSpec parse_sweep_spec(const nlohmann::ordered_json& spec);
 SweepSpec load_sweep_spec(const std::string& path);  // plus unreadable file / bad JSON
+
+// More runs than this in one sweep is a mistake in the spec (a week of CPU at a minute per run).
+inline constexpr int64_t kMaxSweepPoints = 10'000;
+// How many runs the spec expands to (before leaving out none+offload), saturating past the limit.
+int64_t count_sweep_points(const SweepSpec& spec);
 
 // Every combination of axis values × repeats, each validated. Combinations of checkpoint `none`
 // with an offload are left out and described in `skipped`.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "runtime/device.h"
 #include "train/trainer.h"
 
 namespace rematlab {
@@ -15,13 +16,16 @@ struct OneStep {
 
 // Builds a fresh trainer (which seeds and initialises the model) and takes one step's
 // gradients, so both sides start from the same weights, batch and RNG state.
-OneStep gradients_under(RunConfig config, const std::string& policy, const std::string& offload) {
+OneStep gradients_under(RunConfig config, const std::string& policy, const std::string& offload,
+                        const std::atomic<bool>* cancel) {
   config.checkpoint = policy;
   config.offload = offload;
   Trainer trainer(config);
   OneStep result;
-  result.loss = trainer.accumulate_gradients(
-      trainer.policy().plan_for(config.model.layers, /*progress=*/0.0));
+  const std::optional<double> loss = trainer.accumulate_gradients(
+      trainer.policy().plan_for(config.model.layers, /*progress=*/0.0), cancel);
+  if (!loss) throw GradientCheckCancelled{};
+  result.loss = *loss;
   for (const auto& item : trainer.model()->named_parameters()) {
     result.gradients.emplace_back(item.key(), item.value().grad().detach().to(torch::kCPU).clone());
   }
@@ -30,12 +34,15 @@ OneStep gradients_under(RunConfig config, const std::string& policy, const std::
 
 }  // namespace
 
-GradientCheckResult check_gradients(RunConfig config) {
+GradientCheckResult check_gradients(RunConfig config, const std::atomic<bool>* cancel,
+                                    std::optional<uint64_t> reference_seed) {
   // On CUDA some kernels (atomics in reductions, cuBLAS split-K) may differ from run to run;
   // bit-for-bit is only a fair test with deterministic algorithms.
   if (parse_device(config.device).is_cuda()) config.deterministic = true;
-  const OneStep checked = gradients_under(config, config.checkpoint, config.offload);
-  const OneStep reference = gradients_under(config, "none", "none");
+  const OneStep checked = gradients_under(config, config.checkpoint, config.offload, cancel);
+  RunConfig reference_config = config;
+  if (reference_seed) reference_config.seed = *reference_seed;
+  const OneStep reference = gradients_under(reference_config, "none", "none", cancel);
 
   GradientCheckResult result;
   result.loss = checked.loss;

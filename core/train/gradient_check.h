@@ -4,7 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "train/run_config.h"
@@ -22,10 +24,17 @@ struct GradientCheckResult {
   std::string worst_param;      // where max_abs_diff was found
 };
 
+// The check was stopped (GradientCheckOptions::cancel) before it finished.
+struct GradientCheckCancelled {};
+
 // Uses config.checkpoint (and config.offload) as the policy under test against none without
 // offload; everything else is shared by both sides. On CUDA both sides run with deterministic
-// algorithms (config.deterministic is forced on).
-GradientCheckResult check_gradients(RunConfig config);
+// algorithms (config.deterministic is forced on). `cancel`, read before each micro-batch of
+// either side, stops it within one micro-batch: throws GradientCheckCancelled.
+GradientCheckResult check_gradients(RunConfig config, const std::atomic<bool>* cancel = nullptr,
+                                    std::optional<uint64_t> reference_seed = std::nullopt);
+// `reference_seed` (another seed for the `none` side: other weights, data and dropout) exists
+// to check the check: it must then report DIFFERENT.
 
 nlohmann::json to_json(const GradientCheckResult& result);
 

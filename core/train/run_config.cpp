@@ -1,74 +1,86 @@
 #include "train/run_config.h"
 
-#include <torch/cuda.h>
-
 #include <algorithm>
+#include <thread>
 
 #include "checkpoint/checkpoint_policy.h"
 #include "common/errors.h"
+#include "common/posix_files.h"
+#include "runtime/device.h"
 
 namespace rematlab {
-
-std::string to_string(Precision precision) {
-  switch (precision) {
-    case Precision::kFp32: return "fp32";
-    case Precision::kBf16: return "bf16";
-    case Precision::kFp16: return "fp16";
-  }
-  return "fp32";
-}
-
-Precision parse_precision(const std::string& text) {
-  if (text == "fp32") return Precision::kFp32;
-  if (text == "bf16") return Precision::kBf16;
-  if (text == "fp16") return Precision::kFp16;
-  throw InvalidInput("--precision", "unknown precision '" + text + "' (use fp32, bf16 or fp16)");
-}
 
 int64_t RunConfig::timed_warmup_steps() const {
   return std::max<int64_t>(0, std::min(warmup_steps, steps - 1));
 }
 
-c10::Device parse_device(const std::string& text) {
-  const bool cuda = text == "cuda" || text.rfind("cuda:", 0) == 0;
-  if (text != "cpu" && !cuda) {
-    throw InvalidInput("--device", "unknown device '" + text + "' (use cpu, cuda or cuda:N)");
-  }
-  if (text == "cpu") return c10::Device(c10::kCPU);
-  if (!torch::cuda::is_available()) {
-    throw InvalidInput("--device", "'" + text + "' requested but no CUDA device is available");
-  }
-  int index = 0;
-  if (text.size() > 5) {
-    std::size_t used = 0;
-    try {
-      index = std::stoi(text.substr(5), &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != text.size() - 5 || index < 0) {
-      throw InvalidInput("--device", "'" + text + "' has no valid device index");
-    }
-  }
-  if (index >= static_cast<int>(torch::cuda::device_count())) {
-    throw InvalidInput("--device", "'" + text + "': only " +
-                                       std::to_string(torch::cuda::device_count()) +
-                                       " CUDA device(s) present");
-  }
-  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+int max_threads() {
+  return std::max(16, 4 * static_cast<int>(std::thread::hardware_concurrency()));
 }
+
+PolicyAndOffload split_policy_and_offload(const std::string& text) {
+  const auto plus = text.find('+');
+  if (plus == std::string::npos) return {text, std::nullopt};
+  return {text.substr(0, plus), text.substr(plus + 1)};
+}
+
+namespace {
+
+void validate_data_source(const std::string& data) {
+  if (!files::is_valid_utf8(data)) throw InvalidInput("--data", "the path is not valid UTF-8");
+  if (data.rfind("text:", 0) != 0) return;
+  const std::string path = data.substr(5);
+  if (!files::exists(path)) throw InvalidInput("--data", "no file '" + path + "'");
+  if (files::is_directory(path)) throw InvalidInput("--data", "'" + path + "' is a folder");
+  if (!files::readable(path)) throw InvalidInput("--data", "'" + path + "' cannot be read");
+}
+
+// The offload directory is created when the run starts; whether it can be is known now.
+void validate_offload_location(const OffloadSpec& offload) {
+  if (offload.kind != OffloadKind::kDisk || offload.directory.empty()) return;
+  const std::string& folder = offload.directory;
+  if (!files::is_valid_utf8(folder)) throw InvalidInput("--offload", "the path is not valid UTF-8");
+  // The folder itself may be created, but under one that exists and can be written.
+  std::string existing = folder;
+  while (!files::exists(existing) && existing != "." && existing != "/") {
+    existing = files::parent_directory(existing);
+  }
+  if (!files::is_directory(existing)) {
+    throw InvalidInput("--offload", "cannot create '" + folder + "': '" + existing +
+                                        "' is not a folder");
+  }
+  if (!files::writable(existing)) {
+    throw InvalidInput("--offload", "cannot create files under '" + folder + "': '" + existing +
+                                        "' is not writable");
+  }
+}
+
+}  // namespace
 
 void validate(const RunConfig& config) {
   validate(config.model);
   auto positive = [](int64_t value, const char* flag) {
     if (value <= 0) throw InvalidInput(flag, "must be positive, got " + std::to_string(value));
   };
+  auto at_most = [](int64_t value, int64_t limit, const char* flag) {
+    if (value > limit) {
+      throw InvalidInput(flag, std::to_string(value) + " is more than the limit of " +
+                                   std::to_string(limit));
+    }
+  };
   positive(config.batch, "--batch");
+  at_most(config.batch, kMaxBatch, "--batch");
   positive(config.accum, "--accum");
+  at_most(config.accum, kMaxBatch, "--accum");
   positive(config.steps, "--steps");
+  at_most(config.steps, kMaxSteps, "--steps");
   if (config.warmup_steps < 0) throw InvalidInput("--warmup-steps", "must not be negative");
   if (!(config.lr > 0.0)) throw InvalidInput("--lr", "must be positive");
-  if (config.threads < 0) throw InvalidInput("--threads", "must not be negative");
+  if (config.threads < 0 || config.threads > max_threads()) {
+    throw InvalidInput("--threads", "must be between 0 (LibTorch's default) and " +
+                                        std::to_string(max_threads()) + ", got " +
+                                        std::to_string(config.threads));
+  }
   if (config.budget_bytes < 0) throw InvalidInput("--budget", "must be positive");
   if (!(config.loss_scale >= 1.0)) throw InvalidInput("--loss-scale", "must be at least 1");
   positive(config.loss_scale_growth_interval, "--loss-scale-growth-interval");
@@ -78,6 +90,8 @@ void validate(const RunConfig& config) {
   }
   const CheckpointPolicy policy = CheckpointPolicy::parse(config.checkpoint);
   const OffloadSpec offload = parse_offload(config.offload);
+  validate_data_source(config.data);
+  validate_offload_location(offload);
   if (offload.kind == OffloadKind::kHost && !device.is_cuda()) {
     throw InvalidInput("--offload", "host offload needs a CUDA device (moving CPU memory to host "
                                     "memory saves nothing); use disk");

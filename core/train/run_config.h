@@ -1,20 +1,16 @@
 // Everything that defines one training run; the unit a sweep expands into and the database keeps.
 #pragma once
 
-#include <c10/core/Device.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "common/precision.h"
 #include "model/model_config.h"
 
 namespace rematlab {
-
-enum class Precision { kFp32, kBf16, kFp16 };
-
-std::string to_string(Precision precision);
-Precision parse_precision(const std::string& text);  // throws InvalidInput("--precision", …)
 
 enum class OffloadKind { kNone, kHost, kDisk };
 struct OffloadSpec {
@@ -22,6 +18,19 @@ struct OffloadSpec {
   std::string directory;  // disk:DIR; empty for the system temp directory
 };
 OffloadSpec parse_offload(const std::string& text);  // throws InvalidInput("--offload", …)
+
+// A checkpoint value that may carry its own offload, "POLICY" or "POLICY+OFFLOAD" (e.g.
+// "every:1+disk"), the one place that form is read: sweep axes, `study`, the window's list.
+struct PolicyAndOffload {
+  std::string checkpoint;
+  std::optional<std::string> offload;  // absent: the run's own --offload applies
+};
+PolicyAndOffload split_policy_and_offload(const std::string& text);
+
+// Limits that keep absurd input from hanging or exhausting the machine before anything runs.
+inline constexpr int64_t kMaxSteps = 1'000'000'000;
+inline constexpr int64_t kMaxBatch = 1'000'000;
+int max_threads();  // 4 × the hardware threads, at least 16
 
 struct RunConfig {
   std::string preset = "tiny";
@@ -42,7 +51,11 @@ struct RunConfig {
   std::string data = "synthetic";
   int64_t budget_bytes = 0;  // 0: no budget
   bool timeline = false;     // record one step's memory timeline
-  double peak_flops = 0.0;   // FLOP/s that MFU is taken against; 0: measured once per process
+  // FLOP/s that MFU is taken against (0: measured once per process before training) and where
+  // it came from (store/peak_flops_registry.h). Not part of the stored config: the run's result
+  // records the peak it used.
+  double peak_flops = 0.0;
+  std::string peak_flops_source;
   // fp16 dynamic loss scaling: the first scale, and how many good steps in a row double it.
   double loss_scale = 65536.0;
   int64_t loss_scale_growth_interval = 2000;
@@ -57,7 +70,6 @@ struct RunConfig {
 // Throws InvalidInput naming the offending flag. Checks that the device exists, that fp16 runs
 // on CUDA only, that the checkpoint policy parses and that the offload mode is available.
 void validate(const RunConfig& config);
-c10::Device parse_device(const std::string& text);  // throws InvalidInput("--device", …)
 
 nlohmann::json to_json(const RunConfig& config);
 

@@ -1,6 +1,8 @@
 #include "train/run_fields.h"
 
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 
 #include "common/byte_size.h"
@@ -18,6 +20,9 @@ using Setter = std::function<void(RunConfig&, const nlohmann::json&, const std::
 
 int64_t as_integer(const nlohmann::json& value, const std::string& field) {
   if (!value.is_number_integer()) wrong_type(field, "an integer", value);
+  if (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t{INT64_MAX}) {
+    throw InvalidInput(field, value.dump() + " is out of range");
+  }
   return value.get<int64_t>();
 }
 double as_number(const nlohmann::json& value, const std::string& field) {
@@ -29,16 +34,25 @@ std::string as_text(const nlohmann::json& value, const std::string& field) {
   return value.get<std::string>();
 }
 
+// Narrowing to the member's type must not wrap (threads is an int).
+template <typename T>
+T narrow(int64_t value, const std::string& field) {
+  if (value < std::numeric_limits<T>::min() || value > std::numeric_limits<T>::max()) {
+    throw InvalidInput(field, std::to_string(value) + " is out of range");
+  }
+  return static_cast<T>(value);
+}
+
 template <typename T>
 Setter integer(T RunConfig::*member) {
   return [member](RunConfig& c, const nlohmann::json& v, const std::string& f) {
-    c.*member = static_cast<T>(as_integer(v, f));
+    c.*member = narrow<T>(as_integer(v, f), f);
   };
 }
 template <typename T>
 Setter model_integer(T ModelConfig::*member) {
   return [member](RunConfig& c, const nlohmann::json& v, const std::string& f) {
-    c.model.*member = static_cast<T>(as_integer(v, f));
+    c.model.*member = narrow<T>(as_integer(v, f), f);
   };
 }
 Setter number(double RunConfig::*member) {
@@ -114,10 +128,9 @@ const std::map<std::string, Setter>& setters() {
       // which are not a full grid of policies × offload modes.
       {"checkpoint",
        [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
-         const std::string value = as_text(v, f);
-         const auto plus = value.find('+');
-         c.checkpoint = value.substr(0, plus);
-         if (plus != std::string::npos) c.offload = value.substr(plus + 1);
+         const PolicyAndOffload parts = split_policy_and_offload(as_text(v, f));
+         c.checkpoint = parts.checkpoint;
+         if (parts.offload) c.offload = *parts.offload;
        }},
       {"offload", text(&RunConfig::offload)},
       {"data", text(&RunConfig::data)},
@@ -155,6 +168,23 @@ RunConfig run_config_from_fields(const nlohmann::ordered_json& fields, const std
   for (const auto& item : fields.items()) {
     if (item.key() == "preset") continue;
     apply_run_field(config, item.key(), nlohmann::json(item.value()), field_name(item.key()));
+  }
+  return config;
+}
+
+RunConfig run_config_from_record(const nlohmann::json& json) {
+  RunConfig config;
+  if (!json.is_object()) return config;
+  auto apply = [&](const std::string& key, const nlohmann::json& value) {
+    try {
+      apply_run_field(config, key, value, "runs.config." + key);
+    } catch (const InvalidInput&) {
+      // Skipped: the rest of the record still reads.
+    }
+  };
+  if (json.contains("preset")) apply("preset", json.at("preset"));
+  for (const auto& item : json.items()) {
+    if (item.key() != "preset") apply(item.key(), item.value());
   }
   return config;
 }

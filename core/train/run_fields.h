@@ -21,4 +21,8 @@ void apply_run_field(RunConfig& config, const std::string& key, const nlohmann::
 // The preset first, then every other field. Does not validate the result.
 RunConfig run_config_from_fields(const nlohmann::ordered_json& fields, const std::string& where);
 
+// A RunConfig as the runs database stored it (to_json(RunConfig)). Tolerant, because a record
+// must stay readable: a field this build does not know or no longer accepts is skipped.
+RunConfig run_config_from_record(const nlohmann::json& json);
+
 }  // namespace rematlab

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/json_numbers.h"
 #include "memory/memory_phase.h"
 
 namespace rematlab {
@@ -18,14 +19,46 @@ double median(std::vector<double> values) {
 
 }  // namespace
 
-std::string to_string(RunStatus status) {
-  switch (status) {
-    case RunStatus::kOk: return "ok";
-    case RunStatus::kOom: return "oom";
-    case RunStatus::kCancelled: return "cancelled";
-    case RunStatus::kDiverged: return "diverged";
+const std::vector<ResultField>& result_fields() {
+  using U = ResultUnit;
+  static const std::vector<ResultField> fields = {
+      {"params", &RunResult::params, U::kCount},
+      {"steps_completed", &RunResult::steps_completed, U::kCount},
+      {"first_loss", &RunResult::first_loss, U::kLoss},
+      {"final_loss", &RunResult::final_loss, U::kLoss},
+      {"tokens_per_s", &RunResult::tokens_per_s, U::kTokensPerSecond, true},
+      {"step_ms", &RunResult::step_ms, U::kMilliseconds},
+      {"forward_ms", &RunResult::forward_ms, U::kMilliseconds},
+      {"backward_ms", &RunResult::backward_ms, U::kMilliseconds},
+      {"offload_wait_ms", &RunResult::offload_wait_ms, U::kMilliseconds},
+      {"peak_bytes", &RunResult::peak_bytes, U::kBytes},
+      {"baseline_bytes", &RunResult::baseline_bytes, U::kBytes},
+      {"peak_activation_bytes", &RunResult::peak_activation_bytes, U::kBytes},
+      {"saved_activation_bytes", &RunResult::saved_activation_bytes, U::kBytes},
+      {"offloaded_peak_bytes", &RunResult::offloaded_peak_bytes, U::kBytes},
+      {"rss_peak_bytes", &RunResult::rss_peak_bytes, U::kBytes},
+      {"reserved_bytes", &RunResult::reserved_bytes, U::kBytes},
+      {"device_used_bytes", &RunResult::device_used_bytes, U::kBytes},
+      {"model_flops", &RunResult::model_flops, U::kFlops},
+      {"hardware_flops", &RunResult::hardware_flops, U::kFlops},
+      {"achieved_flops", &RunResult::achieved_flops, U::kFlops, true},
+      {"peak_flops", &RunResult::peak_flops, U::kFlops},
+      {"mfu", &RunResult::mfu, U::kFraction, true},
+      {"hfu", &RunResult::hfu, U::kFraction, true},
+  };
+  return fields;
+}
+
+double result_value(const RunResult& result, const ResultField& field) {
+  return std::visit([&](auto member) { return static_cast<double>(result.*member); },
+                    field.member);
+}
+
+const ResultField* find_result_field(const std::string& name) {
+  for (const ResultField& field : result_fields()) {
+    if (name == field.name) return &field;
   }
-  return "ok";
+  return nullptr;
 }
 
 void RunSummary::summarize() {
@@ -67,8 +100,8 @@ void RunSummary::summarize() {
 nlohmann::json to_json(const StepMetrics& step) {
   return {{"step", step.step},
           {"warmup", step.warmup},
-          {"loss", step.loss},
-          {"grad_norm", step.grad_norm},
+          {"loss", json_number(step.loss)},
+          {"grad_norm", json_number(step.grad_norm)},
           {"loss_scale", step.loss_scale},
           {"skipped", step.skipped},
           {"step_ms", step.step_ms},
@@ -90,6 +123,49 @@ nlohmann::json to_json(const StepMetrics& step) {
           {"recomputed_segments", step.recomputed_segments}};
 }
 
+nlohmann::json to_json(const RunResult& result) {
+  nlohmann::json json = nlohmann::json::object();
+  for (const ResultField& field : result_fields()) {
+    json[field.name] = std::visit(
+        [&](auto member) -> nlohmann::json {
+          if constexpr (std::is_same_v<decltype(member), double RunResult::*>) {
+            return json_number(result.*member);
+          } else {
+            return result.*member;
+          }
+        },
+        field.member);
+  }
+  json["peak_flops_source"] = result.peak_flops_source;
+  return json;
+}
+
+RunResult run_result_from_json(const nlohmann::json& json) {
+  RunResult result;
+  if (!json.is_object()) return result;
+  for (const ResultField& field : result_fields()) {
+    // Schema 3 stored the run's summary with "steps" for the steps it completed.
+    const char* key = json.contains(field.name)                       ? field.name
+                      : std::string(field.name) == "steps_completed" ? "steps"
+                                                                      : nullptr;
+    if (!key || !json.contains(key)) continue;
+    const nlohmann::json& value = json.at(key);
+    std::visit(
+        [&](auto member) {
+          if constexpr (std::is_same_v<decltype(member), double RunResult::*>) {
+            result.*member = number_from_json(value);
+          } else if (value.is_number_integer()) {
+            result.*member = value.get<int64_t>();
+          }
+        },
+        field.member);
+  }
+  if (json.contains("peak_flops_source") && json["peak_flops_source"].is_string()) {
+    result.peak_flops_source = json["peak_flops_source"].get<std::string>();
+  }
+  return result;
+}
+
 nlohmann::json to_json(const RunSummary& summary) {
   const RunConfig& config = summary.config;
   nlohmann::json json = {
@@ -99,7 +175,6 @@ nlohmann::json to_json(const RunSummary& summary) {
       {"attention", to_string(config.model.attention)},
       {"checkpoint", config.checkpoint},
       {"offload", config.offload},
-      {"params", summary.params},
       {"layers", config.model.layers},
       {"d_model", config.model.d_model},
       {"heads", config.model.heads},
@@ -108,29 +183,9 @@ nlohmann::json to_json(const RunSummary& summary) {
       {"batch", config.batch},
       {"accum", config.accum},
       {"steps", summary.steps_completed},
-      {"first_loss", summary.first_loss},
-      {"final_loss", summary.final_loss},
-      {"tokens_per_s", summary.tokens_per_s},
-      {"step_ms", summary.step_ms},
-      {"forward_ms", summary.forward_ms},
-      {"backward_ms", summary.backward_ms},
-      {"peak_bytes", summary.peak_bytes},
-      {"baseline_bytes", summary.baseline_bytes},
-      {"peak_activation_bytes", summary.peak_activation_bytes},
-      {"saved_activation_bytes", summary.saved_activation_bytes},
-      {"offloaded_peak_bytes", summary.offloaded_peak_bytes},
-      {"offload_wait_ms", summary.offload_wait_ms},
-      {"rss_peak_bytes", summary.rss_peak_bytes},
-      {"reserved_bytes", summary.reserved_bytes},
-      {"device_used_bytes", summary.device_used_bytes},
-      {"model_flops", summary.model_flops},
-      {"hardware_flops", summary.hardware_flops},
-      {"achieved_flops", summary.achieved_flops},
-      {"peak_flops", summary.peak_flops},
-      {"mfu", summary.mfu},
-      {"hfu", summary.hfu},
-      {"run_id", summary.run_id ? nlohmann::json(*summary.run_id) : nlohmann::json(nullptr)},
   };
+  json.update(to_json(static_cast<const RunResult&>(summary)));
+  json["run_id"] = summary.run_id ? nlohmann::json(*summary.run_id) : nlohmann::json(nullptr);
   if (!summary.message.empty()) json["status_message"] = summary.message;
   if (!summary.timeline.empty()) {
     nlohmann::json points = nlohmann::json::array();

@@ -1,4 +1,5 @@
-// The result of a run: the design's `run --json` contract.
+// The result of a run: what it measured (RunResult, the part the runs database keeps), how it
+// ended, and every step (RunSummary, what the trainer returns).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -6,26 +7,23 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
-#include "memory/memory_tracker.h"
+#include "memory/timeline_point.h"
 #include "train/run_config.h"
+#include "train/run_status.h"
 #include "train/step_metrics.h"
 
 namespace rematlab {
 
-enum class RunStatus { kOk, kOom, kCancelled, kDiverged };
-std::string to_string(RunStatus status);
-
-struct RunSummary {
-  RunStatus status = RunStatus::kOk;
-  std::string message;  // why, when status is not ok
-  RunConfig config;
+// What a run measured. Medians and maxima are over its timed (non-warm-up) steps.
+struct RunResult {
   int64_t params = 0;
   int64_t steps_completed = 0;
   double first_loss = 0.0;
   double final_loss = 0.0;
-  // Medians over timed (non-warm-up) steps.
+  // Medians over timed steps.
   double tokens_per_s = 0.0;
   double step_ms = 0.0;
   double forward_ms = 0.0;
@@ -49,6 +47,29 @@ struct RunSummary {
   double peak_flops = 0.0;
   double mfu = 0.0;
   double hfu = 0.0;
+  // Where peak_flops came from, e.g. "database: measured 2026-11-30T10:00:00Z, best of 7".
+  std::string peak_flops_source;
+};
+
+// How a result field reads best: the CLI and the window format values by it.
+enum class ResultUnit { kCount, kBytes, kMilliseconds, kTokensPerSecond, kLoss, kFlops, kFraction };
+
+// Every numeric RunResult field once, by the name it has in the database, the CSV, the JSON and
+// the comparison: the single list all of them go through.
+struct ResultField {
+  const char* name;
+  std::variant<int64_t RunResult::*, double RunResult::*> member;
+  ResultUnit unit;
+  bool higher_is_better = false;  // for the comparison's verdicts (tokens/s: yes; bytes: no)
+};
+const std::vector<ResultField>& result_fields();
+double result_value(const RunResult& result, const ResultField& field);
+const ResultField* find_result_field(const std::string& name);
+
+struct RunSummary : RunResult {
+  RunStatus status = RunStatus::kOk;
+  std::string message;  // why, when status is not ok
+  RunConfig config;     // what it trained with (a max-batch run: the batch found)
   std::vector<StepMetrics> steps;
   std::vector<TimelinePoint> timeline;  // one step, when asked for
   int64_t timeline_step = -1;
@@ -58,8 +79,13 @@ struct RunSummary {
   void summarize();
 };
 
-// The design's `run --json` object, plus `saved_activation_bytes`, `offload_wait_ms`,
-// `status_message` (when not ok), `timeline` (when recorded) and the FLOPs and utilisation fields.
+// The stored form: every result field (non-finite values as "nan"/"inf"), plus the source of
+// the peak. Reading ignores unknown keys and reads the schema-3 key "steps" as steps_completed.
+nlohmann::json to_json(const RunResult& result);
+RunResult run_result_from_json(const nlohmann::json& json);
+
+// The design's `run --json` object: status, the config it trained with, every result field,
+// `steps` (= steps completed), `status_message` (when not ok), `timeline` (when recorded).
 nlohmann::json to_json(const RunSummary& summary);
 nlohmann::json to_json(const StepMetrics& step);
 

@@ -10,6 +10,7 @@
 #include "memory/process_memory.h"
 #include "offload/disk_offload.h"
 #include "offload/host_offload.h"
+#include "runtime/device.h"
 #include "runtime/peak_flops.h"
 
 namespace rematlab {
@@ -168,6 +169,12 @@ StepMetrics Trainer::step(int64_t index, const TrainerCallbacks& callbacks) {
 }
 
 RunSummary Trainer::run(const TrainerCallbacks& callbacks) {
+  if (callbacks.report_utilisation && config_.peak_flops <= 0.0) {
+    // No runs database resolved one (store/peak_flops_registry.h): measure before any training,
+    // once per process, while nothing of this run competes with the probe.
+    config_.peak_flops = cached_peak_flops(device_, config_.precision);
+    config_.peak_flops_source = "measured in this process before training (no runs database)";
+  }
   RunSummary summary;
   summary.config = config_;
   summary.params = config_.model.parameter_count();
@@ -209,7 +216,7 @@ RunSummary Trainer::run(const TrainerCallbacks& callbacks) {
     }
   }
   summary.summarize();
-  record_flops(summary);
+  if (callbacks.report_utilisation) record_flops(summary);
   return summary;
 }
 
@@ -230,8 +237,8 @@ void Trainer::record_flops(RunSummary& summary) const {
   if (counted > 0) flops.hardware = hardware / static_cast<double>(counted);
   summary.model_flops = flops.model;
   summary.hardware_flops = flops.hardware;
-  summary.peak_flops = config_.peak_flops > 0.0 ? config_.peak_flops
-                                                : cached_peak_flops(device_, config_.precision);
+  summary.peak_flops = config_.peak_flops;
+  summary.peak_flops_source = config_.peak_flops_source;
   const estimate::Utilisation use =
       estimate::utilisation(flops, summary.step_ms / 1e3, summary.peak_flops);
   summary.achieved_flops = use.achieved_flops;
@@ -239,10 +246,14 @@ void Trainer::record_flops(RunSummary& summary) const {
   summary.hfu = use.hfu;
 }
 
-double Trainer::accumulate_gradients(const CheckpointPlan& plan) {
+std::optional<double> Trainer::accumulate_gradients(const CheckpointPlan& plan,
+                                                    const std::atomic<bool>* cancel) {
   StepMetrics unused;
   double loss_sum = 0.0;
-  for (int64_t micro = 0; micro < config_.accum; ++micro) loss_sum += micro_batch(plan, unused);
+  for (int64_t micro = 0; micro < config_.accum; ++micro) {
+    if (cancel && cancel->load()) return std::nullopt;
+    loss_sum += micro_batch(plan, unused);
+  }
   return loss_sum / static_cast<double>(config_.accum);
 }
 

@@ -25,6 +25,8 @@ namespace rematlab {
 struct TrainerCallbacks {
   std::function<void(const StepMetrics&)> on_step;  // called after every step, on the trainer's thread
   const std::atomic<bool>* cancel = nullptr;        // read between micro-batches
+  // False for runs whose speed nobody reads (max-batch probes): no MFU, so no peak to measure.
+  bool report_utilisation = true;
 };
 
 // A Trainer measures memory on the thread that constructs it: construct and run it on one thread.
@@ -40,8 +42,10 @@ class Trainer {
   RunSummary run(const TrainerCallbacks& callbacks = {});
 
   // Forward and backward of one step's micro-batches under `plan`, without the update: the
-  // gradients are left in the parameters. Returns the mean loss. Used by the gradient check.
-  double accumulate_gradients(const CheckpointPlan& plan);
+  // gradients are left in the parameters. Returns the mean loss, or nothing when `cancel` was
+  // set before a micro-batch. Used by the gradient check.
+  std::optional<double> accumulate_gradients(const CheckpointPlan& plan,
+                                             const std::atomic<bool>* cancel = nullptr);
 
   Gpt& model() { return model_; }
   const RunConfig& config() const { return config_; }

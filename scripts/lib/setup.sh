@@ -6,9 +6,11 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TORCH_VERSION="2.11.0"  # the GPU validation machine runs PyTorch 2.11 too
 BUILD_DIR="${REMATLAB_BUILD_DIR:-$REPO_ROOT/build}"
 
+# strace: a test checks the CSV export's fsync; clang-format: the format check; util-linux
+# (setpriv): tests that must see write protection as a user does.
 APT_PACKAGES=(cmake ninja-build g++ pkg-config python3 python3-venv
               qt6-base-dev libqcustomplot-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev
-              libgtest-dev xvfb xauth)
+              libgtest-dev xvfb xauth strace clang-format util-linux)
 
 log() { echo "[rematlab] $*" >&2; }
 

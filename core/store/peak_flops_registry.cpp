@@ -1,0 +1,76 @@
+#include "store/peak_flops_registry.h"
+
+#include <ATen/Parallel.h>
+
+#include <ctime>
+
+#include "common/process_identity.h"
+#include "runtime/device.h"
+#include "runtime/peak_flops.h"
+#include "runtime/runtime_info.h"
+
+namespace rematlab {
+namespace {
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm parts{};
+  gmtime_r(&now, &parts);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
+  return text;
+}
+
+std::string describe(const PeakFlopsRecord& peak) {
+  return "measured " + peak.measured + ", " + peak.method;
+}
+
+}  // namespace
+
+PeakFlopsRecord peak_flops_key(const RunConfig& config) {
+  PeakFlopsRecord key;
+  key.host = current_process().host;
+  const c10::Device device = parse_device(config.device);
+  key.device = describe_device(device);
+  key.precision = config.precision;
+  key.threads = config.threads > 0 ? config.threads : at::get_num_threads();
+  return key;
+}
+
+PeakFlopsRecord measure_peak_flops_record(const RunConfig& config, int repeats) {
+  PeakFlopsRecord peak = peak_flops_key(config);
+  if (config.threads > 0) at::set_num_threads(config.threads);
+  const PeakFlopsProbe probe =
+      measure_peak_flops(parse_device(config.device), config.precision, /*n=*/0, repeats);
+  peak.flops = probe.flops;
+  peak.measured = utc_now();
+  peak.method = "best of " + std::to_string(probe.repeats) + " " + std::to_string(probe.n) + "x" +
+                std::to_string(probe.n) + " matmuls on " + std::to_string(peak.threads) +
+                " thread(s)";
+  return peak;
+}
+
+void resolve_peak_flops(RunConfig& config, RunStore* store) {
+  if (config.peak_flops > 0.0) {
+    if (config.peak_flops_source.empty()) config.peak_flops_source = "given (--peak-flops)";
+    return;
+  }
+  const PeakFlopsRecord key = peak_flops_key(config);
+  if (store) {
+    if (auto kept = store->peak_flops(key.host, key.device, key.precision, key.threads)) {
+      config.peak_flops = kept->flops;
+      config.peak_flops_source = "runs database: " + describe(*kept);
+      return;
+    }
+  }
+  const PeakFlopsRecord measured = measure_peak_flops_record(config);
+  config.peak_flops = measured.flops;
+  if (store && !store->read_only()) {
+    store->save_peak_flops(measured);
+    config.peak_flops_source = "runs database: " + describe(measured) + " (first run here)";
+  } else {
+    config.peak_flops_source = describe(measured) + " before this run (not kept: no database)";
+  }
+}
+
+}  // namespace rematlab
