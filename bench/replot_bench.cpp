@@ -8,7 +8,6 @@
 
 #include <QApplication>
 #include <QElapsedTimer>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

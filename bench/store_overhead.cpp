@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <random>
 #include <cstdio>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -38,8 +38,8 @@ int main(int argc, char** argv) {
   const int threads = argc > 3 ? std::atoi(argv[3]) : 1;
   const bool control = argc > 4 && std::string(argv[4]) == "aa";
 
-  const std::string db = files::join(files::temp_directory(),
-                                     "rematlab-store-overhead-" + std::to_string(::getpid()) + ".sqlite");
+  const std::string db = files::join(
+      files::temp_directory(), "rematlab-store-overhead-" + std::to_string(::getpid()) + ".sqlite");
   double recorded_ms_total = 0.0;
   std::vector<double> recorded, unrecorded;
   double enqueue_us = 0.0;
@@ -63,7 +63,9 @@ int main(int argc, char** argv) {
       if (record && !control) {
         const auto start = std::chrono::steady_clock::now();
         writer.add_step(run_id, step);
-        enqueue_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+        enqueue_us +=
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                .count();
         recorded_ms_total += step.step_ms;
       }
     };
@@ -79,15 +81,17 @@ int main(int argc, char** argv) {
 
   const double with_db = median(recorded);
   const double without_db = median(unrecorded);
-  std::printf("tiny, %lld steps in blocks of %lld, each recorded or not at random, %d thread(s)%s\n",
-              static_cast<long long>(steps), static_cast<long long>(block), threads,
-              control ? " - A/A control: nothing recorded" : "");
+  std::printf(
+      "tiny, %lld steps in blocks of %lld, each recorded or not at random, %d thread(s)%s\n",
+      static_cast<long long>(steps), static_cast<long long>(block), threads,
+      control ? " - A/A control: nothing recorded" : "");
   std::printf("| steps | count | median step ms |\n|---|---|---|\n");
   std::printf("| recorded (add_step each) | %zu | %.4f |\n", recorded.size(), with_db);
   std::printf("| not recorded | %zu | %.4f |\n", unrecorded.size(), without_db);
-  std::printf("\nratio recorded/not: %.4f; add_step on the trainer's thread: %.2f us per step "
-              "(%.4f %% of the recorded steps' time)\n",
-              with_db / without_db, enqueue_us / static_cast<double>(recorded.size()),
-              100.0 * enqueue_us / 1000.0 / std::max(recorded_ms_total, 1e-9));
+  std::printf(
+      "\nratio recorded/not: %.4f; add_step on the trainer's thread: %.2f us per step "
+      "(%.4f %% of the recorded steps' time)\n",
+      with_db / without_db, enqueue_us / static_cast<double>(recorded.size()),
+      100.0 * enqueue_us / 1000.0 / std::max(recorded_ms_total, 1e-9));
   return 0;
 }

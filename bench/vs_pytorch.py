@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """RematLab against PyTorch's own checkpointing, side by side in one run.
 
-The peer is the same GPT-2-style model written in Python on the same pinned PyTorch, with
+The peer is the same model written in Python on the same pinned PyTorch — GPT-2 (`--arch gpt`)
+or Llama (`--arch llama`: RMSNorm, no biases, grouped-query attention, rotary positions, SwiGLU,
+untied head), written here from the architectures' definitions — with
 torch.utils.checkpoint(use_reentrant=False) over segments of K blocks (every segment
 recomputed, as RematLab's every:K). Both sides use the same shape, batch, thread count, steps
 and warm-up; time is the median step, memory the peak live tensor bytes above the step's start
 (CPU allocator events in both: RematLab's reporting hook, PyTorch's profiler).
 
     .venv/bin/python bench/vs_pytorch.py --cli build/app/rematlab-cli --threads 2
+    .venv/bin/python bench/vs_pytorch.py --arch llama --heads 8 --kv-heads 4 --mlp-hidden 704
 """
 import argparse
 import warnings
@@ -51,19 +54,91 @@ class Mlp(nn.Module):
         return x + self.down(F.gelu(self.up(self.norm(x))))
 
 
-class Gpt(nn.Module):
-    def __init__(self, layers, d_model, heads, seq_len, vocab):
+class RmsNorm(nn.Module):
+    def __init__(self, width, eps=1e-5):
         super().__init__()
-        self.token = nn.Embedding(vocab, d_model)
-        self.position = nn.Embedding(seq_len, d_model)
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(width))
+
+    def forward(self, x):
+        x32 = x.float()
+        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+
+
+def rotary_tables(seq_len, head_dim, theta):
+    frequencies = theta ** (-torch.arange(0, head_dim, 2).float() / head_dim)
+    angles = torch.outer(torch.arange(seq_len).float(), frequencies)
+    doubled = torch.cat((angles, angles), dim=-1)
+    return doubled.cos(), doubled.sin()
+
+
+def rotate(x, cos, sin):
+    half = x.shape[-1] // 2
+    t = x.shape[2]
+    return x * cos[:t] + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin[:t]
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, d_model, heads, kv_heads, tables):
+        super().__init__()
+        self.heads, self.kv_heads, self.hd = heads, kv_heads, d_model // heads
+        self.tables = tables
+        self.norm = RmsNorm(d_model)
+        self.qkv = nn.Linear(d_model, (heads + 2 * kv_heads) * self.hd, bias=False)
+        self.out = nn.Linear(heads * self.hd, d_model, bias=False)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q, k, v = self.qkv(self.norm(x)).split(
+            (self.heads * self.hd, self.kv_heads * self.hd, self.kv_heads * self.hd), dim=2)
+        q = q.view(b, t, self.heads, self.hd).transpose(1, 2)
+        k = k.view(b, t, self.kv_heads, self.hd).transpose(1, 2)
+        v = v.view(b, t, self.kv_heads, self.hd).transpose(1, 2)
+        cos, sin = self.tables
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           enable_gqa=self.kv_heads != self.heads)
+        return x + self.out(y.transpose(1, 2).contiguous().view(b, t, self.heads * self.hd))
+
+
+class SwiGlu(nn.Module):
+    def __init__(self, d_model, hidden):
+        super().__init__()
+        self.norm = RmsNorm(d_model)
+        self.up = nn.Linear(d_model, 2 * hidden, bias=False)  # gate and up, fused
+        self.down = nn.Linear(hidden, d_model, bias=False)
+
+    def forward(self, x):
+        gate, up = self.up(self.norm(x)).chunk(2, dim=-1)
+        return x + self.down(F.silu(gate) * up)
+
+
+class Transformer(nn.Module):
+    def __init__(self, args):
+        super().__init__()
+        self.token = nn.Embedding(args.vocab, args.d_model)
         self.sublayers = nn.ModuleList()
-        for _ in range(layers):
-            self.sublayers.append(Attention(d_model, heads))
-            self.sublayers.append(Mlp(d_model))
-        self.norm = nn.LayerNorm(d_model)
+        if args.arch == "gpt":
+            self.position = nn.Embedding(args.seq_len, args.d_model)
+            for _ in range(args.layers):
+                self.sublayers.append(Attention(args.d_model, args.heads))
+                self.sublayers.append(Mlp(args.d_model))
+            self.norm = nn.LayerNorm(args.d_model)
+            self.head = None  # tied
+        else:
+            self.position = None
+            tables = rotary_tables(args.seq_len, args.d_model // args.heads, args.rope_theta)
+            for _ in range(args.layers):
+                self.sublayers.append(LlamaAttention(args.d_model, args.heads,
+                                                     args.kv_heads or args.heads, tables))
+                self.sublayers.append(SwiGlu(args.d_model, args.mlp_hidden))
+            self.norm = RmsNorm(args.d_model)
+            self.head = nn.Linear(args.d_model, args.vocab, bias=False)
 
     def forward(self, tokens, every):
-        h = self.token(tokens) + self.position(torch.arange(tokens.shape[1]))
+        h = self.token(tokens)
+        if self.position is not None:
+            h = h + self.position(torch.arange(tokens.shape[1]))
         if every == 0:
             for sublayer in self.sublayers:
                 h = sublayer(h)
@@ -72,7 +147,8 @@ class Gpt(nn.Module):
             for begin in range(0, len(self.sublayers), span):
                 segment = self.sublayers[begin:begin + span]
                 h = checkpoint(lambda x, seg=segment: _run(seg, x), h, use_reentrant=False)
-        return F.linear(self.norm(h), self.token.weight)
+        weight = self.token.weight if self.head is None else self.head.weight
+        return F.linear(self.norm(h), weight)
 
 
 def _run(segment, x):
@@ -108,7 +184,7 @@ def peer_peak_activation(step):
 
 def run_peer(args, every):
     torch.manual_seed(0)
-    model = Gpt(args.layers, args.d_model, args.heads, args.seq_len, args.vocab)
+    model = Transformer(args)
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
@@ -128,7 +204,11 @@ def run_peer(args, every):
 
 def run_rematlab(args, every):
     policy = "none" if every == 0 else f"every:{every}"
-    command = [args.cli, "run", "--layers", str(args.layers), "--d-model", str(args.d_model),
+    shape = ["--arch", args.arch]
+    if args.arch == "llama":
+        shape += ["--kv-heads", str(args.kv_heads or args.heads), "--mlp-hidden",
+                  str(args.mlp_hidden), "--tie-head", "false"]
+    command = [args.cli, "run", *shape, "--layers", str(args.layers), "--d-model", str(args.d_model),
                "--heads", str(args.heads), "--seq-len", str(args.seq_len), "--vocab",
                str(args.vocab), "--batch", str(args.batch), "--steps",
                str(args.warmup + args.steps), "--warmup-steps", str(args.warmup), "--threads",
@@ -146,6 +226,10 @@ def median_run(runs):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cli", default="build/app/rematlab-cli")
+    parser.add_argument("--arch", choices=("gpt", "llama"), default="gpt")
+    parser.add_argument("--kv-heads", type=int, default=0, help="llama: 0 means as many as heads")
+    parser.add_argument("--mlp-hidden", type=int, default=704, help="llama: SwiGLU width")
+    parser.add_argument("--rope-theta", type=float, default=10000.0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--d-model", type=int, default=256)
@@ -163,7 +247,7 @@ def main():
     warnings.filterwarnings("ignore")  # the profiler warns that it sees no GPU
 
     blas = "MKL" if torch.backends.mkl.is_available() else "not MKL"
-    print(f"PyTorch {torch.__version__} ({blas}), {args.threads} threads; {args.layers} blocks, "
+    print(f"PyTorch {torch.__version__} ({blas}), {args.threads} threads; {args.arch}, {args.layers} blocks, "
           f"d {args.d_model}, seq {args.seq_len}, batch {args.batch}; median step of {args.steps} "
           f"after {args.warmup} warm-up, median of {args.rounds} rounds")
     header = ("policy", "ours tok/s", "peer tok/s", "ours/peer", "ours ms (min–max)",

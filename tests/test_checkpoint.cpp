@@ -28,8 +28,9 @@ TEST(CheckpointPolicy, NamedFormsYieldTheDesignedSegments) {
             V({{0, 4, true}, {4, 8, true}, {8, 10, true}}));
   EXPECT_EQ(spans(CheckpointPolicy::parse("every:9").plan_for(4, 0)), V({{0, 8, true}}));
   // Boundaries before a0, m0, a1, a2, m2, a3: attention every block, the MLP every 2 blocks.
-  EXPECT_EQ(spans(CheckpointPolicy::parse("sublayer:1,2").plan_for(4, 0)),
-            V({{0, 1, true}, {1, 2, true}, {2, 4, true}, {4, 5, true}, {5, 6, true}, {6, 8, true}}));
+  EXPECT_EQ(
+      spans(CheckpointPolicy::parse("sublayer:1,2").plan_for(4, 0)),
+      V({{0, 1, true}, {1, 2, true}, {2, 4, true}, {4, 5, true}, {5, 6, true}, {6, 8, true}}));
   EXPECT_EQ(spans(CheckpointPolicy::parse("sublayer:2,1").plan_for(2, 0)),
             V({{0, 1, true}, {1, 3, true}, {3, 4, true}}));
   const CheckpointPlan selective = CheckpointPolicy::parse("selective").plan_for(3, 0);
@@ -48,10 +49,10 @@ TEST(CheckpointPolicy, ScheduleFollowsTrainingProgress) {
 }
 
 TEST(CheckpointPolicy, ParseErrorsNameThePolicyText) {
-  for (const char* bad : {"every", "every:0", "every:x", "every:2x", "sublayer:1", "sublayer:0,2",
-                          "sublayer:1,2,3", "schedule:0.1=2", "schedule:0=2,0=3", "schedule:0=2,1.5=3",
-                          "schedule:", "schedule:0=0", "none:3", "selective:1", "bogus", "",
-                          "plan:1GiB"}) {
+  for (const char* bad :
+       {"every", "every:0", "every:x", "every:2x", "sublayer:1", "sublayer:0,2", "sublayer:1,2,3",
+        "schedule:0.1=2", "schedule:0=2,0=3", "schedule:0=2,1.5=3", "schedule:", "schedule:0=0",
+        "none:3", "selective:1", "bogus", "", "plan:1GiB"}) {
     try {
       CheckpointPolicy::parse(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
@@ -120,8 +121,8 @@ TEST(SegmentCheckpoint, ParametersGetGradientsWhenTheInputNeedsNone) {
   const torch::Tensor plain = w.grad().clone();
   w.mutable_grad().zero_();
   torch::manual_seed(5);
-  const torch::Tensor out =
-      checkpoint_segment([&w](const torch::Tensor& in) { return noisy_layer(in, w); }, frozen_input, {w});
+  const torch::Tensor out = checkpoint_segment(
+      [&w](const torch::Tensor& in) { return noisy_layer(in, w); }, frozen_input, {w});
   ASSERT_TRUE(out.requires_grad());
   out.sum().backward();
   EXPECT_TRUE(torch::equal(w.grad(), plain));
@@ -132,7 +133,11 @@ TEST(SegmentCheckpoint, IsAPlainCallUnderNoGrad) {
   int calls = 0;
   torch::NoGradGuard no_grad;
   const torch::Tensor out = checkpoint_segment(
-      [&](const torch::Tensor& in) { ++calls; return torch::matmul(in, w); }, torch::randn({2, 4}), {w});
+      [&](const torch::Tensor& in) {
+        ++calls;
+        return torch::matmul(in, w);
+      },
+      torch::randn({2, 4}), {w});
   EXPECT_EQ(calls, 1);
   EXPECT_FALSE(out.requires_grad());
 }
@@ -224,6 +229,23 @@ INSTANTIATE_TEST_SUITE_P(
       for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
       return name + (std::get<1>(param_info.param) == AttentionKind::kMath ? "_math" : "_sdpa");
     });
+
+// The fused-attention kernel is chosen once, as with grad, for a segment's forward and its
+// recomputation alike (tests/test_cuda.cpp checks it where the choice has several kernels).
+TEST(SegmentCheckpoint, RecomputationIsGivenTheAttentionKernelOfTheForward) {
+  RunConfig config;
+  config.model = model_preset("tiny");
+  config.model.dropout = 0.1;
+  config.checkpoint = "every:1";
+  AttentionKernelLog log;
+  Trainer trainer(config);
+  ASSERT_TRUE(trainer.accumulate_gradients(trainer.policy().plan_for(config.model.layers, 0.0)));
+  std::vector<int> forward, recompute;
+  for (const auto& [grad, backend] : log.entries()) (grad ? recompute : forward).push_back(backend);
+  ASSERT_EQ(forward.size(), static_cast<std::size_t>(config.model.layers));
+  EXPECT_EQ(forward, recompute);
+  EXPECT_NE(forward.front(), -1);
+}
 
 TEST(GradientCheck, DropoutIsReallyExercised) {
   RunConfig with = check_config("none", AttentionKind::kSdpa);

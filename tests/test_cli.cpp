@@ -1,6 +1,5 @@
 // The CLI contract of ../shared/design/product.md, checked on the real binary.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -8,16 +7,17 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <regex>
-#include <thread>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
+#include <thread>
 
 #include "cli_runner.h"
 #include "common/posix_files.h"
+#include "run_json_contract.h"
 #include "store/run_store.h"
 #include "store/sqlite_db.h"
-#include "run_json_contract.h"
 
 namespace {
 
@@ -45,42 +45,39 @@ TEST_P(CliBadInput, PrintsOneLineNamingTheFlagAndExits2) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, CliBadInput,
-    ::testing::Values(BadInput{"run --batch 0", "--batch"}, BadInput{"run --steps -3", "--steps"},
-                      BadInput{"run --d-model 64 --heads 5", "--heads"},
-                      BadInput{"run --preset huge", "--preset"},
-                      BadInput{"run --data text:/no/such/file", "--data"},
-                      BadInput{"run --frobnicate", "--frobnicate"},
-                      BadInput{"run --precision fp16", "--precision"},
-                      BadInput{"run --precision fp8", "--precision"},
-                      BadInput{"run --device tpu", "--device"},
-                      BadInput{"run --batch many", "--batch"},
-                      BadInput{"run --budget lots", "--budget"},
-                      BadInput{"run --checkpoint every:0", "every:0"},
-                      BadInput{"check --checkpoint sublayer:1", "sublayer:1"},
-                      BadInput{"run --offload disk", "--offload"},
-                      BadInput{"run --checkpoint every:1 --offload host", "--offload"},
-                      BadInput{"run --checkpoint every:1 --offload tape", "--offload"},
-                      BadInput{"run --dropout 1.5", "--dropout"},
-                      BadInput{"run --loss-scale 0", "--loss-scale"},
-                      BadInput{"sweep --spec /no/such/spec.json", "--spec"},
-                      BadInput{"runs --db /no/such/runs.sqlite", "--db"},
-                      BadInput{"show 3 --db /no/such/runs.sqlite", "--db"},
-                      BadInput{"export --csv /tmp/x.csv --db /no/such/runs.sqlite", "--db"},
-                      BadInput{"max-batch --preset tiny", "--budget"},
-                      BadInput{"run --steps 99999999999999999999", "--steps"},
-                      BadInput{"run --steps 2000000000", "--steps"},
-                      BadInput{"run --batch -1", "--batch"},
-                      BadInput{"run --threads 100000", "--threads"},
-                      BadInput{"run --threads 2.5", "--threads"},
-                      BadInput{"run --data \"text:$(printf '\\377')\"", "--data"},
-                      BadInput{"run --db /no/such/dir/runs.sqlite", "--db"},
-                      BadInput{"run --db \"/tmp/$(printf '\\377').sqlite\"", "--db"},
-                      BadInput{"run --checkpoint every:1 --offload disk:/etc/passwd/x", "--offload"},
-                      BadInput{"runs --status bogus --db /no/such/runs.sqlite", "--status"},
-                      BadInput{"teleport", "teleport"}),
+    ::testing::Values(
+        BadInput{"run --batch 0", "--batch"}, BadInput{"run --steps -3", "--steps"},
+        BadInput{"run --d-model 64 --heads 5", "--heads"},
+        BadInput{"run --preset huge", "--preset"},
+        BadInput{"run --data text:/no/such/file", "--data"},
+        BadInput{"run --frobnicate", "--frobnicate"},
+        BadInput{"run --precision fp16", "--precision"},
+        BadInput{"run --precision fp8", "--precision"}, BadInput{"run --device tpu", "--device"},
+        BadInput{"run --batch many", "--batch"}, BadInput{"run --budget lots", "--budget"},
+        BadInput{"run --checkpoint every:0", "every:0"},
+        BadInput{"check --checkpoint sublayer:1", "sublayer:1"},
+        BadInput{"run --offload disk", "--offload"},
+        BadInput{"run --checkpoint every:1 --offload host", "--offload"},
+        BadInput{"run --checkpoint every:1 --offload tape", "--offload"},
+        BadInput{"run --dropout 1.5", "--dropout"}, BadInput{"run --loss-scale 0", "--loss-scale"},
+        BadInput{"sweep --spec /no/such/spec.json", "--spec"},
+        BadInput{"runs --db /no/such/runs.sqlite", "--db"},
+        BadInput{"show 3 --db /no/such/runs.sqlite", "--db"},
+        BadInput{"export --csv /tmp/x.csv --db /no/such/runs.sqlite", "--db"},
+        BadInput{"max-batch --preset tiny", "--budget"},
+        BadInput{"run --steps 99999999999999999999", "--steps"},
+        BadInput{"run --steps 2000000000", "--steps"}, BadInput{"run --batch -1", "--batch"},
+        BadInput{"run --threads 100000", "--threads"}, BadInput{"run --threads 2.5", "--threads"},
+        BadInput{"run --data \"text:$(printf '\\377')\"", "--data"},
+        BadInput{"run --db /no/such/dir/runs.sqlite", "--db"},
+        BadInput{"run --db \"/tmp/$(printf '\\377').sqlite\"", "--db"},
+        BadInput{"run --checkpoint every:1 --offload disk:/etc/passwd/x", "--offload"},
+        BadInput{"runs --status bogus --db /no/such/runs.sqlite", "--status"},
+        BadInput{"teleport", "teleport"}),
     [](const ::testing::TestParamInfo<BadInput>& param_info) {
       std::string name;
-      for (char c : param_info.param.arguments) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      for (char c : param_info.param.arguments)
+        name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
       return name;
     });
 
@@ -129,7 +126,8 @@ TEST(Cli, CheckSaysIdenticalForSublayerWithDropout) {
   EXPECT_NE(result.out.find("\"identical\": true"), std::string::npos) << result.out;
   const Result json = cli("check --checkpoint selective --attention math --dropout 0.1 --json");
   const nlohmann::json verdict = last_line_json(json.out);
-  for (const char* key : {"identical", "max_abs_diff", "max_rel_diff", "loss_diff", "params_compared"}) {
+  for (const char* key :
+       {"identical", "max_abs_diff", "max_rel_diff", "loss_diff", "params_compared"}) {
     EXPECT_TRUE(verdict.contains(key)) << key;
   }
   EXPECT_TRUE(verdict["identical"].get<bool>());
@@ -144,8 +142,8 @@ TEST(Cli, VersionNamesTheBlasAndThreads) {
 }
 
 TEST(Cli, EverySubcommandHasHelp) {
-  for (const char* command :
-       {"run", "check", "study", "sweep", "max-batch", "runs", "show", "compare", "export", "version"}) {
+  for (const char* command : {"run", "check", "study", "sweep", "max-batch", "runs", "show",
+                              "compare", "export", "version"}) {
     const Result result = cli(std::string(command) + " --help");
     EXPECT_EQ(result.exit_code, 0) << command;
     EXPECT_NE(result.out.find("--"), std::string::npos) << command;
@@ -156,9 +154,9 @@ TEST(Cli, EverySubcommandHasHelp) {
 class Scratch {
  public:
   Scratch()
-      : path_(rematlab::files::join(rematlab::files::temp_directory(),
-                                    "rematlab-cli-test-" + std::to_string(::getpid()) + "-" +
-                                        std::to_string(counter_++))) {
+      : path_(rematlab::files::join(
+            rematlab::files::temp_directory(),
+            "rematlab-cli-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++))) {
     rematlab::files::make_directories(path_);
   }
   ~Scratch() { rematlab::files::remove_tree(path_); }
@@ -266,7 +264,8 @@ TEST(CliSweep, KillNineLosesAtMostTheLastSecondOfSteps) {
   EXPECT_EQ(steps.back().step + 1, static_cast<int64_t>(steps.size()));  // no holes
   std::sort(step_ms.begin(), step_ms.end());
   const double median_ms = step_ms[step_ms.size() / 2];
-  const double lost_ms = static_cast<double>(printed - static_cast<int64_t>(steps.size())) * median_ms;
+  const double lost_ms =
+      static_cast<double>(printed - static_cast<int64_t>(steps.size())) * median_ms;
   EXPECT_LE(lost_ms, 1500.0) << printed << " steps printed, " << steps.size() << " kept, "
                              << median_ms << " ms each";
 }
@@ -277,7 +276,9 @@ TEST(CliReports, ExportMatchesCompareAndQuotesNames) {
   const std::string awkward = "every:1, \"the\" good one";
   ASSERT_EQ(cli("run --preset tiny --steps 3 --threads 1 --db " + db).exit_code, 0);
   ASSERT_EQ(cli("run --preset tiny --steps 3 --threads 1 --checkpoint every:1 --db " + db +
-                " --name '" + awkward + "' --json").exit_code, 0);
+                " --name '" + awkward + "' --json")
+                .exit_code,
+            0);
   const Result runs = cli("runs --db " + db);
   EXPECT_NE(runs.out.find(awkward), std::string::npos) << runs.out;
 
@@ -286,10 +287,11 @@ TEST(CliReports, ExportMatchesCompareAndQuotesNames) {
   const std::string csv = scratch.file("runs.csv");
   ASSERT_EQ(cli("export --db " + db + " --csv " + csv).exit_code, 0);
   // Read back by Python's csv module, which follows RFC 4180 like spreadsheets and pandas do.
-  const std::string reader = scratch.write("read.py",
-      "import csv, json, sys\n"
-      "rows = list(csv.DictReader(open(sys.argv[1], newline='')))\n"
-      "print(json.dumps(rows))\n");
+  const std::string reader =
+      scratch.write("read.py",
+                    "import csv, json, sys\n"
+                    "rows = list(csv.DictReader(open(sys.argv[1], newline='')))\n"
+                    "print(json.dumps(rows))\n");
   const std::string parsed_file = scratch.file("parsed.json");
   ASSERT_EQ(std::system(("python3 " + reader + " " + csv + " > " + parsed_file).c_str()), 0);
   const nlohmann::json rows = nlohmann::json::parse(slurp(parsed_file));
@@ -304,7 +306,8 @@ TEST(CliReports, ExportMatchesCompareAndQuotesNames) {
     const std::string field = row.at("field");
     for (int run = 0; run < 2; ++run) {
       ASSERT_TRUE(rows[run].contains(field)) << field;
-      EXPECT_EQ(std::stod(rows[run].at(field).get<std::string>()), row.at("values")[run].get<double>())
+      EXPECT_EQ(std::stod(rows[run].at(field).get<std::string>()),
+                row.at("values")[run].get<double>())
           << field << " of run " << run + 1;
     }
     ++metrics_checked;
@@ -329,7 +332,8 @@ std::string bytes_of(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-void expect_refused(const Result& result, const std::string& must_mention, const std::string& what) {
+void expect_refused(const Result& result, const std::string& must_mention,
+                    const std::string& what) {
   EXPECT_EQ(result.exit_code, 2) << what << ": " << result.err;
   EXPECT_EQ(count_lines(result.err), 1) << what << ": " << result.err;
   EXPECT_NE(result.err.find(must_mention), std::string::npos) << what << ": " << result.err;
@@ -345,25 +349,31 @@ TEST(CliBadInputFiles, EachIsRefusedBeforeAnythingRunsAndTheDatabaseIsUntouched)
   const std::vector<std::pair<std::string, std::string>> specs = {
       {R"({"base": {"preset": "tiny", "data": "text:/no/such/corpus.txt"}})", "spec: base.data"},
       {R"({"base": {"preset": "tiny", "checkpoint": "every:1",
-                    "offload": "disk:)" + regular_file + R"(/sub"}})", "spec: base.offload"},
+                    "offload": "disk:)" +
+           regular_file + R"(/sub"}})",
+       "spec: base.offload"},
       {R"({"base": {"preset": "tiny", "threads": 100000}})", "spec: base.threads"},
       {R"({"base": {"preset": "tiny", "steps": 18446744073709551615}})", "spec: base.steps"},
       {R"({"base": {"preset": "tiny"}, "repeats": 1000000000000})", "spec: axes"},
-      {R"({"base": {"preset": "tiny"}, "axes": {"seed": [)" + [] {
-         std::string seeds;
-         for (int i = 0; i < 200; ++i) seeds += (i ? "," : "") + std::to_string(i);
-         return seeds;
-       }() + R"(], "batch": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,
+      {R"({"base": {"preset": "tiny"}, "axes": {"seed": [)" +
+           [] {
+             std::string seeds;
+             for (int i = 0; i < 200; ++i) seeds += (i ? "," : "") + std::to_string(i);
+             return seeds;
+           }() +
+           R"(], "batch": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,
                               21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39,40,
-                              41,42,43,44,45,46,47,48,49,50,51]}})", "more than 10000 runs"},
+                              41,42,43,44,45,46,47,48,49,50,51]}})",
+       "more than 10000 runs"},
   };
   for (const auto& [text, must_mention] : specs) {
     const std::string spec = scratch.write("spec.json", text);
     expect_refused(cli("sweep --spec " + spec + " --db " + db), must_mention, text);
     EXPECT_EQ(bytes_of(db), before) << text;
   }
-  expect_refused(cli("export --db " + db + " --csv \"" + scratch.path() + "/$(printf '\\377').csv\""),
-                 "--csv", "a CSV path that is not UTF-8");
+  expect_refused(
+      cli("export --db " + db + " --csv \"" + scratch.path() + "/$(printf '\\377').csv\""), "--csv",
+      "a CSV path that is not UTF-8");
   expect_refused(cli("export --db " + db + " --csv " + scratch.file("no/such/dir/x.csv")), "--csv",
                  "a CSV in a missing folder");
   EXPECT_EQ(bytes_of(db), before);
@@ -411,10 +421,12 @@ TEST(CliBadInputFiles, WriteProtectedPlacesAreNamedAndLeftAlone) {
 }
 
 TEST(Cli, CheckExitsThreeWhenTheGradientsDiffer) {
-  const Result same = cli("check --preset tiny --threads 1 --checkpoint every:1 --dropout 0.1 --json");
+  const Result same =
+      cli("check --preset tiny --threads 1 --checkpoint every:1 --dropout 0.1 --json");
   EXPECT_EQ(same.exit_code, 0) << same.err;
-  const Result differ = cli("check --preset tiny --threads 1 --checkpoint every:1 --dropout 0.1 "
-                            "--reference-seed 7 --json");
+  const Result differ =
+      cli("check --preset tiny --threads 1 --checkpoint every:1 --dropout 0.1 "
+          "--reference-seed 7 --json");
   EXPECT_EQ(differ.exit_code, 3) << differ.err;
   EXPECT_FALSE(last_line_json(differ.out).at("identical").get<bool>());
 }
@@ -437,7 +449,8 @@ TEST(CliReports, ExportFlushesTheFileBeforeTheRename) {
   ASSERT_NE(first_fsync, std::string::npos) << calls;
   ASSERT_NE(rename, std::string::npos) << calls;
   EXPECT_LT(first_fsync, rename) << calls;
-  EXPECT_NE(calls.find("fsync(", rename), std::string::npos) << "the folder is not flushed: " << calls;
+  EXPECT_NE(calls.find("fsync(", rename), std::string::npos)
+      << "the folder is not flushed: " << calls;
 }
 
 // What `scripts/run --headless` shows, the export shows too: the batch each strategy trained at.
@@ -453,9 +466,10 @@ TEST(CliReports, MaxBatchRunsExportTheBatchTheyTrainedAt) {
   const nlohmann::json runs = last_line_json(sweep.out).at("runs");
   const std::string csv = scratch.file("runs.csv");
   ASSERT_EQ(cli("export --db " + db + " --csv " + csv).exit_code, 0);
-  const std::string reader = scratch.write("read.py",
-      "import csv, json, sys\n"
-      "print(json.dumps(list(csv.DictReader(open(sys.argv[1], newline='')))))\n");
+  const std::string reader =
+      scratch.write("read.py",
+                    "import csv, json, sys\n"
+                    "print(json.dumps(list(csv.DictReader(open(sys.argv[1], newline='')))))\n");
   const std::string parsed = scratch.file("parsed.json");
   ASSERT_EQ(std::system(("python3 " + reader + " " + csv + " > " + parsed).c_str()), 0);
   const nlohmann::json rows = nlohmann::json::parse(slurp(parsed));
@@ -472,8 +486,9 @@ TEST(CliReports, MaxBatchRunsExportTheBatchTheyTrainedAt) {
 }
 
 TEST(CliReports, MaxBatchFindsTheBatchThatFits) {
-  const Result result = cli("max-batch --preset tiny --threads 1 --checkpoint every:1 "
-                            "--budget 12MiB --limit 256 --json");
+  const Result result =
+      cli("max-batch --preset tiny --threads 1 --checkpoint every:1 "
+          "--budget 12MiB --limit 256 --json");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const nlohmann::json json = last_line_json(result.out);
   const int64_t best = json.at("max_batch");

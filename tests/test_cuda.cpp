@@ -8,10 +8,12 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include <set>
 #include <string>
 
 #include "memory/device_memory.h"
 #include "memory/memory_tracker.h"
+#include "model/gpt.h"
 #include "runtime/numerics.h"
 #include "sweep/max_batch.h"
 #include "train/gradient_check.h"
@@ -197,6 +199,31 @@ INSTANTIATE_TEST_SUITE_P(
       for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
       return name + (std::get<1>(param_info.param) == AttentionKind::kMath ? "_math" : "_sdpa");
     });
+
+// On CUDA the fused-attention dispatcher chooses among flash, memory-efficient, cuDNN and math
+// kernels, and whether the inputs require grad is one of its criteria: a checkpointed segment's
+// no-grad forward and its recomputation must still run the same kernel (other kernels draw other
+// dropout masks). Logged per call; then bit-identical gradients without deterministic mode,
+// with a bf16 shape where the fused kernels apply.
+TEST_F(CudaPath, RecomputationRunsTheAttentionKernelOfTheForward) {
+  RunConfig config = cuda_run(1);
+  config.model = model_preset("small");
+  config.model.layers = 2;
+  config.model.dropout = 0.1;
+  config.precision = Precision::kBf16;
+  config.batch = 4;
+  config.checkpoint = "every:1";
+  config.deterministic = false;
+  AttentionKernelLog log;
+  Trainer trainer(config);
+  ASSERT_TRUE(trainer.accumulate_gradients(trainer.policy().plan_for(config.model.layers, 0.0)));
+  std::set<int> forward_kernels, recompute_kernels;
+  for (const auto& [grad, backend] : log.entries())
+    (grad ? recompute_kernels : forward_kernels).insert(backend);
+  ASSERT_FALSE(forward_kernels.empty());
+  EXPECT_EQ(forward_kernels, recompute_kernels);
+  EXPECT_EQ(forward_kernels.count(-1), 0u) << "this LibTorch cannot name its kernel";
+}
 
 // Largest error of an fp32 matmul on the device against the same product in fp64.
 double matmul_error() {

@@ -64,14 +64,17 @@ TEST(MemoryTracker, TimelineRecordsEveryEventWithItsPhase) {
   bool saw_recompute_alloc = false;
   const int64_t start = timeline.front().bytes;
   for (const auto& point : timeline) {
-    if (point.phase == MemoryPhase::kForward && point.bytes - start == 400) saw_forward_alloc = true;
-    if (point.phase == MemoryPhase::kRecompute && point.bytes - start == 1200) saw_recompute_alloc = true;
+    if (point.phase == MemoryPhase::kForward && point.bytes - start == 400)
+      saw_forward_alloc = true;
+    if (point.phase == MemoryPhase::kRecompute && point.bytes - start == 1200)
+      saw_recompute_alloc = true;
   }
   EXPECT_TRUE(saw_forward_alloc);
   EXPECT_TRUE(saw_recompute_alloc);
   EXPECT_EQ(timeline.back().bytes, start);
   EXPECT_EQ(tracker.phase(), MemoryPhase::kIdle);
-  for (std::size_t i = 1; i < timeline.size(); ++i) EXPECT_GE(timeline[i].time_ms, timeline[i - 1].time_ms);
+  for (std::size_t i = 1; i < timeline.size(); ++i)
+    EXPECT_GE(timeline[i].time_ms, timeline[i - 1].time_ms);
 }
 
 TEST(MemoryTracker, SeesAllocationsOfAutogradBackward) {

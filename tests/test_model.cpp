@@ -18,8 +18,9 @@ TEST(ModelConfig, PresetsHaveTheDesignedShapes) {
   EXPECT_EQ(std::vector<int64_t>({tiny.layers, tiny.d_model, tiny.heads, tiny.seq_len, tiny.vocab}),
             std::vector<int64_t>({2, 64, 4, 64, 256}));
   const ModelConfig small = model_preset("small");
-  EXPECT_EQ(std::vector<int64_t>({small.layers, small.d_model, small.heads, small.seq_len, small.vocab}),
-            std::vector<int64_t>({12, 256, 8, 256, 256}));
+  EXPECT_EQ(
+      std::vector<int64_t>({small.layers, small.d_model, small.heads, small.seq_len, small.vocab}),
+      std::vector<int64_t>({12, 256, 8, 256, 256}));
   const ModelConfig big = model_preset("gpt2-350m");
   EXPECT_EQ(std::vector<int64_t>({big.layers, big.d_model, big.heads, big.seq_len, big.vocab}),
             std::vector<int64_t>({24, 1024, 16, 1024, 50257}));
@@ -89,7 +90,8 @@ TEST_P(GptAttention, IsCausalAndShapedLikeTheVocabulary) {
   const torch::Tensor logits = model->forward(tokens, plan);
   EXPECT_EQ(logits.sizes(), torch::IntArrayRef({2, 16, 256}));
   torch::Tensor changed = tokens.clone();
-  changed.index_put_({torch::indexing::Slice(), 10}, (tokens.index({0, 10}).item<int64_t>() + 1) % 256);
+  changed.index_put_({torch::indexing::Slice(), 10},
+                     (tokens.index({0, 10}).item<int64_t>() + 1) % 256);
   const torch::Tensor logits_changed = model->forward(changed, plan);
   const auto before = torch::indexing::Slice(0, 10);
   EXPECT_TRUE(torch::equal(logits.index({torch::indexing::Slice(), before}),
@@ -109,7 +111,8 @@ TEST(Gpt, MathAndFusedAttentionAgree) {
   math->eval();
   const auto plan = CheckpointPolicy::none().plan_for(config.layers, 0.0);
   const torch::Tensor tokens = torch::randint(0, 256, {2, 32}, torch::kLong);
-  EXPECT_TRUE(torch::allclose(fused->forward(tokens, plan), math->forward(tokens, plan), 1e-4, 1e-5));
+  EXPECT_TRUE(
+      torch::allclose(fused->forward(tokens, plan), math->forward(tokens, plan), 1e-4, 1e-5));
 }
 
 INSTANTIATE_TEST_SUITE_P(BothCores, GptAttention,

@@ -1,8 +1,7 @@
 #include <gtest/gtest.h>
-#include <torch/torch.h>
-
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <torch/torch.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -25,7 +24,7 @@ class TempParent {
  public:
   TempParent()
       : path_(files::join(files::temp_directory(), "rematlab-test-" + std::to_string(::getpid()) +
-                                                     "-" + std::to_string(counter_++))) {
+                                                       "-" + std::to_string(counter_++))) {
     files::make_directories(path_);
   }
   ~TempParent() { files::remove_tree(path_); }
@@ -82,7 +81,8 @@ TEST(DiskOffload, LowersPeakActivationByTheSavedInputs) {
   // At the peak (backward's start) at most the last input and the one prefetched are back.
   EXPECT_LT(offloaded.peak_activation_bytes, plain.peak_activation_bytes);
   EXPECT_LE(offloaded.peak_activation_bytes, plain.peak_activation_bytes - 8 * input_bytes)
-      << "plain " << plain.peak_activation_bytes << ", offloaded " << offloaded.peak_activation_bytes;
+      << "plain " << plain.peak_activation_bytes << ", offloaded "
+      << offloaded.peak_activation_bytes;
 }
 
 // Backward blocked on an input still being written is measured as offload wait: with each
@@ -98,13 +98,14 @@ TEST(DiskOffload, WaitingForASlowDiskIsMeasured) {
   {
     ScopedOffload scope(store.get());
     for (int i = 0; i < 2; ++i) {
-      h = checkpoint_segment([&w](const torch::Tensor& x) { return torch::tanh(x.matmul(w)); }, h, {w});
+      h = checkpoint_segment([&w](const torch::Tensor& x) { return torch::tanh(x.matmul(w)); }, h,
+                             {w});
     }
   }
   store->reset_step_counters();
   store->begin_backward();
   h.sum().backward();
-  EXPECT_GE(store->wait_ms(), 50.0);   // the writes had not finished: backward waited
+  EXPECT_GE(store->wait_ms(), 50.0);    // the writes had not finished: backward waited
   EXPECT_LT(store->wait_ms(), 5000.0);  // and only for them
 }
 
@@ -119,7 +120,8 @@ TEST(DiskOffload, DroppedGraphRemovesItsFilesAtOnce) {
     ScopedOffload scope(store.get());
     torch::Tensor h = torch::randn({16, 64}, torch::requires_grad());
     for (int i = 0; i < 5; ++i) {
-      h = checkpoint_segment([&w](const torch::Tensor& x) { return torch::tanh(x.matmul(w)); }, h, {w});
+      h = checkpoint_segment([&w](const torch::Tensor& x) { return torch::tanh(x.matmul(w)); }, h,
+                             {w});
     }
     // The graph (and with it every ticket) goes out of scope here, without backward: a cancel.
   }
@@ -159,7 +161,8 @@ TEST(DiskOffload, WriteErrorFailsTheStepCleanly) {
     {
       ScopedOffload scope(store.get());
       for (int i = 0; i < 8; ++i) {
-        h = checkpoint_segment([&w](const torch::Tensor& x) { return torch::tanh(x.matmul(w)); }, h, {w});
+        h = checkpoint_segment([&w](const torch::Tensor& x) { return torch::tanh(x.matmul(w)); }, h,
+                               {w});
       }
     }
     store->begin_backward();
@@ -194,10 +197,11 @@ TEST(DiskOffload, StaleCleanupRemovesOnlyDirectoriesOfProcessesCertainlyGone) {
   auto owner = [&](const std::string& host, int64_t pid, int64_t ticks) {
     return host + " " + std::to_string(pid) + " " + std::to_string(ticks) + "\n";
   };
-  const std::string dead = plant_offload_directory(parent.path(), "dead", owner(self.host, child, 1));
+  const std::string dead =
+      plant_offload_directory(parent.path(), "dead", owner(self.host, child, 1));
   // Our pid, but another start time: the pid was reused; the process that made it is gone.
-  const std::string reused =
-      plant_offload_directory(parent.path(), "reused", owner(self.host, self.pid, self.start_ticks + 1));
+  const std::string reused = plant_offload_directory(
+      parent.path(), "reused", owner(self.host, self.pid, self.start_ticks + 1));
   const std::string alive =
       plant_offload_directory(parent.path(), "alive", owner(self.host, self.pid, self.start_ticks));
   // On shared storage: a process of another host is not ours to judge, alive or not.
@@ -329,7 +333,8 @@ TEST_F(HostOffloadOnCuda, LowersPeakActivationByTheSavedInputs) {
   const int64_t input_bytes = 8 * shape.seq_len * shape.d_model * 4;
   EXPECT_EQ(offloaded.offloaded_peak_bytes, 12 * input_bytes);
   EXPECT_LE(offloaded.peak_activation_bytes, plain.peak_activation_bytes - 6 * input_bytes)
-      << "plain " << plain.peak_activation_bytes << ", offloaded " << offloaded.peak_activation_bytes;
+      << "plain " << plain.peak_activation_bytes << ", offloaded "
+      << offloaded.peak_activation_bytes;
 }
 
 }  // namespace

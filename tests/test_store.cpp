@@ -1,17 +1,16 @@
 // The runs database: schema and migrations, refusals, round trips, the one writer, recovery of
 // interrupted runs, CSV. Every test works on a real SQLite file.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <sys/stat.h>
-
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <set>
-#include <chrono>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -34,8 +33,8 @@ class TempDir {
  public:
   TempDir()
       : path_(files::join(files::temp_directory(), "rematlab-store-test-" +
-                                                     std::to_string(::getpid()) + "-" +
-                                                     std::to_string(counter_++))) {
+                                                       std::to_string(::getpid()) + "-" +
+                                                       std::to_string(counter_++))) {
     files::make_directories(path_);
   }
   ~TempDir() { files::remove_tree(path_); }
@@ -97,8 +96,9 @@ TEST(Store, NewDatabaseHasTheSchemaWalAndForeignKeys) {
   EXPECT_EQ(pragma_text(path, "user_version"), std::to_string(kStoreSchemaVersion));
   EXPECT_EQ(pragma_text(path, "journal_mode"), "wal");
   Database db(path, Database::Mode::kReadWrite);
-  Statement tables(db, "SELECT group_concat(name) FROM (SELECT name FROM sqlite_master "
-                       "WHERE type = 'table' ORDER BY name)");
+  Statement tables(db,
+                   "SELECT group_concat(name) FROM (SELECT name FROM sqlite_master "
+                   "WHERE type = 'table' ORDER BY name)");
   ASSERT_TRUE(tables.step());
   EXPECT_EQ(tables.column_text(0), "experiments,peaks,probes,runs,steps,timelines");
 }
@@ -122,12 +122,13 @@ TEST(Store, MigratesThePreviousVersionKeepingItsRuns) {
   create_store_database_at_version(path, kStoreSchemaVersion - 1);
   {
     Database db(path, Database::Mode::kReadWrite);
-    db.exec("INSERT INTO experiments (name, created) VALUES ('old', '2026-01-01T00:00:00Z');"
-            "INSERT INTO runs (experiment_id, name, status, config, summary, started, device, host,"
-            " pid, libtorch) VALUES (1, 'old run', 'ok', '{\"batch\": 4}', '{\"peak_bytes\": 7}',"
-            " '2026-01-01T00:00:00Z', 'cpu', 'h', 1, '2.0');"
-            "INSERT INTO steps (run_id, step, total_steps, warmup, skipped, loss)"
-            " VALUES (1, 0, 1, 0, 0, 2.5);");
+    db.exec(
+        "INSERT INTO experiments (name, created) VALUES ('old', '2026-01-01T00:00:00Z');"
+        "INSERT INTO runs (experiment_id, name, status, config, summary, started, device, host,"
+        " pid, libtorch) VALUES (1, 'old run', 'ok', '{\"batch\": 4}', '{\"peak_bytes\": 7}',"
+        " '2026-01-01T00:00:00Z', 'cpu', 'h', 1, '2.0');"
+        "INSERT INTO steps (run_id, step, total_steps, warmup, skipped, loss)"
+        " VALUES (1, 0, 1, 0, 0, 2.5);");
   }
   RunStore store(path);
   EXPECT_EQ(pragma_text(path, "user_version"), std::to_string(kStoreSchemaVersion));
@@ -292,21 +293,23 @@ TEST(Store, RunsOfAProcessThatIsGoneBecomeInterrupted) {
   {
     Database db(path, Database::Mode::kReadWrite);
     auto insert = [&](int64_t pid) {
-      Statement run(db, "INSERT INTO runs (name, status, config, started, device, host, pid, "
-                        "libtorch) VALUES ('r', 'running', '{}', 'now', 'cpu', ?, ?, 'x')");
+      Statement run(db,
+                    "INSERT INTO runs (name, status, config, started, device, host, pid, "
+                    "libtorch) VALUES ('r', 'running', '{}', 'now', 'cpu', ?, ?, 'x')");
       run.bind(1, self.host).bind(2, pid).run();
       return db.last_insert_id();
     };
     const int64_t gone = insert(child);
-    Statement step(db, "INSERT INTO steps (run_id, step, total_steps, warmup, skipped) "
-                       "VALUES (?, 0, 9, 0, 0)");
+    Statement step(db,
+                   "INSERT INTO steps (run_id, step, total_steps, warmup, skipped) "
+                   "VALUES (?, 0, 9, 0, 0)");
     step.bind(1, gone).run();
     insert(self.pid);
   }
   RunStore store(path);
   EXPECT_EQ(store.recovered_runs(), 1);
   EXPECT_EQ(store.run(1).status, RunStatus::kInterrupted);
-  EXPECT_EQ(store.steps(1).size(), 1u);                // what was committed stays
+  EXPECT_EQ(store.steps(1).size(), 1u);                 // what was committed stays
   EXPECT_EQ(store.run(2).status, RunStatus::kRunning);  // ours: still alive
 }
 

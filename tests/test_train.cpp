@@ -4,10 +4,10 @@
 #include <atomic>
 
 #include "common/errors.h"
+#include "run_json_contract.h"
 #include "runtime/numerics.h"
 #include "train/loss_scaler.h"
 #include "train/trainer.h"
-#include "run_json_contract.h"
 
 namespace rematlab {
 namespace {

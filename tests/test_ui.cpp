@@ -1,7 +1,11 @@
 // The workbench through its real widgets, offscreen: sweeps run in the worker and land in a real
 // database, curves per run, the comparison's ratios, Stop, errors as dialogs, settings.
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <qcustomplot.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <QApplication>
 #include <QCheckBox>
@@ -17,12 +21,6 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
-
-#include <linux/capability.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <fstream>
 
@@ -106,10 +104,12 @@ TEST(ExperimentPanel, LoadsTheDefaultStudyAsTheSameSweep) {
   bench.panel->load_spec(rematlab::default_study_spec());
   ASSERT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
   const auto from_form = rematlab::expand_sweep(rematlab::parse_sweep_spec(*bench.panel->spec()));
-  const auto expected = rematlab::expand_sweep(rematlab::parse_sweep_spec(rematlab::default_study_spec()));
+  const auto expected =
+      rematlab::expand_sweep(rematlab::parse_sweep_spec(rematlab::default_study_spec()));
   ASSERT_EQ(from_form.size(), expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_EQ(rematlab::describe_run(from_form[i].config), rematlab::describe_run(expected[i].config));
+    EXPECT_EQ(rematlab::describe_run(from_form[i].config),
+              rematlab::describe_run(expected[i].config));
     EXPECT_EQ(from_form[i].config.preset, "small");
     EXPECT_EQ(from_form[i].config.steps, expected[i].config.steps);
     EXPECT_EQ(from_form[i].config.budget_bytes, expected[i].config.budget_bytes);
@@ -133,7 +133,7 @@ TEST(MainWindow, TwoRunSweepDrawsACurvePerRunAndLandsInTheDatabase) {
   EXPECT_EQ(charts->plot(LiveCharts::kLoss)->graphCount(), 6);
   EXPECT_EQ(charts->plot(LiveCharts::kThroughput)->graphCount(), 2);
   EXPECT_GE(charts->plot(LiveCharts::kTimeline)->graphCount(), 3);  // forward, backward, …
-  QTest::qWait(100);  // let the throttled replot fire
+  QTest::qWait(100);                                                // let the throttled replot fire
   EXPECT_GE(charts->replots(), 1);
   EXPECT_TRUE(bench.panel->run_button()->isEnabled());
   EXPECT_EQ(bench.window.progress_bar()->value(), bench.window.progress_bar()->maximum());
@@ -162,14 +162,17 @@ TEST(MainWindow, TwoRunSweepDrawsACurvePerRunAndLandsInTheDatabase) {
   const double rate = runs[1].result.tokens_per_s;
   const double base_peak = static_cast<double>(runs[0].result.peak_bytes);
   const double peak = static_cast<double>(runs[1].result.peak_bytes);
-  EXPECT_EQ(table->item(1, column("tok/s ×base"))->text(), QString("×%1").arg(rate / base_rate, 0, 'f', 3));
-  EXPECT_EQ(table->item(1, column("peak ×base"))->text(), QString("×%1").arg(peak / base_peak, 0, 'f', 3));
+  EXPECT_EQ(table->item(1, column("tok/s ×base"))->text(),
+            QString("×%1").arg(rate / base_rate, 0, 'f', 3));
+  EXPECT_EQ(table->item(1, column("peak ×base"))->text(),
+            QString("×%1").arg(peak / base_peak, 0, 'f', 3));
   EXPECT_EQ(table->item(0, column("tok/s ×base"))->text(), "×1.000");
   // Checkpointing every block lowers the peak, so it is on the front whatever its speed.
   const auto& front = bench.window.compare_view()->comparison().pareto_front;
   EXPECT_NE(std::find(front.begin(), front.end(), 1u), front.end());
   bench.window.compare_view()->set_baseline(1);  // the other run as the reference
-  EXPECT_EQ(table->item(0, column("tok/s ×base"))->text(), QString("×%1").arg(base_rate / rate, 0, 'f', 3));
+  EXPECT_EQ(table->item(0, column("tok/s ×base"))->text(),
+            QString("×%1").arg(base_rate / rate, 0, 'f', 3));
 }
 
 TEST(MainWindow, StopMarksTheRunCancelledAndTheWindowKeepsWorking) {
@@ -223,7 +226,8 @@ TEST(MainWindow, GradientCheckButtonGivesTheVerdict) {
   ASSERT_TRUE(ended.wait(kTimeoutMs));
   const QList<QVariant> result = ended.takeFirst();
   EXPECT_TRUE(result.at(0).toBool());
-  EXPECT_TRUE(result.at(1).toString().startsWith("identical")) << result.at(1).toString().toStdString();
+  EXPECT_TRUE(result.at(1).toString().startsWith("identical"))
+      << result.at(1).toString().toStdString();
   EXPECT_TRUE(bench.panel->check_button()->isEnabled());
 }
 
@@ -279,8 +283,9 @@ TEST(MainWindow, DeleteExportAndPicturesWorkOnRealRuns) {
   EXPECT_TRUE(QFile::exists(csv));
 
   bench.window.compare({ids[0], ids[1]});
-  const QStringList images = bench.window.charts()->export_images(bench.dir.path(), "live") +
-                             bench.window.compare_view()->export_images(bench.dir.path(), "compare");
+  const QStringList images =
+      bench.window.charts()->export_images(bench.dir.path(), "live") +
+      bench.window.compare_view()->export_images(bench.dir.path(), "compare");
   EXPECT_EQ(images.size(), 16);  // 8 charts, PNG and PDF each
   for (const QString& image : images) EXPECT_GT(QFileInfo(image).size(), 0) << image.toStdString();
 
@@ -298,7 +303,6 @@ TEST(MainWindow, RestoresTheLastDatabase) {
   MainWindow second;
   EXPECT_EQ(second.database_path(), db);
 }
-
 
 // Root may write any file; the write-protection tests need the permission bits to count, so the
 // process gives up that privilege (one test per process under ctest, so nothing else is affected).
@@ -352,7 +356,8 @@ TEST(MainWindow, DeletingTheRunBeingTrainedIsRefusedWithTheReason) {
   bench.panel->run_button()->click();
   QElapsedTimer waited;
   waited.start();
-  while (bench.window.runs_view()->row_count() < 1 && waited.elapsed() < kTimeoutMs) QTest::qWait(20);
+  while (bench.window.runs_view()->row_count() < 1 && waited.elapsed() < kTimeoutMs)
+    QTest::qWait(20);
   QSignalSpy errors(&bench.window, &MainWindow::errorShown);
   EXPECT_FALSE(bench.window.runs_view()->delete_runs(bench.window.runs_view()->shown_ids(), true));
   ASSERT_EQ(errors.count(), 1);
@@ -374,7 +379,8 @@ TEST(MainWindow, AStopBeforeTheQueuedSweepStartsStopsIt) {
   bench.panel->run_button()->click();  // queued behind the check
   bench.panel->stop_button()->click();
   ASSERT_TRUE(ended.wait(30000)) << "the Stop was lost";
-  EXPECT_TRUE(bench.window.status_text().contains("Stopped")) << bench.window.status_text().toStdString();
+  EXPECT_TRUE(bench.window.status_text().contains("Stopped"))
+      << bench.window.status_text().toStdString();
   EXPECT_TRUE(bench.reader().runs().empty());  // nothing ran
 }
 
@@ -391,7 +397,8 @@ TEST(MainWindow, TheGradientCheckStopsOnStopAndOnClose) {
   ASSERT_TRUE(ended.wait(20000));
   EXPECT_LT(timer.elapsed(), 20000);
   EXPECT_FALSE(ended.takeFirst().at(0).toBool());
-  EXPECT_TRUE(bench.window.status_text().contains("stopped")) << bench.window.status_text().toStdString();
+  EXPECT_TRUE(bench.window.status_text().contains("stopped"))
+      << bench.window.status_text().toStdString();
 
   QTemporaryDir dir;
   auto window = std::make_unique<MainWindow>(dir.filePath("runs.sqlite"));

@@ -9,7 +9,8 @@ namespace rematlab::ui {
 QCustomPlot* make_chart(const QString& title, const QString& x_label, const QString& y_label) {
   auto* chart = new QCustomPlot;
   chart->plotLayout()->insertRow(0);
-  chart->plotLayout()->addElement(0, 0, new QCPTextElement(chart, title, QFont("sans", 10, QFont::Bold)));
+  chart->plotLayout()->addElement(0, 0,
+                                  new QCPTextElement(chart, title, QFont("sans", 10, QFont::Bold)));
   chart->xAxis->setLabel(x_label);
   chart->yAxis->setLabel(y_label);
   chart->legend->setVisible(false);  // shown once there are curves

@@ -8,7 +8,6 @@
 #include <QLabel>
 #include <QTableWidget>
 #include <QVBoxLayout>
-
 #include <cmath>
 
 #include "chart_style.h"
@@ -60,7 +59,8 @@ CompareView::CompareView(QWidget* parent)
       table_(new QTableWidget),
       memory_bars_(make_chart("Peak activation memory", "run", "MiB")),
       throughput_bars_(make_chart("Throughput", "run", "tokens/s")),
-      scatter_(make_chart("Memory against throughput (Pareto front joined)", "peak MiB", "tokens/s")),
+      scatter_(
+          make_chart("Memory against throughput (Pareto front joined)", "peak MiB", "tokens/s")),
       losses_(make_chart("Loss", "step", "nats/token")) {
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->verticalHeader()->hide();
@@ -110,9 +110,11 @@ void CompareView::set_baseline(int index) { baseline_->setCurrentIndex(index); }
 QString CompareView::warnings_text() const { return warnings_->text(); }
 
 void CompareView::rebuild() {
-  comparison_ = compare_runs(runs_, static_cast<std::size_t>(std::max(0, baseline_->currentIndex())));
+  comparison_ =
+      compare_runs(runs_, static_cast<std::size_t>(std::max(0, baseline_->currentIndex())));
   QStringList warnings;
-  for (const std::string& warning : comparison_.warnings) warnings << QString::fromStdString(warning);
+  for (const std::string& warning : comparison_.warnings)
+    warnings << QString::fromStdString(warning);
   warnings_->setText(warnings.join("\n"));
   warnings_->setVisible(!warnings.isEmpty());
   fill_table();
@@ -122,9 +124,9 @@ void CompareView::rebuild() {
 }
 
 void CompareView::fill_table() {
-  const QStringList headers = {"run",      "status",     "batch",       "peak",
-                               "peak act", "tokens/s",   "peak ×base",  "tok/s ×base",
-                               "MFU",      "HFU",        "final loss"};
+  const QStringList headers = {"run",      "status",   "batch",      "peak",
+                               "peak act", "tokens/s", "peak ×base", "tok/s ×base",
+                               "MFU",      "HFU",      "final loss"};
   table_->clear();
   table_->setColumnCount(static_cast<int>(headers.size()));
   table_->setHorizontalHeaderLabels(headers);
@@ -135,8 +137,7 @@ void CompareView::fill_table() {
     const bool has = has_result(run);
     auto blank_or = [has](const QString& text) { return has ? text : QString(); };
     const QStringList cells = {
-        run_label(run),
-        QString::fromStdString(to_string(run.status)),
+        run_label(run), QString::fromStdString(to_string(run.status)),
         run.config.batch > 0 ? QString::number(run.config.batch) : QString(),
         blank_or(QString::fromStdString(format_bytes(r.peak_bytes))),
         blank_or(QString::fromStdString(format_bytes(r.peak_activation_bytes))),
@@ -149,7 +150,8 @@ void CompareView::fill_table() {
         blank_or(QString::number(r.final_loss, 'f', 4))};
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
-      item->setForeground(c == 0 ? run_colour(static_cast<int>(i)) : table_->palette().text().color());
+      item->setForeground(c == 0 ? run_colour(static_cast<int>(i))
+                                 : table_->palette().text().color());
       if (!run.message.empty()) item->setToolTip(QString::fromStdString(run.message));
       if (c == 8 || c == 9) {
         item->setToolTip(QString("peak %1 GFLOP/s: %2")
@@ -179,13 +181,15 @@ void CompareView::fill_scatter() {
     const bool finished = runs_[i].status == RunStatus::kOk;
     QCPGraph* point = scatter_->addGraph();
     // A run that did not finish is a hollow marker and says so: it is not a policy's result.
-    point->setName(run_label(runs_[i]) +
-                   (finished ? "" : QString(" (%1)").arg(QString::fromStdString(to_string(runs_[i].status)))));
+    point->setName(
+        run_label(runs_[i]) +
+        (finished ? "" : QString(" (%1)").arg(QString::fromStdString(to_string(runs_[i].status)))));
     point->setLineStyle(QCPGraph::lsNone);
     const QColor colour = run_colour(static_cast<int>(i));
     point->setScatterStyle(finished ? QCPScatterStyle(QCPScatterStyle::ssDisc, colour, colour, 9)
                                     : QCPScatterStyle(QCPScatterStyle::ssCircle, colour, 9));
-    point->addData(static_cast<double>(runs_[i].result.peak_bytes) / kMiB, runs_[i].result.tokens_per_s);
+    point->addData(static_cast<double>(runs_[i].result.peak_bytes) / kMiB,
+                   runs_[i].result.tokens_per_s);
   }
   QCPGraph* front_line = scatter_->addGraph();
   front_line->setName("Pareto front");

@@ -8,7 +8,6 @@
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTimer>
-
 #include <iostream>
 
 #include "experiment_panel.h"
@@ -58,7 +57,8 @@ int run_demo_and_take_screenshots(const QString& database, const QString& direct
   runs->refresh();
   const std::vector<int64_t> ids = runs->shown_ids();
   QList<qint64> last_three;
-  for (std::size_t i = ids.size() >= 3 ? ids.size() - 3 : 0; i < ids.size(); ++i) last_three << ids[i];
+  for (std::size_t i = ids.size() >= 3 ? ids.size() - 3 : 0; i < ids.size(); ++i)
+    last_three << ids[i];
   window.compare(last_three);
   QEventLoop settle;
   QTimer::singleShot(300, &settle, &QEventLoop::quit);

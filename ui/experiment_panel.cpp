@@ -64,8 +64,9 @@ void ExperimentPanel::create_model_fields() {
   vocab_ = spin(2, 1000000, 256);
   attention_ = new QComboBox;
   attention_->addItems({"sdpa", "math"});
-  attention_->setToolTip("sdpa: LibTorch's fused attention. math: explicit QKᵀ-softmax-V, which "
-                         "keeps the s×s scores for backward.");
+  attention_->setToolTip(
+      "sdpa: LibTorch's fused attention. math: explicit QKᵀ-softmax-V, which "
+      "keeps the s×s scores for backward.");
   dropout_ = new QDoubleSpinBox;
   dropout_->setRange(0.0, 0.95);
   dropout_->setSingleStep(0.05);
@@ -110,8 +111,9 @@ void ExperimentPanel::create_sweep_fields() {
       "selective: recompute only the attention core (QKᵀ, softmax, ·V)\n"
       "schedule:P=K,…: every:K by training progress, e.g. schedule:0=2,0.5=5");
   offload_ = new QLineEdit("none");
-  offload_->setToolTip("Offload modes to sweep, separated by ',': none, disk, disk:DIR, host "
-                       "(CUDA). Offload needs a checkpoint policy; none+offload is skipped.");
+  offload_->setToolTip(
+      "Offload modes to sweep, separated by ',': none, disk, disk:DIR, host "
+      "(CUDA). Offload needs a checkpoint policy; none+offload is skipped.");
   batch_ = new QLineEdit("8");
   batch_->setToolTip("Micro-batch sizes to sweep, separated by ','");
   precision_ = new QLineEdit("fp32");
@@ -120,8 +122,9 @@ void ExperimentPanel::create_sweep_fields() {
   budget_->setPlaceholderText("none (e.g. 512MiB)");
   budget_->setToolTip("A step whose peak memory is above the budget ends its run as oom");
   max_batch_ = new QCheckBox("Max batch under budget");
-  max_batch_->setToolTip("Instead of the batch sizes: find, for each combination, the largest "
-                         "batch whose step fits the budget (doubling, then bisection)");
+  max_batch_->setToolTip(
+      "Instead of the batch sizes: find, for each combination, the largest "
+      "batch whose step fits the budget (doubling, then bisection)");
   max_batch_limit_ = spin(1, 65536, 256);
   max_batch_limit_->setPrefix("up to ");
 }
@@ -138,8 +141,9 @@ void ExperimentPanel::create_actions() {
   stop_ = new QPushButton("Stop");
   stop_->setEnabled(false);
   check_ = new QPushButton("Check gradients");
-  check_->setToolTip("One step under the first policy and under none, same seed and batch: are "
-                     "the gradients bit-identical?");
+  check_->setToolTip(
+      "One step under the first policy and under none, same seed and batch: are "
+      "the gradients bit-identical?");
 }
 
 void ExperimentPanel::lay_out() {
@@ -238,9 +242,9 @@ void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
   const auto axes = spec.value("axes", nlohmann::ordered_json::object());
   if (base.contains("preset")) preset_->setCurrentText(QString::fromStdString(base["preset"]));
   const std::pair<const char*, QSpinBox*> numbers[] = {
-      {"layers", layers_}, {"d_model", d_model_}, {"heads", heads_}, {"seq_len", seq_len_},
-      {"vocab", vocab_},   {"accum", accum_},     {"steps", steps_},  {"seed", seed_},
-      {"threads", threads_}};
+      {"layers", layers_},   {"d_model", d_model_}, {"heads", heads_},
+      {"seq_len", seq_len_}, {"vocab", vocab_},     {"accum", accum_},
+      {"steps", steps_},     {"seed", seed_},       {"threads", threads_}};
   for (const auto& [key, box] : numbers) {
     if (base.contains(key) && base[key].is_number_integer()) box->setValue(base[key].get<int>());
   }
@@ -248,7 +252,7 @@ void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
   if (base.contains("lr")) lr_->setValue(base["lr"].get<double>());
   // Each axis field shows the axis, or the base's single value, or its default.
   auto list = [&](const char* key, const char* separator, const std::string& fallback) {
-    const auto& values = axes.contains(key) ? axes[key]
+    const auto& values = axes.contains(key)   ? axes[key]
                          : base.contains(key) ? nlohmann::ordered_json::array({base[key]})
                                               : nlohmann::ordered_json::array({fallback});
     QStringList items;
@@ -266,8 +270,8 @@ void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
   if (search) {
     const auto& max_batch = spec["max_batch"];
     const auto& budget = max_batch["budget"];
-    budget_->setText(QString::fromStdString(budget.is_string() ? budget.get<std::string>()
-                                                               : budget.dump()));
+    budget_->setText(
+        QString::fromStdString(budget.is_string() ? budget.get<std::string>() : budget.dump()));
     if (max_batch.contains("limit")) max_batch_limit_->setValue(max_batch["limit"].get<int>());
   } else {
     const auto budget = base.value("budget", nlohmann::ordered_json());
@@ -284,8 +288,10 @@ void ExperimentPanel::set_experiment_name(const QString& name) { name_->setText(
 
 void ExperimentPanel::apply_preset(const QString& name) {
   const ModelConfig model = model_preset(name.toStdString());
-  for (auto [box, value] : {std::pair{layers_, model.layers}, {d_model_, model.d_model},
-                            {heads_, model.heads}, {seq_len_, model.seq_len},
+  for (auto [box, value] : {std::pair{layers_, model.layers},
+                            {d_model_, model.d_model},
+                            {heads_, model.heads},
+                            {seq_len_, model.seq_len},
                             {vocab_, model.vocab}}) {
     const QSignalBlocker blocker(box);
     box->setValue(static_cast<int>(value));
@@ -314,7 +320,8 @@ nlohmann::ordered_json ExperimentPanel::build_spec() const {
   const QString source = data_->currentData().toString();
   base["data"] = source == "text" ? "text:" + data_file_->text().trimmed().toStdString()
                                   : source.toStdString();
-  if (!budget_->text().trimmed().isEmpty()) base["budget"] = budget_->text().trimmed().toStdString();
+  if (!budget_->text().trimmed().isEmpty())
+    base["budget"] = budget_->text().trimmed().toStdString();
 
   nlohmann::ordered_json axes = nlohmann::ordered_json::object();
   // One value goes to the base, several make an axis.
@@ -339,7 +346,8 @@ nlohmann::ordered_json ExperimentPanel::build_spec() const {
   for (const QString& b : split_list(batch_, ',')) {
     bool ok = false;
     const qlonglong value = b.toLongLong(&ok);
-    if (!ok) throw InvalidInput("spec: axes.batch", "'" + b.toStdString() + "' is not a whole number");
+    if (!ok)
+      throw InvalidInput("spec: axes.batch", "'" + b.toStdString() + "' is not a whole number");
     batches.push_back(value);
   }
   if (!max_batch_->isChecked()) add("batch", batches, "spec: axes.batch");
@@ -411,22 +419,24 @@ void ExperimentPanel::revalidate() {
     std::vector<std::string> skipped;
     const auto points = expand_sweep(parse_sweep_spec(build_spec()), &skipped);
     QString runs = QString("%1 run%2").arg(points.size()).arg(points.size() == 1 ? "" : "s");
-    if (!skipped.empty()) runs += QString(" (%1 combination(s) of none with offload left out)").arg(skipped.size());
+    if (!skipped.empty())
+      runs += QString(" (%1 combination(s) of none with offload left out)").arg(skipped.size());
     runs_label_->setText(runs);
   } catch (const InvalidInput& error) {
     problem_ = QString::fromStdString(error.what());
     bad_field = field_for(error.field());
     runs_label_->clear();
   }
-  for (QWidget* field : std::initializer_list<QWidget*>{policies_, offload_, batch_, precision_, budget_,
-                                                        heads_, d_model_, data_file_, dropout_, name_}) {
+  for (QWidget* field :
+       std::initializer_list<QWidget*>{policies_, offload_, batch_, precision_, budget_, heads_,
+                                       d_model_, data_file_, dropout_, name_}) {
     field->setStyleSheet(field == bad_field ? kErrorStyle : "");
   }
   problem_label_->setText(problem_);
   const bool can_record = read_only_reason_.isEmpty();
   run_->setEnabled(problem_.isEmpty() && !running_ && can_record);
   check_->setEnabled(problem_.isEmpty() && !running_);
-  run_->setToolTip(!can_record         ? "Cannot run: " + read_only_reason_
+  run_->setToolTip(!can_record          ? "Cannot run: " + read_only_reason_
                    : problem_.isEmpty() ? "Start the sweep (Ctrl+R)"
                                         : "Cannot run: " + problem_);
 }

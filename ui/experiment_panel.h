@@ -5,9 +5,7 @@
 #pragma once
 
 #include <QWidget>
-
 #include <nlohmann/json.hpp>
-
 #include <optional>
 
 #include "metatypes.h"

@@ -6,7 +6,6 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QVBoxLayout>
-
 #include <cmath>
 #include <map>
 
@@ -30,12 +29,18 @@ QCPGraph* add_graph(QCustomPlot* plot, const QString& name, QColor colour, Qt::P
 
 QColor phase_colour(MemoryPhase phase) {
   switch (phase) {
-    case MemoryPhase::kForward: return QColor(0x1f, 0x77, 0xb4);
-    case MemoryPhase::kBackward: return QColor(0xd6, 0x27, 0x28);
-    case MemoryPhase::kRecompute: return QColor(0xff, 0x7f, 0x0e);
-    case MemoryPhase::kOptimizer: return QColor(0x2c, 0xa0, 0x2c);
-    case MemoryPhase::kOffloadWait: return QColor(0x94, 0x67, 0xbd);
-    case MemoryPhase::kIdle: break;
+    case MemoryPhase::kForward:
+      return QColor(0x1f, 0x77, 0xb4);
+    case MemoryPhase::kBackward:
+      return QColor(0xd6, 0x27, 0x28);
+    case MemoryPhase::kRecompute:
+      return QColor(0xff, 0x7f, 0x0e);
+    case MemoryPhase::kOptimizer:
+      return QColor(0x2c, 0xa0, 0x2c);
+    case MemoryPhase::kOffloadWait:
+      return QColor(0x94, 0x67, 0xbd);
+    case MemoryPhase::kIdle:
+      break;
   }
   return Qt::gray;
 }
@@ -85,10 +90,14 @@ LiveCharts::LiveCharts(QWidget* parent)
 
 QCustomPlot* LiveCharts::plot(Chart chart) const {
   switch (chart) {
-    case kLoss: return loss_plot_;
-    case kMemory: return memory_plot_;
-    case kThroughput: return throughput_plot_;
-    case kTimeline: return timeline_plot_;
+    case kLoss:
+      return loss_plot_;
+    case kMemory:
+      return memory_plot_;
+    case kThroughput:
+      return throughput_plot_;
+    case kTimeline:
+      return timeline_plot_;
   }
   return loss_plot_;
 }
@@ -213,10 +222,14 @@ int LiveCharts::points(Chart chart, int index) const {
   for (const auto& [run, curves] : runs_) {
     if (run != index) continue;
     switch (chart) {
-      case kLoss: return curves.loss->dataCount();
-      case kMemory: return curves.peak->dataCount();
-      case kThroughput: return curves.throughput->dataCount();
-      case kTimeline: return 0;
+      case kLoss:
+        return curves.loss->dataCount();
+      case kMemory:
+        return curves.peak->dataCount();
+      case kThroughput:
+        return curves.throughput->dataCount();
+      case kTimeline:
+        return 0;
     }
   }
   return 0;

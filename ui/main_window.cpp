@@ -128,8 +128,8 @@ void MainWindow::build_menus() {
     if (!path.isEmpty()) open_database(path);
   });
   file->addAction("&Open database…", QKeySequence::Open, this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, "Open runs database", {},
-                                                      "RematLab database (*.sqlite);;All files (*)");
+    const QString path = QFileDialog::getOpenFileName(
+        this, "Open runs database", {}, "RematLab database (*.sqlite);;All files (*)");
     if (!path.isEmpty()) open_database(path);
   });
   file->addSeparator();
@@ -168,8 +168,9 @@ bool MainWindow::open_database(const QString& path) {
     } catch (const ReadOnlyDatabase&) {
       // Write-protected: browse it, but say so and offer nothing that would write.
       store_ = std::make_unique<RunStore>(file, StoreAccess::kReadOnly, /*create=*/false);
-      read_only_reason = "This database is write-protected: its runs can be browsed, compared "
-                         "and exported, but not added to or deleted.";
+      read_only_reason =
+          "This database is write-protected: its runs can be browsed, compared "
+          "and exported, but not added to or deleted.";
     }
   } catch (const std::exception& error) {
     show_error(database_error_text(path, error));
@@ -188,7 +189,8 @@ bool MainWindow::open_database(const QString& path) {
     status_->setText(read_only_reason);
   } else if (store_->recovered_runs() > 0) {
     status_->setText(QString("%1 run(s) left running by a process that ended are now marked "
-                             "interrupted").arg(store_->recovered_runs()));
+                             "interrupted")
+                         .arg(store_->recovered_runs()));
   }
   return true;
 }
@@ -262,9 +264,9 @@ void MainWindow::on_run_started(int index, const QString& label, double budget_b
 
 void MainWindow::on_position(const SweepPosition& position) {
   progress_->setRange(0, position.run_count * kProgressPerRun);
-  const double within = position.total_steps > 0
-                            ? static_cast<double>(position.step) / static_cast<double>(position.total_steps)
-                            : 0.0;
+  const double within = position.total_steps > 0 ? static_cast<double>(position.step) /
+                                                       static_cast<double>(position.total_steps)
+                                                 : 0.0;
   progress_->setValue(position.run_index * kProgressPerRun +
                       static_cast<int>(within * kProgressPerRun));
   QString text = QString("Run %1 of %2 · %3 · ")
@@ -341,26 +343,27 @@ void MainWindow::export_charts() {
 
 void MainWindow::show_about() {
   const RuntimeInfo runtime = probe_runtime(/*measure_matmul=*/false);
-  const QString device = runtime.cuda_available
-                             ? QString("%1 CUDA device(s)").arg(runtime.cuda_devices)
-                             : QString("CPU (%1)").arg(QString::fromStdString(runtime.cpu_capability));
-  QMessageBox::about(
-      this, "About RematLab",
-      QString("<b>RematLab</b> — activation checkpointing, measured.<br><br>"
-              "Qt %1<br>LibTorch %2 (BLAS: %3)<br>SQLite %4<br>Device: %5<br><br>"
-              "Licence: GPL-3.0-or-later")
-          .arg(qVersion())
-          .arg(QString::fromStdString(runtime.torch_version))
-          .arg(QString::fromStdString(runtime.blas_build))
-          .arg(QString::fromStdString(sqlite_version()))
-          .arg(device));
+  const QString device =
+      runtime.cuda_available
+          ? QString("%1 CUDA device(s)").arg(runtime.cuda_devices)
+          : QString("CPU (%1)").arg(QString::fromStdString(runtime.cpu_capability));
+  QMessageBox::about(this, "About RematLab",
+                     QString("<b>RematLab</b> — activation checkpointing, measured.<br><br>"
+                             "Qt %1<br>LibTorch %2 (BLAS: %3)<br>SQLite %4<br>Device: %5<br><br>"
+                             "Licence: GPL-3.0-or-later")
+                         .arg(qVersion())
+                         .arg(QString::fromStdString(runtime.torch_version))
+                         .arg(QString::fromStdString(runtime.blas_build))
+                         .arg(QString::fromStdString(sqlite_version()))
+                         .arg(device));
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
   if (running_) {
-    const auto answer = QMessageBox::question(
-        this, "Quit RematLab", "A sweep is running. Stop it (the current run is recorded as "
-                               "cancelled) and quit?");
+    const auto answer =
+        QMessageBox::question(this, "Quit RematLab",
+                              "A sweep is running. Stop it (the current run is recorded as "
+                              "cancelled) and quit?");
     if (answer != QMessageBox::Yes) {
       event->ignore();
       return;

@@ -5,7 +5,6 @@
 
 #include <QMainWindow>
 #include <QThread>
-
 #include <memory>
 
 #include "metatypes.h"

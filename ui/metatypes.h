@@ -3,7 +3,6 @@
 #pragma once
 
 #include <QMetaType>
-
 #include <vector>
 
 #include "memory/timeline_point.h"

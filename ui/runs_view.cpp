@@ -19,14 +19,27 @@ namespace rematlab::ui {
 namespace {
 
 enum Column {
-  kId, kExperiment, kName, kStatus, kModel, kCheckpoint, kOffload, kBatch, kPrecision, kSteps,
-  kPeak, kPeakActivation, kTokensPerS, kFinalLoss, kStarted, kColumns
+  kId,
+  kExperiment,
+  kName,
+  kStatus,
+  kModel,
+  kCheckpoint,
+  kOffload,
+  kBatch,
+  kPrecision,
+  kSteps,
+  kPeak,
+  kPeakActivation,
+  kTokensPerS,
+  kFinalLoss,
+  kStarted,
+  kColumns
 };
 
-const char* const kHeaders[kColumns] = {"id",       "experiment", "name",     "status",
-                                        "model",    "checkpoint", "offload",  "batch",
-                                        "precision", "steps",     "peak",     "peak act",
-                                        "tokens/s", "final loss", "started"};
+const char* const kHeaders[kColumns] = {
+    "id",        "experiment", "name", "status",   "model",    "checkpoint", "offload", "batch",
+    "precision", "steps",      "peak", "peak act", "tokens/s", "final loss", "started"};
 
 // "small (12×256, seq 256)": the preset and the shape it was trained with.
 QString model_text(const RunConfig& config) {
@@ -72,21 +85,31 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
   const bool has = run.has_result && run.result.steps_completed > 0;
   // UserRole: the value to sort by (numbers as numbers).
   switch (column) {
-    case kId: return static_cast<qlonglong>(run.id);
-    case kExperiment: return QString::fromStdString(run.experiment);
-    case kName: return QString::fromStdString(run.name);
-    case kStatus: return QString::fromStdString(to_string(run.status));
-    case kModel: return model_text(run.config);
-    case kCheckpoint: return QString::fromStdString(run.config.checkpoint);
-    case kOffload: return QString::fromStdString(run.config.offload);
+    case kId:
+      return static_cast<qlonglong>(run.id);
+    case kExperiment:
+      return QString::fromStdString(run.experiment);
+    case kName:
+      return QString::fromStdString(run.name);
+    case kStatus:
+      return QString::fromStdString(to_string(run.status));
+    case kModel:
+      return model_text(run.config);
+    case kCheckpoint:
+      return QString::fromStdString(run.config.checkpoint);
+    case kOffload:
+      return QString::fromStdString(run.config.offload);
     case kBatch:
       return run.config.batch > 0 ? QVariant(static_cast<qlonglong>(run.config.batch)) : QVariant();
-    case kPrecision: return QString::fromStdString(to_string(run.config.precision));
-    case kSteps: return static_cast<qlonglong>(run.steps_recorded);
+    case kPrecision:
+      return QString::fromStdString(to_string(run.config.precision));
+    case kSteps:
+      return static_cast<qlonglong>(run.steps_recorded);
     case kPeak:
     case kPeakActivation: {
       if (!has) return {};
-      const int64_t bytes = column == kPeak ? run.result.peak_bytes : run.result.peak_activation_bytes;
+      const int64_t bytes =
+          column == kPeak ? run.result.peak_bytes : run.result.peak_activation_bytes;
       if (role == Qt::UserRole) return static_cast<qlonglong>(bytes);
       return QString::fromStdString(format_bytes(bytes));
     }
@@ -98,8 +121,10 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
       if (!has) return {};
       return role == Qt::UserRole ? QVariant(run.result.final_loss)
                                   : QString::number(run.result.final_loss, 'f', 4);
-    case kStarted: return QString::fromStdString(run.started);
-    default: return {};
+    case kStarted:
+      return QString::fromStdString(run.started);
+    default:
+      return {};
   }
 }
 
@@ -134,7 +159,8 @@ RunsView::RunsView(QWidget* parent)
   table_->verticalHeader()->hide();
   auto* export_runs = new QPushButton("Export runs CSV…");
   auto* export_steps = new QPushButton("Export steps CSV…");
-  export_steps->setToolTip("Every step of the selected runs (all runs shown when none is selected)");
+  export_steps->setToolTip(
+      "Every step of the selected runs (all runs shown when none is selected)");
   auto* refresh_button = new QPushButton("Refresh");
 
   auto* filters = new QHBoxLayout;
@@ -244,7 +270,8 @@ void RunsView::select_ids(const std::vector<int64_t>& ids) {
   for (int row = 0; row < model_->rowCount(); ++row) {
     if (std::find(ids.begin(), ids.end(), model_->run_at(row).id) == ids.end()) continue;
     const QModelIndex index = sorted_->mapFromSource(model_->index(row, 0));
-    table_->selectionModel()->select(index, QItemSelectionModel::Select | QItemSelectionModel::Rows);
+    table_->selectionModel()->select(index,
+                                     QItemSelectionModel::Select | QItemSelectionModel::Rows);
   }
 }
 
@@ -280,8 +307,9 @@ void RunsView::export_steps_csv(const QString& path, const std::vector<int64_t>&
 
 void RunsView::ask_and_export(bool steps) {
   if (!store_) return;
-  const QString path = QFileDialog::getSaveFileName(
-      this, steps ? "Export steps" : "Export runs", steps ? "steps.csv" : "runs.csv", "CSV (*.csv)");
+  const QString path =
+      QFileDialog::getSaveFileName(this, steps ? "Export steps" : "Export runs",
+                                   steps ? "steps.csv" : "runs.csv", "CSV (*.csv)");
   if (path.isEmpty()) return;
   try {
     steps ? export_steps_csv(path, selected_ids()) : export_runs_csv(path, selected_ids());

@@ -5,7 +5,6 @@
 
 #include <QAbstractTableModel>
 #include <QWidget>
-
 #include <vector>
 
 #include "store/run_store.h"

@@ -27,7 +27,8 @@ QString stop_summary(const std::vector<SweepRunResult>& results, std::size_t pla
                       .arg(results.size())
                       .arg(planned)
                       .arg(QString::fromStdString(last.point.label));
-  if (last_step > 0) where += QString(" after step %1 of %2").arg(last_step).arg(last.point.config.steps);
+  if (last_step > 0)
+    where += QString(" after step %1 of %2").arg(last_step).arg(last.point.config.steps);
   return where + "; it is recorded as cancelled";
 }
 
@@ -35,8 +36,7 @@ QString stop_summary(const std::vector<SweepRunResult>& results, std::size_t pla
 
 void SweepWorker::run_sweep(const QString& spec_json, const QString& database) {
   try {
-    const SweepSpec spec =
-        parse_sweep_spec(nlohmann::ordered_json::parse(spec_json.toStdString()));
+    const SweepSpec spec = parse_sweep_spec(nlohmann::ordered_json::parse(spec_json.toStdString()));
     RunStore store(database.toStdString());
     RunWriter writer(database.toStdString());
     SweepRunner runner(spec, &writer, &store);

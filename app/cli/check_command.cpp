@@ -11,8 +11,9 @@ namespace rematlab::cli {
 
 Command add_check_command(CLI::App& app) {
   auto* command = app.add_subcommand(
-      "check", "Compare one step's gradients under --checkpoint against none (same seed, batch); "
-               "exit code 3 when they differ");
+      "check",
+      "Compare one step's gradients under --checkpoint against none (same seed, batch); "
+      "exit code 3 when they differ");
   auto options = std::make_shared<RunOptions>();
   options->add_to(*command);
   auto reference_seed = std::make_shared<std::optional<uint64_t>>();
@@ -20,18 +21,18 @@ Command add_check_command(CLI::App& app) {
                       "Another seed for the none side, to see the check report DIFFERENT "
                       "(exit code 3)");
   return {command, [options, reference_seed]() {
-    RunConfig config = options->resolve();
-    const GradientCheckResult result = check_gradients(config, nullptr, *reference_seed);
-    std::cerr << (result.identical ? "identical: " : "DIFFERENT: ") << config.checkpoint
-              << " against none, " << result.params_compared << " parameters compared"
-              << std::endl;
-    if (options->json) {
-      print_json_line(to_json(result));
-    } else {
-      std::cout << dump_json(to_json(result), 2) << std::endl;
-    }
-    return result.identical ? 0 : kExitGradientsDiffer;
-  }};
+            RunConfig config = options->resolve();
+            const GradientCheckResult result = check_gradients(config, nullptr, *reference_seed);
+            std::cerr << (result.identical ? "identical: " : "DIFFERENT: ") << config.checkpoint
+                      << " against none, " << result.params_compared << " parameters compared"
+                      << std::endl;
+            if (options->json) {
+              print_json_line(to_json(result));
+            } else {
+              std::cout << dump_json(to_json(result), 2) << std::endl;
+            }
+            return result.identical ? 0 : kExitGradientsDiffer;
+          }};
 }
 
 }  // namespace rematlab::cli

@@ -16,7 +16,8 @@ void print_json_line(const nlohmann::json& object) {
 
 void print_step_progress(const StepMetrics& step, const std::string& label) {
   char line[256];
-  std::snprintf(line, sizeof line, "%sstep %lld/%lld  loss %.4f  %.0f tok/s  %.1f ms  peak %s  act %s%s",
+  std::snprintf(line, sizeof line,
+                "%sstep %lld/%lld  loss %.4f  %.0f tok/s  %.1f ms  peak %s  act %s%s",
                 label.c_str(), static_cast<long long>(step.step + 1),
                 static_cast<long long>(step.total_steps), step.loss, step.tokens_per_s,
                 step.step_ms, format_bytes(step.peak_bytes).c_str(),

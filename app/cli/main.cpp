@@ -1,9 +1,9 @@
 // rematlab-cli: the headless face of RematLab. Exit codes: 0 done (an oom run is a result),
 // 1 internal failure, 2 bad input (one line naming what is wrong), 3 `check` found gradients that
 // differ from `none`.
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <charconv>
 #include <csignal>
@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
       known += (known.empty() ? "" : ", ") + command.subcommand->get_name();
       found = found || command.subcommand->get_name() == argv[1];
     }
-    if (!found) return fail(2, "unknown command '" + std::string(argv[1]) + "' (use " + known + ")");
+    if (!found)
+      return fail(2, "unknown command '" + std::string(argv[1]) + "' (use " + known + ")");
   }
   try {
     app.parse(argc, argv);

@@ -25,9 +25,12 @@ struct PeakOptions {
 };
 
 nlohmann::json peak_json(const PeakFlopsRecord& peak) {
-  return {{"host", peak.host},         {"device", peak.device},
-          {"precision", to_string(peak.precision)}, {"threads", peak.threads},
-          {"peak_flops", peak.flops},  {"measured", peak.measured},
+  return {{"host", peak.host},
+          {"device", peak.device},
+          {"precision", to_string(peak.precision)},
+          {"threads", peak.threads},
+          {"peak_flops", peak.flops},
+          {"measured", peak.measured},
           {"method", peak.method}};
 }
 

@@ -59,7 +59,8 @@ Command add_runs(CLI::App& app) {
             filter.experiment_id = *experiment;
             if (!status->empty()) {
               filter.status = parse_run_status(*status);
-              if (!filter.status) throw InvalidInput("--status", "unknown status '" + *status + "'");
+              if (!filter.status)
+                throw InvalidInput("--status", "unknown status '" + *status + "'");
             }
             RunStore store = options->open();
             const auto runs = store.runs(filter);
@@ -80,23 +81,23 @@ Command add_show(CLI::App& app) {
   auto* command = app.add_subcommand("show", "One run: its config, request, result and probes");
   add_common(*command, *options);
   command->add_option("ID", *id, "Run id")->required();
-  return {command, [options, id]() {
-            RunStore store = options->open();
-            nlohmann::json json = run_json(store.run(*id));
-            nlohmann::json trials = nlohmann::json::array();
-            for (const ProbeRecord& p : store.probes(*id)) {
-              trials.push_back({{"batch", p.batch},
-                                {"status", to_string(p.status)},
-                                {"peak_bytes", p.peak_bytes}});
-            }
-            json["trials"] = trials;
-            if (options->json) {
-              print_json_line(json);
-            } else {
-              std::cout << dump_json(json, 2) << "\n";
-            }
-            return 0;
-          }};
+  return {
+      command, [options, id]() {
+        RunStore store = options->open();
+        nlohmann::json json = run_json(store.run(*id));
+        nlohmann::json trials = nlohmann::json::array();
+        for (const ProbeRecord& p : store.probes(*id)) {
+          trials.push_back(
+              {{"batch", p.batch}, {"status", to_string(p.status)}, {"peak_bytes", p.peak_bytes}});
+        }
+        json["trials"] = trials;
+        if (options->json) {
+          print_json_line(json);
+        } else {
+          std::cout << dump_json(json, 2) << "\n";
+        }
+        return 0;
+      }};
 }
 
 Command add_compare(CLI::App& app) {
@@ -107,8 +108,9 @@ Command add_compare(CLI::App& app) {
       "compare", "Runs side by side: config differences and every metric against a baseline");
   add_common(*command, *options);
   command->add_option("IDS", *ids, "Run ids")->required();
-  command->add_option("--baseline", *baseline, "The run the ratios are taken against (default: "
-                                               "the first id)");
+  command->add_option("--baseline", *baseline,
+                      "The run the ratios are taken against (default: "
+                      "the first id)");
   return {command, [options, ids, baseline]() {
             RunStore store = options->open();
             std::vector<RunRecord> runs;
@@ -153,8 +155,8 @@ Command add_export(CLI::App& app) {
             for (int64_t id : *ids) store.run(id);  // an unknown id is an error, not an empty row
             const auto runs = store.runs(filter);
             write_file_atomically(*csv, *steps ? steps_csv(store, runs) : runs_csv(runs));
-            std::cerr << "wrote " << runs.size() << " run(s)" << (*steps ? "' steps" : "")
-                      << " to " << *csv << std::endl;
+            std::cerr << "wrote " << runs.size() << " run(s)" << (*steps ? "' steps" : "") << " to "
+                      << *csv << std::endl;
             if (options->json) print_json_line({{"csv", *csv}, {"runs", runs.size()}});
             return 0;
           }};

@@ -44,40 +44,42 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
   command->add_option("--db", *db, "Record the run (and every step) in this runs database");
   command->add_option("--name", *name, "The run's name in the database (default: its policy)");
   return {command, [options, db, name, &cancel]() {
-    RunConfig config = options->resolve();
-    std::unique_ptr<RunStore> store;
-    if (!db->empty()) store = std::make_unique<RunStore>(*db);  // creates or migrates it
-    // Before training: the peak kept for this device, or one measured now while it is quiet.
-    resolve_peak_flops(config, store.get());
-    Trainer trainer(config);
-    std::unique_ptr<RunWriter> writer;
-    std::optional<int64_t> run_id;
-    if (store) {
-      writer = std::make_unique<RunWriter>(*db);
-      run_id = writer->begin_run(std::nullopt, name->empty() ? describe_run(config) : *name, config);
-    }
-    TrainerCallbacks callbacks;
-    callbacks.cancel = &cancel;
-    callbacks.on_step = [&](const StepMetrics& step) {
-      print_step_progress(step, "");
-      if (writer) writer->add_step(*run_id, step);
-    };
-    RunSummary summary;
-    try {
-      summary = trainer.run(callbacks);
-    } catch (const std::exception& error) {
-      if (writer) writer->fail_run(*run_id, error.what());
-      throw;
-    }
-    summary.run_id = run_id;
-    if (writer) writer->finish_run(*run_id, summary);
-    if (options->json) {
-      print_json_line(to_json(summary));
-    } else {
-      print_summary(summary);
-    }
-    return 0;  // an oom, cancelled or diverged run is a result, not a failure
-  }};
+            RunConfig config = options->resolve();
+            std::unique_ptr<RunStore> store;
+            if (!db->empty()) store = std::make_unique<RunStore>(*db);  // creates or migrates it
+            // Before training: the peak kept for this device, or one measured now while it is
+            // quiet.
+            resolve_peak_flops(config, store.get());
+            Trainer trainer(config);
+            std::unique_ptr<RunWriter> writer;
+            std::optional<int64_t> run_id;
+            if (store) {
+              writer = std::make_unique<RunWriter>(*db);
+              run_id = writer->begin_run(std::nullopt, name->empty() ? describe_run(config) : *name,
+                                         config);
+            }
+            TrainerCallbacks callbacks;
+            callbacks.cancel = &cancel;
+            callbacks.on_step = [&](const StepMetrics& step) {
+              print_step_progress(step, "");
+              if (writer) writer->add_step(*run_id, step);
+            };
+            RunSummary summary;
+            try {
+              summary = trainer.run(callbacks);
+            } catch (const std::exception& error) {
+              if (writer) writer->fail_run(*run_id, error.what());
+              throw;
+            }
+            summary.run_id = run_id;
+            if (writer) writer->finish_run(*run_id, summary);
+            if (options->json) {
+              print_json_line(to_json(summary));
+            } else {
+              print_summary(summary);
+            }
+            return 0;  // an oom, cancelled or diverged run is a result, not a failure
+          }};
 }
 
 }  // namespace rematlab::cli

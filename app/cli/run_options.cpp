@@ -29,11 +29,13 @@ void RunOptions::add_to(CLI::App& command) {
   command.add_option("--precision", precision_, "fp32, bf16 (autocast) or fp16 (CUDA only)")
       ->capture_default_str();
   command.add_option("--device", device_, "cpu, cuda or cuda:N")->capture_default_str();
-  command.add_option("--checkpoint", checkpoint_,
-                     "none | every:K | sublayer:A,F | selective | schedule:P=K,…")
+  command
+      .add_option("--checkpoint", checkpoint_,
+                  "none | every:K | sublayer:A,F | selective | schedule:P=K,…")
       ->capture_default_str();
-  command.add_option("--offload", offload_,
-                     "none | disk[:DIR] (saved segment inputs to files) | host (pinned memory; CUDA)")
+  command
+      .add_option("--offload", offload_,
+                  "none | disk[:DIR] (saved segment inputs to files) | host (pinned memory; CUDA)")
       ->capture_default_str();
   command.add_option("--data", data_, "synthetic[:markov|:copy] or text:FILE")
       ->capture_default_str();

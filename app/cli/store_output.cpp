@@ -29,13 +29,20 @@ std::string metric_text(const ResultField& field, const nlohmann::json& value) {
   if (value.is_string()) return value.get<std::string>();  // nan, inf
   const double number = value.get<double>();
   switch (field.unit) {
-    case ResultUnit::kBytes: return format_bytes(static_cast<int64_t>(number));
-    case ResultUnit::kMilliseconds: return format_number(number, 1) + " ms";
-    case ResultUnit::kTokensPerSecond: return format_number(number, 0);
-    case ResultUnit::kLoss: return format_number(number, 4);
-    case ResultUnit::kFlops: return format_number(number / 1e9, 2) + " GFLOP";
-    case ResultUnit::kFraction: return format_number(100.0 * number, 1) + " %";
-    case ResultUnit::kCount: return format_number(number, 0);
+    case ResultUnit::kBytes:
+      return format_bytes(static_cast<int64_t>(number));
+    case ResultUnit::kMilliseconds:
+      return format_number(number, 1) + " ms";
+    case ResultUnit::kTokensPerSecond:
+      return format_number(number, 0);
+    case ResultUnit::kLoss:
+      return format_number(number, 4);
+    case ResultUnit::kFlops:
+      return format_number(number / 1e9, 2) + " GFLOP";
+    case ResultUnit::kFraction:
+      return format_number(100.0 * number, 1) + " %";
+    case ResultUnit::kCount:
+      return format_number(number, 0);
   }
   return cell_text(value);
 }
@@ -65,7 +72,8 @@ std::string format_comparison(const std::vector<RunRecord>& runs, const RunCompa
   for (const ComparisonRow& row : comparison.rows) {
     std::vector<std::string> line = {row.field};
     for (std::size_t i = 0; i < row.values.size(); ++i) {
-      std::string cell = row.metric ? metric_text(*row.metric, row.values[i]) : cell_text(row.values[i]);
+      std::string cell =
+          row.metric ? metric_text(*row.metric, row.values[i]) : cell_text(row.values[i]);
       if (row.metric && i != comparison.baseline && row.ratio[i]) {
         cell += " (x" + format_number(*row.ratio[i], 3) + ")";
       }
@@ -76,7 +84,8 @@ std::string format_comparison(const std::vector<RunRecord>& runs, const RunCompa
   std::string text = format_table(header, table);
   std::string front;
   for (std::size_t index : comparison.pareto_front) front += " " + runs[index].label();
-  text += "\nPareto front (least peak memory for the tokens/s):" + (front.empty() ? " none" : front);
+  text +=
+      "\nPareto front (least peak memory for the tokens/s):" + (front.empty() ? " none" : front);
   text += "\n";
   for (const std::string& warning : comparison.warnings) text += "warning: " + warning + "\n";
   return text;
@@ -96,25 +105,25 @@ std::string format_strategy_table(const std::vector<SweepRunResult>& results) {
   for (std::size_t i = 0; i < records.size(); ++i) {
     const RunRecord& run = records[i];
     const bool has = run.has_result;
-    const bool batch_known = run.config.batch > 0 && records[baseline].config.batch > 0 &&
-                             baseline < records.size();
-    rows.push_back({results[i].point.label, to_string(run.status), batch_text(run.config),
-                    batch_known ? "x" + format_number(static_cast<double>(run.config.batch) /
-                                                          static_cast<double>(records[baseline].config.batch),
-                                                      2)
-                                : "-",
-                    has ? format_bytes(run.result.peak_bytes) : "-", ratio(i, "peak_bytes"),
-                    has ? format_bytes(run.result.peak_activation_bytes) : "-",
-                    has ? format_number(run.result.tokens_per_s, 0) : "-",
-                    ratio(i, "tokens_per_s"),
-                    results[i].run_id ? std::to_string(*results[i].run_id) : "-"});
+    const bool batch_known =
+        run.config.batch > 0 && records[baseline].config.batch > 0 && baseline < records.size();
+    rows.push_back(
+        {results[i].point.label, to_string(run.status), batch_text(run.config),
+         batch_known ? "x" + format_number(static_cast<double>(run.config.batch) /
+                                               static_cast<double>(records[baseline].config.batch),
+                                           2)
+                     : "-",
+         has ? format_bytes(run.result.peak_bytes) : "-", ratio(i, "peak_bytes"),
+         has ? format_bytes(run.result.peak_activation_bytes) : "-",
+         has ? format_number(run.result.tokens_per_s, 0) : "-", ratio(i, "tokens_per_s"),
+         results[i].run_id ? std::to_string(*results[i].run_id) : "-"});
   }
   const bool searched = std::any_of(results.begin(), results.end(),
                                     [](const SweepRunResult& r) { return r.search.has_value(); });
-  std::string text = format_table({"run", "status", searched ? "max batch" : "batch",
-                                   "batch vs base", "peak", "peak vs base", "peak act", "tokens/s",
-                                   "tok/s vs base", "run id"},
-                                  rows);
+  std::string text =
+      format_table({"run", "status", searched ? "max batch" : "batch", "batch vs base", "peak",
+                    "peak vs base", "peak act", "tokens/s", "tok/s vs base", "run id"},
+                   rows);
   for (const std::string& warning : comparison.warnings) text += "warning: " + warning + "\n";
   return text;
 }

@@ -41,8 +41,9 @@ Command add_study_command(CLI::App& app, const std::atomic<bool>& cancel) {
   auto policies =
       std::make_shared<std::string>("none;every:1;every:1+disk;every:2;sublayer:1,2;selective");
   auto db = std::make_shared<std::string>();
-  command->add_option("--policies", *policies,
-                      "Policies to compare, separated by ';'; POLICY+OFFLOAD adds offload")
+  command
+      ->add_option("--policies", *policies,
+                   "Policies to compare, separated by ';'; POLICY+OFFLOAD adds offload")
       ->capture_default_str();
   command->add_option("--db", *db, "Record the runs in this runs database");
   return {command, [options, policies, db, &cancel]() {
@@ -66,8 +67,8 @@ Command add_study_command(CLI::App& app, const std::atomic<bool>& cancel) {
             }
             std::cout << "Model " << base.preset << " (" << base.model.layers << " blocks, d "
                       << base.model.d_model << ", seq " << base.model.seq_len << "), batch "
-                      << base.batch << ", " << base.steps << " steps, "
-                      << to_string(base.precision) << ", " << base.device << "\n\n"
+                      << base.batch << ", " << base.steps << " steps, " << to_string(base.precision)
+                      << ", " << base.device << "\n\n"
                       << format_strategy_table(results);
             if (options->json) print_json_line({{"rows", strategy_rows_json(results)}});
             return 0;

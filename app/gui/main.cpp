@@ -21,9 +21,8 @@ int main(int argc, char** argv) {
   options.setApplicationDescription("RematLab: activation checkpointing, measured.");
   options.addHelpOption();
   const QCommandLineOption database("db", "Open this runs database.", "FILE");
-  const QCommandLineOption screenshots("demo-screenshots",
-                                       "Run a short demo sweep, save screenshots to DIR, quit.",
-                                       "DIR");
+  const QCommandLineOption screenshots(
+      "demo-screenshots", "Run a short demo sweep, save screenshots to DIR, quit.", "DIR");
   options.addOption(database);
   options.addOption(screenshots);
   options.process(app);
@@ -33,8 +32,8 @@ int main(int argc, char** argv) {
     const QString directory = options.value(screenshots);
     QDir().mkpath(directory);
     const QTemporaryDir scratch;  // the demo's runs go away with it unless --db is given
-    const QString db = options.isSet(database) ? options.value(database)
-                                               : scratch.filePath("demo.sqlite");
+    const QString db =
+        options.isSet(database) ? options.value(database) : scratch.filePath("demo.sqlite");
     return rematlab::ui::run_demo_and_take_screenshots(db, directory);
   }
   rematlab::ui::MainWindow window(options.value(database));

@@ -20,7 +20,8 @@ int64_t parse_positive(const std::string& token, const std::string& text, const 
   } catch (const std::exception&) {
     reject(text, std::string(what) + " '" + token + "' is not a whole number");
   }
-  if (used != token.size()) reject(text, std::string(what) + " '" + token + "' is not a whole number");
+  if (used != token.size())
+    reject(text, std::string(what) + " '" + token + "' is not a whole number");
   if (value < 1) reject(text, std::string(what) + " must be at least 1");
   return value;
 }
@@ -60,7 +61,8 @@ std::string CheckpointPlan::describe() const {
     }
     out << (segment.recompute ? "]*" : "]");
   }
-  if (recompute_attention_core) out << (segments.empty() ? "" : " ") << "(attention cores recomputed)";
+  if (recompute_attention_core)
+    out << (segments.empty() ? "" : " ") << "(attention cores recomputed)";
   return out.str();
 }
 
@@ -109,7 +111,8 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
     }
     if (policy.schedule_.front().first != 0.0) reject(text, "the first entry must start at 0");
   } else if (head == "plan") {
-    reject(text, "plan:BUDGET is not available yet; use every:K, sublayer:A,F, selective or schedule");
+    reject(text,
+           "plan:BUDGET is not available yet; use every:K, sublayer:A,F, selective or schedule");
   } else {
     reject(text, "unknown policy (use none, every:K, sublayer:A,F, selective, schedule:P=K,…)");
   }

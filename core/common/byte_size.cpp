@@ -9,10 +9,15 @@
 namespace rematlab {
 
 int64_t parse_byte_size(const std::string& text, const std::string& field) {
-  static const std::pair<const char*, double> kUnits[] = {
-      {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0},
-      {"TB", 1e12},             {"GB", 1e9},           {"MB", 1e6},       {"KB", 1e3},
-      {"B", 1.0}};
+  static const std::pair<const char*, double> kUnits[] = {{"TiB", 1099511627776.0},
+                                                          {"GiB", 1073741824.0},
+                                                          {"MiB", 1048576.0},
+                                                          {"KiB", 1024.0},
+                                                          {"TB", 1e12},
+                                                          {"GB", 1e9},
+                                                          {"MB", 1e6},
+                                                          {"KB", 1e3},
+                                                          {"B", 1.0}};
   std::size_t consumed = 0;
   double number = 0.0;
   try {
@@ -26,7 +31,8 @@ int64_t parse_byte_size(const std::string& text, const std::string& field) {
     if (unit == name) scale = factor;
   }
   if (scale == 0.0) {
-    throw InvalidInput(field, "unknown unit '" + unit + "' in '" + text + "' (use B, KiB, MiB, GiB, TiB)");
+    throw InvalidInput(field,
+                       "unknown unit '" + unit + "' in '" + text + "' (use B, KiB, MiB, GiB, TiB)");
   }
   const double bytes = number * scale;
   if (!std::isfinite(bytes) || bytes < 1.0 || bytes > 9.0e18) {

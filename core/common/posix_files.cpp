@@ -35,7 +35,7 @@ bool is_directory(const std::string& path) {
 
 std::string make_directories(const std::string& path) {
   if (path.empty()) return "empty path";
-  for (std::size_t slash = path.find('/', 1); ; slash = path.find('/', slash + 1)) {
+  for (std::size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
     const std::string prefix = path.substr(0, slash);
     if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) return std::strerror(errno);
     if (slash == std::string::npos) break;
@@ -167,7 +167,8 @@ std::string write_file_durably(const std::string& path, const std::string& text)
   FileDescriptor file(::mkstemp(temporary.data()));  // O_EXCL: never through a planted link
   if (file.get() < 0) return std::strerror(errno);
   // mkstemp makes the file private; a report gets the permissions any new file would.
-  const bool ok = ::fchmod(file.get(), 0666 & ~current_umask()) == 0 && write_all(file.get(), text) && ::fsync(file.get()) == 0 && file.close() &&
+  const bool ok = ::fchmod(file.get(), 0666 & ~current_umask()) == 0 &&
+                  write_all(file.get(), text) && ::fsync(file.get()) == 0 && file.close() &&
                   ::rename(temporary.c_str(), path.c_str()) == 0;
   const int reason = errno;
   if (!ok) {

@@ -13,7 +13,8 @@ namespace {
 int64_t start_ticks_of(int64_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  // The command name (field 2) may contain spaces and parentheses; fields resume after the last ')'.
+  // The command name (field 2) may contain spaces and parentheses; fields resume after the last
+  // ')'.
   const auto close = text.rfind(')');
   if (close == std::string::npos) return 0;
   std::istringstream fields(text.substr(close + 1));

@@ -2,15 +2,17 @@
 // 2.x (the pinned PyPI wheel, any official 2.x zip) and Debian's libtorch-dev 1.13 (CPU only).
 #pragma once
 
+#include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <torch/version.h>
 
+#include <array>
 #include <string>
 
 namespace rematlab::compat {
 
-constexpr bool kTorchAtLeast_2_4 =
-    TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4);
+constexpr bool kTorchAtLeast_2_4 = TORCH_VERSION_MAJOR > 2 ||
+                                   (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4);
 
 // Autocast state is per device type; LibTorch 2.4 unified the CPU/CUDA-specific calls.
 inline bool autocast_enabled(at::DeviceType type) {
@@ -55,5 +57,56 @@ inline void set_autocast_dtype(at::DeviceType type, at::ScalarType dtype) {
 }
 
 inline std::string torch_version() { return TORCH_VERSION; }
+
+// The fused-attention kernel LibTorch's dispatcher picks for q, k, v as if they required grad
+// (whether they do is one of its criteria): at::SDPBackend's value, or -1 where this LibTorch
+// cannot tell (before 2.4).
+inline int sdpa_backend_with_grad(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  double dropout, bool causal) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return static_cast<int>(
+      at::_fused_sdp_choice(q.detach().requires_grad_(true), k.detach().requires_grad_(true),
+                            v.detach().requires_grad_(true), {}, dropout, causal));
+#else
+  return -1;
+#endif
+}
+
+// Leaves only `backend` (an at::SDPBackend value; -1: change nothing) to the dispatcher while
+// it lives, and restores the switches as they were.
+class ScopedSdpaBackend {
+ public:
+  explicit ScopedSdpaBackend(int backend) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    if (backend < 0) return;
+    auto& context = at::globalContext();
+    saved_ = {context.userEnabledMathSDP(), context.userEnabledFlashSDP(),
+              context.userEnabledMemEfficientSDP(), context.userEnabledCuDNNSDP()};
+    active_ = true;
+    context.setSDPUseMath(backend == static_cast<int>(at::SDPBackend::math));
+    context.setSDPUseFlash(backend == static_cast<int>(at::SDPBackend::flash_attention));
+    context.setSDPUseMemEfficient(backend == static_cast<int>(at::SDPBackend::efficient_attention));
+    context.setSDPUseCuDNN(backend == static_cast<int>(at::SDPBackend::cudnn_attention));
+#else
+    (void)backend;
+#endif
+  }
+  ~ScopedSdpaBackend() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    if (!active_) return;
+    auto& context = at::globalContext();
+    context.setSDPUseMath(saved_[0]);
+    context.setSDPUseFlash(saved_[1]);
+    context.setSDPUseMemEfficient(saved_[2]);
+    context.setSDPUseCuDNN(saved_[3]);
+#endif
+  }
+  ScopedSdpaBackend(const ScopedSdpaBackend&) = delete;
+  ScopedSdpaBackend& operator=(const ScopedSdpaBackend&) = delete;
+
+ private:
+  std::array<bool, 4> saved_{};
+  bool active_ = false;
+};
 
 }  // namespace rematlab::compat

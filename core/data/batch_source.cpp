@@ -75,17 +75,17 @@ class TextFileSource : public BatchSource {
   TextFileSource(const std::string& path, int64_t seq_len, int64_t vocab, uint64_t seed)
       : path_(path), seq_len_(seq_len), random_(seed) {
     if (vocab < 256) {
-      throw InvalidInput("--vocab", "byte-level text needs a vocab of at least 256, got " +
-                                        std::to_string(vocab));
+      throw InvalidInput(
+          "--vocab", "byte-level text needs a vocab of at least 256, got " + std::to_string(vocab));
     }
     std::ifstream file(path, std::ios::binary);
     if (!file) throw InvalidInput("--data", "cannot read text file '" + path + "'");
     bytes_.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
     if (file.bad()) throw InvalidInput("--data", "error while reading '" + path + "'");
     if (static_cast<int64_t>(bytes_.size()) < seq_len + 1) {
-      throw InvalidInput("--data", "'" + path + "' has " + std::to_string(bytes_.size()) +
-                                       " bytes, fewer than seq_len + 1 = " +
-                                       std::to_string(seq_len + 1));
+      throw InvalidInput("--data",
+                         "'" + path + "' has " + std::to_string(bytes_.size()) +
+                             " bytes, fewer than seq_len + 1 = " + std::to_string(seq_len + 1));
     }
   }
 
@@ -119,8 +119,9 @@ std::unique_ptr<BatchSource> make_batch_source(const std::string& spec, int64_t 
   if (spec.rfind("text:", 0) == 0 && spec.size() > 5) {
     return std::make_unique<TextFileSource>(spec.substr(5), seq_len, vocab, seed);
   }
-  throw InvalidInput("--data", "unknown data source '" + spec +
-                                   "' (use synthetic, synthetic:markov, synthetic:copy or text:FILE)");
+  throw InvalidInput("--data",
+                     "unknown data source '" + spec +
+                         "' (use synthetic, synthetic:markov, synthetic:copy or text:FILE)");
 }
 
 }  // namespace rematlab

@@ -14,8 +14,8 @@
 #include <string>
 
 #include "checkpoint/checkpoint_policy.h"
-#include "estimate/architecture.h"
 #include "common/precision.h"
+#include "estimate/architecture.h"
 
 namespace rematlab::estimate {
 

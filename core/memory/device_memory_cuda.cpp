@@ -10,7 +10,7 @@ namespace rematlab::device_memory {
 namespace {
 // StatType::AGGREGATE; the enum moved namespaces between LibTorch 2.x releases, its value did not.
 constexpr std::size_t kAggregate = 0;
-}
+}  // namespace
 
 bool uses_caching_allocator(const c10::Device& device) { return device.is_cuda(); }
 

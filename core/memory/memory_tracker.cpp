@@ -156,12 +156,18 @@ ScopedMemoryPhase::~ScopedMemoryPhase() {
 
 std::string to_string(MemoryPhase phase) {
   switch (phase) {
-    case MemoryPhase::kIdle: return "idle";
-    case MemoryPhase::kForward: return "forward";
-    case MemoryPhase::kBackward: return "backward";
-    case MemoryPhase::kRecompute: return "recompute";
-    case MemoryPhase::kOptimizer: return "optimizer";
-    case MemoryPhase::kOffloadWait: return "offload_wait";
+    case MemoryPhase::kIdle:
+      return "idle";
+    case MemoryPhase::kForward:
+      return "forward";
+    case MemoryPhase::kBackward:
+      return "backward";
+    case MemoryPhase::kRecompute:
+      return "recompute";
+    case MemoryPhase::kOptimizer:
+      return "optimizer";
+    case MemoryPhase::kOffloadWait:
+      return "offload_wait";
   }
   return "idle";
 }

@@ -1,8 +1,10 @@
 #include "model/gpt.h"
 
 #include <cmath>
+#include <mutex>
 
 #include "checkpoint/segment_checkpoint.h"
+#include "compat/torch_compat.h"
 
 namespace rematlab {
 namespace {
@@ -23,7 +25,30 @@ double residual_std(const ModelConfig& config) {
   return 0.02 / std::sqrt(2.0 * static_cast<double>(config.layers));
 }
 
+std::mutex g_kernel_log_mutex;
+AttentionKernelLog* g_kernel_log = nullptr;
+
 }  // namespace
+
+AttentionKernelLog::AttentionKernelLog() {
+  std::lock_guard<std::mutex> lock(g_kernel_log_mutex);
+  g_kernel_log = this;
+}
+
+AttentionKernelLog::~AttentionKernelLog() {
+  std::lock_guard<std::mutex> lock(g_kernel_log_mutex);
+  g_kernel_log = nullptr;
+}
+
+void AttentionKernelLog::record(bool grad_enabled, int backend) {
+  std::lock_guard<std::mutex> lock(g_kernel_log_mutex);
+  if (g_kernel_log) g_kernel_log->entries_.emplace_back(grad_enabled, backend);
+}
+
+std::vector<std::pair<bool, int>> AttentionKernelLog::entries() const {
+  std::lock_guard<std::mutex> lock(g_kernel_log_mutex);
+  return entries_;
+}
 
 torch::Tensor attention_core(const torch::Tensor& qkv, int64_t heads, double dropout, bool training,
                              AttentionKind kind) {
@@ -41,6 +66,13 @@ torch::Tensor attention_core(const torch::Tensor& qkv, int64_t heads, double dro
 
   torch::Tensor context;
   if (kind == AttentionKind::kSdpa) {
+    // The dispatcher picks a kernel from the inputs, whether they require grad among them: the
+    // no-grad forward of a checkpointed segment and its recomputation with grad could run
+    // different kernels, with other rounding and other dropout masks. The kernel is chosen once,
+    // as with grad, and forced on both.
+    const int backend = compat::sdpa_backend_with_grad(q, k, v, p, /*causal=*/true);
+    AttentionKernelLog::record(torch::GradMode::is_enabled(), backend);
+    const compat::ScopedSdpaBackend only(backend);
     context = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p, /*is_causal=*/true);
   } else {
     // Scale q (b·h·s·d elements) rather than the scores (b·h·s·s), and mask in place: the only
@@ -93,10 +125,10 @@ torch::Tensor MlpSublayer::forward(const torch::Tensor& x) {
 }
 
 GptImpl::GptImpl(const ModelConfig& config) : config_(config) {
-  token_embedding_ = register_module("token_embedding",
-                                     torch::nn::Embedding(config.vocab, config.d_model));
-  position_embedding_ = register_module("position_embedding",
-                                        torch::nn::Embedding(config.seq_len, config.d_model));
+  token_embedding_ =
+      register_module("token_embedding", torch::nn::Embedding(config.vocab, config.d_model));
+  position_embedding_ =
+      register_module("position_embedding", torch::nn::Embedding(config.seq_len, config.d_model));
   {
     torch::NoGradGuard no_grad;
     token_embedding_->weight.normal_(0.0, 0.02);
@@ -137,8 +169,8 @@ torch::Tensor GptImpl::forward(const torch::Tensor& tokens, const CheckpointPlan
   for (const auto& attention : attention_sublayers_) {
     attention->set_recompute_core(plan.recompute_attention_core);
   }
-  const torch::Tensor positions =
-      torch::arange(tokens.size(1), torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
+  const torch::Tensor positions = torch::arange(
+      tokens.size(1), torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
   torch::Tensor h = token_embedding_(tokens) + position_embedding_(positions);
   for (const Segment& segment : plan.segments) h = run_segment(segment, h);
   h = final_norm_(h);

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/checkpoint_policy.h"
@@ -53,6 +54,22 @@ class MlpSublayer : public Sublayer {
 // softmax, dropout on the probabilities, ·V. It is what `selective` recomputes.
 torch::Tensor attention_core(const torch::Tensor& qkv, int64_t heads, double dropout, bool training,
                              AttentionKind kind);
+
+// Tests only: while one exists, every fused-attention call records whether grad mode was on
+// (off: a checkpointed segment's forward; on: its recomputation or a plain forward) and the
+// kernel it was given (an at::SDPBackend value, -1 when this LibTorch cannot tell).
+class AttentionKernelLog {
+ public:
+  AttentionKernelLog();
+  ~AttentionKernelLog();
+  AttentionKernelLog(const AttentionKernelLog&) = delete;
+  AttentionKernelLog& operator=(const AttentionKernelLog&) = delete;
+  std::vector<std::pair<bool, int>> entries() const;
+  static void record(bool grad_enabled, int backend);
+
+ private:
+  std::vector<std::pair<bool, int>> entries_;
+};
 
 class GptImpl : public torch::nn::Module {
  public:

@@ -40,7 +40,7 @@ void require_positive(int64_t value, const char* flag) {
 
 int64_t ModelConfig::parameter_count() const {
   const int64_t d = d_model;
-  const int64_t per_block = 2 * (2 * d)        // two LayerNorms
+  const int64_t per_block = 2 * (2 * d)            // two LayerNorms
                             + (d * 3 * d + 3 * d)  // fused QKV
                             + (d * d + d)          // attention output
                             + (d * 4 * d + 4 * d)  // MLP up
@@ -62,7 +62,8 @@ ModelConfig model_preset(const std::string& name) {
     if (name == preset.name) return preset.config;
   }
   std::string known;
-  for (const auto& preset : presets()) known += std::string(known.empty() ? "" : ", ") + preset.name;
+  for (const auto& preset : presets())
+    known += std::string(known.empty() ? "" : ", ") + preset.name;
   throw InvalidInput("--preset", "unknown preset '" + name + "' (known: " + known + ")");
 }
 

@@ -78,7 +78,7 @@ std::string owner_text(const ProcessIdentity& owner) {
 struct Entry {
   enum class State { kWriting, kOnDisk, kReading, kLoaded, kFailed };
   State state = State::kWriting;
-  bool counted = false;    // its bytes are in the store's held (offloaded) bytes
+  bool counted = false;  // its bytes are in the store's held (offloaded) bytes
   torch::Tensor tensor;
   std::string path;
   int64_t bytes = 0;
@@ -127,7 +127,8 @@ class DiskOffloadCore {
       entry->sizes = input.sizes().vec();
       entry->dtype = input.scalar_type();
       entry->device = input.device();
-      entry->path = files::join(directory_, "segment-input-" + std::to_string(next_file_++) + ".bin");
+      entry->path =
+          files::join(directory_, "segment-input-" + std::to_string(next_file_++) + ".bin");
       ledger_.stashed(entry);
       tasks_.push_back({entry, Task::kWrite});
     }
@@ -145,9 +146,9 @@ class DiskOffloadCore {
       ScopedMemoryPhase phase(MemoryPhase::kOffloadWait);
       const auto start = std::chrono::steady_clock::now();
       done_.wait(lock, ready);
-      ledger_.waited(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                                start)
-                         .count());
+      ledger_.waited(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
     }
     if (entry->state == Entry::State::kFailed) throw OffloadError(entry->error);
     torch::Tensor result = std::move(entry->tensor);
@@ -261,8 +262,8 @@ class DiskOffloadCore {
       return "offload: cannot write " + path + ": no space left on device (injected)";
     }
     // Exclusive and without following links: nothing planted in the directory is written to.
-    Descriptor file(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                           0600));
+    Descriptor file(
+        ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (file.get() < 0) return "offload: cannot create " + path + ": " + std::strerror(errno);
     const bool ok = write_all(file.get(), static_cast<const char*>(host.data_ptr()),
                               static_cast<std::size_t>(bytes));
@@ -310,7 +311,7 @@ class DiskOffloadCore {
   std::condition_variable done_;  // fetchers wait for their entry
   std::deque<Task> tasks_;
   StashLedger<Entry> ledger_;
-  std::string failure_;                      // first write error: later stashes fail fast
+  std::string failure_;  // first write error: later stashes fail fast
   int64_t next_file_ = 0;
   int64_t written_bytes_ = 0;  // worker only
   bool stopping_ = false;
@@ -359,15 +360,17 @@ std::pair<std::string, Descriptor> create_owned_directory(const std::string& par
   if (::mkdir(directory.c_str(), 0700) != 0) {
     const int reason = errno;
     if (reason == EEXIST) {
-      throw InvalidInput("--offload", "'" + directory + "' already exists (" +
-                                          (files::is_directory(directory) ? "a folder" : "not a folder") +
-                                          "); an offload directory is never reused");
+      throw InvalidInput("--offload",
+                         "'" + directory + "' already exists (" +
+                             (files::is_directory(directory) ? "a folder" : "not a folder") +
+                             "); an offload directory is never reused");
     }
     throw InvalidInput("--offload", "cannot create an offload directory under '" + parent +
                                         "': " + std::strerror(reason));
   }
   const std::string owner = files::join(directory, kOwnerFile);
-  Descriptor lock(::open(owner.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  Descriptor lock(
+      ::open(owner.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   const std::string text = owner_text(current_process());
   // Blocking: a concurrent cleanup may hold the lock for the moment it takes to see the file new.
   if (lock.get() < 0 || ::flock(lock.get(), LOCK_EX) != 0 ||
@@ -385,8 +388,8 @@ bool abandoned(const std::string& path) {
   if (::lstat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != ::geteuid()) {
     return false;  // a symlink, a file or somebody else's: not ours to remove
   }
-  Descriptor owner(::open(files::join(path, kOwnerFile).c_str(),
-                          O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  Descriptor owner(
+      ::open(files::join(path, kOwnerFile).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (owner.get() < 0) return false;  // not (yet) a directory this version made
   if (::flock(owner.get(), LOCK_EX | LOCK_NB) != 0) return false;  // its store is alive
   char text[512] = {};

@@ -4,8 +4,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <string>
 #include <memory>
+#include <string>
 
 #include "offload/offload_store.h"
 

@@ -25,8 +25,8 @@ namespace rematlab {
 namespace {
 
 struct HostEntry {
-  torch::Tensor pinned;      // the host copy; released once the data is back on the device
-  torch::Tensor on_device;   // the prefetched copy, allocated on the side stream
+  torch::Tensor pinned;     // the host copy; released once the data is back on the device
+  torch::Tensor on_device;  // the prefetched copy, allocated on the side stream
   at::cuda::CUDAEvent copied_back;
   bool prefetching = false;
   int64_t bytes = 0;
@@ -42,7 +42,8 @@ class HostOffloadCore {
     const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(device_.index());
     auto entry = std::make_shared<HostEntry>();
     entry->bytes = static_cast<int64_t>(input.nbytes());
-    entry->pinned = torch::empty(input.sizes(), input.options().device(torch::kCPU).pinned_memory(true));
+    entry->pinned =
+        torch::empty(input.sizes(), input.options().device(torch::kCPU).pinned_memory(true));
 
     at::cuda::CUDAEvent produced;
     produced.record(compute);
@@ -68,9 +69,9 @@ class HostOffloadCore {
       ScopedMemoryPhase phase(MemoryPhase::kOffloadWait);
       const auto start = std::chrono::steady_clock::now();
       entry->copied_back.synchronize();
-      ledger_.waited(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                                start)
-                         .count());
+      ledger_.waited(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
     }
     entry->copied_back.block(compute);
     torch::Tensor result = std::move(entry->on_device);

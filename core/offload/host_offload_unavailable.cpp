@@ -1,7 +1,6 @@
 // Built with a LibTorch that has no CUDA: host offload cannot exist, say so clearly.
-#include "offload/host_offload.h"
-
 #include "common/errors.h"
+#include "offload/host_offload.h"
 
 namespace rematlab {
 

@@ -16,13 +16,12 @@ class StashLedger {
   void stashed(const std::shared_ptr<Entry>& entry) { order_.push_back(entry); }
 
   // The entry stashed last (backward needs it first), or null.
-  std::shared_ptr<Entry> last() const {
-    return order_.empty() ? nullptr : order_.back().lock();
-  }
+  std::shared_ptr<Entry> last() const { return order_.empty() ? nullptr : order_.back().lock(); }
   // The entry stashed just before `entry` (backward needs it next), or null.
   std::shared_ptr<Entry> before(const std::shared_ptr<Entry>& entry) const {
     for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
-      if (it->lock() == entry) return std::next(it) == order_.rend() ? nullptr : std::next(it)->lock();
+      if (it->lock() == entry)
+        return std::next(it) == order_.rend() ? nullptr : std::next(it)->lock();
     }
     return nullptr;
   }

@@ -49,14 +49,13 @@ double measure_gflops() {
   for (int repeat = 0; repeat < 3; ++repeat) {
     const auto start = std::chrono::steady_clock::now();
     c = torch::matmul(a, b);
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return 2.0 * n * n * n / best / 1e9;
 }
 
 }  // namespace
-
 
 RuntimeInfo probe_runtime(bool measure_matmul) {
   RuntimeInfo info;
@@ -69,8 +68,8 @@ RuntimeInfo probe_runtime(bool measure_matmul) {
   info.inter_op_threads = at::get_num_interop_threads();
   const std::string capability = "CPU capability usage: ";
   if (const auto at = config.find(capability); at != std::string::npos) {
-    info.cpu_capability = config.substr(at + capability.size(),
-                                        config.find('\n', at) - at - capability.size());
+    info.cpu_capability =
+        config.substr(at + capability.size(), config.find('\n', at) - at - capability.size());
   }
   info.cuda_available = torch::cuda::is_available();
   info.cuda_devices = info.cuda_available ? static_cast<int>(torch::cuda::device_count()) : 0;
@@ -79,10 +78,10 @@ RuntimeInfo probe_runtime(bool measure_matmul) {
 }
 
 nlohmann::json to_json(const RuntimeInfo& info) {
-  return {{"torch_version", info.torch_version},   {"blas_build", info.blas_build},
-          {"blas_libraries", info.blas_libraries}, {"intra_op_threads", info.intra_op_threads},
+  return {{"torch_version", info.torch_version},       {"blas_build", info.blas_build},
+          {"blas_libraries", info.blas_libraries},     {"intra_op_threads", info.intra_op_threads},
           {"inter_op_threads", info.inter_op_threads}, {"cpu_capability", info.cpu_capability},
-          {"cuda_available", info.cuda_available}, {"cuda_devices", info.cuda_devices},
+          {"cuda_available", info.cuda_available},     {"cuda_devices", info.cuda_devices},
           {"matmul_gflops", info.matmul_gflops}};
 }
 

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
@@ -11,8 +10,8 @@ namespace rematlab {
 
 struct RuntimeInfo {
   std::string torch_version;
-  std::string blas_build;                    // BLAS_INFO of LibTorch's build configuration
-  std::vector<std::string> blas_libraries;   // BLAS/LAPACK shared objects loaded in the process
+  std::string blas_build;                   // BLAS_INFO of LibTorch's build configuration
+  std::vector<std::string> blas_libraries;  // BLAS/LAPACK shared objects loaded in the process
   int intra_op_threads = 0;
   int inter_op_threads = 0;
   std::string cpu_capability;

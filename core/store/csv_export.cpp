@@ -10,7 +10,7 @@ namespace {
 
 const std::vector<std::string>& identity_columns() {
   static const std::vector<std::string> columns = {
-      "id",      "experiment_id", "experiment", "name",    "status",        "message",
+      "id",      "experiment_id", "experiment", "name",     "status",        "message",
       "started", "ended",         "host",       "libtorch", "steps_recorded"};
   return columns;
 }

@@ -11,7 +11,7 @@ namespace {
 // Config fields that make two runs different experiments rather than two ways to run one: a
 // difference in these turns every ratio into a comparison of different workloads.
 const std::vector<std::string>& workload_fields() {
-  static const std::vector<std::string> fields = {"preset", "layers",  "d_model", "heads",
+  static const std::vector<std::string> fields = {"preset",  "layers", "d_model",   "heads",
                                                   "seq_len", "vocab",  "attention", "dropout",
                                                   "data",    "device"};
   return fields;
@@ -84,7 +84,8 @@ RunComparison compare_runs(const std::vector<RunRecord>& runs, std::size_t basel
   std::vector<std::string> differing_workload;
   for (const auto& item : configs.front().items()) {
     ComparisonRow row{item.key(), ComparisonRow::Kind::kConfig, nullptr, {}, {}};
-    for (const nlohmann::json& config : configs) row.values.push_back(config.value(item.key(), nlohmann::json()));
+    for (const nlohmann::json& config : configs)
+      row.values.push_back(config.value(item.key(), nlohmann::json()));
     if (all_equal(row.values)) continue;
     if (std::find(workload_fields().begin(), workload_fields().end(), item.key()) !=
         workload_fields().end()) {
@@ -93,7 +94,8 @@ RunComparison compare_runs(const std::vector<RunRecord>& runs, std::size_t basel
     comparison.rows.push_back(std::move(row));
   }
   for (const char* field : {"max_batch_budget_bytes", "max_batch_limit"}) {
-    ComparisonRow row{std::string("request_") + field, ComparisonRow::Kind::kRequest, nullptr, {}, {}};
+    ComparisonRow row{
+        std::string("request_") + field, ComparisonRow::Kind::kRequest, nullptr, {}, {}};
     for (const RunRecord& run : runs) row.values.push_back(request_value(run, field));
     if (!all_equal(row.values) || !row.values.front().is_null()) {
       comparison.rows.push_back(std::move(row));
@@ -122,18 +124,22 @@ RunComparison compare_runs(const std::vector<RunRecord>& runs, std::size_t basel
   for (std::size_t i = 0; i < runs.size(); ++i) {
     if (!measured(runs[i])) continue;
     candidates.push_back(i);
-    points.emplace_back(static_cast<double>(runs[i].result.peak_bytes), runs[i].result.tokens_per_s);
+    points.emplace_back(static_cast<double>(runs[i].result.peak_bytes),
+                        runs[i].result.tokens_per_s);
   }
-  for (std::size_t index : pareto_front(points)) comparison.pareto_front.push_back(candidates[index]);
+  for (std::size_t index : pareto_front(points))
+    comparison.pareto_front.push_back(candidates[index]);
 
   if (!differing_workload.empty()) {
     std::string fields;
-    for (const std::string& field : differing_workload) fields += (fields.empty() ? "" : ", ") + field;
+    for (const std::string& field : differing_workload)
+      fields += (fields.empty() ? "" : ", ") + field;
     comparison.warnings.push_back("the runs train different workloads (they differ in " + fields +
                                   "): ratios compare different models, not policies");
   }
   for (std::size_t i = 0; i < runs.size(); ++i) {
-    if (runs[i].status != RunStatus::kOk && runs[i].has_result && runs[i].result.steps_completed > 0) {
+    if (runs[i].status != RunStatus::kOk && runs[i].has_result &&
+        runs[i].result.steps_completed > 0) {
       comparison.warnings.push_back(runs[i].label() + " ended " + to_string(runs[i].status) +
                                     " after " + std::to_string(runs[i].result.steps_completed) +
                                     " steps: its figures cover only those");
@@ -158,11 +164,12 @@ nlohmann::json to_json(const RunComparison& comparison, const std::vector<RunRec
   }
   nlohmann::json front = nlohmann::json::array();
   for (std::size_t index : comparison.pareto_front) front.push_back(runs[index].id);
-  return {{"runs", ids},
-          {"baseline", runs.empty() ? nlohmann::json() : nlohmann::json(runs[comparison.baseline].id)},
-          {"rows", rows},
-          {"pareto_front", front},
-          {"warnings", comparison.warnings}};
+  return {
+      {"runs", ids},
+      {"baseline", runs.empty() ? nlohmann::json() : nlohmann::json(runs[comparison.baseline].id)},
+      {"rows", rows},
+      {"pareto_front", front},
+      {"warnings", comparison.warnings}};
 }
 
 }  // namespace rematlab

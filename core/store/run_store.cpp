@@ -61,9 +61,7 @@ std::string id_list(const std::vector<int64_t>& ids) {
 
 }  // namespace
 
-std::string RunRecord::label() const {
-  return "#" + std::to_string(id) + " " + name;
-}
+std::string RunRecord::label() const { return "#" + std::to_string(id) + " " + name; }
 
 std::string default_database_path() {
   const char* chosen = std::getenv("REMATLAB_DB");
@@ -233,16 +231,17 @@ void RunStore::delete_runs(const std::vector<int64_t>& ids) {
   Transaction transaction(*db_);
   {
     // Checked inside the transaction, so a run cannot start being trained in between.
-    Statement running(*db_, "SELECT id, host, pid, pid_start FROM runs WHERE status = 'running' "
-                            "AND id IN (" + id_list(ids) + ")");
+    Statement running(*db_,
+                      "SELECT id, host, pid, pid_start FROM runs WHERE status = 'running' "
+                      "AND id IN (" +
+                          id_list(ids) + ")");
     while (running.step()) {
       const ProcessIdentity writer{running.column_text(1), running.column_int(2),
                                    running.column_int(3)};
       if (process_may_be_alive(writer)) {
         throw InvalidInput("ID", "run " + std::to_string(running.column_int(0)) +
-                                     " is being trained (process " +
-                                     std::to_string(writer.pid) + " on " + writer.host +
-                                     "); stop it before deleting it");
+                                     " is being trained (process " + std::to_string(writer.pid) +
+                                     " on " + writer.host + "); stop it before deleting it");
       }
     }
   }
@@ -258,8 +257,8 @@ std::string RunStore::integrity_check() {
 }
 
 std::optional<PeakFlopsRecord> RunStore::peak_flops(const std::string& host,
-                                                    const std::string& device,
-                                                    Precision precision, int threads) {
+                                                    const std::string& device, Precision precision,
+                                                    int threads) {
   Statement query(*db_,
                   "SELECT flops, measured, method FROM peaks WHERE host = ? AND device = ? "
                   "AND precision = ? AND threads = ?");

@@ -3,10 +3,9 @@
 // writer. This header names no SQLite type, so the window cannot reach past it.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>

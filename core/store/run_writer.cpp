@@ -57,7 +57,8 @@ RunWriter::~RunWriter() {
   }
   wake_.notify_all();
   worker_.join();
-  if (!commit_error_.empty()) std::cerr << "rematlab: runs database: " << commit_error_ << std::endl;
+  if (!commit_error_.empty())
+    std::cerr << "rematlab: runs database: " << commit_error_ << std::endl;
 }
 
 void RunWriter::enqueue(Job job) {
@@ -207,7 +208,8 @@ int64_t RunWriter::begin_run(std::optional<int64_t> experiment_id, const std::st
 }
 
 void RunWriter::add_step(int64_t run_id, const StepMetrics& step) {
-  enqueue({run_id, [this, run_id, step](Database& db) {
+  enqueue({run_id,
+           [this, run_id, step](Database& db) {
              if (run_id == fail_steps_of_run_.load()) {
                throw StoreError("step " + std::to_string(step.step) +
                                 " could not be written (injected failure)");

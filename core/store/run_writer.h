@@ -7,8 +7,6 @@
 // still commits. The writer stays usable after any failure.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -18,6 +16,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>

@@ -146,8 +146,9 @@ InvalidInput not_ours(const std::string& path, const std::string& why) {
 }
 
 InvalidInput locked(const std::string& path) {
-  return InvalidInput("--db", "'" + path + "' is locked by another program (waited 5 s); try "
-                                           "again when it is done; it was left unchanged");
+  return InvalidInput("--db", "'" + path +
+                                  "' is locked by another program (waited 5 s); try "
+                                  "again when it is done; it was left unchanged");
 }
 
 void migrate(Database& db, int to) {
@@ -181,12 +182,12 @@ void check_location(const std::string& path, StoreAccess access, bool create) {
   }
   const std::string folder = files::parent_directory(path);
   if (!files::is_directory(folder)) {
-    throw InvalidInput("--db", "cannot create '" + path + "': the folder '" + folder +
-                                   "' does not exist");
+    throw InvalidInput("--db",
+                       "cannot create '" + path + "': the folder '" + folder + "' does not exist");
   }
   if (!files::writable(folder)) {
-    throw InvalidInput("--db", "cannot create '" + path + "': the folder '" + folder +
-                                   "' is not writable");
+    throw InvalidInput("--db",
+                       "cannot create '" + path + "': the folder '" + folder + "' is not writable");
   }
 }
 

@@ -149,14 +149,16 @@ std::string Statement::column_text(int column) const {
 }
 double Statement::column_number(int column) const {
   switch (sqlite3_column_type(statement_, column)) {
-    case SQLITE_NULL: return std::nan("");
+    case SQLITE_NULL:
+      return std::nan("");
     case SQLITE_TEXT: {
       const std::string text = column_text(column);
       if (text == "inf") return HUGE_VAL;
       if (text == "-inf") return -HUGE_VAL;
       return std::nan("");
     }
-    default: return sqlite3_column_double(statement_, column);
+    default:
+      return sqlite3_column_double(statement_, column);
   }
 }
 

@@ -18,8 +18,9 @@ enum class StoreAccess {
 class ReadOnlyDatabase : public InvalidInput {
  public:
   explicit ReadOnlyDatabase(const std::string& path)
-      : InvalidInput("--db", "'" + path + "' (or its folder) is write-protected: it can be read "
-                                          "but not written; it was left unchanged") {}
+      : InvalidInput("--db", "'" + path +
+                                 "' (or its folder) is write-protected: it can be read "
+                                 "but not written; it was left unchanged") {}
 };
 
 }  // namespace rematlab

@@ -18,8 +18,8 @@ bool fits(const BatchProbe& probe) {
 
 MaxBatchResult search_max_batch(int64_t limit, const BatchProbeFn& probe) {
   MaxBatchResult result;
-  int64_t fit = 0;    // largest batch known to fit
-  int64_t miss = 0;   // smallest batch known not to fit; 0: none yet
+  int64_t fit = 0;   // largest batch known to fit
+  int64_t miss = 0;  // smallest batch known not to fit; 0: none yet
   auto try_batch = [&](int64_t batch) {
     result.probes.push_back(probe(batch));
     const BatchProbe& outcome = result.probes.back();
@@ -75,7 +75,8 @@ BatchProbe probe_by_training(const RunConfig& base, int64_t batch, int64_t steps
   }
   probe.status = summary.status;
   probe.message = summary.message;
-  for (const StepMetrics& step : summary.steps) probe.peak_bytes = std::max(probe.peak_bytes, step.peak_bytes);
+  for (const StepMetrics& step : summary.steps)
+    probe.peak_bytes = std::max(probe.peak_bytes, step.peak_bytes);
   return probe;
 }
 

@@ -22,7 +22,7 @@ struct BatchProbe {
 };
 
 struct MaxBatchResult {
-  int64_t max_batch = 0;  // 0: not even batch 1 fits
+  int64_t max_batch = 0;   // 0: not even batch 1 fits
   int64_t peak_bytes = 0;  // of the probe at max_batch
   std::vector<BatchProbe> probes;
   bool cancelled = false;

@@ -125,7 +125,8 @@ SweepRunResult SweepRunner::run_point(const SweepCallbacks& callbacks) {
   try {
     // Before any training: the machine is as quiet as this sweep will leave it.
     resolve_peak_flops(config, store_);
-    if (result.point.request.max_batch) result.search = search_batch(result.run_id, config, callbacks);
+    if (result.point.request.max_batch)
+      result.search = search_batch(result.run_id, config, callbacks);
     result.summary.config = config;
     if (result.search && result.search->cancelled) {
       result.summary.status = RunStatus::kCancelled;

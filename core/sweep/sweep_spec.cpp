@@ -92,8 +92,9 @@ SweepSpec parse_sweep_spec(const nlohmann::ordered_json& json) {
         const std::string field = kSpec + "axes." + axis.key();
         if (!is_run_field(axis.key())) throw InvalidInput(field, "unknown run field");
         if (axis.key() == "preset") {
-          throw InvalidInput(field, "cannot be an axis (a preset resets the model shape); "
-                                    "sweep its fields instead");
+          throw InvalidInput(field,
+                             "cannot be an axis (a preset resets the model shape); "
+                             "sweep its fields instead");
         }
         if (!axis.value().is_array()) throw InvalidInput(field, "must be a list of values");
         if (axis.value().empty()) throw InvalidInput(field, "is empty: give at least one value");
@@ -136,7 +137,7 @@ int64_t count_sweep_points(const SweepSpec& spec) {
     const auto values = static_cast<int64_t>(axis.values.size());
     // Saturates instead of overflowing: anything past the limit is refused all the same.
     count = count > kMaxSweepPoints / std::max<int64_t>(values, 1) ? kMaxSweepPoints + 1
-                                                                    : count * values;
+                                                                   : count * values;
   }
   return count;
 }

@@ -2,9 +2,8 @@
 // in place of the batch axis, and repeats (the design's "Sweep spec (JSON)").
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>

@@ -68,10 +68,14 @@ GradientCheckResult check_gradients(RunConfig config, const std::atomic<bool>* c
 }
 
 nlohmann::json to_json(const GradientCheckResult& result) {
-  return {{"identical", result.identical},        {"max_abs_diff", result.max_abs_diff},
-          {"max_rel_diff", result.max_rel_diff},  {"loss_diff", result.loss_diff},
-          {"params_compared", result.params_compared}, {"loss", result.loss},
-          {"reference_loss", result.reference_loss},   {"worst_param", result.worst_param}};
+  return {{"identical", result.identical},
+          {"max_abs_diff", result.max_abs_diff},
+          {"max_rel_diff", result.max_rel_diff},
+          {"loss_diff", result.loss_diff},
+          {"params_compared", result.params_compared},
+          {"loss", result.loss},
+          {"reference_loss", result.reference_loss},
+          {"worst_param", result.worst_param}};
 }
 
 }  // namespace rematlab

@@ -2,10 +2,9 @@
 // under `none`, compared parameter by parameter. Exact recomputation makes them identical.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 

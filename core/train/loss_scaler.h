@@ -17,7 +17,8 @@ class LossScaler {
   torch::Tensor scale(const torch::Tensor& loss) const { return loss * scale_; }
   // Divides every gradient by the scale in place; returns false when any is inf or NaN.
   bool unscale(const std::vector<torch::Tensor>& params) const;
-  // After a step: halve on overflow (the step was skipped), double after growth_interval good steps.
+  // After a step: halve on overflow (the step was skipped), double after growth_interval good
+  // steps.
   void update(bool gradients_finite);
   double current() const { return scale_; }
 

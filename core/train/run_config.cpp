@@ -46,8 +46,8 @@ void validate_offload_location(const OffloadSpec& offload) {
     existing = files::parent_directory(existing);
   }
   if (!files::is_directory(existing)) {
-    throw InvalidInput("--offload", "cannot create '" + folder + "': '" + existing +
-                                        "' is not a folder");
+    throw InvalidInput("--offload",
+                       "cannot create '" + folder + "': '" + existing + "' is not a folder");
   }
   if (!files::writable(existing)) {
     throw InvalidInput("--offload", "cannot create files under '" + folder + "': '" + existing +
@@ -64,8 +64,8 @@ void validate(const RunConfig& config) {
   };
   auto at_most = [](int64_t value, int64_t limit, const char* flag) {
     if (value > limit) {
-      throw InvalidInput(flag, std::to_string(value) + " is more than the limit of " +
-                                   std::to_string(limit));
+      throw InvalidInput(
+          flag, std::to_string(value) + " is more than the limit of " + std::to_string(limit));
     }
   };
   positive(config.batch, "--batch");
@@ -93,12 +93,14 @@ void validate(const RunConfig& config) {
   validate_data_source(config.data);
   validate_offload_location(offload);
   if (offload.kind == OffloadKind::kHost && !device.is_cuda()) {
-    throw InvalidInput("--offload", "host offload needs a CUDA device (moving CPU memory to host "
-                                    "memory saves nothing); use disk");
+    throw InvalidInput("--offload",
+                       "host offload needs a CUDA device (moving CPU memory to host "
+                       "memory saves nothing); use disk");
   }
   if (offload.kind != OffloadKind::kNone && policy.is_none()) {
-    throw InvalidInput("--offload", "offload moves the inputs that recomputed segments save; "
-                                    "choose a --checkpoint policy other than none");
+    throw InvalidInput("--offload",
+                       "offload moves the inputs that recomputed segments save; "
+                       "choose a --checkpoint policy other than none");
   }
 }
 
@@ -107,7 +109,8 @@ OffloadSpec parse_offload(const std::string& text) {
   if (text == "host") return {OffloadKind::kHost, ""};
   if (text == "disk") return {OffloadKind::kDisk, ""};
   if (text.rfind("disk:", 0) == 0 && text.size() > 5) return {OffloadKind::kDisk, text.substr(5)};
-  throw InvalidInput("--offload", "unknown offload '" + text + "' (use none, host, disk or disk:DIR)");
+  throw InvalidInput("--offload",
+                     "unknown offload '" + text + "' (use none, host, disk or disk:DIR)");
 }
 
 nlohmann::json to_json(const RunConfig& config) {

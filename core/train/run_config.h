@@ -1,9 +1,8 @@
 // Everything that defines one training run; the unit a sweep expands into and the database keeps.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 

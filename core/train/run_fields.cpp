@@ -89,10 +89,8 @@ const std::map<std::string, Setter>& setters() {
       {"heads", model_integer(&ModelConfig::heads)},
       {"seq_len", model_integer(&ModelConfig::seq_len)},
       {"vocab", model_integer(&ModelConfig::vocab)},
-      {"dropout",
-       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
-         c.model.dropout = as_number(v, f);
-       }},
+      {"dropout", [](RunConfig& c, const nlohmann::json& v,
+                     const std::string& f) { c.model.dropout = as_number(v, f); }},
       {"attention",
        [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
          try {
@@ -136,7 +134,8 @@ const std::map<std::string, Setter>& setters() {
       {"data", text(&RunConfig::data)},
       {"budget",
        [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
-         c.budget_bytes = v.is_number_integer() ? v.get<int64_t>() : parse_byte_size(as_text(v, f), f);
+         c.budget_bytes =
+             v.is_number_integer() ? v.get<int64_t>() : parse_byte_size(as_text(v, f), f);
        }},
       {"budget_bytes", integer(&RunConfig::budget_bytes)},
       {"timeline", flag(&RunConfig::timeline)},
@@ -164,7 +163,8 @@ RunConfig run_config_from_fields(const nlohmann::ordered_json& fields, const std
   if (fields.is_null()) return config;  // nothing given: the defaults
   if (!fields.is_object()) throw InvalidInput(where, "must be an object of run fields");
   auto field_name = [&](const std::string& key) { return where + "." + key; };
-  if (fields.contains("preset")) apply_run_field(config, "preset", fields.at("preset"), field_name("preset"));
+  if (fields.contains("preset"))
+    apply_run_field(config, "preset", fields.at("preset"), field_name("preset"));
   for (const auto& item : fields.items()) {
     if (item.key() == "preset") continue;
     apply_run_field(config, item.key(), nlohmann::json(item.value()), field_name(item.key()));

@@ -3,9 +3,8 @@
 // chose it, nor the other way round.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 namespace rematlab {

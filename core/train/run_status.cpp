@@ -11,13 +11,20 @@ const std::array<RunStatus, 7>& all_run_statuses() {
 
 std::string to_string(RunStatus status) {
   switch (status) {
-    case RunStatus::kRunning: return "running";
-    case RunStatus::kOk: return "ok";
-    case RunStatus::kOom: return "oom";
-    case RunStatus::kCancelled: return "cancelled";
-    case RunStatus::kDiverged: return "diverged";
-    case RunStatus::kFailed: return "failed";
-    case RunStatus::kInterrupted: return "interrupted";
+    case RunStatus::kRunning:
+      return "running";
+    case RunStatus::kOk:
+      return "ok";
+    case RunStatus::kOom:
+      return "oom";
+    case RunStatus::kCancelled:
+      return "cancelled";
+    case RunStatus::kDiverged:
+      return "diverged";
+    case RunStatus::kFailed:
+      return "failed";
+    case RunStatus::kInterrupted:
+      return "interrupted";
   }
   return "failed";
 }

@@ -50,8 +50,7 @@ const std::vector<ResultField>& result_fields() {
 }
 
 double result_value(const RunResult& result, const ResultField& field) {
-  return std::visit([&](auto member) { return static_cast<double>(result.*member); },
-                    field.member);
+  return std::visit([&](auto member) { return static_cast<double>(result.*member); }, field.member);
 }
 
 const ResultField* find_result_field(const std::string& name) {
@@ -145,9 +144,9 @@ RunResult run_result_from_json(const nlohmann::json& json) {
   if (!json.is_object()) return result;
   for (const ResultField& field : result_fields()) {
     // Schema 3 stored the run's summary with "steps" for the steps it completed.
-    const char* key = json.contains(field.name)                       ? field.name
+    const char* key = json.contains(field.name)                      ? field.name
                       : std::string(field.name) == "steps_completed" ? "steps"
-                                                                      : nullptr;
+                                                                     : nullptr;
     if (!key || !json.contains(key)) continue;
     const nlohmann::json& value = json.at(key);
     std::visit(
@@ -190,8 +189,8 @@ nlohmann::json to_json(const RunSummary& summary) {
   if (!summary.timeline.empty()) {
     nlohmann::json points = nlohmann::json::array();
     for (const auto& point : summary.timeline) {
-      points.push_back({{"t_ms", point.time_ms}, {"bytes", point.bytes},
-                        {"phase", to_string(point.phase)}});
+      points.push_back(
+          {{"t_ms", point.time_ms}, {"bytes", point.bytes}, {"phase", to_string(point.phase)}});
     }
     json["timeline"] = {{"step", summary.timeline_step}, {"points", std::move(points)}};
   }

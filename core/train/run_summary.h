@@ -2,9 +2,8 @@
 // ended, and every step (RunSummary, what the trainer returns).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <variant>

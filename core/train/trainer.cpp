@@ -90,8 +90,8 @@ double Trainer::micro_batch(const CheckpointPlan& plan, StepMetrics& metrics) {
   }
   device_memory::synchronize(device_);
   metrics.forward_ms += elapsed_ms(start);
-  metrics.saved_activation_bytes = std::max(metrics.saved_activation_bytes,
-                                            tracker_.current_bytes() - metrics.baseline_bytes);
+  metrics.saved_activation_bytes =
+      std::max(metrics.saved_activation_bytes, tracker_.current_bytes() - metrics.baseline_bytes);
 
   start = Clock::now();
   if (offload_) offload_->begin_backward();

@@ -23,8 +23,9 @@
 namespace rematlab {
 
 struct TrainerCallbacks {
-  std::function<void(const StepMetrics&)> on_step;  // called after every step, on the trainer's thread
-  const std::atomic<bool>* cancel = nullptr;        // read between micro-batches
+  std::function<void(const StepMetrics&)>
+      on_step;                                // called after every step, on the trainer's thread
+  const std::atomic<bool>* cancel = nullptr;  // read between micro-batches
   // False for runs whose speed nobody reads (max-batch probes): no MFU, so no peak to measure.
   bool report_utilisation = true;
 };
@@ -68,7 +69,7 @@ class Trainer {
   Gpt model_{nullptr};
   std::vector<torch::Tensor> params_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
-  std::optional<LossScaler> scaler_;       // fp16 only
+  std::optional<LossScaler> scaler_;          // fp16 only
   std::optional<AutocastSnapshot> autocast_;  // bf16 / fp16
   std::unique_ptr<OffloadStore> offload_;     // --offload disk
 };

@@ -52,11 +52,12 @@ install_torch() {
   ln -sfn "$cache" "$REPO_ROOT/.venv"
 }
 
+# Warnings are errors when REMATLAB_WERROR=ON (.ci/run sets it) or CI=true.
 configure_and_build() {
-  local prefix werror=OFF
+  local prefix werror="${REMATLAB_WERROR:-OFF}"
   prefix="$("$REPO_ROOT/.venv/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
   [ "${CI:-}" = "true" ] && werror=ON
-  if [ ! -f "$BUILD_DIR/build.ninja" ] || [ "${CI:-}" = "true" ]; then
+  if [ ! -f "$BUILD_DIR/build.ninja" ] || [ "$werror" = "ON" ]; then
     cmake -S "$REPO_ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$prefix" -DREMATLAB_WERROR="$werror" -Wno-dev >/dev/null
   fi
