@@ -17,6 +17,7 @@
 #include "common/posix_files.h"
 #include "run_json_contract.h"
 #include "store/run_store.h"
+#include "store/schema.h"
 #include "store/sqlite_db.h"
 
 namespace {
@@ -64,7 +65,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"runs --db /no/such/runs.sqlite", "--db"},
         BadInput{"show 3 --db /no/such/runs.sqlite", "--db"},
         BadInput{"export --csv /tmp/x.csv --db /no/such/runs.sqlite", "--db"},
-        BadInput{"max-batch --preset tiny", "--budget"},
+        BadInput{"max-batch --preset tiny", "--budget"}, BadInput{"run --lr inf", "--lr"},
+        BadInput{"run --peak-flops nan", "--peak-flops"},
+        BadInput{"run --layers 100000000", "--layers"},
+        BadInput{"run --seq-len 100000000", "--seq-len"},
+        BadInput{"run --preset llama2-70b", "--preset"},
+        BadInput{"max-batch --budget 1MiB --probe-steps 99999999999", "--probe-steps"},
         BadInput{"run --steps 99999999999999999999", "--steps"},
         BadInput{"run --steps 2000000000", "--steps"}, BadInput{"run --batch -1", "--batch"},
         BadInput{"run --threads 100000", "--threads"}, BadInput{"run --threads 2.5", "--threads"},
@@ -191,6 +197,44 @@ TEST(CliSweep, MalformedSpecsAreRejectedBeforeAnythingRuns) {
     EXPECT_FALSE(rematlab::files::exists(db)) << "a database was created for a bad spec";
   }
 }
+
+TEST(CliSweep, TheModelFamilyCanBeAnAxis) {
+  Scratch scratch;
+  const std::string db = scratch.file("runs.sqlite");
+  const std::string spec = scratch.write("spec.json", R"({"name": "families",
+      "base": {"preset": "tiny", "steps": 2, "threads": 1},
+      "axes": {"arch": ["gpt", "llama"]}})");
+  const Result result = cli("sweep --spec " + spec + " --db " + db + " --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  rematlab::RunStore store(db, rematlab::StoreAccess::kReadOnly, false);
+  const auto runs = store.runs();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].config.model.family, rematlab::ModelFamily::kGpt);
+  EXPECT_EQ(runs[1].config.model.family, rematlab::ModelFamily::kLlama);
+  EXPECT_EQ(runs[1].result.params, runs[1].config.model.parameter_count());
+  EXPECT_NE(runs[1].result.params, runs[0].result.params);
+  for (const auto& run : runs) EXPECT_EQ(run.status, rematlab::RunStatus::kOk);
+}
+
+class CliLlamaCheck : public ::testing::TestWithParam<std::string> {};
+
+// The Done-when of the Llama issue, as a user types it.
+TEST_P(CliLlamaCheck, EveryPolicyIsIdenticalToNoneWithDropout) {
+  const Result result = cli("check --preset llama-tiny --threads 1 --checkpoint " + GetParam() +
+                            " --dropout 0.1 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(last_line_json(result.out).at("identical").get<bool>()) << result.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, CliLlamaCheck,
+                         ::testing::Values("every:1", "every:2", "sublayer:1,2", "selective",
+                                           "schedule:0=1,0.5=2"),
+                         [](const auto& param_info) {
+                           std::string name = param_info.param;
+                           for (char& c : name)
+                             c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
 
 TEST(CliSweep, RunsRecordsAndPrintsTheTableWithProgressAndEta) {
   Scratch scratch;
@@ -418,6 +462,49 @@ TEST(CliBadInputFiles, WriteProtectedPlacesAreNamedAndLeftAlone) {
   EXPECT_EQ(listed.exit_code, 0) << listed.err;
   EXPECT_EQ(last_line_json(listed.out).at("runs").size(), 1u);
   EXPECT_EQ(bytes_of(db), before);
+}
+
+TEST(CliBadInputFiles, AnExportOntoTheDatabaseItselfIsRefused) {
+  Scratch scratch;
+  const std::string db = scratch.file("runs.sqlite");
+  ASSERT_EQ(cli("run --preset tiny --steps 2 --threads 1 --db " + db).exit_code, 0);
+  const std::string before = bytes_of(db);
+  expect_refused(cli("export --db " + db + " --csv " + db), "--csv", "the database as the CSV");
+  EXPECT_EQ(bytes_of(db), before);
+}
+
+// Plain `disk` offloads under $TMPDIR: a folder there that cannot be written is found out before
+// the sweep records anything, not by every run failing.
+TEST(CliBadInputFiles, AnOffloadFolderThatCannotBeMadeStopsTheSweepBeforeItRuns) {
+  Scratch scratch;
+  const std::string db = scratch.file("runs.sqlite");
+  ASSERT_EQ(cli("run --preset tiny --steps 2 --threads 1 --db " + db).exit_code, 0);
+  const std::string before = bytes_of(db);
+  const std::string tmp = scratch.file("read-only-tmp");
+  ASSERT_EQ(rematlab::files::make_directories(tmp), "");
+  ASSERT_EQ(::chmod(tmp.c_str(), 0555), 0);
+  const std::string spec = scratch.write("spec.json", R"({"base": {"preset": "tiny", "steps": 2,
+      "checkpoint": "every:1", "offload": "disk"}})");
+  const std::string privilege =
+      ::geteuid() == 0 ? "setpriv --bounding-set=-dac_override,-dac_read_search" : "";
+  expect_refused(rematlab::testing::cli_through("env TMPDIR=" + tmp + " " + privilege,
+                                                "sweep --spec " + spec + " --db " + db),
+                 "--offload", "plain disk offload under a read-only $TMPDIR");
+  EXPECT_EQ(bytes_of(db), before);
+  ::chmod(tmp.c_str(), 0755);
+}
+
+// Reports never migrate: an older database is refused with the command that upgrades it.
+TEST(CliReports, AnOlderDatabaseIsUpgradedOnlyWhenAsked) {
+  Scratch scratch;
+  const std::string db = scratch.file("old.sqlite");
+  rematlab::create_store_database_at_version(db, rematlab::kStoreSchemaVersion - 1);
+  const std::string before = bytes_of(db);
+  expect_refused(cli("runs --db " + db), "upgrade --db", "a report on an older schema");
+  EXPECT_EQ(bytes_of(db), before);
+  const Result upgraded = cli("upgrade --db " + db);
+  EXPECT_EQ(upgraded.exit_code, 0) << upgraded.err;
+  EXPECT_EQ(cli("runs --db " + db).exit_code, 0);
 }
 
 TEST(Cli, CheckExitsThreeWhenTheGradientsDiffer) {

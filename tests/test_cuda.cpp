@@ -11,9 +11,10 @@
 #include <set>
 #include <string>
 
+#include "compat/torch_compat.h"
 #include "memory/device_memory.h"
 #include "memory/memory_tracker.h"
-#include "model/gpt.h"
+#include "model/transformer.h"
 #include "runtime/numerics.h"
 #include "sweep/max_batch.h"
 #include "train/gradient_check.h"
@@ -223,6 +224,31 @@ TEST_F(CudaPath, RecomputationRunsTheAttentionKernelOfTheForward) {
   ASSERT_FALSE(forward_kernels.empty());
   EXPECT_EQ(forward_kernels, recompute_kernels);
   EXPECT_EQ(forward_kernels.count(-1), 0u) << "this LibTorch cannot name its kernel";
+}
+
+// The kernel choice is asked for in grad mode, whatever the caller's mode: LibTorch counts
+// "requires grad" only with grad mode on, so a no-grad forward would otherwise get the other
+// choice wherever the two differ (head width 256 and bf16/fp32 among the cases tried here).
+TEST_F(CudaPath, TheKernelIsTheOneAGradEnabledCallGets) {
+  for (const auto dtype : {torch::kBFloat16, torch::kFloat}) {
+    for (const int64_t head_dim : {64, 128, 192, 256}) {
+      for (const double dropout : {0.0, 0.1}) {
+        const auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+        const torch::Tensor q = torch::randn({2, 8, 128, head_dim}, options);
+        const torch::Tensor kv = torch::randn({2, 2, 128, head_dim}, options);
+        int64_t with_grad = 0;
+        {
+          const c10::AutoGradMode grad(true);
+          with_grad = at::_fused_sdp_choice(
+              q.detach().requires_grad_(true), kv.detach().requires_grad_(true),
+              kv.detach().requires_grad_(true), {}, dropout, true, std::nullopt, true);
+        }
+        const torch::NoGradGuard no_grad;
+        EXPECT_EQ(compat::sdpa_backend_with_grad(q, kv, kv, dropout, true, true), with_grad)
+            << "head " << head_dim << ", dropout " << dropout;
+      }
+    }
+  }
 }
 
 // Largest error of an fp32 matmul on the device against the same product in fp64.

@@ -2,12 +2,16 @@
 #include <torch/torch.h>
 
 #include "common/errors.h"
-#include "model/gpt.h"
+#include "estimate/architecture.h"
+#include "memory/memory_tracker.h"
+#include "model/chunked_loss.h"
+#include "model/rotary.h"
+#include "model/transformer.h"
 
 namespace rematlab {
 namespace {
 
-int64_t count_parameters(Gpt& model) {
+int64_t count_parameters(Transformer& model) {
   int64_t total = 0;
   for (const auto& p : model->parameters()) total += p.numel();
   return total;
@@ -26,14 +30,25 @@ TEST(ModelConfig, PresetsHaveTheDesignedShapes) {
             std::vector<int64_t>({24, 1024, 16, 1024, 50257}));
 }
 
-TEST(ModelConfig, Gpt2SmallHasItsPublishedParameterCount) {
-  // GPT-2 "124M" with its LM head tied to the token embedding: 124,439,808 parameters.
-  EXPECT_EQ(model_preset("gpt2-124m").parameter_count(), 124439808);
+// The published counts (the models' cards and config.json shapes), against the engine's formula
+// and the estimator's, which are written independently.
+TEST(ModelConfig, PresetsHaveTheirPublishedParameterCounts) {
+  const std::vector<std::pair<const char*, int64_t>> published = {
+      {"gpt2-124m", 124'439'808},   {"llama3.2-1b", 1'235'814'400}, {"llama2-7b", 6'738'415'616},
+      {"llama3-8b", 8'030'261'248}, {"mistral-7b", 7'241'732'096},  {"llama2-70b", 68'976'648'192}};
+  for (const auto& [name, count] : published) {
+    EXPECT_EQ(model_preset(name).parameter_count(), count) << name;
+  }
+  for (const std::string& name : preset_names()) {
+    EXPECT_EQ(estimate::parameter_count(estimate::architecture_preset(name)),
+              model_preset(name).parameter_count())
+        << name;
+  }
 }
 
 TEST(ModelConfig, CountMatchesTheEngineModel) {
-  for (const char* name : {"tiny", "small"}) {
-    Gpt model(model_preset(name));
+  for (const char* name : {"tiny", "small", "llama-tiny", "llama-small"}) {
+    Transformer model(model_preset(name));
     EXPECT_EQ(count_parameters(model), model_preset(name).parameter_count()) << name;
   }
   ModelConfig odd = model_preset("tiny");
@@ -41,8 +56,14 @@ TEST(ModelConfig, CountMatchesTheEngineModel) {
   odd.d_model = 48;
   odd.heads = 6;
   odd.vocab = 97;
-  Gpt model(odd);
+  Transformer model(odd);
   EXPECT_EQ(count_parameters(model), odd.parameter_count());
+  odd.family = ModelFamily::kLlama;
+  odd.kv_heads = 2;
+  odd.tie_head = false;
+  Transformer llama(odd);
+  EXPECT_EQ(count_parameters(llama), odd.parameter_count());
+  EXPECT_EQ(estimate::parameter_count(estimate::from_model_config(odd)), odd.parameter_count());
 }
 
 TEST(ModelConfig, RejectsBadShapesNamingTheFlag) {
@@ -64,10 +85,85 @@ TEST(ModelConfig, RejectsBadShapesNamingTheFlag) {
   EXPECT_THROW(parse_attention("flash"), InvalidInput);
 }
 
+TEST(Llama, HasNoBiasesGroupedKeyValuesNoPositionTableAndItsOwnHead) {
+  const ModelConfig config = model_preset("llama-tiny");
+  Transformer model(config);
+  EXPECT_EQ(model->sublayers().size(), 4u);
+  const int64_t d = config.d_model;
+  const int64_t hd = config.head_dim();
+  bool saw_qkv = false;
+  for (const auto& item : model->named_parameters()) {
+    EXPECT_EQ(item.key().find("bias"), std::string::npos) << item.key();
+    EXPECT_EQ(item.key().find("position"), std::string::npos) << item.key();
+    if (item.key().find("qkv") != std::string::npos) {
+      // 4 query heads and 2 key/value heads of width 16: (4 + 2·2)·16 rows.
+      EXPECT_EQ(item.value().sizes(), torch::IntArrayRef({(4 + 2 * 2) * hd, d}));
+      saw_qkv = true;
+    }
+  }
+  EXPECT_TRUE(saw_qkv);
+  EXPECT_FALSE(model->head_weight().is_same(model->named_parameters()["token_embedding.weight"]));
+}
+
+// Rotary positions make a query–key score depend on their distance only.
+TEST(Llama, RotaryScoresDependOnRelativePositionOnly) {
+  torch::manual_seed(5);
+  const RotaryTables tables = make_rotary_tables(32, 16, 10000.0);
+  const torch::Tensor q = torch::randn({16});
+  const torch::Tensor k = torch::randn({16});
+  auto at = [&](const torch::Tensor& v, int64_t position) {
+    // One vector placed at `position` of a (1, 1, 32, 16) sequence.
+    torch::Tensor sequence = torch::zeros({1, 1, 32, 16});
+    sequence.index_put_({0, 0, position}, v);
+    return apply_rotary(sequence, tables).index({0, 0, position});
+  };
+  const double near = at(q, 7).dot(at(k, 3)).item<double>();
+  const double shifted = at(q, 27).dot(at(k, 23)).item<double>();
+  const double other = at(q, 7).dot(at(k, 5)).item<double>();
+  EXPECT_NEAR(near, shifted, 1e-4);
+  EXPECT_GT(std::abs(near - other), 1e-3);
+}
+
+// Slicing the head and loss changes the summation order only: the loss to fp32 rounding and
+// every gradient within a few ulps of the largest.
+TEST(ChunkedLoss, MatchesTheWholeComputation) {
+  torch::manual_seed(2);
+  const torch::Tensor weight = torch::randn({1000, 32}, torch::requires_grad());
+  const torch::Tensor hidden = torch::randn({96, 32}, torch::requires_grad());
+  const torch::Tensor targets = torch::randint(0, 1000, {96}, torch::kLong);
+  const torch::Tensor whole = chunked_cross_entropy(hidden, weight, targets, 1);
+  const auto whole_grads = torch::autograd::grad({whole}, {hidden, weight});
+  const torch::Tensor sliced = chunked_cross_entropy(hidden, weight, targets, 7);
+  const auto sliced_grads = torch::autograd::grad({sliced}, {hidden, weight});
+  EXPECT_NEAR(sliced.item<double>(), whole.item<double>(), 1e-6 * whole.item<double>());
+  for (int i = 0; i < 2; ++i) {
+    const double scale = whole_grads[i].abs().max().item<double>();
+    EXPECT_LE((sliced_grads[i] - whole_grads[i]).abs().max().item<double>(), 1e-5 * scale);
+  }
+}
+
+TEST(ChunkedLoss, TheFullLogitsNeverExistAtOnce) {
+  torch::manual_seed(2);
+  const int64_t tokens = 512, vocab = 4096, width = 16;
+  const torch::Tensor weight = torch::randn({vocab, width}, torch::requires_grad());
+  const torch::Tensor hidden = torch::randn({tokens, width}, torch::requires_grad());
+  const torch::Tensor targets = torch::randint(0, vocab, {tokens}, torch::kLong);
+  const int64_t logits_bytes = tokens * vocab * 4;
+  auto peak_of = [&](int64_t chunks) {
+    MemoryTracker tracker(c10::Device(c10::kCPU));
+    tracker.reset_peak();
+    const int64_t before = tracker.current_bytes();
+    chunked_cross_entropy(hidden, weight, targets, chunks).backward();
+    return tracker.peak_bytes() - before;
+  };
+  EXPECT_GT(peak_of(1), logits_bytes);      // whole: the logits and their gradient
+  EXPECT_LT(peak_of(8), logits_bytes / 2);  // eight slices: about a quarter of them
+}
+
 TEST(Gpt, ExposesTwoSublayersPerBlockAndTiesTheHead) {
   ModelConfig config = model_preset("tiny");
   config.vocab = 97;  // a shape no other weight has
-  Gpt model(config);
+  Transformer model(config);
   EXPECT_EQ(model->sublayers().size(), 4u);
   EXPECT_NE(std::dynamic_pointer_cast<AttentionSublayer>(model->sublayers()[0]), nullptr);
   EXPECT_NE(std::dynamic_pointer_cast<MlpSublayer>(model->sublayers()[1]), nullptr);
@@ -83,7 +179,7 @@ TEST_P(GptAttention, IsCausalAndShapedLikeTheVocabulary) {
   torch::manual_seed(1);
   ModelConfig config = model_preset("tiny");
   config.attention = GetParam();
-  Gpt model(config);
+  Transformer model(config);
   model->eval();
   const auto plan = CheckpointPolicy::none().plan_for(config.layers, 0.0);
   torch::Tensor tokens = torch::randint(0, config.vocab, {2, 16}, torch::kLong);
@@ -103,10 +199,25 @@ TEST_P(GptAttention, IsCausalAndShapedLikeTheVocabulary) {
 TEST(Gpt, MathAndFusedAttentionAgree) {
   ModelConfig config = model_preset("tiny");
   torch::manual_seed(3);
-  Gpt fused(config);
+  Transformer fused(config);
   config.attention = AttentionKind::kMath;
   torch::manual_seed(3);
-  Gpt math(config);
+  Transformer math(config);
+  fused->eval();
+  math->eval();
+  const auto plan = CheckpointPolicy::none().plan_for(config.layers, 0.0);
+  const torch::Tensor tokens = torch::randint(0, 256, {2, 32}, torch::kLong);
+  EXPECT_TRUE(
+      torch::allclose(fused->forward(tokens, plan), math->forward(tokens, plan), 1e-4, 1e-5));
+}
+
+TEST(Llama, GroupedQueryFusedAttentionAgreesWithTheExplicitOne) {
+  ModelConfig config = model_preset("llama-tiny");
+  torch::manual_seed(3);
+  Transformer fused(config);
+  config.attention = AttentionKind::kMath;
+  torch::manual_seed(3);
+  Transformer math(config);
   fused->eval();
   math->eval();
   const auto plan = CheckpointPolicy::none().plan_for(config.layers, 0.0);

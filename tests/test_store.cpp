@@ -1,7 +1,9 @@
 // The runs database: schema and migrations, refusals, round trips, the one writer, recovery of
 // interrupted runs, CSV. Every test works on a real SQLite file.
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -487,7 +489,12 @@ TEST(Store, MigrationFromSchema3KeepsTheTrainedBatchApartFromTheRequest) {
                   "final_loss": null, "checkpoint": "every:1"}',
                 'then', 'cpu', 'h', 1, '2.11');
       INSERT INTO runs (name, status, config, started, device, host, pid, libtorch)
-        VALUES ('lone', 'failed', '{"batch": 4}', 'then', 'cpu', 'h', 1, '2.11');)sql");
+        VALUES ('lone', 'failed', '{"batch": 4}', 'then', 'cpu', 'h', 1, '2.11');
+      INSERT INTO runs (experiment_id, name, status, message, config, summary, started, device,
+                        host, pid, libtorch)
+        VALUES (1, 'checkpoint=none', 'oom', 'no batch fits the budget, not even 1',
+                '{"preset": "small", "batch": 8, "budget_bytes": 402653184}',
+                '{"status": "oom", "batch": 8, "steps": 0}', 'then', 'cpu', 'h', 1, '2.11');)sql");
   }
   RunStore store(path);
   const RunRecord searched = store.run(1);
@@ -499,6 +506,7 @@ TEST(Store, MigrationFromSchema3KeepsTheTrainedBatchApartFromTheRequest) {
   EXPECT_EQ(searched.result.steps_completed, 3);
   EXPECT_EQ(searched.result.peak_bytes, 400000000);
   EXPECT_TRUE(std::isnan(searched.result.final_loss));  // null was a non-finite value
+  EXPECT_EQ(store.run(3).config.batch, 0);              // the search found none: it trained at none
   const RunRecord lone = store.run(2);
   EXPECT_EQ(lone.config.batch, 4);
   EXPECT_FALSE(lone.request.max_batch.has_value());
@@ -516,6 +524,7 @@ TEST(Store, MigrationFromSchema3KeepsTheTrainedBatchApartFromTheRequest) {
   EXPECT_EQ(cell(1, "steps_completed"), "3");
   EXPECT_EQ(cell(1, "final_loss"), "nan");
   EXPECT_EQ(cell(2, "peak_bytes"), "");  // never measured: blank, not 0
+  EXPECT_EQ(cell(3, "batch"), "");
   // No two columns share a name, so none can hide another.
   std::set<std::string> names(rows[0].begin(), rows[0].end());
   EXPECT_EQ(names.size(), rows[0].size());
@@ -688,8 +697,7 @@ TEST(PeakFlops, MeasuredOnceThenReusedFromTheDatabaseWithItsDate) {
       << again.peak_flops_source;
   RunConfig other_threads;
   other_threads.threads = 2;
-  EXPECT_FALSE(store.peak_flops(peak_flops_key(other_threads).host,
-                                peak_flops_key(other_threads).device, Precision::kFp32, 2));
+  EXPECT_FALSE(store.peak_flops(peak_flops_key(other_threads)));
   RunConfig given;
   given.peak_flops = 1e12;
   resolve_peak_flops(given, &store);
@@ -708,6 +716,106 @@ TEST(Store, StatementIsResetAfterAFailedStep) {
   Statement count(db, "SELECT count(*) FROM t");
   ASSERT_TRUE(count.step());
   EXPECT_EQ(count.column_int(0), 2);
+}
+
+// Root ignores permission bits; tests that need them to count give up that privilege for their
+// own process (ctest runs each test in a process of its own).
+void respect_file_permissions() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  ASSERT_EQ(syscall(SYS_capget, &header, data), 0);
+  for (int cap : {CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH})
+    data[cap / 32].effective &= ~(1u << (cap % 32));
+  ASSERT_EQ(syscall(SYS_capset, &header, data), 0);
+}
+
+// A write-protected database read by a report: no -wal or -shm file is left beside it (SQLite
+// would make them with the database's permissions, and a read-only -shm locks out every later
+// writer once the database is writable again).
+TEST(Store, ReadingLeavesNoFilesThatLockOutALaterWriter) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  {
+    RunStore store(path);
+    RunWriter writer(path);
+    writer.finish_run(writer.begin_run(std::nullopt, "r", RunConfig{}),
+                      sample_summary(RunConfig{}));
+  }
+  respect_file_permissions();
+  ASSERT_EQ(::chmod(path.c_str(), 0444), 0);
+  { EXPECT_EQ(RunStore(path, StoreAccess::kReadOnly, false).runs().size(), 1u); }
+  EXPECT_FALSE(files::exists(path + "-shm"));
+  EXPECT_FALSE(files::exists(path + "-wal"));
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  RunStore store(path);
+  RunWriter writer(path);
+  EXPECT_NO_THROW(writer.begin_run(std::nullopt, "later", RunConfig{}));
+}
+
+// Committed runs still in the -wal, in a folder where no -shm can be made: refused, not read past.
+TEST(Store, ReadingRefusesAWriteAheadLogItCannotRead) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  { RunStore store(path); }
+  {
+    Database writer(path, Database::Mode::kReadWrite);
+    writer.exec("PRAGMA wal_autocheckpoint = 0");
+    writer.exec(
+        "INSERT INTO runs (name, status, config, started, device, host, pid, libtorch) "
+        "VALUES ('only in the wal', 'ok', '{}', 'now', 'cpu', 'h', 1, 'x')");
+    // Copied while the writer still has it open: the database and its log, not the -shm.
+    ASSERT_EQ(::mkdir(dir.file("copy").c_str(), 0755), 0);
+    ASSERT_EQ(std::system(("cp " + path + " " + path + "-wal " + dir.file("copy/")).c_str()), 0);
+  }
+  ASSERT_GT(files::file_size(dir.file("copy/runs.sqlite-wal")), 0);
+  respect_file_permissions();
+  ASSERT_EQ(::chmod(dir.file("copy").c_str(), 0555), 0);
+  try {
+    RunStore store(dir.file("copy/runs.sqlite"), StoreAccess::kReadOnly, false);
+    ADD_FAILURE() << "read without its write-ahead log: saw " << store.runs().size() << " runs";
+  } catch (const InvalidInput& error) {
+    EXPECT_NE(std::string(error.what()).find("write-ahead log"), std::string::npos) << error.what();
+  }
+  ::chmod(dir.file("copy").c_str(), 0755);
+}
+
+// A reader holding the database for longer than the busy timeout delays the writer's batch;
+// it does not lose it.
+TEST(Writer, ABatchWaitsOutALockRatherThanBeingDropped) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  RunStore store(path);
+  RunWriter writer(path, {std::chrono::milliseconds(50)});
+  const int64_t run = writer.begin_run(std::nullopt, "r", RunConfig{});
+  std::thread holder([&] {
+    Database other(path, Database::Mode::kReadWrite);
+    other.exec("BEGIN IMMEDIATE");
+    std::this_thread::sleep_for(std::chrono::seconds(7));  // longer than one busy timeout
+    other.exec("COMMIT");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (int i = 0; i < 3; ++i) writer.add_step(run, sample_step(i));
+  EXPECT_NO_THROW(writer.flush());
+  holder.join();
+  EXPECT_EQ(store.steps(run).size(), 3u);
+}
+
+// Another host's run cannot be checked from here: it may be deleted, and its writer finishing
+// it afterwards is not an error that stops a sweep.
+TEST(Store, AnotherHostsRunCanBeDeletedAndItsWriterCarriesOn) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  RunStore store(path);
+  RunWriter writer(path);
+  const int64_t run = writer.begin_run(std::nullopt, "elsewhere", RunConfig{});
+  {
+    Database db(path, Database::Mode::kReadWrite);
+    db.exec("UPDATE runs SET host = 'another-host' WHERE id = " + std::to_string(run));
+  }
+  store.delete_runs({run});
+  EXPECT_TRUE(store.runs().empty());
+  EXPECT_NO_THROW(writer.finish_run(run, sample_summary(RunConfig{})));
+  EXPECT_NO_THROW(writer.begin_run(std::nullopt, "next", RunConfig{}));
 }
 
 }  // namespace

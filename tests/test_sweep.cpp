@@ -52,6 +52,21 @@ TEST(SweepSpec, ErrorsNameTheKey) {
   EXPECT_EQ(rejected_field(R"({"base": {"loss_scale": 0.5}})"), "spec: base.loss_scale");
 }
 
+TEST(SweepSpec, TheModelFamilyIsAnAxis) {
+  const SweepSpec spec = parse_sweep_spec(spec_json(R"({
+    "base": {"preset": "small", "kv_heads": 4, "loss_chunks": "auto"},
+    "axes": {"arch": ["gpt", "llama"]}})"));
+  const auto points = expand_sweep(spec);
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0].config.model.family, ModelFamily::kGpt);
+  EXPECT_EQ(points[1].config.model.family, ModelFamily::kLlama);
+  EXPECT_EQ(points[1].config.model.key_value_heads(), 4);
+  EXPECT_EQ(points[1].config.model.loss_chunks, kAutoLossChunks);
+  EXPECT_EQ(points[1].label, "arch=llama");
+  EXPECT_THROW(parse_sweep_spec(spec_json(R"({"axes": {"arch": ["gpt", "mamba"]}})")),
+               InvalidInput);
+}
+
 TEST(SweepSpec, GpuSwitchesAreRunFields) {
   const SweepSpec spec = parse_sweep_spec(spec_json(
       R"({"base": {"tf32": true, "deterministic": true, "loss_scale": 1024,

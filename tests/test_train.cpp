@@ -32,6 +32,17 @@ TEST(Trainer, LossFallsOnTinyByTheDocumentedAmount) {
   EXPECT_LT(summary.final_loss, 2.5);
 }
 
+TEST(Trainer, LlamaTrainsOnTinyToo) {
+  RunConfig config = tiny_run(100);
+  config.preset = "llama-tiny";
+  config.model = model_preset("llama-tiny");
+  const RunSummary summary = Trainer(config).run();
+  EXPECT_EQ(summary.status, RunStatus::kOk);
+  EXPECT_EQ(summary.params, config.model.parameter_count());
+  EXPECT_NEAR(summary.first_loss, std::log(256.0), 0.15);
+  EXPECT_LT(summary.final_loss, 2.5);
+}
+
 TEST(Trainer, SameSeedGivesBitIdenticalLosses) {
   RunConfig config = tiny_run(8);
   config.model.dropout = 0.1;

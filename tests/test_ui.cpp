@@ -199,18 +199,21 @@ TEST(MainWindow, StopMarksTheRunCancelledAndTheWindowKeepsWorking) {
 
 TEST(MainWindow, EngineErrorSurfacesAsADialogAndTheWindowStaysUsable) {
   Bench bench;
-  // Valid as a form, fails in the engine: the offload directory cannot be created.
-  bench.panel->policies_field()->setText("every:1");
-  bench.panel->offload_field()->setText("disk:/proc/rematlab-cannot-be-here");
+  // Valid as a form (the file exists and can be read), fails in the engine: it is shorter than
+  // one sequence.
+  const QString text = bench.dir.filePath("short.txt");
+  std::ofstream(text.toStdString()) << "too short";
+  bench.panel->data_field()->setCurrentIndex(bench.panel->data_field()->findData("text"));
+  bench.panel->data_file_field()->setText(text);
   QSignalSpy errors(&bench.window, &MainWindow::errorShown);
   ASSERT_EQ(bench.run_sweep(), "failed");
   ASSERT_GE(errors.count(), 1);
-  EXPECT_TRUE(errors.takeFirst().at(0).toString().contains("offload"));
+  EXPECT_TRUE(errors.takeFirst().at(0).toString().contains("fewer than seq_len"));
   bool dialog = false;
   for (auto* box : bench.window.findChildren<QMessageBox*>()) dialog = dialog || box->isVisible();
   EXPECT_TRUE(dialog);
   EXPECT_TRUE(bench.panel->run_button()->isEnabled());
-  bench.panel->offload_field()->setText("none");
+  bench.panel->data_field()->setCurrentIndex(0);
   EXPECT_EQ(bench.run_sweep(), "ok");
   RunStore store = bench.reader();
   ASSERT_EQ(store.runs().size(), 2u);
@@ -404,6 +407,8 @@ TEST(MainWindow, TheGradientCheckStopsOnStopAndOnClose) {
   auto window = std::make_unique<MainWindow>(dir.filePath("runs.sqlite"));
   window->experiment_panel()->preset_field()->setCurrentText("small");
   window->experiment_panel()->policies_field()->setText("every:1");
+  // A thousand micro-batches: minutes, unless closing really stops it.
+  window->experiment_panel()->findChild<QSpinBox*>("accum")->setValue(1000);
   window->experiment_panel()->check_button()->click();
   QTest::qWait(300);
   ASSERT_TRUE(window->is_running());

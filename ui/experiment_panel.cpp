@@ -60,6 +60,27 @@ void ExperimentPanel::create_model_fields() {
   layers_ = spin(1, 512, 2);
   d_model_ = spin(8, 16384, 64);
   heads_ = spin(1, 256, 4);
+  arch_ = new QComboBox;
+  arch_->addItem("gpt", "gpt");
+  arch_->addItem("llama", "llama");
+  arch_->setToolTip(
+      "gpt: LayerNorm, GELU MLP, learned positions, biases.\n"
+      "llama: RMSNorm, SwiGLU MLP, rotary positions, grouped-query attention, "
+      "no biases.");
+  kv_heads_ = spin(0, 256, 0);
+  kv_heads_->setSpecialValueText("as many as heads");
+  kv_heads_->setToolTip(
+      "Key/value heads, each shared by heads/kv-heads query heads "
+      "(grouped-query attention)");
+  mlp_hidden_ = spin(0, 1000000, 0);
+  mlp_hidden_->setSpecialValueText("the family's rule");
+  mlp_hidden_->setToolTip("MLP inner width: 4·d_model for gpt, ⅔ of that (SwiGLU) for llama");
+  tie_head_ = new QCheckBox("Output head is the token embedding");
+  loss_chunks_ = new QLineEdit("0");
+  loss_chunks_->setToolTip(
+      "The head and loss in N slices of the tokens, each recomputed in "
+      "backward, so the full logits never exist at once (0: whole; auto: "
+      "vocabulary / 4·d_model)");
   seq_len_ = spin(2, 32768, 64);
   vocab_ = spin(2, 1000000, 256);
   attention_ = new QComboBox;
@@ -83,6 +104,7 @@ void ExperimentPanel::create_training_fields() {
   browse_ = new QPushButton("…");
   browse_->setEnabled(false);
   accum_ = spin(1, 4096, 1);
+  accum_->setObjectName("accum");
   steps_ = spin(1, 10000000, 100);
   lr_ = new QDoubleSpinBox;
   lr_->setDecimals(6);
@@ -149,9 +171,14 @@ void ExperimentPanel::create_actions() {
 void ExperimentPanel::lay_out() {
   auto* model = new QFormLayout;
   model->addRow("Preset", preset_);
+  model->addRow("Family", arch_);
   model->addRow("Blocks", layers_);
   model->addRow("d_model", d_model_);
   model->addRow("Heads", heads_);
+  model->addRow("KV heads", kv_heads_);
+  model->addRow("MLP width", mlp_hidden_);
+  model->addRow("", tie_head_);
+  model->addRow("Loss slices", loss_chunks_);
   model->addRow("Sequence", seq_len_);
   model->addRow("Vocabulary", vocab_);
   model->addRow("Attention", attention_);
@@ -202,8 +229,11 @@ void ExperimentPanel::lay_out() {
 
 void ExperimentPanel::connect_fields() {
   connect(preset_, &QComboBox::currentTextChanged, this, &ExperimentPanel::apply_preset);
-  for (auto* box : {layers_, d_model_, heads_, seq_len_, vocab_, accum_, steps_, seed_, threads_,
-                    max_batch_limit_}) {
+  connect(arch_, &QComboBox::currentTextChanged, this, &ExperimentPanel::revalidate);
+  connect(tie_head_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
+  connect(loss_chunks_, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
+  for (auto* box : {layers_, d_model_, heads_, kv_heads_, mlp_hidden_, seq_len_, vocab_, accum_,
+                    steps_, seed_, threads_, max_batch_limit_}) {
     connect(box, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
   }
   for (auto* box : {dropout_, lr_}) {
@@ -242,13 +272,25 @@ void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
   const auto axes = spec.value("axes", nlohmann::ordered_json::object());
   if (base.contains("preset")) preset_->setCurrentText(QString::fromStdString(base["preset"]));
   const std::pair<const char*, QSpinBox*> numbers[] = {
-      {"layers", layers_},   {"d_model", d_model_}, {"heads", heads_},
-      {"seq_len", seq_len_}, {"vocab", vocab_},     {"accum", accum_},
-      {"steps", steps_},     {"seed", seed_},       {"threads", threads_}};
+      {"layers", layers_},     {"d_model", d_model_},       {"heads", heads_},
+      {"kv_heads", kv_heads_}, {"mlp_hidden", mlp_hidden_}, {"seq_len", seq_len_},
+      {"vocab", vocab_},       {"accum", accum_},           {"steps", steps_},
+      {"seed", seed_},         {"threads", threads_}};
   for (const auto& [key, box] : numbers) {
     if (base.contains(key) && base[key].is_number_integer()) box->setValue(base[key].get<int>());
   }
   if (base.contains("dropout")) dropout_->setValue(base["dropout"].get<double>());
+  if (base.contains("arch") && base["arch"].is_string()) {
+    arch_->setCurrentText(QString::fromStdString(base["arch"].get<std::string>()));
+  }
+  if (base.contains("tie_head") && base["tie_head"].is_boolean()) {
+    tie_head_->setChecked(base["tie_head"].get<bool>());
+  }
+  if (base.contains("loss_chunks")) {
+    const auto& chunks = base["loss_chunks"];
+    loss_chunks_->setText(
+        QString::fromStdString(chunks.is_string() ? chunks.get<std::string>() : chunks.dump()));
+  }
   if (base.contains("lr")) lr_->setValue(base["lr"].get<double>());
   // Each axis field shows the axis, or the base's single value, or its default.
   auto list = [&](const char* key, const char* separator, const std::string& fallback) {
@@ -288,9 +330,17 @@ void ExperimentPanel::set_experiment_name(const QString& name) { name_->setText(
 
 void ExperimentPanel::apply_preset(const QString& name) {
   const ModelConfig model = model_preset(name.toStdString());
+  {
+    const QSignalBlocker arch_blocker(arch_);
+    const QSignalBlocker tie_blocker(tie_head_);
+    arch_->setCurrentText(QString::fromStdString(to_string(model.family)));
+    tie_head_->setChecked(model.tie_head);
+  }
   for (auto [box, value] : {std::pair{layers_, model.layers},
                             {d_model_, model.d_model},
                             {heads_, model.heads},
+                            {kv_heads_, model.kv_heads},
+                            {mlp_hidden_, model.mlp_hidden},
                             {seq_len_, model.seq_len},
                             {vocab_, model.vocab}}) {
     const QSignalBlocker blocker(box);
@@ -302,9 +352,14 @@ void ExperimentPanel::apply_preset(const QString& name) {
 nlohmann::ordered_json ExperimentPanel::build_spec() const {
   nlohmann::ordered_json base = {
       {"preset", preset_->currentText().toStdString()},
+      {"arch", arch_->currentText().toStdString()},
       {"layers", layers_->value()},
       {"d_model", d_model_->value()},
       {"heads", heads_->value()},
+      {"kv_heads", kv_heads_->value()},
+      {"mlp_hidden", mlp_hidden_->value()},
+      {"tie_head", tie_head_->isChecked()},
+      {"loss_chunks", loss_chunks_->text().trimmed().toStdString()},
       {"seq_len", seq_len_->value()},
       {"vocab", vocab_->value()},
       {"attention", attention_->currentText().toStdString()},
@@ -384,10 +439,13 @@ std::optional<RunConfig> ExperimentPanel::first_config() const {
 
 QWidget* ExperimentPanel::field_for(const std::string& error_field) const {
   const std::pair<const char*, QWidget*> fields[] = {
-      {"max_batch", budget_}, {"checkpoint", policies_}, {"offload", offload_},
-      {"batch", batch_},      {"precision", precision_}, {"budget", budget_},
-      {"heads", heads_},      {"d_model", d_model_},     {"data", data_file_},
-      {"dropout", dropout_},  {"name", name_},
+      {"max_batch", budget_},    {"checkpoint", policies_},
+      {"offload", offload_},     {"batch", batch_},
+      {"precision", precision_}, {"budget", budget_},
+      {"kv_heads", kv_heads_},   {"loss_chunks", loss_chunks_},
+      {"arch", arch_},           {"heads", heads_},
+      {"d_model", d_model_},     {"data", data_file_},
+      {"dropout", dropout_},     {"name", name_},
   };
   for (const auto& [key, widget] : fields) {
     if (error_field.find(key) != std::string::npos) return widget;
@@ -427,9 +485,9 @@ void ExperimentPanel::revalidate() {
     bad_field = field_for(error.field());
     runs_label_->clear();
   }
-  for (QWidget* field :
-       std::initializer_list<QWidget*>{policies_, offload_, batch_, precision_, budget_, heads_,
-                                       d_model_, data_file_, dropout_, name_}) {
+  for (QWidget* field : std::initializer_list<QWidget*>{
+           policies_, offload_, batch_, precision_, budget_, heads_, kv_heads_, loss_chunks_, arch_,
+           d_model_, data_file_, dropout_, name_}) {
     field->setStyleSheet(field == bad_field ? kErrorStyle : "");
   }
   problem_label_->setText(problem_);

@@ -41,12 +41,17 @@ class ExperimentPanel : public QWidget {
 
   // For tests and scripted use.
   QLineEdit* policies_field() const { return policies_; }
+  QComboBox* data_field() const { return data_; }
+  QLineEdit* data_file_field() const { return data_file_; }
   QLineEdit* offload_field() const { return offload_; }
   QLineEdit* batch_field() const { return batch_; }
   QLineEdit* budget_field() const { return budget_; }
   QCheckBox* max_batch_box() const { return max_batch_; }
   QSpinBox* steps_field() const { return steps_; }
   QComboBox* preset_field() const { return preset_; }
+  QComboBox* arch_field() const { return arch_; }
+  QSpinBox* kv_heads_field() const { return kv_heads_; }
+  QLineEdit* loss_chunks_field() const { return loss_chunks_; }
   QPushButton* run_button() const { return run_; }
   QPushButton* stop_button() const { return stop_; }
   QPushButton* check_button() const { return check_; }
@@ -73,9 +78,14 @@ class ExperimentPanel : public QWidget {
 
   QLineEdit* name_;
   QComboBox* preset_;
+  QComboBox* arch_;
   QSpinBox* layers_;
   QSpinBox* d_model_;
   QSpinBox* heads_;
+  QSpinBox* kv_heads_;
+  QSpinBox* mlp_hidden_;
+  QCheckBox* tie_head_;
+  QLineEdit* loss_chunks_;
   QSpinBox* seq_len_;
   QSpinBox* vocab_;
   QComboBox* attention_;

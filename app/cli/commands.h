@@ -27,5 +27,6 @@ Command add_max_batch_command(CLI::App& app, const std::atomic<bool>& cancel);
 std::vector<Command> add_report_commands(CLI::App& app);
 Command add_estimate_command(CLI::App& app);
 Command add_peak_command(CLI::App& app);
+Command add_upgrade_command(CLI::App& app);
 
 }  // namespace rematlab::cli

@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
       add_version_command(app),
       add_estimate_command(app),
       add_peak_command(app),
+      add_upgrade_command(app),
   };
   for (Command& report : add_report_commands(app)) commands.push_back(std::move(report));
   check_integer_options(app);

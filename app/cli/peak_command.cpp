@@ -18,6 +18,7 @@ struct PeakOptions {
   std::string device = "cpu";
   std::string precision = "fp32";
   int threads = 0;
+  bool tf32 = false;
   int repeats = 7;
   bool save = false;
   std::string db = default_database_path();
@@ -43,6 +44,7 @@ Command add_peak_command(CLI::App& app) {
   command->add_option("--device", options->device, "cpu, cuda or cuda:N")->capture_default_str();
   command->add_option("--precision", options->precision, "fp32, bf16 or fp16")
       ->capture_default_str();
+  command->add_flag("--tf32", options->tf32, "CUDA: fp32 matmuls on TF32 tensor cores");
   command->add_option("--threads", options->threads,
                       "Intra-op threads to measure with (default: LibTorch's)");
   command->add_option("--repeats", options->repeats, "Timed matmuls; the best is kept")
@@ -56,6 +58,7 @@ Command add_peak_command(CLI::App& app) {
             config.device = options->device;
             config.precision = parse_precision(options->precision);
             config.threads = options->threads;
+            config.tf32 = options->tf32;
             if (options->repeats < 1 || options->repeats > 1000) {
               throw InvalidInput("--repeats", "must be between 1 and 1000");
             }
@@ -69,7 +72,7 @@ Command add_peak_command(CLI::App& app) {
             }
             const PeakFlopsRecord key = peak_flops_key(config);
             std::optional<PeakFlopsRecord> kept;
-            if (store) kept = store->peak_flops(key.host, key.device, key.precision, key.threads);
+            if (store) kept = store->peak_flops(key);
             const PeakFlopsRecord measured = measure_peak_flops_record(config, options->repeats);
             if (options->save) store->save_peak_flops(measured);
             if (options->json) {

@@ -8,6 +8,7 @@
 #include "cli/store_output.h"
 #include "common/errors.h"
 #include "common/json_numbers.h"
+#include "common/posix_files.h"
 #include "store/csv_export.h"
 #include "store/run_comparison.h"
 #include "store/run_store.h"
@@ -147,19 +148,26 @@ Command add_export(CLI::App& app) {
   command->add_option("--experiment", *experiment, "Only this experiment's runs")
       ->excludes(runs_option);
   command->add_flag("--steps", *steps, "One row per step of the chosen runs (every step)");
-  return {command, [options, csv, ids, experiment, steps]() {
-            RunStore store = options->open();
-            RunFilter filter;
-            filter.ids = *ids;
-            filter.experiment_id = *experiment;
-            for (int64_t id : *ids) store.run(id);  // an unknown id is an error, not an empty row
-            const auto runs = store.runs(filter);
-            write_file_atomically(*csv, *steps ? steps_csv(store, runs) : runs_csv(runs));
-            std::cerr << "wrote " << runs.size() << " run(s)" << (*steps ? "' steps" : "") << " to "
-                      << *csv << std::endl;
-            if (options->json) print_json_line({{"csv", *csv}, {"runs", runs.size()}});
-            return 0;
-          }};
+  return {
+      command, [options, csv, ids, experiment, steps]() {
+        for (const std::string& part : {options->db, options->db + "-wal", options->db + "-shm"}) {
+          if (files::same_file(*csv, part)) {
+            throw InvalidInput("--csv", "'" + *csv + "' is the runs database itself ('" + part +
+                                            "'); choose another file");
+          }
+        }
+        RunStore store = options->open();
+        RunFilter filter;
+        filter.ids = *ids;
+        filter.experiment_id = *experiment;
+        for (int64_t id : *ids) store.run(id);  // an unknown id is an error, not an empty row
+        const auto runs = store.runs(filter);
+        write_file_atomically(*csv, *steps ? steps_csv(store, runs) : runs_csv(runs));
+        std::cerr << "wrote " << runs.size() << " run(s)" << (*steps ? "' steps" : "") << " to "
+                  << *csv << std::endl;
+        if (options->json) print_json_line({{"csv", *csv}, {"runs", runs.size()}});
+        return 0;
+      }};
 }
 
 }  // namespace

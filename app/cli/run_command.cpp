@@ -45,12 +45,15 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
   command->add_option("--name", *name, "The run's name in the database (default: its policy)");
   return {command, [options, db, name, &cancel]() {
             RunConfig config = options->resolve();
+            // The trainer first: everything it sets up (the model, an offload directory) can still
+            // fail as bad input before a database is created or written.
+            Trainer trainer(config);
             std::unique_ptr<RunStore> store;
             if (!db->empty()) store = std::make_unique<RunStore>(*db);  // creates or migrates it
             // Before training: the peak kept for this device, or one measured now while it is
             // quiet.
             resolve_peak_flops(config, store.get());
-            Trainer trainer(config);
+            trainer.use_peak_flops(config.peak_flops, config.peak_flops_source);
             std::unique_ptr<RunWriter> writer;
             std::optional<int64_t> run_id;
             if (store) {

@@ -7,11 +7,26 @@
 namespace rematlab::cli {
 
 void RunOptions::add_to(CLI::App& command) {
-  command.add_option("--preset", preset_, "Model preset: tiny, small, gpt2-124m, gpt2-350m")
-      ->capture_default_str();
+  std::string presets;
+  for (const auto& name : preset_names()) presets += (presets.empty() ? "" : ", ") + name;
+  command.add_option("--preset", preset_, "Model preset: " + presets)->capture_default_str();
+  command.add_option("--arch", arch_,
+                     "Model family: gpt (LayerNorm, GELU, learned positions) or llama (RMSNorm, "
+                     "SwiGLU, rotary positions, grouped-query attention, no biases); default: "
+                     "the preset's");
   command.add_option("--layers", layers_, "Transformer blocks (overrides the preset)");
   command.add_option("--d-model", d_model_, "Hidden size");
   command.add_option("--heads", heads_, "Attention heads (must divide --d-model)");
+  command.add_option("--kv-heads", kv_heads_,
+                     "Key/value heads, each shared by heads/kv-heads query heads (0: as many as "
+                     "--heads)");
+  command.add_option("--mlp-hidden", mlp_hidden_,
+                     "MLP inner width (0: 4·d-model for gpt, SwiGLU's ⅔ of that for llama)");
+  command.add_option("--tie-head", tie_head_,
+                     "true: the output head is the token embedding; false: a head of its own");
+  command.add_option("--loss-chunks", loss_chunks_,
+                     "The head and loss in N slices of the tokens, each recomputed in backward, "
+                     "so the full logits never exist at once; auto: ⌈vocab / 4·d-model⌉");
   command.add_option("--seq-len", seq_len_, "Sequence length in tokens");
   command.add_option("--vocab", vocab_, "Vocabulary size");
   command.add_option("--dropout", dropout_, "Dropout rate in [0, 1) (default 0)");
@@ -59,9 +74,14 @@ RunConfig RunOptions::resolve() const {
   RunConfig config;
   config.preset = preset_;
   config.model = model_preset(preset_);
+  if (!arch_.empty()) config.model.family = parse_family(arch_);
   if (layers_) config.model.layers = *layers_;
   if (d_model_) config.model.d_model = *d_model_;
   if (heads_) config.model.heads = *heads_;
+  if (kv_heads_) config.model.kv_heads = *kv_heads_;
+  if (mlp_hidden_) config.model.mlp_hidden = *mlp_hidden_;
+  if (tie_head_) config.model.tie_head = *tie_head_;
+  if (!loss_chunks_.empty()) config.model.loss_chunks = parse_loss_chunks(loss_chunks_);
   if (seq_len_) config.model.seq_len = *seq_len_;
   if (vocab_) config.model.vocab = *vocab_;
   if (dropout_) config.model.dropout = *dropout_;

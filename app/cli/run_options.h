@@ -20,7 +20,10 @@ class RunOptions {
 
  private:
   std::string preset_ = "tiny";
-  std::optional<int64_t> layers_, d_model_, heads_, seq_len_, vocab_;
+  std::string arch_;
+  std::optional<int64_t> layers_, d_model_, heads_, kv_heads_, mlp_hidden_, seq_len_, vocab_;
+  std::optional<bool> tie_head_;
+  std::string loss_chunks_;
   std::optional<double> dropout_;
   std::string attention_ = "sdpa";
   std::optional<int64_t> batch_, accum_, steps_, warmup_steps_;

@@ -28,6 +28,11 @@ bool exists(const std::string& path) {
   return ::lstat(path.c_str(), &info) == 0;
 }
 
+int64_t file_size(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 ? static_cast<int64_t>(info.st_size) : -1;
+}
+
 bool is_directory(const std::string& path) {
   struct stat info {};
   return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
@@ -65,14 +70,27 @@ void remove_tree(const std::string& path) {
       FTW_DEPTH | FTW_PHYS);
 }
 
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat first {};
+  struct stat second {};
+  return ::stat(a.c_str(), &first) == 0 && ::stat(b.c_str(), &second) == 0 &&
+         first.st_dev == second.st_dev && first.st_ino == second.st_ino;
+}
+
 std::string parent_directory(const std::string& path) {
   const auto slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-bool writable(const std::string& path) { return ::access(path.c_str(), W_OK) == 0; }
-bool readable(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
+// AT_EACCESS: with the effective ids and capabilities, the ones opening the file will use (plain
+// access() asks with the real ones).
+bool writable(const std::string& path) {
+  return ::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) == 0;
+}
+bool readable(const std::string& path) {
+  return ::faccessat(AT_FDCWD, path.c_str(), R_OK, AT_EACCESS) == 0;
+}
 
 bool is_valid_utf8(const std::string& text) {
   std::size_t i = 0;
@@ -109,6 +127,13 @@ bool is_valid_utf8(const std::string& text) {
     i += static_cast<std::size_t>(extra) + 1;
   }
   return true;
+}
+
+std::string probe_directory_creation(const std::string& folder) {
+  std::string probe = join(folder, ".rematlab-probe-XXXXXX");
+  if (::mkdtemp(probe.data()) == nullptr) return std::strerror(errno);
+  ::rmdir(probe.c_str());
+  return "";
 }
 
 namespace {

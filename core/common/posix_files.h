@@ -6,6 +6,7 @@
 // engine off std::filesystem avoids depending on which copy wins.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,8 @@ std::string temp_directory();  // $TMPDIR or /tmp
 std::string join(const std::string& directory, const std::string& name);
 bool exists(const std::string& path);
 bool is_directory(const std::string& path);
+// The size of a file in bytes; -1 when there is none.
+int64_t file_size(const std::string& path);
 // Creates `path` and missing parents; returns an empty string or the reason it failed.
 std::string make_directories(const std::string& path);
 // Names in `directory` (no "." or ".."); empty when it cannot be read.
@@ -24,12 +27,18 @@ bool remove_file(const std::string& path);
 // Removes `path` and everything below it; a missing path is fine.
 void remove_tree(const std::string& path);
 
+// Whether both paths name one existing file (links and different spellings included).
+bool same_file(const std::string& a, const std::string& b);
 // The folder `path` is in ("." for a bare name).
 std::string parent_directory(const std::string& path);
 // Whether this process may write to `path` (a file, or a folder to create files in).
 bool writable(const std::string& path);
 bool readable(const std::string& path);
 bool is_valid_utf8(const std::string& text);
+// Whether a directory can be made in `folder`, found by making one (and removing it at once):
+// the permission bits alone do not say (root ignores them; /proc refuses root too). Returns an
+// empty string or the reason.
+std::string probe_directory_creation(const std::string& folder);
 
 // Writes `text` to `path` so that, whatever happens, `path` holds either its old content or the
 // whole new one: an exclusively created temporary in the same folder, written, flushed to disk

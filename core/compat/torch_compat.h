@@ -59,16 +59,38 @@ inline void set_autocast_dtype(at::DeviceType type, at::ScalarType dtype) {
 inline std::string torch_version() { return TORCH_VERSION; }
 
 // The fused-attention kernel LibTorch's dispatcher picks for q, k, v as if they required grad
-// (whether they do is one of its criteria): at::SDPBackend's value, or -1 where this LibTorch
-// cannot tell (before 2.4).
+// (whether they do is one of its criteria, and it counts only with grad mode on, so the choice is
+// asked for in grad mode): at::SDPBackend's value, or -1 where this LibTorch cannot tell (< 2.4).
 inline int sdpa_backend_with_grad(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                  double dropout, bool causal) {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+                                  double dropout, bool causal, bool grouped) {
+  const c10::AutoGradMode with_grad(true);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+  return static_cast<int>(at::_fused_sdp_choice(
+      q.detach().requires_grad_(true), k.detach().requires_grad_(true),
+      v.detach().requires_grad_(true), {}, dropout, causal, std::nullopt, grouped));
+#elif TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR == 4
+  (void)grouped;
   return static_cast<int>(
       at::_fused_sdp_choice(q.detach().requires_grad_(true), k.detach().requires_grad_(true),
                             v.detach().requires_grad_(true), {}, dropout, causal));
 #else
+  (void)q, (void)k, (void)v, (void)dropout, (void)causal, (void)grouped;
   return -1;
+#endif
+}
+
+// Fused attention with causal masking. `grouped`: k and v have fewer heads than q, each shared
+// by heads/kv_heads query heads (LibTorch 2.5 takes that natively; before, they are repeated).
+inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k,
+                                               const at::Tensor& v, double dropout, bool causal,
+                                               bool grouped) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+  return at::scaled_dot_product_attention(q, k, v, {}, dropout, causal, std::nullopt, grouped);
+#else
+  if (!grouped) return at::scaled_dot_product_attention(q, k, v, {}, dropout, causal);
+  const int64_t groups = q.size(1) / k.size(1);
+  return at::scaled_dot_product_attention(q, k.repeat_interleave(groups, 1),
+                                          v.repeat_interleave(groups, 1), {}, dropout, causal);
 #endif
 }
 

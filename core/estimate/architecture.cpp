@@ -5,25 +5,6 @@
 namespace rematlab::estimate {
 namespace {
 
-Architecture llama(const char* name, int64_t layers, int64_t d_model, int64_t heads,
-                   int64_t kv_heads, int64_t mlp_hidden) {
-  Architecture arch;
-  arch.name = name;
-  arch.layers = layers;
-  arch.d_model = d_model;
-  arch.heads = heads;
-  arch.kv_heads = kv_heads;
-  arch.mlp_hidden = mlp_hidden;
-  arch.seq_len = 4096;
-  arch.vocab = 32000;
-  arch.gated_mlp = true;
-  arch.biases = false;
-  arch.rms_norm = true;
-  arch.tied_head = false;
-  arch.learned_positions = false;
-  return arch;
-}
-
 Architecture gpt3_175b() {
   ModelConfig config;
   config.layers = 96;
@@ -38,7 +19,7 @@ Architecture gpt3_175b() {
 }
 
 const std::vector<std::string>& estimation_only_names() {
-  static const std::vector<std::string> kNames = {"llama2-7b", "llama2-70b", "gpt3-175b"};
+  static const std::vector<std::string> kNames = {"gpt3-175b"};
   return kNames;
 }
 
@@ -53,12 +34,20 @@ Architecture from_model_config(const ModelConfig& config) {
   arch.layers = config.layers;
   arch.d_model = config.d_model;
   arch.heads = config.heads;
-  arch.kv_heads = config.heads;
-  arch.mlp_hidden = 4 * config.d_model;
+  arch.kv_heads = config.key_value_heads();
+  arch.mlp_hidden = config.mlp_width();
   arch.seq_len = config.seq_len;
   arch.vocab = config.vocab;
   arch.attention = config.attention;
   arch.dropout = config.dropout;
+  arch.tied_head = config.tie_head;
+  arch.loss_chunks = config.loss_chunk_count();
+  const bool llama = config.family == ModelFamily::kLlama;
+  arch.gated_mlp = llama;
+  arch.biases = !llama;
+  arch.rms_norm = llama;
+  arch.learned_positions = !llama;
+  arch.rotary = llama;
   arch.engine_shape = true;
   return arch;
 }
@@ -73,9 +62,8 @@ const std::vector<std::string>& architecture_names() {
 }
 
 Architecture architecture_preset(const std::string& name) {
-  // Published shapes: Touvron et al. 2023 (Llama 2), Brown et al. 2020 (GPT-3).
-  if (name == "llama2-7b") return llama("llama2-7b", 32, 4096, 32, 32, 11008);
-  if (name == "llama2-70b") return llama("llama2-70b", 80, 8192, 64, 8, 28672);
+  // The engine's presets (GPT-2 and the Llama family) and GPT-3 (Brown et al. 2020), which the
+  // engine could build but nobody measured here.
   if (name == "gpt3-175b") return gpt3_175b();
   for (const auto& preset : preset_names()) {
     if (name != preset) continue;

@@ -25,6 +25,8 @@ struct Architecture {
   bool rms_norm = false;          // RMSNorm has a scale only; LayerNorm a scale and a shift
   bool tied_head = true;          // the LM head reuses the token embedding
   bool learned_positions = true;  // GPT's position table (Llama rotates instead: no weights)
+  bool rotary = false;            // Llama's rotary positions (cos/sin tables: buffers)
+  int64_t loss_chunks = 1;        // the head and loss in this many slices of tokens
   AttentionKind attention = AttentionKind::kSdpa;
   double dropout = 0.0;
   bool engine_shape = false;  // the engine can train it (GPT-2 shape): calibrated figures apply
@@ -33,10 +35,10 @@ struct Architecture {
   int64_t kv_dim() const { return kv_heads * head_dim(); }
 };
 
-// The engine's own shape for `config` (mlp_hidden = 4·d, biases, LayerNorm, tied head).
+// The engine's own shape for `config` (GPT-2 or Llama family).
 Architecture from_model_config(const ModelConfig& config);
 
-// Engine presets (tiny, small, gpt2-124m, gpt2-350m) and llama2-7b, llama2-70b, gpt3-175b.
+// Engine presets (GPT-2 and Llama) and gpt3-175b.
 const std::vector<std::string>& architecture_names();
 // Throws InvalidInput("--model", …) for an unknown name.
 Architecture architecture_preset(const std::string& name);

@@ -26,6 +26,8 @@ int64_t device_used_bytes(const c10::Device& device);
 // Returns cached, unused blocks to the driver (after an out-of-memory, say).
 void empty_cache(const c10::Device& device);
 void synchronize(const c10::Device& device);
+// The CUDA device's total memory; 0 for the CPU.
+int64_t total_bytes(const c10::Device& device);
 // The CUDA device's product name ("NVIDIA H200"); empty for the CPU.
 std::string cuda_device_name(const c10::Device& device);
 

@@ -10,5 +10,6 @@ int64_t device_used_bytes(const c10::Device&) { return 0; }
 void empty_cache(const c10::Device&) {}
 void synchronize(const c10::Device&) {}
 std::string cuda_device_name(const c10::Device&) { return ""; }
+int64_t total_bytes(const c10::Device&) { return 0; }
 
 }  // namespace rematlab::device_memory

@@ -48,6 +48,15 @@ void synchronize(const c10::Device& device) {
   if (device.is_cuda()) c10::cuda::device_synchronize();
 }
 
+int64_t total_bytes(const c10::Device& device) {
+  if (!device.is_cuda()) return 0;
+  const c10::cuda::CUDAGuard guard(device.index() < 0 ? 0 : device.index());
+  std::size_t free = 0;
+  std::size_t total = 0;
+  C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return static_cast<int64_t>(total);
+}
+
 std::string cuda_device_name(const c10::Device& device) {
   if (!device.is_cuda()) return "";
   cudaDeviceProp properties{};

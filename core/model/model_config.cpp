@@ -12,7 +12,7 @@ struct Preset {
   ModelConfig config;
 };
 
-ModelConfig make(int64_t layers, int64_t d_model, int64_t heads, int64_t seq_len, int64_t vocab) {
+ModelConfig gpt(int64_t layers, int64_t d_model, int64_t heads, int64_t seq_len, int64_t vocab) {
   ModelConfig config;
   config.layers = layers;
   config.d_model = d_model;
@@ -22,12 +22,38 @@ ModelConfig make(int64_t layers, int64_t d_model, int64_t heads, int64_t seq_len
   return config;
 }
 
+struct LlamaShape {
+  int64_t layers, d_model, heads, kv_heads, mlp_hidden, seq_len, vocab;
+  bool tie_head;
+  double rope_theta;
+};
+
+ModelConfig llama(const LlamaShape& shape) {
+  ModelConfig config = gpt(shape.layers, shape.d_model, shape.heads, shape.seq_len, shape.vocab);
+  config.family = ModelFamily::kLlama;
+  config.kv_heads = shape.kv_heads;
+  config.mlp_hidden = shape.mlp_hidden;
+  config.tie_head = shape.tie_head;
+  config.rope_theta = shape.rope_theta;
+  return config;
+}
+
+// The published shapes (the models' config.json): parameter counts are checked in tests.
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> kPresets = {
-      {"tiny", make(2, 64, 4, 64, 256)},
-      {"small", make(12, 256, 8, 256, 256)},
-      {"gpt2-124m", make(12, 768, 12, 1024, 50257)},
-      {"gpt2-350m", make(24, 1024, 16, 1024, 50257)},
+      {"tiny", gpt(2, 64, 4, 64, 256)},
+      {"small", gpt(12, 256, 8, 256, 256)},
+      {"gpt2-124m", gpt(12, 768, 12, 1024, 50257)},
+      {"gpt2-350m", gpt(24, 1024, 16, 1024, 50257)},
+      // CPU-sized Llamas for tests and studies: grouped-query attention (2 query heads per
+      // key/value head) and untied heads, as the big ones.
+      {"llama-tiny", llama({2, 64, 4, 2, 192, 64, 256, false, 10000.0})},
+      {"llama-small", llama({12, 256, 8, 4, 704, 256, 256, false, 10000.0})},
+      {"llama3.2-1b", llama({16, 2048, 32, 8, 8192, 2048, 128256, true, 500000.0})},
+      {"llama2-7b", llama({32, 4096, 32, 32, 11008, 4096, 32000, false, 10000.0})},
+      {"llama3-8b", llama({32, 4096, 32, 8, 14336, 8192, 128256, false, 500000.0})},
+      {"mistral-7b", llama({32, 4096, 32, 8, 14336, 8192, 32000, false, 10000.0})},
+      {"llama2-70b", llama({80, 8192, 64, 8, 28672, 4096, 32000, false, 10000.0})},
   };
   return kPresets;
 }
@@ -36,16 +62,49 @@ void require_positive(int64_t value, const char* flag) {
   if (value <= 0) throw InvalidInput(flag, "must be positive, got " + std::to_string(value));
 }
 
+void require_at_most(int64_t value, int64_t limit, const char* flag) {
+  if (value > limit) {
+    throw InvalidInput(
+        flag, std::to_string(value) + " is more than the limit of " + std::to_string(limit));
+  }
+}
+
 }  // namespace
+
+int64_t ModelConfig::mlp_width() const {
+  if (mlp_hidden > 0) return mlp_hidden;
+  if (family == ModelFamily::kGpt) return 4 * d_model;
+  constexpr int64_t kMultiple = 64;
+  const int64_t two_thirds = 8 * d_model / 3;  // SwiGLU keeps the weights of a 4·d MLP
+  return kMultiple * ((two_thirds + kMultiple - 1) / kMultiple);
+}
+
+int64_t ModelConfig::loss_chunk_count() const {
+  if (loss_chunks == kAutoLossChunks)
+    return std::max<int64_t>(1, (vocab + 4 * d_model - 1) / (4 * d_model));
+  return std::max<int64_t>(1, loss_chunks);
+}
 
 int64_t ModelConfig::parameter_count() const {
   const int64_t d = d_model;
-  const int64_t per_block = 2 * (2 * d)            // two LayerNorms
-                            + (d * 3 * d + 3 * d)  // fused QKV
-                            + (d * d + d)          // attention output
-                            + (d * 4 * d + 4 * d)  // MLP up
-                            + (4 * d * d + d);     // MLP down
-  return vocab * d + seq_len * d + layers * per_block + 2 * d;
+  const int64_t hidden = mlp_width();
+  const int64_t attention_width = heads * head_dim();
+  const int64_t qkv_width = (heads + 2 * key_value_heads()) * head_dim();
+  const int64_t head = tie_head ? 0 : vocab * d;
+  if (family == ModelFamily::kGpt) {
+    const int64_t per_block = 2 * (2 * d)                    // two LayerNorms
+                              + (d * qkv_width + qkv_width)  // fused QKV
+                              + (attention_width * d + d)    // attention output
+                              + (d * hidden + hidden)        // MLP up
+                              + (hidden * d + d);            // MLP down
+    return vocab * d + seq_len * d + layers * per_block + 2 * d + head;
+  }
+  const int64_t per_block = 2 * d                  // two RMSNorms
+                            + d * qkv_width        // fused QKV
+                            + attention_width * d  // attention output
+                            + d * 2 * hidden       // gate and up
+                            + hidden * d;          // down
+  return vocab * d + layers * per_block + d + head;
 }
 
 const std::vector<std::string>& preset_names() {
@@ -73,12 +132,35 @@ void validate(const ModelConfig& config) {
   require_positive(config.heads, "--heads");
   require_positive(config.seq_len, "--seq-len");
   require_positive(config.vocab, "--vocab");
+  // Far beyond any model trained today, and small enough that no count below overflows.
+  require_at_most(config.layers, 10'000, "--layers");
+  require_at_most(config.d_model, 1 << 20, "--d-model");
+  require_at_most(config.seq_len, 1 << 24, "--seq-len");
+  require_at_most(config.vocab, 1 << 27, "--vocab");
+  require_at_most(config.mlp_hidden, 1 << 22, "--mlp-hidden");
+  if (config.kv_heads < 0) throw InvalidInput("--kv-heads", "must not be negative");
+  if (config.mlp_hidden < 0) throw InvalidInput("--mlp-hidden", "must not be negative");
   if (config.d_model % config.heads != 0) {
     throw InvalidInput("--heads", std::to_string(config.heads) + " heads do not divide --d-model " +
                                       std::to_string(config.d_model));
   }
+  if (config.heads % config.key_value_heads() != 0) {
+    throw InvalidInput("--kv-heads", std::to_string(config.key_value_heads()) +
+                                         " key/value heads do not divide " +
+                                         std::to_string(config.heads) + " query heads");
+  }
+  if (config.family == ModelFamily::kLlama && config.head_dim() % 2 != 0) {
+    throw InvalidInput("--heads", "rotary positions need an even head width, got " +
+                                      std::to_string(config.head_dim()));
+  }
   if (!(config.dropout >= 0.0 && config.dropout < 1.0)) {
     throw InvalidInput("--dropout", "must be in [0, 1), got " + std::to_string(config.dropout));
+  }
+  if (!(std::isfinite(config.rope_theta) && config.rope_theta > 1.0)) {
+    throw InvalidInput("--rope-theta", "must be a number above 1");
+  }
+  if (config.loss_chunks < kAutoLossChunks) {
+    throw InvalidInput("--loss-chunks", "must be auto or a whole number of slices");
   }
 }
 
@@ -88,6 +170,35 @@ AttentionKind parse_attention(const std::string& text) {
   if (text == "sdpa") return AttentionKind::kSdpa;
   if (text == "math") return AttentionKind::kMath;
   throw InvalidInput("--attention", "unknown attention '" + text + "' (use sdpa or math)");
+}
+
+std::string to_string(ModelFamily family) {
+  return family == ModelFamily::kLlama ? "llama" : "gpt";
+}
+
+ModelFamily parse_family(const std::string& text) {
+  if (text == "gpt") return ModelFamily::kGpt;
+  if (text == "llama") return ModelFamily::kLlama;
+  throw InvalidInput("--arch", "unknown architecture '" + text + "' (use gpt or llama)");
+}
+
+int64_t parse_loss_chunks(const std::string& text) {
+  if (text == "auto") return kAutoLossChunks;
+  std::size_t used = 0;
+  long long value = -1;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value < 0 || value > 1'000'000) {
+    throw InvalidInput("--loss-chunks", "'" + text + "' is not auto or a number of slices");
+  }
+  return value;
+}
+
+std::string loss_chunks_text(int64_t loss_chunks) {
+  return loss_chunks == kAutoLossChunks ? "auto" : std::to_string(loss_chunks);
 }
 
 }  // namespace rematlab

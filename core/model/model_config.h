@@ -1,4 +1,5 @@
-// Shape of the GPT-2-style model, named presets, and their validation.
+// The shape of the model: its family (GPT-2 or Llama), sizes, named presets with the published
+// shapes, and their validation.
 #pragma once
 
 #include <cstdint>
@@ -12,21 +13,40 @@ enum class AttentionKind {
   kMath,  // explicit QKᵀ → softmax → ·V, which keeps the s×s scores for backward
 };
 
+enum class ModelFamily {
+  kGpt,    // GPT-2: LayerNorm, biases, GELU MLP, learned positions, tied head
+  kLlama,  // Llama: RMSNorm, no biases, SwiGLU MLP, rotary positions, grouped-query attention
+};
+
+// `loss_chunks` value that picks the number of slices from the shape (see loss_chunk_count).
+inline constexpr int64_t kAutoLossChunks = -1;
+
 struct ModelConfig {
+  ModelFamily family = ModelFamily::kGpt;
   int64_t layers = 2;
   int64_t d_model = 64;
   int64_t heads = 4;
+  int64_t kv_heads = 0;    // key/value heads (grouped-query attention); 0: as many as heads
+  int64_t mlp_hidden = 0;  // 0: the family's rule (GPT 4·d; Llama ⅔·4·d up to a multiple of 64)
   int64_t seq_len = 64;
   int64_t vocab = 256;
   double dropout = 0.0;
   AttentionKind attention = AttentionKind::kSdpa;
+  bool tie_head = true;         // the LM head is the token embedding
+  double rope_theta = 10000.0;  // Llama's rotary base
+  int64_t loss_chunks = 0;      // the head and loss in this many slices of tokens (0, 1: whole)
 
   int64_t head_dim() const { return d_model / heads; }
-  // Exact parameter count of the engine's model (the LM head is tied to the token embedding).
+  int64_t key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
+  int64_t mlp_width() const;
+  // Slices the head and loss run in: loss_chunks, or for kAutoLossChunks as many as keep a
+  // slice's logits no wider than 4·d_model (the MLP's width) per token: ⌈vocab / 4·d⌉.
+  int64_t loss_chunk_count() const;
+  // Exact parameter count of the engine's model.
   int64_t parameter_count() const;
 };
 
-// The preset names in the order users see them.
+// The preset names in the order users see them: GPT's, then Llama's.
 const std::vector<std::string>& preset_names();
 // Throws InvalidInput("--preset", …) for an unknown name.
 ModelConfig model_preset(const std::string& name);
@@ -36,5 +56,10 @@ void validate(const ModelConfig& config);
 
 std::string to_string(AttentionKind kind);
 AttentionKind parse_attention(const std::string& text);  // throws InvalidInput("--attention", …)
+std::string to_string(ModelFamily family);
+ModelFamily parse_family(const std::string& text);  // throws InvalidInput("--arch", …)
+// "auto" or a whole number ≥ 0; throws InvalidInput("--loss-chunks", …).
+int64_t parse_loss_chunks(const std::string& text);
+std::string loss_chunks_text(int64_t loss_chunks);
 
 }  // namespace rematlab

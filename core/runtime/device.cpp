@@ -1,6 +1,7 @@
 #include "runtime/device.h"
 
 #include <torch/cuda.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -50,6 +51,13 @@ c10::Device parse_device(const std::string& text) {
                                        " CUDA device(s) present");
   }
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+int64_t device_memory_bytes(const c10::Device& device) {
+  if (device.is_cuda()) return device_memory::total_bytes(device);
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
 }
 
 std::string describe_device(const c10::Device& device) {

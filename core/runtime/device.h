@@ -14,4 +14,8 @@ c10::Device parse_device(const std::string& text);  // throws InvalidInput("--de
 // "cpu: <model name>" or "cuda: <product name>".
 std::string describe_device(const c10::Device& device);
 
+// The memory a run on `device` can use at most: the machine's physical memory for the CPU, the
+// device's total memory for CUDA; 0 when unknown.
+int64_t device_memory_bytes(const c10::Device& device);
+
 }  // namespace rematlab

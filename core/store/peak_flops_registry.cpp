@@ -6,6 +6,7 @@
 
 #include "common/process_identity.h"
 #include "runtime/device.h"
+#include "runtime/numerics.h"
 #include "runtime/peak_flops.h"
 #include "runtime/runtime_info.h"
 
@@ -33,6 +34,7 @@ PeakFlopsRecord peak_flops_key(const RunConfig& config) {
   const c10::Device device = parse_device(config.device);
   key.device = describe_device(device);
   key.precision = config.precision;
+  key.tf32 = config.tf32 && device.is_cuda();
   key.threads = config.threads > 0 ? config.threads : at::get_num_threads();
   return key;
 }
@@ -40,13 +42,15 @@ PeakFlopsRecord peak_flops_key(const RunConfig& config) {
 PeakFlopsRecord measure_peak_flops_record(const RunConfig& config, int repeats) {
   PeakFlopsRecord peak = peak_flops_key(config);
   if (config.threads > 0) at::set_num_threads(config.threads);
+  // The run's own numerics: with TF32 on, its fp32 matmuls run on tensor cores.
+  const ScopedNumerics numerics({peak.tf32, false});
   const PeakFlopsProbe probe =
       measure_peak_flops(parse_device(config.device), config.precision, /*n=*/0, repeats);
   peak.flops = probe.flops;
   peak.measured = utc_now();
   peak.method = "best of " + std::to_string(probe.repeats) + " " + std::to_string(probe.n) + "x" +
-                std::to_string(probe.n) + " matmuls on " + std::to_string(peak.threads) +
-                " thread(s)";
+                std::to_string(probe.n) + (peak.tf32 ? " TF32" : "") + " matmuls on " +
+                std::to_string(peak.threads) + " thread(s)";
   return peak;
 }
 
@@ -57,7 +61,7 @@ void resolve_peak_flops(RunConfig& config, RunStore* store) {
   }
   const PeakFlopsRecord key = peak_flops_key(config);
   if (store) {
-    if (auto kept = store->peak_flops(key.host, key.device, key.precision, key.threads)) {
+    if (auto kept = store->peak_flops(key)) {
       config.peak_flops = kept->flops;
       config.peak_flops_source = "runs database: " + describe(*kept);
       return;

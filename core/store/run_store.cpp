@@ -53,6 +53,12 @@ RunRecord read_run(const Statement& row) {
   return run;
 }
 
+// The peaks table's precision column: "fp32", "bf16", "fp16", or "fp32+tf32".
+std::string precision_key(const PeakFlopsRecord& peak) {
+  return to_string(peak.precision) +
+         (peak.tf32 && peak.precision == Precision::kFp32 ? "+tf32" : "");
+}
+
 std::string id_list(const std::vector<int64_t>& ids) {
   std::ostringstream list;
   for (std::size_t i = 0; i < ids.size(); ++i) list << (i ? "," : "") << ids[i];
@@ -238,7 +244,8 @@ void RunStore::delete_runs(const std::vector<int64_t>& ids) {
     while (running.step()) {
       const ProcessIdentity writer{running.column_text(1), running.column_int(2),
                                    running.column_int(3)};
-      if (process_may_be_alive(writer)) {
+      // Another host's run cannot be checked from here (and may be long dead): the user decides.
+      if (writer.host == current_process().host && process_may_be_alive(writer)) {
         throw InvalidInput("ID", "run " + std::to_string(running.column_int(0)) +
                                      " is being trained (process " + std::to_string(writer.pid) +
                                      " on " + writer.host + "); stop it before deleting it");
@@ -256,21 +263,20 @@ std::string RunStore::integrity_check() {
   return result;
 }
 
-std::optional<PeakFlopsRecord> RunStore::peak_flops(const std::string& host,
-                                                    const std::string& device, Precision precision,
-                                                    int threads) {
+std::optional<PeakFlopsRecord> RunStore::peak_flops(const PeakFlopsRecord& key) {
   Statement query(*db_,
                   "SELECT flops, measured, method FROM peaks WHERE host = ? AND device = ? "
                   "AND precision = ? AND threads = ?");
-  query.bind(1, host).bind(2, device).bind(3, to_string(precision)).bind(4, int64_t{threads});
+  query.bind(1, key.host)
+      .bind(2, key.device)
+      .bind(3, precision_key(key))
+      .bind(4, int64_t{key.threads});
   if (!query.step()) return std::nullopt;
-  return PeakFlopsRecord{host,
-                         device,
-                         precision,
-                         threads,
-                         query.column_double(0),
-                         query.column_text(1),
-                         query.column_text(2)};
+  PeakFlopsRecord kept = key;
+  kept.flops = query.column_double(0);
+  kept.measured = query.column_text(1);
+  kept.method = query.column_text(2);
+  return kept;
 }
 
 void RunStore::save_peak_flops(const PeakFlopsRecord& peak) {
@@ -280,7 +286,7 @@ void RunStore::save_peak_flops(const PeakFlopsRecord& peak) {
                    "measured, method) VALUES (?, ?, ?, ?, ?, ?, ?)");
   insert.bind(1, peak.host)
       .bind(2, peak.device)
-      .bind(3, to_string(peak.precision))
+      .bind(3, precision_key(peak))
       .bind(4, int64_t{peak.threads})
       .bind(5, peak.flops)
       .bind(6, peak.measured)

@@ -69,6 +69,7 @@ struct PeakFlopsRecord {
   std::string host;
   std::string device;  // e.g. "cpu: AMD EPYC 7B13", "cuda: NVIDIA H200"
   Precision precision = Precision::kFp32;
+  bool tf32 = false;  // CUDA fp32 matmuls on TF32 tensor cores: a different peak
   int threads = 0;
   double flops = 0.0;
   std::string measured;  // ISO 8601, UTC
@@ -107,14 +108,14 @@ class RunStore {
   std::vector<TimelinePoint> timeline(int64_t run_id);
   std::vector<ProbeRecord> probes(int64_t run_id);
   // Removes the runs with their steps, timelines and probes, in one transaction. Refuses (throws
-  // InvalidInput naming the run) a run that a live process is still training, and any deletion
-  // in a read-only store.
+  // InvalidInput naming the run) a run that a live process of this host is still training (one
+  // of another host cannot be checked: the user decides), and any deletion in a read-only store.
   void delete_runs(const std::vector<int64_t>& ids);
   // PRAGMA integrity_check: "ok" or SQLite's findings.
   std::string integrity_check();
 
-  std::optional<PeakFlopsRecord> peak_flops(const std::string& host, const std::string& device,
-                                            Precision precision, int threads);
+  // The kept peak for `key`'s host, device, precision, TF32 switch and threads.
+  std::optional<PeakFlopsRecord> peak_flops(const PeakFlopsRecord& key);
   void save_peak_flops(const PeakFlopsRecord& peak);
 
  private:

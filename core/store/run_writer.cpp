@@ -129,8 +129,15 @@ void RunWriter::work() {
 void RunWriter::commit_batch(std::deque<Job>& batch) {
   if (batch.empty()) return;
   std::vector<std::exception_ptr> failures(batch.size());
+  // SQLite rolls a transaction back by itself after some errors (a full disk, I/O); the jobs
+  // that follow would then commit one by one outside it while reported failed.
+  auto still_in_transaction = [&] {
+    if (!db_->in_transaction()) {
+      throw StoreError("database '" + db_->path() + "': the batch was rolled back by SQLite");
+    }
+  };
   try {
-    Transaction transaction(*db_);
+    Transaction transaction = begin_patiently();
     for (std::size_t i = 0; i < batch.size(); ++i) {
       db_->exec("SAVEPOINT job");
       try {
@@ -138,14 +145,16 @@ void RunWriter::commit_batch(std::deque<Job>& batch) {
         db_->exec("RELEASE job");
       } catch (const std::exception& error) {
         failures[i] = std::current_exception();
+        still_in_transaction();
         db_->exec("ROLLBACK TO job");
         db_->exec("RELEASE job");
         if (batch[i].run_id != 0) mark_failed(*db_, batch[i].run_id, error.what());
       }
+      still_in_transaction();
     }
     transaction.commit();
   } catch (const std::exception& error) {
-    // The transaction itself failed (disk full, a lock held too long): nothing of it landed.
+    // The transaction itself failed: nothing of it landed.
     const std::exception_ptr failure = std::current_exception();
     for (auto& job_failure : failures) job_failure = failure;
     std::lock_guard<std::mutex> lock(mutex_);
@@ -166,6 +175,19 @@ void RunWriter::commit_batch(std::deque<Job>& batch) {
       batch[i].done->set_exception(failures[i]);
     } else {
       batch[i].done->set_value();
+    }
+  }
+}
+
+Transaction RunWriter::begin_patiently() {
+  // Another program holding the database makes BEGIN wait the busy timeout (5 s) and fail; the
+  // batch is kept and BEGIN tried again, so a reader's long transaction loses no steps.
+  constexpr int kAttempts = 6;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return Transaction(*db_);
+    } catch (const StoreError& error) {
+      if (!error.locked() || attempt == kAttempts) throw;
     }
   }
 }
@@ -278,6 +300,7 @@ void RunWriter::finish_run(int64_t run_id, const RunSummary& summary) {
         .bind(9, summary.final_loss)
         .bind(10, run_id)
         .run();
+    if (db.changes() == 0) return;  // the run was deleted meanwhile: nothing to finish
     Statement point(db,
                     "INSERT OR REPLACE INTO timelines (run_id, step, point, time_ms, bytes, phase) "
                     "VALUES (?, ?, ?, ?, ?, ?)");

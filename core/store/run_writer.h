@@ -29,6 +29,7 @@ namespace rematlab {
 
 class Database;
 class Statement;
+class Transaction;
 
 struct RunWriterOptions {
   // Bounds how much a crash can lose.
@@ -78,6 +79,7 @@ class RunWriter {
   void write_and_wait(int64_t run_id, std::function<void(Database&)> write);
   void work();
   void commit_batch(std::deque<Job>& batch);
+  Transaction begin_patiently();
 
   const RunWriterOptions options_;
   std::atomic<int64_t> fail_steps_of_run_{0};

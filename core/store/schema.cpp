@@ -103,7 +103,8 @@ const std::vector<const char*>& migrations() {
       // batch the spec gave, while the batch it trained at hid in its summary (where "batch",
       // "steps" and other config keys shadowed each other in reports). Now the config is what
       // the run trained with, `request` what was asked (the search's budget and range), and the
-      // summary only what was measured (`steps_completed` instead of "steps"). Also: the peak
+      // summary only what was measured (`steps_completed` instead of "steps"); a search that found
+      // no batch (or was stopped) trained at none: batch 0, as new runs record it. Also: the peak
       // FLOP/s each device, precision and thread count is measured against, with its date.
       R"sql(
       ALTER TABLE runs ADD COLUMN request TEXT NOT NULL DEFAULT '{}';
@@ -121,6 +122,9 @@ const std::vector<const char*>& migrations() {
             '$.checkpoint', '$.offload', '$.layers', '$.d_model', '$.heads', '$.seq_len',
             '$.vocab', '$.batch', '$.accum', '$.run_id', '$.timeline')
         WHERE json_valid(summary) AND json_type(summary, '$.steps') = 'integer';
+      UPDATE runs SET config = json_set(config, '$.batch', 0)
+        WHERE json_type(request, '$.max_batch') = 'object'
+          AND coalesce(json_extract(summary, '$.steps_completed'), 0) = 0;
       CREATE TABLE peaks (
         host TEXT NOT NULL,
         device TEXT NOT NULL,
@@ -191,18 +195,30 @@ void check_location(const std::string& path, StoreAccess access, bool create) {
   }
 }
 
-// Read-only, and WAL needs a -shm file beside the database: where that cannot be created (a
-// read-only folder) the file is opened immutable, which is safe because no writer can be at
-// work there either (it would need the same -shm file).
+// Read-only. A write-protected database that nobody is writing (no -wal with content, no -shm:
+// a writer keeps both) is opened immutable: no locks, and no -wal or -shm files made beside it
+// (SQLite would give them the database's permissions, and a write-protected -shm would lock out
+// every later writer once the database is writable again). Otherwise it is read as any reader
+// does, through the -wal and -shm files (waiting for a lock, or saying it is locked); where they
+// cannot be made (a read-only folder) it is opened immutable unless its -wal holds changes, which
+// are refused rather than read past: their committed runs would be missing.
 std::unique_ptr<Database> open_for_reading(const std::string& path) {
+  const bool wal_holds_changes = files::file_size(path + "-wal") > 0;
+  const bool quiet = !wal_holds_changes && !files::exists(path + "-shm");
+  if (quiet && !files::writable(path)) {
+    return std::make_unique<Database>(path, Database::Mode::kImmutable);
+  }
   auto db = std::make_unique<Database>(path, Database::Mode::kReadOnly);
   try {
     pragma_int(*db, "application_id");
-    Statement count(*db, "SELECT count(*) FROM sqlite_master");
-    count.step();
     return db;
   } catch (const StoreError& error) {
     if (error.code() != SQLITE_READONLY && error.code() != SQLITE_CANTOPEN) throw;
+  }
+  if (wal_holds_changes) {
+    throw InvalidInput("--db", "'" + path + "' has changes in its write-ahead log ('" + path +
+                                   "-wal') that cannot be read where its folder is read-only; "
+                                   "open it once where it can be written; it was left unchanged");
   }
   return std::make_unique<Database>(path, Database::Mode::kImmutable);
 }
@@ -246,7 +262,7 @@ std::unique_ptr<Database> open_store_database(const std::string& path, StoreAcce
     if (version < kStoreSchemaVersion) {
       throw not_ours(path, "has schema " + std::to_string(version) + ", older than this build's " +
                                std::to_string(kStoreSchemaVersion) +
-                               ": a command that records runs (run --db, sweep) upgrades it");
+                               ": `rematlab-cli upgrade --db FILE` upgrades it");
     }
     return db;
   }

@@ -40,6 +40,8 @@ class Database {
   sqlite3* handle() const { return handle_; }
   // True when SQLite opened the file read-only (asked to, or it could not open it for writing).
   bool read_only() const;
+  // False once SQLite has rolled a transaction back on its own (a full disk, an I/O error).
+  bool in_transaction() const { return sqlite3_get_autocommit(handle_) == 0; }
   const std::string& path() const { return path_; }
 
  private:

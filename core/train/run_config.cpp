@@ -1,9 +1,11 @@
 #include "train/run_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "checkpoint/checkpoint_policy.h"
+#include "common/byte_size.h"
 #include "common/errors.h"
 #include "common/posix_files.h"
 #include "runtime/device.h"
@@ -35,12 +37,15 @@ void validate_data_source(const std::string& data) {
   if (!files::readable(path)) throw InvalidInput("--data", "'" + path + "' cannot be read");
 }
 
-// The offload directory is created when the run starts; whether it can be is known now.
+// The offload directory is created when the run starts; whether it can be is found out now, by
+// making (and removing) a directory where it will go, so that a sweep refuses it before anything
+// runs rather than recording every run failed.
 void validate_offload_location(const OffloadSpec& offload) {
-  if (offload.kind != OffloadKind::kDisk || offload.directory.empty()) return;
-  const std::string& folder = offload.directory;
+  if (offload.kind != OffloadKind::kDisk) return;
+  const std::string folder =
+      offload.directory.empty() ? files::temp_directory() : offload.directory;
   if (!files::is_valid_utf8(folder)) throw InvalidInput("--offload", "the path is not valid UTF-8");
-  // The folder itself may be created, but under one that exists and can be written.
+  // The folder itself may be created, under the nearest one that exists.
   std::string existing = folder;
   while (!files::exists(existing) && existing != "." && existing != "/") {
     existing = files::parent_directory(existing);
@@ -49,9 +54,25 @@ void validate_offload_location(const OffloadSpec& offload) {
     throw InvalidInput("--offload",
                        "cannot create '" + folder + "': '" + existing + "' is not a folder");
   }
-  if (!files::writable(existing)) {
-    throw InvalidInput("--offload", "cannot create files under '" + folder + "': '" + existing +
-                                        "' is not writable");
+  const std::string reason = files::probe_directory_creation(existing);
+  if (!reason.empty()) {
+    throw InvalidInput("--offload",
+                       "cannot create an offload directory under '" + existing + "': " + reason);
+  }
+}
+
+// Weights, gradients and AdamW's two moments are 16 bytes a parameter in fp32: a model whose
+// states alone exceed the device's memory cannot take one step, so it is refused before it is
+// built (building it would only hang the machine or die in the allocator).
+void validate_model_states_fit(const ModelConfig& model, const c10::Device& device) {
+  const double states = 16.0 * static_cast<double>(model.parameter_count());
+  const double memory = static_cast<double>(device_memory_bytes(device));
+  if (memory > 0.0 && states > memory) {
+    throw InvalidInput("--preset",
+                       "this model's weights, gradients and optimizer state need " +
+                           format_bytes(static_cast<int64_t>(states)) + ", more than the " +
+                           format_bytes(static_cast<int64_t>(memory)) + " of " + device.str() +
+                           " (estimate --model … --device-memory sizes it)");
   }
 }
 
@@ -75,19 +96,34 @@ void validate(const RunConfig& config) {
   positive(config.steps, "--steps");
   at_most(config.steps, kMaxSteps, "--steps");
   if (config.warmup_steps < 0) throw InvalidInput("--warmup-steps", "must not be negative");
-  if (!(config.lr > 0.0)) throw InvalidInput("--lr", "must be positive");
+  // A non-finite setting would be stored as nothing and read back as the default.
+  if (!(std::isfinite(config.lr) && config.lr > 0.0)) {
+    throw InvalidInput("--lr", "must be a positive number");
+  }
+  if (!std::isfinite(config.weight_decay) || config.weight_decay < 0.0) {
+    throw InvalidInput("--weight-decay", "must be a number ≥ 0");
+  }
+  if (!std::isfinite(config.grad_clip) || config.grad_clip < 0.0) {
+    throw InvalidInput("--grad-clip", "must be a number ≥ 0");
+  }
+  if (!std::isfinite(config.peak_flops) || config.peak_flops < 0.0) {
+    throw InvalidInput("--peak-flops", "must be a positive number of FLOP/s");
+  }
   if (config.threads < 0 || config.threads > max_threads()) {
     throw InvalidInput("--threads", "must be between 0 (LibTorch's default) and " +
                                         std::to_string(max_threads()) + ", got " +
                                         std::to_string(config.threads));
   }
   if (config.budget_bytes < 0) throw InvalidInput("--budget", "must be positive");
-  if (!(config.loss_scale >= 1.0)) throw InvalidInput("--loss-scale", "must be at least 1");
+  if (!(std::isfinite(config.loss_scale) && config.loss_scale >= 1.0)) {
+    throw InvalidInput("--loss-scale", "must be a number ≥ 1");
+  }
   positive(config.loss_scale_growth_interval, "--loss-scale-growth-interval");
   const c10::Device device = parse_device(config.device);
   if (config.precision == Precision::kFp16 && !device.is_cuda()) {
     throw InvalidInput("--precision", "fp16 needs a CUDA device (on CPU use bf16)");
   }
+  validate_model_states_fit(config.model, device);
   const CheckpointPolicy policy = CheckpointPolicy::parse(config.checkpoint);
   const OffloadSpec offload = parse_offload(config.offload);
   validate_data_source(config.data);
@@ -116,13 +152,21 @@ OffloadSpec parse_offload(const std::string& text) {
 nlohmann::json to_json(const RunConfig& config) {
   return {
       {"preset", config.preset},
+      {"arch", to_string(config.model.family)},
       {"layers", config.model.layers},
       {"d_model", config.model.d_model},
       {"heads", config.model.heads},
+      {"kv_heads", config.model.key_value_heads()},
+      {"mlp_hidden", config.model.mlp_width()},
       {"seq_len", config.model.seq_len},
       {"vocab", config.model.vocab},
       {"dropout", config.model.dropout},
       {"attention", to_string(config.model.attention)},
+      {"tie_head", config.model.tie_head},
+      {"rope_theta", config.model.rope_theta},
+      {"loss_chunks", config.model.loss_chunks == kAutoLossChunks
+                          ? nlohmann::json("auto")
+                          : nlohmann::json(config.model.loss_chunks)},
       {"batch", config.batch},
       {"accum", config.accum},
       {"steps", config.steps},
@@ -147,7 +191,8 @@ nlohmann::json to_json(const RunConfig& config) {
 }
 
 std::string describe_run(const RunConfig& config) {
-  std::string text = config.checkpoint;
+  std::string text = config.model.family == ModelFamily::kLlama ? "llama " : "";
+  text += config.checkpoint;
   if (config.offload != "none") text += "+" + config.offload;
   text += " b" + std::to_string(config.batch);
   if (config.precision != Precision::kFp32) text += " " + to_string(config.precision);

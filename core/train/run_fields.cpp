@@ -84,6 +84,35 @@ const std::map<std::string, Setter>& setters() {
          }
          c.preset = name;
        }},
+      {"arch",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         try {
+           c.model.family = parse_family(as_text(v, f));
+         } catch (const InvalidInput& error) {
+           throw InvalidInput(f, error.reason());
+         }
+       }},
+      {"kv_heads", model_integer(&ModelConfig::kv_heads)},
+      {"mlp_hidden", model_integer(&ModelConfig::mlp_hidden)},
+      {"tie_head",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         if (!v.is_boolean()) wrong_type(f, "true or false", v);
+         c.model.tie_head = v.get<bool>();
+       }},
+      {"rope_theta", [](RunConfig& c, const nlohmann::json& v,
+                        const std::string& f) { c.model.rope_theta = as_number(v, f); }},
+      {"loss_chunks",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         if (v.is_string()) {
+           try {
+             c.model.loss_chunks = parse_loss_chunks(v.get<std::string>());
+           } catch (const InvalidInput& error) {
+             throw InvalidInput(f, error.reason());
+           }
+         } else {
+           c.model.loss_chunks = narrow<int64_t>(as_integer(v, f), f);
+         }
+       }},
       {"layers", model_integer(&ModelConfig::layers)},
       {"d_model", model_integer(&ModelConfig::d_model)},
       {"heads", model_integer(&ModelConfig::heads)},

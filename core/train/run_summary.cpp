@@ -169,6 +169,7 @@ nlohmann::json to_json(const RunSummary& summary) {
   const RunConfig& config = summary.config;
   nlohmann::json json = {
       {"status", to_string(summary.status)},
+      {"arch", to_string(config.model.family)},
       {"device", config.device},
       {"precision", to_string(config.precision)},
       {"attention", to_string(config.model.attention)},

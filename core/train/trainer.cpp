@@ -37,7 +37,7 @@ Trainer::Trainer(RunConfig config)
   data_ = make_batch_source(config_.data, config_.model.seq_len, config_.model.vocab,
                             config_.seed ^ kDataSeedSalt);
   torch::manual_seed(config_.seed);
-  model_ = Gpt(config_.model);
+  model_ = Transformer(config_.model);
   model_->to(device_);
   model_->train();
   for (auto& param : model_->parameters()) {
@@ -244,6 +244,11 @@ void Trainer::record_flops(RunSummary& summary) const {
   summary.achieved_flops = use.achieved_flops;
   summary.mfu = use.mfu;
   summary.hfu = use.hfu;
+}
+
+void Trainer::use_peak_flops(double flops, const std::string& source) {
+  config_.peak_flops = flops;
+  config_.peak_flops_source = source;
 }
 
 std::optional<double> Trainer::accumulate_gradients(const CheckpointPlan& plan,

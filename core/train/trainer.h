@@ -12,7 +12,7 @@
 #include "checkpoint/replay_state.h"
 #include "data/batch_source.h"
 #include "memory/memory_tracker.h"
-#include "model/gpt.h"
+#include "model/transformer.h"
 #include "offload/offload_store.h"
 #include "runtime/numerics.h"
 #include "train/loss_scaler.h"
@@ -48,7 +48,11 @@ class Trainer {
   std::optional<double> accumulate_gradients(const CheckpointPlan& plan,
                                              const std::atomic<bool>* cancel = nullptr);
 
-  Gpt& model() { return model_; }
+  // The peak FLOP/s MFU and HFU are taken against, and where it came from (given after the
+  // trainer is built, so that bad input fails before a runs database is opened).
+  void use_peak_flops(double flops, const std::string& source);
+
+  Transformer& model() { return model_; }
   const RunConfig& config() const { return config_; }
   const c10::Device& device() const { return device_; }
   const CheckpointPolicy& policy() const { return policy_; }
@@ -66,7 +70,7 @@ class Trainer {
   CheckpointPolicy policy_;
   MemoryTracker tracker_;
   std::unique_ptr<BatchSource> data_;
-  Gpt model_{nullptr};
+  Transformer model_{nullptr};
   std::vector<torch::Tensor> params_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::optional<LossScaler> scaler_;          // fp16 only

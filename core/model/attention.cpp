@@ -1,0 +1,123 @@
+#include "model/attention.h"
+
+#include <cmath>
+#include <limits>
+#include <mutex>
+
+#include "checkpoint/segment_checkpoint.h"
+#include "compat/torch_compat.h"
+#include "model/initialisation.h"
+
+namespace rematlab {
+namespace {
+
+std::mutex g_kernel_log_mutex;
+AttentionKernelLog* g_kernel_log = nullptr;
+
+// Each key/value head serves heads/kv_heads query heads: repeated for the explicit (math) core.
+torch::Tensor repeat_kv(const torch::Tensor& t, int64_t groups) {
+  if (groups == 1) return t;
+  const auto sizes = t.sizes();  // (batch, kv_heads, seq, head_dim)
+  return t.unsqueeze(2)
+      .expand({sizes[0], sizes[1], groups, sizes[2], sizes[3]})
+      .reshape({sizes[0], sizes[1] * groups, sizes[2], sizes[3]});
+}
+
+}  // namespace
+
+AttentionKernelLog::AttentionKernelLog() {
+  std::lock_guard<std::mutex> lock(g_kernel_log_mutex);
+  g_kernel_log = this;
+}
+
+AttentionKernelLog::~AttentionKernelLog() {
+  std::lock_guard<std::mutex> lock(g_kernel_log_mutex);
+  g_kernel_log = nullptr;
+}
+
+void AttentionKernelLog::record(bool grad_enabled, int backend) {
+  std::lock_guard<std::mutex> lock(g_kernel_log_mutex);
+  if (g_kernel_log) g_kernel_log->entries_.emplace_back(grad_enabled, backend);
+}
+
+std::vector<std::pair<bool, int>> AttentionKernelLog::entries() const {
+  std::lock_guard<std::mutex> lock(g_kernel_log_mutex);
+  return entries_;
+}
+
+torch::Tensor attention_core(const torch::Tensor& qkv, const AttentionShape& shape,
+                             const RotaryTables* rotary, double dropout, bool training,
+                             AttentionKind kind) {
+  const int64_t batch = qkv.size(0);
+  const int64_t seq = qkv.size(1);
+  const int64_t hd = shape.head_dim;
+  auto split_heads = [&](const torch::Tensor& t, int64_t heads) {
+    return t.view({batch, seq, heads, hd}).transpose(1, 2);
+  };
+  const auto parts = qkv.split({shape.heads * hd, shape.kv_heads * hd, shape.kv_heads * hd}, 2);
+  torch::Tensor q = split_heads(parts[0], shape.heads);
+  torch::Tensor k = split_heads(parts[1], shape.kv_heads);
+  const torch::Tensor v = split_heads(parts[2], shape.kv_heads);
+  if (rotary) {
+    q = apply_rotary(q, *rotary);
+    k = apply_rotary(k, *rotary);
+  }
+  const double p = training ? dropout : 0.0;
+  const bool grouped = shape.kv_heads != shape.heads;
+
+  torch::Tensor context;
+  if (kind == AttentionKind::kSdpa) {
+    // The dispatcher picks a kernel from the inputs, whether they require grad among them: the
+    // no-grad forward of a checkpointed segment and its recomputation with grad could run
+    // different kernels, with other rounding and other dropout masks. The kernel is chosen once,
+    // as with grad, and forced on both.
+    const int backend = compat::sdpa_backend_with_grad(q, k, v, p, /*causal=*/true, grouped);
+    AttentionKernelLog::record(torch::GradMode::is_enabled(), backend);
+    const compat::ScopedSdpaBackend only(backend);
+    context = compat::scaled_dot_product_attention(q, k, v, p, /*causal=*/true, grouped);
+  } else {
+    // Scale q (b·h·s·d elements) rather than the scores (b·h·s·s), and mask in place: the only
+    // s×s tensor this keeps for backward is the probabilities, as the literature's formula assumes.
+    const int64_t groups = shape.heads / shape.kv_heads;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    const torch::Tensor future = torch::ones({seq, seq}, qkv.options().dtype(torch::kBool)).triu(1);
+    torch::Tensor scores = torch::matmul(q * scale, repeat_kv(k, groups).transpose(-2, -1));
+    scores.masked_fill_(future, -std::numeric_limits<double>::infinity());
+    torch::Tensor probs = torch::softmax(scores, -1);
+    probs = torch::dropout(probs, p, training);
+    context = torch::matmul(probs, repeat_kv(v, groups));
+  }
+  return context.transpose(1, 2).contiguous().view({batch, seq, shape.heads * hd});
+}
+
+AttentionSublayer::AttentionSublayer(const ModelConfig& config,
+                                     std::shared_ptr<const RotaryTables> rotary)
+    : shape_{config.heads, config.key_value_heads(), config.head_dim()},
+      rotary_(std::move(rotary)),
+      dropout_(config.dropout),
+      kind_(config.attention) {
+  const int64_t d = config.d_model;
+  const bool bias = config.family == ModelFamily::kGpt;
+  norm_ = register_module("norm", Norm(config.family, d));
+  qkv_ = register_module(
+      "qkv", torch::nn::Linear(torch::nn::LinearOptions(d, shape_.qkv_width()).bias(bias)));
+  out_ = register_module(
+      "out",
+      torch::nn::Linear(torch::nn::LinearOptions(shape_.heads * shape_.head_dim, d).bias(bias)));
+  initialise_linear(qkv_, kProjectionStd);
+  initialise_linear(out_, residual_projection_std(config));
+}
+
+torch::Tensor AttentionSublayer::forward(const torch::Tensor& x) {
+  const torch::Tensor qkv = qkv_(norm_(x));
+  const bool training = is_training();
+  // The closure holds what it needs by value: a pending recomputation never dangles.
+  auto core = [shape = shape_, rotary = rotary_, dropout = dropout_, training,
+               kind = kind_](const torch::Tensor& fused) {
+    return attention_core(fused, shape, rotary.get(), dropout, training, kind);
+  };
+  const torch::Tensor context = recompute_core_ ? checkpoint_segment(core, qkv, {}) : core(qkv);
+  return x + torch::dropout(out_(context), dropout_, training);
+}
+
+}  // namespace rematlab

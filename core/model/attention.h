@@ -1,0 +1,68 @@
+// The attention sublayer of both families: x + dropout(out(core(qkv(norm(x))))). GPT: LayerNorm,
+// biases, one key/value head per query head. Llama: RMSNorm, no biases, grouped-query attention
+// (fewer key/value heads, each shared by heads/kv_heads query heads) and rotary positions.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "model/model_config.h"
+#include "model/norm.h"
+#include "model/rotary.h"
+#include "model/sublayer.h"
+
+namespace rematlab {
+
+struct AttentionShape {
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t qkv_width() const { return (heads + 2 * kv_heads) * head_dim; }
+};
+
+// The attention core on a fused projection (batch, seq, (heads + 2·kv_heads)·head_dim) →
+// (batch, seq, heads·head_dim): rotary positions when `rotary` is given, QKᵀ, causal softmax,
+// dropout on the probabilities, ·V. It is what `selective` recomputes.
+torch::Tensor attention_core(const torch::Tensor& qkv, const AttentionShape& shape,
+                             const RotaryTables* rotary, double dropout, bool training,
+                             AttentionKind kind);
+
+class AttentionSublayer : public Sublayer {
+ public:
+  // `rotary` (Llama) is shared by every block's attention; it may be null (GPT).
+  AttentionSublayer(const ModelConfig& config, std::shared_ptr<const RotaryTables> rotary);
+  torch::Tensor forward(const torch::Tensor& x) override;
+  // `selective` recompute: keep the projections, recompute only the attention core.
+  void set_recompute_core(bool recompute) { recompute_core_ = recompute; }
+
+ private:
+  Norm norm_{nullptr};
+  torch::nn::Linear qkv_{nullptr};
+  torch::nn::Linear out_{nullptr};
+  AttentionShape shape_;
+  std::shared_ptr<const RotaryTables> rotary_;
+  double dropout_;
+  AttentionKind kind_;
+  bool recompute_core_ = false;
+};
+
+// Tests only: while one exists, every fused-attention call records whether grad mode was on
+// (off: a checkpointed segment's forward; on: its recomputation or a plain forward) and the
+// kernel it was given (an at::SDPBackend value, -1 when this LibTorch cannot tell).
+class AttentionKernelLog {
+ public:
+  AttentionKernelLog();
+  ~AttentionKernelLog();
+  AttentionKernelLog(const AttentionKernelLog&) = delete;
+  AttentionKernelLog& operator=(const AttentionKernelLog&) = delete;
+  std::vector<std::pair<bool, int>> entries() const;
+  static void record(bool grad_enabled, int backend);
+
+ private:
+  std::vector<std::pair<bool, int>> entries_;
+};
+
+}  // namespace rematlab

@@ -1,0 +1,27 @@
+// The MLP sublayer of both families: x + dropout(mlp(norm(x))). GPT: Linear(d, 4d) → GELU →
+// Linear(4d, d), with biases. Llama: SwiGLU, down(silu(gate(x)) · up(x)), no biases; gate and up
+// are one fused projection (the same weights as two, in one matrix multiply).
+#pragma once
+
+#include <torch/torch.h>
+
+#include "model/model_config.h"
+#include "model/norm.h"
+#include "model/sublayer.h"
+
+namespace rematlab {
+
+class MlpSublayer : public Sublayer {
+ public:
+  explicit MlpSublayer(const ModelConfig& config);
+  torch::Tensor forward(const torch::Tensor& x) override;
+
+ private:
+  Norm norm_{nullptr};
+  torch::nn::Linear up_{nullptr};  // GPT: up; Llama: [gate; up]
+  torch::nn::Linear down_{nullptr};
+  ModelFamily family_;
+  double dropout_;
+};
+
+}  // namespace rematlab

@@ -1,0 +1,98 @@
+#include "model/transformer.h"
+
+#include "checkpoint/segment_checkpoint.h"
+#include "model/chunked_loss.h"
+#include "model/initialisation.h"
+
+namespace rematlab {
+
+TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
+  // Both embeddings are built before either is initialised: the order the random generator is
+  // drawn in decides the weights, and seeds must keep giving the same models.
+  token_embedding_ =
+      register_module("token_embedding", torch::nn::Embedding(config.vocab, config.d_model));
+  if (config.family == ModelFamily::kGpt) {
+    position_embedding_ =
+        register_module("position_embedding", torch::nn::Embedding(config.seq_len, config.d_model));
+  }
+  {
+    torch::NoGradGuard no_grad;
+    token_embedding_->weight.normal_(0.0, kProjectionStd);
+    if (position_embedding_) position_embedding_->weight.normal_(0.0, kProjectionStd);
+  }
+  if (config.family == ModelFamily::kLlama) {
+    rotary_ = std::make_shared<RotaryTables>(
+        make_rotary_tables(config.seq_len, config.head_dim(), config.rope_theta));
+    // Buffers move with the model (to() swaps their data in place, so the tables every
+    // attention sublayer holds follow).
+    register_buffer("rotary_cos", rotary_->cos);
+    register_buffer("rotary_sin", rotary_->sin);
+  }
+  for (int64_t block = 0; block < config.layers; ++block) {
+    auto attention = std::make_shared<AttentionSublayer>(config, rotary_);
+    auto mlp = std::make_shared<MlpSublayer>(config);
+    register_module("block" + std::to_string(block) + "_attn", attention);
+    register_module("block" + std::to_string(block) + "_mlp", mlp);
+    attention_sublayers_.push_back(attention);
+    sublayers_.push_back(attention);
+    sublayers_.push_back(mlp);
+  }
+  final_norm_ = register_module("final_norm", Norm(config.family, config.d_model));
+  if (!config.tie_head) {
+    head_ = register_module(
+        "head",
+        torch::nn::Linear(torch::nn::LinearOptions(config.d_model, config.vocab).bias(false)));
+    initialise_linear(head_, kProjectionStd);
+  }
+}
+
+const torch::Tensor& TransformerImpl::head_weight() const {
+  return config_.tie_head ? token_embedding_->weight : head_->weight;
+}
+
+torch::Tensor TransformerImpl::run_segment(const Segment& segment, const torch::Tensor& input) {
+  // The closure holds the sublayers it runs, so a pending recomputation never dangles.
+  std::vector<std::shared_ptr<Sublayer>> span(sublayers_.begin() + segment.begin,
+                                              sublayers_.begin() + segment.end);
+  auto run = [span](const torch::Tensor& x) {
+    torch::Tensor h = x;
+    for (const auto& sublayer : span) h = sublayer->forward(h);
+    return h;
+  };
+  if (!segment.recompute) return run(input);
+  std::vector<torch::Tensor> params;
+  for (const auto& sublayer : span) {
+    for (const auto& param : sublayer->parameters()) params.push_back(param);
+  }
+  return checkpoint_segment(run, input, params);
+}
+
+torch::Tensor TransformerImpl::final_hidden(const torch::Tensor& tokens,
+                                            const CheckpointPlan& plan) {
+  TORCH_CHECK(tokens.dim() == 2, "tokens must be (batch, seq)");
+  TORCH_CHECK(tokens.size(1) <= config_.seq_len, "sequence longer than the model's seq_len");
+  for (const auto& attention : attention_sublayers_) {
+    attention->set_recompute_core(plan.recompute_attention_core);
+  }
+  torch::Tensor h = token_embedding_(tokens);
+  if (position_embedding_) {
+    const torch::Tensor positions = torch::arange(
+        tokens.size(1), torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
+    h = h + position_embedding_(positions);
+  }
+  for (const Segment& segment : plan.segments) h = run_segment(segment, h);
+  return final_norm_(h);
+}
+
+torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens, const CheckpointPlan& plan) {
+  return torch::nn::functional::linear(final_hidden(tokens, plan), head_weight());
+}
+
+torch::Tensor TransformerImpl::loss(const torch::Tensor& tokens, const torch::Tensor& targets,
+                                    const CheckpointPlan& plan) {
+  const torch::Tensor hidden = final_hidden(tokens, plan);
+  return chunked_cross_entropy(hidden.reshape({-1, config_.d_model}), head_weight(),
+                               targets.reshape({-1}), config_.loss_chunk_count());
+}
+
+}  // namespace rematlab

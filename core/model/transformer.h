@@ -1,0 +1,54 @@
+// The decoder-only transformer of every family, as one chain: an embedding, 2·layers residual
+// sublayers (attn0, mlp0, attn1, mlp1, …), and the head with its loss. Checkpoint plans cut the
+// chain between sublayers; the family only decides what is inside each piece (model_config.h).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "checkpoint/checkpoint_policy.h"
+#include "model/attention.h"
+#include "model/mlp.h"
+#include "model/model_config.h"
+#include "model/norm.h"
+#include "model/rotary.h"
+#include "model/sublayer.h"
+
+namespace rematlab {
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  explicit TransformerImpl(const ModelConfig& config);
+
+  // Logits (batch, seq, vocab) for token ids (batch, seq), run under `plan`.
+  torch::Tensor forward(const torch::Tensor& tokens, const CheckpointPlan& plan);
+  // Mean cross-entropy of predicting `targets`; the head and loss run in
+  // config().loss_chunk_count() slices of the tokens.
+  torch::Tensor loss(const torch::Tensor& tokens, const torch::Tensor& targets,
+                     const CheckpointPlan& plan);
+
+  const ModelConfig& config() const { return config_; }
+  // attn0, mlp0, attn1, mlp1, …
+  const std::vector<std::shared_ptr<Sublayer>>& sublayers() const { return sublayers_; }
+  // The output projection (vocab, d): the token embedding when the head is tied.
+  const torch::Tensor& head_weight() const;
+
+ private:
+  // The final norm's output (batch, seq, d) after the chain under `plan`.
+  torch::Tensor final_hidden(const torch::Tensor& tokens, const CheckpointPlan& plan);
+  torch::Tensor run_segment(const Segment& segment, const torch::Tensor& input);
+
+  ModelConfig config_;
+  torch::nn::Embedding token_embedding_{nullptr};
+  torch::nn::Embedding position_embedding_{nullptr};  // GPT's learned positions
+  std::shared_ptr<RotaryTables> rotary_;              // Llama's rotary tables (also buffers)
+  std::vector<std::shared_ptr<Sublayer>> sublayers_;
+  std::vector<std::shared_ptr<AttentionSublayer>> attention_sublayers_;
+  Norm final_norm_{nullptr};
+  torch::nn::Linear head_{nullptr};  // untied heads only
+};
+TORCH_MODULE(Transformer);
+
+}  // namespace rematlab
