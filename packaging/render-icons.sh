@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Renders resources/icons/rematlab.svg to the PNG sizes that the hicolor icon theme looks up
+# (16 to 256 pixels). The PNGs are committed, so a build needs no SVG renderer; run this after
+# changing the SVG. Needs rsvg-convert (Debian: librsvg2-bin).
+set -euo pipefail
+cd "$(dirname "$0")/../resources/icons"
+command -v rsvg-convert >/dev/null || { echo "rsvg-convert is not installed (librsvg2-bin)" >&2; exit 1; }
+for size in 16 24 32 48 64 128 256; do
+  rsvg-convert --width "$size" --height "$size" rematlab.svg --output "rematlab-$size.png"
+done
