@@ -4,7 +4,10 @@
 # changing the SVG. Needs rsvg-convert (Debian: librsvg2-bin).
 set -euo pipefail
 cd "$(dirname "$0")/../resources/icons"
-command -v rsvg-convert >/dev/null || { echo "rsvg-convert is not installed (librsvg2-bin)" >&2; exit 1; }
+if ! command -v rsvg-convert >/dev/null; then
+  echo "render-icons: rsvg-convert is not installed (Debian: librsvg2-bin)" >&2
+  exit 1
+fi
 for size in 16 24 32 48 64 128 256; do
   rsvg-convert --width "$size" --height "$size" rematlab.svg --output "rematlab-$size.png"
 done
