@@ -70,8 +70,9 @@ carry() {  # carry NAME: copy it from the wheels (once) and queue it for its own
   seen[$name]=1
   for dir in "${wheel_dirs[@]}"; do
     if [ -f "$dir/$name" ]; then
-      cp -L "$dir/$name" "$carried/$name"
-      chmod 0644 "$carried/$name"
+      # A hard link where the wheels share the file system (no 3 GB copy); nothing may change a
+      # carried file in place then, or it would change the wheel's too.
+      cp -L --link "$dir/$name" "$carried/$name" 2>/dev/null || cp -L "$dir/$name" "$carried/$name"
       queue+=("$carried/$name")
       return 0
     fi
