@@ -10,7 +10,8 @@
 # libraries too; one configured with -DREMATLAB_WITH_CUDA=OFF makes the much smaller
 # `rematlab-cpu`, for machines without an NVIDIA GPU. --fast compresses with zstd -1 (seconds,
 # for the CI check) instead of dpkg-deb's default xz -6 (minutes, a smaller file). Prints the
-# path of the .deb as its last line.
+# path of the .deb as its last line. REMATLAB_MAINTAINER sets the Maintainer field, and
+# SOURCE_DATE_EPOCH the changelog's date.
 set -euo pipefail
 umask 022
 
@@ -28,6 +29,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 output_dir="${output_dir:-$build_dir/deb}"
+maintainer="${REMATLAB_MAINTAINER:-RematLab developers <rematlab@users.noreply.invalid>}"
 log() { echo "[build-deb] $* (${SECONDS}s)" >&2; }
 
 # What the build knows: version, where its LibTorch lives (packaging/CMakeLists.txt writes it).
@@ -70,9 +72,14 @@ carry() {  # carry NAME: copy it from the wheels (once) and queue it for its own
   seen[$name]=1
   for dir in "${wheel_dirs[@]}"; do
     if [ -f "$dir/$name" ]; then
-      # A hard link where the wheels share the file system (no 3 GB copy); nothing may change a
-      # carried file in place then, or it would change the wheel's too.
-      cp -L --link "$dir/$name" "$carried/$name" 2>/dev/null || cp -L "$dir/$name" "$carried/$name"
+      # Libraries are not executable in a Debian package: LibTorch's (0755 in its wheel, 1 GB)
+      # are copied and made 0644; the NVIDIA wheels' (0644 already, 2.3 GB) are hard-linked where
+      # they share the file system. Nothing may change a carried file in place then, or it would
+      # change the wheel's too.
+      if [ -x "$dir/$name" ] || ! cp -L --link "$dir/$name" "$carried/$name" 2>/dev/null; then
+        cp -L "$dir/$name" "$carried/$name"
+        chmod 0644 "$carried/$name"
+      fi
       queue+=("$carried/$name")
       return 0
     fi
@@ -112,6 +119,11 @@ if [ "$package" != rematlab ] && [ -d "$root/usr/share/doc/rematlab/examples" ];
   rmdir "$root/usr/share/doc/rematlab"
 fi
 cp "$repo_root/packaging/copyright" "$doc/copyright"
+# A native package's changelog (Debian policy 12.7): this version, built from this tree.
+built="$(date -R -d "@${SOURCE_DATE_EPOCH:-$(date +%s)}")"
+printf '%s (%s) unstable; urgency=medium\n\n  * %s\n\n -- %s  %s\n' "$package" \
+  "$REMATLAB_VERSION" "Built by packaging/build-deb.sh; see the project's history for changes." \
+  "$maintainer" "$built" | gzip -9n >"$doc/changelog.gz"
 site_packages="$(cd "$REMATLAB_TORCH_LIB_DIR/../.." && pwd)"
 declare -A distribution_files=()
 for library in "$carried"/*; do
@@ -159,7 +171,7 @@ cat >"$root/DEBIAN/control" <<EOF
 Package: $package
 Version: $REMATLAB_VERSION
 Architecture: $architecture
-Maintainer: RematLab developers <rematlab@users.noreply.invalid>
+Maintainer: $maintainer
 Installed-Size: $installed_kib
 Depends: $depends
 Conflicts: $other
