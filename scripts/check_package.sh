@@ -160,9 +160,12 @@ require_packaged_or_debian "the run mapped" $mapped
 echo "  LD_DEBUG: the run mapped $(wc -l <<<"$mapped") libraries, all packaged or Debian's"
 EOF
 mkdir -m 0700 "$work/runtime"
+# Root (CI) needs only a mount namespace; anyone else maps themselves to root in a user namespace.
+namespace=(--mount)
+[ "$(id -u)" -eq 0 ] || namespace=(--map-root-user --mount)
 env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
   HOME="$work/home" XDG_RUNTIME_DIR="$work/runtime" \
-  unshare --map-root-user --mount \
+  unshare "${namespace[@]}" \
   bash "$work/inside.sh" "$root" "$work" "$expected_version" "${hidden[@]}"
 
 if [ -n "$keep" ] && [ -z "$given_deb" ]; then
