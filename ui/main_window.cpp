@@ -348,14 +348,15 @@ void MainWindow::show_about() {
           ? QString("%1 CUDA device(s)").arg(runtime.cuda_devices)
           : QString("CPU (%1)").arg(QString::fromStdString(runtime.cpu_capability));
   QMessageBox::about(this, "About RematLab",
-                     QString("<b>RematLab</b> — activation checkpointing, measured.<br><br>"
+                     QString("<b>RematLab %6</b> — activation checkpointing, measured.<br><br>"
                              "Qt %1<br>LibTorch %2 (BLAS: %3)<br>SQLite %4<br>Device: %5<br><br>"
                              "Licence: GPL-3.0-or-later")
                          .arg(qVersion())
                          .arg(QString::fromStdString(runtime.torch_version))
                          .arg(QString::fromStdString(runtime.blas_build))
                          .arg(QString::fromStdString(sqlite_version()))
-                         .arg(device));
+                         .arg(device)
+                         .arg(QApplication::applicationVersion()));
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {

@@ -5,6 +5,7 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
+#include <QIcon>
 #include <QTemporaryDir>
 
 #include "demo_screenshots.h"
@@ -15,11 +16,17 @@ int main(int argc, char** argv) {
   rematlab::configure_host_allocator_for_training();
   QApplication app(argc, argv);
   QApplication::setApplicationName("RematLab");
+  QApplication::setApplicationVersion(REMATLAB_VERSION);  // --version and Help → About
   QApplication::setOrganizationName("RematLab");
+  // The installed menu entry (org.rematlab.rematlab.desktop) and its icon: desktops match the
+  // window to the entry by this name, and the icon theme finds the icon the package installs.
+  QApplication::setDesktopFileName("org.rematlab.rematlab");
+  QApplication::setWindowIcon(QIcon::fromTheme("rematlab"));
 
   QCommandLineParser options;
   options.setApplicationDescription("RematLab: activation checkpointing, measured.");
   options.addHelpOption();
+  options.addVersionOption();
   const QCommandLineOption database("db", "Open this runs database.", "FILE");
   const QCommandLineOption screenshots(
       "demo-screenshots", "Run a short demo sweep, save screenshots to DIR, quit.", "DIR");

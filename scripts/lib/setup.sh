@@ -7,10 +7,13 @@ TORCH_VERSION="2.11.0"  # the GPU validation machine runs PyTorch 2.11 too
 BUILD_DIR="${REMATLAB_BUILD_DIR:-$REPO_ROOT/build}"
 
 # strace: a test checks the CSV export's fsync; clang-format: the format check; util-linux
-# (setpriv): tests that must see write protection as a user does.
+# (setpriv, unshare): tests that must see write protection as a user does, and the package check.
+# help2man: the window's man page; dpkg-dev (dpkg-shlibdeps), appstream, desktop-file-utils,
+# man-db and file: the package and the package check (scripts/check_package.sh).
 APT_PACKAGES=(cmake ninja-build g++ pkg-config python3 python3-venv
               qt6-base-dev libqcustomplot-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev
-              libgtest-dev xvfb xauth strace clang-format util-linux)
+              libgtest-dev xvfb xauth strace clang-format util-linux
+              help2man dpkg-dev appstream desktop-file-utils man-db file)
 
 log() { echo "[rematlab] $*" >&2; }
 
