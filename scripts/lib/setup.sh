@@ -7,10 +7,11 @@ TORCH_VERSION="2.11.0"  # the GPU validation machine runs PyTorch 2.11 too
 BUILD_DIR="${REMATLAB_BUILD_DIR:-$REPO_ROOT/build}"
 
 # strace: a test checks the CSV export's fsync; clang-format: the format check; util-linux
-# (setpriv): tests that must see write protection as a user does.
+# (setpriv): tests that must see write protection as a user does; libgloo-dev: the gloo headers
+# c10d's ProcessGroupGloo.hpp includes (the PyTorch wheel ships none).
 APT_PACKAGES=(cmake ninja-build g++ pkg-config python3 python3-venv
               qt6-base-dev libqcustomplot-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev
-              libgtest-dev xvfb xauth strace clang-format util-linux)
+              libgtest-dev xvfb xauth strace clang-format util-linux libgloo-dev)
 
 log() { echo "[rematlab] $*" >&2; }
 
