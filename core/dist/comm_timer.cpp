@@ -37,11 +37,23 @@ void CommTimer::launched(const c10::intrusive_ptr<c10d::Work>& work, bool device
   if (!device_timed) {
     // Runs on Gloo's thread when the collective ends (or here, if it already has).
     std::weak_ptr<std::atomic<int64_t>> end = entry.end_ns;
-    work->getFuture()->addCallback([end](c10::ivalue::Future&) {
-      if (auto slot = end.lock()) slot->store(Clock::now().time_since_epoch().count());
-    });
+    try {
+      work->getFuture()->addCallback([end](c10::ivalue::Future&) {
+        if (auto slot = end.lock()) slot->store(Clock::now().time_since_epoch().count());
+      });
+    } catch (const std::exception&) {
+      // No future for this collective: waited() closes its interval.
+    }
   }
   launched_.push_back(std::move(entry));
+}
+
+void CommTimer::waited(const c10::intrusive_ptr<c10d::Work>& work) {
+  const int64_t now = Clock::now().time_since_epoch().count();
+  for (Launched& entry : launched_) {
+    int64_t unmarked = 0;
+    if (entry.work == work) entry.end_ns->compare_exchange_strong(unmarked, now);
+  }
 }
 
 void CommTimer::blocked(Clock::time_point start, Clock::time_point end) {

@@ -20,6 +20,9 @@ class CommTimer {
   // Gloo's thread); NCCL completes futures when a collective is queued, so there its interval
   // is its start plus the duration CUDA events measured (`device_timed`).
   void launched(const c10::intrusive_ptr<c10d::Work>& work, bool device_timed);
+  // `work` has been waited for: a collective whose end was not marked by its future (Gloo's
+  // reduce-scatter has none) ends now at the latest.
+  void waited(const c10::intrusive_ptr<c10d::Work>& work);
   // A span the training thread was blocked on communication.
   void blocked(Clock::time_point start, Clock::time_point end);
 

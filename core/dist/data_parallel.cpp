@@ -169,6 +169,7 @@ struct DataParallel::Engine {
     while (next_to_send < buckets.size()) send(next_to_send++);
     for (Bucket& bucket : buckets) {
       blocking([&] { context->wait(bucket.work, "averaging gradients"); });
+      timer.waited(bucket.work);
       bucket.work.reset();
     }
     send_late_gradients();
