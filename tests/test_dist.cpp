@@ -473,10 +473,12 @@ TEST_P(DataParallelSharding, SameParametersAsPlainDataParallelWithOneNthOfTheSta
       EXPECT_NEAR(param_bytes + grad_bytes + optimizer_bytes,
                   static_cast<double>(predicted.total()), 4 * slack)
           << shard;
-      // What the allocator saw live at the start of a step is these model states.
+      // What the allocator saw live at the start of a step is these model states: nothing a
+      // collective held was left uncounted (freed on Gloo's thread, say).
       const double states = param_bytes + grad_bytes + optimizer_bytes;
       EXPECT_GE(baseline, states) << shard;
-      EXPECT_LT(baseline, states + (64 << 10)) << shard;
+      EXPECT_LT(baseline, states + 4096)
+          << shard << ", rank " << rank << ": " << baseline - states << " bytes more";
       if (rank == 0) stats[shard] = s;
     }
   }

@@ -33,7 +33,8 @@ double union_ms(std::vector<Span> spans) {
 }  // namespace
 
 void CommTimer::launched(const c10::intrusive_ptr<c10d::Work>& work, bool device_timed) {
-  Launched entry{Clock::now(), std::make_shared<std::atomic<int64_t>>(0), work, device_timed};
+  Launched entry{Clock::now(), std::make_shared<std::atomic<int64_t>>(0), work.get(),
+                 device_timed ? work : c10::intrusive_ptr<c10d::Work>()};
   if (!device_timed) {
     // Runs on Gloo's thread when the collective ends (or here, if it already has).
     std::weak_ptr<std::atomic<int64_t>> end = entry.end_ns;
@@ -52,7 +53,7 @@ void CommTimer::waited(const c10::intrusive_ptr<c10d::Work>& work) {
   const int64_t now = Clock::now().time_since_epoch().count();
   for (Launched& entry : launched_) {
     int64_t unmarked = 0;
-    if (entry.work == work) entry.end_ns->compare_exchange_strong(unmarked, now);
+    if (entry.identity == work.get()) entry.end_ns->compare_exchange_strong(unmarked, now);
   }
 }
 
@@ -64,10 +65,10 @@ double CommTimer::comm_ms() const {
   std::vector<Span> spans = blocked_;
   for (const Launched& entry : launched_) {
     Clock::time_point end = entry.start;
-    if (entry.device_timed) {
+    if (entry.device_work) {
       try {
         end += std::chrono::duration_cast<Clock::duration>(
-            std::chrono::duration<double, std::milli>(entry.work->getDuration()));
+            std::chrono::duration<double, std::milli>(entry.device_work->getDuration()));
       } catch (const std::exception&) {
         // No timing events on this work: its interval stays empty.
       }

@@ -34,8 +34,10 @@ class CommTimer {
   struct Launched {
     Clock::time_point start;
     std::shared_ptr<std::atomic<int64_t>> end_ns;  // since the clock's epoch; 0 until done
-    c10::intrusive_ptr<c10d::Work> work;
-    bool device_timed = false;
+    const c10d::Work* identity = nullptr;          // to match waited(); never dereferenced
+    // Held for NCCL's duration only: a Gloo collective must be freed by its waiter (see
+    // DistContext::wait).
+    c10::intrusive_ptr<c10d::Work> device_work;
   };
   std::vector<Launched> launched_;
   std::vector<std::pair<Clock::time_point, Clock::time_point>> blocked_;

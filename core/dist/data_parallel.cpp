@@ -134,14 +134,30 @@ struct DataParallel::Engine {
     while (next_to_send < buckets.size() && buckets[next_to_send].complete) send(next_to_send++);
   }
 
-  // The collective that averages `input` (a bucket-sized buffer) over ranks: an all-reduce in
-  // place, or in gradients mode a reduce-scatter into this rank's shard `output`.
+  // Gloo's reduce-scatter frees, on its own thread, a buffer it allocated on the caller's, so
+  // the memory tracker (which sees frees on the training thread only) would count it live
+  // forever. On Gloo the gradients mode therefore all-reduces a bucket and keeps its shard: twice
+  // the traffic of a reduce-scatter, the same memory. NCCL reduce-scatters.
+  bool scatter_by_all_reduce() const {
+    return shard == ShardMode::kGradients && !context->device().is_cuda();
+  }
+
+  // The collective that sums `input` (a bucket-sized buffer) over ranks: an all-reduce in place,
+  // or in gradients mode a reduce-scatter into this rank's shard `output` (see take_shard()).
   c10::intrusive_ptr<c10d::Work> reduce(torch::Tensor& input, torch::Tensor& output) {
-    if (shard == ShardMode::kGradients) {
+    if (shard == ShardMode::kGradients && !scatter_by_all_reduce()) {
       return context->backend()._reduce_scatter_base(output, input);
     }
     std::vector<at::Tensor> tensors{input};
     return context->backend().allreduce(tensors);
+  }
+
+  // After reduce() is done: this rank's shard of the sum.
+  torch::Tensor take_shard(std::size_t index, const torch::Tensor& input,
+                           const torch::Tensor& output) const {
+    if (!scatter_by_all_reduce()) return output;
+    const BucketLayout& bucket = layout[index];
+    return input.narrow(0, bucket.shard_begin(context->rank()), bucket.shard_numel);
   }
 
   void send(std::size_t index) {
@@ -167,10 +183,15 @@ struct DataParallel::Engine {
     armed = false;
     // Buckets with a parameter that got no gradient (unused in this graph) go now.
     while (next_to_send < buckets.size()) send(next_to_send++);
-    for (Bucket& bucket : buckets) {
+    for (std::size_t index = 0; index < buckets.size(); ++index) {
+      Bucket& bucket = buckets[index];
       blocking([&] { context->wait(bucket.work, "averaging gradients"); });
       timer.waited(bucket.work);
       bucket.work.reset();
+      if (scatter_by_all_reduce()) {
+        torch::NoGradGuard no_grad;
+        bucket.shard_grad.copy_(take_shard(index, bucket.grads, bucket.shard_grad));
+      }
     }
     send_late_gradients();
     torch::NoGradGuard no_grad;
@@ -209,11 +230,13 @@ struct DataParallel::Engine {
         bucket.late = torch::zeros({layout[index].padded_numel}, flat_options());
       }
       torch::Tensor target = shard == ShardMode::kGradients ? bucket.shard_grad : bucket.grads;
-      torch::Tensor reduced =
-          shard == ShardMode::kGradients ? torch::empty_like(target) : bucket.late;
+      torch::Tensor reduced = shard == ShardMode::kGradients && !scatter_by_all_reduce()
+                                  ? torch::empty_like(target)
+                                  : bucket.late;
       blocking([&] { context->wait(reduce(bucket.late, reduced), "averaging late gradients"); });
       torch::NoGradGuard no_grad;
-      target.add_(reduced);
+      target.add_(shard == ShardMode::kGradients ? take_shard(index, bucket.late, reduced)
+                                                 : reduced);
       bucket.late.reset();
     }
   }

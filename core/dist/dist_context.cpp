@@ -175,6 +175,10 @@ void DistContext::wait(const c10::intrusive_ptr<c10d::Work>& work, const char* w
     }
     throw PeerFailure(std::string(what) + ": " + why + " [" + text + "]");
   }
+  if (device_.is_cuda()) return;  // the caching allocator counts frees from any thread
+  // Gloo's worker drops its reference just after completing the work's future.
+  const auto deadline = Clock::now() + std::chrono::seconds(1);
+  while (work.use_count() > 1 && Clock::now() < deadline) std::this_thread::yield();
 }
 
 double DistContext::sum(double local) {

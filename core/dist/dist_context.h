@@ -42,7 +42,9 @@ class DistContext {
   c10d::Store& store() { return *store_; }
 
   // Waits for `work`, turning any failure of the group (a peer gone, the timeout) into a
-  // PeerFailure that says what was being done.
+  // PeerFailure that says what was being done. On Gloo it returns once the caller's reference
+  // is the last one (the caller must hold exactly one), so that the collective and the tensors
+  // it holds are freed on the caller's thread: the memory tracker counts frees only there.
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what);
 
   // Small collectives, blocking.
