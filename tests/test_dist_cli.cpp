@@ -107,6 +107,22 @@ bool wait_until(const std::function<bool()>& condition, std::chrono::seconds tim
   return condition();
 }
 
+// The launcher's ranks once rank 0 has trained 3 steps; empty if the launcher ended first or
+// that took more than two minutes.
+std::map<int, pid_t> ranks_training(ChildProcess& launcher, std::size_t count,
+                                    const std::string& err) {
+  std::map<int, pid_t> ranks;
+  const bool training = wait_until(
+      [&] {
+        if (launcher.wait_for(std::chrono::milliseconds(0))) return true;
+        ranks = ranks_of(launcher.pid());
+        return ranks.size() == count && slurp(err).find("[rank 0] step 3/") != std::string::npos;
+      },
+      std::chrono::seconds(120));
+  if (!training || launcher.wait_for(std::chrono::milliseconds(0))) return {};
+  return ranks;
+}
+
 TEST(DistCli, TwoLocalRanksReportAndRecordEveryRanksFigures) {
   ScratchDir dir("two");
   const std::string db = dir.file("runs.sqlite");
@@ -159,15 +175,8 @@ TEST(DistCli, KillingARankFailsTheRunNamingItWithinTheTimeoutAndLeavesNothingBeh
     args.push_back(word);
   }
   ChildProcess launcher(args, {}, dir.file("out"), dir.file("err"));
-  std::map<int, pid_t> ranks;
-  ASSERT_TRUE(wait_until(
-      [&] {
-        ranks = ranks_of(launcher.pid());
-        return ranks.size() == 3 &&
-               slurp(dir.file("err")).find("[rank 0] step 3/") != std::string::npos;
-      },
-      std::chrono::seconds(120)))
-      << slurp(dir.file("err"));
+  const std::map<int, pid_t> ranks = ranks_training(launcher, 3, dir.file("err"));
+  ASSERT_EQ(ranks.size(), 3u) << slurp(dir.file("err"));
   ASSERT_EQ(::kill(ranks.at(1), SIGKILL), 0);
   const auto killed = Clock::now();
   const std::optional<int> code = launcher.exit_code(std::chrono::seconds(40));
@@ -199,15 +208,8 @@ TEST(DistCli, AHungRankIsKilledAfterTheTimeoutAndNamed) {
     args.push_back(word);
   }
   ChildProcess launcher(args, {}, dir.file("out"), dir.file("err"));
-  std::map<int, pid_t> ranks;
-  ASSERT_TRUE(wait_until(
-      [&] {
-        ranks = ranks_of(launcher.pid());
-        return ranks.size() == 2 &&
-               slurp(dir.file("err")).find("[rank 0] step 3/") != std::string::npos;
-      },
-      std::chrono::seconds(120)))
-      << slurp(dir.file("err"));
+  const std::map<int, pid_t> ranks = ranks_training(launcher, 2, dir.file("err"));
+  ASSERT_EQ(ranks.size(), 2u) << slurp(dir.file("err"));
   ASSERT_EQ(::kill(ranks.at(1), SIGSTOP), 0);
   const std::optional<int> code = launcher.exit_code(std::chrono::seconds(40));
   ASSERT_TRUE(code.has_value()) << slurp(dir.file("err"));

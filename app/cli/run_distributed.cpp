@@ -215,6 +215,13 @@ int launch_local_ranks(const RunConfig& config, const RankRunOptions& options,
   if (parse_device(config.device).is_cuda() && config.device != "cuda") {
     throw InvalidInput("--device", "with several ranks give cuda: each rank takes cuda:LOCAL_RANK");
   }
+  if (config.world_size > max_threads()) {
+    throw InvalidInput("--nproc",
+                       std::to_string(config.world_size) +
+                           " ranks on this host is more than the limit of " +
+                           std::to_string(max_threads()) +
+                           " (4 per hardware thread); use torchrun or srun across hosts");
+  }
   dist::LocalLaunch launch;
   launch.nproc = static_cast<int>(config.world_size);
   launch.args = rank_command_line();

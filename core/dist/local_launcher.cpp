@@ -188,6 +188,19 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
   const int port = server->getPort();
 
   std::vector<Rank> ranks(static_cast<std::size_t>(launch.nproc));
+  // Should starting the next rank fail, the ones already started must not be left running.
+  struct StopStarted {
+    std::vector<Rank>& ranks;
+    bool armed = true;
+    ~StopStarted() {
+      if (!armed) return;
+      for (Rank& rank : ranks) {
+        if (rank.pid <= 0) continue;
+        ::kill(rank.pid, SIGKILL);
+        ::waitpid(rank.pid, &rank.status, 0);
+      }
+    }
+  } stop_started{ranks};
   const pid_t launcher = ::getpid();
   for (int index = 0; index < launch.nproc; ++index) {
     Rank& rank = ranks[static_cast<std::size_t>(index)];
@@ -215,6 +228,7 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
     rank.running = true;
   }
 
+  stop_started.armed = false;  // from here on every rank is waited for below
   LaunchOutcome outcome;
   std::optional<Clock::time_point> deadline;
   bool cancel_forwarded = false;

@@ -25,6 +25,8 @@ double elapsed_ms(Clock::time_point since) {
 
 // Data draws come from their own generator, so they never shift the dropout stream.
 constexpr uint64_t kDataSeedSalt = 0x9E3779B97F4A7C15ull;
+// Data parallel: rank r > 0 draws its dropout from seed ^ (r × this).
+constexpr uint64_t kRankSeedSalt = 0xD1B54A32D192ED03ull;
 
 }  // namespace
 
@@ -71,7 +73,14 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<GradientExchange> exchange)
   if (config_.precision == Precision::kFp16) {
     scaler_.emplace(config_.loss_scale, config_.loss_scale_growth_interval);
   }
-  if (exchange_) exchange_->attach(params_);
+  if (exchange_) {
+    exchange_->attach(params_);
+    // Dropout draws from the default generator: each rank its own stream (rank 0 keeps the
+    // run's), or every rank would drop the same positions of its different rows.
+    if (exchange_->rank() > 0) {
+      torch::manual_seed(config_.seed ^ (kRankSeedSalt * static_cast<uint64_t>(exchange_->rank())));
+    }
+  }
   const OffloadSpec offload = parse_offload(config_.offload);
   if (offload.kind == OffloadKind::kDisk) {
     DiskOffloadOptions options;
