@@ -26,6 +26,7 @@
 #include "dist/dist_env.h"
 #include "estimate/model_state.h"
 #include "estimate/sharded_states.h"
+#include "sweep/sweep_spec.h"
 #include "train/run_fields.h"
 #include "train/trainer.h"
 
@@ -281,6 +282,21 @@ TEST(DistEnv, RefusesMalformedVariablesNamingThem) {
   EXPECT_EQ(field_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}),
             "MASTER_PORT");
   EXPECT_EQ(field_of({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}}), "SLURM_PROCID");
+}
+
+TEST(DataParallelSweep, ASpecAskingForRanksOrShardsIsRefusedNamingTheKey) {
+  // A sweep trains every point in its own process: such a point would not be what it says.
+  for (const char* text :
+       {R"({"base": {"world_size": 2}})", R"({"axes": {"shard": ["none", "optimizer"]}})"}) {
+    try {
+      parse_sweep_spec(nlohmann::ordered_json::parse(text));
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const InvalidInput& error) {
+      const std::string key =
+          std::string(text).find("world_size") != std::string::npos ? "world_size" : "shard";
+      EXPECT_NE(error.field().find(key), std::string::npos) << error.what();
+    }
+  }
 }
 
 TEST(BucketLayout, FillsInReverseOrderUpToTheCapAndPadsToTheWorldSize) {
