@@ -6,7 +6,9 @@
 #   2. run the CUDA-only tests (one at a time: one of them fills the device on purpose);
 #   3. run the gradient check for every policy on CUDA, deterministic;
 #   4. measure the article's table: gpt2-350m, seq_len 1024, bf16, under a 40 GiB budget;
-#   5. run the rest of the suite (CPU tests, already green in CI) if time is left.
+#   5. the NCCL path (docs/distributed.md): data parallel runs on CUDA, sharded, one rank per GPU
+#      (one GPU: a world of one, which still runs every collective through NCCL);
+#   6. run the rest of the suite (CPU tests, already green in CI) if time is left.
 # Everything lands in $OUT/gpu-results.md (./gpu-out without $OUT), written as it goes, so a run
 # stopped at its limit still leaves what it measured.
 #
@@ -32,7 +34,8 @@ esac
 if [[ "$MODE" == "prepare" ]]; then
   mkdir -p "$DEBS"
   cd "$DEBS"
-  apt-get download libsqlite3-dev libsqlite3-0 nlohmann-json3-dev libcli11-dev libgtest-dev
+  apt-get download libsqlite3-dev libsqlite3-0 nlohmann-json3-dev libcli11-dev libgtest-dev \
+    libgloo-dev
   ls -l "$DEBS"
   exit 0
 fi
@@ -88,7 +91,7 @@ make_prefix() {
   LIBDIR="$PREFIX/usr/lib/x86_64-linux-gnu"
   for needed in "$PREFIX/usr/include/sqlite3.h" "$LIBDIR/libsqlite3.so" \
                 "$PREFIX/usr/share/cmake/nlohmann_json" "$PREFIX/usr/share/cmake/CLI11" \
-                "$LIBDIR/cmake/GTest"; do
+                "$LIBDIR/cmake/GTest" "$PREFIX/usr/include/gloo/config.h"; do
     [[ -e "$needed" ]] || { say "the prefix lacks $needed"; exit 1; }
   done
 }
@@ -277,7 +280,48 @@ print()
 EOF
 say "table done"
 
-# --- 5. the rest of the suite ----------------------------------------------------------------
+# --- 5. the NCCL path ------------------------------------------------------------------------
+
+# One rank per GPU (Gloo on the CPU in the dry run). With one GPU, --shard over a world of one
+# still issues every collective (all-reduce, reduce-scatter, all-gather) through NCCL.
+if [[ "$MODE" == "gpu" ]]; then
+  RANKS="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
+  DP_ARGS="--preset gpt2-124m --device cuda --precision bf16 --batch 4 --steps 4 --checkpoint every:1"
+else
+  RANKS=2
+  DP_ARGS="--preset tiny --threads 1 --batch 4 --steps 4 --checkpoint every:1"
+fi
+(( RANKS >= 1 )) || RANKS=1
+md "## Data parallel ($DEVICE, $RANKS rank(s): NCCL on CUDA, Gloo on the CPU)" "" \
+   "\`rematlab-cli run $DP_ARGS --shard S [--nproc $RANKS] --json\`" "" \
+   "| shard | status | ranks | final loss | rank 0 model states | rank 0 peak | comm ms | hidden ms | wait ms | tokens/s |" \
+   "|---|---|---|---|---|---|---|---|---|---|"
+for shard in none optimizer gradients; do
+  if (( $(left) < 90 )); then md "| $shard | not run (time) | | | | | | | | |"; continue; fi
+  nproc_flag=()
+  (( RANKS > 1 )) && nproc_flag=(--nproc "$RANKS")
+  # shellcheck disable=SC2086  # DP_ARGS is a list of flags
+  if line="$(timeout 300 "$CLI" run $DP_ARGS --shard "$shard" "${nproc_flag[@]}" --dist-timeout 60 \
+                --json 2>>"$LOG" | tail -1)"; then
+    row="$(python3 -c '
+import json, sys
+r = json.loads(sys.argv[1]); k = (r.get("ranks") or [{}])[0]
+mib = lambda b: "%.1f MiB" % (b / 2**20)
+states = k.get("param_bytes", 0) + k.get("grad_bytes", 0) + k.get("optimizer_bytes", 0)
+print("%s | %d | %.4f | %s | %s | %.1f | %.1f | %.1f | %.0f" % (r["status"], len(r.get("ranks") or [1]),
+      r["final_loss"], mib(states) if states else "-", mib(r["peak_bytes"]), r.get("comm_ms", 0),
+      r.get("comm_hidden_ms", 0), r.get("comm_wait_ms", 0), r["tokens_per_s"]))' "$line")"
+    [[ "$row" == ok* ]] || fail "data parallel --shard $shard did not end ok"
+  else
+    row="error (see log) | | | | | | | | |"
+    fail "data parallel --shard $shard failed to run"
+  fi
+  md "| $shard | $row |"
+done
+md ""
+say "data parallel done"
+
+# --- 6. the rest of the suite ----------------------------------------------------------------
 
 remaining=$(( $(left) - 10 ))
 if (( remaining > 30 )); then

@@ -8,6 +8,8 @@
 #include "cli/estimate_text.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
+#include "dist/dist_env.h"
+#include "dist/shard_mode.h"
 #include "estimate/estimate.h"
 #include "train/run_config.h"
 
@@ -25,6 +27,8 @@ struct EstimateOptions {
   std::string offload = "none";
   int64_t batch = 1;
   std::vector<std::string> device_memory;
+  int64_t nproc = 1;
+  std::string shard = "none";
   bool json = false;
 
   bool has_shape_flags() const {
@@ -75,6 +79,12 @@ struct EstimateOptions {
     for (const auto& size : device_memory) {
       request.device_memories.push_back(parse_byte_size(size, "--device-memory"));
     }
+    if (nproc < 1 || nproc > dist::kMaxWorldSize) {
+      throw InvalidInput("--nproc", "must be between 1 and " + std::to_string(dist::kMaxWorldSize));
+    }
+    request.world_size = nproc;
+    dist::parse_shard(shard);  // names --shard when unknown
+    request.shard = shard;
     return request;
   }
 };
@@ -111,6 +121,13 @@ Command add_estimate_command(CLI::App& app) {
   command->add_option("--batch", options->batch, "Micro-batch size")->capture_default_str();
   command->add_option("--device-memory", options->device_memory,
                       "Device memory to fit (repeatable; default 24GiB 40GiB 80GiB 141GiB)");
+  command->add_option("--nproc", options->nproc, "Data-parallel ranks (model states per rank)")
+      ->capture_default_str();
+  command
+      ->add_option("--shard", options->shard,
+                   "none, optimizer (optimizer state and master copy divided among ranks) or "
+                   "gradients (gradients too)")
+      ->capture_default_str();
   command->add_flag("--json", options->json, "Print one JSON object as the last line of stdout");
   return {command, [options]() {
             const estimate::Estimate result = estimate::make_estimate(options->resolve());

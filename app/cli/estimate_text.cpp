@@ -48,7 +48,12 @@ std::string estimate_to_text(const estimate::Estimate& estimate) {
   }
   out << "training    " << rematlab::to_string(request.precision) << ", "
       << to_string(request.optimizer) << ", checkpoint " << request.checkpoint
-      << (request.offload ? " + disk offload" : "") << ", batch " << request.batch << "\n\n";
+      << (request.offload ? " + disk offload" : "") << ", batch " << request.batch << "\n";
+  if (request.world_size > 1 || request.shard != "none") {
+    out << "per rank    " << request.world_size << " rank(s), shard " << request.shard
+        << ": the model states below are one rank's\n";
+  }
+  out << "\n";
 
   std::vector<std::vector<std::string>> rows = {
       bytes_row("weights", estimate.states.weights),

@@ -3,8 +3,13 @@
 
 #include "cli/cli_output.h"
 #include "cli/commands.h"
+#include "cli/dist_options.h"
+#include "cli/run_distributed.h"
 #include "cli/run_options.h"
 #include "common/byte_size.h"
+#include "common/errors.h"
+#include "dist/dist_env.h"
+#include "dist/dist_errors.h"
 #include "store/peak_flops_registry.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
@@ -31,6 +36,29 @@ void print_summary(const RunSummary& summary) {
             << format_number(100.0 * summary.hfu, 1) << " % of "
             << format_number(summary.peak_flops / 1e9, 1) << " GFLOP/s ("
             << summary.peak_flops_source << ")\n";
+  if (summary.ranks.empty()) return;
+  std::cout << "communication    " << format_number(summary.comm_ms, 1) << " ms per step, "
+            << format_number(summary.comm_hidden_ms, 1) << " ms hidden, "
+            << format_number(summary.comm_wait_ms, 1) << " ms waited (rank 0)\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const RankResult& rank : summary.ranks) {
+    rows.push_back({std::to_string(rank.rank), format_bytes(rank.peak_bytes),
+                    format_bytes(rank.model_state_bytes()), format_bytes(rank.optimizer_bytes),
+                    format_number(rank.step_ms, 1), format_number(rank.comm_ms, 1),
+                    format_number(rank.comm_hidden_ms, 1), format_number(rank.comm_wait_ms, 1)});
+  }
+  std::cout << "\n"
+            << format_table({"rank", "peak", "model states", "optimizer", "step ms", "comm ms",
+                             "hidden ms", "wait ms"},
+                            rows);
+}
+
+void print_result(const RunSummary& summary, bool json) {
+  if (json) {
+    print_json_line(to_json(summary));
+  } else {
+    print_summary(summary);
+  }
 }
 
 }  // namespace
@@ -39,12 +67,44 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
   auto* command = app.add_subcommand("run", "Train a model and measure memory, time and loss");
   auto options = std::make_shared<RunOptions>();
   options->add_to(*command);
+  auto dist_options = std::make_shared<DistOptions>();
+  dist_options->add_to(*command);
   auto db = std::make_shared<std::string>();
   auto name = std::make_shared<std::string>();
   command->add_option("--db", *db, "Record the run (and every step) in this runs database");
   command->add_option("--name", *name, "The run's name in the database (default: its policy)");
-  return {command, [options, db, name, &cancel]() {
+  return {command, [options, dist_options, db, name, &cancel]() {
             RunConfig config = options->resolve();
+            dist_options->apply(config);
+            const RankRunOptions rank_options{*db, *name, dist_options->timeout()};
+            const dist::DistEnv env = dist::dist_env_from_process();
+            if (env.distributed()) {
+              if (dist_options->nproc_given()) {
+                throw InvalidInput(
+                    "--nproc", "this process is already rank " + std::to_string(env.rank) + " of " +
+                                   std::to_string(env.world_size) + " (started by " + env.launcher +
+                                   "); leave starting ranks to the launcher");
+              }
+              try {
+                const std::optional<RunSummary> summary =
+                    run_as_rank(config, env, rank_options, cancel);
+                if (summary) print_result(*summary, options->json);
+              } catch (const dist::PeerFailure& failure) {
+                std::cerr << "rematlab-cli: error: " << failure.what() << std::endl;
+                return dist::kExitPeerFailed;
+              }
+              return 0;
+            }
+            if (config.world_size > 1) return launch_local_ranks(config, rank_options, cancel);
+            if (config.shard != "none") {
+              // Sharding over one rank: the data-parallel path, in this process, on a free port.
+              dist::DistEnv alone;
+              alone.master_port = 0;
+              const std::optional<RunSummary> summary =
+                  run_as_rank(config, alone, rank_options, cancel);
+              print_result(*summary, options->json);
+              return 0;
+            }
             // The trainer first: everything it sets up (the model, an offload directory) can still
             // fail as bad input before a database is created or written.
             Trainer trainer(config);
@@ -76,11 +136,7 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
             }
             summary.run_id = run_id;
             if (writer) writer->finish_run(*run_id, summary);
-            if (options->json) {
-              print_json_line(to_json(summary));
-            } else {
-              print_summary(summary);
-            }
+            print_result(summary, options->json);
             return 0;  // an oom, cancelled or diverged run is a result, not a failure
           }};
 }

@@ -1,6 +1,7 @@
 #include "estimate/estimate.h"
 
 #include "common/errors.h"
+#include "estimate/sharded_states.h"
 
 namespace rematlab::estimate {
 namespace {
@@ -89,7 +90,9 @@ Estimate make_estimate(const EstimateRequest& request) {
   }
   estimate.params =
       request.nominal_params > 0 ? request.nominal_params : *estimate.architecture_params;
-  estimate.states = model_state_bytes(estimate.params, request.precision, request.optimizer);
+  estimate.states = per_rank_model_states(
+      model_state_bytes(estimate.params, request.precision, request.optimizer), request.world_size,
+      request.shard);
   for (const int64_t memory : estimate.request.device_memories) {
     DeviceFit fit;
     fit.memory_bytes = memory;
@@ -118,6 +121,8 @@ nlohmann::json to_json(const Estimate& estimate) {
       {"checkpoint", request.checkpoint},
       {"offload", request.offload},
       {"batch", request.batch},
+      {"world_size", request.world_size},
+      {"shard", request.shard},
       {"weights_bytes", estimate.states.weights},
       {"master_bytes", estimate.states.master},
       {"gradients_bytes", estimate.states.gradients},

@@ -26,6 +26,9 @@ struct EstimateRequest {
   int64_t batch = 1;
   std::vector<int64_t> device_memories;  // bytes; empty: 24, 40, 80 and 141 GiB
   int64_t max_batch_limit = 1 << 20;
+  // Data parallel: ranks and what they shard (estimate/sharded_states.h); states are per rank.
+  int64_t world_size = 1;
+  std::string shard = "none";
 };
 
 struct DeviceFit {
@@ -39,7 +42,7 @@ struct Estimate {
   EstimateRequest request;
   std::optional<int64_t> architecture_params;  // exact count from the shape
   int64_t params = 0;                          // what the model states are computed from
-  ModelStateBytes states;
+  ModelStateBytes states;                      // one rank's (all of them for one process)
   std::optional<ActivationEstimate> activations;
   std::optional<int64_t> best_interval;
   std::optional<int64_t> best_interval_peak_bytes;

@@ -136,6 +136,11 @@ const std::vector<const char*>& migrations() {
         PRIMARY KEY (host, device, precision, threads)
       ) WITHOUT ROWID;
       )sql",
+      // 4 → 5: data-parallel communication per step (0 for runs of one process and older steps).
+      R"sql(
+      ALTER TABLE steps ADD COLUMN comm_ms REAL NOT NULL DEFAULT 0;
+      ALTER TABLE steps ADD COLUMN comm_wait_ms REAL NOT NULL DEFAULT 0;
+      )sql",
   };
   return list;
 }

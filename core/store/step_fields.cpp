@@ -32,6 +32,9 @@ const std::vector<StepField>& step_fields() {
       // Schema 3 added these; the steps table's columns keep this order.
       {"reserved_bytes", &StepMetrics::reserved_bytes},
       {"device_used_bytes", &StepMetrics::device_used_bytes},
+      // Schema 5.
+      {"comm_ms", &StepMetrics::comm_ms},
+      {"comm_wait_ms", &StepMetrics::comm_wait_ms},
   };
   return fields;
 }

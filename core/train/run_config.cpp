@@ -8,6 +8,8 @@
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "common/posix_files.h"
+#include "dist/dist_env.h"
+#include "dist/shard_mode.h"
 #include "runtime/device.h"
 
 namespace rematlab {
@@ -76,6 +78,22 @@ void validate_model_states_fit(const ModelConfig& model, const c10::Device& devi
   }
 }
 
+void validate_data_parallel(const RunConfig& config) {
+  if (config.world_size < 1 || config.world_size > dist::kMaxWorldSize) {
+    throw InvalidInput("--nproc", "must be between 1 and " + std::to_string(dist::kMaxWorldSize) +
+                                      ", got " + std::to_string(config.world_size));
+  }
+  const dist::ShardMode shard = dist::parse_shard(config.shard);
+  if (config.bucket_bytes <= 0 || config.bucket_bytes > (int64_t{1} << 40)) {
+    throw InvalidInput("--bucket-size", "must be between 1 byte and 1 TiB");
+  }
+  if (shard == dist::ShardMode::kGradients && config.precision == Precision::kFp16) {
+    throw InvalidInput("--shard",
+                       "gradients cannot be sharded with fp16 loss scaling yet; use "
+                       "--shard optimizer or bf16");
+  }
+}
+
 }  // namespace
 
 void validate(const RunConfig& config) {
@@ -138,6 +156,7 @@ void validate(const RunConfig& config) {
                        "offload moves the inputs that recomputed segments save; "
                        "choose a --checkpoint policy other than none");
   }
+  validate_data_parallel(config);
 }
 
 OffloadSpec parse_offload(const std::string& text) {
@@ -187,6 +206,9 @@ nlohmann::json to_json(const RunConfig& config) {
       {"loss_scale_growth_interval", config.loss_scale_growth_interval},
       {"tf32", config.tf32},
       {"deterministic", config.deterministic},
+      {"world_size", config.world_size},
+      {"shard", config.shard},
+      {"bucket_bytes", config.bucket_bytes},
   };
 }
 
@@ -196,6 +218,8 @@ std::string describe_run(const RunConfig& config) {
   if (config.offload != "none") text += "+" + config.offload;
   text += " b" + std::to_string(config.batch);
   if (config.precision != Precision::kFp32) text += " " + to_string(config.precision);
+  if (config.world_size > 1) text += " x" + std::to_string(config.world_size);
+  if (config.shard != "none") text += " shard:" + config.shard;
   return text;
 }
 

@@ -61,9 +61,14 @@ struct RunConfig {
   // Process-wide LibTorch switches, set while the run's Trainer lives (core/runtime/numerics.h).
   bool tf32 = false;           // CUDA fp32 matmuls on TF32 tensor cores; no effect on CPU
   bool deterministic = false;  // deterministic algorithms only (an error where none exists)
+  // Data parallel (core/dist): processes that each train `batch` rows of every global batch,
+  // what they partition (none | optimizer | gradients) and the gradient bucket size.
+  int64_t world_size = 1;
+  std::string shard = "none";
+  int64_t bucket_bytes = int64_t{25} << 20;
 
   int64_t timed_warmup_steps() const;
-  int64_t tokens_per_step() const { return batch * accum * model.seq_len; }
+  int64_t tokens_per_step() const { return batch * accum * model.seq_len; }  // per process
 };
 
 // Throws InvalidInput naming the offending flag. Checks that the device exists, that fp16 runs

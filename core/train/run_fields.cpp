@@ -172,6 +172,9 @@ const std::map<std::string, Setter>& setters() {
       {"loss_scale_growth_interval", integer(&RunConfig::loss_scale_growth_interval)},
       {"tf32", flag(&RunConfig::tf32)},
       {"deterministic", flag(&RunConfig::deterministic)},
+      {"world_size", integer(&RunConfig::world_size)},
+      {"shard", text(&RunConfig::shard)},
+      {"bucket_bytes", integer(&RunConfig::bucket_bytes)},
   };
   return table;
 }

@@ -45,6 +45,9 @@ const std::vector<ResultField>& result_fields() {
       {"peak_flops", &RunResult::peak_flops, U::kFlops},
       {"mfu", &RunResult::mfu, U::kFraction, true},
       {"hfu", &RunResult::hfu, U::kFraction, true},
+      {"comm_ms", &RunResult::comm_ms, U::kMilliseconds},
+      {"comm_wait_ms", &RunResult::comm_wait_ms, U::kMilliseconds},
+      {"comm_hidden_ms", &RunResult::comm_hidden_ms, U::kMilliseconds, true},
   };
   return fields;
 }
@@ -82,6 +85,12 @@ void RunSummary::summarize() {
   forward_ms = collect(&StepMetrics::forward_ms);
   backward_ms = collect(&StepMetrics::backward_ms);
   offload_wait_ms = collect(&StepMetrics::offload_wait_ms);
+  comm_ms = collect(&StepMetrics::comm_ms);
+  comm_wait_ms = collect(&StepMetrics::comm_wait_ms);
+  std::vector<double> hidden;
+  for (const auto* step : timed)
+    hidden.push_back(std::max(0.0, step->comm_ms - step->comm_wait_ms));
+  comm_hidden_ms = median(hidden);
   peak_bytes = baseline_bytes = peak_activation_bytes = saved_activation_bytes = 0;
   offloaded_peak_bytes = rss_peak_bytes = reserved_bytes = device_used_bytes = 0;
   for (const auto* step : timed) {
@@ -119,7 +128,9 @@ nlohmann::json to_json(const StepMetrics& step) {
           {"offload_wait_ms", step.offload_wait_ms},
           {"rss_bytes", step.rss_bytes},
           {"checkpoint_interval", step.checkpoint_interval},
-          {"recomputed_segments", step.recomputed_segments}};
+          {"recomputed_segments", step.recomputed_segments},
+          {"comm_ms", step.comm_ms},
+          {"comm_wait_ms", step.comm_wait_ms}};
 }
 
 nlohmann::json to_json(const RunResult& result) {
@@ -136,6 +147,11 @@ nlohmann::json to_json(const RunResult& result) {
         field.member);
   }
   json["peak_flops_source"] = result.peak_flops_source;
+  if (!result.ranks.empty()) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const RankResult& rank : result.ranks) ranks.push_back(to_json(rank));
+    json["ranks"] = std::move(ranks);
+  }
   return json;
 }
 
@@ -162,6 +178,9 @@ RunResult run_result_from_json(const nlohmann::json& json) {
   if (json.contains("peak_flops_source") && json["peak_flops_source"].is_string()) {
     result.peak_flops_source = json["peak_flops_source"].get<std::string>();
   }
+  if (json.contains("ranks") && json["ranks"].is_array()) {
+    for (const auto& rank : json["ranks"]) result.ranks.push_back(rank_result_from_json(rank));
+  }
   return result;
 }
 
@@ -182,6 +201,8 @@ nlohmann::json to_json(const RunSummary& summary) {
       {"vocab", config.model.vocab},
       {"batch", config.batch},
       {"accum", config.accum},
+      {"world_size", config.world_size},
+      {"shard", config.shard},
       {"steps", summary.steps_completed},
   };
   json.update(to_json(static_cast<const RunResult&>(summary)));

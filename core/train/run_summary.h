@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "memory/timeline_point.h"
+#include "train/rank_result.h"
 #include "train/run_config.h"
 #include "train/run_status.h"
 #include "train/step_metrics.h"
@@ -48,6 +49,13 @@ struct RunResult {
   double hfu = 0.0;
   // Where peak_flops came from, e.g. "database: measured 2026-11-30T10:00:00Z, best of 7".
   std::string peak_flops_source;
+  // Data parallel (0 alone), medians over timed steps: collectives in flight, the time the
+  // training thread was blocked on them, and the difference, hidden behind computation.
+  double comm_ms = 0.0;
+  double comm_wait_ms = 0.0;
+  double comm_hidden_ms = 0.0;
+  // Data parallel: every rank's figures, in rank order (empty for a run of one process).
+  std::vector<RankResult> ranks;
 };
 
 // How a result field reads best: the CLI and the window format values by it.
@@ -79,7 +87,8 @@ struct RunSummary : RunResult {
 };
 
 // The stored form: every result field (non-finite values as "nan"/"inf"), plus the source of
-// the peak. Reading ignores unknown keys and reads the schema-3 key "steps" as steps_completed.
+// the peak and, for a data-parallel run, "ranks". Reading ignores unknown keys and reads the
+// schema-3 key "steps" as steps_completed.
 nlohmann::json to_json(const RunResult& result);
 RunResult run_result_from_json(const nlohmann::json& json);
 

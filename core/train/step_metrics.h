@@ -38,6 +38,11 @@ struct StepMetrics {
   int64_t rss_peak_bytes = 0;
   int64_t checkpoint_interval = 0;  // K of every:K in force (schedule too); 0 if none
   int64_t recomputed_segments = 0;
+  // Data parallel (0 alone): collectives in flight during the step (the union of their
+  // intervals) and the time the training thread was blocked on them; comm_ms - comm_wait_ms ran
+  // hidden behind backward and recomputation.
+  double comm_ms = 0.0;
+  double comm_wait_ms = 0.0;
 };
 
 }  // namespace rematlab

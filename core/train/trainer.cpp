@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "common/errors.h"
 #include "estimate/flops.h"
 #include "memory/device_memory.h"
 #include "memory/memory_phase.h"
@@ -24,15 +25,25 @@ double elapsed_ms(Clock::time_point since) {
 
 // Data draws come from their own generator, so they never shift the dropout stream.
 constexpr uint64_t kDataSeedSalt = 0x9E3779B97F4A7C15ull;
+// Data parallel: rank r > 0 draws its dropout from seed ^ (r × this).
+constexpr uint64_t kRankSeedSalt = 0xD1B54A32D192ED03ull;
 
 }  // namespace
 
-Trainer::Trainer(RunConfig config)
+Trainer::Trainer(RunConfig config, std::shared_ptr<GradientExchange> exchange)
     : config_((validate(config), std::move(config))),  // nothing is built from invalid input
       numerics_({config_.tf32, config_.deterministic}),
       device_(parse_device(config_.device)),
       policy_(CheckpointPolicy::parse(config_.checkpoint)),
-      tracker_(device_) {
+      tracker_(device_),
+      exchange_(std::move(exchange)) {
+  const int64_t world = exchange_ ? exchange_->world_size() : 1;
+  if (config_.world_size != world) {
+    throw InvalidInput("--nproc", "a run over " + std::to_string(config_.world_size) +
+                                      " ranks needs its launcher (rematlab-cli run --nproc, "
+                                      "torchrun or srun); this process has " +
+                                      std::to_string(world));
+  }
   if (config_.threads > 0) at::set_num_threads(config_.threads);
   data_ = make_batch_source(config_.data, config_.model.seq_len, config_.model.vocab,
                             config_.seed ^ kDataSeedSalt);
@@ -62,6 +73,14 @@ Trainer::Trainer(RunConfig config)
   if (config_.precision == Precision::kFp16) {
     scaler_.emplace(config_.loss_scale, config_.loss_scale_growth_interval);
   }
+  if (exchange_) {
+    exchange_->attach(params_);
+    // Dropout draws from the default generator: each rank its own stream (rank 0 keeps the
+    // run's), or every rank would drop the same positions of its different rows.
+    if (exchange_->rank() > 0) {
+      torch::manual_seed(config_.seed ^ (kRankSeedSalt * static_cast<uint64_t>(exchange_->rank())));
+    }
+  }
   const OffloadSpec offload = parse_offload(config_.offload);
   if (offload.kind == OffloadKind::kDisk) {
     DiskOffloadOptions options;
@@ -74,8 +93,23 @@ Trainer::Trainer(RunConfig config)
 
 Trainer::~Trainer() = default;
 
-double Trainer::micro_batch(const CheckpointPlan& plan, StepMetrics& metrics) {
-  const TokenBatch batch = data_->next(config_.batch);
+TokenBatch Trainer::next_batch() {
+  if (!exchange_) return data_->next(config_.batch);
+  // Every process draws the same global batch and trains its own rows of it, so N processes of
+  // batch B see exactly what one process of batch N·B would.
+  TokenBatch global = data_->next(config_.batch * exchange_->world_size());
+  const int64_t first = exchange_->rank() * config_.batch;
+  return {global.tokens.narrow(0, first, config_.batch).contiguous(),
+          global.targets.narrow(0, first, config_.batch).contiguous()};
+}
+
+bool Trainer::cancel_requested(const std::atomic<bool>* cancel) {
+  const bool local = cancel && cancel->load();
+  return exchange_ ? exchange_->any_rank(local) : local;
+}
+
+double Trainer::micro_batch(const CheckpointPlan& plan, StepMetrics& metrics, bool last) {
+  const TokenBatch batch = next_batch();
   const torch::Tensor tokens = batch.tokens.to(device_);
   const torch::Tensor targets = batch.targets.to(device_);
 
@@ -97,7 +131,9 @@ double Trainer::micro_batch(const CheckpointPlan& plan, StepMetrics& metrics) {
   if (offload_) offload_->begin_backward();
   {
     ScopedMemoryPhase phase(MemoryPhase::kBackward);
+    if (exchange_) exchange_->before_backward(last);
     (scaler_ ? scaler_->scale(loss) : loss).backward();
+    if (exchange_) exchange_->after_backward(last);
   }
   const double value = loss.item<double>() * static_cast<double>(config_.accum);
   metrics.backward_ms += elapsed_ms(start);
@@ -110,19 +146,28 @@ void Trainer::update_parameters(StepMetrics& metrics) {
   bool finite = true;
   if (scaler_) {
     finite = scaler_->unscale(params_);
+    if (exchange_) finite = !exchange_->any_rank(!finite);
     metrics.loss_scale = scaler_->current();
   }
   if (finite) {
-    metrics.grad_norm = config_.grad_clip > 0.0
-                            ? torch::nn::utils::clip_grad_norm_(params_, config_.grad_clip)
-                            : torch::nn::utils::clip_grad_norm_(params_, INFINITY);
-    optimizer_->step();
+    const double max_norm = config_.grad_clip > 0.0 ? config_.grad_clip : INFINITY;
+    const std::optional<double> norm =
+        exchange_ ? exchange_->step(*optimizer_, max_norm) : std::nullopt;
+    if (norm) {
+      metrics.grad_norm = *norm;
+    } else {
+      metrics.grad_norm = torch::nn::utils::clip_grad_norm_(params_, max_norm);
+      optimizer_->step();
+    }
   }
   metrics.skipped = !finite;
   if (scaler_) scaler_->update(finite);
   {
     torch::NoGradGuard no_grad;
-    for (auto& param : params_) param.mutable_grad().zero_();
+    for (auto& param : params_) {
+      // Sharded gradients leave none between steps.
+      if (param.grad().defined()) param.mutable_grad().zero_();
+    }
   }
   device_memory::synchronize(device_);
   metrics.optimizer_ms = elapsed_ms(start);
@@ -145,14 +190,18 @@ StepMetrics Trainer::step(int64_t index, const TrainerCallbacks& callbacks) {
   const auto start = Clock::now();
   double loss_sum = 0.0;
   for (int64_t micro = 0; micro < config_.accum; ++micro) {
-    if (callbacks.cancel && callbacks.cancel->load()) throw Cancelled{};
-    loss_sum += micro_batch(plan, metrics);
+    if (cancel_requested(callbacks.cancel)) throw Cancelled{};
+    loss_sum += micro_batch(plan, metrics, micro + 1 == config_.accum);
   }
   update_parameters(metrics);
+  if (exchange_) loss_sum = exchange_->mean(loss_sum);  // the global batch's loss
   metrics.step_ms = elapsed_ms(start);
 
   metrics.loss = loss_sum / static_cast<double>(config_.accum);
-  metrics.tokens_per_s = static_cast<double>(config_.tokens_per_step()) / (metrics.step_ms / 1e3);
+  // Every process trains tokens_per_step() tokens in the same step: tokens/s of the whole run.
+  metrics.tokens_per_s =
+      static_cast<double>(config_.tokens_per_step() * config_.world_size) / (metrics.step_ms / 1e3);
+  if (exchange_) exchange_->report(metrics);
   metrics.current_bytes = tracker_.current_bytes();
   metrics.peak_bytes = tracker_.peak_bytes();
   metrics.peak_activation_bytes = metrics.peak_bytes - metrics.baseline_bytes;
@@ -189,7 +238,9 @@ RunSummary Trainer::run(const TrainerCallbacks& callbacks) {
       summary.message = "cancelled at step " + std::to_string(index);
       break;
     } catch (const c10::OutOfMemoryError& error) {
-      // A real allocator out-of-memory is a result, not a crash: free the cache and report it.
+      // Alone, a real allocator out-of-memory is a result, not a crash: free the cache and
+      // report it. With other processes it is this one's failure: they cannot go on without it.
+      if (exchange_) throw;
       device_memory::empty_cache(device_);
       summary.status = RunStatus::kOom;
       summary.message = "step " + std::to_string(index) +
@@ -202,11 +253,17 @@ RunSummary Trainer::run(const TrainerCallbacks& callbacks) {
     }
     summary.steps.push_back(metrics);
     if (callbacks.on_step) callbacks.on_step(metrics);
-    if (config_.budget_bytes > 0 && metrics.peak_bytes > config_.budget_bytes) {
+    const bool over_budget = config_.budget_bytes > 0 && metrics.peak_bytes > config_.budget_bytes;
+    // Every process stops at the same step, or the others would wait for it.
+    if (exchange_ ? exchange_->any_rank(over_budget) : over_budget) {
       summary.status = RunStatus::kOom;
-      summary.message = "step " + std::to_string(index) + " peaked at " +
-                        std::to_string(metrics.peak_bytes) + " bytes, above the budget of " +
-                        std::to_string(config_.budget_bytes);
+      summary.message =
+          over_budget
+              ? "step " + std::to_string(index) + " peaked at " +
+                    std::to_string(metrics.peak_bytes) + " bytes, above the budget of " +
+                    std::to_string(config_.budget_bytes)
+              : "step " + std::to_string(index) + ": another rank peaked above the budget of " +
+                    std::to_string(config_.budget_bytes) + " bytes";
       break;
     }
     if (!std::isfinite(metrics.loss) && !metrics.skipped) {
@@ -256,9 +313,10 @@ std::optional<double> Trainer::accumulate_gradients(const CheckpointPlan& plan,
   StepMetrics unused;
   double loss_sum = 0.0;
   for (int64_t micro = 0; micro < config_.accum; ++micro) {
-    if (cancel && cancel->load()) return std::nullopt;
-    loss_sum += micro_batch(plan, unused);
+    if (cancel_requested(cancel)) return std::nullopt;
+    loss_sum += micro_batch(plan, unused, micro + 1 == config_.accum);
   }
+  if (exchange_) loss_sum = exchange_->mean(loss_sum);
   return loss_sum / static_cast<double>(config_.accum);
 }
 

@@ -15,6 +15,7 @@
 #include "model/transformer.h"
 #include "offload/offload_store.h"
 #include "runtime/numerics.h"
+#include "train/gradient_exchange.h"
 #include "train/loss_scaler.h"
 #include "train/run_config.h"
 #include "train/run_summary.h"
@@ -33,8 +34,10 @@ struct TrainerCallbacks {
 // A Trainer measures memory on the thread that constructs it: construct and run it on one thread.
 class Trainer {
  public:
-  // Validates `config` (throws InvalidInput) and builds the model, data and optimizer.
-  explicit Trainer(RunConfig config);
+  // Validates `config` (throws InvalidInput) and builds the model, data and optimizer. With an
+  // `exchange` (data parallelism, core/dist) this process trains its share of every global
+  // batch and averages gradients with the others; config.world_size must be its world size.
+  explicit Trainer(RunConfig config, std::shared_ptr<GradientExchange> exchange = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -60,7 +63,9 @@ class Trainer {
  private:
   struct Cancelled {};
   StepMetrics step(int64_t index, const TrainerCallbacks& callbacks);
-  double micro_batch(const CheckpointPlan& plan, StepMetrics& metrics);
+  double micro_batch(const CheckpointPlan& plan, StepMetrics& metrics, bool last);
+  TokenBatch next_batch();
+  bool cancel_requested(const std::atomic<bool>* cancel);
   void update_parameters(StepMetrics& metrics);
   void record_flops(RunSummary& summary) const;
 
@@ -76,6 +81,8 @@ class Trainer {
   std::optional<LossScaler> scaler_;          // fp16 only
   std::optional<AutocastSnapshot> autocast_;  // bf16 / fp16
   std::unique_ptr<OffloadStore> offload_;     // --offload disk
+  // Declared after the model: destroyed first, so no gradient hook outlives what it reaches.
+  std::shared_ptr<GradientExchange> exchange_;  // data parallel; null alone
 };
 
 }  // namespace rematlab

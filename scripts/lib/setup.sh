@@ -9,11 +9,12 @@ BUILD_DIR="${REMATLAB_BUILD_DIR:-$REPO_ROOT/build}"
 # strace: a test checks the CSV export's fsync; clang-format: the format check; util-linux
 # (setpriv, unshare): tests that must see write protection as a user does, and the package check.
 # help2man: the window's man page; dpkg-dev (dpkg-shlibdeps), appstream, desktop-file-utils,
-# man-db and file: the package and the package check (scripts/check_package.sh).
+# man-db and file: the package and the package check (scripts/check_package.sh). libgloo-dev: the
+# gloo headers c10d's ProcessGroupGloo.hpp includes (the PyTorch wheel ships none).
 APT_PACKAGES=(cmake ninja-build g++ pkg-config python3 python3-venv
               qt6-base-dev libqcustomplot-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev
               libgtest-dev xvfb xauth strace clang-format util-linux
-              help2man dpkg-dev appstream desktop-file-utils man-db file)
+              help2man dpkg-dev appstream desktop-file-utils man-db file libgloo-dev)
 
 log() { echo "[rematlab] $*" >&2; }
 

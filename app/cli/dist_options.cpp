@@ -1,0 +1,46 @@
+#include "cli/dist_options.h"
+
+#include "common/byte_size.h"
+#include "common/errors.h"
+#include "dist/dist_context.h"
+#include "dist/dist_env.h"
+
+namespace rematlab::cli {
+
+void DistOptions::add_to(CLI::App& command) {
+  command.add_option("--nproc", nproc_,
+                     "Data parallel: start N ranks on this host, each training --batch rows of "
+                     "every global batch (docs/distributed.md)");
+  command
+      .add_option("--shard", shard_,
+                  "Data parallel: none, optimizer (ZeRO-1: AdamW state partitioned) or "
+                  "gradients (ZeRO-2: gradients too)")
+      ->capture_default_str();
+  command.add_option("--bucket-size", bucket_size_,
+                     "Data parallel: gradient bucket size (bytes, KiB, MiB; default 25MiB)");
+  command.add_option("--dist-timeout", timeout_s_,
+                     "Data parallel: seconds a rank waits for the others (rendezvous and every "
+                     "collective) before it stops with an error (default 120)");
+}
+
+void DistOptions::apply(RunConfig& config) const {
+  if (nproc_) {
+    if (*nproc_ < 1 || *nproc_ > dist::kMaxWorldSize) {
+      throw InvalidInput("--nproc", "must be between 1 and " + std::to_string(dist::kMaxWorldSize));
+    }
+    config.world_size = *nproc_;
+  }
+  config.shard = shard_;
+  if (!bucket_size_.empty()) config.bucket_bytes = parse_byte_size(bucket_size_, "--bucket-size");
+  if (timeout_s_ && !(*timeout_s_ >= 1.0 && *timeout_s_ <= 86400.0)) {
+    throw InvalidInput("--dist-timeout", "must be between 1 and 86400 seconds");
+  }
+  validate(config);
+}
+
+std::chrono::milliseconds DistOptions::timeout() const {
+  if (!timeout_s_) return dist::kDefaultTimeout;
+  return std::chrono::milliseconds(static_cast<int64_t>(*timeout_s_ * 1000.0));
+}
+
+}  // namespace rematlab::cli

@@ -1,0 +1,245 @@
+#include "cli/run_distributed.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "cli/cli_output.h"
+#include "common/current_exception.h"
+#include "common/errors.h"
+#include "common/process_identity.h"
+#include "dist/data_parallel.h"
+#include "dist/dist_context.h"
+#include "dist/dist_errors.h"
+#include "dist/local_launcher.h"
+#include "runtime/device.h"
+#include "store/peak_flops_registry.h"
+#include "store/run_store.h"
+#include "store/run_writer.h"
+#include "train/trainer.h"
+
+namespace rematlab::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// "d_model" → "--d-model": the flag that sets a config field.
+std::string flag_of(const std::string& field) {
+  if (field == "world_size") return "--nproc";
+  if (field == "bucket_bytes") return "--bucket-size";
+  if (field == "budget_bytes") return "--budget";
+  std::string flag = "--" + field;
+  for (char& c : flag) c = c == '_' ? '-' : c;
+  return flag;
+}
+
+// Every rank must train the same thing: a rank started with other flags would silently train
+// another model, or hang at the first collective of another shape.
+void agree_on_config(dist::DistContext& context, const RunConfig& config) {
+  const std::vector<std::string> all = context.exchange("config", to_json(config).dump());
+  const nlohmann::json first = nlohmann::json::parse(all.front());
+  for (std::size_t rank = 1; rank < all.size(); ++rank) {
+    const nlohmann::json other = nlohmann::json::parse(all[rank]);
+    if (other == first) continue;
+    for (const auto& item : first.items()) {
+      const nlohmann::json theirs = other.contains(item.key()) ? other.at(item.key()) : nullptr;
+      if (theirs == item.value()) continue;
+      throw InvalidInput(flag_of(item.key()), "rank " + std::to_string(rank) + " was given " +
+                                                  theirs.dump() + " but rank 0 " +
+                                                  item.value().dump() +
+                                                  "; start every rank with the same configuration");
+    }
+    throw InvalidInput("run", "rank " + std::to_string(rank) +
+                                  "'s configuration differs from rank 0's; start every rank "
+                                  "with the same flags");
+  }
+}
+
+// Who failed, as far as anyone can tell: our launcher names a rank that died; a rank that
+// failed by its own error says so before it exits. Waits a little for either.
+std::string who_failed(dist::DistContext& context) {
+  const auto deadline = Clock::now() + std::chrono::seconds(3);
+  try {
+    do {
+      if (context.store().check({dist::kFailureKey})) {
+        return context.store().get_to_str(dist::kFailureKey);
+      }
+      for (int rank = 0; rank < context.world_size(); ++rank) {
+        const std::string key = "failed/" + std::to_string(rank);
+        if (rank != context.rank() && context.store().check({key})) {
+          return context.store().get_to_str(key);
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } while (Clock::now() < deadline);
+  } catch (const std::exception&) {
+    // The store went with a failed rank.
+  }
+  return "another rank failed or stopped responding";
+}
+
+RankResult rank_result(const RunSummary& summary, const dist::ModelStateBytes& bytes, int rank) {
+  const ProcessIdentity self = current_process();
+  RankResult result;
+  result.rank = rank;
+  result.host = self.host;
+  result.pid = self.pid;
+  result.peak_bytes = summary.peak_bytes;
+  result.baseline_bytes = summary.baseline_bytes;
+  result.peak_activation_bytes = summary.peak_activation_bytes;
+  result.step_ms = summary.step_ms;
+  result.comm_ms = summary.comm_ms;
+  result.comm_wait_ms = summary.comm_wait_ms;
+  result.comm_hidden_ms = summary.comm_hidden_ms;
+  result.param_bytes = bytes.params;
+  result.grad_bytes = bytes.grads;
+  result.optimizer_bytes = bytes.optimizer;
+  for (const StepMetrics& step : summary.steps) result.step_peak_bytes.push_back(step.peak_bytes);
+  return result;
+}
+
+c10::Device rank_device(const RunConfig& config, const dist::DistEnv& env) {
+  const c10::Device device = parse_device(config.device);
+  if (!device.is_cuda()) return device;
+  if (config.device != "cuda") {
+    throw InvalidInput("--device", "with several ranks give cuda: each rank takes cuda:LOCAL_RANK");
+  }
+  return parse_device("cuda:" + std::to_string(env.local_rank));  // checks that it exists
+}
+
+// This command line, as the kernel has it, without --nproc: what every rank runs.
+std::vector<std::string> rank_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  std::string arg;
+  while (std::getline(in, arg, '\0')) args.push_back(arg);
+  std::vector<std::string> kept;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--nproc") {
+      ++i;  // and its value
+      continue;
+    }
+    if (args[i].rfind("--nproc=", 0) == 0) continue;
+    kept.push_back(args[i]);
+  }
+  char exe[4096] = {};
+  const ssize_t length = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (kept.empty() || length <= 0) throw std::runtime_error("cannot read this command's own line");
+  kept.front() = std::string(exe, static_cast<std::size_t>(length));
+  return kept;
+}
+
+}  // namespace
+
+std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env,
+                                      const RankRunOptions& options,
+                                      const std::atomic<bool>& cancel) {
+  config.world_size = env.world_size;
+  validate(config);
+  const c10::Device device = rank_device(config, env);
+  const bool leader = env.rank == 0;
+  std::unique_ptr<RunStore> store;
+  if (leader && !options.db.empty()) store = std::make_unique<RunStore>(options.db);
+
+  auto context = dist::DistContext::connect(env, device, options.timeout);
+  agree_on_config(*context, config);
+  RunConfig rank_config = config;
+  rank_config.device = device.str();
+  // MFU's peak: rank 0's, kept in its database or measured while the others wait, for all.
+  if (leader) resolve_peak_flops(rank_config, store.get());
+  const nlohmann::json peak = {{"flops", rank_config.peak_flops},
+                               {"source", rank_config.peak_flops_source}};
+  const nlohmann::json chosen =
+      nlohmann::json::parse(context->exchange("peak_flops", leader ? peak.dump() : "{}").front());
+  rank_config.peak_flops = chosen.at("flops").get<double>();
+  rank_config.peak_flops_source = chosen.at("source").get<std::string>();
+
+  auto exchange = std::make_shared<dist::DataParallel>(
+      context, dist::DataParallelOptions{dist::parse_shard(config.shard), config.bucket_bytes});
+  std::unique_ptr<RunWriter> writer;
+  std::optional<int64_t> run_id;
+  auto fail = [&](const std::string& message) {
+    if (writer) writer->fail_run(*run_id, message);
+  };
+  try {
+    Trainer trainer(rank_config, exchange);
+    if (store) {
+      writer = std::make_unique<RunWriter>(options.db);
+      run_id = writer->begin_run(
+          std::nullopt, options.name.empty() ? describe_run(config) : options.name, rank_config);
+      context->store().set(dist::kRunIdKey, std::to_string(*run_id));
+    }
+    TrainerCallbacks callbacks;
+    callbacks.cancel = &cancel;
+    callbacks.on_step = [&](const StepMetrics& step) {
+      print_step_progress(step, "");
+      if (writer) writer->add_step(*run_id, step);
+    };
+    RunSummary summary = trainer.run(callbacks);
+    const RankResult mine = rank_result(summary, exchange->model_state_bytes(), env.rank);
+    const std::vector<std::string> all = context->exchange("result", to_json(mine).dump());
+    // Nobody leaves while another may still read the store rank 0 may serve.
+    context->wait(context->backend().barrier(), "finishing the run");
+    if (!leader) return std::nullopt;
+    for (const std::string& text : all) {
+      summary.ranks.push_back(rank_result_from_json(nlohmann::json::parse(text)));
+    }
+    summary.run_id = run_id;
+    if (writer) writer->finish_run(*run_id, summary);
+    return summary;
+  } catch (const dist::PeerFailure& failure) {
+    const std::string message =
+        who_failed(*context) + "; rank " + std::to_string(env.rank) + " stopped: " + failure.what();
+    fail(message);
+    throw dist::PeerFailure(message);
+  } catch (...) {
+    const std::string message =
+        "rank " + std::to_string(env.rank) + " failed: " + describe_current_exception();
+    try {
+      context->store().set("failed/" + std::to_string(env.rank), message);
+    } catch (const std::exception&) {
+      // The others then report a peer failure without a reason.
+    }
+    fail(message);
+    throw;
+  }
+}
+
+int launch_local_ranks(const RunConfig& config, const RankRunOptions& options,
+                       const std::atomic<bool>& cancel) {
+  // Refused here, before any rank starts, as a single run would refuse it.
+  if (!options.db.empty()) RunStore check(options.db);
+  if (parse_device(config.device).is_cuda() && config.device != "cuda") {
+    throw InvalidInput("--device", "with several ranks give cuda: each rank takes cuda:LOCAL_RANK");
+  }
+  if (config.world_size > max_threads()) {
+    throw InvalidInput("--nproc",
+                       std::to_string(config.world_size) +
+                           " ranks on this host is more than the limit of " +
+                           std::to_string(max_threads()) +
+                           " (4 per hardware thread); use torchrun or srun across hosts");
+  }
+  dist::LocalLaunch launch;
+  launch.nproc = static_cast<int>(config.world_size);
+  launch.args = rank_command_line();
+  // A rank notices a dead peer at once and a hung one after the timeout; then it needs a moment
+  // to record the failure.
+  launch.grace = options.timeout + std::chrono::seconds(5);
+  launch.cancel = &cancel;
+  const dist::LaunchOutcome outcome = dist::launch_local(launch);
+  if (outcome.ok) return 0;
+  if ((outcome.rank0_signalled || !outcome.named_while_rank0_alive) && outcome.run_id &&
+      !options.db.empty()) {
+    // Rank 0 could not record its own end, or recorded it before anyone knew who failed.
+    RunWriter writer(options.db);
+    writer.fail_run(*outcome.run_id, outcome.failure);
+  }
+  if (!outcome.failed_by_signal && outcome.failed_exit_code == 2) return 2;  // its line is above
+  std::cerr << "rematlab-cli: error: " << outcome.failure << std::endl;
+  return 1;
+}
+
+}  // namespace rematlab::cli

@@ -1,0 +1,36 @@
+// `run` across several processes: as one rank of a data-parallel run (its launcher set RANK,
+// WORLD_SIZE, …: ours, torchrun or Slurm), and `run --nproc N`, which starts the N ranks.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "dist/dist_env.h"
+#include "train/run_config.h"
+#include "train/run_summary.h"
+
+namespace rematlab::cli {
+
+struct RankRunOptions {
+  std::string db;    // rank 0 records the run here (empty: not recorded)
+  std::string name;  // the run's name (empty: describe_run)
+  std::chrono::milliseconds timeout{};
+};
+
+// Trains this process's share of the run. Returns the run's summary, with every rank's figures,
+// on rank 0 and nothing on the others. Throws InvalidInput (configurations that differ between
+// ranks, a port in use) and dist::PeerFailure (another rank failed: rank 0 records the run
+// `failed`, naming that rank when it can be known).
+std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env,
+                                      const RankRunOptions& options,
+                                      const std::atomic<bool>& cancel);
+
+// Starts config.world_size ranks of this very command line on this host and waits for them.
+// Returns the exit code: 0 when every rank succeeded, 2 when a rank refused its input, 1
+// otherwise (with one line saying which rank failed and how).
+int launch_local_ranks(const RunConfig& config, const RankRunOptions& options,
+                       const std::atomic<bool>& cancel);
+
+}  // namespace rematlab::cli

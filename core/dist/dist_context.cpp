@@ -1,0 +1,207 @@
+#include "dist/dist_context.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "common/errors.h"
+#include "dist/dist_errors.h"
+
+namespace rematlab::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string seconds(std::chrono::milliseconds timeout) {
+  return std::to_string((timeout.count() + 999) / 1000) + " s";
+}
+
+bool is_loopback(const std::string& address) {
+  return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
+}
+
+std::string message_of(const std::exception& error) {
+  if (const auto* torch_error = dynamic_cast<const c10::Error*>(&error)) {
+    return torch_error->what_without_backtrace();
+  }
+  return error.what();
+}
+
+// Gloo and c10d prefix their messages with a source location ("[…/pair.cc:547] …") and append
+// a backtrace; keep the sentence.
+std::string short_message(std::string text) {
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find("] ");
+    if (close != std::string::npos) text = text.substr(close + 2);
+  }
+  const auto newline = text.find('\n');
+  if (newline != std::string::npos) text = text.substr(0, newline);
+  return text;
+}
+
+bool mentions(const std::string& text, std::initializer_list<const char*> words) {
+  for (const char* word : words) {
+    if (text.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+DistContext::DistContext(DistEnv env, c10::Device device, std::chrono::milliseconds timeout)
+    : env_(std::move(env)), device_(device), timeout_(timeout) {}
+
+DistContext::~DistContext() = default;
+
+std::shared_ptr<DistContext> DistContext::connect(const DistEnv& env, const c10::Device& device,
+                                                  std::chrono::milliseconds timeout) {
+  std::shared_ptr<DistContext> context(new DistContext(env, device, timeout));
+  context->open_store();
+  context->wait_for_everyone();
+  context->create_backend();
+  return context;
+}
+
+std::string DistContext::backend_name() const { return device_.is_cuda() ? "nccl" : "gloo"; }
+
+void DistContext::open_store() {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(env_.master_port);
+  options.isServer = !env_.agent_store && env_.rank == 0;
+  options.waitWorkers = false;  // wait_for_everyone() says which rank is missing
+  options.timeout = timeout_;
+  const std::string where = env_.master_addr + ":" + std::to_string(env_.master_port);
+  try {
+    server_ = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, options);
+  } catch (const std::exception& error) {
+    const std::string text = short_message(message_of(error));
+    if (options.isServer && mentions(text, {"EADDRINUSE", "already in use"})) {
+      throw InvalidInput("MASTER_PORT", "port " + std::to_string(env_.master_port) +
+                                            " is already in use on this host; give the run a "
+                                            "free one (MASTER_PORT, torchrun --master-port)");
+    }
+    if (options.isServer) {
+      throw InvalidInput("MASTER_ADDR", "cannot serve the rendezvous on " + where + ": " + text);
+    }
+    throw PeerFailure("could not reach the rendezvous at " + where + " within " +
+                      seconds(timeout_) +
+                      " (is rank 0 running, and is MASTER_ADDR its address?): " + text);
+  }
+  c10::intrusive_ptr<c10d::Store> base = server_;
+  if (env_.agent_store) base = c10::make_intrusive<c10d::PrefixStore>(env_.store_prefix, base);
+  store_ = c10::make_intrusive<c10d::PrefixStore>("rematlab", base);
+}
+
+void DistContext::wait_for_everyone() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  store_->set("joined/" + std::to_string(env_.rank),
+              std::string(host) + " pid " + std::to_string(::getpid()));
+  std::vector<std::string> keys;
+  for (int rank = 0; rank < env_.world_size; ++rank)
+    keys.push_back("joined/" + std::to_string(rank));
+  const auto deadline = Clock::now() + timeout_;
+  try {
+    while (!store_->check(keys)) {
+      if (Clock::now() > deadline) {
+        std::string missing;
+        for (int rank = 0; rank < env_.world_size; ++rank) {
+          if (store_->check({keys[rank]})) continue;
+          missing += (missing.empty() ? "" : ", ") + std::to_string(rank);
+        }
+        throw PeerFailure("rendezvous at " + env_.master_addr + ":" +
+                          std::to_string(env_.master_port) + ": rank(s) " + missing + " of " +
+                          std::to_string(env_.world_size) + " did not join within " +
+                          seconds(timeout_) +
+                          "; start every rank with the same WORLD_SIZE, MASTER_ADDR and "
+                          "MASTER_PORT");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const PeerFailure&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw PeerFailure("the rendezvous store failed while ranks joined: " +
+                      short_message(message_of(error)));
+  }
+}
+
+void DistContext::create_backend() {
+  try {
+    if (device_.is_cuda()) {
+      backend_ = make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("nccl", store_),
+                                   env_.rank, env_.world_size, device_, timeout_);
+      return;
+    }
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout_);
+    // Gloo binds to one interface; the default (the host name's address) is wrong on a single
+    // host where the name resolves to an address other ranks cannot use, and GLOO_SOCKET_IFNAME
+    // is only read by PyTorch's Python layer, so it is honoured here.
+    if (is_loopback(env_.master_addr)) {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    } else if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME")) {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));
+    } else {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    }
+    backend_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("gloo", store_), env_.rank, env_.world_size,
+        options);
+  } catch (const InvalidInput&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw PeerFailure("connecting the " + backend_name() +
+                      " backend failed: " + short_message(message_of(error)));
+  }
+}
+
+void DistContext::wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
+  try {
+    work->wait();
+  } catch (const std::exception& error) {
+    const std::string text = short_message(message_of(error));
+    std::string why;
+    if (mentions(text, {"closed by peer", "Connection reset", "Broken pipe", "EOF"})) {
+      why = "another rank closed its connection (it exited or died)";
+    } else if (mentions(text, {"imed out", "imeout"})) {
+      why = "no answer from another rank within " + seconds(timeout_) + " (it hung or died)";
+    } else {
+      why = "the group failed";
+    }
+    throw PeerFailure(std::string(what) + ": " + why + " [" + text + "]");
+  }
+  if (device_.is_cuda()) return;  // the caching allocator counts frees from any thread
+  // Gloo's worker drops its reference just after completing the work's future.
+  const auto deadline = Clock::now() + std::chrono::seconds(1);
+  while (work.use_count() > 1 && Clock::now() < deadline) std::this_thread::yield();
+}
+
+double DistContext::sum(double local) {
+  std::vector<at::Tensor> value{
+      torch::full({1}, local, torch::dtype(torch::kFloat64).device(device_))};
+  wait(backend_->allreduce(value), "summing a value over ranks");
+  return value[0].item<double>();
+}
+
+bool DistContext::any(bool local) { return sum(local ? 1.0 : 0.0) > 0.5; }
+
+std::vector<std::string> DistContext::exchange(const std::string& key, const std::string& value) {
+  std::vector<std::string> values;
+  try {
+    store_->set(key + "/" + std::to_string(env_.rank), value);
+    for (int rank = 0; rank < env_.world_size; ++rank) {
+      values.push_back(store_->get_to_str(key + "/" + std::to_string(rank)));
+    }
+  } catch (const std::exception& error) {
+    throw PeerFailure("exchanging '" + key +
+                      "' between ranks: " + short_message(message_of(error)));
+  }
+  return values;
+}
+
+}  // namespace rematlab::dist

@@ -1,0 +1,124 @@
+#include "dist/dist_env.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <limits>
+
+#include "common/errors.h"
+
+namespace rematlab::dist {
+namespace {
+
+// A whole decimal number in [low, high] or InvalidInput naming the variable.
+int read_int(const EnvLookup& lookup, const char* name, int low, int high) {
+  const char* value = lookup(name);
+  const std::string text = value ? value : "";
+  int number = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, number);
+  if (text.empty() || error != std::errc() || stop != end) {
+    throw InvalidInput(name, "'" + text + "' is not a whole number");
+  }
+  if (number < low || number > high) {
+    throw InvalidInput(name, std::to_string(number) + " is outside [" + std::to_string(low) + ", " +
+                                 std::to_string(high) + "]");
+  }
+  return number;
+}
+
+bool is_set(const EnvLookup& lookup, const char* name) {
+  const char* value = lookup(name);
+  return value && *value;
+}
+
+std::string text_or(const EnvLookup& lookup, const char* name, const std::string& fallback) {
+  return is_set(lookup, name) ? std::string(lookup(name)) : fallback;
+}
+
+void read_master(const EnvLookup& lookup, DistEnv& env, const std::string& default_addr,
+                 int default_port) {
+  env.master_addr = text_or(lookup, "MASTER_ADDR", default_addr);
+  env.master_port =
+      is_set(lookup, "MASTER_PORT") ? read_int(lookup, "MASTER_PORT", 1, 65535) : default_port;
+}
+
+DistEnv from_rank_variables(const EnvLookup& lookup) {
+  if (!is_set(lookup, "WORLD_SIZE")) throw InvalidInput("WORLD_SIZE", "RANK is set but not it");
+  if (!is_set(lookup, "RANK")) throw InvalidInput("RANK", "WORLD_SIZE is set but not it");
+  DistEnv env;
+  env.world_size = read_int(lookup, "WORLD_SIZE", 1, kMaxWorldSize);
+  env.rank = read_int(lookup, "RANK", 0, env.world_size - 1);
+  env.local_world_size = is_set(lookup, "LOCAL_WORLD_SIZE")
+                             ? read_int(lookup, "LOCAL_WORLD_SIZE", 1, env.world_size)
+                             : env.world_size;
+  env.local_rank = is_set(lookup, "LOCAL_RANK")
+                       ? read_int(lookup, "LOCAL_RANK", 0, env.local_world_size - 1)
+                       : env.rank % env.local_world_size;
+  read_master(lookup, env, "127.0.0.1", kDefaultMasterPort);
+  // torchrun serves the store itself and every worker is a client of it, under a prefix per
+  // restart of the job.
+  env.agent_store = text_or(lookup, "TORCHELASTIC_USE_AGENT_STORE", "") == "True";
+  if (env.agent_store) {
+    const int restart = is_set(lookup, "TORCHELASTIC_RESTART_COUNT")
+                            ? read_int(lookup, "TORCHELASTIC_RESTART_COUNT", 0, 1 << 20)
+                            : 0;
+    env.store_prefix = "/worker/attempt_" + std::to_string(restart);
+  }
+  env.launcher =
+      is_set(lookup, kLauncherVariable) ? "rematlab"
+      : is_set(lookup, "TORCHELASTIC_RUN_ID") || is_set(lookup, "TORCHELASTIC_RESTART_COUNT")
+          ? "torchrun"
+          : "environment";
+  return env;
+}
+
+DistEnv from_slurm(const EnvLookup& lookup) {
+  DistEnv env;
+  env.launcher = "slurm";
+  env.world_size = read_int(lookup, "SLURM_NTASKS", 1, kMaxWorldSize);
+  env.rank = read_int(lookup, "SLURM_PROCID", 0, env.world_size - 1);
+  env.local_rank =
+      is_set(lookup, "SLURM_LOCALID") ? read_int(lookup, "SLURM_LOCALID", 0, kMaxWorldSize) : 0;
+  env.local_world_size = env.world_size;
+  const std::string nodes =
+      text_or(lookup, "SLURM_STEP_NODELIST", text_or(lookup, "SLURM_JOB_NODELIST", "127.0.0.1"));
+  // A port derived from the job id, so two jobs sharing a first node do not collide.
+  const int job = is_set(lookup, "SLURM_JOB_ID")
+                      ? read_int(lookup, "SLURM_JOB_ID", 0, std::numeric_limits<int>::max())
+                      : 0;
+  read_master(lookup, env, first_slurm_host(nodes), 20000 + job % 20000);
+  return env;
+}
+
+}  // namespace
+
+std::string first_slurm_host(const std::string& nodelist) {
+  // The first entry ends at a comma outside brackets.
+  std::size_t end = 0;
+  int depth = 0;
+  for (; end < nodelist.size(); ++end) {
+    if (nodelist[end] == '[') ++depth;
+    if (nodelist[end] == ']') --depth;
+    if (nodelist[end] == ',' && depth == 0) break;
+  }
+  const std::string entry = nodelist.substr(0, end);
+  const std::size_t open = entry.find('[');
+  if (open == std::string::npos) return entry;
+  const std::size_t close = entry.find(']', open);
+  if (close == std::string::npos) return entry;
+  const std::string ranges = entry.substr(open + 1, close - open - 1);
+  const std::string first = ranges.substr(0, ranges.find_first_of(",-"));
+  return entry.substr(0, open) + first + entry.substr(close + 1);
+}
+
+DistEnv dist_env_from(const EnvLookup& lookup) {
+  if (is_set(lookup, "RANK") || is_set(lookup, "WORLD_SIZE")) return from_rank_variables(lookup);
+  if (is_set(lookup, "SLURM_PROCID") && is_set(lookup, "SLURM_NTASKS")) return from_slurm(lookup);
+  return DistEnv{};
+}
+
+DistEnv dist_env_from_process() {
+  return dist_env_from([](const char* name) { return std::getenv(name); });
+}
+
+}  // namespace rematlab::dist

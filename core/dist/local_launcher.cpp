@@ -1,0 +1,314 @@
+#include "dist/local_launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "dist/dist_env.h"
+#include "dist/dist_errors.h"
+
+extern char** environ;
+
+namespace rematlab::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A pipe end that closes itself.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = other.fd_;
+      other.fd_ = -1;
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+struct Stream {
+  Fd fd;
+  std::string pending;  // a partial line
+  bool to_stdout = false;
+};
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  bool killed_by_us = false;
+  int status = 0;
+  Stream out, err;
+};
+
+// argv and envp built before fork: between fork and exec only async-signal-safe calls are made.
+struct ExecImage {
+  std::vector<std::string> storage;
+  std::vector<char*> argv, envp;
+};
+
+ExecImage exec_image(const LocalLaunch& launch, int rank, int port) {
+  ExecImage image;
+  const std::vector<std::string> ours = {
+      "RANK=" + std::to_string(rank),
+      "LOCAL_RANK=" + std::to_string(rank),
+      "WORLD_SIZE=" + std::to_string(launch.nproc),
+      "LOCAL_WORLD_SIZE=" + std::to_string(launch.nproc),
+      "MASTER_ADDR=127.0.0.1",
+      "MASTER_PORT=" + std::to_string(port),
+      "TORCHELASTIC_USE_AGENT_STORE=True",
+      "TORCHELASTIC_RESTART_COUNT=0",
+      std::string(kLauncherVariable) + "=1",
+  };
+  std::vector<std::string> env;
+  bool threads_given = false;
+  for (char** entry = environ; *entry; ++entry) {
+    const std::string item = *entry;
+    const std::string name = item.substr(0, item.find('='));
+    bool replaced = false;
+    for (const std::string& mine : ours) replaced = replaced || mine.rfind(name + "=", 0) == 0;
+    if (name == "TORCHELASTIC_RUN_ID") replaced = true;
+    threads_given = threads_given || name == "OMP_NUM_THREADS";
+    if (!replaced) env.push_back(item);
+  }
+  for (const std::string& mine : ours) env.push_back(mine);
+  if (!threads_given) {
+    // Ranks share the host's cores instead of each taking all of them.
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    env.push_back("OMP_NUM_THREADS=" + std::to_string(std::max(1u, cores / launch.nproc)));
+  }
+  image.storage = launch.args;
+  const std::size_t arg_count = image.storage.size();
+  image.storage.insert(image.storage.end(), env.begin(), env.end());
+  for (std::size_t i = 0; i < image.storage.size(); ++i) {
+    (i < arg_count ? image.argv : image.envp).push_back(image.storage[i].data());
+  }
+  image.argv.push_back(nullptr);
+  image.envp.push_back(nullptr);
+  return image;
+}
+
+void make_pipe(Fd& read_end, Fd& write_end) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("cannot create a pipe for a rank: ") +
+                             std::strerror(errno));
+  }
+  read_end = Fd(fds[0]);
+  write_end = Fd(fds[1]);
+}
+
+void write_all(int fd, const std::string& text) {
+  const char* data = text.data();
+  std::size_t left = text.size();
+  while (left > 0) {
+    const ssize_t written = ::write(fd, data, left);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) return;
+    data += written;
+    left -= static_cast<std::size_t>(written);
+  }
+}
+
+void emit(const Rank& rank, const Stream& stream, const std::string& line) {
+  if (stream.to_stdout) {
+    write_all(STDOUT_FILENO, line + "\n");  // rank 0's stdout is the run's result
+  } else {
+    write_all(STDERR_FILENO, "[rank " + std::to_string(rank.rank) + "] " + line + "\n");
+  }
+}
+
+// Reads what is there; returns false at end of file.
+bool drain(const Rank& rank, Stream& stream) {
+  char buffer[4096];
+  const ssize_t got = ::read(stream.fd.get(), buffer, sizeof buffer);
+  if (got < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  if (got <= 0) {
+    if (!stream.pending.empty()) emit(rank, stream, stream.pending);
+    stream.pending.clear();
+    stream.fd.reset();
+    return false;
+  }
+  stream.pending.append(buffer, static_cast<std::size_t>(got));
+  std::size_t newline;
+  while ((newline = stream.pending.find('\n')) != std::string::npos) {
+    emit(rank, stream, stream.pending.substr(0, newline));
+    stream.pending.erase(0, newline + 1);
+  }
+  return true;
+}
+
+std::string describe_exit(const Rank& rank) {
+  const std::string who =
+      "rank " + std::to_string(rank.rank) + " (pid " + std::to_string(rank.pid) + ")";
+  if (WIFSIGNALED(rank.status)) {
+    const int signal = WTERMSIG(rank.status);
+    return who + " was killed by signal " + std::to_string(signal) + " (" + ::strsignal(signal) +
+           ")";
+  }
+  return who + " exited with code " + std::to_string(WEXITSTATUS(rank.status));
+}
+
+}  // namespace
+
+LaunchOutcome launch_local(const LocalLaunch& launch) {
+  if (launch.nproc < 1 || launch.args.empty())
+    throw std::logic_error("launch_local: nothing to run");
+  // The store, served here on a free port: every rank is a client of it.
+  c10d::TCPStoreOptions options;
+  options.port = 0;
+  options.isServer = true;
+  options.waitWorkers = false;
+  auto server = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+  auto store = c10::make_intrusive<c10d::PrefixStore>(
+      "rematlab", c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_0", server));
+  const int port = server->getPort();
+
+  std::vector<Rank> ranks(static_cast<std::size_t>(launch.nproc));
+  // Should starting the next rank fail, the ones already started must not be left running.
+  struct StopStarted {
+    std::vector<Rank>& ranks;
+    bool armed = true;
+    ~StopStarted() {
+      if (!armed) return;
+      for (Rank& rank : ranks) {
+        if (rank.pid <= 0) continue;
+        ::kill(rank.pid, SIGKILL);
+        ::waitpid(rank.pid, &rank.status, 0);
+      }
+    }
+  } stop_started{ranks};
+  const pid_t launcher = ::getpid();
+  for (int index = 0; index < launch.nproc; ++index) {
+    Rank& rank = ranks[static_cast<std::size_t>(index)];
+    rank.rank = index;
+    ExecImage image = exec_image(launch, index, port);
+    Fd out_write, err_write;
+    make_pipe(rank.out.fd, out_write);
+    make_pipe(rank.err.fd, err_write);
+    rank.out.to_stdout = index == 0;
+    const pid_t pid = ::fork();
+    if (pid < 0)
+      throw std::runtime_error(std::string("cannot start a rank: ") + std::strerror(errno));
+    if (pid == 0) {
+      // Async-signal-safe calls only. Its own process group, so a terminal's Ctrl-C reaches the
+      // launcher alone, which forwards it once; killed with the launcher, whatever kills it.
+      ::dup2(out_write.get(), STDOUT_FILENO);
+      ::dup2(err_write.get(), STDERR_FILENO);
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != launcher) ::_exit(127);
+      ::execve(image.argv[0], image.argv.data(), image.envp.data());
+      ::_exit(127);
+    }
+    rank.pid = pid;
+    rank.running = true;
+  }
+
+  stop_started.armed = false;  // from here on every rank is waited for below
+  LaunchOutcome outcome;
+  std::optional<Clock::time_point> deadline;
+  bool cancel_forwarded = false;
+  auto name_failure = [&](const Rank& rank, const std::string& text) {
+    if (outcome.failed_rank >= 0) return;
+    outcome.ok = false;
+    outcome.failed_rank = rank.rank;
+    outcome.failure = text;
+    outcome.failed_by_signal = WIFSIGNALED(rank.status);
+    outcome.failed_exit_code = WIFEXITED(rank.status) ? WEXITSTATUS(rank.status) : 1;
+    outcome.named_while_rank0_alive = ranks.front().running;
+    try {
+      store->set(kFailureKey, text);  // rank 0 names it in the run's record
+    } catch (const std::exception&) {
+      // The ranks then report a peer failure without a name.
+    }
+  };
+
+  while (true) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Rank*, Stream*>> owners;
+    for (Rank& rank : ranks) {
+      for (Stream* stream : {&rank.out, &rank.err}) {
+        if (stream->fd.get() < 0) continue;
+        fds.push_back({stream->fd.get(), POLLIN, 0});
+        owners.emplace_back(&rank, stream);
+      }
+    }
+    bool any_running = false;
+    for (const Rank& rank : ranks) any_running = any_running || rank.running;
+    if (!any_running && fds.empty()) break;
+    const int ready = ::poll(fds.data(), fds.size(), 100);
+    for (std::size_t i = 0; ready > 0 && i < fds.size(); ++i) {
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) drain(*owners[i].first, *owners[i].second);
+    }
+    if (launch.cancel && launch.cancel->load() && !cancel_forwarded) {
+      cancel_forwarded = true;
+      for (const Rank& rank : ranks) {
+        if (rank.running) ::kill(rank.pid, SIGINT);
+      }
+    }
+    for (Rank& rank : ranks) {
+      if (!rank.running) continue;
+      if (::waitpid(rank.pid, &rank.status, WNOHANG) != rank.pid) continue;
+      rank.running = false;
+      const bool clean = WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == 0;
+      const bool peer = WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == kExitPeerFailed;
+      if (!clean && !peer && !rank.killed_by_us) name_failure(rank, describe_exit(rank));
+      if (!clean && !deadline) deadline = Clock::now() + launch.grace;
+    }
+    if (deadline && Clock::now() > *deadline) {
+      for (Rank& rank : ranks) {
+        if (!rank.running || rank.killed_by_us) continue;
+        // Still there long after another rank failed: it hangs. Named if nobody else was.
+        rank.killed_by_us = true;
+        ::kill(rank.pid, SIGKILL);
+        const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(launch.grace).count();
+        name_failure(rank, "rank " + std::to_string(rank.rank) + " (pid " +
+                               std::to_string(rank.pid) + ") stopped responding and was killed " +
+                               std::to_string(seconds) + " s after the first rank stopped");
+      }
+    }
+  }
+
+  const Rank& first = ranks.front();
+  outcome.rank0_signalled = WIFSIGNALED(first.status);
+  outcome.rank0_exit_code = WIFEXITED(first.status) ? WEXITSTATUS(first.status) : 1;
+  if (outcome.ok) {
+    for (const Rank& rank : ranks) {
+      if (WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == 0) continue;
+      outcome.ok = false;  // every failure was a "peer failed": unusual, but not a success
+      if (outcome.failure.empty()) outcome.failure = describe_exit(rank);
+    }
+  }
+  try {
+    if (store->check({kRunIdKey})) outcome.run_id = std::stoll(store->get_to_str(kRunIdKey));
+  } catch (const std::exception&) {
+    // No run recorded.
+  }
+  return outcome;
+}
+
+}  // namespace rematlab::dist

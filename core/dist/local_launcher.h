@@ -1,0 +1,44 @@
+// `rematlab-cli run --nproc N`: N ranks on this host, one process each. The launcher serves the
+// rendezvous store itself on a free port (as torchrun's agent does, so every rank is a client
+// and the store outlives any rank), merges the ranks' output (rank 0's stdout, the result,
+// verbatim; everything else on stderr behind "[rank R] "), and watches them: when one fails the
+// others get `grace` to stop on their own, then whatever is left is killed. No rank outlives
+// the launcher (each dies with it, PR_SET_PDEATHSIG).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rematlab::dist {
+
+struct LocalLaunch {
+  int nproc = 2;
+  std::vector<std::string> args;  // every rank's command line; args[0] is the program
+  std::chrono::milliseconds grace{std::chrono::seconds(30)};
+  const std::atomic<bool>* cancel = nullptr;  // forwarded to every rank as SIGINT
+};
+
+struct LaunchOutcome {
+  bool ok = true;        // every rank exited with 0
+  int failed_rank = -1;  // the rank that failed first (or stopped responding)
+  int failed_exit_code = 0;
+  bool failed_by_signal = false;
+  std::string failure;  // one line, e.g. "rank 1 (pid 4242) was killed by signal 9 (Killed)"
+  int rank0_exit_code = 0;
+  bool rank0_signalled = false;  // rank 0 died without recording anything itself
+  // Whether rank 0 was still running when the failure was named (and could record the name).
+  bool named_while_rank0_alive = false;
+  std::optional<int64_t> run_id;  // the run rank 0 recorded, if it published one
+};
+
+LaunchOutcome launch_local(const LocalLaunch& launch);
+
+// Store keys shared by the launcher and the ranks (under the "rematlab" prefix).
+inline constexpr const char* kFailureKey = "failure";
+inline constexpr const char* kRunIdKey = "run_id";
+
+}  // namespace rematlab::dist

@@ -1,0 +1,529 @@
+// Data parallelism (core/dist), with real processes over Gloo on 127.0.0.1: N ranks of batch B
+// against one process of batch N·B on the same data, sharded optimizer states and gradients
+// against plain data parallel, a parameter accumulated twice, and the environment a launcher
+// hands a rank. The ranks are this test binary again, started with REMATLAB_TEST_DIST_WORKER
+// (run_dist_test_worker below; see test_main.cpp).
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "child_process.h"
+#include "common/errors.h"
+#include "common/posix_files.h"
+#include "dist/bucket_layout.h"
+#include "dist/data_parallel.h"
+#include "dist/dist_context.h"
+#include "dist/dist_env.h"
+#include "estimate/model_state.h"
+#include "estimate/sharded_states.h"
+#include "sweep/sweep_spec.h"
+#include "train/run_fields.h"
+#include "train/trainer.h"
+
+namespace rematlab {
+namespace testing {
+int run_dist_test_worker(const std::string& spec_path);
+}  // namespace testing
+
+namespace {
+
+using testing::ChildProcess;
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// A model small enough that a case costs milliseconds; 4 KiB buckets, so it has several.
+nlohmann::json tiny_fields() {
+  return {{"preset", "tiny"}, {"layers", 2},   {"d_model", 32},
+          {"heads", 2},       {"seq_len", 16}, {"vocab", 64},
+          {"batch", 2},       {"threads", 1},  {"bucket_bytes", 4096}};
+}
+
+nlohmann::json with(nlohmann::json fields, const nlohmann::json& changes) {
+  for (const auto& item : changes.items()) fields[item.key()] = item.value();
+  return fields;
+}
+
+RunConfig config_from(const nlohmann::json& fields) {
+  nlohmann::ordered_json ordered = nlohmann::ordered_json::object();
+  ordered["preset"] = fields.at("preset");
+  for (const auto& item : fields.items()) {
+    if (item.key() != "preset") ordered[item.key()] = item.value();
+  }
+  return run_config_from_fields(ordered, "case");
+}
+
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& what)
+      : path_(files::join(files::temp_directory(),
+                          "rematlab-dist-" + what + "-" + std::to_string(::getpid()))) {
+    files::remove_tree(path_);
+    files::make_directories(path_);
+  }
+  ~ScratchDir() { files::remove_tree(path_); }
+  std::string file(const std::string& name) const { return files::join(path_, name); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::string self_path() {
+  char path[4096] = {};
+  const ssize_t length = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  return std::string(path, static_cast<std::size_t>(std::max<ssize_t>(0, length)));
+}
+
+std::vector<std::string> rank_environment(int rank, int world, int port) {
+  return {"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world),
+          "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)};
+}
+
+// Runs `spec` on `world` worker processes; a worker that fails fails the test with its stderr.
+void run_workers(const nlohmann::json& spec, int world, const ScratchDir& dir) {
+  const std::string spec_path = dir.file("spec.json");
+  std::ofstream(spec_path) << spec.dump();
+  const int port = free_port();
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (int rank = 0; rank < world; ++rank) {
+    std::vector<std::string> env = rank_environment(rank, world, port);
+    env.push_back("REMATLAB_TEST_DIST_WORKER=" + spec_path);
+    const std::string base = dir.file("worker" + std::to_string(rank));
+    workers.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{self_path()}, env,
+                                                     base + ".out", base + ".err"));
+  }
+  for (int rank = 0; rank < world; ++rank) {
+    const std::optional<int> code = workers[rank]->exit_code(std::chrono::seconds(300));
+    const std::string err = read_text(dir.file("worker" + std::to_string(rank) + ".err"));
+    ASSERT_TRUE(code.has_value()) << "worker " << rank << " did not finish: " << err;
+    ASSERT_EQ(*code, 0) << "worker " << rank << ": " << err;
+  }
+}
+
+std::vector<torch::Tensor> load(const std::string& path) {
+  std::vector<torch::Tensor> tensors;
+  torch::load(tensors, path);
+  return tensors;
+}
+
+std::string result_file(const std::string& directory, const std::string& name, int rank) {
+  return files::join(directory, name + "." + std::to_string(rank) + ".pt");
+}
+
+double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
+}
+
+// ---- the worker: one rank, run by this binary in its own process ----
+
+std::vector<torch::Tensor> accumulated_twice(const std::shared_ptr<dist::DistContext>& context,
+                                             int64_t bucket_bytes) {
+  const double r = context->rank() + 1;
+  torch::Tensor a = torch::zeros({3}, torch::requires_grad());
+  torch::Tensor b = torch::zeros({4}, torch::requires_grad());
+  a.mutable_grad() = torch::zeros_like(a);
+  b.mutable_grad() = torch::zeros_like(b);
+  dist::DataParallel exchange(context, {dist::ShardMode::kNone, bucket_bytes});
+  exchange.attach({a, b});
+  exchange.before_backward(true);
+  // Every parameter accumulated once: every bucket goes out...
+  ((a * r).sum() + (b * (2 * r)).sum()).backward();
+  // ...and then b again, as a parameter checkpointed twice (or a reentrant backward) would.
+  (b * (3 * r)).sum().backward();
+  exchange.after_backward(true);
+  return {a.grad().clone(), b.grad().clone(),
+          torch::tensor({static_cast<double>(exchange.late_gradients())}, torch::kFloat64)};
+}
+
+std::vector<torch::Tensor> run_case(const std::shared_ptr<dist::DistContext>& context,
+                                    const nlohmann::json& item) {
+  const std::string mode = item.at("mode");
+  if (mode == "late") return accumulated_twice(context, item.at("bucket_bytes").get<int64_t>());
+  RunConfig config = config_from(item.at("run"));
+  config.world_size = context->world_size();
+  auto exchange = std::make_shared<dist::DataParallel>(
+      context, dist::DataParallelOptions{dist::parse_shard(config.shard), config.bucket_bytes});
+  Trainer trainer(config, exchange);
+  std::vector<torch::Tensor> result;
+  if (mode == "gradients") {
+    const std::optional<double> loss =
+        trainer.accumulate_gradients(trainer.policy().plan_for(config.model.layers, 0.0));
+    result.push_back(torch::tensor({loss.value()}, torch::kFloat64));
+    for (const auto& param : trainer.model()->parameters()) result.push_back(param.grad().clone());
+    return result;
+  }
+  const RunSummary summary = trainer.run();
+  const dist::ModelStateBytes& bytes = exchange->model_state_bytes();
+  result.push_back(torch::tensor(
+      {static_cast<double>(bytes.params), static_cast<double>(bytes.grads),
+       static_cast<double>(bytes.optimizer), static_cast<double>(summary.baseline_bytes),
+       static_cast<double>(exchange->buckets().size()), static_cast<double>(summary.steps.size())},
+      torch::kFloat64));
+  for (const auto& param : trainer.model()->parameters()) result.push_back(param.detach().clone());
+  return result;
+}
+
+}  // namespace
+
+int testing::run_dist_test_worker(const std::string& spec_path) {
+  try {
+    const nlohmann::json spec = nlohmann::json::parse(read_text(spec_path));
+    const dist::DistEnv env = dist::dist_env_from_process();
+    auto context =
+        dist::DistContext::connect(env, c10::Device(c10::kCPU), std::chrono::seconds(60));
+    for (const auto& item : spec.at("cases")) {
+      const std::vector<torch::Tensor> result = run_case(context, item);
+      torch::save(result, result_file(spec.at("output"), item.at("name"), env.rank));
+    }
+    return 0;
+  } catch (const std::exception& error) {
+    std::cerr << "worker: " << error.what() << std::endl;
+    return 1;
+  }
+}
+
+namespace {
+
+// ---- the environment a launcher hands a rank ----
+
+dist::DistEnv env_of(const std::map<std::string, std::string>& variables) {
+  return dist::dist_env_from([&](const char* name) -> const char* {
+    const auto found = variables.find(name);
+    return found == variables.end() ? nullptr : found->second.c_str();
+  });
+}
+
+TEST(DistEnv, NoVariablesIsOneProcess) {
+  const dist::DistEnv env = env_of({});
+  EXPECT_FALSE(env.distributed());
+  EXPECT_EQ(env.world_size, 1);
+  EXPECT_EQ(env.launcher, "none");
+}
+
+TEST(DistEnv, ReadsTorchrunsVariablesAndItsAgentStore) {
+  const dist::DistEnv env = env_of({{"RANK", "5"},
+                                    {"WORLD_SIZE", "8"},
+                                    {"LOCAL_RANK", "1"},
+                                    {"LOCAL_WORLD_SIZE", "4"},
+                                    {"MASTER_ADDR", "node7"},
+                                    {"MASTER_PORT", "29511"},
+                                    {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                    {"TORCHELASTIC_RESTART_COUNT", "2"},
+                                    {"TORCHELASTIC_RUN_ID", "job"}});
+  EXPECT_TRUE(env.distributed());
+  EXPECT_EQ(env.rank, 5);
+  EXPECT_EQ(env.world_size, 8);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_world_size, 4);
+  EXPECT_EQ(env.master_addr, "node7");
+  EXPECT_EQ(env.master_port, 29511);
+  EXPECT_TRUE(env.agent_store);
+  EXPECT_EQ(env.store_prefix, "/worker/attempt_2");
+  EXPECT_EQ(env.launcher, "torchrun");
+}
+
+TEST(DistEnv, ReadsSlurmsVariablesWithTheFirstHostAsRendezvous) {
+  const dist::DistEnv env = env_of({{"SLURM_PROCID", "3"},
+                                    {"SLURM_NTASKS", "4"},
+                                    {"SLURM_LOCALID", "1"},
+                                    {"SLURM_JOB_NODELIST", "gpu[07-08,12],login1"},
+                                    {"SLURM_JOB_ID", "123456"}});
+  EXPECT_EQ(env.launcher, "slurm");
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.master_addr, "gpu07");
+  EXPECT_EQ(env.master_port, 20000 + 123456 % 20000);
+  EXPECT_FALSE(env.agent_store);
+  EXPECT_EQ(dist::first_slurm_host("rack1-n[001-004]-ib"), "rack1-n001-ib");
+  EXPECT_EQ(dist::first_slurm_host("solo"), "solo");
+  EXPECT_EQ(dist::first_slurm_host("a,b[1-2]"), "a");
+}
+
+TEST(DistEnv, RefusesMalformedVariablesNamingThem) {
+  auto field_of = [](const std::map<std::string, std::string>& variables) {
+    try {
+      env_of(variables);
+    } catch (const InvalidInput& error) {
+      return error.field();
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(field_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}}), "RANK");
+  EXPECT_EQ(field_of({{"RANK", "0"}, {"WORLD_SIZE", "two"}}), "WORLD_SIZE");
+  EXPECT_EQ(field_of({{"RANK", "0"}}), "WORLD_SIZE");
+  EXPECT_EQ(field_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}),
+            "MASTER_PORT");
+  EXPECT_EQ(field_of({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}}), "SLURM_PROCID");
+}
+
+TEST(DataParallelSweep, ASpecAskingForRanksOrShardsIsRefusedNamingTheKey) {
+  // A sweep trains every point in its own process: such a point would not be what it says.
+  for (const char* text :
+       {R"({"base": {"world_size": 2}})", R"({"axes": {"shard": ["none", "optimizer"]}})"}) {
+    try {
+      parse_sweep_spec(nlohmann::ordered_json::parse(text));
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const InvalidInput& error) {
+      const std::string key =
+          std::string(text).find("world_size") != std::string::npos ? "world_size" : "shard";
+      EXPECT_NE(error.field().find(key), std::string::npos) << error.what();
+    }
+  }
+}
+
+TEST(BucketLayout, FillsInReverseOrderUpToTheCapAndPadsToTheWorldSize) {
+  // fp32 parameters of 10, 1000, 3 and 7 elements; 64-byte buckets (16 elements), 3 ranks.
+  const auto buckets = dist::plan_buckets({10, 1000, 3, 7}, 4, 64, 3);
+  ASSERT_EQ(buckets.size(), 3u);
+  ASSERT_EQ(buckets[0].slots.size(), 2u);  // 7 and 3, last registered first
+  EXPECT_EQ(buckets[0].slots[0].param, 3u);
+  EXPECT_EQ(buckets[0].slots[1].param, 2u);
+  EXPECT_EQ(buckets[0].slots[1].offset, 7);
+  EXPECT_EQ(buckets[0].numel, 10);
+  EXPECT_EQ(buckets[0].padded_numel, 12);
+  EXPECT_EQ(buckets[0].shard_numel, 4);
+  EXPECT_EQ(buckets[1].slots.size(), 1u);  // larger than the cap: alone
+  EXPECT_EQ(buckets[1].numel, 1000);
+  EXPECT_EQ(buckets[1].padded_numel, 1002);
+  EXPECT_EQ(buckets[2].slots[0].param, 0u);
+  EXPECT_THROW(dist::plan_buckets({1}, 4, 0, 2), InvalidInput);
+}
+
+// ---- N ranks of batch B against one process of batch N·B ----
+
+struct Reference {
+  double loss = 0.0;
+  std::vector<torch::Tensor> grads;
+};
+
+Reference one_process(const nlohmann::json& fields, int world) {
+  RunConfig config = config_from(fields);
+  config.batch *= world;
+  Trainer trainer(config);
+  Reference reference;
+  reference.loss =
+      trainer.accumulate_gradients(trainer.policy().plan_for(config.model.layers, 0.0)).value();
+  for (const auto& param : trainer.model()->parameters()) {
+    reference.grads.push_back(param.grad().clone());
+  }
+  return reference;
+}
+
+class DataParallelEquivalence : public ::testing::TestWithParam<int> {};
+
+TEST_P(DataParallelEquivalence, LossAndEveryGradientMatchOneProcessOfNTimesTheBatch) {
+  const int world = GetParam();
+  ScratchDir dir("equivalence");
+  const std::map<std::string, nlohmann::json> cases = {
+      {"none", tiny_fields()},
+      {"every1", with(tiny_fields(), {{"checkpoint", "every:1"}})},
+      {"sublayer12", with(tiny_fields(), {{"checkpoint", "sublayer:1,2"}})},
+      {"selective", with(tiny_fields(), {{"checkpoint", "selective"}})},
+      {"every1_disk", with(tiny_fields(), {{"checkpoint", "every:1"}, {"offload", "disk"}})},
+      {"accum2", with(tiny_fields(), {{"accum", 2}})},
+      {"every1_accum2", with(tiny_fields(), {{"checkpoint", "every:1"}, {"accum", 2}})},
+      {"one_bucket", with(tiny_fields(), {{"bucket_bytes", 25 << 20}})},
+  };
+  nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
+  for (const auto& [name, fields] : cases) {
+    spec["cases"].push_back({{"name", name}, {"mode", "gradients"}, {"run", fields}});
+  }
+  run_workers(spec, world, dir);
+  if (HasFatalFailure()) return;
+
+  double largest = 0.0;
+  for (const auto& [name, fields] : cases) {
+    const Reference reference = one_process(fields, world);
+    const std::vector<torch::Tensor> rank0 = load(result_file(dir.path(), name, 0));
+    ASSERT_EQ(rank0.size(), reference.grads.size() + 1) << name;
+    // Every rank holds the same averaged gradients, bit for bit.
+    for (int rank = 1; rank < world; ++rank) {
+      const std::vector<torch::Tensor> other = load(result_file(dir.path(), name, rank));
+      for (std::size_t i = 0; i < rank0.size(); ++i) {
+        EXPECT_TRUE(torch::equal(rank0[i], other[i]))
+            << name << ": rank " << rank << ", tensor " << i;
+      }
+    }
+    // The loss and every gradient equal one process's within fp32 summation-order rounding:
+    // a few units in the last place of the tensor's largest element.
+    const double loss_difference = std::abs(rank0[0].item<double>() - reference.loss);
+    EXPECT_LE(loss_difference, 1e-6 * std::abs(reference.loss)) << name;
+    double case_largest = 0.0;
+    for (std::size_t i = 0; i < reference.grads.size(); ++i) {
+      const torch::Tensor& expected = reference.grads[i];
+      const double scale = expected.abs().max().item<double>();
+      const double difference = max_abs_difference(rank0[i + 1], expected);
+      EXPECT_LE(difference, 16 * 1.19e-7 * scale + 1e-12) << name << ", parameter " << i;
+      case_largest = std::max(case_largest, difference);
+    }
+    std::cout << world << " ranks, " << name << ": loss differs by " << loss_difference
+              << ", largest gradient difference " << case_largest << std::endl;
+    largest = std::max(largest, case_largest);
+  }
+  RecordProperty("largest_gradient_difference", std::to_string(largest));
+}
+
+std::string ranks_name(const ::testing::TestParamInfo<int>& ranks) {
+  return std::to_string(ranks.param) + "ranks";
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DataParallelEquivalence, ::testing::Values(2, 3), ranks_name);
+
+// ---- a gradient that arrives after its bucket was sent ----
+
+TEST(DataParallel, AGradientAccumulatedAfterItsBucketWasSentStillCounts) {
+  ScratchDir dir("late");
+  const nlohmann::json spec = {
+      {"output", dir.path()},
+      {"cases",
+       {{{"name", "one_bucket"}, {"mode", "late"}, {"bucket_bytes", 4096}},
+        {{"name", "two_buckets"}, {"mode", "late"}, {"bucket_bytes", 12}}}}};
+  run_workers(spec, 2, dir);
+  if (HasFatalFailure()) return;
+  for (const std::string name : {"one_bucket", "two_buckets"}) {
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::vector<torch::Tensor> result = load(result_file(dir.path(), name, rank));
+      // Ranks contribute r = 1 and 2: a's gradient averages r, b's averages 2r + 3r.
+      EXPECT_TRUE(torch::allclose(result[0], torch::full({3}, 1.5))) << name << result[0];
+      EXPECT_TRUE(torch::allclose(result[1], torch::full({4}, 7.5))) << name << result[1];
+      EXPECT_EQ(result[2].item<double>(), 1.0) << name << ": b's second gradient came late";
+    }
+  }
+}
+
+// ---- sharded optimizer states and gradients ----
+
+class DataParallelSharding : public ::testing::TestWithParam<int> {};
+
+TEST_P(DataParallelSharding, SameParametersAsPlainDataParallelWithOneNthOfTheStates) {
+  const int world = GetParam();
+  ScratchDir dir("sharding");
+  const nlohmann::json base =
+      with(tiny_fields(), {{"checkpoint", "every:1"}, {"accum", 2}, {"steps", 5}});
+  const std::vector<std::string> shards = {"none", "optimizer", "gradients"};
+  nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
+  for (const std::string& shard : shards) {
+    spec["cases"].push_back(
+        {{"name", shard}, {"mode", "steps"}, {"run", with(base, {{"shard", shard}})}});
+    spec["cases"].push_back({{"name", shard + "_unclipped"},
+                             {"mode", "steps"},
+                             {"run", with(base, {{"shard", shard}, {"grad_clip", 0}})}});
+  }
+  run_workers(spec, world, dir);
+  if (HasFatalFailure()) return;
+
+  const int64_t params = config_from(base).model.parameter_count();
+  const auto plain = load(result_file(dir.path(), "none", 0));
+  const auto plain_unclipped = load(result_file(dir.path(), "none_unclipped", 0));
+  std::map<std::string, torch::Tensor> stats;
+  for (const std::string& shard : shards) {
+    for (int rank = 0; rank < world; ++rank) {
+      const auto result = load(result_file(dir.path(), shard, rank));
+      const auto unclipped = load(result_file(dir.path(), shard + "_unclipped", rank));
+      ASSERT_EQ(result.size(), plain.size());
+      EXPECT_EQ(result[0][5].item<double>(), 5.0) << shard << ": steps completed";
+      // Unclipped, the sharded update is the plain one, bit for bit: the same averaged
+      // gradients, the same AdamW arithmetic per element, the same parameters gathered.
+      // Clipped, the global norm is summed shard by shard, so the clipping factor may differ in
+      // its last bits (AdamW's epsilon then lets that show in elements of tiny gradient).
+      double largest = 0.0;
+      for (std::size_t i = 1; i < result.size(); ++i) {
+        EXPECT_TRUE(torch::equal(unclipped[i], plain_unclipped[i])) << shard << ", tensor " << i;
+        const double scale = std::max(1.0, plain[i].abs().max().item<double>());
+        const double difference = max_abs_difference(result[i], plain[i]);
+        EXPECT_LE(difference, 16 * 1.19e-7 * scale) << shard << ", rank " << rank << ", " << i;
+        largest = std::max(largest, difference);
+      }
+      if (rank == 0) {
+        std::cout << world << " ranks, shard " << shard
+                  << ": largest parameter difference after 5 clipped steps " << largest
+                  << std::endl;
+      }
+      const torch::Tensor s = result[0];
+      const double param_bytes = s[0].item<double>(), grad_bytes = s[1].item<double>();
+      const double optimizer_bytes = s[2].item<double>(), baseline = s[3].item<double>();
+      const double buckets = s[4].item<double>();
+      // Padding each bucket to a multiple of the world size adds at most world - 1 elements.
+      const double slack = 4.0 * buckets * (world - 1);
+      const double full = 4.0 * static_cast<double>(params);
+      EXPECT_NEAR(param_bytes, full, slack) << shard;
+      if (shard == "none") {
+        EXPECT_NEAR(optimizer_bytes, 2 * full, 2 * slack);
+        EXPECT_NEAR(grad_bytes, full, slack);
+      } else {
+        EXPECT_NEAR(optimizer_bytes, 2 * full / world, 2 * slack) << shard << ", rank " << rank;
+        EXPECT_NEAR(grad_bytes, shard == "gradients" ? full / world : full, slack) << shard;
+      }
+      // `estimate --nproc N --shard MODE` predicts them.
+      const estimate::ModelStateBytes predicted = estimate::per_rank_model_states(
+          estimate::model_state_bytes(params, Precision::kFp32, estimate::Optimizer::kAdamW), world,
+          shard);
+      EXPECT_NEAR(param_bytes + grad_bytes + optimizer_bytes,
+                  static_cast<double>(predicted.total()), 4 * slack)
+          << shard;
+      // What the allocator saw live at the start of a step is these model states: nothing a
+      // collective held was left uncounted (freed on Gloo's thread, say).
+      const double states = param_bytes + grad_bytes + optimizer_bytes;
+      EXPECT_GE(baseline, states) << shard;
+      EXPECT_LT(baseline, states + 4096)
+          << shard << ", rank " << rank << ": " << baseline - states << " bytes more";
+      if (rank == 0) stats[shard] = s;
+    }
+  }
+  EXPECT_LT(stats["optimizer"][3].item<double>(), stats["none"][3].item<double>());
+  EXPECT_LT(stats["gradients"][3].item<double>(), stats["optimizer"][3].item<double>());
+}
+
+TEST(ShardedEstimate, DividesOptimizerStateThenGradientsAmongRanks) {
+  // The article's 70B in fp32 over 8 ranks: 280 GB weights, 280 GB gradients, 560 GB moments.
+  const estimate::ModelStateBytes whole =
+      estimate::model_state_bytes(70'000'000'000, Precision::kFp32, estimate::Optimizer::kAdamW);
+  const auto none = estimate::per_rank_model_states(whole, 8, "none");
+  const auto optimizer = estimate::per_rank_model_states(whole, 8, "optimizer");
+  const auto gradients = estimate::per_rank_model_states(whole, 8, "gradients");
+  EXPECT_EQ(none.total(), 1'120'000'000'000);
+  EXPECT_EQ(optimizer.total(), 280'000'000'000 + 280'000'000'000 + 70'000'000'000);
+  EXPECT_EQ(gradients.total(), 280'000'000'000 + 35'000'000'000 + 70'000'000'000);
+  // bf16: the fp32 master copy belongs to the optimizer and is divided with it.
+  const auto mixed = estimate::per_rank_model_states(
+      estimate::model_state_bytes(1000, Precision::kBf16, estimate::Optimizer::kAdamW), 4,
+      "optimizer");
+  EXPECT_EQ(mixed.weights, 2000);
+  EXPECT_EQ(mixed.master, 1000);
+  EXPECT_EQ(mixed.optimizer, 2000);
+  EXPECT_THROW(estimate::per_rank_model_states(whole, 0, "none"), InvalidInput);
+  EXPECT_THROW(estimate::per_rank_model_states(whole, 2, "weights"), InvalidInput);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DataParallelSharding, ::testing::Values(2, 3), ranks_name);
+
+}  // namespace
+}  // namespace rematlab

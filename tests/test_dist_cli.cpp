@@ -1,0 +1,308 @@
+// `rematlab-cli run` across processes, on the real binary: --nproc launches and records every
+// rank's figures; a rank killed or hung mid-run fails the run naming it, within the timeout,
+// leaving no process and an intact database; a port in use, a missing peer and ranks started
+// with different flags are one clear line each.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "child_process.h"
+#include "cli_runner.h"
+#include "common/posix_files.h"
+#include "store/run_store.h"
+
+namespace rematlab {
+namespace {
+
+using testing::ChildProcess;
+using testing::cli;
+using testing::cli_through;
+using testing::count_lines;
+using testing::last_line_json;
+using testing::slurp;
+using Clock = std::chrono::steady_clock;
+
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& what)
+      : path_(files::join(files::temp_directory(),
+                          "rematlab-distcli-" + what + "-" + std::to_string(::getpid()))) {
+    files::remove_tree(path_);
+    files::make_directories(path_);
+  }
+  ~ScratchDir() { files::remove_tree(path_); }
+  std::string file(const std::string& name) const { return files::join(path_, name); }
+
+ private:
+  std::string path_;
+};
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::string rank_env(int rank, int world, int port) {
+  return "env RANK=" + std::to_string(rank) + " WORLD_SIZE=" + std::to_string(world) +
+         " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port);
+}
+
+const char* kTiny =
+    "--preset tiny --layers 2 --d-model 32 --heads 2 --seq-len 16 --vocab 64 "
+    "--batch 2 --threads 1";
+
+std::vector<std::string> split(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string word; in >> word;) words.push_back(word);
+  return words;
+}
+
+// The processes whose parent is `parent`, with the RANK their environment gives them.
+std::map<int, pid_t> ranks_of(pid_t parent) {
+  std::map<int, pid_t> ranks;
+  for (const std::string& name : files::list("/proc")) {
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat("/proc/" + name + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(line.substr(close + 2));
+    std::string state;
+    pid_t ppid = 0;
+    fields >> state >> ppid;
+    if (ppid != parent) continue;
+    std::ifstream environ("/proc/" + name + "/environ", std::ios::binary);
+    for (std::string entry; std::getline(environ, entry, '\0');) {
+      if (entry.rfind("RANK=", 0) == 0) ranks[std::stoi(entry.substr(5))] = std::stoi(name);
+    }
+  }
+  return ranks;
+}
+
+bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+bool wait_until(const std::function<bool()>& condition, std::chrono::seconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return condition();
+}
+
+// The launcher's ranks once rank 0 has trained 3 steps; empty if the launcher ended first or
+// that took more than two minutes.
+std::map<int, pid_t> ranks_training(ChildProcess& launcher, std::size_t count,
+                                    const std::string& err) {
+  std::map<int, pid_t> ranks;
+  const bool training = wait_until(
+      [&] {
+        if (launcher.wait_for(std::chrono::milliseconds(0))) return true;
+        ranks = ranks_of(launcher.pid());
+        return ranks.size() == count && slurp(err).find("[rank 0] step 3/") != std::string::npos;
+      },
+      std::chrono::seconds(120));
+  if (!training || launcher.wait_for(std::chrono::milliseconds(0))) return {};
+  return ranks;
+}
+
+TEST(DistCli, TwoLocalRanksReportAndRecordEveryRanksFigures) {
+  ScratchDir dir("two");
+  const std::string db = dir.file("runs.sqlite");
+  const auto result = cli("run " + std::string(kTiny) +
+                          " --nproc 2 --steps 4 --checkpoint every:1 --shard optimizer "
+                          "--bucket-size 4KiB --json --db " +
+                          db);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(count_lines(result.out), 1) << "one result, rank 0's: " << result.out;
+  EXPECT_NE(result.err.find("[rank 1] step 4/4"), std::string::npos) << result.err;
+  const nlohmann::json json = last_line_json(result.out);
+  EXPECT_EQ(json["status"], "ok");
+  EXPECT_EQ(json["world_size"], 2);
+  EXPECT_EQ(json["shard"], "optimizer");
+  ASSERT_EQ(json["ranks"].size(), 2u);
+  for (int rank = 0; rank < 2; ++rank) {
+    const nlohmann::json& figures = json["ranks"][rank];
+    EXPECT_EQ(figures["rank"], rank);
+    EXPECT_GT(figures["peak_bytes"].get<int64_t>(), 0);
+    EXPECT_GT(figures["optimizer_bytes"].get<int64_t>(), 0);
+    EXPECT_GT(figures["step_ms"].get<double>(), 0.0);
+    EXPECT_EQ(figures["step_peak_bytes"].size(), 4u);
+    // Several buckets go out while backward still runs: some communication is hidden.
+    EXPECT_GT(figures["comm_ms"].get<double>(), 0.0);
+    EXPECT_GT(figures["comm_hidden_ms"].get<double>(), 0.0);
+    EXPECT_LE(figures["comm_hidden_ms"].get<double>(), figures["comm_ms"].get<double>());
+  }
+  EXPECT_NE(json["ranks"][0]["pid"], json["ranks"][1]["pid"]);
+
+  RunStore store(db, StoreAccess::kReadOnly, false);
+  const std::vector<RunRecord> runs = store.runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].status, RunStatus::kOk);
+  EXPECT_EQ(runs[0].config.world_size, 2);
+  EXPECT_EQ(runs[0].config.shard, "optimizer");
+  ASSERT_EQ(runs[0].result.ranks.size(), 2u);
+  EXPECT_EQ(runs[0].result.ranks[1].peak_bytes, json["ranks"][1]["peak_bytes"].get<int64_t>());
+  EXPECT_EQ(runs[0].result.ranks[1].optimizer_bytes,
+            json["ranks"][1]["optimizer_bytes"].get<int64_t>());
+  EXPECT_EQ(store.steps(runs[0].id).size(), 4u);
+}
+
+TEST(DistCli, KillingARankFailsTheRunNamingItWithinTheTimeoutAndLeavesNothingBehind) {
+  ScratchDir dir("kill");
+  const std::string db = dir.file("runs.sqlite");
+  std::vector<std::string> args = {REMATLAB_CLI_PATH, "run"};
+  for (const std::string& word : split(kTiny)) args.push_back(word);
+  for (const std::string& word :
+       split("--nproc 3 --steps 100000 --checkpoint every:1 --dist-timeout 10 --db " + db)) {
+    args.push_back(word);
+  }
+  ChildProcess launcher(args, {}, dir.file("out"), dir.file("err"));
+  const std::map<int, pid_t> ranks = ranks_training(launcher, 3, dir.file("err"));
+  ASSERT_EQ(ranks.size(), 3u) << slurp(dir.file("err"));
+  ASSERT_EQ(::kill(ranks.at(1), SIGKILL), 0);
+  const auto killed = Clock::now();
+  const std::optional<int> code = launcher.exit_code(std::chrono::seconds(40));
+  ASSERT_TRUE(code.has_value()) << "the launcher did not stop: " << slurp(dir.file("err"));
+  EXPECT_LT(Clock::now() - killed, std::chrono::seconds(25));
+  EXPECT_EQ(*code, 1);
+  const std::string err = slurp(dir.file("err"));
+  const std::string last = err.substr(err.rfind("rematlab-cli: error:"));
+  EXPECT_NE(last.find("rank 1 (pid " + std::to_string(ranks.at(1)) + ") was killed by signal 9"),
+            std::string::npos)
+      << err;
+  for (const auto& [rank, pid] : ranks) EXPECT_FALSE(alive(pid)) << "rank " << rank << " is left";
+
+  RunStore store(db, StoreAccess::kReadOnly, false);
+  EXPECT_EQ(store.integrity_check(), "ok");
+  const std::vector<RunRecord> runs = store.runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].status, RunStatus::kFailed);
+  EXPECT_NE(runs[0].message.find("rank 1"), std::string::npos) << runs[0].message;
+  EXPECT_GE(store.steps(runs[0].id).size(), 1u);
+}
+
+TEST(DistCli, AHungRankIsKilledAfterTheTimeoutAndNamed) {
+  ScratchDir dir("hang");
+  const std::string db = dir.file("runs.sqlite");
+  std::vector<std::string> args = {REMATLAB_CLI_PATH, "run"};
+  for (const std::string& word : split(kTiny)) args.push_back(word);
+  for (const std::string& word : split("--nproc 2 --steps 100000 --dist-timeout 2 --db " + db)) {
+    args.push_back(word);
+  }
+  ChildProcess launcher(args, {}, dir.file("out"), dir.file("err"));
+  const std::map<int, pid_t> ranks = ranks_training(launcher, 2, dir.file("err"));
+  ASSERT_EQ(ranks.size(), 2u) << slurp(dir.file("err"));
+  ASSERT_EQ(::kill(ranks.at(1), SIGSTOP), 0);
+  const std::optional<int> code = launcher.exit_code(std::chrono::seconds(40));
+  ASSERT_TRUE(code.has_value()) << slurp(dir.file("err"));
+  EXPECT_EQ(*code, 1);
+  const std::string err = slurp(dir.file("err"));
+  EXPECT_NE(err.find("[rank 0] rematlab-cli: error:"), std::string::npos) << err;
+  EXPECT_NE(err.find("within 2 s"), std::string::npos) << err;
+  EXPECT_NE(err.find("rematlab-cli: error: rank 1 (pid " + std::to_string(ranks.at(1)) +
+                     ") stopped responding"),
+            std::string::npos)
+      << err;
+  for (const auto& [rank, pid] : ranks) EXPECT_FALSE(alive(pid)) << "rank " << rank << " is left";
+  RunStore store(db, StoreAccess::kReadOnly, false);
+  const std::vector<RunRecord> runs = store.runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].status, RunStatus::kFailed);
+  EXPECT_NE(runs[0].message.find("rank 1"), std::string::npos) << runs[0].message;
+}
+
+TEST(DistCli, RanksStartedWithDifferentFlagsRefuseNamingTheFlag) {
+  ScratchDir dir("mismatch");
+  const int port = free_port();
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::string> args = {REMATLAB_CLI_PATH, "run"};
+    for (const std::string& word : split(kTiny)) args.push_back(word);
+    args.push_back("--steps");
+    args.push_back(rank == 0 ? "2" : "3");
+    ranks.push_back(std::make_unique<ChildProcess>(
+        args,
+        std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=2",
+                                 "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)},
+        dir.file("out" + std::to_string(rank)), dir.file("err" + std::to_string(rank))));
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::optional<int> code = ranks[rank]->exit_code(std::chrono::seconds(60));
+    const std::string err = slurp(dir.file("err" + std::to_string(rank)));
+    ASSERT_TRUE(code.has_value());
+    EXPECT_EQ(*code, 2) << err;
+    EXPECT_EQ(count_lines(err), 1) << err;
+    EXPECT_NE(err.find("--steps: rank 1 was given 3 but rank 0 2"), std::string::npos) << err;
+  }
+}
+
+TEST(DistCli, APortInUseIsOneLineNamingIt) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  const int port = ntohs(address.sin_port);
+  const auto result =
+      cli_through(rank_env(0, 2, port), "run " + std::string(kTiny) + " --dist-timeout 5");
+  ::close(fd);
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_EQ(count_lines(result.err), 1) << result.err;
+  EXPECT_NE(result.err.find("MASTER_PORT: port " + std::to_string(port) + " is already in use"),
+            std::string::npos)
+      << result.err;
+}
+
+TEST(DistCli, AMissingPeerIsReportedAfterTheTimeout) {
+  const auto start = Clock::now();
+  const auto result =
+      cli_through(rank_env(0, 3, free_port()), "run " + std::string(kTiny) + " --dist-timeout 2");
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(result.exit_code, 4) << result.err;
+  EXPECT_EQ(count_lines(result.err), 1) << result.err;
+  EXPECT_NE(result.err.find("rank(s) 1, 2 of 3 did not join within 2 s"), std::string::npos)
+      << result.err;
+}
+
+TEST(DistCli, BadDistributedFlagsAreRefusedBeforeAnythingStarts) {
+  for (const auto& [arguments, flag] : std::vector<std::pair<std::string, std::string>>{
+           {"run --nproc 0", "--nproc"},
+           {"run --nproc 100000", "--nproc"},
+           {"run --shard weights", "--shard"},
+           {"run --bucket-size 0", "--bucket-size"},
+           {"run --nproc 2 --dist-timeout 0", "--dist-timeout"},
+           {"run --shard gradients --precision fp16", "--precision"}}) {
+    const auto result = cli(arguments);
+    EXPECT_EQ(result.exit_code, 2) << arguments << ": " << result.err;
+    EXPECT_EQ(count_lines(result.err), 1) << arguments << ": " << result.err;
+    EXPECT_NE(result.err.find(flag), std::string::npos) << arguments << ": " << result.err;
+  }
+  const auto inside = cli_through(rank_env(0, 2, free_port()), "run --nproc 2");
+  EXPECT_EQ(inside.exit_code, 2) << inside.err;
+  EXPECT_NE(inside.err.find("--nproc: this process is already rank 0 of 2"), std::string::npos)
+      << inside.err;
+}
+
+}  // namespace
+}  // namespace rematlab
