@@ -12,6 +12,7 @@
 #include "common/errors.h"
 #include "common/posix_files.h"
 #include "estimate/estimate.h"
+#include "estimate/sharded_states.h"
 #include "model/transformer.h"
 #include "train/trainer.h"
 
@@ -141,34 +142,41 @@ TEST(Estimate, RecomputationAddsHardwareFlopsOnly) {
 struct Calibration {
   std::string checkpoint;
   AttentionKind attention;
+  std::string preset = "small";
+  int64_t batch = 2;
+  int64_t loss_chunks = 1;
+  double tolerance = 0.15;
 };
 
 // gtest prints parameters in test listings (and ctest's names); bytes would be unreadable.
 void PrintTo(const Calibration& c, std::ostream* out) {
-  *out << c.checkpoint << " with " << to_string(c.attention) << " attention";
+  *out << c.preset << " " << c.checkpoint << " with " << to_string(c.attention) << " attention, "
+       << c.loss_chunks << " loss slices";
 }
 
 class EstimateCalibration : public ::testing::TestWithParam<Calibration> {};
 
-TEST_P(EstimateCalibration, PredictsMeasuredPeakWithin15Percent) {
+TEST_P(EstimateCalibration, PredictsMeasuredPeakWithinTheStatedError) {
+  const Calibration& c = GetParam();
   RunConfig config;
-  config.preset = "small";
-  config.model = model_preset("small");
-  config.model.attention = GetParam().attention;
-  config.batch = 2;
+  config.preset = c.preset;
+  config.model = model_preset(c.preset);
+  config.model.attention = c.attention;
+  config.model.loss_chunks = c.loss_chunks;
+  config.batch = c.batch;
   config.steps = 2;
-  config.checkpoint = GetParam().checkpoint;
+  config.checkpoint = c.checkpoint;
   config.peak_flops = 1e9;  // not measured here
   const RunSummary summary = Trainer(config).run();
   const int64_t predicted =
-      estimate::estimate_policy_activations(estimate::from_model_config(config.model), 2,
+      estimate::estimate_policy_activations(estimate::from_model_config(config.model), c.batch,
                                             Precision::kFp32, config.checkpoint, false)
           .peak_bytes;
   const double ratio =
       static_cast<double>(predicted) / static_cast<double>(summary.peak_activation_bytes);
-  EXPECT_NEAR(ratio, 1.0, 0.15) << config.checkpoint << " " << to_string(config.model.attention)
-                                << ": predicted " << predicted << ", measured "
-                                << summary.peak_activation_bytes;
+  EXPECT_NEAR(ratio, 1.0, c.tolerance)
+      << config.checkpoint << " " << to_string(config.model.attention) << ": predicted "
+      << predicted << ", measured " << summary.peak_activation_bytes;
 }
 
 INSTANTIATE_TEST_SUITE_P(Small, EstimateCalibration,
@@ -186,6 +194,77 @@ INSTANTIATE_TEST_SUITE_P(Small, EstimateCalibration,
                            }
                            return name;
                          });
+
+// Llama at the batch docs/estimates.md's table uses, within the ±5 % it states.
+INSTANTIATE_TEST_SUITE_P(
+    LlamaTiny, EstimateCalibration,
+    ::testing::Values(Calibration{"none", AttentionKind::kSdpa, "llama-tiny", 8, 1, 0.05},
+                      Calibration{"every:1", AttentionKind::kSdpa, "llama-tiny", 8, 1, 0.05},
+                      Calibration{"sublayer:1,2", AttentionKind::kSdpa, "llama-tiny", 8, 1, 0.05},
+                      Calibration{"selective", AttentionKind::kSdpa, "llama-tiny", 8, 1, 0.05},
+                      Calibration{"every:1", AttentionKind::kMath, "llama-tiny", 8, 1, 0.05},
+                      Calibration{"none", AttentionKind::kSdpa, "llama-tiny", 8, 4, 0.05},
+                      Calibration{"every:1", AttentionKind::kMath, "llama-tiny", 8, 4, 0.05}),
+    [](const ::testing::TestParamInfo<Calibration>& param) {
+      std::string name = param.param.checkpoint + "_" + to_string(param.param.attention) +
+                         "_slices" + std::to_string(param.param.loss_chunks);
+      for (char& c : name) {
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      return name;
+    });
+
+// The advice is the first rung that fits: the one before it must not, and what it says it needs
+// is what the estimator predicts for those flags.
+TEST(FitAdvice, TakesTheLeastRecomputationThatFits) {
+  estimate::FitQuestion question;
+  question.arch = estimate::architecture_preset("llama3-8b");
+  question.arch.seq_len = 8192;
+  question.params = estimate::parameter_count(question.arch);
+  const int64_t memory = int64_t{80} << 30;
+  const auto advice = estimate::advise_fit(question, memory);
+  ASSERT_TRUE(advice.has_value());
+  // 8 B parameters in fp32 with AdamW are 128 GB of states: more than one 80 GiB device.
+  EXPECT_GT(advice->world_size, 1);
+  EXPECT_EQ(advice->shard, "gradients");
+  EXPECT_LE(advice->needed_bytes, memory);
+  estimate::Architecture arch = question.arch;
+  arch.loss_chunks = advice->loss_chunks;
+  const int64_t states =
+      estimate::per_rank_model_states(
+          estimate::model_state_bytes(question.params, question.precision, question.optimizer),
+          advice->world_size, advice->shard)
+          .total();
+  EXPECT_EQ(advice->needed_bytes,
+            states + estimate::estimate_policy_activations(arch, 1, question.precision,
+                                                           advice->checkpoint, advice->offload)
+                         .peak_bytes);
+  // Half the ranks do not fit, whatever the policy.
+  estimate::FitQuestion fewer = question;
+  fewer.max_world_size = advice->world_size / 2;
+  EXPECT_FALSE(estimate::advise_fit(fewer, memory).has_value());
+  // On those ranks, the rung below (no recomputation at all) does not fit.
+  EXPECT_GT(states + estimate::estimate_policy_activations(question.arch, 1, question.precision,
+                                                           "none", false)
+                         .peak_bytes,
+            memory);
+}
+
+TEST(FitAdvice, AskedLayoutFirstAndNothingWhenNothingFits) {
+  estimate::FitQuestion question;
+  question.arch = estimate::architecture_preset("small");
+  question.params = estimate::parameter_count(question.arch);
+  question.batch = 8;
+  const auto roomy = estimate::advise_fit(question, int64_t{80} << 30);
+  ASSERT_TRUE(roomy.has_value());
+  EXPECT_EQ(roomy->checkpoint, "none");
+  EXPECT_EQ(roomy->world_size, 1);
+  estimate::FitQuestion huge;
+  huge.arch = estimate::architecture_preset("llama2-70b");
+  huge.params = estimate::parameter_count(huge.arch);
+  huge.max_world_size = 4;
+  EXPECT_FALSE(estimate::advise_fit(huge, int64_t{24} << 30).has_value());
+}
 
 TEST(Estimate, RunSummaryRecordsFlopsAndUtilisation) {
   RunConfig config;

@@ -20,6 +20,7 @@ struct EstimateOptions {
   std::string model;
   std::optional<int64_t> layers, d_model, heads, kv_heads, mlp_hidden, seq_len, vocab;
   std::string attention;
+  std::string loss_chunks;
   std::optional<double> params;
   std::string precision = "fp32";
   std::string optimizer = "adamw";
@@ -33,7 +34,7 @@ struct EstimateOptions {
 
   bool has_shape_flags() const {
     return layers || d_model || heads || kv_heads || mlp_hidden || seq_len || vocab ||
-           !attention.empty();
+           !attention.empty() || !loss_chunks.empty();
   }
 
   estimate::EstimateRequest resolve() const {
@@ -58,6 +59,10 @@ struct EstimateOptions {
       if (seq_len) arch.seq_len = *seq_len;
       if (vocab) arch.vocab = *vocab;
       if (!attention.empty()) arch.attention = parse_attention(attention);
+      if (!loss_chunks.empty()) {
+        arch.loss_chunks =
+            resolve_loss_chunks(parse_loss_chunks(loss_chunks), arch.vocab, arch.d_model);
+      }
       estimate::validate(arch);
       request.arch = arch;
     }
@@ -107,6 +112,8 @@ Command add_estimate_command(CLI::App& app) {
   command->add_option("--seq-len", options->seq_len, "Sequence length in tokens");
   command->add_option("--vocab", options->vocab, "Vocabulary size");
   command->add_option("--attention", options->attention, "sdpa (fused) or math (keeps s×s scores)");
+  command->add_option("--loss-chunks", options->loss_chunks,
+                      "Output head and loss in N slices of the tokens, or auto");
   command->add_option("--params", options->params,
                       "Nominal parameter count (e.g. 70e9) for the model-state figures");
   command->add_option("--precision", options->precision, "fp32, bf16 or fp16")

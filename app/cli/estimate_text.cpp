@@ -25,6 +25,36 @@ std::string count(double value) {
   return text;
 }
 
+// The flags that make a step fit, as `run` takes them; what the request already says is left out.
+std::string advice_flags(const estimate::FitAdvice& advice, const estimate::Estimate& estimate) {
+  const estimate::EstimateRequest& request = estimate.request;
+  std::string flags = "--checkpoint " + advice.checkpoint;
+  if (advice.loss_chunks != request.arch->loss_chunks)
+    flags += " --loss-chunks " + std::to_string(advice.loss_chunks);
+  if (advice.offload && !request.offload) flags += " --offload disk";
+  if (advice.world_size != request.world_size) {
+    flags += " --nproc " + std::to_string(advice.world_size) + " --shard " + advice.shard;
+  }
+  return flags;
+}
+
+// One line per device: what fits there with the least recomputation, and what it needs.
+std::string fit_advice_text(const estimate::Estimate& estimate) {
+  std::ostringstream out;
+  for (const auto& fit : estimate.fits) {
+    out << format_bytes(fit.memory_bytes) << ": ";
+    if (!fit.advice) {
+      out << "nothing fits at batch " << estimate.request.batch
+          << ", not even every block recomputed with the loss in slices and offload, on up to 64 "
+             "ranks sharding gradients\n";
+      continue;
+    }
+    out << "fits with " << advice_flags(*fit.advice, estimate) << " (needs "
+        << format_bytes(fit.advice->needed_bytes) << ")\n";
+  }
+  return out.str();
+}
+
 }  // namespace
 
 std::string estimate_to_text(const estimate::Estimate& estimate) {
@@ -98,6 +128,7 @@ std::string estimate_to_text(const estimate::Estimate& estimate) {
                     fit.max_batch ? std::to_string(*fit.max_batch) : "n/a"});
   }
   out << format_table({"device", "needed", "verdict", "max batch"}, fits);
+  if (estimate.request.arch) out << "\n" << fit_advice_text(estimate);
   return out.str();
 }
 

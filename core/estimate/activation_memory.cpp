@@ -35,24 +35,28 @@ class EngineAccounting {
     SublayerCost cost;
     cost.name = "a" + std::to_string(block);
     cost.output = per_token(d);
-    // LayerNorm output (the QKV matmul's input) and its two statistics; the core's output (the
-    // output projection's input). The fused core writes its output already in (b, s, a, hd)
-    // order, so making it contiguous copies nothing.
-    const int64_t outside_core = d + 2 + d;
-    // The core: fused attention keeps q, k, v (views of the QKV tensor) and the log-sum-exp;
-    // the explicit one keeps the scaled q, copies of k and v that batched matmul makes of the
-    // strided heads, and the softmax probabilities — the s×s term.
-    const int64_t core = math ? d + 2 * arch_.kv_dim() + scores : qkv + arch_.heads;
+    // The norm (its output is the QKV matmul's input) and the core's output (the output
+    // projection's input). The fused core writes its output already in (b, s, a, hd) order, so
+    // making it contiguous copies nothing.
+    const int64_t outside_core = norm_bytes() + per_token(d);
+    // The core. Fused: q, k, v and the log-sum-exp; v is a view of the QKV tensor and keeps all
+    // of it alive, and rotated q and k are new tensors beside it (the rotation itself keeps only
+    // views of the cos/sin tables). Explicit: the scaled q, contiguous copies of k and v (batched
+    // matmul's copies of strided heads, or the copies that repeat shared K/V heads) and the
+    // softmax probabilities — the s×s term; the QKV tensor itself is then freed.
+    const int64_t rotated = arch_.rotary ? d + arch_.kv_dim() : 0;
+    const int64_t core = math ? 3 * d + scores : qkv + rotated + arch_.heads;
     if (selective_) {
-      cost.interior = per_token(outside_core + qkv);
+      cost.interior = outside_core + per_token(qkv);
       // Backward first recomputes the core, then runs its backward.
       cost.backward_extra = per_token(core - qkv) + backward_core(qkv, scores, math);
     } else {
-      cost.interior = per_token(outside_core + core);
+      cost.interior = outside_core + per_token(core);
       cost.backward_extra = backward_core(qkv, scores, math);
     }
-    // The explicit core holds the raw scores and the probabilities at once.
-    cost.forward_extra = math ? per_token(scores) : per_token(d);
+    // The explicit core holds the raw scores and the probabilities at once; rotating q and k
+    // briefly holds the rotated halves and both products.
+    cost.forward_extra = per_token(math ? scores : d) + per_token(arch_.rotary ? 2 * d : 0);
     return cost;
   }
 
@@ -62,37 +66,67 @@ class EngineAccounting {
     SublayerCost cost;
     cost.name = "m" + std::to_string(block);
     cost.output = per_token(d);
-    // LayerNorm output and statistics; the up projection's output (GELU's input) and GELU's
-    // output (the down projection's input). SwiGLU keeps gate, up, SiLU(gate) and the product.
-    cost.interior = per_token(d + 2 + (arch_.gated_mlp ? 4 : 2) * f);
+    // The norm; GELU: the up projection's output (GELU's input) and GELU's output (the down
+    // projection's input). SwiGLU: the fused gate-and-up output (2f, kept whole by its halves'
+    // views), SiLU(gate) and the product.
+    cost.interior = norm_bytes() + per_token((arch_.gated_mlp ? 4 : 2) * f);
     cost.forward_extra = per_token(d);
-    // The down projection's input gradient (f wide) appears before its saved input is freed,
-    // with one weight gradient before it is added into .grad.
-    cost.backward_extra = per_token(f) + weight(d * f);
+    // GELU: the down projection's input gradient (f wide) appears before its saved input is
+    // freed, with one weight gradient before it is added into .grad. SwiGLU: the product's
+    // gradient and those of both its factors meet once the product itself is freed.
+    cost.backward_extra =
+        arch_.gated_mlp ? per_token(2 * f) + weight(2 * d * f) : per_token(f) + weight(d * f);
     return cost;
   }
 
   int64_t embedding_output() const { return per_token(arch_.d_model); }
-  // Final LayerNorm output and statistics, and the log-probabilities cross-entropy keeps.
-  int64_t loss_saved() const { return per_token(arch_.d_model + 2 + arch_.vocab); }
-  // The logits, briefly beside the log-probabilities.
-  int64_t loss_forward_extra() const { return per_token(arch_.vocab); }
-  // Loss backward: the gradient of the log-probabilities and of the logits, and the LM head's
-  // (and, tied, the embedding's) weight gradient.
+  // The final norm and the log-probabilities cross-entropy keeps. In slices, each slice's head
+  // and loss run again in backward: only the norm's output (the slices' input) is kept.
+  int64_t loss_saved() const { return norm_bytes() + (sliced() ? 0 : per_token(arch_.vocab)); }
+  // The logits, briefly beside the log-probabilities (of one slice when sliced).
+  int64_t loss_forward_extra() const {
+    return sliced() ? 2 * per_slice(arch_.vocab) : per_token(arch_.vocab);
+  }
+  // Loss backward: the gradient of the log-probabilities and of the logits meet; the kept
+  // log-probabilities and their gradient are freed before the LM head's (and, tied, the
+  // embedding's) weight gradient appears beside the logits' gradient. Sliced, per slice: the
+  // recomputed log-probabilities and those two gradients; then the slice's head gradient beside
+  // the logits' gradient; autograd sums the slices' head gradients out of place (the running sum,
+  // the new one and their sum: three at once); and the slices' input gradients gather into one.
   int64_t loss_backward_extra() const {
-    return per_token(2 * arch_.vocab) + weight(arch_.vocab * arch_.d_model);
+    const int64_t head = weight(arch_.vocab * arch_.d_model);
+    if (!sliced()) return std::max(per_token(2 * arch_.vocab), head);
+    const int64_t slice = per_slice(arch_.vocab);
+    return std::max({3 * slice + head, slice + 2 * head, 3 * head}) + per_token(arch_.d_model);
   }
   int64_t residual_gradient() const { return per_token(arch_.d_model); }
 
  private:
   int64_t per_token(int64_t values) const { return values * tokens_ * v_; }
+  bool sliced() const { return arch_.loss_chunks > 1; }
+  // Values for one slice of the tokens, as torch::chunk cuts them (the first slices the largest).
+  int64_t per_slice(int64_t values) const {
+    const int64_t slice_tokens = (tokens_ + arch_.loss_chunks - 1) / arch_.loss_chunks;
+    return values * slice_tokens * v_;
+  }
+  // What a norm keeps, its output (the next matmul's input) included. LayerNorm: the output and
+  // two statistics. RMSNorm runs in fp32 (the engine's Llama does): the fp32 copy of the input
+  // (the input itself when it is fp32), the reciprocal RMS, the normalised values and the
+  // scaled output, both in the activations' precision.
+  int64_t norm_bytes() const {
+    const int64_t d = arch_.d_model;
+    if (!arch_.rms_norm) return per_token(d + 2);
+    const int64_t fp32_copy = v_ == 4 ? 0 : d * 4;
+    return (fp32_copy + 4) * tokens_ + per_token(2 * d);
+  }
   int64_t weight(int64_t values) const { return values * v_; }
   int64_t backward_core(int64_t qkv, int64_t scores, bool math) const {
     const int64_t d = arch_.d_model;
     // Fused: the gradient of the core's output, of q, k, v and their concatenation into the
     // QKV gradient. Explicit: the gradients of the probabilities and of the scores (both s×s)
     // live together in softmax's backward, while v's copy and the context are already freed.
-    const int64_t core = math ? 2 * scores - d : d + 2 * qkv;
+    // Rotated q and k: undoing the rotation holds one more q-sized gradient.
+    const int64_t core = (math ? 2 * scores - d : d + 2 * qkv) + (arch_.rotary ? d : 0);
     return per_token(core) + weight(d * qkv);
   }
 

@@ -99,7 +99,18 @@ Estimate make_estimate(const EstimateRequest& request) {
     fit.needed_bytes =
         estimate.states.total() + (estimate.activations ? estimate.activations->peak_bytes : 0);
     fit.fits = fit.needed_bytes <= memory;
-    if (request.arch) fit.max_batch = max_batch(estimate, memory);
+    if (request.arch) {
+      fit.max_batch = max_batch(estimate, memory);
+      FitQuestion question;
+      question.arch = *request.arch;
+      question.batch = request.batch;
+      question.precision = request.precision;
+      question.optimizer = request.optimizer;
+      question.params = estimate.params;
+      question.world_size = request.world_size;
+      question.shard = request.shard;
+      fit.advice = advise_fit(question, memory);
+    }
     estimate.fits.push_back(fit);
   }
   return estimate;
@@ -161,10 +172,18 @@ nlohmann::json to_json(const Estimate& estimate) {
       estimate.flops ? nlohmann::json(estimate.flops->hardware) : nlohmann::json(nullptr);
   nlohmann::json fits = nlohmann::json::array();
   for (const DeviceFit& fit : estimate.fits) {
-    fits.push_back({{"memory_bytes", fit.memory_bytes},
-                    {"needed_bytes", fit.needed_bytes},
-                    {"fits", fit.fits},
-                    {"max_batch", optional(fit.max_batch)}});
+    fits.push_back(
+        {{"memory_bytes", fit.memory_bytes},
+         {"needed_bytes", fit.needed_bytes},
+         {"fits", fit.fits},
+         {"max_batch", optional(fit.max_batch)},
+         {"advice", fit.advice ? nlohmann::json{{"checkpoint", fit.advice->checkpoint},
+                                                {"loss_chunks", fit.advice->loss_chunks},
+                                                {"offload", fit.advice->offload},
+                                                {"world_size", fit.advice->world_size},
+                                                {"shard", fit.advice->shard},
+                                                {"needed_bytes", fit.advice->needed_bytes}}
+                               : nlohmann::json(nullptr)}});
   }
   json["devices"] = std::move(fits);
   return json;

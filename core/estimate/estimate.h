@@ -11,6 +11,7 @@
 
 #include "estimate/activation_memory.h"
 #include "estimate/architecture.h"
+#include "estimate/fit_advice.h"
 #include "estimate/flops.h"
 #include "estimate/model_state.h"
 
@@ -36,6 +37,9 @@ struct DeviceFit {
   int64_t needed_bytes = 0;  // model states + activation peak at the request's batch
   bool fits = false;
   std::optional<int64_t> max_batch;  // largest batch predicted to fit; absent without a shape
+  // With a shape: the least recomputation (then the fewest ranks) that fits at the request's
+  // batch; absent when nothing does or without a shape.
+  std::optional<FitAdvice> advice;
 };
 
 struct Estimate {

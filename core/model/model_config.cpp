@@ -80,6 +80,10 @@ int64_t ModelConfig::mlp_width() const {
 }
 
 int64_t ModelConfig::loss_chunk_count() const {
+  return resolve_loss_chunks(loss_chunks, vocab, d_model);
+}
+
+int64_t resolve_loss_chunks(int64_t loss_chunks, int64_t vocab, int64_t d_model) {
   if (loss_chunks == kAutoLossChunks)
     return std::max<int64_t>(1, (vocab + 4 * d_model - 1) / (4 * d_model));
   return std::max<int64_t>(1, loss_chunks);

@@ -60,6 +60,8 @@ std::string to_string(ModelFamily family);
 ModelFamily parse_family(const std::string& text);  // throws InvalidInput("--arch", …)
 // "auto" or a whole number ≥ 0; throws InvalidInput("--loss-chunks", …).
 int64_t parse_loss_chunks(const std::string& text);
+// Slices for a `loss_chunks` setting (kAutoLossChunks included) on this vocabulary and width.
+int64_t resolve_loss_chunks(int64_t loss_chunks, int64_t vocab, int64_t d_model);
 std::string loss_chunks_text(int64_t loss_chunks);
 
 }  // namespace rematlab
