@@ -605,6 +605,19 @@ TEST(Window, AFieldErrorIsShownAtTheFieldInTheFormsWordsAndNothingMoves) {
   EXPECT_TRUE(layout_now() == before);
 }
 
+TEST(Window, TheSegmentsPreviewShowsEveryPolicyInFull) {
+  Bench bench;
+  show_at(bench.window, 1280, 720);
+  bench.panel->load_spec(rematlab::default_study_spec());  // four policies of a 12-block model
+  QTest::qWait(50);                                        // the relayout is a posted event
+  QLabel* preview = bench.panel->segments_label();
+  for (const QString& policy : bench.panel->policies_field()->text().split(';')) {
+    EXPECT_TRUE(preview->text().contains(policy.trimmed() + ": ")) << policy.toStdString();
+  }
+  // Laid out as tall as its wrapped text needs: no policy cut off at the bottom.
+  EXPECT_GE(preview->height(), preview->heightForWidth(preview->width()));
+}
+
 TEST(FieldErrors, CoreErrorsAreSaidInTheFormsWords) {
   using rematlab::InvalidInput;
   using rematlab::ui::explain;

@@ -211,19 +211,25 @@ void ExperimentPanel::lay_out() {
   training->addRow("Seed", seed_);
   training->addRow("Threads", threads_);
   training->addRow("Device", device_);
-  auto* sweep = new QFormLayout;
-  sweep->addRow("Experiment", name_);
-  sweep->addRow("Policies", policies_);
-  sweep->addRow("Segments", preview_);
-  sweep->addRow("", notation_);
-  sweep->addRow("Offload", offload_);
-  sweep->addRow("Micro-batch", batch_);
-  sweep->addRow("Precision", precision_);
-  sweep->addRow("Budget", budget_);
+  auto* sweep_top = new QFormLayout;
+  sweep_top->addRow("Experiment", name_);
+  sweep_top->addRow("Policies", policies_);
+  auto* sweep_rest = new QFormLayout;
+  sweep_rest->addRow("Offload", offload_);
+  sweep_rest->addRow("Micro-batch", batch_);
+  sweep_rest->addRow("Precision", precision_);
+  sweep_rest->addRow("Budget", budget_);
   auto* search_row = new QHBoxLayout;
   search_row->addWidget(max_batch_);
   search_row->addWidget(max_batch_limit_);
-  sweep->addRow(search_row);
+  sweep_rest->addRow(search_row);
+  // The segments preview wraps, and a wrapped label in a form row gets the height of a wider
+  // one (the last policies were cut off): in a box layout its height follows its width.
+  auto* sweep = new QVBoxLayout;
+  sweep->addLayout(sweep_top);
+  sweep->addWidget(preview_);
+  sweep->addWidget(notation_);
+  sweep->addLayout(sweep_rest);
 
   auto group = [](const QString& title, QLayout* layout) {
     auto* box = new QGroupBox(title);
@@ -374,7 +380,7 @@ void ExperimentPanel::update_preview() {
       preview << policy + ": —";
     }
   }
-  preview_->setText(preview.join("\n"));
+  preview_->setText("Segments of each policy:\n" + preview.join("\n"));
 }
 
 // The bad field: tinted, the reason first in its tooltip, and in a line edit a warning sign

@@ -73,6 +73,7 @@ class ExperimentPanel : public QWidget {
   QPushButton* check_button() const { return check_; }
   QScrollArea* scroll_area() const { return scroll_; }
   QLabel* problem_label() const { return problem_label_; }
+  QLabel* segments_label() const { return preview_; }
 
  signals:
   void sweepRequested(const QString& spec_json);
