@@ -588,4 +588,47 @@ TEST(CliReports, MaxBatchFindsTheBatchThatFits) {
   EXPECT_TRUE(above_failed) << json.dump();
 }
 
+// One documented default for the CLI and the window: $REMATLAB_DB, else
+// $XDG_DATA_HOME/rematlab/rematlab.sqlite. A sweep without --db lands where the window looks
+// (core's default_database_path, which the window opens), never in ./rematlab.sqlite.
+TEST(CliDefaults, WithoutDbRunsLandInTheWindowsDatabase) {
+  Scratch scratch;
+  const std::string data = scratch.file("data");
+  const std::string spec = scratch.write(
+      "spec.json",
+      R"({"name": "default db", "base": {"preset": "tiny", "steps": 2, "threads": 1}})");
+  const std::string in_cwd = rematlab::files::join(scratch.path(), "rematlab.sqlite");
+  const std::string env = "cd " + scratch.path() + " && env -u REMATLAB_DB XDG_DATA_HOME=" + data;
+  const Result result = rematlab::testing::cli_through(env, "sweep --spec " + spec + " --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_FALSE(rematlab::files::exists(in_cwd)) << "a database was made in the working folder";
+
+  // What the window opens with the same environment.
+  const char* saved = std::getenv("XDG_DATA_HOME");
+  const std::string saved_value = saved ? saved : "";
+  ::setenv("XDG_DATA_HOME", data.c_str(), 1);
+  const std::string window_default = rematlab::default_database_path();
+  ::setenv("XDG_DATA_HOME", saved_value.c_str(), 1);
+  EXPECT_EQ(window_default, rematlab::files::join(data, "rematlab/rematlab.sqlite"));
+  ASSERT_TRUE(rematlab::files::exists(window_default));
+  {
+    rematlab::RunStore store(window_default, rematlab::StoreAccess::kReadOnly, false);
+    ASSERT_EQ(store.runs().size(), 1u);
+    EXPECT_EQ(store.runs()[0].experiment, "default db");
+  }
+  const Result listed = rematlab::testing::cli_through(env, "runs");
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_NE(listed.out.find("default db"), std::string::npos) << listed.out;
+
+  // REMATLAB_DB chooses another file, for both.
+  const std::string chosen = scratch.file("chosen.sqlite");
+  const Result elsewhere = rematlab::testing::cli_through(
+      "REMATLAB_DB=" + chosen + " XDG_DATA_HOME=" + data, "sweep --spec " + spec + " --json");
+  ASSERT_EQ(elsewhere.exit_code, 0) << elsewhere.err;
+  rematlab::RunStore chosen_store(chosen, rematlab::StoreAccess::kReadOnly, false);
+  EXPECT_EQ(chosen_store.runs().size(), 1u);
+  rematlab::RunStore store(window_default, rematlab::StoreAccess::kReadOnly, false);
+  EXPECT_EQ(store.runs().size(), 1u);  // the default was left alone
+}
+
 }  // namespace

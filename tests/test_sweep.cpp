@@ -118,6 +118,20 @@ TEST(SweepSpec, MaxBatchReplacesTheBatchAxis) {
   EXPECT_EQ(points[0].config.budget_bytes, 64 << 20);
 }
 
+// A sweep of one point (no axes) names its run after the policy it trains, not the experiment:
+// that is what the Runs table, the legends and the comparison show.
+TEST(SweepSpec, ALonePointIsNamedAfterItsPolicy) {
+  const auto plain = expand_sweep(parse_sweep_spec(spec_json(R"({"name": "study",
+    "base": {"preset": "tiny", "checkpoint": "every:1", "batch": 4}})")));
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain[0].label, "every:1 b4");
+  const auto searched = expand_sweep(parse_sweep_spec(spec_json(R"({"name": "study",
+    "base": {"preset": "tiny", "checkpoint": "every:1", "batch": 4},
+    "max_batch": {"budget": "64MiB"}})")));
+  ASSERT_EQ(searched.size(), 1u);
+  EXPECT_EQ(searched[0].label, "every:1 b=max");
+}
+
 // Memory that grows with the batch; the first batch that does not fit is `threshold + 1`.
 MaxBatchResult search_against(int64_t threshold, int64_t limit) {
   return search_max_batch(limit, [&](int64_t batch) {

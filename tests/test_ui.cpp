@@ -12,20 +12,30 @@
 #include <QComboBox>
 #include <QDir>
 #include <QElapsedTimer>
+#include <QLabel>
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScreen>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QStatusBar>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTimer>
+#include <QWheelEvent>
 #include <cmath>
 #include <fstream>
 
+#include "common/errors.h"
 #include "compare_view.h"
 #include "experiment_panel.h"
+#include "field_errors.h"
 #include "live_charts.h"
 #include "main_window.h"
 #include "runs_view.h"
@@ -33,6 +43,7 @@
 #include "store/sqlite_db.h"
 #include "sweep/default_study.h"
 #include "sweep/sweep_spec.h"
+#include "workbench_settings.h"
 
 namespace {
 
@@ -76,11 +87,13 @@ TEST(ExperimentPanel, InvalidPolicyDisablesRunWithTheReasonAtTheField) {
   EXPECT_FALSE(panel->run_button()->isEnabled());
   EXPECT_TRUE(panel->problem().contains("every:0")) << panel->problem().toStdString();
   EXPECT_TRUE(panel->run_button()->toolTip().contains("every:0"));
-  EXPECT_FALSE(panel->policies_field()->styleSheet().isEmpty());  // marked at the field
+  EXPECT_TRUE(panel->policies_field()->property("invalid").toBool());  // marked at the field
+  EXPECT_TRUE(panel->policies_field()->toolTip().startsWith(panel->problem()));
   panel->policies_field()->setText("none; sublayer:1,2");
   EXPECT_TRUE(panel->run_button()->isEnabled());
   EXPECT_TRUE(panel->problem().isEmpty());
-  EXPECT_TRUE(panel->policies_field()->styleSheet().isEmpty());
+  EXPECT_FALSE(panel->policies_field()->property("invalid").toBool());
+  EXPECT_FALSE(panel->policies_field()->toolTip().contains("every:0"));
 }
 
 TEST(ExperimentPanel, BadBatchListAndMissingBudgetAreNamed) {
@@ -89,7 +102,7 @@ TEST(ExperimentPanel, BadBatchListAndMissingBudgetAreNamed) {
   panel->batch_field()->setText("8, lots");
   EXPECT_FALSE(panel->run_button()->isEnabled());
   EXPECT_TRUE(panel->problem().contains("lots"));
-  EXPECT_FALSE(panel->batch_field()->styleSheet().isEmpty());
+  EXPECT_TRUE(panel->batch_field()->property("invalid").toBool());
   panel->batch_field()->setText("8, 16");
   EXPECT_TRUE(panel->run_button()->isEnabled());
   panel->max_batch_box()->setChecked(true);
@@ -131,7 +144,8 @@ TEST(MainWindow, TwoRunSweepDrawsACurvePerRunAndLandsInTheDatabase) {
   // Per run: raw + smoothed loss, peak + live memory, throughput (and one budget-free chart).
   // Per run on the loss chart: raw, smoothed and the (empty) markers of non-finite losses.
   EXPECT_EQ(charts->plot(LiveCharts::kLoss)->graphCount(), 6);
-  EXPECT_EQ(charts->plot(LiveCharts::kThroughput)->graphCount(), 2);
+  // Per run on the throughput chart: raw (faint) and smoothed.
+  EXPECT_EQ(charts->plot(LiveCharts::kThroughput)->graphCount(), 4);
   EXPECT_GE(charts->plot(LiveCharts::kTimeline)->graphCount(), 3);  // forward, backward, …
   QTest::qWait(100);                                                // let the throttled replot fire
   EXPECT_GE(charts->replots(), 1);
@@ -173,6 +187,20 @@ TEST(MainWindow, TwoRunSweepDrawsACurvePerRunAndLandsInTheDatabase) {
   bench.window.compare_view()->set_baseline(1);  // the other run as the reference
   EXPECT_EQ(table->item(0, column("tok/s ×base"))->text(),
             QString("×%1").arg(base_rate / rate, 0, 'f', 3));
+
+  // Exact recomputation: every:1 trains exactly as none, so its curve hides the other's. Both
+  // views say so rather than look as if a run were missing.
+  const auto first = store.steps(runs[0].id), second = store.steps(runs[1].id);
+  ASSERT_EQ(first.size(), second.size());
+  for (std::size_t i = 0; i < first.size(); ++i) ASSERT_EQ(first[i].loss, second[i].loss) << i;
+  EXPECT_TRUE(bench.window.compare_view()->coincide_text().contains(
+      QString("#%1 has exactly the loss of #%2").arg(runs[1].id).arg(runs[0].id)))
+      << bench.window.compare_view()->coincide_text().toStdString();
+  EXPECT_TRUE(bench.window.compare_view()->loss_chart()->graph(1)->name().contains(
+      QString("coincides with #%1").arg(runs[0].id)));
+  EXPECT_TRUE(charts->legend_name(LiveCharts::kLoss, 1).contains("coincides with"))
+      << charts->legend_name(LiveCharts::kLoss, 1).toStdString();
+  EXPECT_FALSE(charts->legend_name(LiveCharts::kLoss, 0).contains("coincides"));
 }
 
 TEST(MainWindow, StopMarksTheRunCancelledAndTheWindowKeepsWorking) {
@@ -193,6 +221,14 @@ TEST(MainWindow, StopMarksTheRunCancelledAndTheWindowKeepsWorking) {
   ASSERT_EQ(store.runs().size(), 1u);
   EXPECT_EQ(store.runs()[0].status, RunStatus::kCancelled);
   EXPECT_GE(store.runs()[0].steps_recorded, 2);
+  // Said as a stop, where it happened, not as a finished sweep; the bar is not filled.
+  const QString status = bench.window.status_text();
+  EXPECT_TRUE(status.startsWith("Stopped in run 1 of 1")) << status.toStdString();
+  EXPECT_TRUE(
+      status.contains(QString("after step %1 of 100000").arg(store.runs()[0].steps_recorded)))
+      << status.toStdString();
+  EXPECT_FALSE(status.contains("done"));
+  EXPECT_LT(bench.window.progress_bar()->value(), bench.window.progress_bar()->maximum());
   bench.panel->steps_field()->setValue(3);
   EXPECT_EQ(bench.run_sweep(), "ok");  // and it runs again
 }
@@ -222,14 +258,15 @@ TEST(MainWindow, EngineErrorSurfacesAsADialogAndTheWindowStaysUsable) {
 
 TEST(MainWindow, GradientCheckButtonGivesTheVerdict) {
   Bench bench;
-  bench.panel->policies_field()->setText("sublayer:1,2");
+  // none first: the check compares the first checkpointing policy, not none against none.
+  bench.panel->policies_field()->setText("none; sublayer:1,2");
   QSignalSpy ended(&bench.window, &MainWindow::checkEnded);
   bench.panel->check_button()->click();
   EXPECT_FALSE(bench.panel->check_button()->isEnabled());
   ASSERT_TRUE(ended.wait(kTimeoutMs));
   const QList<QVariant> result = ended.takeFirst();
   EXPECT_TRUE(result.at(0).toBool());
-  EXPECT_TRUE(result.at(1).toString().startsWith("identical"))
+  EXPECT_TRUE(result.at(1).toString().startsWith("identical: sublayer:1,2 against none"))
       << result.at(1).toString().toStdString();
   EXPECT_TRUE(bench.panel->check_button()->isEnabled());
 }
@@ -259,7 +296,12 @@ TEST(MainWindow, AFileThatIsNotADatabaseIsRefusedAndLeftAlone) {
   QSignalSpy errors(&bench.window, &MainWindow::errorShown);
   EXPECT_FALSE(bench.window.open_database(notes));
   ASSERT_EQ(errors.count(), 1);
-  EXPECT_TRUE(errors.takeFirst().at(0).toString().contains("not a RematLab database"));
+  const QString refusal = errors.takeFirst().at(0).toString();
+  EXPECT_TRUE(refusal.contains("not a RematLab database")) << refusal.toStdString();
+  // The window's words: no command-line flag, no SQL.
+  for (const char* word : {"--db", "PRAGMA", "SQLite", "application_id"}) {
+    EXPECT_FALSE(refusal.contains(word)) << refusal.toStdString();
+  }
   EXPECT_EQ(bench.window.database_path(), bench.db);
   std::ifstream in(notes.toStdString());
   std::string line;
@@ -276,7 +318,7 @@ TEST(MainWindow, DeleteExportAndPicturesWorkOnRealRuns) {
   const std::vector<int64_t> ids = runs->shown_ids();
 
   const QString csv = bench.dir.filePath("runs.csv");
-  runs->export_runs_csv(csv, {});
+  EXPECT_EQ(runs->export_runs_csv(csv, {}), 2);
   const QString steps = bench.dir.filePath("steps.csv");
   runs->export_steps_csv(steps, {ids[1]});
   std::ifstream steps_in(steps.toStdString());
@@ -431,6 +473,469 @@ TEST(MainWindow, ADatabaseErrorInASlotIsShownNotFatal) {
   EXPECT_TRUE(bench.panel->isEnabled());
 }
 
+// ---- The hands-on test's findings (issue 18): each checked as a user would meet it. ----
+
+// The window shown at a laptop's 1280×720, laid out as a user sees it.
+void show_at(MainWindow& window, int width, int height) {
+  window.resize(width, height);
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  QApplication::processEvents();
+}
+
+// Where `widget` lies in `window`'s coordinates.
+QRect rect_in(const QWidget* widget, const QWidget* window) {
+  return QRect(widget->mapTo(window, QPoint(0, 0)), widget->size());
+}
+
+TEST(Window, RunStopAndTheStatusBarAreInViewAt1280x720) {
+  Bench bench;
+  show_at(bench.window, 1280, 720);
+  EXPECT_LE(bench.window.width(), 1280);  // no minimum size pushes it past the screen
+  EXPECT_LE(bench.window.height(), 720);
+  const QRect window = bench.window.rect();
+  for (QWidget* widget : std::initializer_list<QWidget*>{
+           bench.panel->run_button(), bench.panel->stop_button(), bench.panel->check_button(),
+           bench.window.progress_bar(), bench.panel->problem_label()}) {
+    EXPECT_TRUE(widget->isVisible());
+    EXPECT_TRUE(window.contains(rect_in(widget, &bench.window)))
+        << widget->metaObject()->className() << " lies outside the window";
+  }
+  // The fields scroll; the buttons do not.
+  QScrollBar* scroll = bench.panel->scroll_area()->verticalScrollBar();
+  ASSERT_GT(scroll->maximum(), 0) << "the form fits at 720 px: this test checks nothing";
+  const QRect run_before = rect_in(bench.panel->run_button(), &bench.window);
+  scroll->setValue(scroll->maximum());
+  QApplication::processEvents();
+  EXPECT_EQ(rect_in(bench.panel->run_button(), &bench.window), run_before);
+}
+
+TEST(Window, WithoutASavedSizeItFitsTheScreen) {
+  rematlab::ui::WorkbenchSettings().set_geometry({});
+  QTemporaryDir dir;
+  MainWindow window(dir.filePath("runs.sqlite"));
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  const QRect screen = window.screen()->availableGeometry();
+  EXPECT_TRUE(screen.contains(window.frameGeometry()))
+      << "window " << window.width() << "×" << window.height() << " on a screen of "
+      << screen.width() << "×" << screen.height();
+  EXPECT_GE(window.width(), screen.width() / 2);  // and uses it
+}
+
+// A QWheelEvent as the pointer would send it over `widget`.
+void turn_wheel(QWidget* widget, int notches) {
+  const QPointF at(widget->width() / 2.0, widget->height() / 2.0);
+  QWheelEvent wheel(at, widget->mapToGlobal(at), QPoint(), QPoint(0, -120 * notches), Qt::NoButton,
+                    Qt::NoModifier, Qt::NoScrollPhase, false);
+  QApplication::sendEvent(widget, &wheel);
+}
+
+TEST(Window, TheWheelOverAnUnfocusedFieldScrollsThePanel) {
+  Bench bench;
+  show_at(bench.window, 1280, 720);
+  QScrollBar* scroll = bench.panel->scroll_area()->verticalScrollBar();
+  ASSERT_GT(scroll->maximum(), 0);
+  scroll->setValue(0);
+  QSpinBox* steps = bench.panel->steps_field();
+  ASSERT_FALSE(steps->hasFocus());
+  const int value = steps->value();
+  turn_wheel(steps, 2);
+  EXPECT_EQ(steps->value(), value) << "the wheel changed a field the user only scrolled over";
+  EXPECT_GT(scroll->value(), 0) << "the panel did not scroll";
+  QComboBox* preset = bench.panel->preset_field();
+  const int preset_index = preset->currentIndex();
+  turn_wheel(preset, -1);
+  EXPECT_EQ(preset->currentIndex(), preset_index);
+
+  // A field the user clicked into takes the wheel.
+  bench.window.activateWindow();
+  ASSERT_TRUE(QTest::qWaitForWindowActive(&bench.window));
+  steps->setFocus(Qt::MouseFocusReason);
+  ASSERT_TRUE(steps->hasFocus());
+  turn_wheel(steps, -1);  // up: one step more
+  EXPECT_EQ(steps->value(), value + 1);
+}
+
+TEST(Window, AFieldErrorIsShownAtTheFieldInTheFormsWordsAndNothingMoves) {
+  Bench bench;
+  show_at(bench.window, 1280, 720);
+  ExperimentPanel* panel = bench.panel;
+  QSpinBox* heads = panel->findChild<QSpinBox*>("heads");
+  ASSERT_NE(heads, nullptr);
+  const auto layout_now = [&] {
+    std::vector<QRect> rects;
+    for (QWidget* widget : std::initializer_list<QWidget*>{
+             heads, panel->policies_field(), panel->steps_field(), panel->run_button(),
+             panel->problem_label(), panel->scroll_area()}) {
+      rects.push_back(rect_in(widget, &bench.window));
+    }
+    return rects;
+  };
+  const auto before = layout_now();
+  ASSERT_TRUE(bench.window.start_action()->isEnabled());
+  ASSERT_NE(panel->findChild<QSpinBox*>("d_model")->value() % 7, 0);
+  heads->setValue(7);  // does not divide d_model
+  QApplication::processEvents();
+  const QString problem = panel->problem();
+  EXPECT_TRUE(problem.startsWith("Heads: 7 heads do not divide d_model")) << problem.toStdString();
+  for (const char* word : {"spec", "--", "base."}) {
+    EXPECT_FALSE(problem.contains(word)) << problem.toStdString();
+  }
+  EXPECT_TRUE(heads->property("invalid").toBool());
+  EXPECT_TRUE(heads->toolTip().startsWith(problem));
+  EXPECT_EQ(panel->problem_label()->text(), problem);
+  EXPECT_TRUE(layout_now() == before) << "the layout moved when the error appeared";
+  // Every way to start is off, and none of them starts anything.
+  EXPECT_FALSE(panel->run_button()->isEnabled());
+  EXPECT_FALSE(panel->check_button()->isEnabled());
+  EXPECT_FALSE(bench.window.start_action()->isEnabled());
+  EXPECT_FALSE(bench.window.check_action()->isEnabled());
+  QSignalSpy requested(panel, &ExperimentPanel::sweepRequested);
+  bench.window.start_action()->trigger();
+  panel->request_run();
+  EXPECT_EQ(requested.count(), 0);
+  EXPECT_FALSE(bench.window.is_running());
+
+  heads->setValue(4);
+  QApplication::processEvents();
+  EXPECT_TRUE(panel->problem().isEmpty());
+  EXPECT_FALSE(heads->property("invalid").toBool());
+  EXPECT_TRUE(bench.window.start_action()->isEnabled());
+  EXPECT_TRUE(layout_now() == before);
+}
+
+TEST(Window, TheSegmentsPreviewShowsEveryPolicyInFull) {
+  Bench bench;
+  show_at(bench.window, 1280, 720);
+  bench.panel->load_spec(rematlab::default_study_spec());  // four policies of a 12-block model
+  QTest::qWait(50);                                        // the relayout is a posted event
+  QLabel* preview = bench.panel->segments_label();
+  for (const QString& policy : bench.panel->policies_field()->text().split(';')) {
+    EXPECT_TRUE(preview->text().contains(policy.trimmed() + ": ")) << policy.toStdString();
+  }
+  // Laid out as tall as its wrapped text needs: no policy cut off at the bottom.
+  EXPECT_GE(preview->height(), preview->heightForWidth(preview->width()));
+}
+
+TEST(FieldErrors, CoreErrorsAreSaidInTheFormsWords) {
+  using rematlab::InvalidInput;
+  using rematlab::ui::explain;
+  const auto batch = explain(InvalidInput("spec: axes.batch[1]", "must be positive, got 0"));
+  EXPECT_EQ(batch.key, "batch");
+  EXPECT_EQ(batch.message(), "Micro-batch: must be positive, got 0");
+  const auto budget = explain(InvalidInput("spec: max_batch.budget", "needs a budget"));
+  EXPECT_EQ(budget.key, "budget");
+  const auto kv = explain(
+      InvalidInput("spec: axes (every:1 b8)", "--kv-heads 3 key/value heads do not divide 4"));
+  EXPECT_EQ(kv.key, "kv_heads");
+  EXPECT_EQ(kv.message(), "KV heads: 3 key/value heads do not divide 4");
+}
+
+TEST(Window, TheReasonOfAnOomRunIsShownAndWhatWasNotMeasuredIsBlank) {
+  Bench bench;
+  // A budget left in the field without the search still applies: the form says so.
+  bench.panel->max_batch_box()->setChecked(true);
+  bench.panel->budget_field()->setText("1KiB");
+  EXPECT_FALSE(bench.panel->summary().contains("oom"));
+  bench.panel->max_batch_box()->setChecked(false);
+  EXPECT_TRUE(bench.panel->summary().contains("1KiB budget ends its run as oom"))
+      << bench.panel->summary().toStdString();
+  ASSERT_EQ(bench.run_sweep(), "oom");
+  const auto runs = bench.reader().runs();
+  ASSERT_EQ(runs.size(), 1u);
+  ASSERT_FALSE(runs[0].message.empty());
+  QAbstractItemModel* model = bench.window.runs_view()->table()->model();
+  auto column = [&](const QString& name) {
+    for (int c = 0; c < model->columnCount(); ++c) {
+      if (model->headerData(c, Qt::Horizontal).toString() == name) return c;
+    }
+    return -1;
+  };
+  ASSERT_EQ(model->rowCount(), 1);
+  ASSERT_GE(column("reason"), 0);
+  const QString reason = QString::fromStdString(runs[0].message);
+  EXPECT_EQ(model->index(0, column("reason")).data().toString(), reason);
+  EXPECT_EQ(model->index(0, column("status")).data(Qt::ToolTipRole).toString(), reason);
+  // The step above the budget was not completed: nothing it measured shows as a zero.
+  if (runs[0].steps_recorded == 0) {
+    for (const char* name : {"peak", "peak act", "tokens/s", "final loss"}) {
+      EXPECT_TRUE(model->index(0, column(name)).data().toString().isEmpty()) << name;
+    }
+  }
+}
+
+TEST(Window, ADeletedRunLeavesCompare) {
+  Bench bench;
+  bench.panel->policies_field()->setText("none; every:1");
+  ASSERT_EQ(bench.run_sweep(), "ok");
+  const std::vector<int64_t> ids = bench.window.runs_view()->shown_ids();
+  ASSERT_EQ(ids.size(), 2u);
+  bench.window.compare({ids[0], ids[1]});
+  ASSERT_EQ(bench.window.compare_view()->table()->rowCount(), 2);
+  ASSERT_TRUE(bench.window.runs_view()->delete_runs({ids[0]}, /*confirmed=*/true));
+  QTableWidget* table = bench.window.compare_view()->table();
+  ASSERT_EQ(table->rowCount(), 1);
+  EXPECT_TRUE(table->item(0, 0)->text().startsWith(QString("#%1 ").arg(ids[1])));
+  EXPECT_EQ(bench.window.compare_view()->loss_chart()->graphCount(), 1);
+  EXPECT_EQ(bench.window.compare_view()->comparison().pareto_front.size(), 1u);
+}
+
+TEST(Window, ANewRunIsShownAfterARestartWithAnOldFilter) {
+  QTemporaryDir dir;
+  const QString db = dir.filePath("runs.sqlite");
+  qint64 old_experiment = 0;
+  {
+    Bench first;
+    first.window.open_database(db);
+    first.panel->set_experiment_name("old");
+    first.panel->steps_field()->setValue(2);
+    ASSERT_EQ(first.run_sweep(), "ok");
+    const auto runs = RunStore(db.toStdString(), StoreAccess::kReadOnly, false).runs();
+    ASSERT_EQ(runs.size(), 1u);
+    ASSERT_TRUE(runs[0].experiment_id.has_value());
+    old_experiment = *runs[0].experiment_id;
+  }
+  rematlab::ui::WorkbenchSettings().set_last_experiment(old_experiment);  // as a user left it
+  MainWindow window(db);
+  ASSERT_EQ(window.runs_view()->selected_experiment(), old_experiment);
+  window.experiment_panel()->preset_field()->setCurrentText("tiny");
+  window.experiment_panel()->set_experiment_name("new");
+  window.experiment_panel()->steps_field()->setValue(2);
+  window.experiment_panel()->findChild<QSpinBox*>("threads")->setValue(1);
+  QSignalSpy ended(&window, &MainWindow::sweepEnded);
+  window.experiment_panel()->run_button()->click();
+  ASSERT_TRUE(ended.wait(kTimeoutMs));
+  RunStore store(db.toStdString(), StoreAccess::kReadOnly, false);
+  const auto runs = store.runs();
+  ASSERT_EQ(runs.size(), 2u);
+  const auto shown = window.runs_view()->shown_ids();
+  EXPECT_NE(std::find(shown.begin(), shown.end(), runs[1].id), shown.end())
+      << "the run just recorded is hidden by the restored filter";
+}
+
+TEST(Window, TheFormIsAsTheUserLeftItAfterARestart) {
+  QTemporaryDir dir;
+  {
+    MainWindow first(dir.filePath("runs.sqlite"));
+    ExperimentPanel* panel = first.experiment_panel();
+    panel->preset_field()->setCurrentText("small");
+    panel->policies_field()->setText("none; every:2");
+    panel->steps_field()->setValue(37);
+    panel->batch_field()->setText("2, 4");
+    panel->budget_field()->setText("300MiB");
+    panel->findChild<QSpinBox*>("accum")->setValue(3);
+    first.remember_form();
+  }
+  MainWindow second(dir.filePath("runs.sqlite"));
+  ExperimentPanel* panel = second.experiment_panel();
+  EXPECT_EQ(panel->preset_field()->currentText(), "small");
+  EXPECT_EQ(panel->policies_field()->text(), "none; every:2");
+  EXPECT_EQ(panel->steps_field()->value(), 37);
+  EXPECT_EQ(panel->batch_field()->text(), "2, 4");
+  EXPECT_EQ(panel->budget_field()->text(), "300MiB");
+  EXPECT_EQ(panel->findChild<QSpinBox*>("accum")->value(), 3);
+}
+
+TEST(Window, ANewDatabaseGetsItsExtensionAndItsPathIsShown) {
+  Bench bench;
+  ASSERT_TRUE(bench.window.new_database(bench.dir.filePath("mynew")));
+  EXPECT_EQ(bench.window.database_path(), bench.dir.filePath("mynew.sqlite"));
+  EXPECT_TRUE(QFile::exists(bench.dir.filePath("mynew.sqlite")));
+  bool shown = false;
+  for (auto* label : bench.window.statusBar()->findChildren<QLabel*>()) {
+    shown = shown || label->text().contains(QDir::toNativeSeparators(bench.window.database_path()));
+  }
+  EXPECT_TRUE(shown) << "the database's path is not in the status bar";
+}
+
+TEST(Window, ExportsSayWhatWasWrittenWhereAndSkipEmptyCharts) {
+  Bench bench;
+  bench.panel->policies_field()->setText("none; every:1");
+  ASSERT_EQ(bench.run_sweep(), "ok");
+  rematlab::ui::RunsView* runs = bench.window.runs_view();
+  const std::vector<int64_t> ids = runs->shown_ids();
+  EXPECT_EQ(runs->export_scope(), "all 2 runs shown");
+  const QString all = bench.dir.filePath("all.csv");
+  ASSERT_TRUE(runs->export_to(all, /*steps=*/false));
+  EXPECT_EQ(bench.window.status_text(),
+            "Wrote 2 runs (all shown) to " + QDir::toNativeSeparators(all));
+  runs->select_ids({ids[1]});
+  EXPECT_EQ(runs->export_scope(), "the 1 selected run");
+  const QString one = bench.dir.filePath("one.csv");
+  ASSERT_TRUE(runs->export_to(one, /*steps=*/true));
+  EXPECT_EQ(bench.window.status_text(),
+            "Wrote the steps of 1 run (the selected ones) to " + QDir::toNativeSeparators(one));
+  std::ifstream in(one.toStdString());
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  EXPECT_EQ(lines, 1 + 6);
+
+  // Nothing compared yet: the Compare charts are empty and are not written.
+  const QStringList written =
+      bench.window.charts()->export_images(bench.dir.path(), "live") +
+      bench.window.compare_view()->export_images(bench.dir.path(), "compare");
+  EXPECT_EQ(written.size(), 8);  // the four live charts, PNG and PDF
+  for (const QString& file : written) EXPECT_TRUE(file.contains("live-")) << file.toStdString();
+  bench.window.charts_exported(bench.dir.path(), written);
+  EXPECT_TRUE(bench.window.status_text().contains("live-loss.png"));
+  EXPECT_TRUE(bench.window.status_text().contains(QDir::toNativeSeparators(bench.dir.path())));
+}
+
+TEST(Window, DeleteAsksWithNoAsTheDefault) {
+  Bench bench;
+  ASSERT_EQ(bench.run_sweep(), "ok");
+  bool default_is_no = false;
+  QTimer::singleShot(0, [&] {
+    auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+    if (!box) return;
+    default_is_no = box->defaultButton() == box->button(QMessageBox::No);
+    box->defaultButton()->click();  // what Enter does
+  });
+  EXPECT_FALSE(bench.window.runs_view()->delete_runs(bench.window.runs_view()->shown_ids(), false));
+  EXPECT_TRUE(default_is_no);
+  EXPECT_EQ(bench.reader().runs().size(), 1u);
+}
+
+// True when `point` (pixels) is on one of `chart`'s plotted points inside the axes.
+bool legend_covers_data(QCustomPlot* chart) {
+  if (!chart->legend->visible()) return false;
+  const QRect legend = chart->legend->outerRect();
+  for (int g = 0; g < chart->graphCount(); ++g) {
+    QCPGraph* graph = chart->graph(g);
+    for (auto it = graph->data()->constBegin(); it != graph->data()->constEnd(); ++it) {
+      if (!std::isfinite(it->value)) continue;
+      const QPointF pixel = graph->coordsToPixels(it->key, it->value);
+      if (chart->axisRect()->rect().contains(pixel.toPoint()) && legend.contains(pixel.toPoint()))
+        return true;
+    }
+  }
+  return false;
+}
+
+TEST(Window, LegendsHideNoDataAndFitTheirCharts) {
+  Bench bench;
+  show_at(bench.window, 1280, 720);
+  bench.panel->policies_field()->setText("none; every:1; sublayer:1,2");
+  bench.panel->budget_field()->setText("64MiB");  // the budget line too
+  ASSERT_EQ(bench.run_sweep(), "ok");
+  std::vector<int64_t> ids = bench.window.runs_view()->shown_ids();
+  bench.window.compare(QList<qint64>(ids.begin(), ids.end()));
+  QApplication::processEvents();
+  std::vector<std::pair<const char*, QCustomPlot*>> charts = {
+      {"loss", bench.window.charts()->plot(LiveCharts::kLoss)},
+      {"memory", bench.window.charts()->plot(LiveCharts::kMemory)},
+      {"throughput", bench.window.charts()->plot(LiveCharts::kThroughput)},
+      {"timeline", bench.window.charts()->plot(LiveCharts::kTimeline)},
+      {"pareto", bench.window.compare_view()->scatter_chart()},
+      {"compare loss", bench.window.compare_view()->loss_chart()}};
+  for (const auto& [name, chart] : charts) {
+    for (QWidget* tab : {static_cast<QWidget*>(bench.window.charts()),
+                         static_cast<QWidget*>(bench.window.compare_view())}) {
+      if (tab->isAncestorOf(chart)) bench.window.tabs()->setCurrentWidget(tab);
+    }
+    QApplication::processEvents();
+    chart->replot(QCustomPlot::rpImmediateRefresh);
+    ASSERT_TRUE(chart->legend->visible()) << name;
+    ASSERT_GT(chart->legend->itemCount(), 0) << name;
+    EXPECT_FALSE(legend_covers_data(chart)) << name << ": the legend covers a plotted point";
+    EXPECT_TRUE(chart->rect().contains(chart->legend->outerRect())) << name << ": legend cut";
+    EXPECT_GT(chart->axisRect()->rect().height(), chart->legend->outerRect().height())
+        << name << ": the legend is taller than its plot";
+  }
+  // Steps are whole numbers on every step axis.
+  for (LiveCharts::Chart chart :
+       {LiveCharts::kLoss, LiveCharts::kMemory, LiveCharts::kThroughput}) {
+    for (double tick : bench.window.charts()->plot(chart)->xAxis->tickVector()) {
+      EXPECT_EQ(tick, std::round(tick)) << "chart " << chart;
+    }
+  }
+}
+
+TEST(Window, GradientCheckWithoutACheckpointingPolicySaysSo) {
+  Bench bench;
+  bench.panel->policies_field()->setText("none");
+  EXPECT_FALSE(bench.panel->check_button()->isEnabled());
+  EXPECT_FALSE(bench.window.check_action()->isEnabled());
+  EXPECT_TRUE(bench.panel->check_button()->toolTip().contains("No checkpointing policy"));
+  EXPECT_FALSE(bench.panel->check_config().has_value());
+  bench.panel->policies_field()->setText("none; none+disk; sublayer:1,2; every:1");
+  ASSERT_TRUE(bench.panel->check_config().has_value());
+  EXPECT_EQ(bench.panel->check_config()->checkpoint, "sublayer:1,2");
+  EXPECT_TRUE(bench.panel->check_button()->isEnabled());
+}
+
+TEST(LiveCharts, ClearingForgetsTheLastSweepsAxesAndTitle) {
+  LiveCharts charts;
+  charts.begin_run(0, "run", 0.0);
+  rematlab::StepMetrics step;
+  step.loss = 5.0;
+  step.peak_bytes = 64 << 20;
+  for (; step.step < 40; ++step.step) charts.add_step(0, step);
+  charts.show_timeline("#7 none b8", {{0.0, 1 << 20, rematlab::MemoryPhase::kForward}});
+  QTest::qWait(100);  // the throttled replot rescales to the data
+  ASSERT_GT(charts.plot(LiveCharts::kLoss)->xAxis->range().upper, 10.0);
+  charts.clear();
+  for (auto chart : {LiveCharts::kLoss, LiveCharts::kMemory, LiveCharts::kTimeline}) {
+    EXPECT_EQ(charts.plot(chart)->xAxis->range().upper, 1.0) << chart;
+    EXPECT_FALSE(charts.plot(chart)->legend->visible()) << chart;
+  }
+  auto* title = qobject_cast<QCPTextElement*>(
+      charts.plot(LiveCharts::kTimeline)->plotLayout()->element(0, 0));
+  ASSERT_NE(title, nullptr);
+  EXPECT_FALSE(title->text().contains("#7"));
+}
+
+TEST(LiveCharts, ThroughputIsSmoothedWithTheRawCurveBehind) {
+  LiveCharts charts;
+  charts.set_smoothing(0.5);
+  charts.begin_run(0, "run", 0.0);
+  rematlab::StepMetrics step;
+  step.loss = 1.0;
+  for (double rate : {100.0, 300.0, 100.0}) {
+    step.tokens_per_s = rate;
+    charts.add_step(0, step);
+    ++step.step;
+  }
+  QCustomPlot* plot = charts.plot(LiveCharts::kThroughput);
+  ASSERT_EQ(plot->graphCount(), 2);
+  QCPGraph* raw = plot->graph(0);
+  QCPGraph* smoothed = plot->graph(1);
+  EXPECT_EQ(raw->data()->at(1)->value, 300.0);
+  EXPECT_EQ(smoothed->data()->at(1)->value, 0.5 * 100.0 + 0.5 * 300.0);
+  EXPECT_EQ(smoothed->data()->at(2)->value, 0.5 * 200.0 + 0.5 * 100.0);
+  EXPECT_NE(raw->pen().color(), smoothed->pen().color());  // the raw one is the faint one
+  EXPECT_FALSE(plot->legend->hasItemWithPlottable(raw));
+}
+
+TEST(CompareView, SaysWhichLossCurvesCoincide) {
+  auto record = [](int64_t id) {
+    rematlab::RunRecord run;
+    run.id = id;
+    run.name = "run";
+    run.status = RunStatus::kOk;
+    return run;
+  };
+  auto curve = [](std::vector<double> losses) {
+    std::vector<rematlab::StepMetrics> steps;
+    for (std::size_t i = 0; i < losses.size(); ++i) {
+      steps.emplace_back();
+      steps.back().step = static_cast<int64_t>(i);
+      steps.back().loss = losses[i];
+    }
+    return steps;
+  };
+  rematlab::ui::CompareView view;
+  view.set_runs({record(1), record(2), record(3)},
+                {{1, curve({3.0, 2.0})}, {2, curve({3.0, 2.5})}, {3, curve({3.0, 2.0})}});
+  EXPECT_EQ(view.coincide_text(),
+            "#3 has exactly the loss of #1: its curve (dashed) lies on top of it.");
+  EXPECT_FALSE(view.loss_chart()->graph(1)->name().contains("coincides"));
+  EXPECT_TRUE(view.loss_chart()->graph(2)->name().contains("coincides with #1"));
+  view.set_runs({record(1), record(2)}, {{1, curve({3.0, 2.0})}, {2, curve({3.0, 2.5})}});
+  EXPECT_TRUE(view.coincide_text().isEmpty());
+}
+
 TEST(LiveCharts, ANonFiniteLossIsAGapAndAMarkerNotAFalseValue) {
   LiveCharts charts;
   charts.begin_run(0, "run", 0.0);
@@ -454,14 +959,26 @@ TEST(LiveCharts, ANonFiniteLossIsAGapAndAMarkerNotAFalseValue) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Real widgets, no display needed (also when ctest lists the cases at build time).
-  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
   // Settings and the default database go to a scratch home, never the user's.
   QTemporaryDir home;
+  // Real widgets, no display needed (also when ctest lists the cases at build time), on a
+  // 1280×720 screen: the smallest a user is expected to have, where everything must still fit.
+  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) {
+    const QString screen = home.filePath("screen.json");
+    std::ofstream(screen.toStdString())
+        << R"({"screens": [{"name": "laptop", "x": 0, "y": 0, "width": 1280, "height": 720,)"
+        << R"( "logicalDpi": 96, "dpr": 1}]})";
+    qputenv("QT_QPA_PLATFORM", ("offscreen:configfile=" + screen).toUtf8());
+  }
   qputenv("XDG_CONFIG_HOME", home.filePath("config").toUtf8());
   qputenv("XDG_DATA_HOME", home.filePath("data").toUtf8());
   QApplication app(argc, argv);
   QApplication::setOrganizationName("RematLabTests");
   ::testing::InitGoogleTest(&argc, argv);
+  // Each test starts from a window never used before: no form, filter or size left by another.
+  struct ForgetSettings : ::testing::EmptyTestEventListener {
+    void OnTestStart(const ::testing::TestInfo&) override { QSettings().clear(); }
+  };
+  ::testing::UnitTest::GetInstance()->listeners().Append(new ForgetSettings);  // gtest owns it
   return RUN_ALL_TESTS();
 }

@@ -8,6 +8,7 @@
 #include <QLabel>
 #include <QTableWidget>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 
 #include "chart_style.h"
@@ -24,6 +25,40 @@ QString run_label(const RunRecord& run) { return QString::fromStdString(run.labe
 // Blank, not zero, for what a run did not measure.
 bool has_result(const RunRecord& run) { return run.has_result && run.result.steps_completed > 0; }
 
+// "tiny (2×64, seq 64)": the preset and the shape it trained with.
+QString model_text(const RunConfig& config) {
+  return QString("%1 (%2×%3, seq %4)")
+      .arg(QString::fromStdString(config.preset))
+      .arg(config.model.layers)
+      .arg(config.model.d_model)
+      .arg(config.model.seq_len);
+}
+
+// Exactly the same loss at every step (exact recomputation trains identically): the curves hide
+// each other. Returns, per run, the index of the first earlier run it coincides with, or -1.
+std::vector<int> coinciding_losses(const std::vector<RunRecord>& runs,
+                                   const std::map<int64_t, std::vector<StepMetrics>>& steps) {
+  auto losses = [&](std::size_t i) -> const std::vector<StepMetrics>* {
+    const auto found = steps.find(runs[i].id);
+    return found == steps.end() || found->second.empty() ? nullptr : &found->second;
+  };
+  std::vector<int> same(runs.size(), -1);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto* mine = losses(i);
+    for (std::size_t j = 0; mine && j < i && same[i] < 0; ++j) {
+      const auto* theirs = losses(j);
+      if (!theirs || theirs->size() != mine->size()) continue;
+      const bool equal =
+          std::equal(mine->begin(), mine->end(), theirs->begin(), [](const auto& a, const auto& b) {
+            return a.step == b.step &&
+                   (a.loss == b.loss || (std::isnan(a.loss) && std::isnan(b.loss)));
+          });
+      if (equal) same[i] = same[j] >= 0 ? same[j] : static_cast<int>(j);
+    }
+  }
+  return same;
+}
+
 QString ratio_text(const std::optional<double>& ratio) {
   return ratio ? QString("×%1").arg(*ratio, 0, 'f', 3) : "–";
 }
@@ -31,12 +66,18 @@ QString ratio_text(const std::optional<double>& ratio) {
 void fill_bar_chart(QCustomPlot* chart, const std::vector<RunRecord>& runs,
                     const std::vector<double>& values) {
   chart->clearPlottables();
+  if (runs.empty()) {
+    reset_empty_axes(chart);
+    chart->replot();
+    return;
+  }
   QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
   for (std::size_t i = 0; i < runs.size(); ++i) {
     auto* bar = new QCPBars(chart->xAxis, chart->yAxis);  // owned by the chart
     bar->setWidth(0.7);
     bar->setPen(Qt::NoPen);
     bar->setBrush(run_colour(static_cast<int>(i)));
+    bar->removeFromLegend();  // the axis names each bar; an unseen legend would still take room
     if (std::isfinite(values[i])) bar->addData(static_cast<double>(i + 1), values[i]);
     ticker->addTick(static_cast<double>(i + 1), QString("#%1").arg(runs[i].id));
   }
@@ -56,6 +97,7 @@ CompareView::CompareView(QWidget* parent)
     : QWidget(parent),
       baseline_(new QComboBox),
       warnings_(new QLabel),
+      coincide_(new QLabel),
       table_(new QTableWidget),
       memory_bars_(make_chart("Peak activation memory", "run", "MiB")),
       throughput_bars_(make_chart("Throughput", "run", "tokens/s")),
@@ -66,9 +108,14 @@ CompareView::CompareView(QWidget* parent)
   table_->verticalHeader()->hide();
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setStretchLastSection(true);
+  // As tall as its rows, no taller: the charts below get the rest of the height.
+  table_->setSizeAdjustPolicy(QAbstractScrollArea::AdjustToContents);
+  table_->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Maximum);
   warnings_->setWordWrap(true);
   warnings_->setStyleSheet("color: #8a4b00;");
   warnings_->hide();
+  coincide_->setWordWrap(true);
+  coincide_->hide();
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel("Baseline"));
   top->addWidget(baseline_, 1);
@@ -80,6 +127,7 @@ CompareView::CompareView(QWidget* parent)
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
   layout->addWidget(warnings_);
+  layout->addWidget(coincide_);
   layout->addWidget(table_);
   layout->addLayout(charts, 1);
   connect(baseline_, &QComboBox::currentIndexChanged, this, &CompareView::rebuild);
@@ -108,6 +156,7 @@ void CompareView::remove_runs(const QList<qint64>& ids) {
 void CompareView::set_baseline(int index) { baseline_->setCurrentIndex(index); }
 
 QString CompareView::warnings_text() const { return warnings_->text(); }
+QString CompareView::coincide_text() const { return coincide_->text(); }
 
 void CompareView::rebuild() {
   comparison_ =
@@ -117,6 +166,16 @@ void CompareView::rebuild() {
     warnings << QString::fromStdString(warning);
   warnings_->setText(warnings.join("\n"));
   warnings_->setVisible(!warnings.isEmpty());
+  coinciding_ = coinciding_losses(runs_, steps_);
+  QStringList coincide;
+  for (std::size_t i = 0; i < runs_.size(); ++i) {
+    if (coinciding_[i] < 0) continue;
+    coincide << QString("#%1 has exactly the loss of #%2: its curve (dashed) lies on top of it.")
+                    .arg(runs_[i].id)
+                    .arg(runs_[static_cast<std::size_t>(coinciding_[i])].id);
+  }
+  coincide_->setText(coincide.join("\n"));
+  coincide_->setVisible(!coincide.isEmpty());
   fill_table();
   fill_bars();
   fill_scatter();
@@ -124,9 +183,9 @@ void CompareView::rebuild() {
 }
 
 void CompareView::fill_table() {
-  const QStringList headers = {"run",      "status",   "batch",      "peak",
-                               "peak act", "tokens/s", "peak ×base", "tok/s ×base",
-                               "MFU",      "HFU",      "final loss"};
+  const QStringList headers = {"run",         "status",   "model",    "batch",
+                               "peak",        "peak act", "tokens/s", "peak ×base",
+                               "tok/s ×base", "MFU",      "HFU",      "final loss"};
   table_->clear();
   table_->setColumnCount(static_cast<int>(headers.size()));
   table_->setHorizontalHeaderLabels(headers);
@@ -137,7 +196,7 @@ void CompareView::fill_table() {
     const bool has = has_result(run);
     auto blank_or = [has](const QString& text) { return has ? text : QString(); };
     const QStringList cells = {
-        run_label(run), QString::fromStdString(to_string(run.status)),
+        run_label(run), QString::fromStdString(to_string(run.status)), model_text(run.config),
         run.config.batch > 0 ? QString::number(run.config.batch) : QString(),
         blank_or(QString::fromStdString(format_bytes(r.peak_bytes))),
         blank_or(QString::fromStdString(format_bytes(r.peak_activation_bytes))),
@@ -153,7 +212,7 @@ void CompareView::fill_table() {
       item->setForeground(c == 0 ? run_colour(static_cast<int>(i))
                                  : table_->palette().text().color());
       if (!run.message.empty()) item->setToolTip(QString::fromStdString(run.message));
-      if (c == 8 || c == 9) {
+      if (c == 9 || c == 10) {
         item->setToolTip(QString("peak %1 GFLOP/s: %2")
                              .arg(r.peak_flops / 1e9, 0, 'f', 1)
                              .arg(QString::fromStdString(r.peak_flops_source)));
@@ -199,12 +258,15 @@ void CompareView::fill_scatter() {
     front_line->addData(static_cast<double>(runs_[i].result.peak_bytes) / kMiB,
                         runs_[i].result.tokens_per_s);
   }
-  scatter_->legend->setVisible(!runs_.empty());
-  // More memory and less throughput is the dominated corner: the legend hides nothing there.
-  scatter_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
-  scatter_->rescaleAxes();
-  scatter_->xAxis->scaleRange(1.2);
-  scatter_->yAxis->scaleRange(1.2);
+  if (comparison_.pareto_front.empty()) scatter_->removeGraph(front_line);
+  scatter_->legend->setVisible(chart_has_data(scatter_));
+  if (chart_has_data(scatter_)) {
+    scatter_->rescaleAxes();
+    scatter_->xAxis->scaleRange(1.2);
+    scatter_->yAxis->scaleRange(1.2);
+  } else {
+    reset_empty_axes(scatter_);
+  }
   scatter_->replot();
 }
 
@@ -212,8 +274,14 @@ void CompareView::fill_losses() {
   losses_->clearGraphs();
   for (std::size_t i = 0; i < runs_.size(); ++i) {
     QCPGraph* curve = losses_->addGraph();
-    curve->setName(run_label(runs_[i]));
-    curve->setPen(QPen(run_colour(static_cast<int>(i)), 1.0));  // width 1: Qt's fast line path
+    const int same = coinciding_[i];
+    // A curve that lies exactly on an earlier one is dashed and says so: not a missing run.
+    curve->setName(same < 0 ? run_label(runs_[i])
+                            : QString("%1 (coincides with #%2)")
+                                  .arg(run_label(runs_[i]))
+                                  .arg(runs_[static_cast<std::size_t>(same)].id));
+    curve->setPen(QPen(run_colour(static_cast<int>(i)), 1.0,  // width 1: Qt's fast line path
+                       same < 0 ? Qt::SolidLine : Qt::DashLine));
     curve->setAdaptiveSampling(true);
     const auto found = steps_.find(runs_[i].id);
     if (found == steps_.end()) continue;
@@ -223,8 +291,15 @@ void CompareView::fill_losses() {
                      std::isfinite(step.loss) ? step.loss : std::nan(""));
     }
   }
-  losses_->legend->setVisible(!runs_.empty());
-  losses_->rescaleAxes();
+  losses_->legend->setVisible(chart_has_data(losses_));
+  if (chart_has_data(losses_)) {
+    losses_->rescaleAxes();
+    const QCPRange range = losses_->yAxis->range();  // a margin: no point drawn on the axis
+    const double margin = std::max(range.size() * 0.05, 1e-3);
+    losses_->yAxis->setRange(range.lower - margin, range.upper + margin);
+  } else {
+    reset_empty_axes(losses_);
+  }
   losses_->replot();
 }
 

@@ -34,6 +34,10 @@ class CompareView : public QWidget {
   QTableWidget* table() const { return table_; }
   const RunComparison& comparison() const { return comparison_; }
   QString warnings_text() const;
+  // Which runs' loss curves lie exactly on an earlier run's (said above the charts).
+  QString coincide_text() const;
+  QCustomPlot* loss_chart() const { return losses_; }
+  QCustomPlot* scatter_chart() const { return scatter_; }
 
  private:
   void rebuild();
@@ -47,6 +51,8 @@ class CompareView : public QWidget {
   RunComparison comparison_;
   QComboBox* baseline_;
   QLabel* warnings_;
+  QLabel* coincide_;
+  std::vector<int> coinciding_;  // per run: the earlier run whose loss it repeats, or -1
   QTableWidget* table_;
   QCustomPlot* memory_bars_;
   QCustomPlot* throughput_bars_;

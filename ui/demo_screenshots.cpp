@@ -60,11 +60,25 @@ int run_demo_and_take_screenshots(const QString& database, const QString& direct
   for (std::size_t i = ids.size() >= 3 ? ids.size() - 3 : 0; i < ids.size(); ++i)
     last_three << ids[i];
   window.compare(last_three);
-  QEventLoop settle;
-  QTimer::singleShot(300, &settle, &QEventLoop::quit);
-  settle.exec();
-  const bool saved = window.grab().save(comparison);
-  std::cout << live.toStdString() << "\n" << comparison.toStdString() << std::endl;
+  auto settle = [] {
+    QEventLoop pause;
+    QTimer::singleShot(300, &pause, &QEventLoop::quit);
+    pause.exec();
+  };
+  settle();
+  bool saved = window.grab().save(comparison);
+  // The same two views on a small laptop screen: everything must still be in reach there.
+  const QString small_comparison = QDir(directory).filePath("compare-view-1280x720.png");
+  const QString small_live = QDir(directory).filePath("live-view-1280x720.png");
+  window.resize(1280, 720);
+  settle();
+  saved = window.grab().save(small_comparison) && saved;
+  window.tabs()->setCurrentWidget(window.charts());
+  settle();
+  saved = window.grab().save(small_live) && saved;
+  for (const QString& file : {live, comparison, small_live, small_comparison})
+    std::cout << file.toStdString() << "\n";
+  std::cout << std::flush;
   return saved && QFile::exists(live) ? 0 : 1;
 }
 

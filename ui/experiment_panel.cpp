@@ -1,5 +1,6 @@
 #include "experiment_panel.h"
 
+#include <QAction>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -10,21 +11,26 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSpinBox>
+#include <QStyle>
 #include <QThread>
 #include <QVBoxLayout>
 
 #include "checkpoint/checkpoint_policy.h"
 #include "common/errors.h"
+#include "field_errors.h"
 #include "model/model_config.h"
 #include "runtime/runtime_info.h"
 #include "sweep/sweep_spec.h"
 #include "train/run_config.h"
+#include "wheel_guard.h"
 
 namespace rematlab::ui {
 namespace {
 
-constexpr const char* kErrorStyle = "border: 1px solid #b00020;";
+// A tint, not a style-sheet border: a border changes a field's size hint and so moves the layout.
+const QColor kErrorTint(0xfd, 0xe2, 0xe6);
 
 QSpinBox* spin(int minimum, int maximum, int value) {
   auto* box = new QSpinBox;
@@ -60,6 +66,8 @@ void ExperimentPanel::create_model_fields() {
   layers_ = spin(1, 512, 2);
   d_model_ = spin(8, 16384, 64);
   heads_ = spin(1, 256, 4);
+  heads_->setObjectName("heads");
+  d_model_->setObjectName("d_model");
   arch_ = new QComboBox;
   arch_->addItem("gpt", "gpt");
   arch_->addItem("llama", "llama");
@@ -155,17 +163,25 @@ void ExperimentPanel::create_actions() {
   preview_ = new QLabel;
   preview_->setWordWrap(true);
   preview_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  notation_ =
+      new QLabel("aN, mN: attention, MLP of block N · [ … ] a segment · * recomputed in backward");
+  notation_->setWordWrap(true);
+  notation_->setStyleSheet("color: #606060; font-size: small;");
   runs_label_ = new QLabel;
+  runs_label_->setWordWrap(true);
   problem_label_ = new QLabel;
   problem_label_->setWordWrap(true);
   problem_label_->setStyleSheet("color: #b00020;");
+  problem_label_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
   run_ = new QPushButton("Run");
+  run_->setDefault(true);
   stop_ = new QPushButton("Stop");
   stop_->setEnabled(false);
   check_ = new QPushButton("Check gradients");
   check_->setToolTip(
-      "One step under the first policy and under none, same seed and batch: are "
+      "One step under the first checkpointing policy and under none, same seed and batch: are "
       "the gradients bit-identical?");
+  error_mark_ = new QAction(style()->standardIcon(QStyle::SP_MessageBoxWarning), QString(), this);
 }
 
 void ExperimentPanel::lay_out() {
@@ -195,36 +211,64 @@ void ExperimentPanel::lay_out() {
   training->addRow("Seed", seed_);
   training->addRow("Threads", threads_);
   training->addRow("Device", device_);
-  auto* sweep = new QFormLayout;
-  sweep->addRow("Experiment", name_);
-  sweep->addRow("Policies", policies_);
-  sweep->addRow("Segments", preview_);
-  sweep->addRow("Offload", offload_);
-  sweep->addRow("Micro-batch", batch_);
-  sweep->addRow("Precision", precision_);
-  sweep->addRow("Budget", budget_);
+  auto* sweep_top = new QFormLayout;
+  sweep_top->addRow("Experiment", name_);
+  sweep_top->addRow("Policies", policies_);
+  auto* sweep_rest = new QFormLayout;
+  sweep_rest->addRow("Offload", offload_);
+  sweep_rest->addRow("Micro-batch", batch_);
+  sweep_rest->addRow("Precision", precision_);
+  sweep_rest->addRow("Budget", budget_);
   auto* search_row = new QHBoxLayout;
   search_row->addWidget(max_batch_);
   search_row->addWidget(max_batch_limit_);
-  sweep->addRow(search_row);
+  sweep_rest->addRow(search_row);
+  // The segments preview wraps, and a wrapped label in a form row gets the height of a wider
+  // one (the last policies were cut off): in a box layout its height follows its width.
+  auto* sweep = new QVBoxLayout;
+  sweep->addLayout(sweep_top);
+  sweep->addWidget(preview_);
+  sweep->addWidget(notation_);
+  sweep->addLayout(sweep_rest);
 
   auto group = [](const QString& title, QLayout* layout) {
     auto* box = new QGroupBox(title);
     box->setLayout(layout);
     return box;
   };
+  auto* form = new QWidget;
+  auto* fields = new QVBoxLayout(form);
+  fields->addWidget(group("Sweep", sweep));
+  fields->addWidget(group("Model", model));
+  fields->addWidget(group("Training", training));
+  fields->addStretch();
+  scroll_ = new QScrollArea;
+  scroll_->setWidget(form);
+  scroll_->setWidgetResizable(true);
+  scroll_->setFrameShape(QFrame::NoFrame);
+  scroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll_->setMinimumWidth(form->sizeHint().width() +
+                           style()->pixelMetric(QStyle::PM_ScrollBarExtent) + 4);
+  WheelGuard::install(scroll_, form);
+
+  // The footer never scrolls and never changes height: the lines for the summary and for a
+  // problem are reserved, so a message appearing moves neither the fields nor the buttons.
+  const int line = fontMetrics().lineSpacing();
+  runs_label_->setFixedHeight(2 * line + 2);
+  problem_label_->setFixedHeight(3 * line + 2);
   auto* buttons = new QHBoxLayout;
-  buttons->addWidget(run_);
-  buttons->addWidget(stop_);
+  buttons->addWidget(run_, 1);
+  buttons->addWidget(stop_, 1);
+  buttons->addWidget(check_);
+  auto* footer = new QVBoxLayout;
+  footer->setContentsMargins(8, 4, 8, 6);
+  footer->addWidget(runs_label_);
+  footer->addWidget(problem_label_);
+  footer->addLayout(buttons);
   auto* layout = new QVBoxLayout(this);
-  layout->addWidget(group("Model", model));
-  layout->addWidget(group("Training", training));
-  layout->addWidget(group("Sweep", sweep));
-  layout->addWidget(runs_label_);
-  layout->addWidget(problem_label_);
-  layout->addLayout(buttons);
-  layout->addWidget(check_);
-  layout->addStretch();
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(scroll_, 1);
+  layout->addLayout(footer);
 }
 
 void ExperimentPanel::connect_fields() {
@@ -253,7 +297,7 @@ void ExperimentPanel::connect_fields() {
   connect(run_, &QPushButton::clicked, this, &ExperimentPanel::request_run);
   connect(stop_, &QPushButton::clicked, this, &ExperimentPanel::stopRequested);
   connect(check_, &QPushButton::clicked, this, [this] {
-    if (auto config = first_config()) emit checkRequested(*config);
+    if (auto config = check_config()) emit checkRequested(*config);
   });
 }
 
@@ -263,66 +307,8 @@ void ExperimentPanel::set_read_only_reason(const QString& reason) {
 }
 
 void ExperimentPanel::request_run() {
-  if (running_ || !read_only_reason_.isEmpty()) return;
+  if (!can_start()) return;
   if (auto json = spec()) emit sweepRequested(QString::fromStdString(json->dump()));
-}
-
-void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
-  const auto base = spec.value("base", nlohmann::ordered_json::object());
-  const auto axes = spec.value("axes", nlohmann::ordered_json::object());
-  if (base.contains("preset")) preset_->setCurrentText(QString::fromStdString(base["preset"]));
-  const std::pair<const char*, QSpinBox*> numbers[] = {
-      {"layers", layers_},     {"d_model", d_model_},       {"heads", heads_},
-      {"kv_heads", kv_heads_}, {"mlp_hidden", mlp_hidden_}, {"seq_len", seq_len_},
-      {"vocab", vocab_},       {"accum", accum_},           {"steps", steps_},
-      {"seed", seed_},         {"threads", threads_}};
-  for (const auto& [key, box] : numbers) {
-    if (base.contains(key) && base[key].is_number_integer()) box->setValue(base[key].get<int>());
-  }
-  if (base.contains("dropout")) dropout_->setValue(base["dropout"].get<double>());
-  if (base.contains("arch") && base["arch"].is_string()) {
-    arch_->setCurrentText(QString::fromStdString(base["arch"].get<std::string>()));
-  }
-  if (base.contains("tie_head") && base["tie_head"].is_boolean()) {
-    tie_head_->setChecked(base["tie_head"].get<bool>());
-  }
-  if (base.contains("loss_chunks")) {
-    const auto& chunks = base["loss_chunks"];
-    loss_chunks_->setText(
-        QString::fromStdString(chunks.is_string() ? chunks.get<std::string>() : chunks.dump()));
-  }
-  if (base.contains("lr")) lr_->setValue(base["lr"].get<double>());
-  // Each axis field shows the axis, or the base's single value, or its default.
-  auto list = [&](const char* key, const char* separator, const std::string& fallback) {
-    const auto& values = axes.contains(key)   ? axes[key]
-                         : base.contains(key) ? nlohmann::ordered_json::array({base[key]})
-                                              : nlohmann::ordered_json::array({fallback});
-    QStringList items;
-    for (const auto& value : values) {
-      items << QString::fromStdString(value.is_string() ? value.get<std::string>() : value.dump());
-    }
-    return items.join(separator);
-  };
-  policies_->setText(list("checkpoint", "; ", "none"));
-  offload_->setText(list("offload", ", ", "none"));
-  precision_->setText(list("precision", ", ", "fp32"));
-  batch_->setText(list("batch", ", ", "8"));
-  const bool search = spec.contains("max_batch");
-  max_batch_->setChecked(search);
-  if (search) {
-    const auto& max_batch = spec["max_batch"];
-    const auto& budget = max_batch["budget"];
-    budget_->setText(
-        QString::fromStdString(budget.is_string() ? budget.get<std::string>() : budget.dump()));
-    if (max_batch.contains("limit")) max_batch_limit_->setValue(max_batch["limit"].get<int>());
-  } else {
-    const auto budget = base.value("budget", nlohmann::ordered_json());
-    budget_->setText(budget.is_string()   ? QString::fromStdString(budget.get<std::string>())
-                     : budget.is_number() ? QString::fromStdString(budget.dump())
-                                          : QString());
-  }
-  if (spec.contains("name")) name_->setText(QString::fromStdString(spec["name"]));
-  revalidate();
 }
 
 QString ExperimentPanel::experiment_name() const { return name_->text(); }
@@ -349,119 +335,41 @@ void ExperimentPanel::apply_preset(const QString& name) {
   revalidate();
 }
 
-nlohmann::ordered_json ExperimentPanel::build_spec() const {
-  nlohmann::ordered_json base = {
-      {"preset", preset_->currentText().toStdString()},
-      {"arch", arch_->currentText().toStdString()},
-      {"layers", layers_->value()},
-      {"d_model", d_model_->value()},
-      {"heads", heads_->value()},
-      {"kv_heads", kv_heads_->value()},
-      {"mlp_hidden", mlp_hidden_->value()},
-      {"tie_head", tie_head_->isChecked()},
-      {"loss_chunks", loss_chunks_->text().trimmed().toStdString()},
-      {"seq_len", seq_len_->value()},
-      {"vocab", vocab_->value()},
-      {"attention", attention_->currentText().toStdString()},
-      {"dropout", dropout_->value()},
-      {"accum", accum_->value()},
-      {"steps", steps_->value()},
-      {"lr", lr_->value()},
-      {"seed", seed_->value()},
-      {"threads", threads_->value()},
-      {"device", device_->currentText().toStdString()},
-      {"timeline", true},  // the live view shows the last step's memory by phase
-  };
-  const QString source = data_->currentData().toString();
-  base["data"] = source == "text" ? "text:" + data_file_->text().trimmed().toStdString()
-                                  : source.toStdString();
-  if (!budget_->text().trimmed().isEmpty())
-    base["budget"] = budget_->text().trimmed().toStdString();
-
-  nlohmann::ordered_json axes = nlohmann::ordered_json::object();
-  // One value goes to the base, several make an axis.
-  auto add = [&](const char* key, const nlohmann::ordered_json& values, const char* field) {
-    if (values.empty()) throw InvalidInput(field, "give at least one value");
-    if (values.size() == 1) {
-      base[key] = values[0];
-    } else {
-      axes[key] = values;
-    }
-  };
-  nlohmann::ordered_json policies = nlohmann::ordered_json::array();
-  for (const QString& p : split_list(policies_, ';')) policies.push_back(p.toStdString());
-  add("checkpoint", policies, "spec: axes.checkpoint");
-  nlohmann::ordered_json offloads = nlohmann::ordered_json::array();
-  for (const QString& o : split_list(offload_, ',')) offloads.push_back(o.toStdString());
-  add("offload", offloads, "spec: axes.offload");
-  nlohmann::ordered_json precisions = nlohmann::ordered_json::array();
-  for (const QString& p : split_list(precision_, ',')) precisions.push_back(p.toStdString());
-  add("precision", precisions, "spec: axes.precision");
-  nlohmann::ordered_json batches = nlohmann::ordered_json::array();
-  for (const QString& b : split_list(batch_, ',')) {
-    bool ok = false;
-    const qlonglong value = b.toLongLong(&ok);
-    if (!ok)
-      throw InvalidInput("spec: axes.batch", "'" + b.toStdString() + "' is not a whole number");
-    batches.push_back(value);
-  }
-  if (!max_batch_->isChecked()) add("batch", batches, "spec: axes.batch");
-
-  nlohmann::ordered_json spec = {{"name", name_->text().trimmed().toStdString()}, {"base", base}};
-  if (!axes.empty()) spec["axes"] = axes;
-  if (max_batch_->isChecked()) {
-    if (budget_->text().trimmed().isEmpty()) {
-      throw InvalidInput("spec: max_batch.budget", "the max-batch search needs a budget");
-    }
-    spec["max_batch"] = {{"budget", budget_->text().trimmed().toStdString()},
-                         {"limit", max_batch_limit_->value()}};
-  }
-  return spec;
-}
-
-std::optional<nlohmann::ordered_json> ExperimentPanel::spec() const {
-  try {
-    nlohmann::ordered_json json = build_spec();
-    parse_sweep_spec(json);
-    return json;
-  } catch (const InvalidInput&) {
-    return std::nullopt;
-  }
-}
-
-std::optional<RunConfig> ExperimentPanel::first_config() const {
-  try {
-    return expand_sweep(parse_sweep_spec(build_spec())).front().config;
-  } catch (const InvalidInput&) {
-    return std::nullopt;
-  }
-}
-
-QWidget* ExperimentPanel::field_for(const std::string& error_field) const {
+QWidget* ExperimentPanel::field_for(const QString& key) const {
   const std::pair<const char*, QWidget*> fields[] = {
-      {"max_batch", budget_},    {"checkpoint", policies_},
-      {"offload", offload_},     {"batch", batch_},
-      {"precision", precision_}, {"budget", budget_},
-      {"kv_heads", kv_heads_},   {"loss_chunks", loss_chunks_},
-      {"arch", arch_},           {"heads", heads_},
-      {"d_model", d_model_},     {"data", data_file_},
-      {"dropout", dropout_},     {"name", name_},
+      {"name", name_},
+      {"preset", preset_},
+      {"arch", arch_},
+      {"layers", layers_},
+      {"d_model", d_model_},
+      {"heads", heads_},
+      {"kv_heads", kv_heads_},
+      {"mlp_hidden", mlp_hidden_},
+      {"loss_chunks", loss_chunks_},
+      {"seq_len", seq_len_},
+      {"vocab", vocab_},
+      {"attention", attention_},
+      {"dropout", dropout_},
+      {"data", data_file_},
+      {"accum", accum_},
+      {"steps", steps_},
+      {"lr", lr_},
+      {"seed", seed_},
+      {"threads", threads_},
+      {"device", device_},
+      {"checkpoint", policies_},
+      {"offload", offload_},
+      {"batch", batch_},
+      {"precision", precision_},
+      {"budget", budget_},
   };
-  for (const auto& [key, widget] : fields) {
-    if (error_field.find(key) != std::string::npos) return widget;
+  for (const auto& [name, widget] : fields) {
+    if (key == QLatin1String(name)) return widget;
   }
   return nullptr;
 }
 
-void ExperimentPanel::revalidate() {
-  const bool text_data = data_->currentData().toString() == "text";
-  data_file_->setEnabled(text_data);
-  browse_->setEnabled(text_data);
-  batch_->setEnabled(!max_batch_->isChecked());
-  max_batch_limit_->setEnabled(max_batch_->isChecked());
-
-  problem_.clear();
-  QWidget* bad_field = nullptr;
+void ExperimentPanel::update_preview() {
   QStringList preview;
   for (const QString& policy : split_list(policies_, ';')) {
     try {
@@ -472,32 +380,104 @@ void ExperimentPanel::revalidate() {
       preview << policy + ": —";
     }
   }
-  preview_->setText(preview.join("\n"));
+  preview_->setText("Segments of each policy:\n" + preview.join("\n"));
+}
+
+// The bad field: tinted, the reason first in its tooltip, and in a line edit a warning sign
+// (inside the field, so the layout does not move). Every other field is back to normal.
+void ExperimentPanel::mark_field(QWidget* bad_field) {
+  for (auto it = help_.cbegin(); it != help_.cend(); ++it) {
+    QWidget* field = it.key();
+    const bool bad = field == bad_field;
+    QPalette tinted = palette();
+    tinted.setColor(QPalette::Base, kErrorTint);
+    tinted.setColor(QPalette::Button, kErrorTint);
+    field->setPalette(bad ? tinted : QPalette());  // an empty palette inherits again
+    field->setProperty("invalid", bad);
+    field->setToolTip(bad ? problem_ + (it.value().isEmpty() ? "" : "\n\n" + it.value())
+                          : it.value());
+  }
+  for (QLineEdit* edit : findChildren<QLineEdit*>()) edit->removeAction(error_mark_);
+  if (auto* edit = qobject_cast<QLineEdit*>(bad_field)) {
+    error_mark_->setToolTip(problem_);
+    edit->addAction(error_mark_, QLineEdit::TrailingPosition);
+  }
+}
+
+void ExperimentPanel::revalidate() {
+  if (help_.isEmpty()) {  // first call: every field's own help, before any reason is added
+    for (const char* key :
+         {"name",       "preset",      "arch",      "layers", "d_model",   "heads",   "kv_heads",
+          "mlp_hidden", "loss_chunks", "seq_len",   "vocab",  "attention", "dropout", "data",
+          "accum",      "steps",       "lr",        "seed",   "threads",   "device",  "checkpoint",
+          "offload",    "batch",       "precision", "budget"}) {
+      if (QWidget* field = field_for(key)) help_.insert(field, field->toolTip());
+    }
+  }
+  const bool text_data = data_->currentData().toString() == "text";
+  data_file_->setEnabled(text_data);
+  browse_->setEnabled(text_data);
+  batch_->setEnabled(!max_batch_->isChecked());
+  max_batch_limit_->setEnabled(max_batch_->isChecked());
+  update_preview();
+
+  problem_.clear();
+  check_problem_.clear();
+  QWidget* bad_field = nullptr;
   try {
     std::vector<std::string> skipped;
     const auto points = expand_sweep(parse_sweep_spec(build_spec()), &skipped);
-    QString runs = QString("%1 run%2").arg(points.size()).arg(points.size() == 1 ? "" : "s");
-    if (!skipped.empty())
-      runs += QString(" (%1 combination(s) of none with offload left out)").arg(skipped.size());
+    QString runs = points.size() == 1 ? QString("1 run") : QString("%1 runs").arg(points.size());
+    if (!skipped.empty()) {
+      runs += skipped.size() == 1
+                  ? QString(" (1 combination of none with offload left out)")
+                  : QString(" (%1 combinations of none with offload left out)").arg(skipped.size());
+    }
+    // A budget without the search still ends every step above it as oom: say so, always.
+    const QString budget = budget_->text().trimmed();
+    if (!budget.isEmpty() && !max_batch_->isChecked()) {
+      runs += QString(" · a step above the %1 budget ends its run as oom").arg(budget);
+    }
     runs_label_->setText(runs);
+    const bool checkpoints = std::any_of(points.begin(), points.end(), [](const SweepPoint& p) {
+      return p.config.checkpoint != "none";
+    });
+    if (!checkpoints) {
+      check_problem_ =
+          "No checkpointing policy to check: every policy is none (add one, e.g. every:1)";
+    }
   } catch (const InvalidInput& error) {
-    problem_ = QString::fromStdString(error.what());
-    bad_field = field_for(error.field());
+    const FieldError explained = explain(error);
+    problem_ = explained.message();
+    bad_field = field_for(explained.key);
     runs_label_->clear();
   }
-  for (QWidget* field : std::initializer_list<QWidget*>{
-           policies_, offload_, batch_, precision_, budget_, heads_, kv_heads_, loss_chunks_, arch_,
-           d_model_, data_file_, dropout_, name_}) {
-    field->setStyleSheet(field == bad_field ? kErrorStyle : "");
-  }
+  mark_field(bad_field);
   problem_label_->setText(problem_);
+  problem_label_->setToolTip(problem_);
   const bool can_record = read_only_reason_.isEmpty();
-  run_->setEnabled(problem_.isEmpty() && !running_ && can_record);
-  check_->setEnabled(problem_.isEmpty() && !running_);
+  run_->setEnabled(can_start());
+  check_->setEnabled(can_check());
   run_->setToolTip(!can_record          ? "Cannot run: " + read_only_reason_
                    : problem_.isEmpty() ? "Start the sweep (Ctrl+R)"
                                         : "Cannot run: " + problem_);
+  check_->setToolTip(!problem_.isEmpty() ? "Cannot check: " + problem_
+                     : !check_problem_.isEmpty()
+                         ? check_problem_
+                         : "One step under the first checkpointing policy and under none, same "
+                           "seed and batch: are the gradients bit-identical?");
+  emit actionsChanged();
 }
+
+bool ExperimentPanel::can_start() const {
+  return problem_.isEmpty() && !running_ && read_only_reason_.isEmpty();
+}
+
+bool ExperimentPanel::can_check() const {
+  return problem_.isEmpty() && check_problem_.isEmpty() && !running_;
+}
+
+QString ExperimentPanel::summary() const { return runs_label_->text(); }
 
 void ExperimentPanel::set_running(bool running) {
   running_ = running;

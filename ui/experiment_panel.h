@@ -1,21 +1,25 @@
 // The experiment form: model, data and training settings, and the sweep axes (checkpoint
 // policies, offload, batch sizes, precisions, or a max-batch search under a budget). It builds a
-// sweep spec that core validates; invalid input is shown at the field and Run stays disabled,
-// with the reason.
+// sweep spec that core validates; invalid input is shown at the field (marked, with the reason in
+// its tooltip and in the footer's reserved line, so nothing moves) and every way to start is
+// disabled. The fields scroll; the footer with Run, Stop and Check gradients never does.
 #pragma once
 
+#include <QHash>
 #include <QWidget>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "metatypes.h"
 
+class QAction;
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QPushButton;
+class QScrollArea;
 class QSpinBox;
 
 namespace rematlab::ui {
@@ -28,9 +32,18 @@ class ExperimentPanel : public QWidget {
 
   // The sweep the form describes, or nullopt (and problem() says why) when it is invalid.
   std::optional<nlohmann::ordered_json> spec() const;
-  // The first combination as one run: what the gradient check uses.
+  // The first combination as one run.
   std::optional<RunConfig> first_config() const;
+  // The first combination that checkpoints: what the gradient check compares against none.
+  // nullopt when the form is invalid or every policy is none (check_problem() says which).
+  std::optional<RunConfig> check_config() const;
+  // Why the form cannot run, in the form's words ("Heads: 7 heads do not divide d_model 64").
   QString problem() const { return problem_; }
+  QString check_problem() const { return check_problem_; }
+  bool can_start() const;
+  bool can_check() const;
+  // What Run would do: "3 runs", and whether a budget ends runs as oom.
+  QString summary() const;
   void set_running(bool running);
   // Non-empty when the open database cannot be written: Run is disabled with this reason.
   void set_read_only_reason(const QString& reason);
@@ -38,6 +51,9 @@ class ExperimentPanel : public QWidget {
   void load_spec(const nlohmann::ordered_json& spec);
   QString experiment_name() const;
   void set_experiment_name(const QString& name);
+  // Every field as a sweep spec, valid or not (what the window restores after a restart); empty
+  // when a list cannot even be read.
+  nlohmann::ordered_json form_values() const;
 
   // For tests and scripted use.
   QLineEdit* policies_field() const { return policies_; }
@@ -55,11 +71,16 @@ class ExperimentPanel : public QWidget {
   QPushButton* run_button() const { return run_; }
   QPushButton* stop_button() const { return stop_; }
   QPushButton* check_button() const { return check_; }
+  QScrollArea* scroll_area() const { return scroll_; }
+  QLabel* problem_label() const { return problem_label_; }
+  QLabel* segments_label() const { return preview_; }
 
  signals:
   void sweepRequested(const QString& spec_json);
   void stopRequested();
   void checkRequested(const rematlab::RunConfig& config);
+  // After every revalidation: whether Run and Check gradients can start may have changed.
+  void actionsChanged();
 
  public slots:
   void request_run();
@@ -73,8 +94,10 @@ class ExperimentPanel : public QWidget {
   void connect_fields();
   void apply_preset(const QString& name);
   void revalidate();
+  void update_preview();
+  void mark_field(QWidget* bad_field);
   nlohmann::ordered_json build_spec() const;  // may throw InvalidInput for list syntax
-  QWidget* field_for(const std::string& error_field) const;
+  QWidget* field_for(const QString& key) const;
 
   QLineEdit* name_;
   QComboBox* preset_;
@@ -107,12 +130,17 @@ class ExperimentPanel : public QWidget {
   QCheckBox* max_batch_;
   QSpinBox* max_batch_limit_;
   QLabel* preview_;
+  QLabel* notation_;
   QLabel* runs_label_;
   QLabel* problem_label_;
   QPushButton* run_;
   QPushButton* stop_;
   QPushButton* check_;
+  QScrollArea* scroll_;
+  QAction* error_mark_;            // the warning sign inside a bad line edit
+  QHash<QWidget*, QString> help_;  // each field's own tooltip, restored once it is valid
   QString problem_;
+  QString check_problem_;
   QString read_only_reason_;
   bool running_ = false;
 };

@@ -8,6 +8,7 @@
 #include <QVBoxLayout>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "chart_style.h"
 
@@ -60,7 +61,8 @@ QColor run_colour(int index) {
 LiveCharts::LiveCharts(QWidget* parent)
     : QWidget(parent),
       loss_plot_(make_chart("Loss", "step", "nats/token")),
-      memory_plot_(make_chart("Device memory", "step", "MiB")),
+      memory_plot_(
+          make_chart("Device memory: peak (solid), live at step end (dotted)", "step", "MiB")),
       throughput_plot_(make_chart("Throughput", "step", "tokens/s")),
       timeline_plot_(make_chart("Memory in the last recorded step", "ms", "MiB")),
       smoothing_box_(new QDoubleSpinBox) {
@@ -68,9 +70,10 @@ LiveCharts::LiveCharts(QWidget* parent)
   smoothing_box_->setSingleStep(0.05);
   smoothing_box_->setDecimals(3);
   smoothing_box_->setValue(smoothing_);
-  smoothing_box_->setToolTip("Weight of the exponential moving average drawn over the raw loss");
+  smoothing_box_->setToolTip(
+      "Weight of the exponential moving average drawn over the raw loss and throughput");
   auto* controls = new QHBoxLayout;
-  controls->addWidget(new QLabel("Loss smoothing"));
+  controls->addWidget(new QLabel("Smoothing"));
   controls->addWidget(smoothing_box_);
   controls->addStretch();
   controls->addWidget(new QLabel("Drag to pan, wheel to zoom, double-click to reset"));
@@ -105,8 +108,9 @@ QCustomPlot* LiveCharts::plot(Chart chart) const {
 void LiveCharts::clear() {
   for (QCustomPlot* chart : {loss_plot_, memory_plot_, throughput_plot_, timeline_plot_}) {
     chart->clearGraphs();
-    chart->legend->setVisible(false);
+    reset_empty_axes(chart);  // not the last sweep's ranges
   }
+  set_chart_title(timeline_plot_, "Memory in the last recorded step");
   runs_.clear();
   budget_line_ = nullptr;
   last_step_ = 1.0;
@@ -132,9 +136,14 @@ void LiveCharts::begin_run(int index, const QString& label, double budget_bytes)
   curves.diverged->setLineStyle(QCPGraph::lsNone);
   curves.diverged->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCross, colour, 11));
   curves.diverged->removeFromLegend();
-  curves.peak = add_graph(memory_plot_, label + " peak", colour, Qt::SolidLine);
+  // One legend entry per run: the title says which line style is peak and which is live.
+  curves.peak = add_graph(memory_plot_, label, colour, Qt::SolidLine);
   curves.live = add_graph(memory_plot_, label + " live at step end", colour, Qt::DotLine);
-  curves.throughput = add_graph(throughput_plot_, label, colour, Qt::SolidLine);
+  curves.live->removeFromLegend();
+  curves.throughput = add_graph(throughput_plot_, label, colour.lighter(160), Qt::SolidLine);
+  curves.throughput->removeFromLegend();
+  curves.throughput_smoothed = add_graph(throughput_plot_, label, colour, Qt::SolidLine);
+  curves.label = label;
   runs_.emplace_back(index, curves);
   for (QCustomPlot* chart : {loss_plot_, memory_plot_, throughput_plot_}) {
     chart->legend->setVisible(true);
@@ -164,6 +173,13 @@ void LiveCharts::add_step(int index, const StepMetrics& step) {
   run->peak->addData(x, step.peak_bytes / kMiB);
   run->live->addData(x, step.current_bytes / kMiB);
   run->throughput->addData(x, step.tokens_per_s);
+  if (std::isfinite(step.tokens_per_s)) {
+    run->throughput_ema = run->has_throughput_ema ? smoothing_ * run->throughput_ema +
+                                                        (1.0 - smoothing_) * step.tokens_per_s
+                                                  : step.tokens_per_s;
+    run->has_throughput_ema = true;
+  }
+  run->throughput_smoothed->addData(x, run->throughput_ema);
   if (budget_line_ && x > last_step_) {
     last_step_ = x;
     const double level = budget_line_->data()->begin()->value;
@@ -188,34 +204,87 @@ void LiveCharts::show_timeline(const QString& label, const Timeline& timeline) {
     graph->addData(point.time_ms, point.bytes / kMiB);
   }
   timeline_plot_->legend->setVisible(!by_phase.empty());
-  if (auto* title = qobject_cast<QCPTextElement*>(timeline_plot_->plotLayout()->element(0, 0))) {
-    title->setText("Memory in the last recorded step: " + label);
-  }
+  set_chart_title(timeline_plot_, "Memory in the last recorded step: " + label);
   schedule_replot();
 }
+
+namespace {
+
+// Redraws `smoothed` as the moving average of `raw`; a non-finite point stays a gap. Returns the
+// last average, or nullopt when there was no finite point.
+std::optional<double> smooth(const QCPGraph* raw, QCPGraph* smoothed, double weight) {
+  QVector<double> keys, values;
+  std::optional<double> ema;
+  for (auto it = raw->data()->constBegin(); it != raw->data()->constEnd(); ++it) {
+    keys << it->key;
+    if (!std::isfinite(it->value)) {
+      values << it->value;
+      continue;
+    }
+    ema = ema ? weight * *ema + (1.0 - weight) * it->value : it->value;
+    values << *ema;
+  }
+  smoothed->setData(keys, values, /*alreadySorted=*/true);
+  return ema;
+}
+
+// Exactly the same points: what exact recomputation gives for the loss of the same seed.
+bool same_curve(const QCPGraph* a, const QCPGraph* b) {
+  if (a->dataCount() == 0 || a->dataCount() != b->dataCount()) return false;
+  for (auto i = a->data()->constBegin(), j = b->data()->constBegin(); i != a->data()->constEnd();
+       ++i, ++j) {
+    const bool both_gaps = std::isnan(i->value) && std::isnan(j->value);
+    if (i->key != j->key || (!both_gaps && i->value != j->value)) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 void LiveCharts::set_smoothing(double weight) {
   smoothing_ = std::clamp(weight, 0.0, 0.999);
   if (smoothing_box_->value() != smoothing_) smoothing_box_->setValue(smoothing_);
   for (auto& [index, run] : runs_) {
-    QVector<double> keys, values;
-    double ema = 0.0;
-    bool first = true;
-    for (auto it = run.loss->data()->constBegin(); it != run.loss->data()->constEnd(); ++it) {
-      keys << it->key;
-      if (!std::isfinite(it->value)) {  // the gap stays a gap
-        values << it->value;
-        continue;
-      }
-      ema = first ? it->value : smoothing_ * ema + (1.0 - smoothing_) * it->value;
-      first = false;
-      values << ema;
-    }
-    run.smoothed->setData(keys, values, /*alreadySorted=*/true);
-    run.ema = ema;
-    run.has_ema = !first;
+    const auto loss = smooth(run.loss, run.smoothed, smoothing_);
+    run.ema = loss.value_or(0.0);
+    run.has_ema = loss.has_value();
+    const auto rate = smooth(run.throughput, run.throughput_smoothed, smoothing_);
+    run.throughput_ema = rate.value_or(0.0);
+    run.has_throughput_ema = rate.has_value();
   }
   schedule_replot();
+}
+
+void LiveCharts::finish_run(int index) {
+  RunCurves* run = curves(index);
+  if (!run) return;
+  for (const auto& [other_index, other] : runs_) {
+    if (other_index == index || !same_curve(run->loss, other.loss)) continue;
+    run->smoothed->setName(QString("%1 (coincides with %2)").arg(run->label, other.label));
+    // Dashed over the earlier solid line, so both stay visible where they coincide.
+    QPen pen = run->smoothed->pen();
+    pen.setStyle(Qt::DashLine);
+    run->smoothed->setPen(pen);
+    break;
+  }
+  schedule_replot();
+}
+
+QString LiveCharts::legend_name(Chart chart, int index) const {
+  for (const auto& [run, curves] : runs_) {
+    if (run != index) continue;
+    switch (chart) {
+      case kLoss:
+        return curves.smoothed->name();
+      case kMemory:
+        return curves.peak->name();
+      case kThroughput:
+        return curves.throughput_smoothed->name();
+      case kTimeline:
+        break;
+    }
+  }
+  return {};
 }
 
 int LiveCharts::points(Chart chart, int index) const {
@@ -249,8 +318,16 @@ void LiveCharts::schedule_replot() {
 
 void LiveCharts::replot_now() {
   for (QCustomPlot* chart : {loss_plot_, memory_plot_, throughput_plot_, timeline_plot_}) {
+    if (!chart_has_data(chart)) {
+      chart->replot(QCustomPlot::rpQueuedReplot);
+      continue;
+    }
     chart->rescaleAxes();
-    if (chart != loss_plot_) {  // bytes and rates read best from zero
+    if (chart == loss_plot_) {  // a margin, so the lowest raw point is not drawn on the axis
+      const QCPRange range = chart->yAxis->range();
+      const double margin = std::max(range.size() * 0.05, 1e-3);
+      chart->yAxis->setRange(range.lower - margin, range.upper + margin);
+    } else {  // bytes and rates read best from zero
       chart->yAxis->setRange(0.0, chart->yAxis->range().upper * 1.05);
     }
     chart->replot(QCustomPlot::rpQueuedReplot);

@@ -1,6 +1,7 @@
-// The live view: four charts — loss (raw and smoothed), device memory (peak and live per step,
-// the budget as a line), throughput, and the memory timeline of the last recorded step coloured
-// by phase. Every run of a sweep is its own curve in its own colour, named in the legend.
+// The live view: four charts — loss and throughput (each raw, faint, under its moving average),
+// device memory (peak and live per step, the budget as a line), and the memory timeline of the
+// last recorded step coloured by phase. Every run of a sweep is its own curve in its own colour,
+// named in the legend; a run whose loss curve is exactly another's says that it coincides.
 // Replots are merged by a single-shot timer (at most ~30 a second) and QCustomPlot's adaptive
 // sampling keeps curves of 100,000 points fluid.
 #pragma once
@@ -32,7 +33,10 @@ class LiveCharts : public QWidget {
   void add_step(int index, const rematlab::StepMetrics& step);
   // Shows one step's memory over time, each phase in its own colour.
   void show_timeline(const QString& label, const Timeline& timeline);
-  // Exponential-moving-average weight of the smoothed loss, in [0, 1); recomputes the curves.
+  // Run `index` has ended: when its loss curve is exactly an earlier run's (exact recomputation
+  // trains identically), its legend says so, since the curves hide each other.
+  void finish_run(int index);
+  // Exponential-moving-average weight of the smoothed curves, in [0, 1); recomputes them.
   void set_smoothing(double weight);
 
   QCustomPlot* plot(Chart chart) const;
@@ -43,6 +47,7 @@ class LiveCharts : public QWidget {
   int run_count() const { return static_cast<int>(runs_.size()); }
   int points(Chart chart, int index) const;
   int replots() const { return replots_; }
+  QString legend_name(Chart chart, int index) const;
 
  private:
   struct RunCurves {
@@ -52,8 +57,12 @@ class LiveCharts : public QWidget {
     QCPGraph* peak = nullptr;
     QCPGraph* live = nullptr;
     QCPGraph* throughput = nullptr;
+    QCPGraph* throughput_smoothed = nullptr;
+    QString label;
     double ema = 0.0;
     bool has_ema = false;
+    double throughput_ema = 0.0;
+    bool has_throughput_ema = false;
   };
 
   RunCurves* curves(int index);

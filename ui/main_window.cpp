@@ -5,11 +5,14 @@
 #include <QCloseEvent>
 #include <QDir>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
-#include <QScrollArea>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QScreen>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -31,12 +34,22 @@ namespace {
 
 constexpr int kProgressPerRun = 1000;
 
-// The window speaks to people, not shells: no "--db:" prefix, the reason alone.
+// The window speaks to people, not shells or SQL: no "--db:" prefix and no SQLite detail, the
+// reason alone (the path is named once, above it).
 QString database_error_text(const QString& path, const std::exception& error) {
-  if (const auto* input = dynamic_cast<const InvalidInput*>(&error)) {
-    return QString("Cannot open %1:\n%2").arg(path, QString::fromStdString(input->reason()));
+  const auto* input = dynamic_cast<const InvalidInput*>(&error);
+  QString reason = QString::fromStdString(input ? input->reason() : error.what());
+  reason.remove(QRegularExpression(" \\(SQLite says: [^)]*\\)"));
+  reason.replace("'" + path + "' ", "This file ");
+  if (reason.contains("PRAGMA") || reason.contains("sqlite", Qt::CaseInsensitive)) {
+    reason = "This file is not a RematLab database, or it cannot be read.";
   }
-  return QString("Cannot open %1:\n%2").arg(path, QString::fromStdString(error.what()));
+  return QString("Cannot open %1:\n%2").arg(QDir::toNativeSeparators(path), reason);
+}
+
+// A database chosen by name alone gets the extension the Open dialog lists.
+QString with_database_suffix(const QString& path) {
+  return QFileInfo(path).suffix().isEmpty() ? path + ".sqlite" : path;
 }
 
 QString format_eta(double seconds) {
@@ -63,15 +76,11 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   qRegisterMetaType<rematlab::RunConfig>();
   qRegisterMetaType<rematlab::ui::SweepPosition>();
   qRegisterMetaType<rematlab::ui::Timeline>();
-  auto* form = new QScrollArea;
-  form->setWidget(panel_);
-  form->setWidgetResizable(true);
-  form->setMinimumWidth(panel_->sizeHint().width() + 24);
   tabs_->addTab(charts_, "Live");
   tabs_->addTab(runs_, "Runs");
   tabs_->addTab(compare_, "Compare");
   auto* splitter = new QSplitter;
-  splitter->addWidget(form);
+  splitter->addWidget(panel_);  // its fields scroll; its Run/Stop footer stays in view
   splitter->addWidget(tabs_);
   splitter->setStretchFactor(1, 1);
   setCentralWidget(splitter);
@@ -95,6 +104,8 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   connect(worker_, &SweepWorker::checkFinished, this, &MainWindow::on_check_finished);
   connect(runs_, &RunsView::errorOccurred, this, &MainWindow::show_error);
   connect(runs_, &RunsView::runsDeleted, this, &MainWindow::forget_runs);
+  connect(runs_, &RunsView::exported, status_, &QLabel::setText);
+  connect(panel_, &ExperimentPanel::actionsChanged, this, &MainWindow::update_actions);
   connect(panel_, &ExperimentPanel::sweepRequested, this, &MainWindow::on_sweep_requested);
   connect(panel_, &ExperimentPanel::checkRequested, this, &MainWindow::on_check_requested);
   connect(panel_, &ExperimentPanel::stopRequested, this, &MainWindow::stop);
@@ -104,8 +115,9 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   worker_thread_.start();
 
   const WorkbenchSettings settings;
-  if (!restoreGeometry(settings.geometry())) resize(1400, 900);
-  panel_->set_experiment_name(settings.experiment_name());
+  restoreGeometry(settings.geometry());
+  fit_to_screen(settings.geometry().isEmpty());
+  restore_form(settings);
   QString path = database;
   if (path.isEmpty()) path = settings.last_database();
   if (path.isEmpty() || !open_database(path)) {
@@ -120,36 +132,83 @@ MainWindow::~MainWindow() {
   worker_thread_.wait();
 }
 
+// No saved size, or one larger than this screen: the window takes most of the screen it is on
+// (1600×1000 at most), so Run, the tabs and the status bar are all in view.
+void MainWindow::fit_to_screen(bool first_start) {
+  const QScreen* shown_on = screen();
+  if (!shown_on) return;
+  const QRect available = shown_on->availableGeometry();
+  if (!first_start && available.contains(frameGeometry())) return;
+  const QSize wanted(std::min(1600, available.width() * 92 / 100),
+                     std::min(1000, available.height() * 92 / 100));
+  resize(wanted);
+  move(available.center() - QPoint(width() / 2, height() / 2));
+}
+
+void MainWindow::restore_form(const WorkbenchSettings& settings) {
+  const QByteArray form = settings.form();
+  if (!form.isEmpty()) {
+    try {  // written by this program; anything unreadable keeps the defaults
+      panel_->load_spec(nlohmann::ordered_json::parse(form.toStdString()));
+    } catch (const std::exception&) {
+    }
+  }
+  panel_->set_experiment_name(settings.experiment_name());
+}
+
+void MainWindow::remember_form() {
+  WorkbenchSettings settings;
+  settings.set_experiment_name(panel_->experiment_name());
+  const nlohmann::ordered_json values = panel_->form_values();
+  if (!values.is_null()) settings.set_form(QByteArray::fromStdString(values.dump()));
+}
+
+void MainWindow::update_actions() {
+  start_action_->setEnabled(panel_->can_start());
+  check_action_->setEnabled(panel_->can_check());
+  stop_action_->setEnabled(running_);
+  start_action_->setToolTip(panel_->run_button()->toolTip());
+  check_action_->setToolTip(panel_->check_button()->toolTip());
+}
+
+QString MainWindow::dialog_folder() const {
+  return database_.isEmpty() ? QDir::homePath() : QFileInfo(database_).absolutePath();
+}
+
 void MainWindow::build_menus() {
   QMenu* file = menuBar()->addMenu("&File");
   file->addAction("&New database…", this, [this] {
-    const QString path = QFileDialog::getSaveFileName(this, "New runs database", "runs.sqlite",
+    const QString path = QFileDialog::getSaveFileName(this, "New runs database",
+                                                      QDir(dialog_folder()).filePath("runs.sqlite"),
                                                       "RematLab database (*.sqlite)");
-    if (!path.isEmpty()) open_database(path);
+    if (!path.isEmpty()) new_database(path);
   });
   file->addAction("&Open database…", QKeySequence::Open, this, [this] {
+    // Starts where the open database is (the default one lives in a hidden folder).
     const QString path = QFileDialog::getOpenFileName(
-        this, "Open runs database", {}, "RematLab database (*.sqlite);;All files (*)");
+        this, "Open runs database", dialog_folder(), "RematLab database (*.sqlite);;All files (*)");
     if (!path.isEmpty()) open_database(path);
   });
   file->addSeparator();
-  file->addAction("Export runs as &CSV…", this, [this] { runs_->ask_and_export(false); });
-  file->addAction("Export &steps as CSV…", this, [this] { runs_->ask_and_export(true); });
+  file->addAction("Export runs as &CSV (selected, or all shown)…", this,
+                  [this] { runs_->ask_and_export(false); });
+  file->addAction("Export &steps as CSV (selected, or all shown)…", this,
+                  [this] { runs_->ask_and_export(true); });
   file->addAction("Export charts (PNG and PDF)…", this, &MainWindow::export_charts);
   file->addSeparator();
   file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
 
   QMenu* run = menuBar()->addMenu("&Run");
-  run->addAction("&Start", QKeySequence(Qt::CTRL | Qt::Key_R), panel_,
-                 &ExperimentPanel::request_run);
-  run->addAction("S&top", QKeySequence(Qt::Key_Escape), this, &MainWindow::stop);
+  start_action_ = run->addAction("&Start", QKeySequence(Qt::CTRL | Qt::Key_R), panel_,
+                                 &ExperimentPanel::request_run);
+  stop_action_ = run->addAction("S&top", QKeySequence(Qt::Key_Escape), this, &MainWindow::stop);
   run->addAction("Load the &default study", this,
                  [this] { panel_->load_spec(default_study_spec()); });
-  run->addAction("&Check gradients", this, [this] {
-    if (!running_) {
-      if (auto config = panel_->first_config()) on_check_requested(*config);
-    }
+  check_action_ = run->addAction("&Check gradients", this, [this] {
+    if (!panel_->can_check()) return;
+    if (auto config = panel_->check_config()) on_check_requested(*config);
   });
+  run->setToolTipsVisible(true);  // a disabled action says why
 
   QMenu* help = menuBar()->addMenu("&Help");
   help->addAction("&About RematLab", this, &MainWindow::show_about);
@@ -182,17 +241,24 @@ bool MainWindow::open_database(const QString& path) {
   panel_->set_read_only_reason(read_only_reason);
   WorkbenchSettings().set_last_database(path);
   setWindowTitle("RematLab — " + QDir::toNativeSeparators(path));
-  database_label_->setText(QDir::toNativeSeparators(path) +
+  database_label_->setText("Database: " + QDir::toNativeSeparators(path) +
                            (read_only_reason.isEmpty() ? "" : " (read-only)"));
   database_label_->setToolTip(read_only_reason.isEmpty() ? "The runs database" : read_only_reason);
   if (!read_only_reason.isEmpty()) {
     status_->setText(read_only_reason);
   } else if (store_->recovered_runs() > 0) {
-    status_->setText(QString("%1 run(s) left running by a process that ended are now marked "
-                             "interrupted")
-                         .arg(store_->recovered_runs()));
+    const int64_t recovered = store_->recovered_runs();
+    status_->setText(QString(recovered == 1 ? "1 run left running by a process that ended is now "
+                                              "marked interrupted"
+                                            : "%1 runs left running by a process that ended are "
+                                              "now marked interrupted")
+                         .arg(recovered));
   }
   return true;
+}
+
+bool MainWindow::new_database(const QString& path) {
+  return open_database(with_database_suffix(path));
 }
 
 bool MainWindow::database_read_only() const { return store_ && store_->read_only(); }
@@ -220,7 +286,7 @@ QString MainWindow::status_text() const { return status_->text(); }
 
 void MainWindow::set_busy(bool busy) {
   running_ = busy;
-  panel_->set_running(busy);
+  panel_->set_running(busy);  // revalidates, and so updates the menu's actions
 }
 
 void MainWindow::stop() {
@@ -250,7 +316,7 @@ void MainWindow::on_sweep_requested(const QString& spec_json) {
   status_->setText("Starting …");
   last_run_status_.clear();
   run_labels_.clear();
-  WorkbenchSettings().set_experiment_name(panel_->experiment_name());
+  remember_form();
   worker_->arm();
   emit startSweep(spec_json, database_);
 }
@@ -287,8 +353,12 @@ void MainWindow::on_run_finished(int index, const QString& status, const QString
     const QString label = index < run_labels_.size() ? run_labels_[index] : QString();
     charts_->show_timeline(QString("#%1 %2").arg(run_id).arg(label), timeline);
   }
+  charts_->finish_run(index);
   if (status == "failed") show_error(QString("Run #%1 failed: %2").arg(run_id).arg(message));
   refresh_runs();
+  // The run just recorded is shown, whatever filter the Runs tab had (one restored from the
+  // last session hides a new sweep's experiment).
+  if (run_id > 0) runs_->reveal(run_id);
 }
 
 void MainWindow::on_sweep_finished(const QString& summary, bool stopped) {
@@ -338,7 +408,19 @@ void MainWindow::export_charts() {
   if (directory.isEmpty()) return;
   const QStringList written =
       charts_->export_images(directory, "live") + compare_->export_images(directory, "compare");
-  status_->setText(QString("Wrote %1 files to %2").arg(written.size()).arg(directory));
+  charts_exported(directory, written);
+}
+
+void MainWindow::charts_exported(const QString& directory, const QStringList& written) {
+  if (written.isEmpty()) {
+    status_->setText("Nothing exported: every chart is empty");
+    return;
+  }
+  QStringList names;
+  for (const QString& file : written) names << QFileInfo(file).fileName();
+  status_->setText(QString("Wrote %1 files to %2: %3 (empty charts left out)")
+                       .arg(written.size())
+                       .arg(QDir::toNativeSeparators(directory), names.join(", ")));
 }
 
 void MainWindow::show_about() {
@@ -372,6 +454,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
     worker_->request_cancel();
   }
   WorkbenchSettings().set_geometry(saveGeometry());
+  remember_form();
   event->accept();
 }
 

@@ -9,6 +9,7 @@
 
 #include "metatypes.h"
 
+class QAction;
 class QLabel;
 class QProgressBar;
 class QTabWidget;
@@ -24,6 +25,7 @@ class ExperimentPanel;
 class LiveCharts;
 class RunsView;
 class SweepWorker;
+class WorkbenchSettings;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -44,10 +46,19 @@ class MainWindow : public QMainWindow {
   QString database_path() const { return database_; }
   // Opens another database; shows why in a dialog and keeps the current one when it fails.
   bool open_database(const QString& path);
+  // Creates (or opens) a database; a name without an extension gets ".sqlite", which the Open
+  // dialog lists.
+  bool new_database(const QString& path);
   // Fills the compare view with these runs and shows it.
   void compare(const QList<qint64>& ids);
   // The open database could not be written (write-protected): writing actions are disabled.
   bool database_read_only() const;
+  QAction* start_action() const { return start_action_; }
+  QAction* check_action() const { return check_action_; }
+  // Says in the status bar which chart images were written where (or that none were).
+  void charts_exported(const QString& directory, const QStringList& written);
+  // Remembers the form's values for the next start (also done when a sweep starts and on close).
+  void remember_form();
 
  signals:
   void startSweep(const QString& spec_json, const QString& database);
@@ -61,6 +72,10 @@ class MainWindow : public QMainWindow {
 
  private:
   void build_menus();
+  void fit_to_screen(bool first_start);
+  void restore_form(const WorkbenchSettings& settings);
+  void update_actions();
+  QString dialog_folder() const;
   void set_busy(bool busy);
   void on_sweep_requested(const QString& spec_json);
   void on_run_started(int index, const QString& label, double budget_bytes);
@@ -88,6 +103,9 @@ class MainWindow : public QMainWindow {
   QProgressBar* progress_;
   QLabel* status_;
   QLabel* database_label_;
+  QAction* start_action_ = nullptr;
+  QAction* stop_action_ = nullptr;
+  QAction* check_action_ = nullptr;
   QThread worker_thread_;
   SweepWorker* worker_;  // owned by worker_thread_ (deleted on its finished())
   bool running_ = false;

@@ -1,6 +1,7 @@
 #include "runs_view.h"
 
 #include <QComboBox>
+#include <QDir>
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -34,14 +35,19 @@ enum Column {
   kTokensPerS,
   kFinalLoss,
   kStarted,
+  kReason,
   kColumns
 };
 
 const char* const kHeaders[kColumns] = {
     "id",        "experiment", "name", "status",   "model",    "checkpoint", "offload", "batch",
-    "precision", "steps",      "peak", "peak act", "tokens/s", "final loss", "started"};
+    "precision", "steps",      "peak", "peak act", "tokens/s", "final loss", "started", "reason"};
 
 // "small (12×256, seq 256)": the preset and the shape it was trained with.
+QString count_text(int64_t count, const char* one, const char* many) {
+  return QString("%1 %2").arg(count).arg(count == 1 ? one : many);
+}
+
 QString model_text(const RunConfig& config) {
   return QString("%1 (%2×%3, seq %4)")
       .arg(QString::fromStdString(config.preset))
@@ -123,6 +129,8 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
                                   : QString::number(run.result.final_loss, 'f', 4);
     case kStarted:
       return QString::fromStdString(run.started);
+    case kReason:  // why it is not ok (oom, cancelled, failed …); blank for an ok run
+      return QString::fromStdString(run.message);
     default:
       return {};
   }
@@ -154,13 +162,16 @@ RunsView::RunsView(QWidget* parent)
   table_->sortByColumn(kId, Qt::AscendingOrder);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  // Every column as wide as its contents (the table scrolls sideways rather than cutting the
+  // start time); the reason, last, takes what is left.
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->verticalHeader()->hide();
   auto* export_runs = new QPushButton("Export runs CSV…");
+  export_runs->setToolTip("The selected runs, or every run shown when none is selected");
   auto* export_steps = new QPushButton("Export steps CSV…");
   export_steps->setToolTip(
-      "Every step of the selected runs (all runs shown when none is selected)");
+      "Every step of the selected runs, or of every run shown when none is selected");
   auto* refresh_button = new QPushButton("Refresh");
 
   auto* filters = new QHBoxLayout;
@@ -227,10 +238,10 @@ void RunsView::refresh() {
     experiment_->addItem("all experiments", qint64{0});
     if (store_) {
       for (const ExperimentRecord& record : store_->experiments()) {
-        experiment_->addItem(QString("%1 · %2 (%3 runs)")
+        experiment_->addItem(QString("%1 · %2 (%3)")
                                  .arg(record.id)
                                  .arg(QString::fromStdString(record.name))
-                                 .arg(record.runs),
+                                 .arg(count_text(record.runs, "run", "runs")),
                              static_cast<qint64>(record.id));
       }
     }
@@ -243,6 +254,21 @@ void RunsView::refresh() {
   filter.status = parse_run_status(status_->currentData().toString().toStdString());
   model_->set_runs(store_ ? store_->runs(filter) : std::vector<RunRecord>{});
   select_ids(selection);
+}
+
+void RunsView::reveal(int64_t run_id) {
+  if (!store_) return;
+  const auto shown = shown_ids();
+  if (std::find(shown.begin(), shown.end(), run_id) != shown.end()) return;
+  reporting_errors([&] {
+    const RunRecord run = store_->run(run_id);
+    {
+      const QSignalBlocker blocker(status_);
+      status_->setCurrentIndex(0);  // any status
+    }
+    select_experiment(run.experiment_id.value_or(0));
+    emit experimentChanged(selected_experiment());
+  });
 }
 
 void RunsView::select_experiment(qint64 experiment_id) {
@@ -278,9 +304,12 @@ void RunsView::select_ids(const std::vector<int64_t>& ids) {
 bool RunsView::delete_runs(const std::vector<int64_t>& ids, bool confirmed) {
   if (!store_ || ids.empty()) return false;
   if (!confirmed) {
-    const auto answer = QMessageBox::question(
-        this, "Delete runs",
-        QString("Delete %1 run(s) with all their steps? This cannot be undone.").arg(ids.size()));
+    // No is the default: Enter on a dialog that appeared unexpectedly must not delete anything.
+    const auto answer =
+        QMessageBox::question(this, "Delete runs",
+                              QString("Delete %1 with all their steps? This cannot be undone.")
+                                  .arg(count_text(static_cast<int64_t>(ids.size()), "run", "runs")),
+                              QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
     if (answer != QMessageBox::Yes) return false;
   }
   if (!reporting_errors([&] { store_->delete_runs(ids); })) return false;
@@ -291,31 +320,61 @@ bool RunsView::delete_runs(const std::vector<int64_t>& ids, bool confirmed) {
   return true;
 }
 
-void RunsView::export_runs_csv(const QString& path, const std::vector<int64_t>& ids) const {
+RunFilter RunsView::export_filter(const std::vector<int64_t>& ids) const {
   RunFilter filter;
   filter.ids = ids;
-  if (ids.empty() && selected_experiment() > 0) filter.experiment_id = selected_experiment();
-  write_file_atomically(path.toStdString(), runs_csv(store_->runs(filter)));
+  if (ids.empty()) {  // everything shown: the same filters as the table
+    if (selected_experiment() > 0) filter.experiment_id = selected_experiment();
+    filter.status = parse_run_status(status_->currentData().toString().toStdString());
+  }
+  return filter;
 }
 
-void RunsView::export_steps_csv(const QString& path, const std::vector<int64_t>& ids) const {
-  RunFilter filter;
-  filter.ids = ids;
-  if (ids.empty() && selected_experiment() > 0) filter.experiment_id = selected_experiment();
-  write_file_atomically(path.toStdString(), steps_csv(*store_, store_->runs(filter)));
+int RunsView::export_runs_csv(const QString& path, const std::vector<int64_t>& ids) const {
+  const std::vector<RunRecord> runs = store_->runs(export_filter(ids));
+  write_file_atomically(path.toStdString(), runs_csv(runs));
+  return static_cast<int>(runs.size());
+}
+
+int RunsView::export_steps_csv(const QString& path, const std::vector<int64_t>& ids) const {
+  const std::vector<RunRecord> runs = store_->runs(export_filter(ids));
+  write_file_atomically(path.toStdString(), steps_csv(*store_, runs));
+  return static_cast<int>(runs.size());
+}
+
+QString RunsView::export_scope() const {
+  const std::size_t selected = selected_ids().size();
+  return selected == 0
+             ? QString("all %1 shown").arg(count_text(row_count(), "run", "runs"))
+             : QString("the %1 selected %2").arg(selected).arg(selected == 1 ? "run" : "runs");
 }
 
 void RunsView::ask_and_export(bool steps) {
   if (!store_) return;
-  const QString path =
-      QFileDialog::getSaveFileName(this, steps ? "Export steps" : "Export runs",
-                                   steps ? "steps.csv" : "runs.csv", "CSV (*.csv)");
-  if (path.isEmpty()) return;
+  // The scope is in the dialog's title and in the confirmation: never a silent subset.
+  const QString path = QFileDialog::getSaveFileName(
+      this, "Export " + QString(steps ? "the steps of " : "") + export_scope(),
+      steps ? "steps.csv" : "runs.csv", "CSV (*.csv)");
+  if (!path.isEmpty()) export_to(path, steps);
+}
+
+bool RunsView::export_to(const QString& path, bool steps) {
+  if (!store_) return false;
+  const std::vector<int64_t> selected = selected_ids();
   try {
-    steps ? export_steps_csv(path, selected_ids()) : export_runs_csv(path, selected_ids());
+    const int written = steps ? export_steps_csv(path, selected) : export_runs_csv(path, selected);
+    emit exported(QString("Wrote %1%2 (%3) to %4")
+                      .arg(steps ? "the steps of " : "")
+                      .arg(count_text(written, "run", "runs"))
+                      .arg(selected.empty() ? "all shown" : "the selected ones")
+                      .arg(QDir::toNativeSeparators(path)));
+    return true;
+  } catch (const InvalidInput& error) {
+    emit errorOccurred("Could not export: " + QString::fromStdString(error.reason()));
   } catch (const std::exception& error) {
-    QMessageBox::warning(this, "Export", QString::fromStdString(error.what()));
+    emit errorOccurred("Could not export: " + QString::fromStdString(error.what()));
   }
+  return false;
 }
 
 int RunsView::row_count() const { return model_->rowCount(); }

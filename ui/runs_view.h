@@ -51,16 +51,26 @@ class RunsView : public QWidget {
   // Deletes the runs; asks first unless `confirmed`. Returns whether they were deleted; a refusal
   // (a run still training, a read-only database) is reported through errorOccurred.
   bool delete_runs(const std::vector<int64_t>& ids, bool confirmed);
-  // CSV through core's exporter; throws InvalidInput when the file cannot be written.
-  void export_runs_csv(const QString& path, const std::vector<int64_t>& ids) const;
-  void export_steps_csv(const QString& path, const std::vector<int64_t>& ids) const;
+  // CSV through core's exporter, of `ids` (empty: every run the table shows, by its filters);
+  // returns how many runs were written. Throws InvalidInput when the file cannot be written.
+  int export_runs_csv(const QString& path, const std::vector<int64_t>& ids) const;
+  int export_steps_csv(const QString& path, const std::vector<int64_t>& ids) const;
+  // Makes the run visible: when the filters hide it, they change to its experiment, any status.
+  void reveal(int64_t run_id);
+
+  // Writes the selected runs (all shown when none is selected) or their steps to `path`; says what
+  // was written where through exported(), or why not through errorOccurred().
+  bool export_to(const QString& path, bool steps);
+  // "the 2 selected runs" or "all 14 runs shown": what an export writes.
+  QString export_scope() const;
 
   int row_count() const;
   std::vector<int64_t> shown_ids() const;  // in id order
   QTableView* table() const { return table_; }
 
  public slots:
-  // Asks for a file and writes the selected runs (all shown when none is selected) or their steps.
+  // Asks for a file and writes the selected runs (all shown when none is selected) or their steps;
+  // the dialog's title names the scope and exported() says what was written where.
   void ask_and_export(bool steps);
 
  signals:
@@ -68,6 +78,7 @@ class RunsView : public QWidget {
   void experimentChanged(qint64 experiment_id);
   void runsDeleted(const QList<qint64>& ids);
   void errorOccurred(const QString& message);
+  void exported(const QString& message);
 
  private:
   RunStore* store_ = nullptr;
@@ -79,6 +90,7 @@ class RunsView : public QWidget {
   // Runs `action`, turning any error into errorOccurred: a slot must never let one escape.
   template <typename Action>
   bool reporting_errors(Action&& action);
+  RunFilter export_filter(const std::vector<int64_t>& ids) const;
 
   QPushButton* compare_;
   QPushButton* delete_;

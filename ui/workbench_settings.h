@@ -21,6 +21,9 @@ class WorkbenchSettings {
   void set_experiment_name(const QString& value) {
     settings_.setValue("sweep/experiment_name", value);
   }
+  // The form's values as a sweep spec (JSON), restored at the next start.
+  QByteArray form() const { return settings_.value("sweep/form").toByteArray(); }
+  void set_form(const QByteArray& spec_json) { settings_.setValue("sweep/form", spec_json); }
 
  private:
   QSettings settings_;

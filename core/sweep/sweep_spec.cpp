@@ -189,7 +189,15 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, std::vector<std::str
       point.request.max_batch = spec.max_batch;
       point.config.budget_bytes = spec.max_batch->budget_bytes;
     }
-    if (point.label.empty()) point.label = spec.max_batch ? spec.name : describe_run(point.config);
+    // A lone point is named after what it trains (its policy), not the experiment; a searched
+    // batch is not known yet, so the name says it will be the largest that fits.
+    if (point.label.empty()) {
+      point.label = describe_run(point.config);
+      const std::string batch = " b" + std::to_string(point.config.batch);
+      const auto at = point.label.find(batch);
+      if (spec.max_batch && at != std::string::npos)
+        point.label.replace(at, batch.size(), " b=max");
+    }
     // checkpoint × offload grids contain "none + offload", which has nothing to offload: it
     // is left out (and reported), not an error.
     if (point.config.checkpoint == "none" && point.config.offload != "none") {

@@ -1,0 +1,206 @@
+// The experiment form as a sweep spec and back: what the form sends to the worker, what the
+// default study and the remembered form load into it.
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QLineEdit>
+#include <QSpinBox>
+
+#include "common/errors.h"
+#include "experiment_panel.h"
+#include "sweep/sweep_spec.h"
+
+namespace rematlab::ui {
+namespace {
+
+// "a; b; c" → ["a", "b", "c"]; blank entries are dropped.
+QStringList split_list(const QLineEdit* field, QChar separator) {
+  QStringList items;
+  for (const QString& item : field->text().split(separator)) {
+    if (!item.trimmed().isEmpty()) items << item.trimmed();
+  }
+  return items;
+}
+
+QString text_of(const nlohmann::ordered_json& value) {
+  return QString::fromStdString(value.is_string() ? value.get<std::string>() : value.dump());
+}
+
+}  // namespace
+
+nlohmann::ordered_json ExperimentPanel::build_spec() const {
+  nlohmann::ordered_json base = {
+      {"preset", preset_->currentText().toStdString()},
+      {"arch", arch_->currentText().toStdString()},
+      {"layers", layers_->value()},
+      {"d_model", d_model_->value()},
+      {"heads", heads_->value()},
+      {"kv_heads", kv_heads_->value()},
+      {"mlp_hidden", mlp_hidden_->value()},
+      {"tie_head", tie_head_->isChecked()},
+      {"loss_chunks", loss_chunks_->text().trimmed().toStdString()},
+      {"seq_len", seq_len_->value()},
+      {"vocab", vocab_->value()},
+      {"attention", attention_->currentText().toStdString()},
+      {"dropout", dropout_->value()},
+      {"accum", accum_->value()},
+      {"steps", steps_->value()},
+      {"lr", lr_->value()},
+      {"seed", seed_->value()},
+      {"threads", threads_->value()},
+      {"device", device_->currentText().toStdString()},
+      {"timeline", true},  // the live view shows the last step's memory by phase
+  };
+  const QString source = data_->currentData().toString();
+  base["data"] = source == "text" ? "text:" + data_file_->text().trimmed().toStdString()
+                                  : source.toStdString();
+  if (!budget_->text().trimmed().isEmpty())
+    base["budget"] = budget_->text().trimmed().toStdString();
+
+  nlohmann::ordered_json axes = nlohmann::ordered_json::object();
+  // One value goes to the base, several make an axis.
+  auto add = [&](const char* key, const nlohmann::ordered_json& values, const char* field) {
+    if (values.empty()) throw InvalidInput(field, "give at least one value");
+    if (values.size() == 1) {
+      base[key] = values[0];
+    } else {
+      axes[key] = values;
+    }
+  };
+  nlohmann::ordered_json policies = nlohmann::ordered_json::array();
+  for (const QString& p : split_list(policies_, ';')) policies.push_back(p.toStdString());
+  add("checkpoint", policies, "spec: axes.checkpoint");
+  nlohmann::ordered_json offloads = nlohmann::ordered_json::array();
+  for (const QString& o : split_list(offload_, ',')) offloads.push_back(o.toStdString());
+  add("offload", offloads, "spec: axes.offload");
+  nlohmann::ordered_json precisions = nlohmann::ordered_json::array();
+  for (const QString& p : split_list(precision_, ',')) precisions.push_back(p.toStdString());
+  add("precision", precisions, "spec: axes.precision");
+  nlohmann::ordered_json batches = nlohmann::ordered_json::array();
+  for (const QString& b : split_list(batch_, ',')) {
+    bool ok = false;
+    const qlonglong value = b.toLongLong(&ok);
+    if (!ok)
+      throw InvalidInput("spec: axes.batch", "'" + b.toStdString() + "' is not a whole number");
+    batches.push_back(value);
+  }
+  if (!max_batch_->isChecked()) add("batch", batches, "spec: axes.batch");
+
+  nlohmann::ordered_json spec = {{"name", name_->text().trimmed().toStdString()}, {"base", base}};
+  if (!axes.empty()) spec["axes"] = axes;
+  if (max_batch_->isChecked()) {
+    if (budget_->text().trimmed().isEmpty()) {
+      throw InvalidInput("spec: max_batch.budget", "the max-batch search needs a budget");
+    }
+    spec["max_batch"] = {{"budget", budget_->text().trimmed().toStdString()},
+                         {"limit", max_batch_limit_->value()}};
+  }
+  return spec;
+}
+
+nlohmann::ordered_json ExperimentPanel::form_values() const {
+  try {
+    return build_spec();
+  } catch (const InvalidInput&) {
+    return {};
+  }
+}
+
+std::optional<nlohmann::ordered_json> ExperimentPanel::spec() const {
+  try {
+    nlohmann::ordered_json json = build_spec();
+    parse_sweep_spec(json);
+    return json;
+  } catch (const InvalidInput&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<RunConfig> ExperimentPanel::first_config() const {
+  try {
+    return expand_sweep(parse_sweep_spec(build_spec())).front().config;
+  } catch (const InvalidInput&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<RunConfig> ExperimentPanel::check_config() const {
+  try {
+    for (const SweepPoint& point : expand_sweep(parse_sweep_spec(build_spec()))) {
+      if (point.config.checkpoint != "none") return point.config;
+    }
+  } catch (const InvalidInput&) {
+  }
+  return std::nullopt;
+}
+
+void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
+  const auto base = spec.value("base", nlohmann::ordered_json::object());
+  const auto axes = spec.value("axes", nlohmann::ordered_json::object());
+  if (base.contains("preset")) preset_->setCurrentText(QString::fromStdString(base["preset"]));
+  const std::pair<const char*, QSpinBox*> numbers[] = {
+      {"layers", layers_},     {"d_model", d_model_},       {"heads", heads_},
+      {"kv_heads", kv_heads_}, {"mlp_hidden", mlp_hidden_}, {"seq_len", seq_len_},
+      {"vocab", vocab_},       {"accum", accum_},           {"steps", steps_},
+      {"seed", seed_},         {"threads", threads_}};
+  for (const auto& [key, box] : numbers) {
+    if (base.contains(key) && base[key].is_number_integer()) box->setValue(base[key].get<int>());
+  }
+  if (base.contains("dropout")) dropout_->setValue(base["dropout"].get<double>());
+  if (base.contains("arch") && base["arch"].is_string()) {
+    arch_->setCurrentText(QString::fromStdString(base["arch"].get<std::string>()));
+  }
+  if (base.contains("tie_head") && base["tie_head"].is_boolean()) {
+    tie_head_->setChecked(base["tie_head"].get<bool>());
+  }
+  if (base.contains("loss_chunks")) {
+    const auto& chunks = base["loss_chunks"];
+    loss_chunks_->setText(
+        QString::fromStdString(chunks.is_string() ? chunks.get<std::string>() : chunks.dump()));
+  }
+  if (base.contains("lr")) lr_->setValue(base["lr"].get<double>());
+  if (base.contains("attention") && base["attention"].is_string())
+    attention_->setCurrentText(text_of(base["attention"]));
+  if (base.contains("device") && base["device"].is_string()) {
+    // A CUDA device this machine lacks leaves the choice as it is.
+    const int device = device_->findText(text_of(base["device"]));
+    if (device >= 0) device_->setCurrentIndex(device);
+  }
+  if (base.contains("data") && base["data"].is_string()) {
+    const QString chosen = text_of(base["data"]);
+    const bool file = chosen.startsWith("text:");
+    const int source = data_->findData(file ? "text" : chosen);
+    if (source >= 0) data_->setCurrentIndex(source);
+    if (file) data_file_->setText(chosen.mid(5));
+  }
+  // Each axis field shows the axis, or the base's single value, or its default.
+  auto list = [&](const char* key, const char* separator, const std::string& fallback) {
+    const auto& values = axes.contains(key)   ? axes[key]
+                         : base.contains(key) ? nlohmann::ordered_json::array({base[key]})
+                                              : nlohmann::ordered_json::array({fallback});
+    QStringList items;
+    for (const auto& value : values) items << text_of(value);
+    return items.join(separator);
+  };
+  policies_->setText(list("checkpoint", "; ", "none"));
+  offload_->setText(list("offload", ", ", "none"));
+  precision_->setText(list("precision", ", ", "fp32"));
+  batch_->setText(list("batch", ", ", "8"));
+  const bool search = spec.contains("max_batch");
+  max_batch_->setChecked(search);
+  if (search) {
+    const auto& max_batch = spec["max_batch"];
+    const auto& budget = max_batch["budget"];
+    budget_->setText(text_of(budget));
+    if (max_batch.contains("limit")) max_batch_limit_->setValue(max_batch["limit"].get<int>());
+  } else {
+    const auto budget = base.value("budget", nlohmann::ordered_json());
+    budget_->setText(budget.is_string()   ? QString::fromStdString(budget.get<std::string>())
+                     : budget.is_number() ? QString::fromStdString(budget.dump())
+                                          : QString());
+  }
+  if (spec.contains("name")) name_->setText(QString::fromStdString(spec["name"]));
+  revalidate();
+}
+
+}  // namespace rematlab::ui
