@@ -444,9 +444,10 @@ TEST(DistSweep, RanksStartedAsSlurmWouldRunTheSweepAndRankZeroRecordsIt) {
     ranks.push_back(std::make_unique<ChildProcess>(
         std::vector<std::string>{REMATLAB_CLI_PATH, "sweep", "--spec", spec, "--db", db, "--json",
                                  "--dist-timeout", "30"},
+        // One thread each, as torchrun sets it: two processes of all cores each would crawl.
         std::vector<std::string>{"SLURM_PROCID=" + std::to_string(rank), "SLURM_NTASKS=2",
                                  "SLURM_LOCALID=" + std::to_string(rank), "MASTER_ADDR=127.0.0.1",
-                                 "MASTER_PORT=" + std::to_string(port)},
+                                 "MASTER_PORT=" + std::to_string(port), "OMP_NUM_THREADS=1"},
         dir.file("out" + std::to_string(rank)), dir.file("err" + std::to_string(rank))));
   }
   for (int rank = 0; rank < 2; ++rank) {
