@@ -1,7 +1,9 @@
 // `rematlab-cli run` across processes, on the real binary: --nproc launches and records every
 // rank's figures; a rank killed or hung mid-run fails the run naming it, within the timeout,
 // leaving no process and an intact database; a port in use, a missing peer and ranks started
-// with different flags are one clear line each.
+// with different flags are one clear line each. A sweep spread over workers (--workers, or ranks
+// started as torchrun and Slurm start them) lands every point once in the one database, and a
+// worker killed mid-sweep fails its point while the others are recorded.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -11,6 +13,7 @@
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -302,6 +305,183 @@ TEST(DistCli, BadDistributedFlagsAreRefusedBeforeAnythingStarts) {
   EXPECT_EQ(inside.exit_code, 2) << inside.err;
   EXPECT_NE(inside.err.find("--nproc: this process is already rank 0 of 2"), std::string::npos)
       << inside.err;
+}
+
+// A sweep of tiny points; `axes` is the spec's "axes" object.
+std::string write_sweep_spec(const ScratchDir& dir, const std::string& axes) {
+  const std::string path = dir.file("spec.json");
+  std::ofstream(path) << R"({"name": "spread", "base": {"preset": "tiny", "layers": 2,
+      "d_model": 32, "heads": 2, "seq_len": 16, "vocab": 64, "batch": 2, "steps": 3},
+      "axes": )" << axes
+                      << "}";
+  return path;
+}
+
+// The pids the coordinator's notes say points went to: "point 2/4 (…) -> worker 1 (pid 42 on h)".
+std::map<std::string, pid_t> point_workers(const std::string& err) {
+  std::map<std::string, pid_t> workers;
+  std::istringstream lines(err);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("point ", 0) != 0) continue;
+    const auto arrow = line.find(") -> worker ");
+    const auto pid = line.find("(pid ", arrow == std::string::npos ? line.size() : arrow);
+    if (arrow == std::string::npos || pid == std::string::npos) continue;
+    workers[line.substr(line.find('(') + 1, arrow - line.find('(') - 1)] =
+        std::stoi(line.substr(pid + 5));
+  }
+  return workers;
+}
+
+// Every point once, each with all its steps, under the sweep's one experiment.
+void expect_every_point_once(const std::string& db, const std::vector<std::string>& labels,
+                             int64_t steps) {
+  RunStore store(db, StoreAccess::kReadOnly, false);
+  EXPECT_EQ(store.integrity_check(), "ok");
+  ASSERT_EQ(store.experiments().size(), 1u);
+  const std::vector<RunRecord> runs = store.runs();
+  ASSERT_EQ(runs.size(), labels.size());
+  std::set<int64_t> ids;
+  std::set<std::string> names;
+  for (const RunRecord& run : runs) {
+    ids.insert(run.id);
+    names.insert(run.name);
+    EXPECT_EQ(run.experiment_id, store.experiments()[0].id);
+    EXPECT_EQ(run.status, RunStatus::kOk) << run.name << ": " << run.message;
+    EXPECT_TRUE(run.has_result) << run.name;
+    EXPECT_EQ(run.result.steps_completed, steps) << run.name;
+    const auto recorded = store.steps(run.id);
+    ASSERT_EQ(recorded.size(), static_cast<std::size_t>(steps)) << run.name;
+    for (int64_t step = 0; step < steps; ++step) EXPECT_EQ(recorded[step].step, step) << run.name;
+  }
+  EXPECT_EQ(ids.size(), labels.size());
+  EXPECT_EQ(names, std::set<std::string>(labels.begin(), labels.end()));
+}
+
+TEST(DistSweep, FourPointsOverTwoWorkersLandOnceEachInOneDatabase) {
+  ScratchDir dir("sweep");
+  const std::string db = dir.file("runs.sqlite");
+  // Enough steps that the first worker cannot finish every point before the second one asks.
+  const std::string spec =
+      write_sweep_spec(dir, R"({"checkpoint": ["none", "every:1"], "batch": [1, 2],
+                                "steps": [30]})");
+  const auto result = cli("sweep --spec " + spec + " --workers 2 --json --db " + db);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = last_line_json(result.out);
+  ASSERT_EQ(json["runs"].size(), 4u) << result.out;
+  for (const auto& run : json["runs"]) EXPECT_EQ(run["status"], "ok") << run.dump();
+  expect_every_point_once(
+      db,
+      {"checkpoint=none batch=1 steps=30", "checkpoint=none batch=2 steps=30",
+       "checkpoint=every:1 batch=1 steps=30", "checkpoint=every:1 batch=2 steps=30"},
+      30);
+  // The points ran in worker processes, both of them, never in the coordinator.
+  const std::map<std::string, pid_t> workers = point_workers(result.err);
+  ASSERT_EQ(workers.size(), 4u) << result.err;
+  std::set<pid_t> pids;
+  for (const auto& [label, pid] : workers) pids.insert(pid);
+  EXPECT_EQ(pids.size(), 2u) << result.err;
+  // Each worker had its share of the cores: the recorded threads say so.
+  const int share = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+  RunStore store(db, StoreAccess::kReadOnly, false);
+  for (const RunRecord& run : store.runs()) EXPECT_EQ(run.config.threads, share) << run.name;
+  EXPECT_NE(result.err.find("4 of 4 done"), std::string::npos) << result.err;
+}
+
+TEST(DistSweep, AKilledWorkerFailsItsPointAndTheSweepGoesOn) {
+  ScratchDir dir("sweepkill");
+  const std::string db = dir.file("runs.sqlite");
+  const std::string spec = write_sweep_spec(dir, R"({"steps": [100000, 3, 4, 5]})");
+  ChildProcess parent({REMATLAB_CLI_PATH, "sweep", "--spec", spec, "--workers", "2", "--db", db},
+                      {}, dir.file("out"), dir.file("err"));
+  pid_t victim = 0;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const std::string err = slurp(dir.file("err"));
+        const auto workers = point_workers(err);
+        if (workers.count("steps=100000") == 0 || err.find("step 3/100000") == std::string::npos)
+          return false;
+        victim = workers.at("steps=100000");
+        return true;
+      },
+      std::chrono::seconds(120)))
+      << slurp(dir.file("err"));
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  const std::optional<int> code = parent.exit_code(std::chrono::seconds(120));
+  ASSERT_TRUE(code.has_value()) << "the sweep did not end: " << slurp(dir.file("err"));
+  const std::string err = slurp(dir.file("err"));
+  EXPECT_EQ(*code, 0) << err;
+  for (const auto& [label, pid] : point_workers(err)) EXPECT_FALSE(alive(pid)) << label;
+
+  RunStore store(db, StoreAccess::kReadOnly, false);
+  EXPECT_EQ(store.integrity_check(), "ok");
+  const std::vector<RunRecord> runs = store.runs();
+  ASSERT_EQ(runs.size(), 4u) << err;
+  std::set<int64_t> ids;
+  for (const RunRecord& run : runs) {
+    ids.insert(run.id);
+    if (run.name == "steps=100000") {
+      EXPECT_EQ(run.status, RunStatus::kFailed);
+      EXPECT_NE(run.message.find("(pid " + std::to_string(victim) + " on "), std::string::npos)
+          << run.message;
+      EXPECT_NE(run.message.find("was killed by signal 9"), std::string::npos) << run.message;
+      EXPECT_GE(store.steps(run.id).size(), 3u) << "its steps up to the kill stay recorded";
+    } else {
+      EXPECT_EQ(run.status, RunStatus::kOk) << run.name << ": " << run.message;
+      EXPECT_EQ(static_cast<int64_t>(store.steps(run.id).size()), run.config.steps) << run.name;
+    }
+  }
+  EXPECT_EQ(ids.size(), 4u);
+}
+
+TEST(DistSweep, RanksStartedAsSlurmWouldRunTheSweepAndRankZeroRecordsIt) {
+  ScratchDir dir("sweepranks");
+  const std::string db = dir.file("runs.sqlite");
+  const std::string spec =
+      write_sweep_spec(dir, R"({"checkpoint": ["none", "every:1"], "batch": [1, 2]})");
+  const int port = free_port();
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.push_back(std::make_unique<ChildProcess>(
+        std::vector<std::string>{REMATLAB_CLI_PATH, "sweep", "--spec", spec, "--db", db, "--json",
+                                 "--dist-timeout", "30"},
+        // One thread each, as torchrun sets it: two processes of all cores each would crawl.
+        std::vector<std::string>{"SLURM_PROCID=" + std::to_string(rank), "SLURM_NTASKS=2",
+                                 "SLURM_LOCALID=" + std::to_string(rank), "MASTER_ADDR=127.0.0.1",
+                                 "MASTER_PORT=" + std::to_string(port), "OMP_NUM_THREADS=1"},
+        dir.file("out" + std::to_string(rank)), dir.file("err" + std::to_string(rank))));
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::optional<int> code = ranks[rank]->exit_code(std::chrono::seconds(120));
+    ASSERT_TRUE(code.has_value()) << slurp(dir.file("err" + std::to_string(rank)));
+    EXPECT_EQ(*code, 0) << slurp(dir.file("err" + std::to_string(rank)));
+  }
+  EXPECT_EQ(slurp(dir.file("out1")), "") << "only rank 0 reports";
+  EXPECT_EQ(last_line_json(slurp(dir.file("out0")))["runs"].size(), 4u);
+  expect_every_point_once(db,
+                          {"checkpoint=none batch=1", "checkpoint=none batch=2",
+                           "checkpoint=every:1 batch=1", "checkpoint=every:1 batch=2"},
+                          3);
+}
+
+TEST(DistSweep, BadWorkerFlagsAreRefusedBeforeAnythingStarts) {
+  ScratchDir dir("sweepbad");
+  const std::string db = dir.file("runs.sqlite");
+  const std::string spec = write_sweep_spec(dir, R"({"batch": [1, 2]})");
+  for (const auto& [arguments, flag] : std::vector<std::pair<std::string, std::string>>{
+           {"--workers 0", "--workers"},
+           {"--workers 100000", "--workers"},
+           {"--workers 2 --dist-timeout 0", "--dist-timeout"}}) {
+    const auto result = cli("sweep --spec " + spec + " --db " + db + " " + arguments);
+    EXPECT_EQ(result.exit_code, 2) << arguments << ": " << result.err;
+    EXPECT_EQ(count_lines(result.err), 1) << arguments << ": " << result.err;
+    EXPECT_NE(result.err.find(flag), std::string::npos) << arguments << ": " << result.err;
+  }
+  const auto inside =
+      cli_through(rank_env(0, 2, free_port()), "sweep --spec " + spec + " --workers 2");
+  EXPECT_EQ(inside.exit_code, 2) << inside.err;
+  EXPECT_NE(inside.err.find("--workers: this process is already worker 0 of 2"), std::string::npos)
+      << inside.err;
+  EXPECT_FALSE(files::exists(db)) << "nothing was created";
 }
 
 }  // namespace

@@ -5,12 +5,15 @@
 
 #include <atomic>
 #include <cmath>
+#include <limits>
 
 #include "common/errors.h"
 #include "common/posix_files.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
+#include "store/step_fields.h"
 #include "sweep/max_batch.h"
+#include "sweep/point_wire.h"
 #include "sweep/sweep_runner.h"
 #include "sweep/sweep_spec.h"
 
@@ -266,6 +269,59 @@ TEST(SweepRunner, CancelMarksTheCurrentRunCancelledAndStops) {
   EXPECT_EQ(runs[0].status, RunStatus::kOk);
   EXPECT_EQ(runs[1].status, RunStatus::kCancelled);
   EXPECT_EQ(runs[1].steps_recorded, 4);
+}
+
+TEST(PointWire, AStepAndAnOutcomeCrossToTheCoordinatorExactly) {
+  // What a sweep worker sends is what the coordinator records: every field, non-finite values
+  // and the last bits of doubles included.
+  StepMetrics step;
+  step.step = 4;
+  step.total_steps = 9;
+  step.warmup = true;
+  step.loss = std::nan("");
+  step.grad_norm = std::numeric_limits<double>::infinity();
+  step.step_ms = 0.1 + 0.2;
+  step.peak_bytes = (int64_t{1} << 40) + 3;
+  step.rss_peak_bytes = 77;
+  step.comm_wait_ms = 1e-300;
+  const StepMetrics back = step_from_json(nlohmann::json::parse(step_to_json(step).dump()));
+  for (const StepField& field : step_fields()) {
+    EXPECT_EQ(step_field_text(back, field), step_field_text(step, field)) << field.name;
+  }
+  EXPECT_THROW(step_from_json(nlohmann::json{{"peak_bytes", "many"}}), std::invalid_argument);
+
+  PointOutcome outcome;
+  outcome.summary.status = RunStatus::kOom;
+  outcome.summary.message = "no batch fits the budget, not even 1";
+  outcome.summary.config.checkpoint = "every:2";
+  outcome.summary.config.batch = 0;  // what a search that fitted nothing trained at
+  outcome.summary.peak_bytes = 123456789;
+  outcome.summary.final_loss = std::nan("");
+  outcome.summary.peak_flops = 2.5e11;
+  outcome.summary.timeline = {{0.5, 10, MemoryPhase::kForward}, {1.25, 20, MemoryPhase::kBackward}};
+  outcome.summary.timeline_step = 2;
+  MaxBatchResult search;
+  search.max_batch = 0;
+  search.probes = {{1, RunStatus::kOom, 999, "over the budget"}};
+  outcome.search = search;
+  const PointOutcome read = point_outcome_from_json(nlohmann::json::parse(to_json(outcome).dump()));
+  EXPECT_EQ(read.summary.status, RunStatus::kOom);
+  EXPECT_EQ(read.summary.message, outcome.summary.message);
+  EXPECT_FALSE(read.engine_failed);
+  EXPECT_EQ(read.summary.config.checkpoint, "every:2");
+  EXPECT_EQ(read.summary.config.batch, 0);
+  EXPECT_EQ(read.summary.peak_bytes, 123456789);
+  EXPECT_TRUE(std::isnan(read.summary.final_loss));
+  EXPECT_EQ(read.summary.config.peak_flops, 2.5e11);
+  ASSERT_EQ(read.summary.timeline.size(), 2u);
+  EXPECT_EQ(read.summary.timeline[1].time_ms, 1.25);
+  EXPECT_EQ(read.summary.timeline[1].phase, MemoryPhase::kBackward);
+  EXPECT_EQ(read.summary.timeline_step, 2);
+  ASSERT_TRUE(read.search.has_value());
+  ASSERT_EQ(read.search->probes.size(), 1u);
+  EXPECT_EQ(read.search->probes[0].status, RunStatus::kOom);
+  EXPECT_EQ(read.search->probes[0].message, "over the budget");
+  EXPECT_EQ(to_json(read).dump(), to_json(outcome).dump());
 }
 
 }  // namespace

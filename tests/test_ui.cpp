@@ -331,7 +331,7 @@ TEST(MainWindow, DeleteExportAndPicturesWorkOnRealRuns) {
   const QStringList images =
       bench.window.charts()->export_images(bench.dir.path(), "live") +
       bench.window.compare_view()->export_images(bench.dir.path(), "compare");
-  EXPECT_EQ(images.size(), 16);  // 8 charts, PNG and PDF each
+  EXPECT_EQ(images.size(), 18);  // 9 charts, PNG and PDF each
   for (const QString& image : images) EXPECT_GT(QFileInfo(image).size(), 0) << image.toStdString();
 
   EXPECT_TRUE(runs->delete_runs({ids[0]}, /*confirmed=*/true));
@@ -954,6 +954,51 @@ TEST(LiveCharts, ANonFiniteLossIsAGapAndAMarkerNotAFalseValue) {
   EXPECT_TRUE(std::isfinite(smoothed->data()->at(2)->value));  // the NaN did not poison the EMA
   EXPECT_EQ(marker->dataCount(), 1);
   EXPECT_EQ(marker->data()->at(0)->key, 2.0);
+}
+
+TEST(CompareView, ADataParallelRunHasOneMemoryCurvePerRankFromItsRecord) {
+  // A recorded two-rank run (its ranks' figures as the database keeps them) beside a plain run.
+  rematlab::RunRecord parallel;
+  parallel.id = 7;
+  parallel.status = RunStatus::kOk;
+  parallel.has_result = true;
+  parallel.result.steps_completed = 3;
+  parallel.config.world_size = 2;
+  for (int rank = 0; rank < 2; ++rank) {
+    rematlab::RankResult figures;
+    figures.rank = rank;
+    figures.step_peak_bytes = {(10 + rank) << 20, (20 + rank) << 20, (30 + rank) << 20};
+    parallel.result.ranks.push_back(figures);
+  }
+  rematlab::RunRecord alone;
+  alone.id = 8;
+  alone.status = RunStatus::kOk;
+  alone.has_result = true;
+  alone.result.steps_completed = 2;
+  std::vector<rematlab::StepMetrics> steps(2);
+  steps[0].peak_bytes = int64_t{5} << 20;
+  steps[1].step = 1;
+  steps[1].peak_bytes = int64_t{6} << 20;
+
+  rematlab::ui::CompareView view;
+  view.set_runs({parallel, alone}, {{8, steps}});
+  QCustomPlot* chart = view.step_memory_chart();
+  ASSERT_EQ(chart->graphCount(), 3);
+  for (int rank = 0; rank < 2; ++rank) {
+    QCPGraph* curve = chart->graph(rank);
+    EXPECT_TRUE(curve->name().endsWith(QString("rank %1").arg(rank)))
+        << curve->name().toStdString();
+    ASSERT_EQ(curve->dataCount(), 3);
+    for (int step = 0; step < 3; ++step) {
+      EXPECT_EQ(curve->data()->at(step)->key, step + 1);
+      EXPECT_EQ(curve->data()->at(step)->value, 10.0 * (step + 1) + rank);  // MiB
+    }
+  }
+  // The ranks of one run share its colour; the plain run has one curve of its steps.
+  EXPECT_EQ(chart->graph(0)->pen().color(), chart->graph(1)->pen().color());
+  EXPECT_NE(chart->graph(0)->pen().style(), chart->graph(1)->pen().style());
+  ASSERT_EQ(chart->graph(2)->dataCount(), 2);
+  EXPECT_EQ(chart->graph(2)->data()->at(1)->value, 6.0);
 }
 
 }  // namespace

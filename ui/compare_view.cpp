@@ -10,6 +10,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "chart_style.h"
 #include "common/byte_size.h"
@@ -103,7 +104,8 @@ CompareView::CompareView(QWidget* parent)
       throughput_bars_(make_chart("Throughput", "run", "tokens/s")),
       scatter_(
           make_chart("Memory against throughput (Pareto front joined)", "peak MiB", "tokens/s")),
-      losses_(make_chart("Loss", "step", "nats/token")) {
+      losses_(make_chart("Loss", "step", "nats/token")),
+      step_memory_(make_chart("Peak memory per step (a curve per rank)", "step", "MiB")) {
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->verticalHeader()->hide();
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
@@ -124,6 +126,7 @@ CompareView::CompareView(QWidget* parent)
   charts->addWidget(throughput_bars_, 0, 1);
   charts->addWidget(scatter_, 1, 0);
   charts->addWidget(losses_, 1, 1);
+  charts->addWidget(step_memory_, 2, 0, 1, 2);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
   layout->addWidget(warnings_);
@@ -180,6 +183,7 @@ void CompareView::rebuild() {
   fill_bars();
   fill_scatter();
   fill_losses();
+  fill_step_memory();
 }
 
 void CompareView::fill_table() {
@@ -303,11 +307,49 @@ void CompareView::fill_losses() {
   losses_->replot();
 }
 
+void CompareView::fill_step_memory() {
+  step_memory_->clearGraphs();
+  auto add_curve = [&](std::size_t run, const QString& name, Qt::PenStyle style,
+                       const std::vector<int64_t>& peaks) {
+    QCPGraph* curve = step_memory_->addGraph();
+    curve->setName(name);
+    curve->setPen(QPen(run_colour(static_cast<int>(run)), 1.0, style));
+    curve->setAdaptiveSampling(true);
+    for (std::size_t step = 0; step < peaks.size(); ++step) {
+      curve->addData(static_cast<double>(step + 1), static_cast<double>(peaks[step]) / kMiB);
+    }
+  };
+  // Ranks of one run share its colour and differ by their dash: their memory differs by what
+  // each holds (its shard), which is what the chart is there to show.
+  static const Qt::PenStyle kRankStyles[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine,
+                                             Qt::DashDotLine, Qt::DashDotDotLine};
+  for (std::size_t i = 0; i < runs_.size(); ++i) {
+    const std::vector<RankResult>& ranks = runs_[i].result.ranks;
+    if (!ranks.empty()) {
+      for (const RankResult& rank : ranks) {
+        add_curve(i, run_label(runs_[i]) + QString(" rank %1").arg(rank.rank),
+                  kRankStyles[static_cast<std::size_t>(rank.rank) % std::size(kRankStyles)],
+                  rank.step_peak_bytes);
+      }
+      continue;
+    }
+    const auto found = steps_.find(runs_[i].id);
+    if (found == steps_.end()) continue;
+    std::vector<int64_t> peaks;
+    for (const StepMetrics& step : found->second) peaks.push_back(step.peak_bytes);
+    add_curve(i, run_label(runs_[i]), Qt::SolidLine, peaks);
+  }
+  step_memory_->legend->setVisible(step_memory_->graphCount() > 0);
+  step_memory_->rescaleAxes();
+  step_memory_->replot();
+}
+
 QStringList CompareView::export_images(const QString& directory, const QString& name) const {
   return save_charts({{"activation", memory_bars_},
                       {"throughput", throughput_bars_},
                       {"pareto", scatter_},
-                      {"loss", losses_}},
+                      {"loss", losses_},
+                      {"step-memory", step_memory_}},
                      directory, name);
 }
 

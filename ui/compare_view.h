@@ -1,6 +1,8 @@
 // Runs side by side: the article's table (strategy, batch, peak memory, tokens/s and the change
 // against a chosen baseline run, MFU and HFU), bar charts of peak activation memory and tokens/s,
-// a memory versus throughput scatter with the Pareto front marked, and the loss curves overlaid.
+// a memory versus throughput scatter with the Pareto front marked, the loss curves overlaid, and
+// every step's peak memory: one curve per rank for a data-parallel run (each rank's figures are
+// in its record), one per run otherwise.
 // Ratios, the front and the warnings come from core's one comparison (store/run_comparison.h).
 #pragma once
 
@@ -32,6 +34,7 @@ class CompareView : public QWidget {
   QStringList export_images(const QString& directory, const QString& name) const;
 
   QTableWidget* table() const { return table_; }
+  QCustomPlot* step_memory_chart() const { return step_memory_; }
   const RunComparison& comparison() const { return comparison_; }
   QString warnings_text() const;
   // Which runs' loss curves lie exactly on an earlier run's (said above the charts).
@@ -45,6 +48,7 @@ class CompareView : public QWidget {
   void fill_bars();
   void fill_scatter();
   void fill_losses();
+  void fill_step_memory();
 
   std::vector<RunRecord> runs_;
   std::map<int64_t, std::vector<StepMetrics>> steps_;
@@ -58,6 +62,7 @@ class CompareView : public QWidget {
   QCustomPlot* throughput_bars_;
   QCustomPlot* scatter_;
   QCustomPlot* losses_;
+  QCustomPlot* step_memory_;
 };
 
 }  // namespace rematlab::ui

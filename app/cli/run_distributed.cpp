@@ -110,28 +110,6 @@ c10::Device rank_device(const RunConfig& config, const dist::DistEnv& env) {
   return parse_device("cuda:" + std::to_string(env.local_rank));  // checks that it exists
 }
 
-// This command line, as the kernel has it, without --nproc: what every rank runs.
-std::vector<std::string> rank_command_line() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::vector<std::string> args;
-  std::string arg;
-  while (std::getline(in, arg, '\0')) args.push_back(arg);
-  std::vector<std::string> kept;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--nproc") {
-      ++i;  // and its value
-      continue;
-    }
-    if (args[i].rfind("--nproc=", 0) == 0) continue;
-    kept.push_back(args[i]);
-  }
-  char exe[4096] = {};
-  const ssize_t length = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (kept.empty() || length <= 0) throw std::runtime_error("cannot read this command's own line");
-  kept.front() = std::string(exe, static_cast<std::size_t>(length));
-  return kept;
-}
-
 }  // namespace
 
 std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env,
@@ -208,6 +186,27 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
   }
 }
 
+std::vector<std::string> own_command_line_without(const std::string& flag) {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  std::string arg;
+  while (std::getline(in, arg, '\0')) args.push_back(arg);
+  std::vector<std::string> kept;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag) {
+      ++i;  // and its value
+      continue;
+    }
+    if (args[i].rfind(flag + "=", 0) == 0) continue;
+    kept.push_back(args[i]);
+  }
+  char exe[4096] = {};
+  const ssize_t length = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (kept.empty() || length <= 0) throw std::runtime_error("cannot read this command's own line");
+  kept.front() = std::string(exe, static_cast<std::size_t>(length));
+  return kept;
+}
+
 int launch_local_ranks(const RunConfig& config, const RankRunOptions& options,
                        const std::atomic<bool>& cancel) {
   // Refused here, before any rank starts, as a single run would refuse it.
@@ -224,7 +223,7 @@ int launch_local_ranks(const RunConfig& config, const RankRunOptions& options,
   }
   dist::LocalLaunch launch;
   launch.nproc = static_cast<int>(config.world_size);
-  launch.args = rank_command_line();
+  launch.args = own_command_line_without("--nproc");
   // A rank notices a dead peer at once and a hung one after the timeout; then it needs a moment
   // to record the failure.
   launch.grace = options.timeout + std::chrono::seconds(5);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dist/dist_env.h"
 #include "train/run_config.h"
@@ -32,5 +33,9 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
 // otherwise (with one line saying which rank failed and how).
 int launch_local_ranks(const RunConfig& config, const RankRunOptions& options,
                        const std::atomic<bool>& cancel);
+
+// This process's command line as the kernel has it, without `flag` and its value, the program
+// being this very executable: what a launcher starts in every process.
+std::vector<std::string> own_command_line_without(const std::string& flag);
 
 }  // namespace rematlab::cli

@@ -7,10 +7,10 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "common/errors.h"
 #include "dist/dist_errors.h"
+#include "dist/rendezvous_store.h"
 
 namespace rematlab::dist {
 namespace {
@@ -25,24 +25,7 @@ bool is_loopback(const std::string& address) {
   return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
 }
 
-std::string message_of(const std::exception& error) {
-  if (const auto* torch_error = dynamic_cast<const c10::Error*>(&error)) {
-    return torch_error->what_without_backtrace();
-  }
-  return error.what();
-}
-
-// Gloo and c10d prefix their messages with a source location ("[…/pair.cc:547] …") and append
-// a backtrace; keep the sentence.
-std::string short_message(std::string text) {
-  if (!text.empty() && text.front() == '[') {
-    const auto close = text.find("] ");
-    if (close != std::string::npos) text = text.substr(close + 2);
-  }
-  const auto newline = text.find('\n');
-  if (newline != std::string::npos) text = text.substr(0, newline);
-  return text;
-}
+std::string short_message(const std::exception& error) { return torch_error_text(error); }
 
 bool mentions(const std::string& text, std::initializer_list<const char*> words) {
   for (const char* word : words) {
@@ -70,31 +53,9 @@ std::shared_ptr<DistContext> DistContext::connect(const DistEnv& env, const c10:
 std::string DistContext::backend_name() const { return device_.is_cuda() ? "nccl" : "gloo"; }
 
 void DistContext::open_store() {
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<std::uint16_t>(env_.master_port);
-  options.isServer = !env_.agent_store && env_.rank == 0;
-  options.waitWorkers = false;  // wait_for_everyone() says which rank is missing
-  options.timeout = timeout_;
-  const std::string where = env_.master_addr + ":" + std::to_string(env_.master_port);
-  try {
-    server_ = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, options);
-  } catch (const std::exception& error) {
-    const std::string text = short_message(message_of(error));
-    if (options.isServer && mentions(text, {"EADDRINUSE", "already in use"})) {
-      throw InvalidInput("MASTER_PORT", "port " + std::to_string(env_.master_port) +
-                                            " is already in use on this host; give the run a "
-                                            "free one (MASTER_PORT, torchrun --master-port)");
-    }
-    if (options.isServer) {
-      throw InvalidInput("MASTER_ADDR", "cannot serve the rendezvous on " + where + ": " + text);
-    }
-    throw PeerFailure("could not reach the rendezvous at " + where + " within " +
-                      seconds(timeout_) +
-                      " (is rank 0 running, and is MASTER_ADDR its address?): " + text);
-  }
-  c10::intrusive_ptr<c10d::Store> base = server_;
-  if (env_.agent_store) base = c10::make_intrusive<c10d::PrefixStore>(env_.store_prefix, base);
-  store_ = c10::make_intrusive<c10d::PrefixStore>("rematlab", base);
+  RendezvousStore opened = open_rendezvous_store(env_, timeout_);
+  server_ = std::move(opened.server);
+  store_ = std::move(opened.store);
 }
 
 void DistContext::wait_for_everyone() {
@@ -126,8 +87,7 @@ void DistContext::wait_for_everyone() {
   } catch (const PeerFailure&) {
     throw;
   } catch (const std::exception& error) {
-    throw PeerFailure("the rendezvous store failed while ranks joined: " +
-                      short_message(message_of(error)));
+    throw PeerFailure("the rendezvous store failed while ranks joined: " + short_message(error));
   }
 }
 
@@ -156,7 +116,7 @@ void DistContext::create_backend() {
     throw;
   } catch (const std::exception& error) {
     throw PeerFailure("connecting the " + backend_name() +
-                      " backend failed: " + short_message(message_of(error)));
+                      " backend failed: " + short_message(error));
   }
 }
 
@@ -164,7 +124,7 @@ void DistContext::wait(const c10::intrusive_ptr<c10d::Work>& work, const char* w
   try {
     work->wait();
   } catch (const std::exception& error) {
-    const std::string text = short_message(message_of(error));
+    const std::string text = short_message(error);
     std::string why;
     if (mentions(text, {"closed by peer", "Connection reset", "Broken pipe", "EOF"})) {
       why = "another rank closed its connection (it exited or died)";
@@ -198,8 +158,7 @@ std::vector<std::string> DistContext::exchange(const std::string& key, const std
       values.push_back(store_->get_to_str(key + "/" + std::to_string(rank)));
     }
   } catch (const std::exception& error) {
-    throw PeerFailure("exchanging '" + key +
-                      "' between ranks: " + short_message(message_of(error)));
+    throw PeerFailure("exchanging '" + key + "' between ranks: " + short_message(error));
   }
   return values;
 }

@@ -11,8 +11,6 @@
 #include <cstring>
 #include <stdexcept>
 #include <thread>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "dist/dist_env.h"
 #include "dist/dist_errors.h"
@@ -133,21 +131,22 @@ void write_all(int fd, const std::string& text) {
   }
 }
 
-void emit(const Rank& rank, const Stream& stream, const std::string& line) {
+void emit(const std::string& label, const Rank& rank, const Stream& stream,
+          const std::string& line) {
   if (stream.to_stdout) {
     write_all(STDOUT_FILENO, line + "\n");  // rank 0's stdout is the run's result
   } else {
-    write_all(STDERR_FILENO, "[rank " + std::to_string(rank.rank) + "] " + line + "\n");
+    write_all(STDERR_FILENO, "[" + label + " " + std::to_string(rank.rank) + "] " + line + "\n");
   }
 }
 
 // Reads what is there; returns false at end of file.
-bool drain(const Rank& rank, Stream& stream) {
+bool drain(const std::string& label, const Rank& rank, Stream& stream) {
   char buffer[4096];
   const ssize_t got = ::read(stream.fd.get(), buffer, sizeof buffer);
   if (got < 0 && (errno == EINTR || errno == EAGAIN)) return true;
   if (got <= 0) {
-    if (!stream.pending.empty()) emit(rank, stream, stream.pending);
+    if (!stream.pending.empty()) emit(label, rank, stream, stream.pending);
     stream.pending.clear();
     stream.fd.reset();
     return false;
@@ -155,7 +154,7 @@ bool drain(const Rank& rank, Stream& stream) {
   stream.pending.append(buffer, static_cast<std::size_t>(got));
   std::size_t newline;
   while ((newline = stream.pending.find('\n')) != std::string::npos) {
-    emit(rank, stream, stream.pending.substr(0, newline));
+    emit(label, rank, stream, stream.pending.substr(0, newline));
     stream.pending.erase(0, newline + 1);
   }
   return true;
@@ -172,30 +171,53 @@ std::string describe_exit(const Rank& rank) {
   return who + " exited with code " + std::to_string(WEXITSTATUS(rank.status));
 }
 
+// Starts `rank` (its number set): pipes for its output, fork, exec.
+void start_rank(Rank& rank, const LocalLaunch& launch, int port, pid_t launcher) {
+  ExecImage image = exec_image(launch, rank.rank, port);
+  Fd out_write, err_write;
+  make_pipe(rank.out.fd, out_write);
+  make_pipe(rank.err.fd, err_write);
+  rank.out.to_stdout = rank.rank == 0;
+  const pid_t pid = ::fork();
+  if (pid < 0)
+    throw std::runtime_error(std::string("cannot start a rank: ") + std::strerror(errno));
+  if (pid == 0) {
+    // Async-signal-safe calls only. Its own process group, so a terminal's Ctrl-C reaches the
+    // launcher alone, which forwards it once; killed with the launcher, whatever kills it.
+    ::dup2(out_write.get(), STDOUT_FILENO);
+    ::dup2(err_write.get(), STDERR_FILENO);
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != launcher) ::_exit(127);
+    ::execve(image.argv[0], image.argv.data(), image.envp.data());
+    ::_exit(127);
+  }
+  rank.pid = pid;
+  rank.running = true;
+}
+
 }  // namespace
 
 LaunchOutcome launch_local(const LocalLaunch& launch) {
   if (launch.nproc < 1 || launch.args.empty())
     throw std::logic_error("launch_local: nothing to run");
-  // The store, served here on a free port: every rank is a client of it.
-  c10d::TCPStoreOptions options;
-  options.port = 0;
-  options.isServer = true;
-  options.waitWorkers = false;
-  auto server = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
-  auto store = c10::make_intrusive<c10d::PrefixStore>(
-      "rematlab", c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_0", server));
-  const int port = server->getPort();
+  // The store, served on a free port: every rank is a client of it.
+  std::optional<LauncherStore> own_store;
+  if (!launch.store) own_store = serve_launcher_store();
+  const LauncherStore& served = launch.store ? *launch.store : *own_store;
+  const c10::intrusive_ptr<c10d::Store> store = served.store.store;
+  const int port = served.port;
 
   std::vector<Rank> ranks(static_cast<std::size_t>(launch.nproc));
-  // Should starting the next rank fail, the ones already started must not be left running.
+  // Whatever ends this function early (starting a rank fails, a hook throws), no rank it
+  // started may be left running.
   struct StopStarted {
     std::vector<Rank>& ranks;
     bool armed = true;
     ~StopStarted() {
       if (!armed) return;
       for (Rank& rank : ranks) {
-        if (rank.pid <= 0) continue;
+        if (!rank.running) continue;
         ::kill(rank.pid, SIGKILL);
         ::waitpid(rank.pid, &rank.status, 0);
       }
@@ -203,32 +225,10 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
   } stop_started{ranks};
   const pid_t launcher = ::getpid();
   for (int index = 0; index < launch.nproc; ++index) {
-    Rank& rank = ranks[static_cast<std::size_t>(index)];
-    rank.rank = index;
-    ExecImage image = exec_image(launch, index, port);
-    Fd out_write, err_write;
-    make_pipe(rank.out.fd, out_write);
-    make_pipe(rank.err.fd, err_write);
-    rank.out.to_stdout = index == 0;
-    const pid_t pid = ::fork();
-    if (pid < 0)
-      throw std::runtime_error(std::string("cannot start a rank: ") + std::strerror(errno));
-    if (pid == 0) {
-      // Async-signal-safe calls only. Its own process group, so a terminal's Ctrl-C reaches the
-      // launcher alone, which forwards it once; killed with the launcher, whatever kills it.
-      ::dup2(out_write.get(), STDOUT_FILENO);
-      ::dup2(err_write.get(), STDERR_FILENO);
-      ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != launcher) ::_exit(127);
-      ::execve(image.argv[0], image.argv.data(), image.envp.data());
-      ::_exit(127);
-    }
-    rank.pid = pid;
-    rank.running = true;
+    ranks[static_cast<std::size_t>(index)].rank = index;
+    start_rank(ranks[static_cast<std::size_t>(index)], launch, port, launcher);
   }
 
-  stop_started.armed = false;  // from here on every rank is waited for below
   LaunchOutcome outcome;
   std::optional<Clock::time_point> deadline;
   bool cancel_forwarded = false;
@@ -262,22 +262,36 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
     if (!any_running && fds.empty()) break;
     const int ready = ::poll(fds.data(), fds.size(), 100);
     for (std::size_t i = 0; ready > 0 && i < fds.size(); ++i) {
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) drain(*owners[i].first, *owners[i].second);
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR))
+        drain(launch.label, *owners[i].first, *owners[i].second);
     }
+    if (launch.on_tick) launch.on_tick();
     if (launch.cancel && launch.cancel->load() && !cancel_forwarded) {
       cancel_forwarded = true;
       for (const Rank& rank : ranks) {
         if (rank.running) ::kill(rank.pid, SIGINT);
       }
     }
+    std::vector<int> restarts;
     for (Rank& rank : ranks) {
       if (!rank.running) continue;
       if (::waitpid(rank.pid, &rank.status, WNOHANG) != rank.pid) continue;
       rank.running = false;
       const bool clean = WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == 0;
+      if (launch.independent) {
+        if (launch.on_ended && launch.on_ended(rank.rank, rank.pid, clean, describe_exit(rank)))
+          restarts.push_back(rank.rank);
+        continue;
+      }
       const bool peer = WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == kExitPeerFailed;
       if (!clean && !peer && !rank.killed_by_us) name_failure(rank, describe_exit(rank));
       if (!clean && !deadline) deadline = Clock::now() + launch.grace;
+    }
+    for (const int number : restarts) {
+      // A fresh entry: the old one's pipes may still hold output to relay.
+      ranks.emplace_back();
+      ranks.back().rank = number;
+      start_rank(ranks.back(), launch, port, launcher);
     }
     if (deadline && Clock::now() > *deadline) {
       for (Rank& rank : ranks) {
@@ -293,10 +307,11 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
     }
   }
 
+  stop_started.armed = false;  // every rank has ended
   const Rank& first = ranks.front();
   outcome.rank0_signalled = WIFSIGNALED(first.status);
   outcome.rank0_exit_code = WIFEXITED(first.status) ? WEXITSTATUS(first.status) : 1;
-  if (outcome.ok) {
+  if (outcome.ok && !launch.independent) {
     for (const Rank& rank : ranks) {
       if (WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == 0) continue;
       outcome.ok = false;  // every failure was a "peer failed": unusual, but not a success

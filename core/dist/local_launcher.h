@@ -9,9 +9,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "dist/rendezvous_store.h"
 
 namespace rematlab::dist {
 
@@ -20,6 +23,18 @@ struct LocalLaunch {
   std::vector<std::string> args;  // every rank's command line; args[0] is the program
   std::chrono::milliseconds grace{std::chrono::seconds(30)};
   const std::atomic<bool>* cancel = nullptr;  // forwarded to every rank as SIGINT
+  // Served by the caller, which then uses it too (a sweep's coordinator); null: served here.
+  const LauncherStore* store = nullptr;
+  std::string label = "rank";  // what the output prefix calls a process: "[rank 1] "
+
+  // Independent processes (a sweep's workers) rather than the ranks of one run: one that ends
+  // badly stops nobody. `on_ended` hears of every process that ends (its rank, pid and how it
+  // ended, e.g. "rank 1 (pid 42) was killed by signal 9 (Killed)"; clean: exit code 0) and
+  // returns whether to start a fresh process with the same rank in its place.
+  bool independent = false;
+  std::function<bool(int rank, int pid, bool clean, const std::string& how)> on_ended;
+  // Called at least every 100 ms while processes run, on the launcher's thread.
+  std::function<void()> on_tick;
 };
 
 struct LaunchOutcome {

@@ -1,5 +1,7 @@
 #include "store/step_fields.h"
 
+#include <stdexcept>
+
 #include "common/json_numbers.h"
 
 namespace rematlab {
@@ -52,6 +54,52 @@ std::string step_field_text(const StepMetrics& step, const StepField& field) {
         }
       },
       field.member);
+}
+
+nlohmann::json step_to_json(const StepMetrics& step) {
+  nlohmann::json json = nlohmann::json::object();
+  for (const StepField& field : step_fields()) {
+    std::visit(
+        [&](auto member) {
+          if constexpr (std::is_same_v<decltype(member), double StepMetrics::*>) {
+            json[field.name] = json_number(step.*member);
+          } else {
+            json[field.name] = step.*member;
+          }
+        },
+        field.member);
+  }
+  return json;
+}
+
+StepMetrics step_from_json(const nlohmann::json& json) {
+  if (!json.is_object()) throw std::invalid_argument("a step must be a JSON object");
+  StepMetrics step;
+  for (const StepField& field : step_fields()) {
+    if (!json.contains(field.name)) continue;
+    const nlohmann::json& value = json.at(field.name);
+    std::visit(
+        [&](auto member) {
+          using Member = decltype(member);
+          if constexpr (std::is_same_v<Member, double StepMetrics::*>) {
+            step.*member = number_from_json(value);
+          } else if constexpr (std::is_same_v<Member, bool StepMetrics::*>) {
+            if (!value.is_boolean()) {
+              throw std::invalid_argument(std::string("step field ") + field.name +
+                                          " must be true or false");
+            }
+            step.*member = value.get<bool>();
+          } else {
+            if (!value.is_number_integer()) {
+              throw std::invalid_argument(std::string("step field ") + field.name +
+                                          " must be a whole number");
+            }
+            step.*member = value.get<int64_t>();
+          }
+        },
+        field.member);
+  }
+  return step;
 }
 
 }  // namespace rematlab

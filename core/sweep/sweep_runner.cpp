@@ -5,7 +5,7 @@
 #include "common/errors.h"
 #include "store/peak_flops_registry.h"
 #include "store/sqlite_db.h"
-#include "train/trainer.h"
+#include "sweep/point_runner.h"
 
 namespace rematlab {
 namespace {
@@ -83,37 +83,6 @@ void SweepRunner::report(const std::string& activity, const StepMetrics* step,
   callbacks.on_progress(progress);
 }
 
-MaxBatchResult SweepRunner::search_batch(std::optional<int64_t> run_id, RunConfig& config,
-                                         const SweepCallbacks& callbacks) {
-  const MaxBatchSpec& search = *points_[current_].request.max_batch;
-  int64_t probe_index = 0;
-  MaxBatchResult found = search_max_batch(search.limit, [&](int64_t batch) {
-    report("probing batch " + std::to_string(batch), nullptr, callbacks);
-    BatchProbe probe = probe_by_training(config, batch, search.probe_steps, callbacks.cancel);
-    if (writer_) writer_->add_probe(*run_id, probe_index, batch, probe.status, probe.peak_bytes);
-    ++probe_index;
-    return probe;
-  });
-  config.batch = found.max_batch;
-  return found;
-}
-
-RunSummary SweepRunner::train(std::optional<int64_t> run_id, const RunConfig& config,
-                              const SweepCallbacks& callbacks) {
-  const std::string activity = "training at batch " + std::to_string(config.batch);
-  report(activity, nullptr, callbacks);
-  Trainer trainer(config);
-  TrainerCallbacks trainer_callbacks;
-  trainer_callbacks.cancel = callbacks.cancel;
-  trainer_callbacks.on_step = [&](const StepMetrics& step) {
-    trained_seconds_ += step.step_ms / 1000.0;
-    ++trained_steps_;
-    if (writer_) writer_->add_step(*run_id, step);
-    report(activity, &step, callbacks);
-  };
-  return trainer.run(trainer_callbacks);
-}
-
 SweepRunResult SweepRunner::run_point(const SweepCallbacks& callbacks) {
   SweepRunResult result;
   result.point = points_[current_];
@@ -122,31 +91,44 @@ SweepRunResult SweepRunner::run_point(const SweepCallbacks& callbacks) {
     result.run_id =
         writer_->begin_run(experiment_id_, result.point.label, config, result.point.request);
   }
+  PointOutcome outcome;
   try {
     // Before any training: the machine is as quiet as this sweep will leave it.
     resolve_peak_flops(config, store_);
-    if (result.point.request.max_batch)
-      result.search = search_batch(result.run_id, config, callbacks);
-    result.summary.config = config;
-    if (result.search && result.search->cancelled) {
-      result.summary.status = RunStatus::kCancelled;
-      result.summary.message = "cancelled during the max-batch search";
-    } else if (result.search && result.search->max_batch == 0) {
-      result.summary.status = RunStatus::kOom;
-      result.summary.message = "no batch fits the budget, not even 1";
-    } else {
-      result.summary = train(result.run_id, config, callbacks);
-    }
-    result.summary.run_id = result.run_id;
-    if (writer_) writer_->finish_run(*result.run_id, result.summary);
   } catch (const StoreError&) {
     throw;  // the database is unusable: stop the sweep rather than run unrecorded
   } catch (const std::exception& error) {
-    // An engine failure (c10::Error, a disk offload error, …) ends this run, not the sweep.
-    result.summary.status = RunStatus::kFailed;
-    result.summary.config = config;
-    result.summary.message = error.what();
-    if (writer_) writer_->fail_run(*result.run_id, error.what());
+    outcome.engine_failed = true;
+    outcome.summary.status = RunStatus::kFailed;
+    outcome.summary.config = config;
+    outcome.summary.message = error.what();
+  }
+  if (!outcome.engine_failed) {
+    PointHooks hooks;
+    hooks.cancel = callbacks.cancel;
+    hooks.on_activity = [&](const std::string& activity, const StepMetrics* step) {
+      report(activity, step, callbacks);
+    };
+    hooks.on_probe = [&](int64_t index, const BatchProbe& probe) {
+      if (writer_)
+        writer_->add_probe(*result.run_id, index, probe.batch, probe.status, probe.peak_bytes);
+    };
+    hooks.on_step = [&](const StepMetrics& step) {
+      trained_seconds_ += step.step_ms / 1000.0;
+      ++trained_steps_;
+      if (writer_) writer_->add_step(*result.run_id, step);
+    };
+    outcome = run_sweep_point(result.point, config, hooks);
+  }
+  result.summary = std::move(outcome.summary);
+  result.search = std::move(outcome.search);
+  result.summary.run_id = result.run_id;
+  if (writer_) {
+    if (outcome.engine_failed) {
+      writer_->fail_run(*result.run_id, result.summary.message);
+    } else {
+      writer_->finish_run(*result.run_id, result.summary);
+    }
   }
   return result;
 }

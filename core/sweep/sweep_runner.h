@@ -59,12 +59,6 @@ class SweepRunner {
 
  private:
   SweepRunResult run_point(const SweepCallbacks& callbacks);
-  // The max-batch search for the current point; sets config.batch to the batch it found (0 when
-  // not even 1 fits), recording every probe under `run_id`.
-  MaxBatchResult search_batch(std::optional<int64_t> run_id, RunConfig& config,
-                              const SweepCallbacks& callbacks);
-  RunSummary train(std::optional<int64_t> run_id, const RunConfig& config,
-                   const SweepCallbacks& callbacks);
   void report(const std::string& activity, const StepMetrics* step,
               const SweepCallbacks& callbacks) const;
   double eta_seconds(const StepMetrics* step) const;

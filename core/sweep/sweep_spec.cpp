@@ -65,11 +65,12 @@ void validate_as(const RunConfig& config, const Blame& blame) {
   } catch (const InvalidInput& error) {
     throw InvalidInput(blame(field_key(error.field())), error.field() + " " + error.reason());
   }
-  // A sweep trains each point in this one process (docs/distributed.md: not yet over workers).
+  // Points are spread over workers (sweep --workers, torchrun, Slurm), but each point is
+  // trained by one process: a point that is itself data parallel would need a group of workers.
   if (config.world_size > 1 || config.shard != "none") {
     throw InvalidInput(blame(config.world_size > 1 ? "world_size" : "shard"),
-                       "a sweep runs every point in one process; use run --nproc for data "
-                       "parallel runs");
+                       "each sweep point is trained by one process (sweep --workers spreads "
+                       "the points, not a point); use run --nproc for data-parallel runs");
   }
 }
 

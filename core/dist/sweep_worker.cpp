@@ -1,0 +1,181 @@
+#include "dist/sweep_worker.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "common/errors.h"
+#include "common/json_numbers.h"
+#include "common/process_identity.h"
+#include "dist/dist_errors.h"
+#include "dist/rendezvous_store.h"
+#include "dist/sweep_protocol.h"
+#include "store/sqlite_db.h"
+#include "store/step_fields.h"
+#include "sweep/point_runner.h"
+#include "sweep/point_wire.h"
+
+namespace rematlab::dist {
+namespace {
+
+std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
+
+// Bumps the worker's heartbeat every second on a connection of its own (a blocking wait on the
+// worker's connection would hold it up), until destroyed.
+class Heartbeat {
+ public:
+  Heartbeat(c10::intrusive_ptr<c10d::Store> store, int64_t worker)
+      : store_(std::move(store)), key_(heartbeat_key(worker)), thread_([this] { beat(); }) {}
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+ private:
+  void beat() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      try {
+        store_->add(key_, 1);
+      } catch (const std::exception&) {
+        return;  // the coordinator's store is gone; the worker finds out on its next call
+      }
+      wake_.wait_for(lock, kHeartbeatInterval, [this] { return stop_; });
+    }
+  }
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::string key_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once everything above exists
+};
+
+class Worker {
+ public:
+  Worker(c10::intrusive_ptr<c10d::Store> store, const SweepWorkerOptions& options)
+      : store_(std::move(store)), options_(options) {}
+
+  template <typename Call>
+  auto talk(const char* what, Call&& call) {
+    try {
+      return call();
+    } catch (const c10::Error& error) {
+      // Reported as "recording lost": a point must not be failed for it, nor the next one run.
+      throw StoreError(std::string("sweep worker: ") + what +
+                       ": the coordinator cannot be reached: " + torch_error_text(error));
+    }
+  }
+
+  void send(nlohmann::json event) {
+    event["worker"] = id_;
+    const std::string text = event.dump();
+    talk("sending to the coordinator", [&] { store_->queuePush(kEventsQueue, bytes_of(text)); });
+  }
+
+  std::string get(const std::string& key) {
+    return talk("waiting for the coordinator", [&] {
+      store_->wait({key}, options_.timeout);
+      return store_->get_to_str(key);
+    });
+  }
+
+  int64_t run(const SweepSpec& spec) {
+    id_ = talk("joining the sweep", [&] { return store_->add(kWorkerIdsKey, 1) - 1; });
+    std::vector<SweepPoint> points = expand_sweep(spec);
+    apply_plan(spec, points);
+    Heartbeat heartbeat(store_->clone(), id_);
+    const ProcessIdentity self = current_process();
+    int64_t ran = 0;
+    for (int64_t ask = 0;; ++ask) {
+      if (options_.cancel && options_.cancel->load()) break;
+      send({{"kind", "ready"}, {"ask", ask}, {"host", self.host}, {"pid", self.pid}});
+      const int64_t index = std::stoll(get(assign_key(id_, ask)));
+      if (index < 0) break;
+      run_point(points.at(static_cast<std::size_t>(index)), index);
+      ++ran;
+    }
+    // Under Slurm rank 0 serves the store: it waits for this before it may end.
+    send({{"kind", "bye"}});
+    return ran;
+  }
+
+ private:
+  // The coordinator's plan: the same spec (else this worker would run other points under their
+  // names) and what it resolved for each point.
+  void apply_plan(const SweepSpec& spec, std::vector<SweepPoint>& points) {
+    nlohmann::json plan;
+    try {
+      plan = nlohmann::json::parse(get(kPlanKey));
+    } catch (const StoreError& error) {
+      throw PeerFailure(std::string("no sweep plan from the coordinator: ") + error.what());
+    }
+    if (plan.at("protocol").get<int>() != kSweepProtocol) {
+      throw InvalidInput("sweep", "this worker's rematlab-cli speaks sweep protocol " +
+                                      std::to_string(kSweepProtocol) + ", the coordinator " +
+                                      plan.at("protocol").dump() + "; use the same build");
+    }
+    if (plan.at("spec").get<std::string>() != spec.source.dump()) {
+      throw InvalidInput("--spec",
+                         "this worker was given another sweep spec than the coordinator (rank 0); "
+                         "start every worker with the same spec");
+    }
+    const nlohmann::json& resolved = plan.at("points");
+    if (resolved.size() != points.size()) {
+      throw InvalidInput("--spec", "the spec expands to " + std::to_string(points.size()) +
+                                       " points here but " + std::to_string(resolved.size()) +
+                                       " for the coordinator; use the same build");
+    }
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      RunConfig& config = points[i].config;
+      config.threads = resolved[i].at("threads").get<int>();
+      config.peak_flops = number_from_json(resolved[i].at("peak_flops"));
+      config.peak_flops_source = resolved[i].at("peak_flops_source").get<std::string>();
+    }
+  }
+
+  void run_point(const SweepPoint& point, int64_t index) {
+    PointHooks hooks;
+    hooks.cancel = options_.cancel;
+    std::string last_activity;
+    hooks.on_activity = [&](const std::string& activity, const StepMetrics*) {
+      if (activity == last_activity) return;  // steps carry the progress
+      last_activity = activity;
+      send({{"kind", "activity"}, {"point", index}, {"text", activity}});
+    };
+    hooks.on_probe = [&](int64_t probe_index, const BatchProbe& probe) {
+      send(
+          {{"kind", "probe"}, {"point", index}, {"index", probe_index}, {"probe", to_json(probe)}});
+    };
+    hooks.on_step = [&](const StepMetrics& step) {
+      send({{"kind", "step"}, {"point", index}, {"step", step_to_json(step)}});
+    };
+    const PointOutcome outcome = run_sweep_point(point, point.config, hooks);
+    send({{"kind", "done"}, {"point", index}, {"outcome", to_json(outcome)}});
+  }
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  SweepWorkerOptions options_;
+  int64_t id_ = -1;
+};
+
+}  // namespace
+
+int64_t run_sweep_worker(const c10::intrusive_ptr<c10d::Store>& store, const SweepSpec& spec,
+                         const SweepWorkerOptions& options) {
+  Worker worker(store, options);
+  try {
+    return worker.run(spec);
+  } catch (const StoreError& error) {
+    throw PeerFailure(error.what());
+  }
+}
+
+}  // namespace rematlab::dist

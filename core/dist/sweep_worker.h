@@ -1,0 +1,26 @@
+// A worker of a sweep spread over processes (core/dist/sweep_protocol.h): it asks the
+// coordinator for points until there are none left, runs each in this process exactly as a
+// sweep in one process would (sweep/point_runner.h), and sends its probes, steps and outcome
+// back; it never opens the runs database. A heartbeat thread tells the coordinator it lives.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "sweep/sweep_spec.h"
+
+namespace rematlab::dist {
+
+struct SweepWorkerOptions {
+  std::chrono::milliseconds timeout{std::chrono::seconds(120)};  // for the coordinator's answers
+  const std::atomic<bool>* cancel = nullptr;                     // ends the point being run
+};
+
+// Returns how many points it ran. Throws InvalidInput when its spec is not the one the
+// coordinator expanded ("--spec"), PeerFailure when the coordinator stops answering.
+int64_t run_sweep_worker(const c10::intrusive_ptr<c10d::Store>& store, const SweepSpec& spec,
+                         const SweepWorkerOptions& options);
+
+}  // namespace rematlab::dist
