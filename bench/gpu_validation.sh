@@ -4,11 +4,17 @@
 #   1. unpack the .deb files brought along (sqlite3, nlohmann-json, CLI11, GoogleTest) into a local
 #      prefix and build the engine, the CLI and the tests with the GUI off;
 #   2. run the CUDA-only tests (one at a time: one of them fills the device on purpose);
-#   3. run the gradient check for every policy on CUDA, deterministic;
-#   4. measure the article's table: gpt2-350m, seq_len 1024, bf16, under a 40 GiB budget;
-#   5. the NCCL path (docs/distributed.md): data parallel runs on CUDA, sharded, one rank per GPU
-#      (one GPU: a world of one, which still runs every collective through NCCL);
-#   6. run the rest of the suite (CPU tests, already green in CI) if time is left.
+#   3. run the gradient check for every policy on CUDA, deterministic, for GPT and for Llama;
+#   4. one llama3.2-1b bf16 run at seq_len 2048 with the loss whole and in slices (--loss-chunks
+#      auto), each against the estimator's prediction;
+#   5. the NCCL path (docs/distributed.md): data parallel runs on CUDA, sharded, over a world of
+#      one (which still runs every collective through NCCL) and one rank per GPU where there are
+#      more;
+#   6. measure the article's table: gpt2-350m, seq_len 1024, bf16, under a 40 GiB budget;
+#   7. the same table for llama3.2-1b at seq_len 2048, if time is left (optional: last);
+#   8. run the rest of the suite (CPU tests, already green in CI) if time is left.
+# The short, required steps come before the tables, which take whatever time the budget leaves.
+# The planner (issue 15) has not landed: nothing here checks plan:BUDGET yet.
 # Everything lands in $OUT/gpu-results.md (./gpu-out without $OUT), written as it goes, so a run
 # stopped at its limit still leaves what it measured.
 #
@@ -48,13 +54,26 @@ left() { echo $(( BUDGET_S - $(elapsed) )); }
 if [[ "$MODE" == "gpu" ]]; then
   DEVICE="cuda"; PRESET="gpt2-350m"; SEQ=1024; PRECISION="bf16"; BUDGET="40GiB"
   LIMIT=256; STEPS=4; CHECK_ARGS="--preset gpt2-350m --batch 2 --dropout 0.1"
+  LLAMA_CHECK_ARGS="--preset llama-small --batch 2 --dropout 0.1"
   STRATEGIES=("none" "every:1" "every:1+host" "sublayer:1,2" "selective")
+  # Step 4's shape, as `run` flags and as the same shape for `estimate`.
+  LLAMA_RUN_ARGS="--preset llama3.2-1b --seq-len 2048 --precision bf16 --device cuda"
+  LLAMA_EST_ARGS="--model llama3.2-1b --seq-len 2048 --precision bf16"
+  LLAMA_BATCH=4
+  # Step 7: the table's shape for Llama (the logits over 128256 tokens in slices, as a user would).
+  LLAMA_PRESET="llama3.2-1b"; LLAMA_SEQ=2048; LLAMA_LIMIT=64
   BUILD="${REMATLAB_BUILD_DIR:-$ROOT/build-gpu/build}"
 else
-  # The same path on the CPU: tiny model, small budget, disk in place of host offload.
+  # The same path on the CPU: tiny models, small budget, disk in place of host offload; step 4's
+  # vocabulary is widened so that --loss-chunks auto makes more than one slice.
   DEVICE="cpu"; PRESET="tiny"; SEQ=64; PRECISION="fp32"; BUDGET="12MiB"
   LIMIT=64; STEPS=3; CHECK_ARGS="--preset tiny --layers 4 --batch 2 --dropout 0.1 --threads 1"
+  LLAMA_CHECK_ARGS="--preset llama-tiny --layers 4 --batch 2 --dropout 0.1 --threads 1"
   STRATEGIES=("none" "every:1" "every:1+disk" "sublayer:1,2" "selective")
+  LLAMA_RUN_ARGS="--preset llama-tiny --vocab 4096 --seq-len 64 --precision fp32 --device cpu --threads 2"
+  LLAMA_EST_ARGS="--model llama-tiny --vocab 4096 --seq-len 64 --precision fp32"
+  LLAMA_BATCH=4
+  LLAMA_PRESET="llama-tiny"; LLAMA_SEQ=64; LLAMA_LIMIT=64
   BUILD="${REMATLAB_BUILD_DIR:-/tmp/rb-gpu-dry}"
 fi
 OUT_DIR="${OUT:-$ROOT/gpu-out}"
@@ -96,9 +115,12 @@ make_prefix() {
   done
 }
 
-torch_prefix() {
+torch_prefix() {  # the GPU machine's python3 has torch; a development checkout has .venv
   if [[ -n "${TORCH_CMAKE_PREFIX:-}" ]]; then echo "$TORCH_CMAKE_PREFIX"; return; fi
-  python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)'
+  local python=python3
+  python3 -c 'import torch' 2>/dev/null || [[ ! -x "$ROOT/.venv/bin/python" ]] ||
+    python="$ROOT/.venv/bin/python"
+  "$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)'
 }
 
 configure() {  # $1: build directory
@@ -148,19 +170,26 @@ fi
 
 CUDA_TESTS='CudaPath|CudaGradientCheck|HostOffloadOnCuda'
 
-# Runs ctest with the given arguments; prints "passed skipped failed" counted from its lines.
+# Runs ctest with the given arguments; prints "passed skipped failed cut" counted from its lines,
+# cut being the tests that timed out or never ran (with --stop-time: those the budget cut; ctest
+# prints no line for a test it never started, hence the count from its "k/N" total).
 run_ctest() {
   local name="$1"; shift
   (cd "$BUILD" && ctest --timeout 300 "$@") >"$WORK/ctest-$name.txt" 2>&1 || true
   cat "$WORK/ctest-$name.txt" >>"$LOG"
   local lines
   lines="$(grep -E 'Test +#[0-9]+:' "$WORK/ctest-$name.txt" || true)"
-  echo "$(grep -c ' Passed' <<<"$lines" || true) $(grep -c 'Skipped' <<<"$lines" || true)" \
-       "$(grep -cE '\*\*\*(Failed|Timeout|Exception)|Not Run' <<<"$lines" || true)"
+  local passed skipped failed total
+  passed="$(grep -c ' Passed' <<<"$lines" || true)"
+  skipped="$(grep -c 'Skipped' <<<"$lines" || true)"
+  failed="$(grep -cE '\*\*\*(Failed|Exception)' <<<"$lines" || true)"
+  total="$(sed -nE 's|^ *[0-9]+/([0-9]+) Test.*|\1|p' <<<"$lines" | head -1)"
+  echo "$passed $skipped $failed $(( ${total:-0} - passed - skipped - failed ))"
 }
 
 say "CUDA tests"
-read -r passed skipped failed < <(run_ctest cuda -j1 -R "$CUDA_TESTS")
+read -r passed skipped failed cut < <(run_ctest cuda -j1 -R "$CUDA_TESTS")
+failed=$(( failed + cut ))  # no --stop-time here: a timeout is a failure
 md "## CUDA-only tests" "" "\`ctest -j1 -R '$CUDA_TESTS'\`: $passed passed, $skipped skipped, $failed failed." ""
 if (( failed > 0 )); then
   fail "$failed CUDA test(s) failed"
@@ -172,69 +201,211 @@ if [[ "$MODE" == "gpu" ]] && (( skipped > 0 || passed == 0 )); then
 fi
 say "CUDA tests: $passed passed, $skipped skipped, $failed failed"
 
-# --- 3. gradient check -----------------------------------------------------------------------
+# --- 3. gradient checks ----------------------------------------------------------------------
 
-say "gradient checks"
-md "## Gradient check on $DEVICE (deterministic)" "" \
-   "\`rematlab-cli check $CHECK_ARGS --device $DEVICE --deterministic --checkpoint P [--offload O] --json\`" "" \
-   "| policy | identical | max abs diff | loss diff |" "|---|---|---|---|"
-for strategy in "${STRATEGIES[@]}" "every:2"; do
-  [[ "$strategy" == "none" ]] && continue
-  policy="${strategy%%+*}"
-  offload="none"
-  [[ "$strategy" == *+* ]] && offload="${strategy#*+}"
-  [[ "$offload" == "disk" ]] && offload="disk:$WORK"
-  # shellcheck disable=SC2086  # CHECK_ARGS is a list of flags
-  if line="$("$CLI" check $CHECK_ARGS --device "$DEVICE" --deterministic --checkpoint "$policy" \
-                --offload "$offload" --json 2>>"$LOG" | tail -1)"; then
-    row="$(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("%s | %.3g | %.3g" % ("yes" if r["identical"] else "**NO**", r["max_abs_diff"], r["loss_diff"]))' "$line")"
-    [[ "$row" == yes* ]] || fail "gradient check $strategy not identical"
-  else
-    row="error (see log) | - | -"
-    fail "gradient check $strategy failed to run"
+gradient_checks() {  # $1: family (GPT, Llama), $2: the model's check flags
+  local family="$1" args="$2" strategy policy offload line row
+  say "gradient checks ($family)"
+  md "## Gradient check on $DEVICE, $family (deterministic)" "" \
+     "\`rematlab-cli check $args --device $DEVICE --deterministic --checkpoint P [--offload O] --json\`" "" \
+     "| policy | identical | max abs diff | loss diff |" "|---|---|---|---|"
+  for strategy in "${STRATEGIES[@]}" "every:2"; do
+    [[ "$strategy" == "none" ]] && continue
+    policy="${strategy%%+*}"
+    offload="none"
+    [[ "$strategy" == *+* ]] && offload="${strategy#*+}"
+    [[ "$offload" == "disk" ]] && offload="disk:$WORK"
+    # shellcheck disable=SC2086  # args is a list of flags
+    if line="$("$CLI" check $args --device "$DEVICE" --deterministic --checkpoint "$policy" \
+                  --offload "$offload" --json 2>>"$LOG" | tail -1)"; then
+      row="$(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("%s | %.3g | %.3g" % ("yes" if r["identical"] else "**NO**", r["max_abs_diff"], r["loss_diff"]))' "$line")"
+      [[ "$row" == yes* ]] || fail "gradient check ($family) $strategy not identical"
+    else
+      row="error (see log) | - | -"
+      fail "gradient check ($family) $strategy failed to run"
+    fi
+    md "| $strategy | $row |"
+  done
+  md ""
+  say "gradient checks ($family) done"
+}
+
+gradient_checks GPT "$CHECK_ARGS"
+gradient_checks Llama "$LLAMA_CHECK_ARGS"
+
+# --- 4. one Llama step, the loss whole and in slices -----------------------------------------
+
+# The measured peak of each against what `estimate` predicts for the same shape and batch: the
+# point of slicing the loss is the logits over a 128256-token vocabulary, so the check is that
+# both the memory saved and its prediction show, at the same loss.
+say "llama step"
+md "## One Llama step: the loss whole and in slices" "" \
+   "\`rematlab-cli run $LLAMA_RUN_ARGS --batch $LLAMA_BATCH --steps 3 --warmup-steps 1 --loss-chunks N --json\`" \
+   "(tokens/s: the median of the 2 steps after the warm-up; peak over all 3), against" \
+   "\`rematlab-cli estimate $LLAMA_EST_ARGS --batch $LLAMA_BATCH --loss-chunks N --json\`." ""
+for chunks in 1 auto; do
+  if (( $(left) < 90 )); then
+    echo '{"status": "not run (time)"}' >"$WORK/llama-step-$chunks.json"
+    continue
   fi
-  md "| $strategy | $row |"
+  # shellcheck disable=SC2086  # the ARGS are lists of flags
+  timeout 240 "$CLI" run $LLAMA_RUN_ARGS --batch "$LLAMA_BATCH" --steps 3 --warmup-steps 1 \
+    --loss-chunks "$chunks" --json 2>>"$LOG" | tail -1 >"$WORK/llama-step-$chunks.json" ||
+    fail "llama step --loss-chunks $chunks failed to run"
+  # shellcheck disable=SC2086
+  "$CLI" estimate $LLAMA_EST_ARGS --batch "$LLAMA_BATCH" --loss-chunks "$chunks" --json 2>>"$LOG" |
+    tail -1 >"$WORK/llama-estimate-$chunks.json" || fail "estimate --loss-chunks $chunks failed"
 done
-md ""
-say "gradient checks done"
+if ! python3 - "$WORK" >>"$RESULTS" 2>>"$LOG" <<'PY'
+import json, math, sys
+work = sys.argv[1]
+def load(path):
+    try:
+        text = open(path).read().strip()
+        return json.loads(text) if text.startswith("{") else {"status": "error (see log)"}
+    except OSError:
+        return {"status": "error (see log)"}
+def gib(b):
+    return "%.2f GiB" % (b / 2**30) if b >= 2**30 else "%.2f MiB" % (b / 2**20)
+def error(measured, predicted):
+    return "%+.1f%%" % (100.0 * (predicted - measured) / measured) if measured else "-"
+rows = []
+for chunks in ("1", "auto"):
+    run, est = load(f"{work}/llama-step-{chunks}.json"), load(f"{work}/llama-estimate-{chunks}.json")
+    rows.append((chunks, run, est))
+print("| loss chunks | status | peak (allocated) | predicted | error | activations peak | predicted | error | tokens/s | first loss | final loss |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+failed = False
+for chunks, run, est in rows:
+    if run.get("status") != "ok":
+        print("| %s | %s | | | | | | | | | |" % (chunks, run.get("status")))
+        failed = failed or run.get("status") != "not run (time)"
+        continue
+    label = chunks
+    if chunks == "auto":
+        label = "auto (%d)" % math.ceil(run["vocab"] / (4 * run["d_model"]))
+    total, act = est.get("total_bytes"), est.get("activation_peak_bytes")
+    print("| %s | ok | %s | %s | %s | %s | %s | %s | %.0f | %.4f | %.4f |" % (
+        label, gib(run["peak_bytes"]), gib(total) if total else "-",
+        error(run["peak_bytes"], total) if total else "-",
+        gib(run["peak_activation_bytes"]), gib(act) if act else "-",
+        error(run["peak_activation_bytes"], act) if act else "-",
+        run["tokens_per_s"], run["first_loss"], run["final_loss"]))
+print()
+whole, sliced = rows[0][1], rows[1][1]
+if whole.get("status") == "ok" and sliced.get("status") == "ok":
+    saved = whole["peak_bytes"] - sliced["peak_bytes"]
+    predicted = rows[0][2].get("total_bytes", 0) - rows[1][2].get("total_bytes", 0)
+    print("Slicing the loss saved %s of peak (predicted: %s); tokens/s %.2f× the whole loss's; "
+          "first-step loss differs by %.2g (the same weights and batch: only rounding differs)." % (
+          gib(abs(saved)) if saved >= 0 else "-" + gib(-saved),
+          gib(abs(predicted)) if predicted >= 0 else "-" + gib(-predicted),
+          sliced["tokens_per_s"] / whole["tokens_per_s"], abs(sliced["first_loss"] - whole["first_loss"])))
+    print()
+print("Error is (predicted − measured) / measured; the measured activations peak is the allocated")
+print("peak above the model states (`peak_activation_bytes`), the prediction `activation_peak_bytes`.")
+print()
+sys.exit(1 if failed else 0)
+PY
+then
+  fail "llama step: a run did not end ok"
+fi
+say "llama step done"
 
-# --- 4. the article's table ------------------------------------------------------------------
+# --- 5. the NCCL path ------------------------------------------------------------------------
 
-write_spec() {  # $1 file, $2 strategy
+# A world of one always: with --shard optimizer or gradients and no --nproc, `run` takes the
+# data-parallel path in its own process (a process group of one on a free port), so even one GPU
+# issues every collective (all-reduce, reduce-scatter, all-gather) through NCCL; --shard none
+# over one rank is a plain run, the reference for the losses. Then one rank per GPU where there
+# are several (the dry run: two ranks, Gloo on the CPU).
+if [[ "$MODE" == "gpu" ]]; then
+  RANKS="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
+  DP_ARGS="--preset gpt2-124m --device cuda --precision bf16 --batch 4 --steps 4 --checkpoint every:1"
+else
+  RANKS=2
+  DP_ARGS="--preset tiny --threads 1 --batch 4 --steps 4 --checkpoint every:1"
+fi
+(( RANKS >= 1 )) || RANKS=1
+WORLDS=(1)
+(( RANKS > 1 )) && WORLDS+=("$RANKS")
+md "## Data parallel ($DEVICE: NCCL on CUDA, Gloo on the CPU)" "" \
+   "\`rematlab-cli run $DP_ARGS --shard S [--nproc N] --dist-timeout 60 --json\` (no \`--nproc\` for a world of one)" "" \
+   "| world | shard | path | status | ranks | final loss | rank 0 model states | rank 0 peak | comm ms | hidden ms | wait ms | tokens/s |" \
+   "|---|---|---|---|---|---|---|---|---|---|---|---|"
+say "data parallel (worlds: ${WORLDS[*]})"
+for world in "${WORLDS[@]}"; do
+  for shard in none optimizer gradients; do
+    path="process group"
+    (( world == 1 )) && [[ "$shard" == "none" ]] && path="plain run"
+    if (( $(left) < 90 )); then md "| $world | $shard | $path | not run (time) | | | | | | | | |"; continue; fi
+    nproc_flag=()
+    (( world > 1 )) && nproc_flag=(--nproc "$world")
+    # shellcheck disable=SC2086  # DP_ARGS is a list of flags
+    if line="$(timeout 300 "$CLI" run $DP_ARGS --shard "$shard" "${nproc_flag[@]}" --dist-timeout 60 \
+                  --json 2>>"$LOG" | tail -1)"; then
+      row="$(python3 -c '
+import json, sys
+r = json.loads(sys.argv[1]); k = (r.get("ranks") or [{}])[0]
+mib = lambda b: "%.1f MiB" % (b / 2**20)
+states = k.get("param_bytes", 0) + k.get("grad_bytes", 0) + k.get("optimizer_bytes", 0)
+print("%s | %d | %.4f | %s | %s | %.1f | %.1f | %.1f | %.0f" % (r["status"], r.get("world_size", 1),
+      r["final_loss"], mib(states) if states else "-", mib(r["peak_bytes"]), r.get("comm_ms", 0),
+      r.get("comm_hidden_ms", 0), r.get("comm_wait_ms", 0), r["tokens_per_s"]))' "$line")"
+      [[ "$row" == ok* ]] || fail "data parallel world $world --shard $shard did not end ok"
+    else
+      row="error (see log) | | | | | | | | |"
+      fail "data parallel world $world --shard $shard failed to run"
+    fi
+    md "| $world | $shard | $path | $row |"
+  done
+done
+md "" "Ranks is the run's \`world_size\`. In a world of one the losses of the three rows should agree:" \
+   "the same batch, only the gradients' route differs." ""
+say "data parallel done"
+
+# --- 6 and 7. the article's table ------------------------------------------------------------
+
+write_spec() {  # $1 file, $2 strategy, $3 preset, $4 seq_len, $5 extra base fields (", ..."), $6 limit
   local policy="${2%%+*}" offload="none"
   [[ "$2" == *+* ]] && offload="${2#*+}"
   [[ "$offload" == "disk" ]] && offload="disk:$WORK"
   local threads=""
   [[ "$DEVICE" == "cpu" ]] && threads=', "threads": 2'
-  cat >"$1" <<EOF
+  cat >"$1" <<SPEC
 {
-  "name": "gpu validation $2",
-  "base": { "preset": "$PRESET", "seq_len": $SEQ, "precision": "$PRECISION", "device": "$DEVICE",
-            "steps": $STEPS, "warmup_steps": 1, "checkpoint": "$policy", "offload": "$offload"$threads },
-  "max_batch": { "budget": "$BUDGET", "limit": $LIMIT, "probe_steps": 2 }
+  "name": "gpu validation $3 $2",
+  "base": { "preset": "$3", "seq_len": $4, "precision": "$PRECISION", "device": "$DEVICE",
+            "steps": $STEPS, "warmup_steps": 1, "checkpoint": "$policy", "offload": "$offload"$threads$5 },
+  "max_batch": { "budget": "$BUDGET", "limit": $6, "probe_steps": 2 }
 }
-EOF
+SPEC
 }
 
-md "## The article's table: $PRESET, seq_len $SEQ, $PRECISION, budget $BUDGET" "" \
-   "Per strategy: \`rematlab-cli sweep --spec SPEC.json --db runs.sqlite --json\` with" \
-   "\`\"max_batch\": {\"budget\": \"$BUDGET\", \"limit\": $LIMIT, \"probe_steps\": 2}\` and $STEPS steps" \
-   "(1 warm-up) at the batch found. The spec of the first row:" "" '```json'
-write_spec "$WORK/spec-0.json" "${STRATEGIES[0]}"
-md "$(cat "$WORK/spec-0.json")" '```' ""
-say "table"
-index=0
-for strategy in "${STRATEGIES[@]}"; do
-  remaining=$(( $(left) - 60 ))  # keep a minute for the CPU tests' verdict and the write-up
-  if (( remaining < 20 )); then
-    say "no time left for $strategy"
-    echo "{\"label\": \"$strategy\", \"status\": \"not run (time)\"}" >"$WORK/row-$index.json"
-  else
-    write_spec "$WORK/spec-$index.json" "$strategy"
-    t0=$(date +%s)
-    timeout "$remaining" "$CLI" sweep --spec "$WORK/spec-$index.json" --db "$WORK/runs.sqlite" \
-      --json >"$WORK/sweep-$index.txt" 2>>"$LOG" || say "sweep for $strategy ended with $?"
-    python3 - "$strategy" "$(( $(date +%s) - t0 ))" "$WORK/sweep-$index.txt" >"$WORK/row-$index.json" <<'EOF'
+# $1 tag, $2 preset, $3 seq_len, $4 extra base fields, $5 batch limit, $6 seconds to keep for
+# what follows, $7 fewest seconds worth starting a row with.
+article_table() {
+  local tag="$1" preset="$2" seq="$3" extra="$4" limit="$5" keep="$6" least="$7"
+  local index=0 strategy remaining t0
+  md "## The article's table: $preset, seq_len $seq, $PRECISION, budget $BUDGET" "" \
+     "Per strategy: \`rematlab-cli sweep --spec SPEC.json --db runs.sqlite --json\` with" \
+     "\`\"max_batch\": {\"budget\": \"$BUDGET\", \"limit\": $limit, \"probe_steps\": 2}\` and $STEPS steps" \
+     "(1 warm-up) at the batch found. The spec of the first row:" "" '```json'
+  write_spec "$WORK/spec-$tag-0.json" "${STRATEGIES[0]}" "$preset" "$seq" "$extra" "$limit"
+  md "$(cat "$WORK/spec-$tag-0.json")" '```' ""
+  say "table $preset"
+  for strategy in "${STRATEGIES[@]}"; do
+    remaining=$(( $(left) - keep ))
+    if (( remaining < least )); then
+      say "no time left for $strategy"
+      echo "{\"label\": \"$strategy\", \"status\": \"not run (time)\"}" >"$WORK/row-$tag-$index.json"
+    else
+      write_spec "$WORK/spec-$tag-$index.json" "$strategy" "$preset" "$seq" "$extra" "$limit"
+      t0=$(date +%s)
+      timeout "$remaining" "$CLI" sweep --spec "$WORK/spec-$tag-$index.json" --db "$WORK/runs.sqlite" \
+        --json >"$WORK/sweep-$tag-$index.txt" 2>>"$LOG" || say "sweep for $strategy ended with $?"
+      python3 - "$strategy" "$(( $(date +%s) - t0 ))" "$WORK/sweep-$tag-$index.txt" \
+        >"$WORK/row-$tag-$index.json" <<'PY'
 import json, sys
 label, seconds, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 lines = [l for l in open(path).read().splitlines() if l.startswith("{")]
@@ -244,100 +415,73 @@ else:
     run = json.loads(lines[-1])["runs"][0]
     run["label"], run["seconds"] = label, seconds
     print(json.dumps(run))
-EOF
-    cat "$WORK/sweep-$index.txt" >>"$LOG"
-  fi
-  say "  $strategy: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r.get("status"), "batch", r.get("max_batch"))' "$WORK/row-$index.json")"
-  index=$(( index + 1 ))
-done
+PY
+      cat "$WORK/sweep-$tag-$index.txt" >>"$LOG"
+    fi
+    say "  $strategy: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r.get("status"), "batch", r.get("max_batch"))' "$WORK/row-$tag-$index.json")"
+    index=$(( index + 1 ))
+  done
 
-python3 - "$WORK" "$index" >>"$RESULTS" <<'EOF'
+  python3 - "$WORK" "$tag" "$index" >>"$RESULTS" <<'PY'
 import json, sys
-work, count = sys.argv[1], int(sys.argv[2])
-rows = [json.load(open(f"{work}/row-{i}.json")) for i in range(count)]
+work, tag, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rows = [json.load(open(f"{work}/row-{tag}-{i}.json")) for i in range(count)]
 base = rows[0] if rows and rows[0].get("status") == "ok" else None
 def gib(b):
     if not b: return "-"
     return "%.2f GiB" % (b / 2**30) if b >= 2**30 else "%.2f MiB" % (b / 2**20)
 def ratio(value, key):
     return "%.2f×" % (value / base[key]) if base and base.get(key) and value else "-"
-print("| strategy | status | max batch | vs base | peak (allocated) | vs base | reserved | device used | tokens/s | vs base | probes | seconds |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| strategy | status | max batch | vs base | peak (allocated) | vs base | reserved | device used | tokens/s | vs base | MFU | probes | seconds |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     ok = r.get("status") == "ok"
     mb = r.get("max_batch", 0)
-    print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+    print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
         r["label"], r.get("status"), mb or "-", ratio(mb, "max_batch") if ok else "-",
         gib(r.get("peak_bytes")) if ok else "-", ratio(r.get("peak_bytes", 0), "peak_bytes") if ok else "-",
         gib(r.get("reserved_bytes")) if ok else "-", gib(r.get("device_used_bytes")) if ok else "-",
         "%.0f" % r["tokens_per_s"] if ok else "-", ratio(r.get("tokens_per_s", 0), "tokens_per_s") if ok else "-",
+        "%.1f%%" % (100 * r["mfu"]) if ok and r.get("mfu") else "-",
         len(r.get("trials", [])), r.get("seconds", "-")))
 print()
 print("Peak is the allocator's allocated peak (what the budget is checked against); reserved is the")
 print("caching allocator's, device used is total minus free from cudaMemGetInfo (what nvidia-smi")
-print("shows, CUDA context included); both 0 on the CPU. Ratios are to the first row (Baseline `none`).")
+print("shows, CUDA context included); both 0 on the CPU. MFU is model FLOPs per second over the")
+print("device's measured peak (`rematlab-cli peak`). Ratios are to the first row (Baseline `none`).")
 print()
-EOF
-say "table done"
+PY
+  say "table $preset done"
+}
 
-# --- 5. the NCCL path ------------------------------------------------------------------------
+# The GPT table first: it is the one the issue asks for. It keeps a minute for the CPU tests'
+# verdict and the write-up; the Llama table (optional) then takes what is left, but only rows
+# with time enough for a 1B model's search (in the dry run every row is quick).
+article_table gpt "$PRESET" "$SEQ" "" "$LIMIT" 60 20
+llama_least=20
+[[ "$MODE" == "gpu" ]] && llama_least=90
+article_table llama "$LLAMA_PRESET" "$LLAMA_SEQ" ', "loss_chunks": "auto"' "$LLAMA_LIMIT" 60 \
+  "$llama_least"
 
-# One rank per GPU (Gloo on the CPU in the dry run). With one GPU, --shard over a world of one
-# still issues every collective (all-reduce, reduce-scatter, all-gather) through NCCL.
-if [[ "$MODE" == "gpu" ]]; then
-  RANKS="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
-  DP_ARGS="--preset gpt2-124m --device cuda --precision bf16 --batch 4 --steps 4 --checkpoint every:1"
-else
-  RANKS=2
-  DP_ARGS="--preset tiny --threads 1 --batch 4 --steps 4 --checkpoint every:1"
-fi
-(( RANKS >= 1 )) || RANKS=1
-md "## Data parallel ($DEVICE, $RANKS rank(s): NCCL on CUDA, Gloo on the CPU)" "" \
-   "\`rematlab-cli run $DP_ARGS --shard S [--nproc $RANKS] --json\`" "" \
-   "| shard | status | ranks | final loss | rank 0 model states | rank 0 peak | comm ms | hidden ms | wait ms | tokens/s |" \
-   "|---|---|---|---|---|---|---|---|---|---|"
-for shard in none optimizer gradients; do
-  if (( $(left) < 90 )); then md "| $shard | not run (time) | | | | | | | | |"; continue; fi
-  nproc_flag=()
-  (( RANKS > 1 )) && nproc_flag=(--nproc "$RANKS")
-  # shellcheck disable=SC2086  # DP_ARGS is a list of flags
-  if line="$(timeout 300 "$CLI" run $DP_ARGS --shard "$shard" "${nproc_flag[@]}" --dist-timeout 60 \
-                --json 2>>"$LOG" | tail -1)"; then
-    row="$(python3 -c '
-import json, sys
-r = json.loads(sys.argv[1]); k = (r.get("ranks") or [{}])[0]
-mib = lambda b: "%.1f MiB" % (b / 2**20)
-states = k.get("param_bytes", 0) + k.get("grad_bytes", 0) + k.get("optimizer_bytes", 0)
-print("%s | %d | %.4f | %s | %s | %.1f | %.1f | %.1f | %.0f" % (r["status"], len(r.get("ranks") or [1]),
-      r["final_loss"], mib(states) if states else "-", mib(r["peak_bytes"]), r.get("comm_ms", 0),
-      r.get("comm_hidden_ms", 0), r.get("comm_wait_ms", 0), r["tokens_per_s"]))' "$line")"
-    [[ "$row" == ok* ]] || fail "data parallel --shard $shard did not end ok"
-  else
-    row="error (see log) | | | | | | | | |"
-    fail "data parallel --shard $shard failed to run"
-  fi
-  md "| $shard | $row |"
-done
-md ""
-say "data parallel done"
-
-# --- 6. the rest of the suite ----------------------------------------------------------------
+# --- 8. the rest of the suite ----------------------------------------------------------------
 
 remaining=$(( $(left) - 10 ))
 if (( remaining > 30 )); then
   say "CPU tests (${remaining}s left)"
-  read -r passed skipped failed < <(run_ctest cpu -j "$JOBS" -E "$CUDA_TESTS" --stop-time \
-    "$(date -d "+${remaining} seconds" +%H:%M:%S)")
-  md "## The rest of the suite" "" "\`ctest -j$JOBS -E '$CUDA_TESTS'\`: $passed passed, $skipped skipped, $failed failed or not run (ctest stops at the time budget)." ""
-  (( failed == 0 )) || md '```' "$(grep -E '\*\*\*(Failed|Timeout|Exception)' "$WORK/ctest-cpu.txt" | head -20)" '```' ""
-  say "CPU tests: $passed passed, $skipped skipped, $failed failed or not run"
+  # format_check reads the sources with clang-format, which the GPU machine lacks; CI runs it.
+  read -r passed skipped failed cut < <(run_ctest cpu -j "$JOBS" -E "$CUDA_TESTS|format_check" \
+    --stop-time "$(date -d "+${remaining} seconds" +%H:%M:%S)")
+  md "## The rest of the suite" "" "\`ctest -j$JOBS -E '$CUDA_TESTS|format_check'\`: $passed passed, $skipped skipped, $failed failed, $cut cut short or not run (ctest stops at the time budget)." ""
+  (( failed == 0 )) || fail "$failed CPU test(s) failed"
+  (( failed + cut == 0 )) || md '```' "$(grep -E '\*\*\*(Failed|Timeout|Exception)|Not Run' "$WORK/ctest-cpu.txt" | sed -E 's/ \.{3,}/ …/' | head -20)" '```' ""
+  say "CPU tests: $passed passed, $skipped skipped, $failed failed, $cut cut short or not run"
 else
   md "## The rest of the suite" "" "Not run: no time left (it passes in CI on the CPU)." ""
 fi
 
 md "## Verdict" ""
 if (( ${#FAILURES[@]} == 0 )); then
-  md "Everything above ran; no failures. Total $(elapsed) s."
+  md "No failures in what ran (rows marked not run and tests cut short are listed above). Total $(elapsed) s."
 else
   for failure in "${FAILURES[@]}"; do md "- FAILED: $failure"; done
   md "" "Total $(elapsed) s."
