@@ -122,11 +122,14 @@ CompareView::CompareView(QWidget* parent)
   top->addWidget(new QLabel("Baseline"));
   top->addWidget(baseline_, 1);
   auto* charts = new QGridLayout;
-  charts->addWidget(memory_bars_, 0, 0);
-  charts->addWidget(throughput_bars_, 0, 1);
-  charts->addWidget(scatter_, 1, 0);
-  charts->addWidget(losses_, 1, 1);
-  charts->addWidget(step_memory_, 2, 0, 1, 2);
+  // Two rows whatever the number of charts: a third row would push the window past a 720 px
+  // screen and squeeze every plot under its legend.
+  // Six columns: three charts above, the two with the longest legends below at half width.
+  charts->addWidget(memory_bars_, 0, 0, 1, 2);
+  charts->addWidget(throughput_bars_, 0, 2, 1, 2);
+  charts->addWidget(step_memory_, 0, 4, 1, 2);
+  charts->addWidget(scatter_, 1, 0, 1, 3);
+  charts->addWidget(losses_, 1, 3, 1, 3);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
   layout->addWidget(warnings_);
