@@ -250,6 +250,39 @@ TEST(FitAdvice, TakesTheLeastRecomputationThatFits) {
             memory);
 }
 
+// With a large vocabulary the logits are the problem: slicing the loss (one more head forward)
+// is cheaper than recomputing any block, and is what the advice takes.
+TEST(FitAdvice, SlicesTheLossBeforeRecomputingBlocks) {
+  estimate::FitQuestion question;
+  question.arch = estimate::architecture_preset("llama-tiny");
+  question.arch.vocab = 128256;
+  question.arch.seq_len = 2048;
+  question.batch = 8;
+  question.params = estimate::parameter_count(question.arch);
+  const int64_t memory = int64_t{12} << 30;
+  const auto advice = estimate::advise_fit(question, memory);
+  ASSERT_TRUE(advice.has_value());
+  EXPECT_EQ(advice->checkpoint, "none");
+  EXPECT_GT(advice->loss_chunks, 1);
+  // Whole, it does not fit: the slices are needed, not a free extra.
+  EXPECT_GT(
+      estimate::estimate_policy_activations(question.arch, 8, question.precision, "none", false)
+          .peak_bytes,
+      memory);
+}
+
+// Each slice's head runs again in backward: hardware FLOPs count it, model FLOPs do not.
+TEST(Estimate, SlicedLossAddsOneHeadForwardToHardwareFlops) {
+  estimate::Architecture arch = estimate::architecture_preset("llama-tiny");
+  const auto plan = CheckpointPolicy::parse("none").plan_for(arch.layers, 0.0);
+  const auto whole = estimate::step_flops(arch, 512, plan);
+  arch.loss_chunks = 4;
+  const auto sliced = estimate::step_flops(arch, 512, plan);
+  EXPECT_EQ(sliced.model, whole.model);
+  EXPECT_DOUBLE_EQ(sliced.hardware - whole.hardware,
+                   2.0 * static_cast<double>(arch.vocab * arch.d_model) * 512);
+}
+
 TEST(FitAdvice, AskedLayoutFirstAndNothingWhenNothingFits) {
   estimate::FitQuestion question;
   question.arch = estimate::architecture_preset("small");

@@ -85,6 +85,25 @@ TEST(ModelConfig, RejectsBadShapesNamingTheFlag) {
   EXPECT_THROW(parse_attention("flash"), InvalidInput);
 }
 
+// Switching a Llama preset to GPT gives GPT-2 on the same sizes, and back again Llama's rules.
+TEST(ModelConfig, SwitchingFamilyResetsWhatOnlyOneFamilyHas) {
+  ModelConfig config = model_preset("llama-small");
+  config.switch_family(ModelFamily::kGpt);
+  EXPECT_EQ(config.key_value_heads(), config.heads);
+  EXPECT_EQ(config.mlp_width(), 4 * config.d_model);
+  EXPECT_TRUE(config.tie_head);
+  EXPECT_EQ(config.parameter_count(), [&] {
+    ModelConfig gpt = model_preset("small");
+    gpt.vocab = config.vocab;
+    gpt.seq_len = config.seq_len;
+    return gpt.parameter_count();
+  }());
+  config.switch_family(ModelFamily::kLlama);
+  EXPECT_FALSE(config.tie_head);
+  EXPECT_EQ(config.kv_heads, 0);    // as many as heads until asked
+  EXPECT_EQ(config.mlp_hidden, 0);  // Llama's width rule
+}
+
 TEST(Llama, HasNoBiasesGroupedKeyValuesNoPositionTableAndItsOwnHead) {
   const ModelConfig config = model_preset("llama-tiny");
   Transformer model(config);

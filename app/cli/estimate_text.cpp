@@ -45,8 +45,8 @@ std::string fit_advice_text(const estimate::Estimate& estimate) {
     out << format_bytes(fit.memory_bytes) << ": ";
     if (!fit.advice) {
       out << "nothing fits at batch " << estimate.request.batch
-          << ", not even every block recomputed with the loss in slices and offload, on up to 64 "
-             "ranks sharding gradients\n";
+          << ", not even every block recomputed with the loss in slices and offload, on up to "
+          << estimate::kAdviceMaxRanks << " ranks sharding gradients\n";
       continue;
     }
     out << "fits with " << advice_flags(*fit.advice, estimate) << " (needs "

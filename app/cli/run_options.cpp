@@ -74,7 +74,7 @@ RunConfig RunOptions::resolve() const {
   RunConfig config;
   config.preset = preset_;
   config.model = model_preset(preset_);
-  if (!arch_.empty()) config.model.family = parse_family(arch_);
+  if (!arch_.empty()) config.model.switch_family(parse_family(arch_));
   if (layers_) config.model.layers = *layers_;
   if (d_model_) config.model.d_model = *d_model_;
   if (heads_) config.model.heads = *heads_;

@@ -84,6 +84,18 @@ void validate(const Architecture& arch) {
   require_positive(arch.mlp_hidden, "--mlp-hidden");
   require_positive(arch.seq_len, "--seq-len");
   require_positive(arch.vocab, "--vocab");
+  // The engine's limits: beyond them counts overflow and the replay takes minutes.
+  auto require_at_most = [](int64_t value, int64_t limit, const char* flag) {
+    if (value > limit) {
+      throw InvalidInput(
+          flag, "must be at most " + std::to_string(limit) + ", got " + std::to_string(value));
+    }
+  };
+  require_at_most(arch.layers, kMaxLayers, "--layers");
+  require_at_most(arch.d_model, kMaxDModel, "--d-model");
+  require_at_most(arch.seq_len, kMaxSeqLen, "--seq-len");
+  require_at_most(arch.vocab, kMaxVocab, "--vocab");
+  require_at_most(arch.mlp_hidden, kMaxMlpHidden, "--mlp-hidden");
   if (arch.d_model % arch.heads != 0) {
     throw InvalidInput("--heads", std::to_string(arch.heads) + " heads do not divide --d-model " +
                                       std::to_string(arch.d_model));
@@ -92,6 +104,10 @@ void validate(const Architecture& arch) {
     throw InvalidInput("--kv-heads", std::to_string(arch.kv_heads) +
                                          " key/value heads do not divide --heads " +
                                          std::to_string(arch.heads));
+  }
+  if (arch.rotary && arch.head_dim() % 2 != 0) {
+    throw InvalidInput("--heads", "rotary positions need an even head width, got " +
+                                      std::to_string(arch.head_dim()));
   }
   if (!(arch.dropout >= 0.0 && arch.dropout < 1.0)) {
     throw InvalidInput("--dropout", "must be in [0, 1), got " + std::to_string(arch.dropout));

@@ -109,6 +109,7 @@ Estimate make_estimate(const EstimateRequest& request) {
       question.params = estimate.params;
       question.world_size = request.world_size;
       question.shard = request.shard;
+      question.best_interval = *estimate.best_interval;
       fit.advice = advise_fit(question, memory);
     }
     estimate.fits.push_back(fit);

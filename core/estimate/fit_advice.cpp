@@ -1,9 +1,12 @@
 #include "estimate/fit_advice.h"
 
+#include <algorithm>
 #include <vector>
 
+#include "checkpoint/checkpoint_policy.h"
 #include "estimate/activation_memory.h"
 #include "estimate/estimate.h"
+#include "estimate/flops.h"
 #include "estimate/sharded_states.h"
 
 namespace rematlab::estimate {
@@ -13,20 +16,35 @@ struct Rung {
   std::string checkpoint;
   bool sliced_loss = false;
   bool offload = false;
+  double recomputed_flops = 0.0;
 };
 
-// Policies by what they recompute: nothing; the attention core; every block (at the interval
-// whose peak is lowest); the same with the head and loss in slices (one more head forward); and
-// with each segment's input off the device (disk traffic on top).
-std::vector<Rung> ladder(const FitQuestion& question) {
-  ActivationInput input;
-  input.arch = question.arch;
-  input.batch = question.batch;
-  input.precision = question.precision;
-  const std::string blocks = "every:" + std::to_string(best_interval(input, nullptr));
-  std::vector<Rung> rungs = {{"none"}, {"selective"}, {blocks}};
-  if (question.arch.loss_chunks <= 1) rungs.push_back({blocks, true});
-  rungs.push_back({blocks, question.arch.loss_chunks <= 1, true});
+Architecture with_loss(const Architecture& arch, bool sliced) {
+  Architecture shaped = arch;
+  if (sliced) shaped.loss_chunks = resolve_loss_chunks(kAutoLossChunks, arch.vocab, arch.d_model);
+  return shaped;
+}
+
+// Policies by the FLOPs they add to a step: nothing; the attention cores; every block (at the
+// interval whose peak is lowest); each with the loss whole or in slices (one more head forward);
+// then, last, the blocks with the segments' inputs off the device (transfers on top).
+std::vector<Rung> ladder(const FitQuestion& question, int64_t best_k) {
+  const std::string blocks = "every:" + std::to_string(best_k);
+  std::vector<Rung> rungs;
+  for (const std::string& policy : {std::string("none"), std::string("selective"), blocks}) {
+    for (bool sliced : {false, true}) {
+      if (sliced && question.arch.loss_chunks > 1) continue;  // already in slices
+      const Architecture arch = with_loss(question.arch, sliced);
+      const StepFlops flops =
+          step_flops(arch, question.batch * arch.seq_len,
+                     CheckpointPolicy::parse(policy).plan_for(arch.layers, 0.0));
+      rungs.push_back({policy, sliced, false, flops.hardware - flops.model});
+    }
+  }
+  std::stable_sort(rungs.begin(), rungs.end(), [](const Rung& a, const Rung& b) {
+    return a.recomputed_flops < b.recomputed_flops;
+  });
+  rungs.push_back({blocks, question.arch.loss_chunks <= 1, true, 0.0});
   return rungs;
 }
 
@@ -40,15 +58,20 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
   for (int64_t ranks = 2; ranks <= question.max_world_size; ranks *= 2) {
     if (ranks > question.world_size) layouts.emplace_back(ranks, "gradients");
   }
-  const std::vector<Rung> rungs = ladder(question);
+  int64_t best_k = question.best_interval;
+  if (best_k <= 0) {
+    ActivationInput input;
+    input.arch = question.arch;
+    input.batch = question.batch;
+    input.precision = question.precision;
+    best_k = best_interval(input, nullptr);
+  }
+  const std::vector<Rung> rungs = ladder(question, best_k);
   for (const auto& [ranks, shard] : layouts) {
     const int64_t states = per_rank_model_states(whole, ranks, shard).total();
     if (states >= memory_bytes) continue;
     for (const Rung& rung : rungs) {
-      Architecture arch = question.arch;
-      if (rung.sliced_loss) {
-        arch.loss_chunks = resolve_loss_chunks(kAutoLossChunks, arch.vocab, arch.d_model);
-      }
+      const Architecture arch = with_loss(question.arch, rung.sliced_loss);
       const int64_t needed =
           states + estimate_policy_activations(arch, question.batch, question.precision,
                                                rung.checkpoint, rung.offload)

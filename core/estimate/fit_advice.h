@@ -1,6 +1,6 @@
-// The least costly way to make one training step fit a device: checkpoint policies tried in the
-// order of what they cost in recomputation (none, the attention core, whole blocks at the
-// interval with the lowest peak, then the loss in slices and offloaded segment inputs), first on
+// The least costly way to make one training step fit a device: checkpoint policies (none, the
+// attention core, whole blocks at the interval with the lowest peak), each with the loss whole or
+// in slices, tried in the order of the FLOPs they recompute, then disk offload on top; first on
 // the ranks asked for, then sharding model states over more ranks.
 #pragma once
 
@@ -22,6 +22,9 @@ struct FitAdvice {
   int64_t needed_bytes = 0;  // model states per rank + activation peak
 };
 
+// The most ranks advice suggests unless a question says otherwise.
+inline constexpr int64_t kAdviceMaxRanks = 64;
+
 struct FitQuestion {
   Architecture arch;
   int64_t batch = 1;
@@ -30,11 +33,12 @@ struct FitQuestion {
   int64_t params = 0;  // model states are counted from this many parameters
   int64_t world_size = 1;
   std::string shard = "none";
-  int64_t max_world_size = 64;  // the most ranks advice may suggest
+  int64_t max_world_size = kAdviceMaxRanks;
+  int64_t best_interval = 0;  // the every:K with the lowest peak, when known (0: found here)
 };
 
-// The first step of the ladder that fits `memory_bytes`, or nothing when even every:K with
-// slices and offload on max_world_size ranks with sharded gradients does not.
+// The first rung that fits `memory_bytes`, or nothing when even every:K with slices and offload
+// on max_world_size ranks with sharded gradients does not.
 std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_bytes);
 
 }  // namespace rematlab::estimate

@@ -38,6 +38,8 @@ StepFlops step_flops(const Architecture& arch, int64_t tokens_per_step,
   if (plan.recompute_attention_core) {
     again += static_cast<double>(arch.layers) * attention_core_flops_per_token(arch);
   }
+  // The loss in slices runs each slice's head forward again in backward.
+  if (arch.loss_chunks > 1) again += 2.0 * static_cast<double>(arch.vocab * arch.d_model);
   flops.hardware = flops.model + again * tokens;
   return flops;
 }

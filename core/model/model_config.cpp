@@ -79,6 +79,15 @@ int64_t ModelConfig::mlp_width() const {
   return kMultiple * ((two_thirds + kMultiple - 1) / kMultiple);
 }
 
+void ModelConfig::switch_family(ModelFamily to) {
+  if (to == family) return;
+  family = to;
+  kv_heads = 0;
+  mlp_hidden = 0;
+  tie_head = to == ModelFamily::kGpt;
+  rope_theta = ModelConfig{}.rope_theta;
+}
+
 int64_t ModelConfig::loss_chunk_count() const {
   return resolve_loss_chunks(loss_chunks, vocab, d_model);
 }
@@ -136,12 +145,11 @@ void validate(const ModelConfig& config) {
   require_positive(config.heads, "--heads");
   require_positive(config.seq_len, "--seq-len");
   require_positive(config.vocab, "--vocab");
-  // Far beyond any model trained today, and small enough that no count below overflows.
-  require_at_most(config.layers, 10'000, "--layers");
-  require_at_most(config.d_model, 1 << 20, "--d-model");
-  require_at_most(config.seq_len, 1 << 24, "--seq-len");
-  require_at_most(config.vocab, 1 << 27, "--vocab");
-  require_at_most(config.mlp_hidden, 1 << 22, "--mlp-hidden");
+  require_at_most(config.layers, kMaxLayers, "--layers");
+  require_at_most(config.d_model, kMaxDModel, "--d-model");
+  require_at_most(config.seq_len, kMaxSeqLen, "--seq-len");
+  require_at_most(config.vocab, kMaxVocab, "--vocab");
+  require_at_most(config.mlp_hidden, kMaxMlpHidden, "--mlp-hidden");
   if (config.kv_heads < 0) throw InvalidInput("--kv-heads", "must not be negative");
   if (config.mlp_hidden < 0) throw InvalidInput("--mlp-hidden", "must not be negative");
   if (config.d_model % config.heads != 0) {
@@ -163,8 +171,9 @@ void validate(const ModelConfig& config) {
   if (!(std::isfinite(config.rope_theta) && config.rope_theta > 1.0)) {
     throw InvalidInput("--rope-theta", "must be a number above 1");
   }
-  if (config.loss_chunks < kAutoLossChunks) {
-    throw InvalidInput("--loss-chunks", "must be auto or a whole number of slices");
+  if (config.loss_chunks < kAutoLossChunks || config.loss_chunks > kMaxLossChunks) {
+    throw InvalidInput("--loss-chunks", "must be auto or a whole number of slices up to " +
+                                            std::to_string(kMaxLossChunks));
   }
 }
 
@@ -195,7 +204,7 @@ int64_t parse_loss_chunks(const std::string& text) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == 0 || used != text.size() || value < 0 || value > 1'000'000) {
+  if (used == 0 || used != text.size() || value < 0 || value > kMaxLossChunks) {
     throw InvalidInput("--loss-chunks", "'" + text + "' is not auto or a number of slices");
   }
   return value;

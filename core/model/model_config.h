@@ -38,6 +38,10 @@ struct ModelConfig {
 
   int64_t head_dim() const { return d_model / heads; }
   int64_t key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
+  // Another family on the same sizes: what only one family has (grouped K/V heads, the MLP
+  // width rule, the head's tying, the rotary base) goes back to the new family's defaults, so
+  // `--preset llama-small --arch gpt` is GPT-2 and not a GPT with Llama's K/V heads.
+  void switch_family(ModelFamily to);
   int64_t mlp_width() const;
   // Slices the head and loss run in: loss_chunks, or for kAutoLossChunks as many as keep a
   // slice's logits no wider than 4·d_model (the MLP's width) per token: ⌈vocab / 4·d⌉.
@@ -59,6 +63,15 @@ AttentionKind parse_attention(const std::string& text);  // throws InvalidInput(
 std::string to_string(ModelFamily family);
 ModelFamily parse_family(const std::string& text);  // throws InvalidInput("--arch", …)
 // "auto" or a whole number ≥ 0; throws InvalidInput("--loss-chunks", …).
+// Shape limits far beyond any model trained today, small enough that no count overflows int64;
+// the engine and the estimator refuse beyond them.
+inline constexpr int64_t kMaxLayers = 10'000;
+inline constexpr int64_t kMaxDModel = int64_t{1} << 20;
+inline constexpr int64_t kMaxSeqLen = int64_t{1} << 24;
+inline constexpr int64_t kMaxVocab = int64_t{1} << 27;
+inline constexpr int64_t kMaxMlpHidden = int64_t{1} << 22;
+inline constexpr int64_t kMaxLossChunks = 1'000'000;
+
 int64_t parse_loss_chunks(const std::string& text);
 // Slices for a `loss_chunks` setting (kAutoLossChunks included) on this vocabulary and width.
 int64_t resolve_loss_chunks(int64_t loss_chunks, int64_t vocab, int64_t d_model);

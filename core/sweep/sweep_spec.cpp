@@ -156,6 +156,17 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, std::vector<std::str
                                            " runs; split the sweep");
   }
   const RunConfig base = run_config_from_fields(spec.base, kSpec + "base");
+  // A family from the axes replaces the base's before the base's own fields apply, so that
+  // what the base sets explicitly (kv_heads, mlp_hidden, …) survives the family's defaults.
+  auto base_of_family = [&](const nlohmann::json& arch) {
+    nlohmann::ordered_json fields =
+        spec.base.is_object() ? spec.base : nlohmann::ordered_json::object();
+    fields["arch"] = nlohmann::ordered_json::parse(arch.dump());
+    return run_config_from_fields(fields, kSpec + "base");
+  };
+  auto start_from = [&](const SweepAxis& axis, const nlohmann::json& value) {
+    return axis.key == "arch" ? base_of_family(value) : base;
+  };
   std::vector<const SweepAxis*> axes;
   for (const SweepAxis& axis : spec.axes) {
     // The max-batch search chooses the batch: a batch axis is replaced by it.
@@ -165,7 +176,7 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, std::vector<std::str
   for (const SweepAxis* axis : axes) {
     for (std::size_t i = 0; i < axis->values.size(); ++i) {
       const std::string field = kSpec + "axes." + axis->key + "[" + std::to_string(i) + "]";
-      RunConfig alone = base;
+      RunConfig alone = start_from(*axis, axis->values[i]);
       apply_run_field(alone, axis->key, axis->values[i], field);
       // Offload alone needs a policy that the checkpoint axis may supply.
       if (axis->key == "offload") alone.checkpoint = "every:1";
@@ -181,6 +192,9 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, std::vector<std::str
   for (;;) {
     SweepPoint point;
     point.config = base;
+    for (std::size_t a = 0; a < axes.size(); ++a) {
+      if (axes[a]->key == "arch") point.config = base_of_family(axes[a]->values[index[a]]);
+    }
     for (std::size_t a = 0; a < axes.size(); ++a) {
       const nlohmann::json& value = axes[a]->values[index[a]];
       apply_run_field(point.config, axes[a]->key, value, kSpec + "axes." + axes[a]->key);

@@ -87,7 +87,7 @@ const std::map<std::string, Setter>& setters() {
       {"arch",
        [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
          try {
-           c.model.family = parse_family(as_text(v, f));
+           c.model.switch_family(parse_family(as_text(v, f)));
          } catch (const InvalidInput& error) {
            throw InvalidInput(f, error.reason());
          }
@@ -195,10 +195,14 @@ RunConfig run_config_from_fields(const nlohmann::ordered_json& fields, const std
   if (fields.is_null()) return config;  // nothing given: the defaults
   if (!fields.is_object()) throw InvalidInput(where, "must be an object of run fields");
   auto field_name = [&](const std::string& key) { return where + "." + key; };
-  if (fields.contains("preset"))
-    apply_run_field(config, "preset", fields.at("preset"), field_name("preset"));
+  // The preset first, then the family (which resets what only one family has), then the
+  // fields given explicitly, whatever their order in the text.
+  for (const char* first : {"preset", "arch"}) {
+    if (fields.contains(first))
+      apply_run_field(config, first, nlohmann::json(fields.at(first)), field_name(first));
+  }
   for (const auto& item : fields.items()) {
-    if (item.key() == "preset") continue;
+    if (item.key() == "preset" || item.key() == "arch") continue;
     apply_run_field(config, item.key(), nlohmann::json(item.value()), field_name(item.key()));
   }
   return config;
@@ -214,9 +218,11 @@ RunConfig run_config_from_record(const nlohmann::json& json) {
       // Skipped: the rest of the record still reads.
     }
   };
-  if (json.contains("preset")) apply("preset", json.at("preset"));
+  for (const char* first : {"preset", "arch"}) {
+    if (json.contains(first)) apply(first, json.at(first));
+  }
   for (const auto& item : json.items()) {
-    if (item.key() != "preset") apply(item.key(), item.value());
+    if (item.key() != "preset" && item.key() != "arch") apply(item.key(), item.value());
   }
   return config;
 }

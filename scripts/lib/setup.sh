@@ -10,11 +10,12 @@ BUILD_DIR="${REMATLAB_BUILD_DIR:-$REPO_ROOT/build}"
 # (setpriv, unshare): tests that must see write protection as a user does, and the package check.
 # help2man: the window's man page; dpkg-dev (dpkg-shlibdeps), appstream, desktop-file-utils,
 # man-db and file: the package and the package check (scripts/check_package.sh). libgloo-dev: the
-# gloo headers c10d's ProcessGroupGloo.hpp includes (the PyTorch wheel ships none).
+# gloo headers c10d's ProcessGroupGloo.hpp includes (the PyTorch wheel ships none). jq:
+# scripts/calibrate-estimates.
 APT_PACKAGES=(cmake ninja-build g++ pkg-config python3 python3-venv
               qt6-base-dev libqcustomplot-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev
               libgtest-dev xvfb xauth strace clang-format util-linux
-              help2man dpkg-dev appstream desktop-file-utils man-db file libgloo-dev)
+              help2man dpkg-dev appstream desktop-file-utils man-db file libgloo-dev jq)
 
 log() { echo "[rematlab] $*" >&2; }
 
