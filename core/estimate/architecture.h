@@ -1,6 +1,5 @@
-// The shape of a transformer as far as counting needs it: the engine's GPT-2 shape (exact, so the
-// count equals the engine's) and estimation-only shapes users quote (Llama 2, GPT-3), which the
-// engine does not train but whose memory and FLOPs a user wants before renting a GPU.
+// The shape of a transformer as far as counting needs it: the engine's shapes, GPT-2 and Llama
+// (exact, so the count equals the engine's), and gpt3-175b, which only the estimator knows.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +28,7 @@ struct Architecture {
   int64_t loss_chunks = 1;        // the head and loss in this many slices of tokens
   AttentionKind attention = AttentionKind::kSdpa;
   double dropout = 0.0;
-  bool engine_shape = false;  // the engine can train it (GPT-2 shape): calibrated figures apply
+  bool engine_shape = false;  // the engine trains it (GPT-2 or Llama): calibrated figures apply
 
   int64_t head_dim() const { return d_model / heads; }
   int64_t kv_dim() const { return kv_heads * head_dim(); }

@@ -210,8 +210,4 @@ int64_t parse_loss_chunks(const std::string& text) {
   return value;
 }
 
-std::string loss_chunks_text(int64_t loss_chunks) {
-  return loss_chunks == kAutoLossChunks ? "auto" : std::to_string(loss_chunks);
-}
-
 }  // namespace rematlab

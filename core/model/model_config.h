@@ -75,6 +75,5 @@ inline constexpr int64_t kMaxLossChunks = 1'000'000;
 int64_t parse_loss_chunks(const std::string& text);
 // Slices for a `loss_chunks` setting (kAutoLossChunks included) on this vocabulary and width.
 int64_t resolve_loss_chunks(int64_t loss_chunks, int64_t vocab, int64_t d_model);
-std::string loss_chunks_text(int64_t loss_chunks);
 
 }  // namespace rematlab
