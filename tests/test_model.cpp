@@ -215,8 +215,10 @@ TEST_P(GptAttention, IsCausalAndShapedLikeTheVocabulary) {
                                logits_changed.index({torch::indexing::Slice(), 10})));
 }
 
-TEST(Gpt, MathAndFusedAttentionAgree) {
-  ModelConfig config = model_preset("tiny");
+// Fused and explicit attention compute the same function: GPT's, and Llama's with grouped K/V
+// heads and rotary positions.
+void expect_math_and_fused_attention_agree(const std::string& preset) {
+  ModelConfig config = model_preset(preset);
   torch::manual_seed(3);
   Transformer fused(config);
   config.attention = AttentionKind::kMath;
@@ -230,19 +232,10 @@ TEST(Gpt, MathAndFusedAttentionAgree) {
       torch::allclose(fused->forward(tokens, plan), math->forward(tokens, plan), 1e-4, 1e-5));
 }
 
+TEST(Gpt, MathAndFusedAttentionAgree) { expect_math_and_fused_attention_agree("tiny"); }
+
 TEST(Llama, GroupedQueryFusedAttentionAgreesWithTheExplicitOne) {
-  ModelConfig config = model_preset("llama-tiny");
-  torch::manual_seed(3);
-  Transformer fused(config);
-  config.attention = AttentionKind::kMath;
-  torch::manual_seed(3);
-  Transformer math(config);
-  fused->eval();
-  math->eval();
-  const auto plan = CheckpointPolicy::none().plan_for(config.layers, 0.0);
-  const torch::Tensor tokens = torch::randint(0, 256, {2, 32}, torch::kLong);
-  EXPECT_TRUE(
-      torch::allclose(fused->forward(tokens, plan), math->forward(tokens, plan), 1e-4, 1e-5));
+  expect_math_and_fused_attention_agree("llama-tiny");
 }
 
 INSTANTIATE_TEST_SUITE_P(BothCores, GptAttention,

@@ -26,15 +26,6 @@ QString run_label(const RunRecord& run) { return QString::fromStdString(run.labe
 // Blank, not zero, for what a run did not measure.
 bool has_result(const RunRecord& run) { return run.has_result && run.result.steps_completed > 0; }
 
-// "tiny (2×64, seq 64)": the preset and the shape it trained with.
-QString model_text(const RunConfig& config) {
-  return QString("%1 (%2×%3, seq %4)")
-      .arg(QString::fromStdString(config.preset))
-      .arg(config.model.layers)
-      .arg(config.model.d_model)
-      .arg(config.model.seq_len);
-}
-
 // Exactly the same loss at every step (exact recomputation trains identically): the curves hide
 // each other. Returns, per run, the index of the first earlier run it coincides with, or -1.
 std::vector<int> coinciding_losses(const std::vector<RunRecord>& runs,
@@ -203,7 +194,8 @@ void CompareView::fill_table() {
     const bool has = has_result(run);
     auto blank_or = [has](const QString& text) { return has ? text : QString(); };
     const QStringList cells = {
-        run_label(run), QString::fromStdString(to_string(run.status)), model_text(run.config),
+        run_label(run), QString::fromStdString(to_string(run.status)),
+        QString::fromStdString(describe_model(run.config)),
         run.config.batch > 0 ? QString::number(run.config.batch) : QString(),
         blank_or(QString::fromStdString(format_bytes(r.peak_bytes))),
         blank_or(QString::fromStdString(format_bytes(r.peak_activation_bytes))),

@@ -48,14 +48,6 @@ QString count_text(int64_t count, const char* one, const char* many) {
   return QString("%1 %2").arg(count).arg(count == 1 ? one : many);
 }
 
-QString model_text(const RunConfig& config) {
-  return QString("%1 (%2×%3, seq %4)")
-      .arg(QString::fromStdString(config.preset))
-      .arg(config.model.layers)
-      .arg(config.model.d_model)
-      .arg(config.model.seq_len);
-}
-
 }  // namespace
 
 void RunsTableModel::set_runs(std::vector<RunRecord> runs) {
@@ -100,7 +92,7 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
     case kStatus:
       return QString::fromStdString(to_string(run.status));
     case kModel:
-      return model_text(run.config);
+      return QString::fromStdString(describe_model(run.config));
     case kCheckpoint:
       return QString::fromStdString(run.config.checkpoint);
     case kOffload:

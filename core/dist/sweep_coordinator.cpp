@@ -161,18 +161,8 @@ void SweepCoordinator::on_ready(int64_t id, const nlohmann::json& event) {
 }
 
 void SweepCoordinator::on_done(Point& point, Worker& worker, const nlohmann::json& event) {
-  PointOutcome outcome = point_outcome_from_json(event.at("outcome"));
   SweepRunResult& result = point.result;
-  result.summary = std::move(outcome.summary);
-  result.search = std::move(outcome.search);
-  result.summary.run_id = result.run_id;
-  if (writer_) {
-    if (outcome.engine_failed) {
-      writer_->fail_run(*result.run_id, result.summary.message);
-    } else {
-      writer_->finish_run(*result.run_id, result.summary);
-    }
-  }
+  record_outcome(point_outcome_from_json(event.at("outcome")), result, writer_);
   // As a sweep in one process stops at a cancelled run, so does this one.
   if (result.summary.status == RunStatus::kCancelled) stopped_ = true;
   worker.point = -1;

@@ -8,6 +8,19 @@
 #include "sweep/point_runner.h"
 
 namespace rematlab {
+
+void record_outcome(PointOutcome outcome, SweepRunResult& result, RunWriter* writer) {
+  const bool engine_failed = outcome.engine_failed;
+  result.summary = std::move(outcome.summary);
+  result.search = std::move(outcome.search);
+  result.summary.run_id = result.run_id;
+  if (!writer) return;
+  if (engine_failed) {
+    writer->fail_run(*result.run_id, result.summary.message);
+  } else {
+    writer->finish_run(*result.run_id, result.summary);
+  }
+}
 namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -120,16 +133,7 @@ SweepRunResult SweepRunner::run_point(const SweepCallbacks& callbacks) {
     };
     outcome = run_sweep_point(result.point, config, hooks);
   }
-  result.summary = std::move(outcome.summary);
-  result.search = std::move(outcome.search);
-  result.summary.run_id = result.run_id;
-  if (writer_) {
-    if (outcome.engine_failed) {
-      writer_->fail_run(*result.run_id, result.summary.message);
-    } else {
-      writer_->finish_run(*result.run_id, result.summary);
-    }
-  }
+  record_outcome(std::move(outcome), result, writer_);
   return result;
 }
 

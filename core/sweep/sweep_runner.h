@@ -14,6 +14,7 @@
 #include "store/run_store.h"
 #include "store/run_writer.h"
 #include "sweep/max_batch.h"
+#include "sweep/point_runner.h"
 #include "sweep/sweep_spec.h"
 #include "train/run_summary.h"
 
@@ -37,6 +38,10 @@ struct SweepRunResult {
   // The run as the database records it (without the database's identity fields).
   RunRecord record() const;
 };
+
+// A point's outcome into its result and, with a writer, into the database: the same for a
+// point trained here and one a worker process trained (core/dist/sweep_coordinator.cpp).
+void record_outcome(PointOutcome outcome, SweepRunResult& result, RunWriter* writer);
 
 struct SweepCallbacks {
   std::function<void(const SweepProgress&)> on_progress;  // on the sweep's thread

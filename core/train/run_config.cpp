@@ -212,6 +212,12 @@ nlohmann::json to_json(const RunConfig& config) {
   };
 }
 
+std::string describe_model(const RunConfig& config) {
+  return config.preset + " (" + std::to_string(config.model.layers) + "×" +
+         std::to_string(config.model.d_model) + ", seq " + std::to_string(config.model.seq_len) +
+         ")";
+}
+
 std::string describe_run(const RunConfig& config) {
   std::string text = config.model.family == ModelFamily::kLlama ? "llama " : "";
   text += config.checkpoint;
