@@ -4,8 +4,6 @@
 // hands a rank. The ranks are this test binary again, started with REMATLAB_TEST_DIST_WORKER
 // (run_dist_test_worker below; see test_main.cpp).
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -26,6 +24,7 @@
 #include "dist/dist_env.h"
 #include "estimate/model_state.h"
 #include "estimate/sharded_states.h"
+#include "scratch_dir.h"
 #include "sweep/sweep_spec.h"
 #include "train/run_fields.h"
 #include "train/trainer.h"
@@ -67,33 +66,8 @@ RunConfig config_from(const nlohmann::json& fields) {
   return run_config_from_fields(ordered, "case");
 }
 
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& what)
-      : path_(files::join(files::temp_directory(),
-                          "rematlab-dist-" + what + "-" + std::to_string(::getpid()))) {
-    files::remove_tree(path_);
-    files::make_directories(path_);
-  }
-  ~ScratchDir() { files::remove_tree(path_); }
-  std::string file(const std::string& name) const { return files::join(path_, name); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
+using testing::free_port;
+using testing::ScratchDir;
 
 std::string self_path() {
   char path[4096] = {};
@@ -341,7 +315,7 @@ class DataParallelEquivalence : public ::testing::TestWithParam<int> {};
 
 TEST_P(DataParallelEquivalence, LossAndEveryGradientMatchOneProcessOfNTimesTheBatch) {
   const int world = GetParam();
-  ScratchDir dir("equivalence");
+  ScratchDir dir("dist-equivalence");
   const std::map<std::string, nlohmann::json> cases = {
       {"none", tiny_fields()},
       {"every1", with(tiny_fields(), {{"checkpoint", "every:1"}})},
@@ -400,7 +374,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, DataParallelEquivalence, ::testing::Values(2, 3)
 // ---- a gradient that arrives after its bucket was sent ----
 
 TEST(DataParallel, AGradientAccumulatedAfterItsBucketWasSentStillCounts) {
-  ScratchDir dir("late");
+  ScratchDir dir("dist-late");
   const nlohmann::json spec = {
       {"output", dir.path()},
       {"cases",
@@ -425,7 +399,7 @@ class DataParallelSharding : public ::testing::TestWithParam<int> {};
 
 TEST_P(DataParallelSharding, SameParametersAsPlainDataParallelWithOneNthOfTheStates) {
   const int world = GetParam();
-  ScratchDir dir("sharding");
+  ScratchDir dir("dist-sharding");
   const nlohmann::json base =
       with(tiny_fields(), {{"checkpoint", "every:1"}, {"accum", 2}, {"steps", 5}});
   const std::vector<std::string> shards = {"none", "optimizer", "gradients"};

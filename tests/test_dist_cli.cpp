@@ -20,6 +20,7 @@
 #include "child_process.h"
 #include "cli_runner.h"
 #include "common/posix_files.h"
+#include "scratch_dir.h"
 #include "store/run_store.h"
 
 namespace rematlab {
@@ -33,32 +34,8 @@ using testing::last_line_json;
 using testing::slurp;
 using Clock = std::chrono::steady_clock;
 
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& what)
-      : path_(files::join(files::temp_directory(),
-                          "rematlab-distcli-" + what + "-" + std::to_string(::getpid()))) {
-    files::remove_tree(path_);
-    files::make_directories(path_);
-  }
-  ~ScratchDir() { files::remove_tree(path_); }
-  std::string file(const std::string& name) const { return files::join(path_, name); }
-
- private:
-  std::string path_;
-};
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
+using testing::free_port;
+using testing::ScratchDir;
 
 std::string rank_env(int rank, int world, int port) {
   return "env RANK=" + std::to_string(rank) + " WORLD_SIZE=" + std::to_string(world) +
@@ -127,7 +104,7 @@ std::map<int, pid_t> ranks_training(ChildProcess& launcher, std::size_t count,
 }
 
 TEST(DistCli, TwoLocalRanksReportAndRecordEveryRanksFigures) {
-  ScratchDir dir("two");
+  ScratchDir dir("distcli-two");
   const std::string db = dir.file("runs.sqlite");
   const auto result = cli("run " + std::string(kTiny) +
                           " --nproc 2 --steps 4 --checkpoint every:1 --shard optimizer "
@@ -169,7 +146,7 @@ TEST(DistCli, TwoLocalRanksReportAndRecordEveryRanksFigures) {
 }
 
 TEST(DistCli, KillingARankFailsTheRunNamingItWithinTheTimeoutAndLeavesNothingBehind) {
-  ScratchDir dir("kill");
+  ScratchDir dir("distcli-kill");
   const std::string db = dir.file("runs.sqlite");
   std::vector<std::string> args = {REMATLAB_CLI_PATH, "run"};
   for (const std::string& word : split(kTiny)) args.push_back(word);
@@ -203,7 +180,7 @@ TEST(DistCli, KillingARankFailsTheRunNamingItWithinTheTimeoutAndLeavesNothingBeh
 }
 
 TEST(DistCli, AHungRankIsKilledAfterTheTimeoutAndNamed) {
-  ScratchDir dir("hang");
+  ScratchDir dir("distcli-hang");
   const std::string db = dir.file("runs.sqlite");
   std::vector<std::string> args = {REMATLAB_CLI_PATH, "run"};
   for (const std::string& word : split(kTiny)) args.push_back(word);
@@ -233,7 +210,7 @@ TEST(DistCli, AHungRankIsKilledAfterTheTimeoutAndNamed) {
 }
 
 TEST(DistCli, RanksStartedWithDifferentFlagsRefuseNamingTheFlag) {
-  ScratchDir dir("mismatch");
+  ScratchDir dir("distcli-mismatch");
   const int port = free_port();
   std::vector<std::unique_ptr<ChildProcess>> ranks;
   for (int rank = 0; rank < 2; ++rank) {
@@ -358,7 +335,7 @@ void expect_every_point_once(const std::string& db, const std::vector<std::strin
 }
 
 TEST(DistSweep, FourPointsOverTwoWorkersLandOnceEachInOneDatabase) {
-  ScratchDir dir("sweep");
+  ScratchDir dir("distcli-sweep");
   const std::string db = dir.file("runs.sqlite");
   // Enough steps that the first worker cannot finish every point before the second one asks.
   const std::string spec =
@@ -388,7 +365,7 @@ TEST(DistSweep, FourPointsOverTwoWorkersLandOnceEachInOneDatabase) {
 }
 
 TEST(DistSweep, AKilledWorkerFailsItsPointAndTheSweepGoesOn) {
-  ScratchDir dir("sweepkill");
+  ScratchDir dir("distcli-sweepkill");
   const std::string db = dir.file("runs.sqlite");
   const std::string spec = write_sweep_spec(dir, R"({"steps": [100000, 3, 4, 5]})");
   ChildProcess parent({REMATLAB_CLI_PATH, "sweep", "--spec", spec, "--workers", "2", "--db", db},
@@ -434,7 +411,7 @@ TEST(DistSweep, AKilledWorkerFailsItsPointAndTheSweepGoesOn) {
 }
 
 TEST(DistSweep, RanksStartedAsSlurmWouldRunTheSweepAndRankZeroRecordsIt) {
-  ScratchDir dir("sweepranks");
+  ScratchDir dir("distcli-sweepranks");
   const std::string db = dir.file("runs.sqlite");
   const std::string spec =
       write_sweep_spec(dir, R"({"checkpoint": ["none", "every:1"], "batch": [1, 2]})");
@@ -464,7 +441,7 @@ TEST(DistSweep, RanksStartedAsSlurmWouldRunTheSweepAndRankZeroRecordsIt) {
 }
 
 TEST(DistSweep, BadWorkerFlagsAreRefusedBeforeAnythingStarts) {
-  ScratchDir dir("sweepbad");
+  ScratchDir dir("distcli-sweepbad");
   const std::string db = dir.file("runs.sqlite");
   const std::string spec = write_sweep_spec(dir, R"({"batch": [1, 2]})");
   for (const auto& [arguments, flag] : std::vector<std::pair<std::string, std::string>>{

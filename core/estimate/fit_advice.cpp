@@ -17,6 +17,7 @@ struct Rung {
   bool sliced_loss = false;
   bool offload = false;
   double recomputed_flops = 0.0;
+  int64_t activation_bytes = 0;  // the peak under this rung: the same on any number of ranks
 };
 
 Architecture with_loss(const Architecture& arch, bool sliced) {
@@ -45,6 +46,12 @@ std::vector<Rung> ladder(const FitQuestion& question, int64_t best_k) {
     return a.recomputed_flops < b.recomputed_flops;
   });
   rungs.push_back({blocks, question.arch.loss_chunks <= 1, true, 0.0});
+  for (Rung& rung : rungs) {
+    rung.activation_bytes =
+        estimate_policy_activations(with_loss(question.arch, rung.sliced_loss), question.batch,
+                                    question.precision, rung.checkpoint, rung.offload)
+            .peak_bytes;
+  }
   return rungs;
 }
 
@@ -71,13 +78,10 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
     const int64_t states = per_rank_model_states(whole, ranks, shard).total();
     if (states >= memory_bytes) continue;
     for (const Rung& rung : rungs) {
-      const Architecture arch = with_loss(question.arch, rung.sliced_loss);
-      const int64_t needed =
-          states + estimate_policy_activations(arch, question.batch, question.precision,
-                                               rung.checkpoint, rung.offload)
-                       .peak_bytes;
+      const int64_t needed = states + rung.activation_bytes;
       if (needed <= memory_bytes) {
-        return FitAdvice{rung.checkpoint, arch.loss_chunks, rung.offload, ranks, shard, needed};
+        const int64_t chunks = with_loss(question.arch, rung.sliced_loss).loss_chunks;
+        return FitAdvice{rung.checkpoint, chunks, rung.offload, ranks, shard, needed};
       }
     }
   }
