@@ -102,7 +102,7 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
               alone.master_port = 0;
               const std::optional<RunSummary> summary =
                   run_as_rank(config, alone, rank_options, cancel);
-              print_result(*summary, options->json);
+              if (summary) print_result(*summary, options->json);
               return 0;
             }
             // The trainer first: everything it sets up (the model, an offload directory) can still
