@@ -79,6 +79,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"run --db \"/tmp/$(printf '\\377').sqlite\"", "--db"},
         BadInput{"run --checkpoint every:1 --offload disk:/etc/passwd/x", "--offload"},
         BadInput{"runs --status bogus --db /no/such/runs.sqlite", "--status"},
+        BadInput{"run --preset llama-tiny --rope-theta 0.5", "--rope-theta"},
+        BadInput{"run --preset tiny --rope-theta 500000", "--rope-theta"},
         BadInput{"teleport", "teleport"}),
     [](const ::testing::TestParamInfo<BadInput>& param_info) {
       std::string name;
@@ -509,6 +511,32 @@ TEST(CliReports, AnOlderDatabaseIsUpgradedOnlyWhenAsked) {
   const Result upgraded = cli("upgrade --db " + db);
   EXPECT_EQ(upgraded.exit_code, 0) << upgraded.err;
   EXPECT_EQ(cli("runs --db " + db).exit_code, 0);
+}
+
+TEST(CliReports, UpgradeRefusesAnEmptyFileInsteadOfMakingADatabaseOfIt) {
+  Scratch scratch;
+  const std::string db = scratch.file("typo.sqlite");
+  std::ofstream(db).flush();
+  expect_refused(cli("upgrade --db " + db), "--db", "upgrade of an empty file");
+  EXPECT_EQ(bytes_of(db), "");
+  const std::string absent = scratch.file("absent.sqlite");
+  expect_refused(cli("upgrade --db " + absent), "no database", "upgrade of a missing file");
+  EXPECT_NE(::access(absent.c_str(), F_OK), 0) << "upgrade made a database where there was none";
+}
+
+TEST(Cli, RopeThetaReachesTheModelAndItsRecord) {
+  Scratch scratch;
+  const std::string db = scratch.file("runs.sqlite");
+  const std::string run = "run --preset llama-tiny --steps 2 --threads 1 --json --db " + db;
+  const Result preset = cli(run);
+  const Result llama3 = cli(run + " --rope-theta 500000");
+  ASSERT_EQ(preset.exit_code, 0) << preset.err;
+  ASSERT_EQ(llama3.exit_code, 0) << llama3.err;
+  // Other rotary frequencies, other attention scores: the same seed trains to another loss.
+  EXPECT_NE(last_line_json(preset.out)["final_loss"], last_line_json(llama3.out)["final_loss"]);
+  rematlab::RunStore store(db, rematlab::StoreAccess::kReadOnly, false);
+  EXPECT_EQ(store.run(1).config.model.rope_theta, 10000.0);
+  EXPECT_EQ(store.run(2).config.model.rope_theta, 500000.0);
 }
 
 TEST(Cli, CheckExitsThreeWhenTheGradientsDiffer) {

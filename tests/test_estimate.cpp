@@ -243,11 +243,21 @@ TEST(FitAdvice, TakesTheLeastRecomputationThatFits) {
   estimate::FitQuestion fewer = question;
   fewer.max_world_size = advice->world_size / 2;
   EXPECT_FALSE(estimate::advise_fit(fewer, memory).has_value());
-  // On those ranks, the rung below (no recomputation at all) does not fit.
-  EXPECT_GT(states + estimate::estimate_policy_activations(question.arch, 1, question.precision,
-                                                           "none", false)
-                         .peak_bytes,
-            memory);
+  // On those ranks, every rung that recomputes less (no blocks: none or the attention cores, the
+  // loss whole or in slices) does not fit.
+  for (const char* policy : {"none", "selective"}) {
+    for (bool sliced : {false, true}) {
+      estimate::Architecture shaped = question.arch;
+      if (sliced) {
+        shaped.loss_chunks = resolve_loss_chunks(kAutoLossChunks, shaped.vocab, shaped.d_model);
+      }
+      EXPECT_GT(states + estimate::estimate_policy_activations(shaped, 1, question.precision,
+                                                               policy, false)
+                             .peak_bytes,
+                memory)
+          << policy << (sliced ? " with the loss in slices" : "");
+    }
+  }
 }
 
 // With a large vocabulary the logits are the problem: slicing the loss (one more head forward)

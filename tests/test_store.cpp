@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -530,6 +531,33 @@ TEST(Store, MigrationFromSchema3KeepsTheTrainedBatchApartFromTheRequest) {
   EXPECT_EQ(names.size(), rows[0].size());
 }
 
+TEST(Store, MigrationFromSchema4RecordsASearchThatFoundNoBatchAsBatchZero) {
+  // Builds at schema 4 before the rule of 3 → 4 recorded such searches with the spec's batch.
+  TempDir dir;
+  const std::string path = dir.file("v4.sqlite");
+  create_store_database_at_version(path, 4);
+  {
+    Database db(path, Database::Mode::kReadWrite);
+    db.exec(R"sql(
+      INSERT INTO runs (name, status, message, config, request, summary, started, device, host,
+                        pid, libtorch)
+        VALUES ('found none', 'oom', 'no batch fits the budget, not even 1',
+                '{"preset": "small", "batch": 8}',
+                '{"max_batch": {"budget_bytes": 1024, "limit": 64, "probe_steps": 2}}',
+                '{"steps_completed": 0, "peak_bytes": 0}', 'then', 'cpu', 'h', 1, '2.11'),
+               ('found 28', 'ok', '', '{"preset": "small", "batch": 28}',
+                '{"max_batch": {"budget_bytes": 402653184, "limit": 64, "probe_steps": 2}}',
+                '{"steps_completed": 3, "peak_bytes": 400000000}', 'then', 'cpu', 'h', 1, '2.11'),
+               ('plain', 'oom', 'out of memory', '{"preset": "small", "batch": 8}', '{}',
+                '{"steps_completed": 0}', 'then', 'cpu', 'h', 1, '2.11');)sql");
+  }
+  RunStore store(path);
+  EXPECT_EQ(store.run(1).config.batch, 0);
+  EXPECT_EQ(store.run(2).config.batch, 28);
+  EXPECT_EQ(store.run(3).config.batch, 8);  // not a search: the batch it was asked to train at
+  EXPECT_EQ(store.integrity_check(), "ok");
+}
+
 TEST(Store, NonFiniteLossesRoundTripThroughTheDatabaseAndTheCsv) {
   TempDir dir;
   const std::string path = dir.file("runs.sqlite");
@@ -787,13 +815,15 @@ TEST(Writer, ABatchWaitsOutALockRatherThanBeingDropped) {
   RunStore store(path);
   RunWriter writer(path, {std::chrono::milliseconds(50)});
   const int64_t run = writer.begin_run(std::nullopt, "r", RunConfig{});
+  std::promise<void> locked;
   std::thread holder([&] {
     Database other(path, Database::Mode::kReadWrite);
     other.exec("BEGIN IMMEDIATE");
+    locked.set_value();
     std::this_thread::sleep_for(std::chrono::seconds(7));  // longer than one busy timeout
     other.exec("COMMIT");
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  locked.get_future().wait();  // the steps below are written while the other writer holds it
   for (int i = 0; i < 3; ++i) writer.add_step(run, sample_step(i));
   EXPECT_NO_THROW(writer.flush());
   holder.join();

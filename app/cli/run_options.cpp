@@ -22,6 +22,9 @@ void RunOptions::add_to(CLI::App& command) {
                      "--heads)");
   command.add_option("--mlp-hidden", mlp_hidden_,
                      "MLP inner width (0: 4·d-model for gpt, SwiGLU's ⅔ of that for llama)");
+  command.add_option("--rope-theta", rope_theta_,
+                     "llama: base of the rotary positions' frequencies (default: the preset's, "
+                     "10000; Llama 3 uses 500000)");
   command.add_option("--tie-head", tie_head_,
                      "true: the output head is the token embedding; false: a head of its own");
   command.add_option("--loss-chunks", loss_chunks_,
@@ -80,6 +83,12 @@ RunConfig RunOptions::resolve() const {
   if (heads_) config.model.heads = *heads_;
   if (kv_heads_) config.model.kv_heads = *kv_heads_;
   if (mlp_hidden_) config.model.mlp_hidden = *mlp_hidden_;
+  if (rope_theta_) {
+    if (config.model.family != ModelFamily::kLlama) {
+      throw InvalidInput("--rope-theta", "only llama models have rotary positions");
+    }
+    config.model.rope_theta = *rope_theta_;
+  }
   if (tie_head_) config.model.tie_head = *tie_head_;
   if (!loss_chunks_.empty()) config.model.loss_chunks = parse_loss_chunks(loss_chunks_);
   if (seq_len_) config.model.seq_len = *seq_len_;

@@ -23,6 +23,7 @@ class RunOptions {
   std::string arch_;
   std::optional<int64_t> layers_, d_model_, heads_, kv_heads_, mlp_hidden_, seq_len_, vocab_;
   std::optional<bool> tie_head_;
+  std::optional<double> rope_theta_;
   std::string loss_chunks_;
   std::optional<double> dropout_;
   std::string attention_ = "sdpa";

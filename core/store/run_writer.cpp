@@ -181,7 +181,8 @@ void RunWriter::commit_batch(std::deque<Job>& batch) {
 
 Transaction RunWriter::begin_patiently() {
   // Another program holding the database makes BEGIN wait the busy timeout (5 s) and fail; the
-  // batch is kept and BEGIN tried again, so a reader's long transaction loses no steps.
+  // batch is kept and BEGIN tried again, so another writer's long transaction (readers never
+  // block us in WAL mode) loses no steps.
   constexpr int kAttempts = 6;
   for (int attempt = 1;; ++attempt) {
     try {

@@ -137,9 +137,16 @@ const std::vector<const char*>& migrations() {
       ) WITHOUT ROWID;
       )sql",
       // 4 → 5: data-parallel communication per step (0 for runs of one process and older steps).
+      // Also the rule 3 → 4 applies to searches that found no batch, again: builds at schema 4
+      // before that rule still recorded such a search with the batch its spec gave.
       R"sql(
       ALTER TABLE steps ADD COLUMN comm_ms REAL NOT NULL DEFAULT 0;
       ALTER TABLE steps ADD COLUMN comm_wait_ms REAL NOT NULL DEFAULT 0;
+      UPDATE runs SET config = json_set(config, '$.batch', 0)
+        WHERE json_valid(config) AND json_valid(request)
+          AND json_type(request, '$.max_batch') = 'object'
+          AND (summary IS NULL OR NOT json_valid(summary)
+               OR coalesce(json_extract(summary, '$.steps_completed'), 0) = 0);
       )sql",
   };
   return list;
