@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <random>
+
 #include "checkpoint/checkpoint_policy.h"
 #include "checkpoint/replay_state.h"
 #include "checkpoint/segment_checkpoint.h"
@@ -62,6 +64,58 @@ TEST(CheckpointPolicy, ParseErrorsNameThePolicyText) {
       EXPECT_NE(std::string(error.what()).find("'" + std::string(bad) + "'"), std::string::npos)
           << error.what();
     }
+  }
+}
+
+TEST(CheckpointPolicy, ASegmentListRecomputesWhatItNamesAndKeepsTheRest) {
+  using V = std::vector<std::tuple<int64_t, int64_t, bool>>;
+  const CheckpointPlan plan = CheckpointPolicy::parse("segments:a0-m1,a3,m4-m5").plan_for(6, 0);
+  EXPECT_EQ(spans(plan),
+            V({{0, 4, true}, {4, 6, false}, {6, 7, true}, {7, 9, false}, {9, 12, true}}));
+  EXPECT_EQ(plan.canonical(), "segments:a0-m1,a3,m4-m5");
+  EXPECT_EQ(spans(CheckpointPolicy::parse("segments:m0").plan_for(2, 0)),
+            V({{0, 1, false}, {1, 2, true}, {2, 4, false}}));
+}
+
+// Every named policy is a shorthand for a segment list: its canonical list yields its plan.
+TEST(CheckpointPolicy, EveryNamedPolicyIsASegmentList) {
+  EXPECT_EQ(CheckpointPolicy::parse("every:1").plan_for(2, 0).canonical(), "segments:a0-m0,a1-m1");
+  EXPECT_EQ(CheckpointPolicy::parse("none").plan_for(4, 0).canonical(), "none");
+  EXPECT_EQ(CheckpointPolicy::parse("selective").plan_for(4, 0).canonical(), "selective");
+  for (const char* named : {"every:1", "every:2", "every:3", "sublayer:1,2", "sublayer:2,1",
+                            "sublayer:3,1", "segments:a1-a2,m3"}) {
+    for (int64_t layers : {4, 5, 7}) {
+      const CheckpointPlan plan = CheckpointPolicy::parse(named).plan_for(layers, 0);
+      const std::string list = plan.canonical();
+      EXPECT_EQ(list.rfind("segments:", 0), 0u) << named;
+      EXPECT_EQ(spans(CheckpointPolicy::parse(list).plan_for(layers, 0)), spans(plan))
+          << named << " on " << layers << " blocks as " << list;
+    }
+  }
+}
+
+TEST(CheckpointPolicy, ASegmentListIsRefusedWithTheReason) {
+  for (const char* bad :
+       {"segments:", "segments:x1", "segments:a1-a0", "segments:a0-m1,m0", "segments:a0,a0",
+        "segments:a-1", "segments:b2", "segments:a1,", "segments:a99999999"}) {
+    try {
+      CheckpointPolicy::parse(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const InvalidInput& error) {
+      EXPECT_EQ(error.field(), "--checkpoint");
+      EXPECT_NE(std::string(error.what()).find("'" + std::string(bad) + "'"), std::string::npos)
+          << error.what();
+    }
+  }
+  // Well formed, but the model has no fifth block.
+  const CheckpointPolicy past = CheckpointPolicy::parse("segments:a0,m4");
+  try {
+    past.plan_for(4, 0);
+    ADD_FAILURE() << "m4 accepted on a model of 4 blocks";
+  } catch (const InvalidInput& error) {
+    EXPECT_NE(std::string(error.what()).find("m4 is past the model's last sublayer, m3"),
+              std::string::npos)
+        << error.what();
   }
 }
 
@@ -241,6 +295,28 @@ INSTANTIATE_TEST_SUITE_P(
       return policy_test_name(std::get<0>(param_info.param), std::get<1>(param_info.param),
                               std::get<2>(param_info.param));
     });
+
+// Any segment list, not only the named ones, is exact: random lists on three blocks of both
+// families (fixed seed, so a failure names a list that can be run again).
+TEST(SegmentListPolicy, RandomListsAreIdenticalToNone) {
+  std::mt19937 random(2026);
+  for (const char* preset : {"tiny", "llama-tiny"}) {
+    for (int trial = 0; trial < 4; ++trial) {
+      CheckpointPlan plan;
+      for (int64_t begin = 0; begin < 6;) {
+        const int64_t end = begin + 1 + static_cast<int64_t>(random() % 3);
+        plan.segments.push_back({begin, std::min<int64_t>(end, 6), random() % 3 != 0});
+        begin = end;
+      }
+      if (plan.recomputed_segments() == 0) plan.segments.front().recompute = true;
+      const std::string list = plan.canonical();
+      const GradientCheckResult result =
+          check_gradients(check_config(list, AttentionKind::kSdpa, preset));
+      EXPECT_TRUE(result.identical) << preset << " " << list << ": " << result.max_abs_diff;
+      EXPECT_EQ(result.loss_diff, 0.0) << preset << " " << list;
+    }
+  }
+}
 
 // The sliced head and loss are checkpointed segments too: exact under every policy.
 TEST(EveryPolicyWithChunkedLoss, GradientsAndLossAreIdenticalToNone) {

@@ -28,5 +28,7 @@ std::vector<Command> add_report_commands(CLI::App& app);
 Command add_estimate_command(CLI::App& app);
 Command add_peak_command(CLI::App& app);
 Command add_upgrade_command(CLI::App& app);
+Command add_profile_command(CLI::App& app);
+Command add_plan_command(CLI::App& app);
 
 }  // namespace rematlab::cli

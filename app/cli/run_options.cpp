@@ -6,7 +6,7 @@
 
 namespace rematlab::cli {
 
-void RunOptions::add_to(CLI::App& command) {
+void RunOptions::add_to(CLI::App& command, const std::string& budget_help) {
   std::string presets;
   for (const auto& name : preset_names()) presets += (presets.empty() ? "" : ", ") + name;
   command.add_option("--preset", preset_, "Model preset: " + presets)->capture_default_str();
@@ -58,7 +58,9 @@ void RunOptions::add_to(CLI::App& command) {
   command.add_option("--data", data_, "synthetic[:markov|:copy] or text:FILE")
       ->capture_default_str();
   command.add_option("--budget", budget_,
-                     "Memory budget (bytes, KiB, MiB, GiB): a step above it ends the run as oom");
+                     budget_help.empty() ? "Memory budget (bytes, KiB, MiB, GiB): a step above "
+                                           "it ends the run as oom"
+                                         : budget_help);
   command.add_flag("--timeline", timeline_, "Record one step's memory timeline");
   command.add_option("--loss-scale", loss_scale_,
                      "fp16: initial dynamic loss scale (default 65536)");

@@ -12,7 +12,9 @@ namespace rematlab::cli {
 class RunOptions {
  public:
   // Adds the model, training and policy flags to `command`.
-  void add_to(CLI::App& command);
+  // `budget_help` replaces --budget's description where the command reads it otherwise
+  // (`plan`: the activation memory to plan for).
+  void add_to(CLI::App& command, const std::string& budget_help = "");
   // The preset with every given flag applied. Throws InvalidInput (validation happens here).
   RunConfig resolve() const;
 

@@ -44,6 +44,41 @@ std::vector<Segment> uniform_blocks(int64_t layers, int64_t blocks_per_segment) 
   return segments;
 }
 
+std::string sublayer_name(int64_t index) {
+  return (index % 2 == 0 ? "a" : "m") + std::to_string(index / 2);
+}
+
+// "a3" → 6, "m3" → 7.
+int64_t parse_sublayer(const std::string& token, const std::string& text) {
+  const bool known_kind = !token.empty() && (token[0] == 'a' || token[0] == 'm');
+  const bool digits =
+      token.size() > 1 && token.size() <= 7 &&
+      std::all_of(token.begin() + 1, token.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!known_kind || !digits) {
+    reject(text, "'" + token + "' is not a sublayer (a0, m0, a1, … : a for attention, m for MLP)");
+  }
+  return 2 * std::stoll(token.substr(1)) + (token[0] == 'm' ? 1 : 0);
+}
+
+std::vector<Segment> parse_segment_list(const std::string& args, const std::string& text) {
+  if (args.empty()) {
+    reject(text, "expected the recomputed segments, e.g. segments:a0-m1,a3 (or none)");
+  }
+  std::vector<Segment> segments;
+  for (const std::string& range : split(args, ',')) {
+    const auto dash = range.find('-');
+    const int64_t first = parse_sublayer(range.substr(0, dash), text);
+    const int64_t last =
+        dash == std::string::npos ? first : parse_sublayer(range.substr(dash + 1), text);
+    if (last < first) reject(text, "'" + range + "' ends before it begins");
+    if (!segments.empty() && first < segments.back().end) {
+      reject(text, "'" + range + "' overlaps or precedes the segment before it");
+    }
+    segments.push_back({first, last + 1, true});
+  }
+  return segments;
+}
+
 }  // namespace
 
 int64_t CheckpointPlan::recomputed_segments() const {
@@ -64,6 +99,17 @@ std::string CheckpointPlan::describe() const {
   if (recompute_attention_core)
     out << (segments.empty() ? "" : " ") << "(attention cores recomputed)";
   return out.str();
+}
+
+std::string CheckpointPlan::canonical() const {
+  if (recompute_attention_core) return "selective";
+  std::string list;
+  for (const Segment& segment : segments) {
+    if (!segment.recompute) continue;
+    list += (list.empty() ? "" : ",") + sublayer_name(segment.begin);
+    if (segment.end - segment.begin > 1) list += "-" + sublayer_name(segment.end - 1);
+  }
+  return list.empty() ? "none" : "segments:" + list;
 }
 
 CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
@@ -110,11 +156,16 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
       policy.schedule_.emplace_back(progress, parse_positive(entry.substr(equals + 1), text, "K"));
     }
     if (policy.schedule_.front().first != 0.0) reject(text, "the first entry must start at 0");
+  } else if (head == "segments") {
+    policy.kind_ = Kind::kSegments;
+    policy.recomputed_ = parse_segment_list(args, text);
   } else if (head == "plan") {
     reject(text,
            "plan:BUDGET is not available yet; use every:K, sublayer:A,F, selective or schedule");
   } else {
-    reject(text, "unknown policy (use none, every:K, sublayer:A,F, selective, schedule:P=K,…)");
+    reject(text,
+           "unknown policy (use none, every:K, sublayer:A,F, selective, schedule:P=K,…, "
+           "segments:FIRST-LAST,…)");
   }
   return policy;
 }
@@ -152,6 +203,23 @@ CheckpointPlan CheckpointPolicy::plan_for(int64_t layers, double progress) const
       for (std::size_t i = 0; i + 1 < boundaries.size(); ++i) {
         plan.segments.push_back({boundaries[i], boundaries[i + 1], true});
       }
+      break;
+    }
+    case Kind::kSegments: {
+      const int64_t sublayers = 2 * layers;
+      if (recomputed_.back().end > sublayers) {
+        reject(text_, sublayer_name(recomputed_.back().end - 1) +
+                          " is past the model's last "
+                          "sublayer, " +
+                          sublayer_name(sublayers - 1));
+      }
+      int64_t next = 0;  // the first sublayer not yet in a segment
+      for (const Segment& segment : recomputed_) {
+        if (segment.begin > next) plan.segments.push_back({next, segment.begin, false});
+        plan.segments.push_back(segment);
+        next = segment.end;
+      }
+      if (next < sublayers) plan.segments.push_back({next, sublayers, false});
       break;
     }
   }

@@ -3,6 +3,11 @@
 // The model is a sequence of sublayers attn0, mlp0, attn1, mlp1, …; sublayer 2·i is block i's
 // attention and 2·i+1 its MLP. A plan cuts that sequence into segments; a recomputed segment
 // keeps only its input for backward and recomputes its interior there.
+//
+// Every plan can be written out as a list: `segments:a0-m1,a3,m4-m5` recomputes the segments
+// a0…m1, a3 alone and m4…m5 (a for attention, m for MLP, block numbers from 0) and keeps every
+// sublayer outside them. The named policies are shorthands: every:1 on two blocks is
+// `segments:a0-m0,a1-m1`.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +33,10 @@ struct CheckpointPlan {
   int64_t recomputed_segments() const;
   // One line a person can read: "[a0 m0] [a1 m1]*" where * marks recomputed segments.
   std::string describe() const;
+  // The plan as a policy that yields it again: `segments:…` naming the recomputed segments,
+  // `none` when nothing is recomputed, `selective` for the attention cores (which lie inside
+  // sublayers, so no segment list says them).
+  std::string canonical() const;
 };
 
 class CheckpointPolicy {
@@ -37,20 +46,22 @@ class CheckpointPolicy {
   static CheckpointPolicy none() { return parse("none"); }
 
   // The plan for a model of `layers` blocks at `progress` ∈ [0, 1] of training (only `schedule`
-  // depends on progress).
+  // depends on progress). Throws InvalidInput when a `segments:` list names a sublayer the
+  // model does not have.
   CheckpointPlan plan_for(int64_t layers, double progress) const;
 
   const std::string& text() const { return text_; }
   bool is_none() const { return kind_ == Kind::kNone; }
 
  private:
-  enum class Kind { kNone, kEvery, kSublayer, kSelective, kSchedule };
+  enum class Kind { kNone, kEvery, kSublayer, kSelective, kSchedule, kSegments };
 
   Kind kind_ = Kind::kNone;
   int64_t every_ = 0;
   int64_t attention_stride_ = 0;
   int64_t mlp_stride_ = 0;
   std::vector<std::pair<double, int64_t>> schedule_;  // (progress threshold, K), ascending
+  std::vector<Segment> recomputed_;                   // `segments:`, ascending, disjoint
   std::string text_ = "none";
 };
 

@@ -80,4 +80,19 @@ ScopedAutocast::~ScopedAutocast() {
   apply(previous_);
 }
 
+std::optional<AutocastSnapshot> AutocastSnapshot::for_precision(Precision precision,
+                                                                const c10::Device& device) {
+  if (precision == Precision::kFp32) return std::nullopt;
+  AutocastSnapshot state = capture(device.type());
+  const at::ScalarType dtype = precision == Precision::kBf16 ? at::kBFloat16 : at::kHalf;
+  if (device.is_cpu()) {
+    state.cpu_enabled = true;
+    state.cpu_dtype = dtype;
+  } else {
+    state.device_enabled = true;
+    state.device_dtype = dtype;
+  }
+  return state;
+}
+
 }  // namespace rematlab

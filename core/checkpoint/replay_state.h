@@ -7,6 +7,8 @@
 
 #include <optional>
 
+#include "common/precision.h"
+
 namespace rematlab {
 
 class RngSnapshot {
@@ -41,6 +43,10 @@ struct AutocastSnapshot {
   at::DeviceType device_type = at::kCPU;
 
   static AutocastSnapshot capture(at::DeviceType device_type);
+  // The state a run of `precision` on `device` trains under: nothing for fp32, else autocast to
+  // bf16 or fp16 on that device's type (the rest as it is now).
+  static std::optional<AutocastSnapshot> for_precision(Precision precision,
+                                                       const c10::Device& device);
 };
 
 // Enters an autocast state (CPU and one device type) for its lifetime, like `torch.autocast`: the

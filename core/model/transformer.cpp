@@ -67,32 +67,42 @@ torch::Tensor TransformerImpl::run_segment(const Segment& segment, const torch::
   return checkpoint_segment(run, input, params);
 }
 
-torch::Tensor TransformerImpl::final_hidden(const torch::Tensor& tokens,
-                                            const CheckpointPlan& plan) {
+torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens) {
   TORCH_CHECK(tokens.dim() == 2, "tokens must be (batch, seq)");
   TORCH_CHECK(tokens.size(1) <= config_.seq_len, "sequence longer than the model's seq_len");
-  for (const auto& attention : attention_sublayers_) {
-    attention->set_recompute_core(plan.recompute_attention_core);
-  }
   torch::Tensor h = token_embedding_(tokens);
   if (position_embedding_) {
     const torch::Tensor positions = torch::arange(
         tokens.size(1), torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
     h = h + position_embedding_(positions);
   }
+  return h;
+}
+
+torch::Tensor TransformerImpl::chain_output(const torch::Tensor& tokens,
+                                            const CheckpointPlan& plan) {
+  for (const auto& attention : attention_sublayers_) {
+    attention->set_recompute_core(plan.recompute_attention_core);
+  }
+  torch::Tensor h = embed(tokens);
   for (const Segment& segment : plan.segments) h = run_segment(segment, h);
-  return final_norm_(h);
+  return h;
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens, const CheckpointPlan& plan) {
-  return torch::nn::functional::linear(final_hidden(tokens, plan), head_weight());
+  return torch::nn::functional::linear(final_norm_(chain_output(tokens, plan)), head_weight());
+}
+
+torch::Tensor TransformerImpl::head_loss(const torch::Tensor& chain_end,
+                                         const torch::Tensor& targets) {
+  const torch::Tensor hidden = final_norm_(chain_end);
+  return chunked_cross_entropy(hidden.reshape({-1, config_.d_model}), head_weight(),
+                               targets.reshape({-1}), config_.loss_chunk_count());
 }
 
 torch::Tensor TransformerImpl::loss(const torch::Tensor& tokens, const torch::Tensor& targets,
                                     const CheckpointPlan& plan) {
-  const torch::Tensor hidden = final_hidden(tokens, plan);
-  return chunked_cross_entropy(hidden.reshape({-1, config_.d_model}), head_weight(),
-                               targets.reshape({-1}), config_.loss_chunk_count());
+  return head_loss(chain_output(tokens, plan), targets);
 }
 
 }  // namespace rematlab

@@ -29,6 +29,11 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor loss(const torch::Tensor& tokens, const torch::Tensor& targets,
                      const CheckpointPlan& plan);
 
+  // The pieces `loss` is made of, for measuring them one by one (core/plan/chain_profile):
+  // the chain's input for `tokens` (the embeddings), and the loss from the chain's output.
+  torch::Tensor embed(const torch::Tensor& tokens);
+  torch::Tensor head_loss(const torch::Tensor& chain_end, const torch::Tensor& targets);
+
   const ModelConfig& config() const { return config_; }
   // attn0, mlp0, attn1, mlp1, …
   const std::vector<std::shared_ptr<Sublayer>>& sublayers() const { return sublayers_; }
@@ -36,8 +41,8 @@ class TransformerImpl : public torch::nn::Module {
   const torch::Tensor& head_weight() const;
 
  private:
-  // The final norm's output (batch, seq, d) after the chain under `plan`.
-  torch::Tensor final_hidden(const torch::Tensor& tokens, const CheckpointPlan& plan);
+  // The chain's output (batch, seq, d) under `plan`, before the final norm.
+  torch::Tensor chain_output(const torch::Tensor& tokens, const CheckpointPlan& plan);
   torch::Tensor run_segment(const Segment& segment, const torch::Tensor& input);
 
   ModelConfig config_;

@@ -143,6 +143,7 @@ void validate(const RunConfig& config) {
   }
   validate_model_states_fit(config.model, device);
   const CheckpointPolicy policy = CheckpointPolicy::parse(config.checkpoint);
+  policy.plan_for(config.model.layers, 0.0);  // a segment list must fit the model
   const OffloadSpec offload = parse_offload(config.offload);
   validate_data_source(config.data);
   validate_offload_location(offload);

@@ -58,18 +58,7 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<GradientExchange> exchange)
   }
   optimizer_ = std::make_unique<torch::optim::AdamW>(
       params_, torch::optim::AdamWOptions(config_.lr).weight_decay(config_.weight_decay));
-  if (config_.precision != Precision::kFp32) {
-    AutocastSnapshot state = AutocastSnapshot::capture(device_.type());
-    const at::ScalarType dtype = config_.precision == Precision::kBf16 ? at::kBFloat16 : at::kHalf;
-    if (device_.is_cpu()) {
-      state.cpu_enabled = true;
-      state.cpu_dtype = dtype;
-    } else {
-      state.device_enabled = true;
-      state.device_dtype = dtype;
-    }
-    autocast_ = state;
-  }
+  autocast_ = AutocastSnapshot::for_precision(config_.precision, device_);
   if (config_.precision == Precision::kFp16) {
     scaler_.emplace(config_.loss_scale, config_.loss_scale_growth_interval);
   }

@@ -1,0 +1,155 @@
+// `plan`: measure the chain's costs on this device (as `profile`), then choose the fastest
+// segment list whose predicted activation peak fits --budget, and say what the uniform policies
+// would have done at the same budget.
+#include <chrono>
+#include <iostream>
+#include <memory>
+
+#include "cli/cli_output.h"
+#include "cli/commands.h"
+#include "cli/run_options.h"
+#include "common/byte_size.h"
+#include "common/errors.h"
+#include "plan/chain_profile.h"
+#include "plan/segment_planner.h"
+
+namespace rematlab::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// The uniform policies a plan competes with: whole blocks every K, and every sublayer alone.
+std::vector<std::string> uniform_policies(int64_t layers) {
+  std::vector<std::string> policies = {"none", "sublayer:1,1"};
+  for (int64_t k = 1; k <= layers; ++k) policies.push_back("every:" + std::to_string(k));
+  return policies;
+}
+
+nlohmann::json prediction_json(const plan::PlanPrediction& prediction, int64_t tokens) {
+  return {{"predicted_peak_bytes", prediction.peak_bytes},
+          {"predicted_step_ms", prediction.step_ms},
+          {"predicted_recompute_ms", prediction.recompute_ms},
+          {"predicted_tokens_per_s", static_cast<double>(tokens) / (prediction.step_ms / 1e3)}};
+}
+
+}  // namespace
+
+Command add_plan_command(CLI::App& app) {
+  auto* command = app.add_subcommand(
+      "plan",
+      "Measure each sublayer on this device, then print the fastest checkpoint plan whose "
+      "activation peak (above the model states) fits --budget, or a ladder of budgets");
+  auto options = std::make_shared<RunOptions>();
+  options->add_to(*command,
+                  "Activation memory the plan must fit, above the model states "
+                  "(bytes, KiB, MiB, GiB)");
+  auto repeats = std::make_shared<int>(5);
+  command->add_option("--repeats", *repeats, "Timed runs of each sublayer (median)")
+      ->capture_default_str();
+  auto ladder = std::make_shared<int>(0);
+  command->add_option("--ladder", *ladder,
+                      "Instead of --budget: plans at N budgets from the smallest any plan fits "
+                      "to none's peak (one profile)");
+  return {
+      command, [options, repeats, ladder]() {
+        RunConfig config = options->resolve();
+        const int64_t budget = config.budget_bytes;
+        if ((budget > 0) == (*ladder > 0)) {
+          throw InvalidInput("--budget",
+                             "give the activation memory to plan for (e.g. "
+                             "--budget 200MiB) or --ladder N, one of the two");
+        }
+        if (*ladder == 1 || *ladder > 100) {
+          throw InvalidInput("--ladder", "must be between 2 and 100 budgets");
+        }
+        if (*repeats < 1 || *repeats > 1000) {
+          throw InvalidInput("--repeats", "must be between 1 and 1000");
+        }
+        config.budget_bytes = 0;
+        config.checkpoint = "none";
+        plan::ProfileOptions profile_options;
+        profile_options.repeats = *repeats;
+        profile_options.on_progress = [](int64_t done, int64_t of) {
+          std::cerr << "\rprofiling sublayer " << done << "/" << of << std::flush;
+        };
+        auto start = Clock::now();
+        const plan::ChainCosts costs = plan::profile_chain(config, profile_options);
+        const double profile_ms = ms_since(start);
+        std::cerr << "\rprofiled " << costs.stages.size() << " sublayers in "
+                  << format_number(profile_ms / 1e3, 1) << " s" << std::endl;
+        const int64_t tokens = config.tokens_per_step();
+
+        nlohmann::json result = {{"profile_ms", profile_ms},
+                                 {"memory_slots", plan::kDefaultMemorySlots}};
+        std::vector<std::vector<std::string>> uniform_rows;
+        nlohmann::json uniform = nlohmann::json::array();
+        int64_t none_peak = 0;
+        for (const std::string& policy : uniform_policies(config.model.layers)) {
+          const plan::PlanPrediction p = plan::predict_plan(
+              costs, CheckpointPolicy::parse(policy).plan_for(config.model.layers, 0.0));
+          if (policy == "none") none_peak = p.peak_bytes;
+          nlohmann::json entry = prediction_json(p, tokens);
+          entry["policy"] = policy;
+          uniform.push_back(entry);
+          uniform_rows.push_back({policy, format_bytes(p.peak_bytes), format_number(p.step_ms, 1)});
+        }
+        result["uniform"] = uniform;
+
+        std::vector<int64_t> budgets = {budget};
+        if (*ladder > 0) {
+          const int64_t smallest = plan::smallest_feasible_budget(costs);
+          budgets.clear();
+          for (int i = 0; i < *ladder; ++i) {
+            budgets.push_back(smallest + (none_peak - smallest) * i / (*ladder - 1));
+          }
+          result["smallest_feasible_bytes"] = smallest;
+        }
+        std::vector<std::vector<std::string>> plan_rows;
+        nlohmann::json rungs = nlohmann::json::array();
+        double planning_ms = 0.0;
+        for (const int64_t each : budgets) {
+          start = Clock::now();
+          const auto planned = plan::plan_under_budget(costs, each);
+          planning_ms = std::max(planning_ms, ms_since(start));
+          nlohmann::json rung = {{"budget_bytes", each}};
+          if (planned) {
+            rung["plan"] = planned->plan.canonical();
+            rung["segments"] = planned->plan.describe();
+            rung.update(prediction_json(planned->prediction, tokens));
+            plan_rows.push_back({format_bytes(each), planned->plan.canonical(),
+                                 format_bytes(planned->prediction.peak_bytes),
+                                 format_number(planned->prediction.step_ms, 1),
+                                 format_number(planned->prediction.recompute_ms, 1)});
+          } else {
+            const int64_t smallest = plan::smallest_feasible_budget(costs);
+            rung["plan"] = nullptr;
+            rung["smallest_feasible_bytes"] = smallest;
+            plan_rows.push_back(
+                {format_bytes(each),
+                 "none fits; the smallest budget one fits is " + format_bytes(smallest), "", "",
+                 ""});
+          }
+          rungs.push_back(rung);
+        }
+        result["planning_ms"] = planning_ms;
+        if (*ladder > 0) {
+          result["ladder"] = rungs;
+        } else {
+          result.update(rungs[0]);
+        }
+        std::cout << format_table({"budget", "plan", "predicted peak", "step ms", "recompute ms"},
+                                  plan_rows)
+                  << "\nplanned in at most " << format_number(planning_ms, 1) << " ms each ("
+                  << plan::kDefaultMemorySlots << " memory slots per budget)\n\n"
+                  << "uniform policies, predicted from the same profile:\n"
+                  << format_table({"policy", "predicted peak", "step ms"}, uniform_rows);
+        if (options->json) print_json_line(result);
+        return 0;
+      }};
+}
+
+}  // namespace rematlab::cli

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""The planner checked by running its plans: a ladder of budgets, predicted against measured.
+
+    python3 bench/plan_ladder.py --cli build/app/rematlab-cli --preset small --threads 2
+
+One `rematlab-cli plan --ladder N --json` (one profile) gives, for N activation budgets from the
+smallest any plan fits to `none`'s predicted peak, the plan chosen at each and the predictions of
+the uniform policies. Every plan and every uniform policy is then trained for real (`run
+--checkpoint … --json`): measured peak activation (allocator, above the step's start) and median
+step time beside the prediction, and at each budget the plan's measured tokens/s beside the best
+uniform policy whose measured peak fits the same budget.
+"""
+import argparse
+import json
+import subprocess
+
+
+def last_json(command):
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cli", default="build/app/rematlab-cli")
+    parser.add_argument("--preset", default="small")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--rungs", type=int, default=6)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    shape = ["--preset", args.preset, "--batch", str(args.batch), "--threads", str(args.threads)]
+    ladder = last_json([args.cli, "plan", *shape, "--ladder", str(args.rungs),
+                        "--repeats", str(args.repeats), "--json"])
+
+    def measure(policy):
+        run = last_json([args.cli, "run", *shape, "--steps", str(args.steps),
+                         "--checkpoint", policy, "--json"])
+        return run["peak_activation_bytes"], run["step_ms"], run["tokens_per_s"]
+
+    mib = lambda b: f"{b / 2**20:.1f}"
+    uniform = {}
+    for entry in ladder["uniform"]:
+        uniform[entry["policy"]] = (entry, measure(entry["policy"]))
+    print(f"{args.preset}, batch {args.batch}, {args.threads} threads, fp32, {args.steps} steps "
+          f"(1 warm-up); profile {ladder['profile_ms'] / 1e3:.1f} s, planning "
+          f"{ladder['planning_ms']:.1f} ms per budget; MiB of activations above the model states")
+    print()
+    print("| budget | plan | predicted peak | measured peak | ratio | predicted ms | measured ms "
+          "| ratio | tokens/s | best uniform that fits (measured) | its tokens/s | plan / uniform |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+    for rung in ladder["ladder"]:
+        budget = rung["budget_bytes"]
+        peak, step_ms, tokens = measure(rung["plan"])
+        fitting = [(m[2], policy) for policy, (_, m) in uniform.items() if m[0] <= budget]
+        best = max(fitting) if fitting else None
+        print(f"| {mib(budget)} | `{rung['plan']}` | {mib(rung['predicted_peak_bytes'])} | "
+              f"{mib(peak)} | {peak / rung['predicted_peak_bytes']:.3f} | "
+              f"{rung['predicted_step_ms']:.0f} | {step_ms:.0f} | "
+              f"{step_ms / rung['predicted_step_ms']:.3f} | {tokens:.0f} | "
+              f"{best[1] if best else '(none fits)'} | {best[0] if best else 0:.0f} | "
+              f"{tokens / best[0] if best else float('nan'):.2f} |", flush=True)
+    print()
+    print("| uniform policy | predicted peak | measured peak | ratio | predicted ms | measured ms "
+          "| ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for policy, (entry, (peak, step_ms, _)) in uniform.items():
+        print(f"| {policy} | {mib(entry['predicted_peak_bytes'])} | {mib(peak)} | "
+              f"{peak / entry['predicted_peak_bytes']:.3f} | {entry['predicted_step_ms']:.0f} | "
+              f"{step_ms:.0f} | {step_ms / entry['predicted_step_ms']:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

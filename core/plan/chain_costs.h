@@ -1,0 +1,37 @@
+// What one training step costs, stage by stage, along the chain of residual sublayers
+// (attn0, mlp0, attn1, …): the figures a checkpoint plan is chosen from. They come from
+// measurement (`rematlab-cli profile`) or from a formula; the planner does not care which.
+// Bytes are above the model states; parameter gradients are among those (the trainer keeps
+// them between steps), so a backward's new gradient is only a transient before it is added.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace rematlab::plan {
+
+struct StageCost {
+  double forward_ms = 0.0;   // the stage's forward, with grad
+  double backward_ms = 0.0;  // its backward (recomputation excluded)
+  // What running the stage with grad keeps for its backward, its output included: freed by its
+  // backward. A recomputed stage keeps this only between its recomputation and its backward.
+  int64_t kept_bytes = 0;
+  int64_t output_bytes = 0;  // its output, which is also the next stage's input
+  // Above what it keeps: the peak of its forward (scratch freed before it returns) and of its
+  // backward (both gradients of its input and output included).
+  int64_t forward_transient_bytes = 0;
+  int64_t backward_transient_bytes = 0;
+};
+
+struct ChainCosts {
+  int64_t input_bytes = 0;        // the first stage's input (the embedding's output)
+  std::vector<StageCost> stages;  // in order
+  // After the chain: the head and loss (forward and backward), at their own peak above the
+  // chain's last output. Last in backward, the embedding's, at its peak above the chain's input
+  // (its weight's gradient is made whole before it is added to the one the step keeps).
+  int64_t head_peak_bytes = 0;
+  int64_t embedding_backward_peak_bytes = 0;
+  double fixed_ms = 0.0;  // every step cost no plan changes (embedding, head, optimizer)
+};
+
+}  // namespace rematlab::plan

@@ -1,0 +1,196 @@
+#include "plan/chain_profile.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <vector>
+
+#include "checkpoint/replay_state.h"
+#include "memory/device_memory.h"
+#include "memory/memory_tracker.h"
+#include "model/transformer.h"
+#include "runtime/device.h"
+#include "runtime/numerics.h"
+
+namespace rematlab::plan {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2.0;
+}
+
+// The run's autocast state, when it has one, for the scope's lifetime.
+struct AutocastScope {
+  explicit AutocastScope(const std::optional<AutocastSnapshot>& state) {
+    if (state) scope.emplace(*state);
+  }
+  std::optional<ScopedAutocast> scope;
+};
+
+// What the profile measures of each piece of the step (a forward with grad and its backward).
+struct PieceCost {
+  double forward_ms = 0.0;
+  double backward_ms = 0.0;
+  int64_t kept_bytes = 0;  // left by the forward, output included
+  int64_t output_bytes = 0;
+  int64_t forward_transient_bytes = 0;   // above what it keeps
+  int64_t backward_transient_bytes = 0;  // above what it keeps, the output's gradient included
+};
+
+// Everything the measurements share, alive for the whole profile: the tracker first, so it
+// sees every tensor made after it.
+class Bench {
+ public:
+  explicit Bench(const RunConfig& config)
+      : numerics_({config.tf32, config.deterministic}),
+        device_(parse_device(config.device)),
+        tracker_(device_) {
+    if (config.threads > 0) at::set_num_threads(config.threads);
+    torch::manual_seed(config.seed);
+    model_ = Transformer(config.model);
+    model_->to(device_);
+    model_->train();
+    for (auto& param : model_->parameters()) {
+      // As the trainer: gradients exist between steps, so a backward only adds into them.
+      param.mutable_grad() = torch::zeros_like(param);
+      params_.push_back(param);
+    }
+    autocast_ = AutocastSnapshot::for_precision(config.precision, device_);
+    const auto options = torch::TensorOptions().dtype(torch::kLong).device(device_);
+    tokens_ = torch::randint(config.model.vocab, {config.batch, config.model.seq_len}, options);
+    targets_ = torch::randint(config.model.vocab, {config.batch, config.model.seq_len}, options);
+  }
+
+  double elapsed_ms(Clock::time_point start) const {
+    device_memory::synchronize(device_);
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  }
+
+  // Medians over `repeats` runs after an untimed one; memory from a last, quiet run.
+  // `forward` returns the output backward starts from.
+  PieceCost measure(const std::function<torch::Tensor()>& forward, int repeats) {
+    std::vector<double> forward_ms, backward_ms;
+    for (int i = 0; i <= repeats; ++i) {
+      device_memory::synchronize(device_);
+      auto start = Clock::now();
+      torch::Tensor output;
+      {
+        AutocastScope autocast(autocast_);
+        output = forward();
+      }
+      const double forward_time = elapsed_ms(start);
+      const torch::Tensor gradient = torch::ones_like(output);
+      start = Clock::now();
+      output.backward(gradient);
+      const double backward_time = elapsed_ms(start);
+      if (i == 0) continue;
+      forward_ms.push_back(forward_time);
+      backward_ms.push_back(backward_time);
+    }
+    PieceCost cost;
+    cost.forward_ms = median(forward_ms);
+    cost.backward_ms = median(backward_ms);
+    const int64_t before = tracker_.current_bytes();
+    tracker_.reset_peak();
+    torch::Tensor output;
+    {
+      AutocastScope autocast(autocast_);
+      output = forward();
+    }
+    const int64_t after = tracker_.current_bytes();
+    cost.output_bytes = output.nbytes();
+    cost.kept_bytes = std::max<int64_t>(after - before, cost.output_bytes);
+    cost.forward_transient_bytes = std::max<int64_t>(0, tracker_.peak_bytes() - after);
+    tracker_.reset_peak();
+    output.backward(torch::ones_like(output));
+    cost.backward_transient_bytes = std::max<int64_t>(0, tracker_.peak_bytes() - after);
+    return cost;
+  }
+
+  ScopedNumerics numerics_;  // before anything touches the device
+  c10::Device device_;
+  MemoryTracker tracker_;
+  Transformer model_{nullptr};
+  std::vector<torch::Tensor> params_;
+  std::optional<AutocastSnapshot> autocast_;
+  torch::Tensor tokens_, targets_;
+};
+
+}  // namespace
+
+ChainCosts profile_chain(const RunConfig& config, const ProfileOptions& options) {
+  validate(config);
+  const int repeats = std::max(1, options.repeats);
+  const double micro_batches = static_cast<double>(config.accum);
+  Bench bench(config);
+  Transformer& model = bench.model_;
+  ChainCosts costs;
+
+  // The embedding: a fixed cost, and at the very end of backward a peak of its own (its weight's
+  // gradient is made whole before it is added into the one the step keeps).
+  const PieceCost embedding = bench.measure([&] { return model->embed(bench.tokens_); }, repeats);
+  costs.input_bytes = embedding.output_bytes;
+  costs.embedding_backward_peak_bytes = embedding.backward_transient_bytes;
+  costs.fixed_ms += micro_batches * (embedding.forward_ms + embedding.backward_ms);
+
+  torch::Tensor input;  // the chain as the stages see it, made without grad
+  {
+    torch::NoGradGuard no_grad;
+    AutocastScope autocast(bench.autocast_);
+    input = model->embed(bench.tokens_);
+  }
+  const auto& sublayers = model->sublayers();
+  for (std::size_t i = 0; i < sublayers.size(); ++i) {
+    const torch::Tensor x = input.detach().requires_grad_(true);
+    const PieceCost piece = bench.measure([&] { return sublayers[i]->forward(x); }, repeats);
+    StageCost stage;
+    stage.forward_ms = micro_batches * piece.forward_ms;
+    stage.backward_ms = micro_batches * piece.backward_ms;
+    stage.kept_bytes = piece.kept_bytes;
+    stage.output_bytes = piece.output_bytes;
+    stage.forward_transient_bytes = piece.forward_transient_bytes;
+    stage.backward_transient_bytes = piece.backward_transient_bytes;
+    costs.stages.push_back(stage);
+    {
+      torch::NoGradGuard no_grad;
+      AutocastScope autocast(bench.autocast_);
+      input = sublayers[i]->forward(input);
+    }
+    if (options.on_progress) options.on_progress(static_cast<int64_t>(i) + 1, sublayers.size());
+  }
+
+  // The head and loss, above the chain's output: the logits (or one slice of them) live here.
+  const torch::Tensor last = input.detach().requires_grad_(true);
+  const PieceCost head =
+      bench.measure([&] { return model->head_loss(last, bench.targets_); }, repeats);
+  costs.head_peak_bytes =
+      head.kept_bytes + std::max(head.forward_transient_bytes, head.backward_transient_bytes);
+  costs.fixed_ms += micro_batches * (head.forward_ms + head.backward_ms);
+
+  // The update, as the trainer runs it: clip, AdamW, zero the gradients.
+  torch::optim::AdamW optimizer(
+      bench.params_, torch::optim::AdamWOptions(config.lr).weight_decay(config.weight_decay));
+  std::vector<double> update_ms;
+  for (int i = 0; i <= repeats; ++i) {
+    const auto start = Clock::now();
+    torch::nn::utils::clip_grad_norm_(bench.params_,
+                                      config.grad_clip > 0.0 ? config.grad_clip : INFINITY);
+    optimizer.step();
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& param : bench.params_) param.mutable_grad().zero_();
+    }
+    const double ms = bench.elapsed_ms(start);
+    if (i > 0) update_ms.push_back(ms);
+  }
+  costs.fixed_ms += median(update_ms);
+  return costs;
+}
+
+}  // namespace rematlab::plan

@@ -1,0 +1,25 @@
+// Measures the chain's costs on this device for one run configuration (model, batch, precision,
+// threads): each sublayer's forward and backward time, what it keeps for backward, its output
+// and its transient peaks; the head, the embedding and the optimizer as fixed costs. Times are
+// medians over repeats; bytes are the allocator's own counts (MemoryTracker).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "plan/chain_costs.h"
+#include "train/run_config.h"
+
+namespace rematlab::plan {
+
+struct ProfileOptions {
+  int repeats = 5;  // timed runs of each piece (after one untimed)
+  // Called after each measured stage with (done, of): the profile of a large model takes a while.
+  std::function<void(int64_t, int64_t)> on_progress;
+};
+
+// Throws InvalidInput for a configuration a run would refuse. Times are per optimizer step
+// (config.accum micro-batches); bytes per micro-batch (accumulation does not add to the peak).
+ChainCosts profile_chain(const RunConfig& config, const ProfileOptions& options = {});
+
+}  // namespace rematlab::plan
