@@ -81,6 +81,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"runs --status bogus --db /no/such/runs.sqlite", "--status"},
         BadInput{"run --preset llama-tiny --rope-theta 0.5", "--rope-theta"},
         BadInput{"run --preset tiny --rope-theta 500000", "--rope-theta"},
+        BadInput{"plan --preset tiny", "--budget"},
+        BadInput{"plan --preset tiny --ladder 1", "--ladder"},
+        BadInput{"plan --preset tiny --budget 1MiB --repeats 0", "--repeats"},
+        BadInput{"profile --preset tiny --repeats 0", "--repeats"},
+        BadInput{"run --checkpoint segments:a0,m9", "m9 is past"},
         BadInput{"teleport", "teleport"}),
     [](const ::testing::TestParamInfo<BadInput>& param_info) {
       std::string name;
@@ -537,6 +542,33 @@ TEST(Cli, RopeThetaReachesTheModelAndItsRecord) {
   rematlab::RunStore store(db, rematlab::StoreAccess::kReadOnly, false);
   EXPECT_EQ(store.run(1).config.model.rope_theta, 10000.0);
   EXPECT_EQ(store.run(2).config.model.rope_theta, 500000.0);
+}
+
+TEST(CliPlan, ALadderRunsFromTheSmallestFeasibleBudgetToNone) {
+  const Result result =
+      cli("plan --preset tiny --batch 8 --threads 1 --repeats 1 --ladder 3 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = last_line_json(result.out);
+  const nlohmann::json& ladder = json["ladder"];
+  ASSERT_EQ(ladder.size(), 3u);
+  EXPECT_EQ(ladder[0]["budget_bytes"], json["smallest_feasible_bytes"]);
+  for (const auto& rung : ladder) {
+    ASSERT_TRUE(rung["plan"].is_string()) << rung.dump();
+    EXPECT_LE(rung["predicted_peak_bytes"].get<int64_t>(), rung["budget_bytes"].get<int64_t>());
+  }
+  EXPECT_EQ(ladder[2]["plan"], "none");  // at none's own peak nothing need be recomputed
+  // The smallest budget pays for its memory in recomputation; none pays nothing.
+  EXPECT_GT(ladder[0]["predicted_recompute_ms"].get<double>(), 0.0);
+  EXPECT_EQ(ladder[2]["predicted_recompute_ms"].get<double>(), 0.0);
+}
+
+TEST(CliPlan, ABudgetNoPlanFitsNamesTheSmallestThatDoes) {
+  const Result result = cli("plan --preset tiny --threads 1 --repeats 1 --budget 1KiB --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = last_line_json(result.out);
+  EXPECT_TRUE(json["plan"].is_null());
+  EXPECT_GT(json["smallest_feasible_bytes"].get<int64_t>(), 1024);
+  EXPECT_NE(result.out.find("the smallest budget one fits is"), std::string::npos) << result.out;
 }
 
 TEST(Cli, CheckExitsThreeWhenTheGradientsDiffer) {

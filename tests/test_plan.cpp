@@ -6,8 +6,11 @@
 #include <random>
 
 #include "checkpoint/checkpoint_policy.h"
+#include "model/model_config.h"
+#include "plan/chain_profile.h"
 #include "plan/plan_prediction.h"
 #include "plan/segment_planner.h"
+#include "train/trainer.h"
 
 namespace rematlab::plan {
 namespace {
@@ -166,6 +169,46 @@ TEST(SegmentPlanner, AMoreGenerousBudgetIsNeverSlower) {
     previous = planned->prediction.step_ms;
   }
 }
+
+// The prediction from a real profile against the allocator's measured peak of real training, for
+// the uniform policies and for plans the planner chose: the ±5 % the planner promises.
+class MeasuredPlans : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MeasuredPlans, PredictedPeaksAreWithinFivePercentOfMeasured) {
+  RunConfig config;
+  config.model = model_preset(GetParam());
+  config.model.layers = 3;
+  config.batch = 8;
+  config.threads = 1;
+  config.steps = 2;
+  ProfileOptions options;
+  options.repeats = 1;
+  const ChainCosts costs = profile_chain(config, options);
+  ASSERT_EQ(costs.stages.size(), 6u);
+  std::vector<std::string> policies = {"none", "every:1", "every:2", "sublayer:1,1"};
+  const int64_t smallest = smallest_feasible_budget(costs);
+  const int64_t none_peak = predict_plan(costs, CheckpointPolicy::none().plan_for(3, 0)).peak_bytes;
+  for (int64_t budget : {smallest, (smallest + none_peak) / 2}) {
+    const auto planned = plan_under_budget(costs, budget);
+    ASSERT_TRUE(planned.has_value()) << budget;
+    policies.push_back(planned->plan.canonical());
+  }
+  for (const std::string& policy : policies) {
+    config.checkpoint = policy;
+    const int64_t predicted =
+        predict_plan(costs, CheckpointPolicy::parse(policy).plan_for(3, 0)).peak_bytes;
+    const RunSummary measured = Trainer(config).run();
+    ASSERT_EQ(measured.status, RunStatus::kOk) << policy;
+    const double ratio = static_cast<double>(measured.peak_activation_bytes) / predicted;
+    EXPECT_NEAR(ratio, 1.0, 0.05) << GetParam() << " " << policy << ": measured "
+                                  << measured.peak_activation_bytes << ", predicted " << predicted;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, MeasuredPlans, ::testing::Values("tiny", "llama-tiny"),
+                         [](const auto& param_info) {
+                           return param_info.param == "tiny" ? std::string("gpt") : "llama";
+                         });
 
 }  // namespace
 }  // namespace rematlab::plan
