@@ -531,7 +531,7 @@ TEST(Store, MigrationFromSchema3KeepsTheTrainedBatchApartFromTheRequest) {
   EXPECT_EQ(names.size(), rows[0].size());
 }
 
-TEST(Store, MigrationFromSchema4RecordsASearchThatFoundNoBatchAsBatchZero) {
+TEST(Store, MigrationFromSchema4RecordsASearchThatFoundNoBatchAsBatchZeroAndNoFigures) {
   // Builds at schema 4 before the rule of 3 → 4 recorded such searches with the spec's batch.
   TempDir dir;
   const std::string path = dir.file("v4.sqlite");
@@ -540,22 +540,30 @@ TEST(Store, MigrationFromSchema4RecordsASearchThatFoundNoBatchAsBatchZero) {
     Database db(path, Database::Mode::kReadWrite);
     db.exec(R"sql(
       INSERT INTO runs (name, status, message, config, request, summary, started, device, host,
-                        pid, libtorch)
+                        pid, libtorch, peak_bytes, tokens_per_s)
         VALUES ('found none', 'oom', 'no batch fits the budget, not even 1',
                 '{"preset": "small", "batch": 8}',
                 '{"max_batch": {"budget_bytes": 1024, "limit": 64, "probe_steps": 2}}',
-                '{"steps_completed": 0, "peak_bytes": 0}', 'then', 'cpu', 'h', 1, '2.11'),
+                '{"steps_completed": 0, "peak_bytes": 0}', 'then', 'cpu', 'h', 1, '2.11', 0, 0),
                ('found 28', 'ok', '', '{"preset": "small", "batch": 28}',
                 '{"max_batch": {"budget_bytes": 402653184, "limit": 64, "probe_steps": 2}}',
-                '{"steps_completed": 3, "peak_bytes": 400000000}', 'then', 'cpu', 'h', 1, '2.11'),
+                '{"steps_completed": 3, "peak_bytes": 400000000}', 'then', 'cpu', 'h', 1, '2.11',
+                400000000, 1500.0),
                ('plain', 'oom', 'out of memory', '{"preset": "small", "batch": 8}', '{}',
-                '{"steps_completed": 0}', 'then', 'cpu', 'h', 1, '2.11');)sql");
+                '{"steps_completed": 0}', 'then', 'cpu', 'h', 1, '2.11', 0, 0);)sql");
   }
   RunStore store(path);
   EXPECT_EQ(store.run(1).config.batch, 0);
   EXPECT_EQ(store.run(2).config.batch, 28);
   EXPECT_EQ(store.run(3).config.batch, 8);  // not a search: the batch it was asked to train at
   EXPECT_EQ(store.integrity_check(), "ok");
+  // What measured nothing has no figures in the runs table; what measured keeps them.
+  Database db(path, Database::Mode::kReadOnly);
+  Statement nulls(db,
+                  "SELECT group_concat(id) FROM runs WHERE peak_bytes IS NULL "
+                  "AND tokens_per_s IS NULL");
+  ASSERT_TRUE(nulls.step());
+  EXPECT_EQ(nulls.column_text(0), "1,3");
 }
 
 TEST(Store, NonFiniteLossesRoundTripThroughTheDatabaseAndTheCsv) {
@@ -828,6 +836,31 @@ TEST(Writer, ABatchWaitsOutALockRatherThanBeingDropped) {
   EXPECT_NO_THROW(writer.flush());
   holder.join();
   EXPECT_EQ(store.steps(run).size(), 3u);
+}
+
+TEST(Writer, ARunThatMeasuredNothingLeavesItsFiguresEmpty) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  RunStore store(path);
+  RunWriter writer(path);
+  RunSummary nothing;
+  nothing.status = RunStatus::kOom;
+  nothing.message = "no batch fits the budget, not even 1";
+  const int64_t empty = writer.begin_run(std::nullopt, "found none", RunConfig{});
+  writer.finish_run(empty, nothing);
+  const int64_t measured = writer.begin_run(std::nullopt, "trained", RunConfig{});
+  writer.finish_run(measured, sample_summary(RunConfig{}));
+  writer.flush();
+  Database db(path, Database::Mode::kReadOnly);
+  Statement figures(db,
+                    "SELECT id, peak_bytes IS NULL, peak_activation_bytes IS NULL, "
+                    "tokens_per_s IS NULL, final_loss IS NULL FROM runs ORDER BY id");
+  ASSERT_TRUE(figures.step());
+  EXPECT_EQ(figures.column_int(0), empty);
+  for (int column = 1; column <= 4; ++column) EXPECT_EQ(figures.column_int(column), 1) << column;
+  ASSERT_TRUE(figures.step());
+  EXPECT_EQ(figures.column_int(0), measured);
+  for (int column = 1; column <= 4; ++column) EXPECT_EQ(figures.column_int(column), 0) << column;
 }
 
 // Another host's run cannot be checked from here: it may be deleted, and its writer finishing

@@ -290,17 +290,19 @@ void RunWriter::finish_run(int64_t run_id, const RunSummary& summary) {
                      "message = CASE status WHEN 'failed' THEN message ELSE ? END, "
                      "config = ?, summary = ?, ended = ?, tokens_per_s = ?, peak_bytes = ?, "
                      "peak_activation_bytes = ?, final_loss = ? WHERE id = ?");
-    update.bind(1, status)
-        .bind(2, summary.message)
-        .bind(3, config)
-        .bind(4, result)
-        .bind(5, utc_now())
-        .bind(6, summary.tokens_per_s)
-        .bind(7, summary.peak_bytes)
-        .bind(8, summary.peak_activation_bytes)
-        .bind(9, summary.final_loss)
-        .bind(10, run_id)
-        .run();
+    update.bind(1, status).bind(2, summary.message).bind(3, config).bind(4, result);
+    update.bind(5, utc_now()).bind(10, run_id);
+    if (summary.steps_completed > 0) {
+      update.bind(6, summary.tokens_per_s)
+          .bind(7, summary.peak_bytes)
+          .bind(8, summary.peak_activation_bytes)
+          .bind(9, summary.final_loss);
+    } else {
+      // Nothing was measured (a search that found no batch, a run stopped before its first
+      // step): no figures, rather than zeros a query would take for measurements.
+      for (int column = 6; column <= 9; ++column) update.bind_null(column);
+    }
+    update.run();
     if (db.changes() == 0) return;  // the run was deleted meanwhile: nothing to finish
     Statement point(db,
                     "INSERT OR REPLACE INTO timelines (run_id, step, point, time_ms, bytes, phase) "

@@ -138,7 +138,8 @@ const std::vector<const char*>& migrations() {
       )sql",
       // 4 → 5: data-parallel communication per step (0 for runs of one process and older steps).
       // Also the rule 3 → 4 applies to searches that found no batch, again: builds at schema 4
-      // before that rule still recorded such a search with the batch its spec gave.
+      // before that rule still recorded such a search with the batch its spec gave. And a run
+      // that measured nothing has no figures in the runs table, rather than zeros.
       R"sql(
       ALTER TABLE steps ADD COLUMN comm_ms REAL NOT NULL DEFAULT 0;
       ALTER TABLE steps ADD COLUMN comm_wait_ms REAL NOT NULL DEFAULT 0;
@@ -147,6 +148,10 @@ const std::vector<const char*>& migrations() {
           AND json_type(request, '$.max_batch') = 'object'
           AND (summary IS NULL OR NOT json_valid(summary)
                OR coalesce(json_extract(summary, '$.steps_completed'), 0) = 0);
+      UPDATE runs SET tokens_per_s = NULL, peak_bytes = NULL, peak_activation_bytes = NULL,
+                      final_loss = NULL
+        WHERE json_valid(summary) AND json_type(summary, '$.steps_completed') = 'integer'
+          AND json_extract(summary, '$.steps_completed') = 0;
       )sql",
   };
   return list;
