@@ -86,6 +86,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"plan --preset tiny --budget 1MiB --repeats 0", "--repeats"},
         BadInput{"profile --preset tiny --repeats 0", "--repeats"},
         BadInput{"run --checkpoint segments:a0,m9", "m9 is past"},
+        BadInput{"run --checkpoint plan:lots", "plan:lots"},
+        BadInput{"run --nproc 2 --checkpoint plan:3MiB", "--checkpoint"},
         BadInput{"teleport", "teleport"}),
     [](const ::testing::TestParamInfo<BadInput>& param_info) {
       std::string name;
@@ -569,6 +571,35 @@ TEST(CliPlan, ABudgetNoPlanFitsNamesTheSmallestThatDoes) {
   EXPECT_TRUE(json["plan"].is_null());
   EXPECT_GT(json["smallest_feasible_bytes"].get<int64_t>(), 1024);
   EXPECT_NE(result.out.find("the smallest budget one fits is"), std::string::npos) << result.out;
+}
+
+TEST(CliPlan, APlannedRunRecordsItsBudgetAndPredictionBesideItsMeasurement) {
+  Scratch scratch;
+  const std::string db = scratch.file("runs.sqlite");
+  const Result run =
+      cli("run --preset tiny --batch 8 --threads 1 --steps 2 --checkpoint plan:3MiB "
+          "--json --db " +
+          db);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json json = last_line_json(run.out);
+  EXPECT_EQ(json["plan"]["budget_bytes"], 3 << 20);
+  EXPECT_EQ(json["checkpoint"], json["plan"]["chosen"]);
+  rematlab::RunStore store(db, rematlab::StoreAccess::kReadOnly, false);
+  const rematlab::RunRecord record = store.run(1);
+  EXPECT_EQ(record.name, "plan:3MiB b8");  // what was asked, as the user wrote it
+  EXPECT_EQ(record.config.checkpoint, json["checkpoint"]);
+  ASSERT_TRUE(record.request.plan.has_value());
+  EXPECT_EQ(record.request.plan->budget_bytes, 3 << 20);
+  EXPECT_EQ(record.request.plan->predicted_peak_bytes, json["plan"]["predicted_peak_bytes"]);
+  const std::string csv = scratch.file("runs.csv");
+  ASSERT_EQ(cli("export --csv " + csv + " --db " + db).exit_code, 0);
+  std::ifstream in(csv);
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  EXPECT_NE(header.find("request_plan_predicted_peak_bytes"), std::string::npos);
+  EXPECT_NE(row.find(std::to_string(record.request.plan->predicted_peak_bytes)), std::string::npos)
+      << row;
 }
 
 TEST(Cli, CheckExitsThreeWhenTheGradientsDiffer) {

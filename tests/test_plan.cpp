@@ -6,8 +6,10 @@
 #include <random>
 
 #include "checkpoint/checkpoint_policy.h"
+#include "common/errors.h"
 #include "model/model_config.h"
 #include "plan/chain_profile.h"
+#include "plan/plan_policy.h"
 #include "plan/plan_prediction.h"
 #include "plan/segment_planner.h"
 #include "train/trainer.h"
@@ -209,6 +211,55 @@ INSTANTIATE_TEST_SUITE_P(Families, MeasuredPlans, ::testing::Values("tiny", "lla
                          [](const auto& param_info) {
                            return param_info.param == "tiny" ? std::string("gpt") : "llama";
                          });
+
+RunConfig tiny_run(const std::string& checkpoint) {
+  RunConfig config;
+  config.model = model_preset("tiny");
+  config.model.layers = 3;
+  config.batch = 8;
+  config.threads = 1;
+  config.steps = 2;
+  config.checkpoint = checkpoint;
+  return config;
+}
+
+TEST(PlannedPolicy, IsAPolicyWithABudgetAndNoPlanUntilARunChoosesOne) {
+  const CheckpointPolicy policy = CheckpointPolicy::parse("plan:200MiB");
+  EXPECT_TRUE(policy.is_plan());
+  EXPECT_EQ(policy.plan_budget_bytes(), int64_t{200} << 20);
+  EXPECT_THROW(policy.plan_for(4, 0), InvalidInput);
+  RunConfig none = tiny_run("none");
+  EXPECT_FALSE(resolve_planned_policy(none).has_value());
+  EXPECT_EQ(none.checkpoint, "none");
+}
+
+// The run trains with the list the planner chose, and measures what the planner predicted.
+TEST(PlannedPolicy, ARunTrainsThePlanItChoseWithinFivePercentOfItsPrediction) {
+  RunConfig probe = tiny_run("none");
+  const ChainCosts costs = profile_chain(probe);
+  const int64_t none_peak = predict_plan(costs, CheckpointPolicy::none().plan_for(3, 0)).peak_bytes;
+  const int64_t budget = (smallest_feasible_budget(costs) + none_peak) / 2;
+  const RunSummary run = Trainer(tiny_run("plan:" + std::to_string(budget))).run();
+  ASSERT_EQ(run.status, RunStatus::kOk) << run.message;
+  ASSERT_TRUE(run.planned.has_value());
+  EXPECT_EQ(run.planned->budget_bytes, budget);
+  EXPECT_EQ(run.config.checkpoint, run.planned->chosen);
+  EXPECT_EQ(run.config.checkpoint.rfind("segments:", 0), 0u) << run.config.checkpoint;
+  EXPECT_LE(run.planned->predicted_peak_bytes, budget);
+  EXPECT_NEAR(static_cast<double>(run.peak_activation_bytes) / run.planned->predicted_peak_bytes,
+              1.0, 0.05);
+  EXPECT_EQ(to_json(run)["plan"]["chosen"], run.planned->chosen);
+}
+
+TEST(PlannedPolicy, ABudgetNoPlanFitsIsAnOomResultNamingTheSmallestThatDoes) {
+  const RunSummary run = Trainer(tiny_run("plan:1KiB")).run();
+  EXPECT_EQ(run.status, RunStatus::kOom);
+  EXPECT_EQ(run.steps_completed, 0);
+  ASSERT_TRUE(run.planned.has_value());
+  EXPECT_TRUE(run.planned->chosen.empty());
+  EXPECT_GT(run.planned->smallest_feasible_bytes, 1024);
+  EXPECT_NE(run.message.find("the smallest budget one fits is"), std::string::npos) << run.message;
+}
 
 }  // namespace
 }  // namespace rematlab::plan

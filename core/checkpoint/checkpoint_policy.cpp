@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "common/byte_size.h"
 #include "common/errors.h"
 
 namespace rematlab {
@@ -160,12 +161,20 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
     policy.kind_ = Kind::kSegments;
     policy.recomputed_ = parse_segment_list(args, text);
   } else if (head == "plan") {
-    reject(text,
-           "plan:BUDGET is not available yet; use every:K, sublayer:A,F, selective or schedule");
+    if (!has_args || args.empty()) {
+      reject(text, "expected plan:BUDGET, the activation memory to fit, e.g. plan:200MiB");
+    }
+    policy.kind_ = Kind::kPlan;
+    try {
+      policy.plan_budget_bytes_ = parse_byte_size(args, "--checkpoint");
+    } catch (const InvalidInput&) {
+      reject(text, "'" + args + "' is not a memory size (e.g. 200MiB, 2GiB)");
+    }
+    if (policy.plan_budget_bytes_ <= 0) reject(text, "the budget must be positive");
   } else {
     reject(text,
            "unknown policy (use none, every:K, sublayer:A,F, selective, schedule:P=K,…, "
-           "segments:FIRST-LAST,…)");
+           "segments:FIRST-LAST,…, plan:BUDGET)");
   }
   return policy;
 }
@@ -205,6 +214,8 @@ CheckpointPlan CheckpointPolicy::plan_for(int64_t layers, double progress) const
       }
       break;
     }
+    case Kind::kPlan:
+      reject(text_, "a plan is chosen when the run starts, from its measured costs");
     case Kind::kSegments: {
       const int64_t sublayers = 2 * layers;
       if (recomputed_.back().end > sublayers) {

@@ -47,14 +47,18 @@ class CheckpointPolicy {
 
   // The plan for a model of `layers` blocks at `progress` ∈ [0, 1] of training (only `schedule`
   // depends on progress). Throws InvalidInput when a `segments:` list names a sublayer the
-  // model does not have.
+  // model does not have, and for `plan:`, which must be resolved first.
   CheckpointPlan plan_for(int64_t layers, double progress) const;
 
   const std::string& text() const { return text_; }
   bool is_none() const { return kind_ == Kind::kNone; }
+  // `plan:BUDGET`: a segment list chosen when a run starts (core/plan/plan_policy.h), from costs
+  // measured there; it has no plan of its own until then.
+  bool is_plan() const { return kind_ == Kind::kPlan; }
+  int64_t plan_budget_bytes() const { return plan_budget_bytes_; }
 
  private:
-  enum class Kind { kNone, kEvery, kSublayer, kSelective, kSchedule, kSegments };
+  enum class Kind { kNone, kEvery, kSublayer, kSelective, kSchedule, kSegments, kPlan };
 
   Kind kind_ = Kind::kNone;
   int64_t every_ = 0;
@@ -62,6 +66,7 @@ class CheckpointPolicy {
   int64_t mlp_stride_ = 0;
   std::vector<std::pair<double, int64_t>> schedule_;  // (progress threshold, K), ascending
   std::vector<Segment> recomputed_;                   // `segments:`, ascending, disjoint
+  int64_t plan_budget_bytes_ = 0;                     // `plan:`
   std::string text_ = "none";
 };
 

@@ -17,7 +17,9 @@ const std::vector<std::string>& identity_columns() {
 
 const std::vector<std::string>& request_columns() {
   static const std::vector<std::string> columns = {
-      "request_max_batch_budget_bytes", "request_max_batch_limit", "request_max_batch_probe_steps"};
+      "request_max_batch_budget_bytes",    "request_max_batch_limit",
+      "request_max_batch_probe_steps",     "request_plan_budget_bytes",
+      "request_plan_predicted_peak_bytes", "request_plan_predicted_step_ms"};
   return columns;
 }
 
@@ -67,8 +69,14 @@ std::vector<std::string> run_row(const RunRecord& run) {
     row.push_back(std::to_string(run.request.max_batch->limit));
     row.push_back(std::to_string(run.request.max_batch->probe_steps));
   } else {
-    row.insert(row.end(), request_columns().size(), "");
+    row.insert(row.end(), 3, "");
   }
+  // A plan that found none that fits predicted nothing: its budget only.
+  const auto& planned = run.request.plan;
+  row.push_back(planned ? std::to_string(planned->budget_bytes) : "");
+  const bool predicted = planned && !planned->chosen.empty();
+  row.push_back(predicted ? std::to_string(planned->predicted_peak_bytes) : "");
+  row.push_back(predicted ? number_text(planned->predicted_step_ms) : "");
   const bool measured = run.has_result && run.result.steps_completed > 0;
   for (const ResultField& field : result_fields()) {
     if (!measured && std::string(field.name) != "params") {

@@ -278,6 +278,7 @@ void RunWriter::add_probe(int64_t run_id, int64_t probe, int64_t batch, RunStatu
 
 void RunWriter::finish_run(int64_t run_id, const RunSummary& summary) {
   const std::string config = dump_json(to_json(summary.config));
+  const std::string planned = summary.planned ? dump_json(plan::to_json(*summary.planned)) : "";
   const std::string result = dump_json(to_json(static_cast<const RunResult&>(summary)));
   const std::string status = to_string(summary.status);
   const std::vector<TimelinePoint> timeline = summary.timeline;
@@ -304,6 +305,13 @@ void RunWriter::finish_run(int64_t run_id, const RunSummary& summary) {
     }
     update.run();
     if (db.changes() == 0) return;  // the run was deleted meanwhile: nothing to finish
+    if (!planned.empty()) {
+      // What was asked (the budget) and what the planner promised, beside what was measured.
+      Statement request(db,
+                        "UPDATE runs SET request = json_set(CASE WHEN json_valid(request) THEN "
+                        "request ELSE '{}' END, '$.plan', json(?)) WHERE id = ?");
+      request.bind(1, planned).bind(2, run_id).run();
+    }
     Statement point(db,
                     "INSERT OR REPLACE INTO timelines (run_id, step, point, time_ms, bytes, phase) "
                     "VALUES (?, ?, ?, ?, ?, ?)");

@@ -143,7 +143,12 @@ void validate(const RunConfig& config) {
   }
   validate_model_states_fit(config.model, device);
   const CheckpointPolicy policy = CheckpointPolicy::parse(config.checkpoint);
-  policy.plan_for(config.model.layers, 0.0);  // a segment list must fit the model
+  if (!policy.is_plan()) policy.plan_for(config.model.layers, 0.0);  // a list must fit the model
+  if (policy.is_plan() && config.world_size > 1) {
+    throw InvalidInput("--checkpoint",
+                       "plan:BUDGET trains one process for now; give its plan (rematlab-cli plan) "
+                       "to every rank as segments:…");
+  }
   const OffloadSpec offload = parse_offload(config.offload);
   validate_data_source(config.data);
   validate_offload_location(offload);

@@ -9,14 +9,17 @@ nlohmann::json to_json(const RunRequest& request) {
                          {"limit", request.max_batch->limit},
                          {"probe_steps", request.max_batch->probe_steps}};
   }
+  if (request.plan) json["plan"] = plan::to_json(*request.plan);
   return json;
 }
 
 RunRequest run_request_from_json(const nlohmann::json& json) {
   RunRequest request;
-  if (!json.is_object() || !json.contains("max_batch") || !json["max_batch"].is_object()) {
-    return request;
+  if (!json.is_object()) return request;
+  if (json.contains("plan") && json["plan"].is_object()) {
+    request.plan = plan::planned_policy_from_json(json["plan"]);
   }
+  if (!json.contains("max_batch") || !json["max_batch"].is_object()) return request;
   const nlohmann::json& search = json["max_batch"];
   MaxBatchSpec spec;
   auto read = [&](const char* key, int64_t& field) {

@@ -1,11 +1,13 @@
 // What was asked of a run, beside the config it trained with: a max-batch search's budget and
-// range. Kept apart from the config so the batch a run trained at never hides the search that
-// chose it, nor the other way round.
+// range, a planned policy's budget (with the planner's prediction). Kept apart from the config so
+// the batch a run trained at never hides the search that chose it, nor the other way round.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+
+#include "plan/plan_policy.h"
 
 namespace rematlab {
 
@@ -17,6 +19,8 @@ struct MaxBatchSpec {
 
 struct RunRequest {
   std::optional<MaxBatchSpec> max_batch;  // the batch was searched, from 1 to limit
+  // --checkpoint plan:BUDGET: the budget, and what the planner chose and predicted for it.
+  std::optional<plan::PlannedPolicy> plan;
 };
 
 nlohmann::json to_json(const RunRequest& request);

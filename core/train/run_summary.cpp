@@ -208,6 +208,7 @@ nlohmann::json to_json(const RunSummary& summary) {
   json.update(to_json(static_cast<const RunResult&>(summary)));
   json["run_id"] = summary.run_id ? nlohmann::json(*summary.run_id) : nlohmann::json(nullptr);
   if (!summary.message.empty()) json["status_message"] = summary.message;
+  if (summary.planned) json["plan"] = plan::to_json(*summary.planned);
   if (!summary.timeline.empty()) {
     nlohmann::json points = nlohmann::json::array();
     for (const auto& point : summary.timeline) {

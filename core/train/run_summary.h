@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "memory/timeline_point.h"
+#include "plan/plan_policy.h"
 #include "train/rank_result.h"
 #include "train/run_config.h"
 #include "train/run_status.h"
@@ -81,6 +82,8 @@ struct RunSummary : RunResult {
   std::vector<TimelinePoint> timeline;  // one step, when asked for
   int64_t timeline_step = -1;
   std::optional<int64_t> run_id;  // set by the runs database
+  // `--checkpoint plan:BUDGET`: what was planned (config.checkpoint holds the list it chose).
+  std::optional<plan::PlannedPolicy> planned;
 
   // Fills the medians and maxima from `steps`.
   void summarize();
@@ -93,7 +96,8 @@ nlohmann::json to_json(const RunResult& result);
 RunResult run_result_from_json(const nlohmann::json& json);
 
 // The design's `run --json` object: status, the config it trained with, every result field,
-// `steps` (= steps completed), `status_message` (when not ok), `timeline` (when recorded).
+// `steps` (= steps completed), `status_message` (when not ok), `timeline` (when recorded),
+// `plan` (what a plan:BUDGET run planned, beside what it measured).
 nlohmann::json to_json(const RunSummary& summary);
 nlohmann::json to_json(const StepMetrics& step);
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "common/byte_size.h"
 #include "common/errors.h"
 #include "estimate/flops.h"
 #include "memory/device_memory.h"
@@ -34,6 +35,7 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<GradientExchange> exchange)
     : config_((validate(config), std::move(config))),  // nothing is built from invalid input
       numerics_({config_.tf32, config_.deterministic}),
       device_(parse_device(config_.device)),
+      planned_(plan::resolve_planned_policy(config_)),
       policy_(CheckpointPolicy::parse(config_.checkpoint)),
       tracker_(device_),
       exchange_(std::move(exchange)) {
@@ -216,6 +218,15 @@ RunSummary Trainer::run(const TrainerCallbacks& callbacks) {
   RunSummary summary;
   summary.config = config_;
   summary.params = config_.model.parameter_count();
+  summary.planned = planned_;
+  if (planned_ && planned_->chosen.empty()) {
+    summary.status = RunStatus::kOom;
+    summary.message = "no checkpoint plan fits " + format_bytes(planned_->budget_bytes) +
+                      " of activations; the smallest budget one fits is " +
+                      format_bytes(planned_->smallest_feasible_bytes);
+    summary.summarize();
+    return summary;
+  }
   const int64_t timeline_step = config_.timeline ? config_.timed_warmup_steps() : -1;
   for (int64_t index = 0; index < config_.steps; ++index) {
     if (index == timeline_step) tracker_.begin_timeline();

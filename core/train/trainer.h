@@ -14,6 +14,7 @@
 #include "memory/memory_tracker.h"
 #include "model/transformer.h"
 #include "offload/offload_store.h"
+#include "plan/plan_policy.h"
 #include "runtime/numerics.h"
 #include "train/gradient_exchange.h"
 #include "train/loss_scaler.h"
@@ -72,6 +73,9 @@ class Trainer {
   RunConfig config_;
   ScopedNumerics numerics_;  // before anything touches the device: it may set CUDA's environment
   c10::Device device_;
+  // plan:BUDGET: profiled and planned before the tracker starts, so the profile's own tensors
+  // are gone before the run measures anything; config_.checkpoint is then the chosen list.
+  std::optional<plan::PlannedPolicy> planned_;
   CheckpointPolicy policy_;
   MemoryTracker tracker_;
   std::unique_ptr<BatchSource> data_;

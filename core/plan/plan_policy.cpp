@@ -1,0 +1,58 @@
+#include "plan/plan_policy.h"
+
+#include <chrono>
+
+#include "checkpoint/checkpoint_policy.h"
+#include "plan/chain_profile.h"
+#include "plan/segment_planner.h"
+
+namespace rematlab::plan {
+
+std::optional<PlannedPolicy> resolve_planned_policy(RunConfig& config) {
+  const CheckpointPolicy policy = CheckpointPolicy::parse(config.checkpoint);
+  if (!policy.is_plan()) return std::nullopt;
+  PlannedPolicy planned;
+  planned.requested = config.checkpoint;
+  planned.budget_bytes = policy.plan_budget_bytes();
+  RunConfig profiled = config;
+  profiled.checkpoint = "none";
+  profiled.budget_bytes = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const ChainCosts costs = profile_chain(profiled);
+  planned.profile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (const auto chosen = plan_under_budget(costs, planned.budget_bytes)) {
+    planned.chosen = chosen->plan.canonical();
+    planned.predicted_peak_bytes = chosen->prediction.peak_bytes;
+    planned.predicted_step_ms = chosen->prediction.step_ms;
+    config.checkpoint = planned.chosen;
+  } else {
+    planned.smallest_feasible_bytes = smallest_feasible_budget(costs);
+  }
+  return planned;
+}
+
+nlohmann::json to_json(const PlannedPolicy& planned) {
+  return {{"requested", planned.requested},
+          {"budget_bytes", planned.budget_bytes},
+          {"chosen", planned.chosen},
+          {"predicted_peak_bytes", planned.predicted_peak_bytes},
+          {"predicted_step_ms", planned.predicted_step_ms},
+          {"smallest_feasible_bytes", planned.smallest_feasible_bytes},
+          {"profile_ms", planned.profile_ms}};
+}
+
+PlannedPolicy planned_policy_from_json(const nlohmann::json& json) {
+  PlannedPolicy planned;
+  if (!json.is_object()) return planned;
+  planned.requested = json.value("requested", "");
+  planned.budget_bytes = json.value("budget_bytes", int64_t{0});
+  planned.chosen = json.value("chosen", "");
+  planned.predicted_peak_bytes = json.value("predicted_peak_bytes", int64_t{0});
+  planned.predicted_step_ms = json.value("predicted_step_ms", 0.0);
+  planned.smallest_feasible_bytes = json.value("smallest_feasible_bytes", int64_t{0});
+  planned.profile_ms = json.value("profile_ms", 0.0);
+  return planned;
+}
+
+}  // namespace rematlab::plan
