@@ -401,6 +401,14 @@ TEST(DistSweep, AKilledWorkerFailsItsPointAndTheSweepGoesOn) {
       EXPECT_NE(run.message.find("(pid " + std::to_string(victim) + " on "), std::string::npos)
           << run.message;
       EXPECT_NE(run.message.find("was killed by signal 9"), std::string::npos) << run.message;
+      // One numbering: the run's message and the launcher's note name the victim alike (and
+      // its output prefix would, "[worker R] ").
+      const auto named = run.message.find("worker ");
+      ASSERT_NE(named, std::string::npos) << run.message;
+      const std::string worker = run.message.substr(named, run.message.find(" (pid") - named);
+      EXPECT_NE(err.find(worker + " (pid " + std::to_string(victim) + ") was killed by signal 9"),
+                std::string::npos)
+          << worker << ": " << err;
       EXPECT_GE(store.steps(run.id).size(), 3u) << "its steps up to the kill stay recorded";
     } else {
       EXPECT_EQ(run.status, RunStatus::kOk) << run.name << ": " << run.message;

@@ -160,15 +160,18 @@ bool drain(const std::string& label, const Rank& rank, Stream& stream) {
   return true;
 }
 
-std::string describe_exit(const Rank& rank) {
-  const std::string who =
-      "rank " + std::to_string(rank.rank) + " (pid " + std::to_string(rank.pid) + ")";
+std::string who(const std::string& label, const Rank& rank) {
+  return label + " " + std::to_string(rank.rank) + " (pid " + std::to_string(rank.pid) + ")";
+}
+
+std::string describe_exit(const std::string& label, const Rank& rank) {
+  const std::string name = who(label, rank);
   if (WIFSIGNALED(rank.status)) {
     const int signal = WTERMSIG(rank.status);
-    return who + " was killed by signal " + std::to_string(signal) + " (" + ::strsignal(signal) +
+    return name + " was killed by signal " + std::to_string(signal) + " (" + ::strsignal(signal) +
            ")";
   }
-  return who + " exited with code " + std::to_string(WEXITSTATUS(rank.status));
+  return name + " exited with code " + std::to_string(WEXITSTATUS(rank.status));
 }
 
 // Starts `rank` (its number set): pipes for its output, fork, exec.
@@ -194,9 +197,43 @@ void start_rank(Rank& rank, const LocalLaunch& launch, int port, pid_t launcher)
   }
   rank.pid = pid;
   rank.running = true;
+  if (launch.children) launch.children->add(pid);
+}
+
+// Reaps `rank` if it has ended (blocking: wait for it); returns whether it was reaped.
+bool reap(Rank& rank, const LocalLaunch& launch, bool block) {
+  const int options = block ? 0 : WNOHANG;
+  const pid_t reaped = launch.children ? launch.children->reap(rank.pid, &rank.status, options)
+                                       : ::waitpid(rank.pid, &rank.status, options);
+  if (reaped != rank.pid) return false;
+  rank.running = false;
+  return true;
 }
 
 }  // namespace
+
+bool LiveChildren::signal(int pid, int number) {
+  // Under the lock: the launcher cannot reap it in between.
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pids_.count(pid) > 0 && ::kill(pid, number) == 0;
+}
+
+bool LiveChildren::contains(int pid) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pids_.count(pid) > 0;
+}
+
+void LiveChildren::add(int pid) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pids_.insert(pid);
+}
+
+int LiveChildren::reap(int pid, int* status, int options) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int reaped = ::waitpid(pid, status, options);
+  if (reaped == pid) pids_.erase(pid);
+  return reaped;
+}
 
 LaunchOutcome launch_local(const LocalLaunch& launch) {
   if (launch.nproc < 1 || launch.args.empty())
@@ -213,16 +250,17 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
   // started may be left running.
   struct StopStarted {
     std::vector<Rank>& ranks;
+    const LocalLaunch& launch;
     bool armed = true;
     ~StopStarted() {
       if (!armed) return;
       for (Rank& rank : ranks) {
         if (!rank.running) continue;
         ::kill(rank.pid, SIGKILL);
-        ::waitpid(rank.pid, &rank.status, 0);
+        reap(rank, launch, true);
       }
     }
-  } stop_started{ranks};
+  } stop_started{ranks, launch};
   const pid_t launcher = ::getpid();
   for (int index = 0; index < launch.nproc; ++index) {
     ranks[static_cast<std::size_t>(index)].rank = index;
@@ -274,17 +312,17 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
     }
     std::vector<int> restarts;
     for (Rank& rank : ranks) {
-      if (!rank.running) continue;
-      if (::waitpid(rank.pid, &rank.status, WNOHANG) != rank.pid) continue;
-      rank.running = false;
+      if (!rank.running || !reap(rank, launch, false)) continue;
       const bool clean = WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == 0;
       if (launch.independent) {
-        if (launch.on_ended && launch.on_ended(rank.rank, rank.pid, clean, describe_exit(rank)))
+        if (launch.on_ended &&
+            launch.on_ended(rank.rank, rank.pid, clean, describe_exit(launch.label, rank)))
           restarts.push_back(rank.rank);
         continue;
       }
       const bool peer = WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == kExitPeerFailed;
-      if (!clean && !peer && !rank.killed_by_us) name_failure(rank, describe_exit(rank));
+      if (!clean && !peer && !rank.killed_by_us)
+        name_failure(rank, describe_exit(launch.label, rank));
       if (!clean && !deadline) deadline = Clock::now() + launch.grace;
     }
     for (const int number : restarts) {
@@ -300,9 +338,9 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
         rank.killed_by_us = true;
         ::kill(rank.pid, SIGKILL);
         const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(launch.grace).count();
-        name_failure(rank, "rank " + std::to_string(rank.rank) + " (pid " +
-                               std::to_string(rank.pid) + ") stopped responding and was killed " +
-                               std::to_string(seconds) + " s after the first rank stopped");
+        name_failure(rank, who(launch.label, rank) + " stopped responding and was killed " +
+                               std::to_string(seconds) + " s after the first " + launch.label +
+                               " stopped");
       }
     }
   }
@@ -315,7 +353,7 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
     for (const Rank& rank : ranks) {
       if (WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == 0) continue;
       outcome.ok = false;  // every failure was a "peer failed": unusual, but not a success
-      if (outcome.failure.empty()) outcome.failure = describe_exit(rank);
+      if (outcome.failure.empty()) outcome.failure = describe_exit(launch.label, rank);
     }
   }
   try {
