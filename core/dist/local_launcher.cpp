@@ -14,6 +14,7 @@
 
 #include "dist/dist_env.h"
 #include "dist/dist_errors.h"
+#include "dist/step_feed.h"
 
 extern char** environ;
 
@@ -80,6 +81,7 @@ ExecImage exec_image(const LocalLaunch& launch, int rank, int port) {
       "TORCHELASTIC_USE_AGENT_STORE=True",
       "TORCHELASTIC_RESTART_COUNT=0",
       std::string(kLauncherVariable) + "=1",
+      std::string(kStepFeedVariable) + (launch.on_rank_step ? "=1" : "=0"),
   };
   std::vector<std::string> env;
   bool threads_given = false;
@@ -269,6 +271,16 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
 
   LaunchOutcome outcome;
   std::optional<Clock::time_point> deadline;
+  auto pass_steps = [&] {
+    if (!launch.on_rank_step) return;
+    std::vector<std::pair<int, StepMetrics>> steps;
+    try {
+      steps = take_published_steps(*store);
+    } catch (const std::exception&) {
+      return;  // the live view misses them; the run itself goes on
+    }
+    for (const auto& [rank, step] : steps) launch.on_rank_step(rank, step);
+  };
   bool cancel_forwarded = false;
   auto name_failure = [&](const Rank& rank, const std::string& text) {
     if (outcome.failed_rank >= 0) return;
@@ -304,11 +316,14 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
         drain(launch.label, *owners[i].first, *owners[i].second);
     }
     if (launch.on_tick) launch.on_tick();
+    pass_steps();
     if (launch.cancel && launch.cancel->load() && !cancel_forwarded) {
       cancel_forwarded = true;
       for (const Rank& rank : ranks) {
         if (rank.running) ::kill(rank.pid, SIGINT);
       }
+      // A rank that does not stop at its next micro-batch is killed after the grace.
+      if (!deadline) deadline = Clock::now() + launch.grace;
     }
     std::vector<int> restarts;
     for (Rank& rank : ranks) {
@@ -338,14 +353,19 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
         rank.killed_by_us = true;
         ::kill(rank.pid, SIGKILL);
         const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(launch.grace).count();
-        name_failure(rank, who(launch.label, rank) + " stopped responding and was killed " +
-                               std::to_string(seconds) + " s after the first " + launch.label +
-                               " stopped");
+        name_failure(rank,
+                     who(launch.label, rank) +
+                         (cancel_forwarded
+                              ? " did not stop within " + std::to_string(seconds) +
+                                    " s of being asked to and was killed"
+                              : " stopped responding and was killed " + std::to_string(seconds) +
+                                    " s after the first " + launch.label + " stopped"));
       }
     }
   }
 
   stop_started.armed = false;  // every rank has ended
+  pass_steps();                // the last ones, sent just before the ranks ended
   const Rank& first = ranks.front();
   outcome.rank0_signalled = WIFSIGNALED(first.status);
   outcome.rank0_exit_code = WIFEXITED(first.status) ? WEXITSTATUS(first.status) : 1;

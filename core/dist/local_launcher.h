@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dist/rendezvous_store.h"
+#include "train/step_metrics.h"
 
 namespace rematlab::dist {
 
@@ -40,6 +41,8 @@ class LiveChildren {
 struct LocalLaunch {
   int nproc = 2;
   std::vector<std::string> args;  // every rank's command line; args[0] is the program
+  // After a rank failed, or a cancel was forwarded: how long the others have to end on their
+  // own before whatever is left is killed.
   std::chrono::milliseconds grace{std::chrono::seconds(30)};
   const std::atomic<bool>* cancel = nullptr;  // forwarded to every rank as SIGINT
   // Served by the caller, which then uses it too (a sweep's coordinator); null: served here.
@@ -55,6 +58,9 @@ struct LocalLaunch {
   std::function<bool(int rank, int pid, bool clean, const std::string& how)> on_ended;
   // Called at least every 100 ms while processes run, on the launcher's thread.
   std::function<void()> on_tick;
+  // Given: every rank publishes each of its steps (dist/step_feed.h), handed over here on the
+  // launcher's thread as they arrive.
+  std::function<void(int rank, const StepMetrics& step)> on_rank_step;
 };
 
 struct LaunchOutcome {
