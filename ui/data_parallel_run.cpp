@@ -101,6 +101,12 @@ void SweepWorker::run_data_parallel(const QString& spec_json, int ranks, const Q
       emit positionChanged(position);
     };
     const dist::RankLaunchOutcome outcome = dist::launch_ranks(launch);
+    if (!outcome.run_id && cancel_.load()) {
+      // Stopped before rank 0 recorded anything (a rank may even have died of the interrupt
+      // before it could handle it): nothing ran, nothing is recorded.
+      emit sweepFinished(QString("Stopped before the run on %1 ranks started").arg(ranks), true);
+      return;
+    }
     if (!outcome.run_id) {
       throw std::runtime_error("the ranks recorded no run: " + outcome.failure);
     }
