@@ -334,6 +334,35 @@ void expect_every_point_once(const std::string& db, const std::vector<std::strin
   EXPECT_EQ(names, std::set<std::string>(labels.begin(), labels.end()));
 }
 
+TEST(DistCli, ARunGivenAsAOnePointSpecTrainsOnEveryRankAndFlagsBesideItAreRefused) {
+  // How the window starts its ranks: the form's one run as a spec, the ranks' flags beside it.
+  ScratchDir dir("distcli-config");
+  const std::string one = write_sweep_spec(dir, R"({"checkpoint": ["every:1"]})");
+  const auto result = cli("run --config " + one + " --nproc 2 --shard optimizer --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = last_line_json(result.out);
+  EXPECT_EQ(json["status"], "ok");
+  EXPECT_EQ(json["world_size"], 2);
+  EXPECT_EQ(json["checkpoint"], "every:1");
+  EXPECT_EQ(json["batch"], 2);
+  EXPECT_EQ(json["ranks"].size(), 2u);
+  EXPECT_NE(result.err.find("[rank 1] step 3/3"), std::string::npos) << result.err;
+
+  const std::string two = dir.file("two.json");
+  std::ofstream(two) << R"({"base": {"preset": "tiny"}, "axes": {"batch": [1, 2]}})";
+  for (const auto& [arguments, words] : std::vector<std::pair<std::string, std::string>>{
+           {"--config " + one + " --batch 4",
+            "--config: give the run either in the file or as "
+            "flags, not both (--batch was given too)"},
+           {"--config " + two, "describes 2 runs; run takes one"},
+           {"--config " + dir.file("missing.json"), "--config: cannot read"}}) {
+    const auto refused = cli("run " + arguments);
+    EXPECT_EQ(refused.exit_code, 2) << arguments << ": " << refused.err;
+    EXPECT_EQ(count_lines(refused.err), 1) << arguments << ": " << refused.err;
+    EXPECT_NE(refused.err.find(words), std::string::npos) << arguments << ": " << refused.err;
+  }
+}
+
 TEST(DistSweep, FourPointsOverTwoWorkersLandOnceEachInOneDatabase) {
   ScratchDir dir("distcli-sweep");
   const std::string db = dir.file("runs.sqlite");
@@ -401,6 +430,14 @@ TEST(DistSweep, AKilledWorkerFailsItsPointAndTheSweepGoesOn) {
       EXPECT_NE(run.message.find("(pid " + std::to_string(victim) + " on "), std::string::npos)
           << run.message;
       EXPECT_NE(run.message.find("was killed by signal 9"), std::string::npos) << run.message;
+      // One numbering: the run's message and the launcher's note name the victim alike (and
+      // its output prefix would, "[worker R] ").
+      const auto named = run.message.find("worker ");
+      ASSERT_NE(named, std::string::npos) << run.message;
+      const std::string worker = run.message.substr(named, run.message.find(" (pid") - named);
+      EXPECT_NE(err.find(worker + " (pid " + std::to_string(victim) + ") was killed by signal 9"),
+                std::string::npos)
+          << worker << ": " << err;
       EXPECT_GE(store.steps(run.id).size(), 3u) << "its steps up to the kill stay recorded";
     } else {
       EXPECT_EQ(run.status, RunStatus::kOk) << run.name << ": " << run.message;

@@ -31,6 +31,7 @@
 #include <QWheelEvent>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 
 #include "common/errors.h"
 #include "compare_view.h"
@@ -231,6 +232,138 @@ TEST(MainWindow, StopMarksTheRunCancelledAndTheWindowKeepsWorking) {
   EXPECT_LT(bench.window.progress_bar()->value(), bench.window.progress_bar()->maximum());
   bench.panel->steps_field()->setValue(3);
   EXPECT_EQ(bench.run_sweep(), "ok");  // and it runs again
+}
+
+// The processes whose parent is this one (the ranks a data-parallel run started).
+std::vector<pid_t> children_of_this_process() {
+  std::vector<pid_t> children;
+  for (const QString& name : QDir("/proc").entryList(QDir::Dirs)) {
+    bool number = false;
+    const pid_t pid = name.toInt(&number);
+    if (!number) continue;
+    std::ifstream stat(("/proc/" + name + "/stat").toStdString());
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(line.substr(close + 2));
+    std::string state;
+    pid_t parent = 0;
+    fields >> state >> parent;
+    if (parent == ::getpid()) children.push_back(pid);
+  }
+  return children;
+}
+
+// Two ranks of the tiny model (set by Bench), whose steps take milliseconds.
+void two_tiny_ranks(ExperimentPanel* panel, const char* shard) {
+  panel->batch_field()->setText("2");
+  panel->ranks_field()->setValue(2);
+  panel->shard_field()->setCurrentText(shard);
+}
+
+TEST(ExperimentPanel, RanksAndShardAreValidatedAtTheirFields) {
+  Bench bench;
+  ExperimentPanel* panel = bench.panel;
+  panel->ranks_field()->setValue(2);
+  panel->shard_field()->setCurrentText("optimizer");
+  ASSERT_TRUE(panel->run_button()->isEnabled()) << panel->problem().toStdString();
+  EXPECT_TRUE(panel->summary().startsWith("1 run on 2 ranks, optimizer sharded"))
+      << panel->summary().toStdString();
+  // Several runs: ranks train one.
+  panel->policies_field()->setText("none; every:1");
+  EXPECT_FALSE(panel->run_button()->isEnabled());
+  EXPECT_TRUE(panel->problem().startsWith("Ranks: ranks train one run together"))
+      << panel->problem().toStdString();
+  EXPECT_TRUE(panel->ranks_field()->property("invalid").toBool());
+  EXPECT_FALSE(panel->policies_field()->property("invalid").toBool());
+  panel->ranks_field()->setValue(1);
+  panel->shard_field()->setCurrentText("none");
+  EXPECT_TRUE(panel->run_button()->isEnabled()) << "one process sweeps as before";
+  // More ranks than this host allows.
+  panel->policies_field()->setText("every:1");
+  panel->ranks_field()->setValue(4096);
+  EXPECT_FALSE(panel->run_button()->isEnabled());
+  EXPECT_TRUE(panel->problem().contains("more than the limit")) << panel->problem().toStdString();
+  EXPECT_TRUE(panel->ranks_field()->property("invalid").toBool());
+  panel->ranks_field()->setValue(2);
+  EXPECT_TRUE(panel->run_button()->isEnabled()) << panel->problem().toStdString();
+  EXPECT_FALSE(panel->ranks_field()->property("invalid").toBool());
+}
+
+TEST(Window, RanksAndShardAreAsTheUserLeftThemAfterARestart) {
+  QTemporaryDir dir;
+  {
+    MainWindow first(dir.filePath("runs.sqlite"));
+    first.experiment_panel()->ranks_field()->setValue(3);
+    first.experiment_panel()->shard_field()->setCurrentText("gradients");
+    first.remember_form();
+  }
+  MainWindow second(dir.filePath("runs.sqlite"));
+  EXPECT_EQ(second.experiment_panel()->ranks_field()->value(), 3);
+  EXPECT_EQ(second.experiment_panel()->shard_field()->currentText(), "gradients");
+  // A sweep spec (the default study) trains each point in one process.
+  second.experiment_panel()->load_spec(rematlab::default_study_spec());
+  EXPECT_EQ(second.experiment_panel()->ranks_field()->value(), 1);
+  EXPECT_EQ(second.experiment_panel()->shard_field()->currentText(), "none");
+}
+
+TEST(MainWindow, ATwoRankRunDrawsAMemoryCurvePerRankAndIsRecordedWithBoth) {
+  Bench bench;
+  two_tiny_ranks(bench.panel, "optimizer");
+  bench.panel->steps_field()->setValue(4);
+  ASSERT_EQ(bench.run_sweep(), "ok") << bench.window.status_text().toStdString();
+  const LiveCharts* charts = bench.window.charts();
+  ASSERT_EQ(charts->run_count(), 2);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(charts->points(LiveCharts::kMemory, rank), 4) << "rank " << rank;
+    EXPECT_TRUE(
+        charts->legend_name(LiveCharts::kMemory, rank).contains(QString("rank %1").arg(rank)))
+        << charts->legend_name(LiveCharts::kMemory, rank).toStdString();
+  }
+  EXPECT_TRUE(children_of_this_process().empty()) << "a rank outlived the run";
+  RunStore store = bench.reader();
+  ASSERT_EQ(store.runs().size(), 1u);
+  const rematlab::RunRecord run = store.runs()[0];
+  EXPECT_EQ(run.status, RunStatus::kOk) << run.message;
+  EXPECT_EQ(run.config.world_size, 2);
+  EXPECT_EQ(run.config.shard, "optimizer");
+  ASSERT_EQ(run.result.ranks.size(), 2u);
+  for (const rematlab::RankResult& rank : run.result.ranks) {
+    EXPECT_EQ(rank.step_peak_bytes.size(), 4u) << "rank " << rank.rank;
+    EXPECT_GT(rank.optimizer_bytes, 0) << "rank " << rank.rank;
+  }
+  EXPECT_EQ(store.steps(run.id).size(), 4u);
+  EXPECT_TRUE(bench.window.status_text().contains("1 run on 2 ranks recorded"))
+      << bench.window.status_text().toStdString();
+}
+
+TEST(MainWindow, StopEndsEveryRankOfARunAndRecordsItCancelled) {
+  Bench bench;
+  two_tiny_ranks(bench.panel, "none");
+  bench.panel->steps_field()->setValue(100000);
+  QSignalSpy ended(&bench.window, &MainWindow::sweepEnded);
+  bench.panel->run_button()->click();
+  QElapsedTimer waited;
+  waited.start();
+  const LiveCharts* charts = bench.window.charts();
+  while ((charts->run_count() < 2 || charts->points(LiveCharts::kMemory, 1) < 2) &&
+         waited.elapsed() < kTimeoutMs && ended.isEmpty()) {
+    QTest::qWait(20);
+  }
+  ASSERT_TRUE(ended.isEmpty()) << bench.window.status_text().toStdString();
+  const std::vector<pid_t> ranks = children_of_this_process();
+  ASSERT_EQ(ranks.size(), 2u);
+  bench.panel->stop_button()->click();
+  ASSERT_TRUE(ended.wait(30000));
+  EXPECT_EQ(ended.takeFirst().at(0).toString(), "cancelled");
+  for (const pid_t rank : ranks) EXPECT_NE(::kill(rank, 0), 0) << "rank pid " << rank << " lives";
+  EXPECT_TRUE(children_of_this_process().empty());
+  RunStore store = bench.reader();
+  ASSERT_EQ(store.runs().size(), 1u);
+  EXPECT_EQ(store.runs()[0].status, RunStatus::kCancelled) << store.runs()[0].message;
+  const QString status = bench.window.status_text();
+  EXPECT_TRUE(status.startsWith("Stopped the run on 2 ranks")) << status.toStdString();
 }
 
 TEST(MainWindow, EngineErrorSurfacesAsADialogAndTheWindowStaysUsable) {
@@ -1017,6 +1150,8 @@ int main(int argc, char** argv) {
   }
   qputenv("XDG_CONFIG_HOME", home.filePath("config").toUtf8());
   qputenv("XDG_DATA_HOME", home.filePath("data").toUtf8());
+  // Data-parallel runs start their ranks with the CLI, which is not beside this test binary.
+  if (qEnvironmentVariableIsEmpty("REMATLAB_CLI")) qputenv("REMATLAB_CLI", REMATLAB_CLI_PATH);
   QApplication app(argc, argv);
   QApplication::setOrganizationName("RematLabTests");
   ::testing::InitGoogleTest(&argc, argv);

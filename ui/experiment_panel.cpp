@@ -127,6 +127,19 @@ void ExperimentPanel::create_training_fields() {
   device_->addItem("cpu");
   const RuntimeInfo runtime = probe_runtime(/*measure_matmul=*/false);
   for (int i = 0; i < runtime.cuda_devices; ++i) device_->addItem(QString("cuda:%1").arg(i));
+  ranks_ = spin(1, 4096, 1);
+  ranks_->setObjectName("ranks");
+  ranks_->setToolTip(
+      "Data-parallel ranks on this host, one process each: every rank trains its own "
+      "micro-batch and the gradients are averaged (1: one process). Several ranks train one "
+      "run, and the live view shows each rank's memory.");
+  shard_ = new QComboBox;
+  shard_->addItems({"none", "optimizer", "gradients"});
+  shard_->setToolTip(
+      "What the ranks split between them instead of each holding it whole:\n"
+      "none: every rank holds every model state\n"
+      "optimizer: each rank keeps and updates 1/N of the optimizer state\n"
+      "gradients: that, and each rank receives only its 1/N of the gradients");
 }
 
 void ExperimentPanel::create_sweep_fields() {
@@ -211,6 +224,8 @@ void ExperimentPanel::lay_out() {
   training->addRow("Seed", seed_);
   training->addRow("Threads", threads_);
   training->addRow("Device", device_);
+  training->addRow("Ranks", ranks_);
+  training->addRow("Shard", shard_);
   auto* sweep_top = new QFormLayout;
   sweep_top->addRow("Experiment", name_);
   sweep_top->addRow("Policies", policies_);
@@ -277,13 +292,13 @@ void ExperimentPanel::connect_fields() {
   connect(tie_head_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
   connect(loss_chunks_, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
   for (auto* box : {layers_, d_model_, heads_, kv_heads_, mlp_hidden_, seq_len_, vocab_, accum_,
-                    steps_, seed_, threads_, max_batch_limit_}) {
+                    steps_, seed_, threads_, ranks_, max_batch_limit_}) {
     connect(box, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
   }
   for (auto* box : {dropout_, lr_}) {
     connect(box, &QDoubleSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
   }
-  for (auto* combo : {attention_, device_, data_}) {
+  for (auto* combo : {attention_, device_, data_, shard_}) {
     connect(combo, &QComboBox::currentTextChanged, this, &ExperimentPanel::revalidate);
   }
   for (auto* edit : {name_, policies_, offload_, batch_, precision_, budget_, data_file_}) {
@@ -357,6 +372,8 @@ QWidget* ExperimentPanel::field_for(const QString& key) const {
       {"seed", seed_},
       {"threads", threads_},
       {"device", device_},
+      {"ranks", ranks_},
+      {"shard", shard_},
       {"checkpoint", policies_},
       {"offload", offload_},
       {"batch", batch_},
@@ -407,10 +424,10 @@ void ExperimentPanel::mark_field(QWidget* bad_field) {
 void ExperimentPanel::revalidate() {
   if (help_.isEmpty()) {  // first call: every field's own help, before any reason is added
     for (const char* key :
-         {"name",       "preset",      "arch",      "layers", "d_model",   "heads",   "kv_heads",
-          "mlp_hidden", "loss_chunks", "seq_len",   "vocab",  "attention", "dropout", "data",
-          "accum",      "steps",       "lr",        "seed",   "threads",   "device",  "checkpoint",
-          "offload",    "batch",       "precision", "budget"}) {
+         {"name",       "preset",      "arch",    "layers", "d_model",   "heads",   "kv_heads",
+          "mlp_hidden", "loss_chunks", "seq_len", "vocab",  "attention", "dropout", "data",
+          "accum",      "steps",       "lr",      "seed",   "threads",   "device",  "ranks",
+          "shard",      "checkpoint",  "offload", "batch",  "precision", "budget"}) {
       if (QWidget* field = field_for(key)) help_.insert(field, field->toolTip());
     }
   }
@@ -427,7 +444,12 @@ void ExperimentPanel::revalidate() {
   try {
     std::vector<std::string> skipped;
     const auto points = expand_sweep(parse_sweep_spec(build_spec()), &skipped);
+    check_data_parallel(points);
     QString runs = points.size() == 1 ? QString("1 run") : QString("%1 runs").arg(points.size());
+    if (data_parallel()) {
+      runs += QString(" on %1 rank%2").arg(ranks()).arg(ranks() == 1 ? "" : "s");
+      if (shard() != "none") runs += QString(", %1 sharded").arg(shard());
+    }
     if (!skipped.empty()) {
       runs += skipped.size() == 1
                   ? QString(" (1 combination of none with offload left out)")
@@ -468,6 +490,9 @@ void ExperimentPanel::revalidate() {
                            "seed and batch: are the gradients bit-identical?");
   emit actionsChanged();
 }
+
+int ExperimentPanel::ranks() const { return ranks_->value(); }
+QString ExperimentPanel::shard() const { return shard_->currentText(); }
 
 bool ExperimentPanel::can_start() const {
   return problem_.isEmpty() && !running_ && read_only_reason_.isEmpty();

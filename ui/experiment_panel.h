@@ -1,6 +1,7 @@
 // The experiment form: model, data and training settings, and the sweep axes (checkpoint
 // policies, offload, batch sizes, precisions, or a max-batch search under a budget). It builds a
-// sweep spec that core validates; invalid input is shown at the field (marked, with the reason in
+// sweep spec that core validates; Ranks and Shard make its one run data-parallel, its ranks
+// started by core's local launcher. Invalid input is shown at the field (marked, with the reason in
 // its tooltip and in the footer's reserved line, so nothing moves) and every way to start is
 // disabled. The fields scroll; the footer with Run, Stop and Check gradients never does.
 #pragma once
@@ -11,6 +12,7 @@
 #include <optional>
 
 #include "metatypes.h"
+#include "sweep/sweep_spec.h"
 
 class QAction;
 class QCheckBox;
@@ -34,6 +36,11 @@ class ExperimentPanel : public QWidget {
   std::optional<nlohmann::ordered_json> spec() const;
   // The first combination as one run.
   std::optional<RunConfig> first_config() const;
+  // Data parallelism: how many ranks train the (one) run, and what they shard. A run on one
+  // rank without sharding is a plain run in the window's own worker.
+  int ranks() const;
+  QString shard() const;
+  bool data_parallel() const { return ranks() > 1 || shard() != "none"; }
   // The first combination that checkpoints: what the gradient check compares against none.
   // nullopt when the form is invalid or every policy is none (check_problem() says which).
   std::optional<RunConfig> check_config() const;
@@ -51,8 +58,9 @@ class ExperimentPanel : public QWidget {
   void load_spec(const nlohmann::ordered_json& spec);
   QString experiment_name() const;
   void set_experiment_name(const QString& name);
-  // Every field as a sweep spec, valid or not (what the window restores after a restart); empty
-  // when a list cannot even be read.
+  // Every field as a sweep spec, valid or not (what the window restores after a restart), with
+  // Ranks and Shard under "data_parallel" (a sweep spec has no such fields); empty when a list
+  // cannot even be read.
   nlohmann::ordered_json form_values() const;
 
   // For tests and scripted use.
@@ -68,6 +76,8 @@ class ExperimentPanel : public QWidget {
   QComboBox* arch_field() const { return arch_; }
   QSpinBox* kv_heads_field() const { return kv_heads_; }
   QLineEdit* loss_chunks_field() const { return loss_chunks_; }
+  QSpinBox* ranks_field() const { return ranks_; }
+  QComboBox* shard_field() const { return shard_; }
   QPushButton* run_button() const { return run_; }
   QPushButton* stop_button() const { return stop_; }
   QPushButton* check_button() const { return check_; }
@@ -97,6 +107,9 @@ class ExperimentPanel : public QWidget {
   void update_preview();
   void mark_field(QWidget* bad_field);
   nlohmann::ordered_json build_spec() const;  // may throw InvalidInput for list syntax
+  // Throws InvalidInput naming "ranks" or "shard" when the ranks cannot train what the form
+  // describes (several runs, more ranks than this host allows, a shard the run refuses).
+  void check_data_parallel(const std::vector<SweepPoint>& points) const;
   QWidget* field_for(const QString& key) const;
 
   QLineEdit* name_;
@@ -122,6 +135,8 @@ class ExperimentPanel : public QWidget {
   QSpinBox* seed_;
   QSpinBox* threads_;
   QComboBox* device_;
+  QSpinBox* ranks_;
+  QComboBox* shard_;
   QLineEdit* policies_;
   QLineEdit* offload_;
   QLineEdit* batch_;

@@ -5,10 +5,12 @@
 #include <QDoubleSpinBox>
 #include <QLineEdit>
 #include <QSpinBox>
+#include <algorithm>
 
 #include "common/errors.h"
 #include "experiment_panel.h"
 #include "sweep/sweep_spec.h"
+#include "train/run_config.h"
 
 namespace rematlab::ui {
 namespace {
@@ -100,10 +102,33 @@ nlohmann::ordered_json ExperimentPanel::build_spec() const {
 
 nlohmann::ordered_json ExperimentPanel::form_values() const {
   try {
-    return build_spec();
+    nlohmann::ordered_json values = build_spec();
+    values["data_parallel"] = {{"ranks", ranks()}, {"shard", shard().toStdString()}};
+    return values;
   } catch (const InvalidInput&) {
     return {};
   }
+}
+
+void ExperimentPanel::check_data_parallel(const std::vector<SweepPoint>& points) const {
+  if (!data_parallel()) return;
+  if (points.size() != 1 || points.front().request.max_batch) {
+    throw InvalidInput(
+        "ranks", std::string("ranks train one run together: ") +
+                     (points.size() == 1 ? "turn off the max-batch search"
+                                         : "leave one value in Policies, Offload, Micro-batch "
+                                           "and Precision (the form names " +
+                                               std::to_string(points.size()) + " runs)"));
+  }
+  if (ranks() > max_threads()) {
+    throw InvalidInput("ranks", std::to_string(ranks()) +
+                                    " ranks on this host is more than the limit of " +
+                                    std::to_string(max_threads()) + " (4 per hardware thread)");
+  }
+  RunConfig config = points.front().config;
+  config.world_size = ranks();
+  config.shard = shard().toStdString();
+  validate(config);  // a shard the run refuses names --shard, which the form calls Shard
 }
 
 std::optional<nlohmann::ordered_json> ExperimentPanel::spec() const {
@@ -200,6 +225,11 @@ void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
                                           : QString());
   }
   if (spec.contains("name")) name_->setText(QString::fromStdString(spec["name"]));
+  // A sweep spec trains each point in one process; only the form's own values have ranks.
+  const auto parallel = spec.value("data_parallel", nlohmann::ordered_json::object());
+  ranks_->setValue(parallel.value("ranks", 1));
+  const int shard = shard_->findText(QString::fromStdString(parallel.value("shard", "none")));
+  shard_->setCurrentIndex(std::max(0, shard));
   revalidate();
 }
 

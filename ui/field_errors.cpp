@@ -32,6 +32,9 @@ constexpr Label kLabels[] = {
     {"seed", "Seed"},
     {"threads", "Threads"},
     {"device", "Device"},
+    {"ranks", "Ranks"},
+    {"nproc", "Ranks"},
+    {"shard", "Shard"},
     {"name", "Experiment"},
     {"checkpoint", "Policies"},
     {"offload", "Offload"},
@@ -75,6 +78,7 @@ FieldError explain(const InvalidInput& error) {
     explained.key = key_of(QString::fromStdString(error.field()));
   }
   if (explained.key == "max_batch") explained.key = "budget";
+  if (explained.key == "nproc" || explained.key == "world_size") explained.key = "ranks";
   explained.label = explained.key.isEmpty() ? QString() : field_label(explained.key);
   static const QRegularExpression kFlag("--([a-z][a-z0-9-]*)");
   QString text;

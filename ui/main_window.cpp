@@ -94,6 +94,7 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   worker_->moveToThread(&worker_thread_);
   connect(&worker_thread_, &QThread::finished, worker_, &QObject::deleteLater);
   connect(this, &MainWindow::startSweep, worker_, &SweepWorker::run_sweep);
+  connect(this, &MainWindow::startDataParallel, worker_, &SweepWorker::run_data_parallel);
   connect(this, &MainWindow::startCheck, worker_, &SweepWorker::check);
   connect(worker_, &SweepWorker::runStarted, this, &MainWindow::on_run_started);
   connect(worker_, &SweepWorker::stepFinished, charts_, &LiveCharts::add_step);
@@ -318,7 +319,11 @@ void MainWindow::on_sweep_requested(const QString& spec_json) {
   run_labels_.clear();
   remember_form();
   worker_->arm();
-  emit startSweep(spec_json, database_);
+  if (panel_->data_parallel()) {
+    emit startDataParallel(spec_json, panel_->ranks(), panel_->shard(), database_);
+  } else {
+    emit startSweep(spec_json, database_);
+  }
 }
 
 void MainWindow::on_run_started(int index, const QString& label, double budget_bytes) {

@@ -62,6 +62,8 @@ class MainWindow : public QMainWindow {
 
  signals:
   void startSweep(const QString& spec_json, const QString& database);
+  void startDataParallel(const QString& spec_json, int ranks, const QString& shard,
+                         const QString& database);
   void startCheck(const rematlab::RunConfig& config);
   void checkEnded(bool identical, const QString& verdict);
   void sweepEnded(const QString& last_status);

@@ -1,4 +1,5 @@
-// Runs sweeps (a single run is a sweep without axes) and gradient checks off the GUI thread.
+// Runs sweeps (a single run is a sweep without axes), data-parallel runs and gradient checks off
+// the GUI thread.
 // Lives in its own QThread; only values cross threads, through queued signals. Every run is
 // recorded in the runs database by core's RunWriter.
 #pragma once
@@ -25,6 +26,10 @@ class SweepWorker : public QObject {
   // `spec_json`: a sweep spec as core's parse_sweep_spec reads it; `database`: an existing
   // RematLab database (the window opened it).
   void run_sweep(const QString& spec_json, const QString& database);
+  // The sweep's one run trained by `ranks` processes of rematlab-cli, sharding `shard`
+  // (data_parallel_run.cpp). Rank r's steps come as stepFinished(r, …); the run as run 0.
+  void run_data_parallel(const QString& spec_json, int ranks, const QString& shard,
+                         const QString& database);
   // One step under the config's policy and under none, compared parameter by parameter.
   void check(const rematlab::RunConfig& config);
 

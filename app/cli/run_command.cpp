@@ -1,5 +1,6 @@
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include "cli/cli_output.h"
 #include "cli/commands.h"
@@ -13,6 +14,7 @@
 #include "store/peak_flops_registry.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
+#include "sweep/sweep_spec.h"
 #include "train/trainer.h"
 
 namespace rematlab::cli {
@@ -53,6 +55,36 @@ void print_summary(const RunSummary& summary) {
                             rows);
 }
 
+// `--config FILE`: the run as a sweep spec of one point, the form the window builds (which starts
+// its ranks with it). The model and training flags are then refused: one place says what runs.
+RunConfig config_from_file(const CLI::App& command, const std::string& path) {
+  const std::set<std::string> with_config = {"--config",      "--db",          "--name",
+                                             "--json",        "--nproc",       "--shard",
+                                             "--bucket-size", "--dist-timeout"};
+  for (const CLI::Option* option : command.get_options()) {
+    if (option->count() == 0 || with_config.count(option->get_name()) > 0) continue;
+    throw InvalidInput("--config", "give the run either in the file or as flags, not both (" +
+                                       option->get_name() + " was given too)");
+  }
+  SweepSpec spec;
+  try {
+    spec = load_sweep_spec(path);
+  } catch (const InvalidInput& error) {
+    throw InvalidInput("--config", error.field() == "--spec"
+                                       ? error.reason()
+                                       : error.field() + ": " + error.reason());
+  }
+  const std::vector<SweepPoint> points = expand_sweep(spec);
+  if (points.size() != 1 || points.front().request.max_batch) {
+    throw InvalidInput("--config",
+                       "'" + path + "' describes " +
+                           (points.size() == 1 ? std::string("a max-batch search")
+                                               : std::to_string(points.size()) + " runs") +
+                           "; run takes one (sweep takes several)");
+  }
+  return points.front().config;
+}
+
 void print_result(const RunSummary& summary, bool json) {
   if (json) {
     print_json_line(to_json(summary));
@@ -71,10 +103,15 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
   dist_options->add_to(*command);
   auto db = std::make_shared<std::string>();
   auto name = std::make_shared<std::string>();
+  auto config_file = std::make_shared<std::string>();
+  command->add_option("--config", *config_file,
+                      "The run as a sweep spec of one point (JSON), instead of the model and "
+                      "training flags");
   command->add_option("--db", *db, "Record the run (and every step) in this runs database");
   command->add_option("--name", *name, "The run's name in the database (default: its policy)");
-  return {command, [options, dist_options, db, name, &cancel]() {
-            RunConfig config = options->resolve();
+  return {command, [command, options, dist_options, db, name, config_file, &cancel]() {
+            RunConfig config = config_file->empty() ? options->resolve()
+                                                    : config_from_file(*command, *config_file);
             dist_options->apply(config);
             const RankRunOptions rank_options{*db, *name, dist_options->timeout()};
             const dist::DistEnv env = dist::dist_env_from_process();
@@ -97,9 +134,13 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
             }
             if (config.world_size > 1) return launch_local_ranks(config, rank_options, cancel);
             if (config.shard != "none") {
-              // Sharding over one rank: the data-parallel path, in this process, on a free port.
-              dist::DistEnv alone;
-              alone.master_port = 0;
+              // Sharding over one rank: the data-parallel path, in this process, on a free port
+              // (or on the store of the launcher that started it alone: the window's).
+              dist::DistEnv alone = env;
+              if (env.launcher != "rematlab") {
+                alone = dist::DistEnv{};
+                alone.master_port = 0;
+              }
               const std::optional<RunSummary> summary =
                   run_as_rank(config, alone, rank_options, cancel);
               if (summary) print_result(*summary, options->json);

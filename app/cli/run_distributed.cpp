@@ -15,6 +15,8 @@
 #include "dist/dist_context.h"
 #include "dist/dist_errors.h"
 #include "dist/local_launcher.h"
+#include "dist/rank_launch.h"
+#include "dist/step_feed.h"
 #include "runtime/device.h"
 #include "store/peak_flops_registry.h"
 #include "store/run_store.h"
@@ -152,9 +154,16 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
     }
     TrainerCallbacks callbacks;
     callbacks.cancel = &cancel;
+    const bool feed = env.launcher == "rematlab" && dist::step_feed_requested();
     callbacks.on_step = [&](const StepMetrics& step) {
       print_step_progress(step, "");
       if (writer) writer->add_step(*run_id, step);
+      if (!feed) return;
+      try {
+        dist::publish_step(context->store(), env.rank, step);
+      } catch (const std::exception&) {
+        // Its launcher's live view misses a step; the run, recorded by rank 0, goes on.
+      }
     };
     RunSummary summary = trainer.run(callbacks);
     const RankResult mine = rank_result(summary, exchange->model_state_bytes(), env.rank);
@@ -221,21 +230,16 @@ int launch_local_ranks(const RunConfig& config, const RankRunOptions& options,
                            std::to_string(max_threads()) +
                            " (4 per hardware thread); use torchrun or srun across hosts");
   }
-  dist::LocalLaunch launch;
+  dist::RankLaunch launch;
   launch.nproc = static_cast<int>(config.world_size);
   launch.args = own_command_line_without("--nproc");
   // A rank notices a dead peer at once and a hung one after the timeout; then it needs a moment
   // to record the failure.
   launch.grace = options.timeout + std::chrono::seconds(5);
   launch.cancel = &cancel;
-  const dist::LaunchOutcome outcome = dist::launch_local(launch);
+  launch.db = options.db;
+  const dist::RankLaunchOutcome outcome = dist::launch_ranks(launch);
   if (outcome.ok) return 0;
-  if ((outcome.rank0_signalled || !outcome.named_while_rank0_alive) && outcome.run_id &&
-      !options.db.empty()) {
-    // Rank 0 could not record its own end, or recorded it before anyone knew who failed.
-    RunWriter writer(options.db);
-    writer.fail_run(*outcome.run_id, outcome.failure);
-  }
   if (!outcome.failed_by_signal && outcome.failed_exit_code == 2) return 2;  // its line is above
   std::cerr << "rematlab-cli: error: " << outcome.failure << std::endl;
   return 1;

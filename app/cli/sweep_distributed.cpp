@@ -11,6 +11,7 @@
 #include "cli/cli_output.h"
 #include "cli/run_distributed.h"
 #include "cli/store_output.h"
+#include "common/current_exception.h"
 #include "common/errors.h"
 #include "dist/dist_errors.h"
 #include "dist/local_launcher.h"
@@ -74,8 +75,14 @@ class CoordinatorThread {
   CoordinatorThread& operator=(const CoordinatorThread&) = delete;
 
   void join() {
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
     if (error_) std::rethrow_exception(error_);
+  }
+  // Stops it; returns what it failed with, if it failed.
+  std::exception_ptr stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    return error_;
   }
 
  private:
@@ -88,6 +95,8 @@ class CoordinatorThread {
       }
     } catch (...) {
       error_ = std::current_exception();
+      // The workers, this process's own included, stop with this reason.
+      coordinator_.abandon(describe_current_exception());
     }
   }
 
@@ -130,8 +139,9 @@ int sweep_with_local_workers(const SweepSpec& spec, int workers, const SweepRunO
 
   const dist::LauncherStore served = dist::serve_launcher_store();
   dist::SweepCoordinatorOptions coordinator_setup = coordinator_options(options, cancel);
-  // Only our own children are killed, by the pid they reported, while we have not reaped them.
-  coordinator_setup.on_lost = [](int pid) { ::kill(pid, SIGKILL); };
+  // Only our own children are killed, and only while not reaped: a reaped pid may be another's.
+  dist::LiveChildren children;
+  coordinator_setup.on_lost = [&children](int pid) { children.signal(pid, SIGKILL); };
   dist::SweepCoordinator coordinator(served.store.store, spec, std::move(points), &writer,
                                      coordinator_setup);
   dist::LocalLaunch launch;
@@ -140,6 +150,7 @@ int sweep_with_local_workers(const SweepSpec& spec, int workers, const SweepRunO
   launch.cancel = &cancel;
   launch.store = &served;
   launch.label = "worker";
+  launch.children = &children;
   launch.independent = true;
   launch.on_tick = [&] { coordinator.pump(); };
   launch.on_ended = [&](int, int pid, bool clean, const std::string& how) {
@@ -154,7 +165,7 @@ int sweep_with_local_workers(const SweepSpec& spec, int workers, const SweepRunO
     return false;
   };
   dist::launch_local(launch);
-  coordinator.pump();
+  coordinator.settle_ended_workers();
   writer.flush();
   print_sweep_outcome(options.db, coordinator.experiment_id(), coordinator.results(), planned,
                       options.json);
@@ -174,31 +185,45 @@ int sweep_as_worker(const SweepSpec& spec, const dist::DistEnv& env, const Sweep
   std::unique_ptr<RunStore> store;
   if (coordinates) store = open_store(options.db);  // refused before anyone waits on us
   dist::RendezvousStore rendezvous = dist::open_rendezvous_store(env, options.timeout);
-  dist::SweepWorkerOptions worker_options{options.timeout, &cancel};
-  try {
-    if (!coordinates) {
+  dist::SweepWorkerOptions worker_options{options.timeout, &cancel, env.rank};
+  if (!coordinates) {
+    try {
       dist::run_sweep_worker(rendezvous.store, spec, worker_options);
       return 0;
+    } catch (const dist::PeerFailure& failure) {
+      std::cerr << "rematlab-cli: error: " << failure.what() << std::endl;
+      return dist::kExitPeerFailed;
     }
-    RunWriter writer(options.db);
-    std::vector<SweepPoint> points = resolved_points(spec, 0, *store);
-    const std::size_t planned = points.size();
-    dist::SweepCoordinatorOptions coordinator_setup = coordinator_options(options, cancel);
-    coordinator_setup.expected_workers = env.world_size;
-    // Its own connection: the worker below blocks on its own while waiting for an answer.
-    dist::SweepCoordinator coordinator(rendezvous.store->clone(), spec, std::move(points), &writer,
-                                       coordinator_setup);
-    CoordinatorThread thread(coordinator);
+  }
+  RunWriter writer(options.db);
+  std::vector<SweepPoint> points = resolved_points(spec, 0, *store);
+  const std::size_t planned = points.size();
+  dist::SweepCoordinatorOptions coordinator_setup = coordinator_options(options, cancel);
+  coordinator_setup.expected_workers = env.world_size;
+  // Its own connection: the worker below blocks on its own while waiting for an answer.
+  dist::SweepCoordinator coordinator(rendezvous.store->clone(), spec, std::move(points), &writer,
+                                     coordinator_setup);
+  CoordinatorThread thread(coordinator);
+  try {
     dist::run_sweep_worker(rendezvous.store, spec, worker_options);
-    thread.join();
-    writer.flush();
-    print_sweep_outcome(options.db, coordinator.experiment_id(), coordinator.results(), planned,
-                        options.json);
-    return 0;
   } catch (const dist::PeerFailure& failure) {
+    if (const std::exception_ptr error = thread.stop()) {
+      // The coordinator's own error (its database) is this rank's failure, not a peer's. Under
+      // Slurm this process serves the store: it stays until the workers have read why.
+      const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+      while (!coordinator.abandon_heard() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      std::rethrow_exception(error);
+    }
     std::cerr << "rematlab-cli: error: " << failure.what() << std::endl;
     return dist::kExitPeerFailed;
   }
+  thread.join();
+  writer.flush();
+  print_sweep_outcome(options.db, coordinator.experiment_id(), coordinator.results(), planned,
+                      options.json);
+  return 0;
 }
 
 }  // namespace rematlab::cli

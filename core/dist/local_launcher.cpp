@@ -14,6 +14,7 @@
 
 #include "dist/dist_env.h"
 #include "dist/dist_errors.h"
+#include "dist/step_feed.h"
 
 extern char** environ;
 
@@ -80,6 +81,7 @@ ExecImage exec_image(const LocalLaunch& launch, int rank, int port) {
       "TORCHELASTIC_USE_AGENT_STORE=True",
       "TORCHELASTIC_RESTART_COUNT=0",
       std::string(kLauncherVariable) + "=1",
+      std::string(kStepFeedVariable) + (launch.on_rank_step ? "=1" : "=0"),
   };
   std::vector<std::string> env;
   bool threads_given = false;
@@ -160,15 +162,18 @@ bool drain(const std::string& label, const Rank& rank, Stream& stream) {
   return true;
 }
 
-std::string describe_exit(const Rank& rank) {
-  const std::string who =
-      "rank " + std::to_string(rank.rank) + " (pid " + std::to_string(rank.pid) + ")";
+std::string who(const std::string& label, const Rank& rank) {
+  return label + " " + std::to_string(rank.rank) + " (pid " + std::to_string(rank.pid) + ")";
+}
+
+std::string describe_exit(const std::string& label, const Rank& rank) {
+  const std::string name = who(label, rank);
   if (WIFSIGNALED(rank.status)) {
     const int signal = WTERMSIG(rank.status);
-    return who + " was killed by signal " + std::to_string(signal) + " (" + ::strsignal(signal) +
+    return name + " was killed by signal " + std::to_string(signal) + " (" + ::strsignal(signal) +
            ")";
   }
-  return who + " exited with code " + std::to_string(WEXITSTATUS(rank.status));
+  return name + " exited with code " + std::to_string(WEXITSTATUS(rank.status));
 }
 
 // Starts `rank` (its number set): pipes for its output, fork, exec.
@@ -194,9 +199,43 @@ void start_rank(Rank& rank, const LocalLaunch& launch, int port, pid_t launcher)
   }
   rank.pid = pid;
   rank.running = true;
+  if (launch.children) launch.children->add(pid);
+}
+
+// Reaps `rank` if it has ended (blocking: wait for it); returns whether it was reaped.
+bool reap(Rank& rank, const LocalLaunch& launch, bool block) {
+  const int options = block ? 0 : WNOHANG;
+  const pid_t reaped = launch.children ? launch.children->reap(rank.pid, &rank.status, options)
+                                       : ::waitpid(rank.pid, &rank.status, options);
+  if (reaped != rank.pid) return false;
+  rank.running = false;
+  return true;
 }
 
 }  // namespace
+
+bool LiveChildren::signal(int pid, int number) {
+  // Under the lock: the launcher cannot reap it in between.
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pids_.count(pid) > 0 && ::kill(pid, number) == 0;
+}
+
+bool LiveChildren::contains(int pid) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pids_.count(pid) > 0;
+}
+
+void LiveChildren::add(int pid) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pids_.insert(pid);
+}
+
+int LiveChildren::reap(int pid, int* status, int options) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int reaped = ::waitpid(pid, status, options);
+  if (reaped == pid) pids_.erase(pid);
+  return reaped;
+}
 
 LaunchOutcome launch_local(const LocalLaunch& launch) {
   if (launch.nproc < 1 || launch.args.empty())
@@ -213,16 +252,17 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
   // started may be left running.
   struct StopStarted {
     std::vector<Rank>& ranks;
+    const LocalLaunch& launch;
     bool armed = true;
     ~StopStarted() {
       if (!armed) return;
       for (Rank& rank : ranks) {
         if (!rank.running) continue;
         ::kill(rank.pid, SIGKILL);
-        ::waitpid(rank.pid, &rank.status, 0);
+        reap(rank, launch, true);
       }
     }
-  } stop_started{ranks};
+  } stop_started{ranks, launch};
   const pid_t launcher = ::getpid();
   for (int index = 0; index < launch.nproc; ++index) {
     ranks[static_cast<std::size_t>(index)].rank = index;
@@ -231,6 +271,16 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
 
   LaunchOutcome outcome;
   std::optional<Clock::time_point> deadline;
+  auto pass_steps = [&] {
+    if (!launch.on_rank_step) return;
+    std::vector<std::pair<int, StepMetrics>> steps;
+    try {
+      steps = take_published_steps(*store);
+    } catch (const std::exception&) {
+      return;  // the live view misses them; the run itself goes on
+    }
+    for (const auto& [rank, step] : steps) launch.on_rank_step(rank, step);
+  };
   bool cancel_forwarded = false;
   auto name_failure = [&](const Rank& rank, const std::string& text) {
     if (outcome.failed_rank >= 0) return;
@@ -266,25 +316,28 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
         drain(launch.label, *owners[i].first, *owners[i].second);
     }
     if (launch.on_tick) launch.on_tick();
+    pass_steps();
     if (launch.cancel && launch.cancel->load() && !cancel_forwarded) {
       cancel_forwarded = true;
       for (const Rank& rank : ranks) {
         if (rank.running) ::kill(rank.pid, SIGINT);
       }
+      // A rank that does not stop at its next micro-batch is killed after the grace.
+      if (!deadline) deadline = Clock::now() + launch.grace;
     }
     std::vector<int> restarts;
     for (Rank& rank : ranks) {
-      if (!rank.running) continue;
-      if (::waitpid(rank.pid, &rank.status, WNOHANG) != rank.pid) continue;
-      rank.running = false;
+      if (!rank.running || !reap(rank, launch, false)) continue;
       const bool clean = WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == 0;
       if (launch.independent) {
-        if (launch.on_ended && launch.on_ended(rank.rank, rank.pid, clean, describe_exit(rank)))
+        if (launch.on_ended &&
+            launch.on_ended(rank.rank, rank.pid, clean, describe_exit(launch.label, rank)))
           restarts.push_back(rank.rank);
         continue;
       }
       const bool peer = WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == kExitPeerFailed;
-      if (!clean && !peer && !rank.killed_by_us) name_failure(rank, describe_exit(rank));
+      if (!clean && !peer && !rank.killed_by_us)
+        name_failure(rank, describe_exit(launch.label, rank));
       if (!clean && !deadline) deadline = Clock::now() + launch.grace;
     }
     for (const int number : restarts) {
@@ -300,14 +353,19 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
         rank.killed_by_us = true;
         ::kill(rank.pid, SIGKILL);
         const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(launch.grace).count();
-        name_failure(rank, "rank " + std::to_string(rank.rank) + " (pid " +
-                               std::to_string(rank.pid) + ") stopped responding and was killed " +
-                               std::to_string(seconds) + " s after the first rank stopped");
+        name_failure(rank,
+                     who(launch.label, rank) +
+                         (cancel_forwarded
+                              ? " did not stop within " + std::to_string(seconds) +
+                                    " s of being asked to and was killed"
+                              : " stopped responding and was killed " + std::to_string(seconds) +
+                                    " s after the first " + launch.label + " stopped"));
       }
     }
   }
 
   stop_started.armed = false;  // every rank has ended
+  pass_steps();                // the last ones, sent just before the ranks ended
   const Rank& first = ranks.front();
   outcome.rank0_signalled = WIFSIGNALED(first.status);
   outcome.rank0_exit_code = WIFEXITED(first.status) ? WEXITSTATUS(first.status) : 1;
@@ -315,7 +373,7 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
     for (const Rank& rank : ranks) {
       if (WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == 0) continue;
       outcome.ok = false;  // every failure was a "peer failed": unusual, but not a success
-      if (outcome.failure.empty()) outcome.failure = describe_exit(rank);
+      if (outcome.failure.empty()) outcome.failure = describe_exit(launch.label, rank);
     }
   }
   try {

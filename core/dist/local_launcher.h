@@ -10,31 +10,57 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "dist/rendezvous_store.h"
+#include "train/step_metrics.h"
 
 namespace rematlab::dist {
+
+// The processes a launch has started and not reaped yet. Only they may be signalled from
+// outside the launcher: once reaped, a pid may belong to another process. Thread-safe.
+class LiveChildren {
+ public:
+  // Sends signal `number` to `pid` if it is one of them; returns whether it was.
+  bool signal(int pid, int number);
+  bool contains(int pid) const;
+  // The launcher's: a child started; waitpid(pid, status, options) with it forgotten once
+  // reaped, under the lock `signal` takes, so that no signal can reach a reaped pid.
+  void add(int pid);
+  int reap(int pid, int* status, int options);
+
+ private:
+  mutable std::mutex mutex_;
+  std::set<int> pids_;
+};
 
 struct LocalLaunch {
   int nproc = 2;
   std::vector<std::string> args;  // every rank's command line; args[0] is the program
+  // After a rank failed, or a cancel was forwarded: how long the others have to end on their
+  // own before whatever is left is killed.
   std::chrono::milliseconds grace{std::chrono::seconds(30)};
   const std::atomic<bool>* cancel = nullptr;  // forwarded to every rank as SIGINT
   // Served by the caller, which then uses it too (a sweep's coordinator); null: served here.
   const LauncherStore* store = nullptr;
-  std::string label = "rank";  // what the output prefix calls a process: "[rank 1] "
+  std::string label = "rank";        // what the output and its messages call a process: "[rank 1] "
+  LiveChildren* children = nullptr;  // kept up to date while the launch runs, if given
 
   // Independent processes (a sweep's workers) rather than the ranks of one run: one that ends
-  // badly stops nobody. `on_ended` hears of every process that ends (its rank, pid and how it
-  // ended, e.g. "rank 1 (pid 42) was killed by signal 9 (Killed)"; clean: exit code 0) and
-  // returns whether to start a fresh process with the same rank in its place.
+  // badly stops nobody. `on_ended` hears of every process that ends, once it is reaped (its
+  // rank, pid and how it ended, e.g. "worker 1 (pid 42) was killed by signal 9 (Killed)"; clean:
+  // exit code 0) and returns whether to start a fresh process with the same rank in its place.
   bool independent = false;
   std::function<bool(int rank, int pid, bool clean, const std::string& how)> on_ended;
   // Called at least every 100 ms while processes run, on the launcher's thread.
   std::function<void()> on_tick;
+  // Given: every rank publishes each of its steps (dist/step_feed.h), handed over here on the
+  // launcher's thread as they arrive.
+  std::function<void(int rank, const StepMetrics& step)> on_rank_step;
 };
 
 struct LaunchOutcome {

@@ -1,6 +1,7 @@
 #include "dist/sweep_coordinator.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "common/json_numbers.h"
 #include "dist/dist_errors.h"
@@ -35,7 +36,7 @@ SweepCoordinator::SweepCoordinator(c10::intrusive_ptr<c10d::Store> store, const 
   const nlohmann::json plan = {
       {"protocol", kSweepProtocol}, {"spec", spec.source.dump()}, {"points", plan_points}};
   store_->set(kPlanKey, bytes_of(plan.dump()));
-  started_ = last_done_ = heartbeats_checked_ = Clock::now();
+  started_ = last_done_ = workers_checked_ = Clock::now();
 }
 
 bool SweepCoordinator::work_left() const {
@@ -66,9 +67,10 @@ std::vector<SweepRunResult> SweepCoordinator::results() const {
 
 std::string SweepCoordinator::who(int64_t id) const {
   const auto found = workers_.find(id);
-  if (found == workers_.end()) return "worker " + std::to_string(id);
-  return "worker " + std::to_string(id) + " (pid " + std::to_string(found->second.pid) + " on " +
-         found->second.host + ")";
+  if (found == workers_.end() || found->second.rank < 0) return "a worker";
+  const Worker& worker = found->second;
+  return "worker " + std::to_string(worker.rank) + " (pid " + std::to_string(worker.process.pid) +
+         " on " + worker.process.host + ")";
 }
 
 void SweepCoordinator::pump() {
@@ -82,7 +84,34 @@ void SweepCoordinator::pump() {
     // The store itself: under torchrun its agent, or this process's own server, is gone.
     throw PeerFailure("the sweep's rendezvous store failed: " + torch_error_text(error));
   }
-  if (Clock::now() - heartbeats_checked_ >= kHeartbeatInterval) check_heartbeats();
+  if (Clock::now() - workers_checked_ >= std::chrono::milliseconds(100)) check_workers();
+}
+
+void SweepCoordinator::abandon(const std::string& why) {
+  try {
+    store_->set(kCoordinatorFailureKey, bytes_of(why));
+  } catch (const std::exception&) {
+    // The store is gone too: the workers find that out themselves.
+  }
+}
+
+bool SweepCoordinator::abandon_heard() {
+  try {
+    // Only their goodbyes count now: nothing else can be recorded any more.
+    while (store_->queueLen(kEventsQueue) > 0) {
+      const nlohmann::json event =
+          nlohmann::json::parse(text_of(store_->queuePop(kEventsQueue, false)), nullptr, false);
+      if (event.is_object() && event.value("kind", "") == "bye" &&
+          event.value("worker", int64_t{-1}) >= 0) {
+        workers_[event["worker"].get<int64_t>()].released = true;
+      }
+    }
+    int64_t heard = store_->add(kFailureHeardKey, 0);
+    for (const auto& [id, worker] : workers_) heard += worker.released ? 1 : 0;
+    return heard >= options_.expected_workers;
+  } catch (const std::exception&) {
+    return true;  // the store is gone: nobody can read anything more
+  }
 }
 
 void SweepCoordinator::handle(const std::string& text) {
@@ -100,6 +129,7 @@ void SweepCoordinator::handle(const std::string& text) {
     if (worker == workers_.end() || worker->second.lost) return;  // its point is failed already
     const int64_t index = event.at("point").get<int64_t>();
     if (index != worker->second.point) return;
+    worker->second.heard = Clock::now();  // sent from the training thread: it progresses
     Point& point = points_.at(static_cast<std::size_t>(index));
     const int64_t run_id = point.result.run_id.value_or(0);
     if (kind == "activity") {
@@ -134,10 +164,12 @@ void SweepCoordinator::handle(const std::string& text) {
 
 void SweepCoordinator::on_ready(int64_t id, const nlohmann::json& event) {
   Worker& worker = workers_[id];
-  worker.host = event.at("host").get<std::string>();
-  worker.pid = event.at("pid").get<int>();
+  worker.rank = event.at("rank").get<int64_t>();
+  worker.process.host = event.at("host").get<std::string>();
+  worker.process.pid = event.at("pid").get<int64_t>();
+  worker.process.start_ticks = event.at("start_ticks").get<int64_t>();
   const int64_t ask = event.at("ask").get<int64_t>();
-  if (worker.lost || !work_left()) {
+  if (worker.lost || worker.ended || !work_left()) {
     store_->set(assign_key(id, ask), bytes_of("-1"));
     return;
   }
@@ -149,7 +181,7 @@ void SweepCoordinator::on_ready(int64_t id, const nlohmann::json& event) {
   point.result.summary.config = point.point.config;
   if (writer_) {
     point.result.run_id = writer_->begin_run(experiment_id_, point.point.label, point.point.config,
-                                             point.point.request);
+                                             point.point.request, worker.process);
   }
   worker.point = static_cast<int64_t>(index);
   worker.heard = Clock::now();
@@ -166,6 +198,7 @@ void SweepCoordinator::on_done(Point& point, Worker& worker, const nlohmann::jso
   // As a sweep in one process stops at a cancelled run, so does this one.
   if (result.summary.status == RunStatus::kCancelled) stopped_ = true;
   worker.point = -1;
+  if (worker.ended) worker.lost = true;  // its `done` arrived after its process was reaped
   finish(point, static_cast<int64_t>(&point - points_.data()));
 }
 
@@ -186,7 +219,8 @@ void SweepCoordinator::lose(int64_t id, const std::string& why, bool alive) {
   Worker& worker = workers_[id];
   if (worker.lost) return;
   worker.lost = true;
-  if (alive && options_.on_lost && worker.pid > 0) options_.on_lost(worker.pid);
+  if (alive && !worker.ended && options_.on_lost && worker.process.pid > 0)
+    options_.on_lost(static_cast<int>(worker.process.pid));
   if (worker.point < 0) return;
   Point& point = points_.at(static_cast<std::size_t>(worker.point));
   const std::string message = who(id) + " " + why;
@@ -200,37 +234,50 @@ void SweepCoordinator::lose(int64_t id, const std::string& why, bool alive) {
 }
 
 bool SweepCoordinator::worker_ended(int pid, const std::string& how) {
+  // Marked first, so that nothing below signals a pid that may already be another process's.
+  // Only a worker not yet ended can be this process: an ended one's pid may have been reused.
+  bool was_worker = false;
+  for (auto& [id, worker] : workers_) {
+    if (worker.ended || worker.process.pid != pid) continue;
+    worker.ended = true;
+    worker.ended_at = Clock::now();
+    // "worker 1 (pid 42) was killed by signal 9": the launcher's words, after the worker's.
+    worker.how_ended = how.substr(std::min(how.size(), how.find(") ") + 2));
+    if (worker.point < 0) worker.lost = true;
+    was_worker = true;
+  }
   // What it sent before it ended counts: a point it finished is not failed.
   pump();
-  for (auto& [id, worker] : workers_) {
-    if (worker.pid != pid) continue;
-    if (!worker.lost && worker.point >= 0) {
-      // "rank 1 (pid 42) was killed by signal 9": the launcher's words, after the worker's.
-      lose(id, how.substr(std::min(how.size(), how.find(") ") + 2)), false);
-    }
-    worker.lost = true;
-    return true;
-  }
-  return false;
+  return was_worker;
 }
 
-void SweepCoordinator::check_heartbeats() {
-  heartbeats_checked_ = Clock::now();
+void SweepCoordinator::settle_ended_workers() {
+  const auto pending = [this] {
+    for (const auto& [id, worker] : workers_) {
+      if (worker.ended && !worker.lost && worker.point >= 0) return true;
+    }
+    return false;
+  };
+  pump();
+  while (pending()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    pump();
+  }
+}
+
+void SweepCoordinator::check_workers() {
+  workers_checked_ = Clock::now();
   for (auto& [id, worker] : workers_) {
     if (worker.lost || worker.point < 0) continue;
-    int64_t beat = -1;
-    try {
-      beat = store_->add(heartbeat_key(id), 0);
-    } catch (const c10::Error& error) {
-      throw PeerFailure("the sweep's rendezvous store failed: " + torch_error_text(error));
-    }
-    if (beat != worker.heartbeat) {
-      worker.heartbeat = beat;
-      worker.heard = heartbeats_checked_;
-    } else if (heartbeats_checked_ - worker.heard > options_.timeout) {
+    if (worker.ended) {
+      if (workers_checked_ - worker.ended_at >= options_.settle) lose(id, worker.how_ended, false);
+    } else if (workers_checked_ - worker.heard > options_.timeout) {
       const auto seconds =
           std::chrono::duration_cast<std::chrono::seconds>(options_.timeout).count();
-      lose(id, "stopped responding (no heartbeat for " + std::to_string(seconds) + " s)", true);
+      lose(id,
+           "stopped making progress (no step, probe or activity for " + std::to_string(seconds) +
+               " s: it hangs)",
+           true);
     }
   }
 }

@@ -1,7 +1,5 @@
 #include "dist/sweep_worker.h"
 
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "common/errors.h"
@@ -20,44 +18,6 @@ namespace {
 
 std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
 
-// Bumps the worker's heartbeat every second on a connection of its own (a blocking wait on the
-// worker's connection would hold it up), until destroyed.
-class Heartbeat {
- public:
-  Heartbeat(c10::intrusive_ptr<c10d::Store> store, int64_t worker)
-      : store_(std::move(store)), key_(heartbeat_key(worker)), thread_([this] { beat(); }) {}
-  ~Heartbeat() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-  Heartbeat(const Heartbeat&) = delete;
-  Heartbeat& operator=(const Heartbeat&) = delete;
-
- private:
-  void beat() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stop_) {
-      try {
-        store_->add(key_, 1);
-      } catch (const std::exception&) {
-        return;  // the coordinator's store is gone; the worker finds out on its next call
-      }
-      wake_.wait_for(lock, kHeartbeatInterval, [this] { return stop_; });
-    }
-  }
-
-  c10::intrusive_ptr<c10d::Store> store_;
-  std::string key_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
-  std::thread thread_;  // last: starts once everything above exists
-};
-
 class Worker {
  public:
   Worker(c10::intrusive_ptr<c10d::Store> store, const SweepWorkerOptions& options)
@@ -74,29 +34,52 @@ class Worker {
     }
   }
 
+  // A coordinator that gave up said why: that, not silence, is what the worker reports.
+  void check_coordinator(const char* what) {
+    const bool failed = talk(what, [&] { return store_->check({kCoordinatorFailureKey}); });
+    if (!failed) return;
+    const std::string why = talk(what, [&] { return store_->get_to_str(kCoordinatorFailureKey); });
+    talk(what, [&] { return store_->add(kFailureHeardKey, 1); });  // it may let the store go
+    throw StoreError(std::string("sweep worker: ") + what + ": the coordinator failed: " + why);
+  }
+
   void send(nlohmann::json event) {
     event["worker"] = id_;
     const std::string text = event.dump();
+    check_coordinator("sending to the coordinator");
     talk("sending to the coordinator", [&] { store_->queuePush(kEventsQueue, bytes_of(text)); });
   }
 
+  // Waits for `key` as the coordinator's answer, watching for its failure meanwhile.
   std::string get(const std::string& key) {
-    return talk("waiting for the coordinator", [&] {
-      store_->wait({key}, options_.timeout);
-      return store_->get_to_str(key);
-    });
+    const char* what = "waiting for the coordinator";
+    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+    while (!talk(what, [&] { return store_->check({key}); })) {
+      check_coordinator(what);
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw StoreError(std::string("sweep worker: ") + what +
+                         ": the coordinator cannot be reached: no answer within " +
+                         std::to_string((options_.timeout.count() + 999) / 1000) + " s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return talk(what, [&] { return store_->get_to_str(key); });
   }
 
   int64_t run(const SweepSpec& spec) {
     id_ = talk("joining the sweep", [&] { return store_->add(kWorkerIdsKey, 1) - 1; });
     std::vector<SweepPoint> points = expand_sweep(spec);
     apply_plan(spec, points);
-    Heartbeat heartbeat(store_->clone(), id_);
     const ProcessIdentity self = current_process();
     int64_t ran = 0;
     for (int64_t ask = 0;; ++ask) {
       if (options_.cancel && options_.cancel->load()) break;
-      send({{"kind", "ready"}, {"ask", ask}, {"host", self.host}, {"pid", self.pid}});
+      send({{"kind", "ready"},
+            {"ask", ask},
+            {"rank", options_.rank},
+            {"host", self.host},
+            {"pid", self.pid},
+            {"start_ticks", self.start_ticks}});
       const int64_t index = std::stoll(get(assign_key(id_, ask)));
       if (index < 0) break;
       run_point(points.at(static_cast<std::size_t>(index)), index);

@@ -1,7 +1,8 @@
 // A worker of a sweep spread over processes (core/dist/sweep_protocol.h): it asks the
 // coordinator for points until there are none left, runs each in this process exactly as a
 // sweep in one process would (sweep/point_runner.h), and sends its probes, steps and outcome
-// back; it never opens the runs database. A heartbeat thread tells the coordinator it lives.
+// back, from the thread that trains (what it sends is its progress); it never opens the runs
+// database.
 #pragma once
 
 #include <atomic>
@@ -16,10 +17,12 @@ namespace rematlab::dist {
 struct SweepWorkerOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};  // for the coordinator's answers
   const std::atomic<bool>* cancel = nullptr;                     // ends the point being run
+  int rank = 0;  // its RANK: the number the coordinator's messages give it
 };
 
 // Returns how many points it ran. Throws InvalidInput when its spec is not the one the
-// coordinator expanded ("--spec"), PeerFailure when the coordinator stops answering.
+// coordinator expanded ("--spec"), PeerFailure when the coordinator stops answering or says it
+// failed (with its reason).
 int64_t run_sweep_worker(const c10::intrusive_ptr<c10d::Store>& store, const SweepSpec& spec,
                          const SweepWorkerOptions& options);
 

@@ -204,9 +204,10 @@ int64_t RunWriter::create_experiment(const std::string& name, const nlohmann::js
 }
 
 int64_t RunWriter::begin_run(std::optional<int64_t> experiment_id, const std::string& name,
-                             const RunConfig& config, const RunRequest& request) {
+                             const RunConfig& config, const RunRequest& request,
+                             const std::optional<ProcessIdentity>& trainer) {
   auto id = std::make_shared<int64_t>(0);
-  const ProcessIdentity self = current_process();
+  const ProcessIdentity self = trainer ? *trainer : current_process();
   RunConfig recorded = config;
   if (request.max_batch) recorded.batch = 0;  // not known until the search ends
   write_and_wait(0, [=](Database& db) {

@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 
+#include "common/process_identity.h"
 #include "store/run_store.h"
 #include "train/run_request.h"
 #include "train/run_summary.h"
@@ -47,10 +48,14 @@ class RunWriter {
 
   // These wait until committed and throw StoreError when their own write failed.
   int64_t create_experiment(const std::string& name, const nlohmann::json& spec);
-  // A new run with status `running`, owned by this process. For a max-batch search the batch is
-  // not known yet: it is recorded as 0 until finish_run stores the batch the run trained at.
+  // A new run with status `running`. Its host and pid are those of the process that trains it,
+  // `trainer` (default: this one): where the run was measured, and the process whose life says
+  // whether the run may still be going (deleting it is refused meanwhile). For a max-batch
+  // search the batch is not known yet: it is recorded as 0 until finish_run stores the batch
+  // the run trained at.
   int64_t begin_run(std::optional<int64_t> experiment_id, const std::string& name,
-                    const RunConfig& config, const RunRequest& request = {});
+                    const RunConfig& config, const RunRequest& request = {},
+                    const std::optional<ProcessIdentity>& trainer = std::nullopt);
   // Status, the config it trained with, what it measured, end time and the memory timeline. A
   // run already marked failed (a write of it failed) keeps that status and reason.
   void finish_run(int64_t run_id, const RunSummary& summary);

@@ -1,0 +1,39 @@
+// One data-parallel run's ranks on this host, started and waited for: what `run --nproc` and
+// the window do (dist/local_launcher.h underneath). A failure rank 0 could not record itself (it
+// died, or recorded its end before anyone knew who failed) is recorded here, in its database.
+// This header includes no LibTorch header, so the window can use it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "train/step_metrics.h"
+
+namespace rematlab::dist {
+
+struct RankLaunch {
+  int nproc = 2;
+  std::vector<std::string> args;  // every rank's command line; args[0] is the program
+  std::chrono::milliseconds grace{std::chrono::seconds(30)};  // see LocalLaunch::grace
+  const std::atomic<bool>* cancel = nullptr;                  // forwarded to every rank as SIGINT
+  std::string db;  // where rank 0 records the run (empty: not recorded)
+  // Given: each rank's steps as they come, on the launching thread (dist/step_feed.h).
+  std::function<void(int rank, const StepMetrics& step)> on_rank_step;
+};
+
+struct RankLaunchOutcome {
+  bool ok = true;       // every rank exited with 0
+  std::string failure;  // one line naming the rank that failed and how
+  bool failed_by_signal = false;
+  int failed_exit_code = 0;
+  std::optional<int64_t> run_id;  // the run rank 0 recorded, if it did
+};
+
+RankLaunchOutcome launch_ranks(const RankLaunch& launch);
+
+}  // namespace rematlab::dist

@@ -1,0 +1,303 @@
+// A sweep spread over workers, at the protocol's level (core/dist/sweep_protocol.h): the
+// coordinator against workers played by the test through an in-process store, the real worker
+// against a coordinator that failed, and the launcher's list of children it may still signal.
+// What is checked: a worker holding a point is hung when it stops making progress (not when a
+// thread of it still beats), a `done` read after its sender was reaped still counts, a reaped
+// worker's pid is never signalled, a point's run records the worker's host and pid (the process
+// whose life says whether the run may still be going), and a coordinator's own failure reaches
+// the workers with its reason.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include "child_process.h"
+#include "common/errors.h"
+#include "common/process_identity.h"
+#include "dist/dist_errors.h"
+#include "dist/local_launcher.h"
+#include "dist/sweep_coordinator.h"
+#include "dist/sweep_protocol.h"
+#include "dist/sweep_worker.h"
+#include "scratch_dir.h"
+#include "store/run_store.h"
+#include "store/run_writer.h"
+#include "store/step_fields.h"
+#include "sweep/point_wire.h"
+
+namespace rematlab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::ScratchDir;
+
+SweepSpec two_point_spec() {
+  return parse_sweep_spec(nlohmann::ordered_json::parse(
+      R"({"name": "protocol", "base": {"preset": "tiny", "layers": 2, "d_model": 32,
+          "heads": 2, "seq_len": 16, "vocab": 64, "batch": 2, "steps": 3},
+          "axes": {"batch": [1, 2]}})"));
+}
+
+std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
+
+// A worker process as the coordinator sees it: what it sends through the store.
+struct FakeWorker {
+  c10::intrusive_ptr<c10d::Store> store;
+  int64_t rank = 0;
+  ProcessIdentity process;
+  int64_t id = -1;
+  int64_t asked = 0;
+
+  void send(nlohmann::json event) {
+    event["worker"] = id;
+    store->queuePush(dist::kEventsQueue, bytes_of(event.dump()));
+  }
+  // Asks for a point; returns its index (-1: none left).
+  int64_t ask(dist::SweepCoordinator& coordinator) {
+    if (id < 0) id = store->add(dist::kWorkerIdsKey, 1) - 1;
+    send({{"kind", "ready"},
+          {"ask", asked},
+          {"rank", rank},
+          {"host", process.host},
+          {"pid", process.pid},
+          {"start_ticks", process.start_ticks}});
+    coordinator.pump();
+    return std::stoll(store->get_to_str(dist::assign_key(id, asked++)));
+  }
+  void step(int64_t point, int64_t index) {
+    StepMetrics metrics;
+    metrics.step = index;
+    metrics.loss = 1.0;
+    send({{"kind", "step"}, {"point", point}, {"step", step_to_json(metrics)}});
+  }
+  void done(int64_t point, const RunConfig& config) {
+    PointOutcome outcome;
+    outcome.summary.status = RunStatus::kOk;
+    outcome.summary.config = config;
+    send({{"kind", "done"}, {"point", point}, {"outcome", to_json(outcome)}});
+  }
+};
+
+ProcessIdentity some_process(int64_t pid) { return {"elsewhere", pid, 0}; }
+
+const SweepRunResult* result_of(const std::vector<SweepRunResult>& results, int64_t index,
+                                const std::vector<SweepPoint>& points) {
+  for (const SweepRunResult& result : results) {
+    if (result.point.label == points.at(static_cast<std::size_t>(index)).label) return &result;
+  }
+  return nullptr;
+}
+
+void pump_for(dist::SweepCoordinator& coordinator, std::chrono::milliseconds how_long,
+              const std::function<void()>& meanwhile = {}) {
+  const auto end = Clock::now() + how_long;
+  while (Clock::now() < end) {
+    if (meanwhile) meanwhile();
+    coordinator.pump();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+TEST(SweepCoordinator, AWorkerThatStopsMakingProgressIsHungAndKilledOneThatStepsIsNot) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const SweepSpec spec = two_point_spec();
+  const std::vector<SweepPoint> points = expand_sweep(spec);
+  std::vector<int> killed;
+  dist::SweepCoordinatorOptions options;
+  options.timeout = std::chrono::milliseconds(400);
+  options.on_lost = [&](int pid) { killed.push_back(pid); };
+  dist::SweepCoordinator coordinator(store, spec, points, nullptr, options);
+  FakeWorker silent{store, 0, some_process(1001)};
+  FakeWorker stepping{store, 1, some_process(1002)};
+  const int64_t silent_point = silent.ask(coordinator);
+  const int64_t stepping_point = stepping.ask(coordinator);
+  ASSERT_GE(silent_point, 0);
+  ASSERT_GE(stepping_point, 0);
+  // Three timeouts long: one steps every 50 ms, the other sends nothing (its training thread
+  // deadlocked, whatever other threads of it do).
+  int64_t steps = 0;
+  pump_for(coordinator, std::chrono::milliseconds(1200),
+           [&] { stepping.step(stepping_point, steps++); });
+  EXPECT_EQ(killed, std::vector<int>{1001});
+  const std::vector<SweepRunResult> results = coordinator.results();
+  const SweepRunResult* hung = result_of(results, silent_point, points);
+  ASSERT_NE(hung, nullptr);
+  EXPECT_EQ(hung->summary.status, RunStatus::kFailed);
+  EXPECT_NE(hung->summary.message.find("worker 0 (pid 1001 on elsewhere) stopped making progress"),
+            std::string::npos)
+      << hung->summary.message;
+  EXPECT_FALSE(coordinator.finished()) << "the stepping worker's point is still running";
+  stepping.done(stepping_point, points[static_cast<std::size_t>(stepping_point)].config);
+  coordinator.pump();
+  const std::vector<SweepRunResult> after = coordinator.results();
+  const SweepRunResult* ok = result_of(after, stepping_point, points);
+  ASSERT_NE(ok, nullptr);
+  EXPECT_EQ(ok->summary.status, RunStatus::kOk) << ok->summary.message;
+  EXPECT_TRUE(coordinator.finished());
+}
+
+TEST(SweepCoordinator, ADoneReadAfterItsWorkerWasReapedStillCounts) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const SweepSpec spec = two_point_spec();
+  const std::vector<SweepPoint> points = expand_sweep(spec);
+  dist::SweepCoordinatorOptions options;
+  options.settle = std::chrono::milliseconds(300);
+  dist::SweepCoordinator coordinator(store, spec, points, nullptr, options);
+  FakeWorker finishing{store, 0, some_process(2001)};
+  FakeWorker dying{store, 1, some_process(2002)};
+  const int64_t finished_point = finishing.ask(coordinator);
+  const int64_t dying_point = dying.ask(coordinator);
+  // Both reaped; the first one's `done` reaches the store only now, as one sent just before the
+  // end can (the store serves each connection on its own).
+  EXPECT_TRUE(coordinator.worker_ended(2001, "worker 0 (pid 2001) exited with code 0"));
+  EXPECT_TRUE(
+      coordinator.worker_ended(2002, "worker 1 (pid 2002) was killed by signal 9 (Killed)"));
+  finishing.done(finished_point, points[static_cast<std::size_t>(finished_point)].config);
+  const auto before = Clock::now();
+  coordinator.settle_ended_workers();
+  EXPECT_LT(Clock::now() - before, std::chrono::seconds(2));
+  const std::vector<SweepRunResult> results = coordinator.results();
+  const SweepRunResult* done = result_of(results, finished_point, points);
+  const SweepRunResult* died = result_of(results, dying_point, points);
+  ASSERT_NE(done, nullptr);
+  ASSERT_NE(died, nullptr);
+  EXPECT_EQ(done->summary.status, RunStatus::kOk) << done->summary.message;
+  EXPECT_EQ(died->summary.status, RunStatus::kFailed);
+  EXPECT_EQ(died->summary.message,
+            "worker 1 (pid 2002 on elsewhere) was killed by signal 9 (Killed)");
+  EXPECT_TRUE(coordinator.finished());
+  // An ended worker's late "ready" is given nothing.
+  EXPECT_EQ(finishing.ask(coordinator), -1);
+}
+
+TEST(SweepCoordinator, AWorkerReapedAfterItStoppedProgressingIsNeverSignalled) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const SweepSpec spec = two_point_spec();
+  const std::vector<SweepPoint> points = expand_sweep(spec);
+  std::vector<int> killed;
+  dist::SweepCoordinatorOptions options;
+  options.timeout = std::chrono::milliseconds(100);
+  options.settle = std::chrono::milliseconds(0);
+  options.on_lost = [&](int pid) { killed.push_back(pid); };
+  dist::SweepCoordinator coordinator(store, spec, points, nullptr, options);
+  FakeWorker worker{store, 0, some_process(3001)};
+  const int64_t point = worker.ask(coordinator);
+  // Silent past the timeout, and reaped before anything checked it: its pid may belong to
+  // another process by now.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(
+      coordinator.worker_ended(3001, "worker 0 (pid 3001) was killed by signal 9 (Killed)"));
+  coordinator.settle_ended_workers();
+  EXPECT_TRUE(killed.empty()) << "signalled pid " << killed.front();
+  const std::vector<SweepRunResult> results = coordinator.results();
+  const SweepRunResult* failed = result_of(results, point, points);
+  ASSERT_NE(failed, nullptr);
+  EXPECT_EQ(failed->summary.status, RunStatus::kFailed);
+  EXPECT_NE(failed->summary.message.find("was killed by signal 9"), std::string::npos)
+      << failed->summary.message;
+}
+
+TEST(SweepCoordinator, APointsRunRecordsTheWorkersHostAndPidNotTheCoordinators) {
+  ScratchDir dir("distsweep-identity");
+  const std::string db = dir.file("runs.sqlite");
+  { RunStore create(db); }
+  testing::ChildProcess worker_process({"/bin/sleep", "60"}, {}, dir.file("out"), dir.file("err"));
+  const ProcessIdentity self = current_process();
+  int64_t run_id = 0;
+  {
+    RunWriter writer(db);
+    auto store = c10::make_intrusive<c10d::HashStore>();
+    const SweepSpec spec = two_point_spec();
+    dist::SweepCoordinator coordinator(store, spec, expand_sweep(spec), &writer, {});
+    FakeWorker worker{store, 0, {self.host, worker_process.pid(), 0}};
+    ASSERT_GE(worker.ask(coordinator), 0);
+    writer.flush();
+    RunStore store_now(db);
+    ASSERT_EQ(store_now.runs().size(), 1u);
+    run_id = store_now.runs()[0].id;
+    EXPECT_EQ(store_now.runs()[0].host, self.host);
+    // While the worker trains, its run cannot be deleted; the refusal names the worker.
+    try {
+      store_now.delete_runs({run_id});
+      ADD_FAILURE() << "a run whose worker lives was deleted";
+    } catch (const InvalidInput& error) {
+      EXPECT_NE(std::string(error.what()).find("process " + std::to_string(worker_process.pid())),
+                std::string::npos)
+          << error.what();
+    }
+  }
+  // The worker gone, the coordinator (this process) alive: the run is over.
+  ::kill(worker_process.pid(), SIGKILL);
+  ASSERT_TRUE(worker_process.wait_for(std::chrono::seconds(10)).has_value());
+  RunStore store(db);
+  EXPECT_EQ(store.recovered_runs(), 1);
+  EXPECT_EQ(store.runs()[0].status, RunStatus::kInterrupted);
+  EXPECT_NO_THROW(store.delete_runs({run_id}));
+}
+
+TEST(SweepWorker, ACoordinatorsOwnFailureReachesTheWorkerWithItsReason) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const SweepSpec spec = two_point_spec();
+  dist::SweepCoordinatorOptions options;
+  options.expected_workers = 1;
+  dist::SweepCoordinator coordinator(store, spec, expand_sweep(spec), nullptr, options);
+  coordinator.abandon("the runs database cannot be written: disk I/O error");
+  EXPECT_FALSE(coordinator.abandon_heard());
+  const auto before = Clock::now();
+  try {
+    dist::run_sweep_worker(store, spec, {std::chrono::seconds(20), nullptr, 0});
+    ADD_FAILURE() << "the worker went on";
+  } catch (const dist::PeerFailure& failure) {
+    const std::string text = failure.what();
+    EXPECT_NE(text.find("the coordinator failed: the runs database cannot be written: disk I/O "
+                        "error"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("cannot be reached"), std::string::npos) << text;
+  }
+  EXPECT_LT(Clock::now() - before, std::chrono::seconds(5)) << "it did not wait for the timeout";
+  EXPECT_TRUE(coordinator.abandon_heard()) << "the worker said it read why";
+}
+
+TEST(LocalLauncher, OnlyChildrenNotYetReapedCanBeSignalled) {
+  ScratchDir dir("distsweep-children");
+  dist::LiveChildren children;
+  dist::LocalLaunch launch;
+  launch.nproc = 2;
+  // Worker 0 ends after 0.3 s, worker 1 two seconds later; each leaves its pid in a file.
+  launch.args = {"/bin/sh", "-c", "echo $$ > " + dir.path() + "/pid$RANK; sleep $((RANK * 2)).3"};
+  launch.independent = true;
+  launch.label = "worker";
+  launch.children = &children;
+  auto pid_of = [&](int rank) {
+    std::ifstream in(dir.file("pid" + std::to_string(rank)));
+    int pid = 0;
+    in >> pid;
+    return pid;
+  };
+  std::vector<std::string> endings;
+  launch.on_ended = [&](int rank, int pid, bool clean, const std::string& how) {
+    endings.push_back(how);
+    EXPECT_TRUE(clean) << how;
+    EXPECT_FALSE(children.contains(pid)) << "reaped, yet still listed";
+    EXPECT_FALSE(children.signal(pid, 0)) << "a reaped pid was signalled";
+    if (rank == 0) {
+      const int other = pid_of(1);
+      EXPECT_GT(other, 0);
+      EXPECT_TRUE(children.contains(other));
+      EXPECT_TRUE(children.signal(other, 0)) << "a running child can be signalled";
+    }
+    return false;
+  };
+  const dist::LaunchOutcome outcome = dist::launch_local(launch);
+  EXPECT_TRUE(outcome.ok) << outcome.failure;
+  ASSERT_EQ(endings.size(), 2u);
+  EXPECT_EQ(endings[0].rfind("worker 0 (pid ", 0), 0u) << "named as its output prefix names it";
+}
+
+}  // namespace
+}  // namespace rematlab
