@@ -113,6 +113,28 @@ TEST(ExperimentPanel, BadBatchListAndMissingBudgetAreNamed) {
   EXPECT_TRUE(panel->run_button()->isEnabled());
 }
 
+// A spec with fields of the wrong type (hand-edited, or from an older version) takes every
+// field it can and keeps the others as they were: never half a form, never an exception.
+TEST(ExperimentPanel, ASpecWithFieldsOfTheWrongTypeIsTakenFieldByField) {
+  Bench bench;
+  ExperimentPanel* panel = bench.panel;
+  const QString preset_before = panel->preset_field()->currentText();
+  const auto spec = nlohmann::ordered_json::parse(R"({
+      "name": 7,
+      "base": {"preset": 5, "dropout": "much", "lr": "fast", "accum": 3, "steps": 4},
+      "max_batch": {"budget": "64MiB", "limit": "large"},
+      "data_parallel": {"ranks": "two", "shard": 1}})");
+  EXPECT_NO_THROW(panel->load_spec(spec));
+  EXPECT_EQ(panel->preset_field()->currentText(), preset_before);
+  EXPECT_EQ(panel->findChild<QSpinBox*>("accum")->value(), 3);  // the fields that were right
+  EXPECT_EQ(panel->steps_field()->value(), 4);
+  EXPECT_TRUE(panel->max_batch_box()->isChecked());
+  EXPECT_EQ(panel->budget_field()->text(), "64MiB");
+  EXPECT_NO_THROW(panel->load_spec(nlohmann::ordered_json::array({1, 2})));
+  EXPECT_NO_THROW(panel->load_spec(nlohmann::ordered_json::parse(R"({"max_batch": 3})")));
+  EXPECT_FALSE(panel->max_batch_box()->isChecked());
+}
+
 TEST(ExperimentPanel, LoadsTheDefaultStudyAsTheSameSweep) {
   Bench bench;
   bench.panel->load_spec(rematlab::default_study_spec());

@@ -160,9 +160,14 @@ std::optional<RunConfig> ExperimentPanel::check_config() const {
 }
 
 void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
+  if (!spec.is_object()) return;
   const auto base = spec.value("base", nlohmann::ordered_json::object());
   const auto axes = spec.value("axes", nlohmann::ordered_json::object());
-  if (base.contains("preset")) preset_->setCurrentText(QString::fromStdString(base["preset"]));
+  // A field of the wrong type (a hand-edited or older spec) is skipped, never half-applied: the
+  // form keeps that field as it was and takes every other.
+  if (base.contains("preset") && base["preset"].is_string()) {
+    preset_->setCurrentText(text_of(base["preset"]));
+  }
   const std::pair<const char*, QSpinBox*> numbers[] = {
       {"layers", layers_},     {"d_model", d_model_},       {"heads", heads_},
       {"kv_heads", kv_heads_}, {"mlp_hidden", mlp_hidden_}, {"seq_len", seq_len_},
@@ -171,7 +176,9 @@ void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
   for (const auto& [key, box] : numbers) {
     if (base.contains(key) && base[key].is_number_integer()) box->setValue(base[key].get<int>());
   }
-  if (base.contains("dropout")) dropout_->setValue(base["dropout"].get<double>());
+  if (base.contains("dropout") && base["dropout"].is_number()) {
+    dropout_->setValue(base["dropout"].get<double>());
+  }
   if (base.contains("arch") && base["arch"].is_string()) {
     arch_->setCurrentText(QString::fromStdString(base["arch"].get<std::string>()));
   }
@@ -183,7 +190,7 @@ void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
     loss_chunks_->setText(
         QString::fromStdString(chunks.is_string() ? chunks.get<std::string>() : chunks.dump()));
   }
-  if (base.contains("lr")) lr_->setValue(base["lr"].get<double>());
+  if (base.contains("lr") && base["lr"].is_number()) lr_->setValue(base["lr"].get<double>());
   if (base.contains("attention") && base["attention"].is_string())
     attention_->setCurrentText(text_of(base["attention"]));
   if (base.contains("device") && base["device"].is_string()) {
@@ -211,24 +218,29 @@ void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
   offload_->setText(list("offload", ", ", "none"));
   precision_->setText(list("precision", ", ", "fp32"));
   batch_->setText(list("batch", ", ", "8"));
-  const bool search = spec.contains("max_batch");
+  const bool search = spec.contains("max_batch") && spec["max_batch"].is_object();
   max_batch_->setChecked(search);
   if (search) {
     const auto& max_batch = spec["max_batch"];
-    const auto& budget = max_batch["budget"];
-    budget_->setText(text_of(budget));
-    if (max_batch.contains("limit")) max_batch_limit_->setValue(max_batch["limit"].get<int>());
+    budget_->setText(max_batch.contains("budget") ? text_of(max_batch["budget"]) : QString());
+    if (max_batch.contains("limit") && max_batch["limit"].is_number_integer()) {
+      max_batch_limit_->setValue(max_batch["limit"].get<int>());
+    }
   } else {
     const auto budget = base.value("budget", nlohmann::ordered_json());
     budget_->setText(budget.is_string()   ? QString::fromStdString(budget.get<std::string>())
                      : budget.is_number() ? QString::fromStdString(budget.dump())
                                           : QString());
   }
-  if (spec.contains("name")) name_->setText(QString::fromStdString(spec["name"]));
+  if (spec.contains("name") && spec["name"].is_string()) name_->setText(text_of(spec["name"]));
   // A sweep spec trains each point in one process; only the form's own values have ranks.
   const auto parallel = spec.value("data_parallel", nlohmann::ordered_json::object());
-  ranks_->setValue(parallel.value("ranks", 1));
-  const int shard = shard_->findText(QString::fromStdString(parallel.value("shard", "none")));
+  const bool has_ranks =
+      parallel.is_object() && parallel.contains("ranks") && parallel["ranks"].is_number_integer();
+  ranks_->setValue(has_ranks ? parallel["ranks"].get<int>() : 1);
+  const bool has_shard =
+      parallel.is_object() && parallel.contains("shard") && parallel["shard"].is_string();
+  const int shard = shard_->findText(has_shard ? text_of(parallel["shard"]) : "none");
   shard_->setCurrentIndex(std::max(0, shard));
   revalidate();
 }
