@@ -185,7 +185,7 @@ int sweep_as_worker(const SweepSpec& spec, const dist::DistEnv& env, const Sweep
   std::unique_ptr<RunStore> store;
   if (coordinates) store = open_store(options.db);  // refused before anyone waits on us
   dist::RendezvousStore rendezvous = dist::open_rendezvous_store(env, options.timeout);
-  dist::SweepWorkerOptions worker_options{options.timeout, &cancel, env.rank};
+  dist::SweepWorkerOptions worker_options{options.timeout, &cancel, env.rank, env.local_rank};
   if (!coordinates) {
     try {
       dist::run_sweep_worker(rendezvous.store, spec, worker_options);

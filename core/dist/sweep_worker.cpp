@@ -121,6 +121,7 @@ class Worker {
       config.threads = resolved[i].at("threads").get<int>();
       config.peak_flops = number_from_json(resolved[i].at("peak_flops"));
       config.peak_flops_source = resolved[i].at("peak_flops_source").get<std::string>();
+      if (config.device == "cuda") config.device = "cuda:" + std::to_string(options_.local_rank);
     }
   }
 

@@ -18,6 +18,9 @@ struct SweepWorkerOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};  // for the coordinator's answers
   const std::atomic<bool>* cancel = nullptr;                     // ends the point being run
   int rank = 0;  // its RANK: the number the coordinator's messages give it
+  // Its LOCAL_RANK: a point on device "cuda" trains on cuda:LOCAL_RANK, one GPU per worker of a
+  // node, as the ranks of a data-parallel run do.
+  int local_rank = 0;
 };
 
 // Returns how many points it ran. Throws InvalidInput when its spec is not the one the
