@@ -18,10 +18,31 @@ struct Segment {
   bool recompute = false;
 };
 
+// The projections whose outputs a `keep:` policy saves in forward instead of recomputing them.
+// The MLP's down projection is not among them: it ends every block, and a recomputed segment's
+// last projection is never recomputed (early stop).
+enum class KeptOutput { kQkv, kAttentionOut, kMlpIn };
+
+struct KeptOutputs {
+  bool qkv = false;
+  bool attention_out = false;
+  bool mlp_in = false;
+
+  bool any() const { return qkv || attention_out || mlp_in; }
+  bool has(KeptOutput which) const;
+  // "matmul" when all are kept, else the names in a fixed order: "qkv,attn-out,mlp-in".
+  std::string text() const;
+  bool operator==(const KeptOutputs& other) const {
+    return qkv == other.qkv && attention_out == other.attention_out && mlp_in == other.mlp_in;
+  }
+};
+
 struct CheckpointPlan {
   std::vector<Segment> segments;
   // `selective`: every block's attention core (QKᵀ, softmax, dropout, ·V) is recomputed.
   bool recompute_attention_core = false;
+  // `keep:LIST`: outputs every recomputed segment saves in forward and does not recompute.
+  KeptOutputs keep;
   // The K of `every:K` in force (also under `schedule`); 0 when the policy has none.
   int64_t interval = 0;
 
@@ -32,7 +53,8 @@ struct CheckpointPlan {
 
 class CheckpointPolicy {
  public:
-  // Throws InvalidInput("--checkpoint", …) naming the policy text.
+  // Throws InvalidInput("--checkpoint", …) naming the policy text. text() is the canonical
+  // form (`keep:` lists are written in one order, all three as keep:matmul).
   static CheckpointPolicy parse(const std::string& text);
   static CheckpointPolicy none() { return parse("none"); }
 
@@ -44,13 +66,14 @@ class CheckpointPolicy {
   bool is_none() const { return kind_ == Kind::kNone; }
 
  private:
-  enum class Kind { kNone, kEvery, kSublayer, kSelective, kSchedule };
+  enum class Kind { kNone, kEvery, kSublayer, kSelective, kSchedule, kKeep };
 
   Kind kind_ = Kind::kNone;
   int64_t every_ = 0;
   int64_t attention_stride_ = 0;
   int64_t mlp_stride_ = 0;
   std::vector<std::pair<double, int64_t>> schedule_;  // (progress threshold, K), ascending
+  KeptOutputs keep_;
   std::string text_ = "none";
 };
 

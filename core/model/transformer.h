@@ -38,7 +38,8 @@ class TransformerImpl : public torch::nn::Module {
  private:
   // The final norm's output (batch, seq, d) after the chain under `plan`.
   torch::Tensor final_hidden(const torch::Tensor& tokens, const CheckpointPlan& plan);
-  torch::Tensor run_segment(const Segment& segment, const torch::Tensor& input);
+  torch::Tensor run_segment(const Segment& segment, const torch::Tensor& input,
+                            const KeptOutputs& keep);
 
   ModelConfig config_;
   torch::nn::Embedding token_embedding_{nullptr};
