@@ -5,17 +5,23 @@ The peer is the same model written in Python on the same pinned PyTorch — GPT-
 or Llama (`--arch llama`: RMSNorm, no biases, grouped-query attention, rotary positions, SwiGLU,
 untied head), written here from the architectures' definitions — with
 torch.utils.checkpoint(use_reentrant=False) over segments of K blocks (every segment
-recomputed, as RematLab's every:K). Both sides use the same shape, batch, thread count, steps
-and warm-up; time is the median step, memory the peak live tensor bytes above the step's start
-(CPU allocator events in both: RematLab's reporting hook, PyTorch's profiler).
+recomputed, as RematLab's every:K), and for RematLab's keep:matmul the same checkpoint of every
+block with PyTorch's selective checkpoint contexts saving the outputs of aten.mm and aten.addmm
+(every projection: nn.Linear runs as one of them on these shapes). Both sides use the same
+shape, batch, thread count, steps and warm-up; time is the median step, memory the peak live
+tensor bytes above the step's start (CPU allocator events in both: RematLab's reporting hook,
+PyTorch's profiler).
 
     .venv/bin/python bench/vs_pytorch.py --cli build/app/rematlab-cli --threads 2
     .venv/bin/python bench/vs_pytorch.py --arch llama --heads 8 --kv-heads 4 --mlp-hidden 704
+    .venv/bin/python bench/vs_pytorch.py --policies none,every:1,keep:matmul
 """
 import argparse
+import functools
 import warnings
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -24,7 +30,10 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
+from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+
+# What PyTorch's selective checkpoint keeps for RematLab's keep:matmul: every matmul's output.
+SAVED_MATMULS = [torch.ops.aten.mm.default, torch.ops.aten.addmm.default]
 
 
 class Attention(nn.Module):
@@ -135,7 +144,7 @@ class Transformer(nn.Module):
             self.norm = RmsNorm(args.d_model)
             self.head = nn.Linear(args.d_model, args.vocab, bias=False)
 
-    def forward(self, tokens, every):
+    def forward(self, tokens, every, keep_matmuls=False):
         h = self.token(tokens)
         if self.position is not None:
             h = h + self.position(torch.arange(tokens.shape[1]))
@@ -144,9 +153,14 @@ class Transformer(nn.Module):
                 h = sublayer(h)
         else:
             span = 2 * every
+            extra = {}
+            if keep_matmuls:
+                extra["context_fn"] = functools.partial(create_selective_checkpoint_contexts,
+                                                        SAVED_MATMULS)
             for begin in range(0, len(self.sublayers), span):
                 segment = self.sublayers[begin:begin + span]
-                h = checkpoint(lambda x, seg=segment: _run(seg, x), h, use_reentrant=False)
+                h = checkpoint(lambda x, seg=segment: _run(seg, x), h, use_reentrant=False,
+                               **extra)
         weight = self.token.weight if self.head is None else self.head.weight
         return F.linear(self.norm(h), weight)
 
@@ -157,8 +171,9 @@ def _run(segment, x):
     return x
 
 
-def peer_step(model, optimizer, tokens, targets, every, vocab):
-    logits = model(tokens, every)
+def peer_step(model, optimizer, tokens, targets, policy, vocab):
+    every, keep_matmuls = peer_policy(policy)
+    logits = model(tokens, every, keep_matmuls)
     loss = F.cross_entropy(logits.view(-1, vocab), targets.reshape(-1))
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -182,7 +197,18 @@ def peer_peak_activation(step):
     return peak
 
 
-def run_peer(args, every):
+def peer_policy(policy):
+    """RematLab's policy text as the peer's (K, keep matmul outputs); K = 0 is none."""
+    if policy == "none":
+        return 0, False
+    if policy == "keep:matmul":
+        return 1, True
+    if policy.startswith("every:"):
+        return int(policy.split(":")[1]), False
+    raise SystemExit(f"--policies: the peer has no counterpart for '{policy}'")
+
+
+def run_peer(args, policy):
     torch.manual_seed(0)
     model = Transformer(args)
     for p in model.parameters():
@@ -190,7 +216,7 @@ def run_peer(args, every):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     tokens = torch.randint(0, args.vocab, (args.batch, args.seq_len))
     targets = torch.randint(0, args.vocab, (args.batch, args.seq_len))
-    step = lambda: peer_step(model, optimizer, tokens, targets, every, args.vocab)
+    step = lambda: peer_step(model, optimizer, tokens, targets, policy, args.vocab)
     times = []
     for i in range(args.warmup + args.steps):
         start = time.perf_counter()
@@ -202,13 +228,12 @@ def run_peer(args, every):
             "peak_activation_bytes": peer_peak_activation(step)}
 
 
-def run_rematlab(args, every):
-    policy = "none" if every == 0 else f"every:{every}"
+def run_rematlab(args, policy, cli=None):
     shape = ["--arch", args.arch]
     if args.arch == "llama":
         shape += ["--kv-heads", str(args.kv_heads or args.heads), "--mlp-hidden",
                   str(args.mlp_hidden), "--tie-head", "false"]
-    command = [args.cli, "run", *shape, "--layers", str(args.layers), "--d-model", str(args.d_model),
+    command = [cli or args.cli, "run", *shape, "--layers", str(args.layers), "--d-model", str(args.d_model),
                "--heads", str(args.heads), "--seq-len", str(args.seq_len), "--vocab",
                str(args.vocab), "--batch", str(args.batch), "--steps",
                str(args.warmup + args.steps), "--warmup-steps", str(args.warmup), "--threads",
@@ -241,12 +266,22 @@ def main():
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3,
                         help="every policy, ours then the peer, this many times over")
-    parser.add_argument("--intervals", default="0,1,2", help="K of every:K; 0 is none")
+    parser.add_argument("--before-cli", default=None,
+                        help="an earlier rematlab-cli, run in the same rounds (its columns: "
+                        "before); it skips keep: policies, which it may not know")
+    parser.add_argument("--policies", default="none,every:1,every:2",
+                        help="comma-separated: none, every:K, keep:matmul")
     args = parser.parse_args()
+    policies = args.policies.split(",")
+    for policy in policies:
+        peer_policy(policy)  # rejects what the peer cannot run, before anything runs
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")  # the profiler warns that it sees no GPU
 
     blas = "MKL" if torch.backends.mkl.is_available() else "not MKL"
+    # The machine may be shared: its load beside the figures says how far to trust them.
+    load = lambda: "/".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"load average (1/5/15 min) at start: {load()}")
     print(f"PyTorch {torch.__version__} ({blas}), {args.threads} threads; {args.arch}, {args.layers} blocks, "
           f"d {args.d_model}, seq {args.seq_len}, batch {args.batch}; median step of {args.steps} "
           f"after {args.warmup} warm-up, median of {args.rounds} rounds")
@@ -254,22 +289,28 @@ def main():
               "peer ms (min–max)",
               "ours act MiB", "peer act MiB", "act ours/peer", "step / none (ours)",
               "step / none (peer)")
+    if args.before_cli:
+        header += ("before ms (min–max)", "before act MiB", "act before/peer",
+                   "step / none (before)")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    intervals = [int(k) for k in args.intervals.split(",")]
     # Rounds outside, policies inside: every policy is measured across the same stretch of
     # time, so drifting machine speed cannot masquerade as a policy's cost.
-    runs = {(every, side): [] for every in intervals for side in ("ours", "peer")}
+    runs = {(policy, side): [] for policy in policies for side in ("ours", "peer", "before")}
+    before = lambda policy: args.before_cli and not policy.startswith("keep:")
     for _ in range(args.rounds):
-        for every in intervals:
-            runs[(every, "ours")].append(run_rematlab(args, every))
-            runs[(every, "peer")].append(run_peer(args, every))
-    none = (median_run(runs[(0, "ours")]), median_run(runs[(0, "peer")])) if 0 in intervals else None
-    for every in intervals:
-        ours, peer = median_run(runs[(every, "ours")]), median_run(runs[(every, "peer")])
-        spread = lambda side: "–".join(f"{f(runs[(every, side)]):.0f}" for f in (
+        for policy in policies:
+            runs[(policy, "ours")].append(run_rematlab(args, policy))
+            runs[(policy, "peer")].append(run_peer(args, policy))
+            if before(policy):
+                runs[(policy, "before")].append(run_rematlab(args, policy, args.before_cli))
+    none = ((median_run(runs[("none", "ours")]), median_run(runs[("none", "peer")]))
+            if "none" in policies else None)
+    for policy in policies:
+        ours, peer = median_run(runs[(policy, "ours")]), median_run(runs[(policy, "peer")])
+        spread = lambda side: "–".join(f"{f(runs[(policy, side)]):.0f}" for f in (
             lambda rs: min(r["step_ms"] for r in rs), lambda rs: max(r["step_ms"] for r in rs)))
-        row = (("none" if every == 0 else f"every:{every}"),
+        row = (policy,
                f"{ours['tokens_per_s']:.0f}", f"{peer['tokens_per_s']:.0f}",
                f"{ours['tokens_per_s'] / peer['tokens_per_s']:.2f}",
                f"{ours['step_ms']:.0f} ({spread('ours')})", f"{peer['step_ms']:.0f} ({spread('peer')})",
@@ -278,7 +319,18 @@ def main():
                f"{ours['peak_activation_bytes'] / peer['peak_activation_bytes']:.2f}",
                f"{ours['step_ms'] / none[0]['step_ms']:.2f}" if none else "",
                f"{peer['step_ms'] / none[1]['step_ms']:.2f}" if none else "")
+        if args.before_cli:
+            if before(policy):
+                old = median_run(runs[(policy, "before")])
+                old_none = median_run(runs[("none", "before")]) if none else None
+                row += (f"{old['step_ms']:.0f} ({spread('before')})",
+                        f"{old['peak_activation_bytes'] / 2**20:.1f}",
+                        f"{old['peak_activation_bytes'] / peer['peak_activation_bytes']:.2f}",
+                        f"{old['step_ms'] / old_none['step_ms']:.2f}" if old_none else "")
+            else:
+                row += ("", "", "", "")
         print("| " + " | ".join(row) + " |", flush=True)
+    print(f"load average (1/5/15 min) at end: {load()}")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,11 +4,14 @@
 #include <random>
 
 #include "checkpoint/checkpoint_policy.h"
+#include "checkpoint/kept_outputs.h"
 #include "checkpoint/replay_state.h"
 #include "checkpoint/segment_checkpoint.h"
+#include "checkpoint/sublayer_tail.h"
 #include "common/errors.h"
 #include "compat/torch_compat.h"
 #include "memory/memory_tracker.h"
+#include "model/transformer.h"
 #include "train/gradient_check.h"
 #include "train/trainer.h"
 
@@ -42,6 +45,19 @@ TEST(CheckpointPolicy, NamedFormsYieldTheDesignedSegments) {
   EXPECT_EQ(CheckpointPolicy::parse("every:1").plan_for(2, 0).describe(), "[a0 m0]* [a1 m1]*");
 }
 
+TEST(CheckpointPolicy, KeepListsAreBlocksWithKeptOutputsInOneCanonicalText) {
+  const CheckpointPolicy some = CheckpointPolicy::parse("keep:mlp-in,qkv");
+  EXPECT_EQ(some.text(), "keep:qkv,mlp-in");
+  const CheckpointPlan plan = some.plan_for(3, 0);
+  EXPECT_EQ(spans(plan), spans(CheckpointPolicy::parse("every:1").plan_for(3, 0)));
+  EXPECT_TRUE(plan.keep.qkv && plan.keep.mlp_in && !plan.keep.attention_out);
+  EXPECT_EQ(plan.describe(), "[a0 m0]* [a1 m1]* [a2 m2]* (kept: qkv,mlp-in)");
+  EXPECT_EQ(CheckpointPolicy::parse("keep:qkv,attn-out,mlp-in").text(), "keep:matmul");
+  EXPECT_EQ(CheckpointPolicy::parse("keep:matmul").plan_for(1, 0).keep,
+            (KeptOutputs{true, true, true}));
+  EXPECT_FALSE(CheckpointPolicy::parse("every:1").plan_for(1, 0).keep.any());
+}
+
 TEST(CheckpointPolicy, ScheduleFollowsTrainingProgress) {
   const auto policy = CheckpointPolicy::parse("schedule:0=2,0.1=3,0.5=5");
   EXPECT_EQ(policy.plan_for(10, 0.0).interval, 2);
@@ -52,10 +68,30 @@ TEST(CheckpointPolicy, ScheduleFollowsTrainingProgress) {
 }
 
 TEST(CheckpointPolicy, ParseErrorsNameThePolicyText) {
-  for (const char* bad :
-       {"every", "every:0", "every:x", "every:2x", "sublayer:1", "sublayer:0,2", "sublayer:1,2,3",
-        "schedule:0.1=2", "schedule:0=2,0=3", "schedule:0=2,1.5=3", "schedule:", "schedule:0=0",
-        "none:3", "selective:1", "bogus", "", "plan:", "plan:lots", "plan:0"}) {
+  for (const char* bad : {"every",
+                          "every:0",
+                          "every:x",
+                          "every:2x",
+                          "sublayer:1",
+                          "sublayer:0,2",
+                          "sublayer:1,2,3",
+                          "schedule:0.1=2",
+                          "schedule:0=2,0=3",
+                          "schedule:0=2,1.5=3",
+                          "schedule:",
+                          "schedule:0=0",
+                          "none:3",
+                          "selective:1",
+                          "bogus",
+                          "",
+                          "plan:",
+                          "plan:lots",
+                          "plan:0",
+                          "keep",
+                          "keep:",
+                          "keep:mm",
+                          "keep:qkv,",
+                          "keep:mlp-out"}) {
     try {
       CheckpointPolicy::parse(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
@@ -247,6 +283,173 @@ TEST(SegmentCheckpoint, RecomputesUnderTheAutocastStateOfForward) {
   EXPECT_EQ(w.grad().scalar_type(), at::kFloat);
 }
 
+// --- early stop: a sublayer's tail backward without its projection ----------------------
+
+struct TailGrads {
+  torch::Tensor x, h, w, b;
+};
+
+// x + dropout(linear(h, w, b)) for rank-`rank` activations, its gradients formed either by plain
+// autograd or by tail_backward, after seeding the generator with `seed`.
+TailGrads tail_grads(bool early_stop, bool bias, int64_t rank, uint64_t seed, bool bf16) {
+  torch::manual_seed(0);
+  const std::vector<int64_t> lead =
+      rank == 3 ? std::vector<int64_t>{4, 6} : std::vector<int64_t>{24};
+  auto sized = [&](int64_t last) {
+    std::vector<int64_t> sizes = lead;
+    sizes.push_back(last);
+    return sizes;
+  };
+  SublayerTail tail;
+  tail.residual = torch::randn(sized(8), torch::requires_grad());
+  tail.projection_input = torch::randn(sized(16), torch::requires_grad());
+  tail.weight = torch::randn({8, 16}, torch::requires_grad());
+  if (bias) tail.bias = torch::randn({8}, torch::requires_grad());
+  tail.dropout = 0.3;
+  tail.training = true;
+  const torch::Tensor grad = torch::randn(sized(8));
+  std::vector<torch::Tensor> wrt = {tail.residual, tail.projection_input, tail.weight};
+  if (bias) wrt.push_back(tail.bias);
+
+  torch::Tensor output;
+  {
+    // The forward under autocast (as a recomputation runs), the backward outside it.
+    AutocastSnapshot state = AutocastSnapshot::capture(at::kCPU);
+    state.cpu_enabled = bf16;
+    state.cpu_dtype = at::kBFloat16;
+    const ScopedAutocast autocast(state);
+    torch::manual_seed(seed);
+    output = early_stop ? tail_without_projection(tail) : tail.complete();
+    EXPECT_TRUE(output.defined());
+  }
+  // Under autocast the residual stream stays fp32.
+  EXPECT_EQ(output.scalar_type(), at::kFloat);
+  const auto all = torch::autograd::grad({output}, wrt, {grad});
+  return {all[0], all[1], all[2], bias ? all[3] : torch::Tensor()};
+}
+
+void expect_same(const TailGrads& a, const TailGrads& b, bool bias) {
+  EXPECT_TRUE(torch::equal(a.x, b.x));
+  EXPECT_TRUE(torch::equal(a.h, b.h));
+  EXPECT_TRUE(torch::equal(a.w, b.w));
+  EXPECT_EQ(a.w.scalar_type(), b.w.scalar_type());
+  EXPECT_EQ(a.b.defined(), bias);
+  EXPECT_EQ(b.b.defined(), bias);
+  if (bias) {
+    EXPECT_TRUE(torch::equal(a.b, b.b));
+  }
+}
+
+TEST(TailBackward, EqualsAutogradOfTheTailBitForBit) {
+  for (const bool bf16 : {false, true}) {
+    for (const bool bias : {true, false}) {
+      for (const int64_t rank : {2, 3}) {
+        SCOPED_TRACE((bf16 ? "bf16 " : "fp32 ") + std::string(bias ? "bias " : "") + "rank " +
+                     std::to_string(rank));
+        expect_same(tail_grads(true, bias, rank, 7, bf16), tail_grads(false, bias, rank, 7, bf16),
+                    bias);
+      }
+    }
+  }
+}
+
+TEST(TailBackward, ComparisonDetectsAnotherDropoutMask) {
+  // The control for the test above: the same tail under another generator state draws another
+  // mask, and the gradients of h and of the weight must then differ.
+  const TailGrads plain = tail_grads(false, true, 3, 7, false);
+  const TailGrads other = tail_grads(true, true, 3, 8, false);
+  EXPECT_TRUE(torch::equal(plain.x, other.x));  // the residual path has no mask
+  EXPECT_FALSE(torch::equal(plain.h, other.h));
+  EXPECT_FALSE(torch::equal(plain.w, other.w));
+}
+
+TEST(TailBackward, AStridedProjectionInputIsNotSkipped) {
+  // at::linear takes another route for a strided input of rank 3: the early stop declines it.
+  SublayerTail tail;
+  tail.residual = torch::randn({4, 6, 8});
+  tail.projection_input = torch::randn({6, 4, 16}, torch::requires_grad()).transpose(0, 1);
+  tail.weight = torch::randn({8, 16}, torch::requires_grad());
+  EXPECT_FALSE(tail_without_projection(tail).defined());
+  tail.projection_input = tail.projection_input.contiguous();
+  EXPECT_TRUE(tail_without_projection(tail).defined());
+}
+
+// One training step's forward and backward of a 2-block model under `policy`, counting the
+// projection calls of block 0.
+struct ProjectionCounts {
+  int qkv_forward = 0, qkv_recomputed = 0;
+  int attention_out_forward = 0, attention_out_recomputed = 0;
+  int mlp_up_forward = 0, mlp_up_recomputed = 0;
+  int mlp_down_forward = 0, mlp_down_recomputed = 0;
+};
+
+ProjectionCounts count_projections(const std::string& preset, const std::string& policy) {
+  ModelConfig model = model_preset(preset);
+  model.layers = 2;
+  model.dropout = 0.1;
+  torch::manual_seed(0);
+  Transformer transformer(model);
+  transformer->train();
+  const torch::Tensor tokens = torch::randint(model.vocab, {2, model.seq_len}, torch::kLong);
+  const torch::Tensor targets = torch::randint(model.vocab, {2, model.seq_len}, torch::kLong);
+  const auto params = transformer->named_parameters();
+  const torch::Tensor qkv = params["block0_attn.qkv.weight"];
+  const torch::Tensor out = params["block0_attn.out.weight"];
+  const torch::Tensor up = params["block0_mlp.up.weight"];
+  const torch::Tensor down = params["block0_mlp.down.weight"];
+  ProjectionLog calls;
+  transformer->loss(tokens, targets, CheckpointPolicy::parse(policy).plan_for(2, 0.0)).backward();
+  EXPECT_TRUE(down.grad().defined() && out.grad().defined());
+  return {calls.count(qkv, false),  calls.count(qkv, true), calls.count(out, false),
+          calls.count(out, true),   calls.count(up, false), calls.count(up, true),
+          calls.count(down, false), calls.count(down, true)};
+}
+
+TEST(EarlyStop, TheLastProjectionOfARecomputedSegmentIsNotRunAgain) {
+  for (const char* preset : {"tiny", "llama-tiny"}) {
+    SCOPED_TRACE(preset);
+    // every:1: [a0 m0]* — the attention's projection is recomputed (the counter sees
+    // recomputation), the MLP's down projection, the segment's tail, is not.
+    const ProjectionCounts every = count_projections(preset, "every:1");
+    EXPECT_EQ(every.attention_out_forward, 1);
+    EXPECT_EQ(every.attention_out_recomputed, 1);
+    EXPECT_EQ(every.mlp_down_forward, 1);
+    EXPECT_EQ(every.mlp_down_recomputed, 0);
+    // sublayer:1,1: [a0]* [m0]* — both projections end a segment.
+    const ProjectionCounts each = count_projections(preset, "sublayer:1,1");
+    EXPECT_EQ(each.attention_out_recomputed, 0);
+    EXPECT_EQ(each.mlp_down_recomputed, 0);
+    // none: one forward with grad, nothing recomputed.
+    const ProjectionCounts none = count_projections(preset, "none");
+    EXPECT_EQ(none.attention_out_forward + none.mlp_down_forward, 0);
+    EXPECT_EQ(none.attention_out_recomputed, 1);
+    EXPECT_EQ(none.mlp_down_recomputed, 1);
+  }
+}
+
+TEST(KeptOutputs, KeptProjectionsAreNotRunAgainWhileTheRestIs) {
+  for (const char* preset : {"tiny", "llama-tiny"}) {
+    SCOPED_TRACE(preset);
+    // keep:matmul — block 0's QKV, attention output and up projections run once, in forward.
+    const ProjectionCounts kept = count_projections(preset, "keep:matmul");
+    EXPECT_EQ(kept.qkv_forward, 1);
+    EXPECT_EQ(kept.qkv_recomputed, 0);
+    EXPECT_EQ(kept.attention_out_forward, 1);
+    EXPECT_EQ(kept.attention_out_recomputed, 0);
+    EXPECT_EQ(kept.mlp_up_forward, 1);
+    EXPECT_EQ(kept.mlp_up_recomputed, 0);
+    EXPECT_EQ(kept.mlp_down_recomputed, 0);
+    // keep:qkv — only the QKV projection is spared; the control that the others are counted.
+    const ProjectionCounts qkv = count_projections(preset, "keep:qkv");
+    EXPECT_EQ(qkv.qkv_recomputed, 0);
+    EXPECT_EQ(qkv.attention_out_recomputed, 1);
+    EXPECT_EQ(qkv.mlp_up_recomputed, 1);
+    const ProjectionCounts every = count_projections(preset, "every:1");
+    EXPECT_EQ(every.qkv_recomputed, 1);
+    EXPECT_EQ(every.mlp_up_recomputed, 1);
+  }
+}
+
 // --- the model under every policy --------------------------------------------------------
 
 RunConfig check_config(const std::string& policy, AttentionKind attention,
@@ -288,7 +491,9 @@ std::string policy_test_name(const std::string& policy, AttentionKind attention,
 INSTANTIATE_TEST_SUITE_P(
     Policies, EveryPolicy,
     ::testing::Combine(::testing::Values("every:1", "every:2", "every:4", "sublayer:1,2",
-                                         "sublayer:2,1", "selective", "schedule:0=1,0.5=2"),
+                                         "sublayer:2,1", "sublayer:1,1", "selective",
+                                         "schedule:0=1,0.5=2", "keep:matmul", "keep:qkv",
+                                         "keep:attn-out,mlp-in"),
                        ::testing::Values(AttentionKind::kSdpa, AttentionKind::kMath),
                        ::testing::Values("tiny", "llama-tiny")),
     [](const auto& param_info) {
@@ -411,6 +616,22 @@ TEST(CheckpointMemory, PeakActivationFallsWithTheInterval) {
   EXPECT_GT(every2, every1);
   EXPECT_LE(static_cast<double>(every1), 0.4 * static_cast<double>(none))
       << "every:1 " << every1 << " bytes against none " << none;
+}
+
+TEST(CheckpointMemory, KeepingProjectionsSitsBetweenEvery1AndNone) {
+  const RunSummary none = small_run("none", AttentionKind::kSdpa);
+  const RunSummary every1 = small_run("every:1", AttentionKind::kSdpa);
+  const RunSummary matmul = small_run("keep:matmul", AttentionKind::kSdpa);
+  const RunSummary qkv = small_run("keep:qkv", AttentionKind::kSdpa);
+  EXPECT_GT(matmul.saved_activation_bytes, qkv.saved_activation_bytes);
+  EXPECT_GT(qkv.saved_activation_bytes, every1.saved_activation_bytes);
+  EXPECT_LT(matmul.saved_activation_bytes, none.saved_activation_bytes);
+  EXPECT_LT(matmul.peak_activation_bytes, none.peak_activation_bytes);
+  // Between forward and backward keep:qkv holds each block's QKV tensor (3·d per token for
+  // GPT) more than every:1.
+  const ModelConfig shape = model_preset("small");
+  const int64_t qkv_bytes = 8 * shape.seq_len * 3 * shape.d_model * 4;
+  EXPECT_EQ(qkv.saved_activation_bytes - every1.saved_activation_bytes, shape.layers * qkv_bytes);
 }
 
 TEST(CheckpointMemory, SelectiveDropsTheScoreTensorsOfMathAttention) {

@@ -192,8 +192,8 @@ TEST_P(CudaGradientCheck, IsIdenticalToNoneUnderDeterministicAlgorithms) {
 
 INSTANTIATE_TEST_SUITE_P(
     Policies, CudaGradientCheck,
-    ::testing::Combine(::testing::Values("every:1", "every:2", "sublayer:1,2", "selective",
-                                         "schedule:0=1,0.5=2"),
+    ::testing::Combine(::testing::Values("every:1", "every:2", "sublayer:1,2", "sublayer:1,1",
+                                         "selective", "schedule:0=1,0.5=2", "keep:matmul"),
                        ::testing::Values(AttentionKind::kSdpa, AttentionKind::kMath)),
     [](const auto& param_info) {
       std::string name = std::get<0>(param_info.param);

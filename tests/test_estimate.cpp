@@ -132,9 +132,23 @@ TEST(Estimate, RecomputationAddsHardwareFlopsOnly) {
       estimate::step_flops(arch, 2048, CheckpointPolicy::parse("every:1").plan_for(12, 0.0));
   EXPECT_DOUBLE_EQ(none.model, every.model);
   EXPECT_DOUBLE_EQ(none.hardware, none.model);
-  // Recomputing every block is one more forward of the blocks: about a third of the step.
+  // Recomputing every block is one more forward of the blocks, less each block's MLP down
+  // projection (d × 4d, 2 FLOPs per weight and token), where the recomputation stops.
   const double blocks = 12.0 * estimate::block_forward_flops_per_token(arch) * 2048;
-  EXPECT_NEAR(every.hardware - every.model, blocks, blocks * 1e-9);
+  const double d = static_cast<double>(arch.d_model);
+  ASSERT_EQ(arch.mlp_hidden, 4 * arch.d_model);
+  const double down = 12.0 * 2.0 * d * 4.0 * d * 2048;
+  EXPECT_NEAR(every.hardware - every.model, blocks - down, blocks * 1e-9);
+  // sublayer:1,1 stops before every projection that ends a sublayer: the attention's too.
+  const auto each =
+      estimate::step_flops(arch, 2048, CheckpointPolicy::parse("sublayer:1,1").plan_for(12, 0.0));
+  const double out = 12.0 * 2.0 * d * d * 2048;
+  EXPECT_NEAR(each.hardware - each.model, blocks - down - out, blocks * 1e-9);
+  // keep:matmul runs no projection again: only the attention cores (4·s·d per token) remain.
+  const auto kept =
+      estimate::step_flops(arch, 2048, CheckpointPolicy::parse("keep:matmul").plan_for(12, 0.0));
+  const double cores = 12.0 * 4.0 * static_cast<double>(arch.seq_len) * d * 2048;
+  EXPECT_NEAR(kept.hardware - kept.model, cores, blocks * 1e-9);
 }
 
 // The activation model against the engine's measured peak (docs/estimates.md has the full
@@ -184,6 +198,8 @@ INSTANTIATE_TEST_SUITE_P(Small, EstimateCalibration,
                                            Calibration{"every:1", AttentionKind::kSdpa},
                                            Calibration{"every:3", AttentionKind::kSdpa},
                                            Calibration{"sublayer:1,2", AttentionKind::kSdpa},
+                                           Calibration{"keep:matmul", AttentionKind::kSdpa},
+                                           Calibration{"keep:qkv", AttentionKind::kMath},
                                            Calibration{"none", AttentionKind::kMath},
                                            Calibration{"selective", AttentionKind::kMath}),
                          [](const ::testing::TestParamInfo<Calibration>& param) {
@@ -202,6 +218,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Calibration{"every:1", AttentionKind::kSdpa, "llama-tiny", 8, 1, 0.05},
                       Calibration{"sublayer:1,2", AttentionKind::kSdpa, "llama-tiny", 8, 1, 0.05},
                       Calibration{"selective", AttentionKind::kSdpa, "llama-tiny", 8, 1, 0.05},
+                      Calibration{"every:2", AttentionKind::kSdpa, "llama-tiny", 8, 1, 0.05},
+                      Calibration{"keep:matmul", AttentionKind::kSdpa, "llama-tiny", 8, 1, 0.05},
                       Calibration{"every:1", AttentionKind::kMath, "llama-tiny", 8, 1, 0.05},
                       Calibration{"none", AttentionKind::kSdpa, "llama-tiny", 8, 4, 0.05},
                       Calibration{"every:1", AttentionKind::kMath, "llama-tiny", 8, 4, 0.05}),

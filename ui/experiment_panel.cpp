@@ -152,7 +152,9 @@ void ExperimentPanel::create_sweep_fields() {
       "every:K: recompute segments of K blocks\n"
       "sublayer:A,F: a checkpoint before every A-th attention and every F-th MLP\n"
       "selective: recompute only the attention core (QKᵀ, softmax, ·V)\n"
-      "schedule:P=K,…: every:K by training progress, e.g. schedule:0=2,0.5=5");
+      "schedule:P=K,…: every:K by training progress, e.g. schedule:0=2,0.5=5\n"
+      "keep:LIST: every:1, but the listed projections' outputs (qkv, attn-out, mlp-in; matmul: "
+      "all) are saved, not recomputed");
   offload_ = new QLineEdit("none");
   offload_->setToolTip(
       "Offload modes to sweep, separated by ',': none, disk, disk:DIR, host "

@@ -121,7 +121,8 @@ Command add_estimate_command(CLI::App& app) {
   command->add_option("--optimizer", options->optimizer, "adamw or sgd")->capture_default_str();
   command
       ->add_option("--checkpoint", options->checkpoint,
-                   "none | every:K | sublayer:A,F | selective | schedule:P=K,…")
+                   "none | every:K | sublayer:A,F | selective | schedule:P=K,… | keep:LIST "
+                   "(qkv, attn-out, mlp-in, matmul)")
       ->capture_default_str();
   command->add_option("--offload", options->offload, "none or disk (segment inputs off device)")
       ->capture_default_str();

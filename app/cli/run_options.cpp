@@ -49,7 +49,8 @@ void RunOptions::add_to(CLI::App& command, const std::string& budget_help) {
   command.add_option("--device", device_, "cpu, cuda or cuda:N")->capture_default_str();
   command
       .add_option("--checkpoint", checkpoint_,
-                  "none | every:K | sublayer:A,F | selective | schedule:P=K,…")
+                  "none | every:K | sublayer:A,F | selective | schedule:P=K,… | keep:LIST "
+                  "(qkv, attn-out, mlp-in, matmul)")
       ->capture_default_str();
   command
       .add_option("--offload", offload_,

@@ -82,6 +82,28 @@ std::vector<Segment> parse_segment_list(const std::string& args, const std::stri
 
 }  // namespace
 
+bool KeptOutputs::has(KeptOutput which) const {
+  switch (which) {
+    case KeptOutput::kQkv:
+      return qkv;
+    case KeptOutput::kAttentionOut:
+      return attention_out;
+    case KeptOutput::kMlpIn:
+      return mlp_in;
+  }
+  return false;
+}
+
+std::string KeptOutputs::text() const {
+  if (qkv && attention_out && mlp_in) return "matmul";
+  std::string names;
+  for (const auto& [kept, name] :
+       {std::pair{qkv, "qkv"}, std::pair{attention_out, "attn-out"}, std::pair{mlp_in, "mlp-in"}}) {
+    if (kept) names += (names.empty() ? "" : ",") + std::string(name);
+  }
+  return names;
+}
+
 int64_t CheckpointPlan::recomputed_segments() const {
   return std::count_if(segments.begin(), segments.end(),
                        [](const Segment& s) { return s.recompute; });
@@ -99,11 +121,13 @@ std::string CheckpointPlan::describe() const {
   }
   if (recompute_attention_core)
     out << (segments.empty() ? "" : " ") << "(attention cores recomputed)";
+  if (keep.any()) out << (segments.empty() ? "" : " ") << "(kept: " << keep.text() << ")";
   return out.str();
 }
 
 std::string CheckpointPlan::canonical() const {
   if (recompute_attention_core) return "selective";
+  if (keep.any()) return "keep:" + keep.text();  // the blocks of every:1, less what it keeps
   std::string list;
   for (const Segment& segment : segments) {
     if (!segment.recompute) continue;
@@ -157,6 +181,25 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
       policy.schedule_.emplace_back(progress, parse_positive(entry.substr(equals + 1), text, "K"));
     }
     if (policy.schedule_.front().first != 0.0) reject(text, "the first entry must start at 0");
+  } else if (head == "keep") {
+    if (!has_args || args.empty()) {
+      reject(text, "expected keep:LIST of qkv, attn-out, mlp-in or matmul, e.g. keep:matmul");
+    }
+    policy.kind_ = Kind::kKeep;
+    for (const auto& name : split(args, ',')) {
+      if (name == "qkv") {
+        policy.keep_.qkv = true;
+      } else if (name == "attn-out") {
+        policy.keep_.attention_out = true;
+      } else if (name == "mlp-in") {
+        policy.keep_.mlp_in = true;
+      } else if (name == "matmul") {
+        policy.keep_ = {true, true, true};
+      } else {
+        reject(text, "'" + name + "' is not qkv, attn-out, mlp-in or matmul");
+      }
+    }
+    policy.text_ = "keep:" + policy.keep_.text();
   } else if (head == "segments") {
     policy.kind_ = Kind::kSegments;
     policy.recomputed_ = parse_segment_list(args, text);
@@ -174,7 +217,7 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
   } else {
     reject(text,
            "unknown policy (use none, every:K, sublayer:A,F, selective, schedule:P=K,…, "
-           "segments:FIRST-LAST,…, plan:BUDGET)");
+           "keep:LIST, segments:FIRST-LAST,…, plan:BUDGET)");
   }
   return policy;
 }
@@ -192,6 +235,12 @@ CheckpointPlan CheckpointPolicy::plan_for(int64_t layers, double progress) const
     case Kind::kEvery:
       plan.interval = every_;
       plan.segments = uniform_blocks(layers, every_);
+      break;
+    case Kind::kKeep:
+      // Blocks recomputed as under every:1, less the kept projections.
+      plan.interval = 1;
+      plan.segments = uniform_blocks(layers, 1);
+      plan.keep = keep_;
       break;
     case Kind::kSchedule: {
       int64_t interval = schedule_.front().second;

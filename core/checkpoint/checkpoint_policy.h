@@ -23,10 +23,31 @@ struct Segment {
   bool recompute = false;
 };
 
+// The projections whose outputs a `keep:` policy saves in forward instead of recomputing them.
+// The MLP's down projection is not among them: it ends every block, and a recomputed segment's
+// last projection is never recomputed (early stop).
+enum class KeptOutput { kQkv, kAttentionOut, kMlpIn };
+
+struct KeptOutputs {
+  bool qkv = false;
+  bool attention_out = false;
+  bool mlp_in = false;
+
+  bool any() const { return qkv || attention_out || mlp_in; }
+  bool has(KeptOutput which) const;
+  // "matmul" when all are kept, else the names in a fixed order: "qkv,attn-out,mlp-in".
+  std::string text() const;
+  bool operator==(const KeptOutputs& other) const {
+    return qkv == other.qkv && attention_out == other.attention_out && mlp_in == other.mlp_in;
+  }
+};
+
 struct CheckpointPlan {
   std::vector<Segment> segments;
   // `selective`: every block's attention core (QKᵀ, softmax, dropout, ·V) is recomputed.
   bool recompute_attention_core = false;
+  // `keep:LIST`: outputs every recomputed segment saves in forward and does not recompute.
+  KeptOutputs keep;
   // The K of `every:K` in force (also under `schedule`); 0 when the policy has none.
   int64_t interval = 0;
 
@@ -34,14 +55,15 @@ struct CheckpointPlan {
   // One line a person can read: "[a0 m0] [a1 m1]*" where * marks recomputed segments.
   std::string describe() const;
   // The plan as a policy that yields it again: `segments:…` naming the recomputed segments,
-  // `none` when nothing is recomputed, `selective` for the attention cores (which lie inside
-  // sublayers, so no segment list says them).
+  // `none` when nothing is recomputed; `selective` and `keep:…` for plans whose recomputation
+  // lies inside sublayers, which no segment list says.
   std::string canonical() const;
 };
 
 class CheckpointPolicy {
  public:
-  // Throws InvalidInput("--checkpoint", …) naming the policy text.
+  // Throws InvalidInput("--checkpoint", …) naming the policy text. text() is the canonical
+  // form (`keep:` lists are written in one order, all three as keep:matmul).
   static CheckpointPolicy parse(const std::string& text);
   static CheckpointPolicy none() { return parse("none"); }
 
@@ -58,15 +80,16 @@ class CheckpointPolicy {
   int64_t plan_budget_bytes() const { return plan_budget_bytes_; }
 
  private:
-  enum class Kind { kNone, kEvery, kSublayer, kSelective, kSchedule, kSegments, kPlan };
+  enum class Kind { kNone, kEvery, kSublayer, kSelective, kSchedule, kKeep, kSegments, kPlan };
 
   Kind kind_ = Kind::kNone;
   int64_t every_ = 0;
   int64_t attention_stride_ = 0;
   int64_t mlp_stride_ = 0;
   std::vector<std::pair<double, int64_t>> schedule_;  // (progress threshold, K), ascending
-  std::vector<Segment> recomputed_;                   // `segments:`, ascending, disjoint
-  int64_t plan_budget_bytes_ = 0;                     // `plan:`
+  KeptOutputs keep_;
+  std::vector<Segment> recomputed_;  // `segments:`, ascending, disjoint
+  int64_t plan_budget_bytes_ = 0;    // `plan:`
   std::string text_ = "none";
 };
 

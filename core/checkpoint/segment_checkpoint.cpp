@@ -2,7 +2,9 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "checkpoint/kept_outputs.h"
 #include "checkpoint/replay_state.h"
+#include "checkpoint/sublayer_tail.h"
 #include "memory/memory_phase.h"
 #include "offload/offload_store.h"
 
@@ -16,6 +18,9 @@ using torch::autograd::variable_list;
 // with the graph whether or not backward ever runs.
 struct SegmentReplay : torch::CustomClassHolder {
   SegmentFn segment;
+  SegmentTailFn until_tail;  // empty: the whole segment is recomputed
+  KeptOutputs keep;
+  KeptTensors kept;  // saved by forward, handed back one by one in the recomputation
   std::vector<torch::Tensor> params;
   RngSnapshot rng;
   AutocastSnapshot autocast;
@@ -26,13 +31,33 @@ struct SegmentReplay : torch::CustomClassHolder {
 
 constexpr const char* kReplayKey = "rematlab.segment_replay";
 
+// Runs in backward under the forward's RNG and autocast state, with grad mode on: the segment's
+// output as the inner backward's root.
+torch::Tensor recompute(SegmentReplay& replay, const torch::Tensor& input) {
+  const ScopedKeeping keeping(replay.keep, &replay.kept, ScopedKeeping::Mode::kReplay);
+  if (!replay.until_tail) return replay.segment(input);
+  SublayerTail tail = replay.until_tail(input);
+  tail.kept_as.reset();
+  const torch::Tensor output = tail_without_projection(tail);
+  return output.defined() ? output : tail.complete();
+}
+
 class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
  public:
   // LibTorch runs forward with grad mode off, so the segment's interior is not kept.
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
                                const at::TensorList& /*params: inputs for their graph edges*/,
                                const c10::intrusive_ptr<SegmentReplay>& replay) {
-    torch::Tensor output = replay->segment(input);
+    torch::Tensor output;
+    if (replay->keep.any() && replay->until_tail) {
+      // The last sublayer's tail is never recomputed: its output is not worth keeping.
+      const ScopedKeeping keeping(replay->keep, &replay->kept, ScopedKeeping::Mode::kRecord);
+      SublayerTail tail = replay->until_tail(input);
+      tail.kept_as.reset();
+      output = tail.complete();
+    } else {
+      output = replay->segment(input);
+    }
     if (OffloadStore* store = OffloadStore::active()) {
       replay->offloaded_input = store->stash(input);
     } else {
@@ -61,8 +86,10 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
       ScopedRngReplay rng(replay->rng, replay->device);
       ScopedAutocast autocast(replay->autocast);
       torch::AutoGradMode enable_grad(true);
-      output = replay->segment(detached);
+      output = recompute(*replay, detached);
     }
+    TORCH_CHECK(replay->kept.tensors.empty(),
+                "keep: the recomputation left outputs its forward kept unused");
 
     std::vector<torch::Tensor> wrt;
     if (replay->input_requires_grad) wrt.push_back(detached);
@@ -85,7 +112,8 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
 }  // namespace
 
 torch::Tensor checkpoint_segment(const SegmentFn& segment, const torch::Tensor& input,
-                                 const std::vector<torch::Tensor>& params) {
+                                 const std::vector<torch::Tensor>& params,
+                                 const SegmentTailFn& until_tail, const KeptOutputs& keep) {
   const bool any_param_requires_grad =
       std::any_of(params.begin(), params.end(), [](const auto& p) { return p.requires_grad(); });
   if (!torch::GradMode::is_enabled() || (!input.requires_grad() && !any_param_requires_grad)) {
@@ -93,6 +121,8 @@ torch::Tensor checkpoint_segment(const SegmentFn& segment, const torch::Tensor& 
   }
   auto replay = c10::make_intrusive<SegmentReplay>();
   replay->segment = segment;
+  replay->until_tail = until_tail;
+  replay->keep = until_tail ? keep : KeptOutputs{};
   replay->params = params;
   replay->device = input.device();
   replay->rng = RngSnapshot::capture(input.device());

@@ -15,17 +15,20 @@ struct SublayerCost {
   int64_t output = 0;          // the residual stream it hands on
   int64_t forward_extra = 0;   // briefly live on top of `interior` while it runs
   int64_t backward_extra = 0;  // live on top of what is saved while its backward runs
+  int64_t kept = 0;            // saved in a recomputed segment's forward by a keep: policy
 };
 
 // The engine's saved tensors, per token, counted from what each LibTorch op keeps for backward
 // (see docs/estimates.md for the list). `v` is bytes per activation value.
 class EngineAccounting {
  public:
-  EngineAccounting(const Architecture& arch, int64_t batch, Precision precision, bool selective)
+  EngineAccounting(const Architecture& arch, int64_t batch, Precision precision, bool selective,
+                   const KeptOutputs& keep)
       : arch_(arch),
         tokens_(batch * arch.seq_len),
         v_(bytes_per_value(precision)),
-        selective_(selective) {}
+        selective_(selective),
+        keep_(keep) {}
 
   SublayerCost attention(int64_t block) const {
     const int64_t d = arch_.d_model;
@@ -57,6 +60,8 @@ class EngineAccounting {
     // The explicit core holds the raw scores and the probabilities at once; rotating q and k
     // briefly holds the rotated halves and both products.
     cost.forward_extra = per_token(math ? scores : d) + per_token(arch_.rotary ? 2 * d : 0);
+    // keep: the QKV tensor and the output projection's output (the sum's operand).
+    cost.kept = (keep_.qkv ? per_token(qkv) : 0) + (keep_.attention_out ? per_token(d) : 0);
     return cost;
   }
 
@@ -76,6 +81,8 @@ class EngineAccounting {
     // gradient and those of both its factors meet once the product itself is freed.
     cost.backward_extra =
         arch_.gated_mlp ? per_token(2 * f) + weight(2 * d * f) : per_token(f) + weight(d * f);
+    // keep: the up (or fused gate-and-up) projection's output.
+    cost.kept = keep_.mlp_in ? per_token(arch_.gated_mlp ? 2 * f : f) : 0;
     return cost;
   }
 
@@ -134,6 +141,7 @@ class EngineAccounting {
   int64_t tokens_;
   int64_t v_;
   bool selective_;
+  KeptOutputs keep_;
 };
 
 // Replays forward and backward under the plan, adding what each step keeps and freeing what
@@ -186,12 +194,19 @@ int64_t literature_layer_bytes(const Architecture& arch, int64_t batch, Precisio
 ActivationEstimate estimate_activations(const ActivationInput& input) {
   const Architecture& arch = input.arch;
   const CheckpointPlan& plan = input.plan;
-  const EngineAccounting engine(arch, input.batch, input.precision, plan.recompute_attention_core);
+  const EngineAccounting engine(arch, input.batch, input.precision, plan.recompute_attention_core,
+                                plan.keep);
   std::vector<SublayerCost> costs;
   for (int64_t block = 0; block < arch.layers; ++block) {
     costs.push_back(engine.attention(block));
     costs.push_back(engine.mlp(block));
   }
+  // What a recomputed segment keeps besides its input; never its last sublayer's tail output.
+  auto kept = [&](const Segment& segment) {
+    int64_t bytes = 0;
+    for (int64_t i = segment.begin; i < segment.end; ++i) bytes += costs[i].kept;
+    return bytes;
+  };
   auto saved = [&](const Segment& segment) {
     int64_t bytes = 0;
     for (int64_t i = segment.begin; i < segment.end; ++i)
@@ -222,8 +237,8 @@ ActivationEstimate estimate_activations(const ActivationInput& input) {
     for (int64_t i = segment.begin; i < segment.end; ++i) {
       busiest = std::max(busiest, costs[i].interior + costs[i].forward_extra + costs[i].output);
     }
-    replay.at(live + busiest + residual, "forward");
-    live += costs[segment.end - 1].output;
+    replay.at(live + busiest + residual + kept(segment), "forward");
+    live += costs[segment.end - 1].output + kept(segment);
     if (input_offloaded(j)) live -= residual;
   }
   replay.at(live + engine.loss_saved() + engine.loss_forward_extra(), "loss");
@@ -240,21 +255,23 @@ ActivationEstimate estimate_activations(const ActivationInput& input) {
     int64_t prefetch = 0;
     int64_t gradients = residual;
     if (segment.recompute) {
-      // The forward's copy of the output is done with once its consumer's backward ran; the
-      // recomputed copy stays referenced until the segment's backward ends.
+      // The forward's copy of the output is done with once its consumer's backward ran.
       if (!(j + 1 < count && input_offloaded(j + 1))) live -= costs[segment.end - 1].output;
       if (input_offloaded(j)) live += residual;                  // fetched back
       if (j > 0 && input_offloaded(j - 1)) prefetch = residual;  // read one ahead
-      live += saved(segment);
+      // The recomputation stops before the last sublayer's output projection and residual add:
+      // that output is never rebuilt.
+      // Kept outputs re-enter the rebuilt interior; those it does not hold (the attention's
+      // projection output, the QKV tensor beside the explicit core's copies) are freed.
+      live += saved(segment) - costs[segment.end - 1].output - kept(segment);
       gradients = 2 * residual;  // the segment's output gradient and the inner one
     }
     for (int64_t i = segment.end - 1; i >= segment.begin; --i) {
       // A sublayer's output is freed by its consumer's backward before its own begins.
-      const bool held = segment.recompute && i == segment.end - 1;
-      if (!held) live -= costs[i].output;
+      const bool rebuilt = !(segment.recompute && i == segment.end - 1);
+      if (rebuilt) live -= costs[i].output;
       replay.at(live + gradients + costs[i].backward_extra + prefetch, phase);
       live -= costs[i].interior;
-      if (held) live -= costs[i].output;
     }
     if (input_offloaded(j)) live -= residual;
   }

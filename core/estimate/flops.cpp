@@ -34,6 +34,22 @@ StepFlops step_flops(const Architecture& arch, int64_t tokens_per_step,
       again += i % 2 == 0 ? 2.0 * attention_weights + attention_core_flops_per_token(arch)
                           : 2.0 * (block_weights - attention_weights);
     }
+    // The recomputation stops before the segment's last output projection (attention: d × d,
+    // MLP: the down projection, d × mlp_hidden): its backward needs only that projection's input.
+    const bool ends_in_attention = (segment.end - 1) % 2 == 0;
+    const double d = static_cast<double>(arch.d_model);
+    again -= 2.0 * d * (ends_in_attention ? d : static_cast<double>(arch.mlp_hidden));
+    // keep: the kept projections are not run again either.
+    const double up_width =
+        static_cast<double>(arch.gated_mlp ? 2 * arch.mlp_hidden : arch.mlp_hidden);
+    for (int64_t i = segment.begin; i < segment.end; ++i) {
+      if (i % 2 == 0) {
+        if (plan.keep.qkv) again -= 2.0 * d * (d + 2.0 * static_cast<double>(arch.kv_dim()));
+        if (plan.keep.attention_out && i != segment.end - 1) again -= 2.0 * d * d;
+      } else if (plan.keep.mlp_in) {
+        again -= 2.0 * d * up_width;
+      }
+    }
   }
   if (plan.recompute_attention_core) {
     again += static_cast<double>(arch.layers) * attention_core_flops_per_token(arch);

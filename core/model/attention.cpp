@@ -4,6 +4,7 @@
 #include <limits>
 #include <mutex>
 
+#include "checkpoint/kept_outputs.h"
 #include "checkpoint/segment_checkpoint.h"
 #include "compat/torch_compat.h"
 #include "model/initialisation.h"
@@ -108,8 +109,8 @@ AttentionSublayer::AttentionSublayer(const ModelConfig& config,
   initialise_linear(out_, residual_projection_std(config));
 }
 
-torch::Tensor AttentionSublayer::forward(const torch::Tensor& x) {
-  const torch::Tensor qkv = qkv_(norm_(x));
+SublayerTail AttentionSublayer::forward_until_tail(const torch::Tensor& x) {
+  const torch::Tensor qkv = projection(KeptOutput::kQkv, norm_(x), qkv_->weight, qkv_->bias);
   const bool training = is_training();
   // The closure holds what it needs by value: a pending recomputation never dangles.
   auto core = [shape = shape_, rotary = rotary_, dropout = dropout_, training,
@@ -117,7 +118,7 @@ torch::Tensor AttentionSublayer::forward(const torch::Tensor& x) {
     return attention_core(fused, shape, rotary.get(), dropout, training, kind);
   };
   const torch::Tensor context = recompute_core_ ? checkpoint_segment(core, qkv, {}) : core(qkv);
-  return x + torch::dropout(out_(context), dropout_, training);
+  return {x, context, out_->weight, out_->bias, dropout_, training, KeptOutput::kAttentionOut};
 }
 
 }  // namespace rematlab

@@ -34,7 +34,7 @@ class AttentionSublayer : public Sublayer {
  public:
   // `rotary` (Llama) is shared by every block's attention; it may be null (GPT).
   AttentionSublayer(const ModelConfig& config, std::shared_ptr<const RotaryTables> rotary);
-  torch::Tensor forward(const torch::Tensor& x) override;
+  SublayerTail forward_until_tail(const torch::Tensor& x) override;
   // `selective` recompute: keep the projections, recompute only the attention core.
   void set_recompute_core(bool recompute) { recompute_core_ = recompute; }
 

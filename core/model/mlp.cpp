@@ -1,5 +1,6 @@
 #include "model/mlp.h"
 
+#include "checkpoint/kept_outputs.h"
 #include "model/initialisation.h"
 
 namespace rematlab {
@@ -19,15 +20,15 @@ MlpSublayer::MlpSublayer(const ModelConfig& config)
   initialise_linear(down_, residual_projection_std(config));
 }
 
-torch::Tensor MlpSublayer::forward(const torch::Tensor& x) {
-  torch::Tensor hidden = up_(norm_(x));
+SublayerTail MlpSublayer::forward_until_tail(const torch::Tensor& x) {
+  torch::Tensor hidden = projection(KeptOutput::kMlpIn, norm_(x), up_->weight, up_->bias);
   if (family_ == ModelFamily::kLlama) {
     const auto halves = hidden.chunk(2, /*dim=*/-1);
     hidden = torch::silu(halves[0]) * halves[1];
   } else {
     hidden = torch::gelu(hidden);
   }
-  return x + torch::dropout(down_(hidden), dropout_, is_training());
+  return {x, hidden, down_->weight, down_->bias, dropout_, is_training(), std::nullopt};
 }
 
 }  // namespace rematlab

@@ -14,7 +14,7 @@ namespace rematlab {
 class MlpSublayer : public Sublayer {
  public:
   explicit MlpSublayer(const ModelConfig& config);
-  torch::Tensor forward(const torch::Tensor& x) override;
+  SublayerTail forward_until_tail(const torch::Tensor& x) override;
 
  private:
   Norm norm_{nullptr};

@@ -50,7 +50,8 @@ const torch::Tensor& TransformerImpl::head_weight() const {
   return config_.tie_head ? token_embedding_->weight : head_->weight;
 }
 
-torch::Tensor TransformerImpl::run_segment(const Segment& segment, const torch::Tensor& input) {
+torch::Tensor TransformerImpl::run_segment(const Segment& segment, const torch::Tensor& input,
+                                           const KeptOutputs& keep) {
   // The closure holds the sublayers it runs, so a pending recomputation never dangles.
   std::vector<std::shared_ptr<Sublayer>> span(sublayers_.begin() + segment.begin,
                                               sublayers_.begin() + segment.end);
@@ -64,7 +65,13 @@ torch::Tensor TransformerImpl::run_segment(const Segment& segment, const torch::
   for (const auto& sublayer : span) {
     for (const auto& param : sublayer->parameters()) params.push_back(param);
   }
-  return checkpoint_segment(run, input, params);
+  // The recomputation stops at the last sublayer's tail: its projection is not run again.
+  auto until_tail = [span](const torch::Tensor& x) {
+    torch::Tensor h = x;
+    for (std::size_t i = 0; i + 1 < span.size(); ++i) h = span[i]->forward(h);
+    return span.back()->forward_until_tail(h);
+  };
+  return checkpoint_segment(run, input, params, until_tail, keep);
 }
 
 torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens) {
@@ -85,7 +92,7 @@ torch::Tensor TransformerImpl::chain_output(const torch::Tensor& tokens,
     attention->set_recompute_core(plan.recompute_attention_core);
   }
   torch::Tensor h = embed(tokens);
-  for (const Segment& segment : plan.segments) h = run_segment(segment, h);
+  for (const Segment& segment : plan.segments) h = run_segment(segment, h, plan.keep);
   return h;
 }
 

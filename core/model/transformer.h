@@ -43,7 +43,8 @@ class TransformerImpl : public torch::nn::Module {
  private:
   // The chain's output (batch, seq, d) under `plan`, before the final norm.
   torch::Tensor chain_output(const torch::Tensor& tokens, const CheckpointPlan& plan);
-  torch::Tensor run_segment(const Segment& segment, const torch::Tensor& input);
+  torch::Tensor run_segment(const Segment& segment, const torch::Tensor& input,
+                            const KeptOutputs& keep);
 
   ModelConfig config_;
   torch::nn::Embedding token_embedding_{nullptr};

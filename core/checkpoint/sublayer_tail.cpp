@@ -1,0 +1,126 @@
+#include "checkpoint/sublayer_tail.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/engine.h>
+
+#include <optional>
+
+#include "checkpoint/kept_outputs.h"
+#include "checkpoint/linear_backward.h"
+
+namespace rematlab {
+namespace {
+
+// Dropout's backward with the mask drawn as the forward drew it: the graph of dropout(ones), held
+// by its two ends (not by its output, whose values nobody needs). Dropout's mask depends on its
+// input's shape, dtype and device but not on its values, and its backward only on the mask, so
+// dropout of ones shaped like the projection's output draws the same mask from the same
+// generator state, and its graph forms the gradient autograd formed. On the CPU the ones are one
+// broadcast value (the mask is allocated contiguous either way); elsewhere the kernel may choose
+// its indexing by layout, so they are a real tensor.
+struct DropoutReplay {
+  torch::autograd::Edge output;  // dropout's backward node
+  torch::autograd::Edge input;   // where the gradient of the ones arrives
+};
+
+std::optional<DropoutReplay> replay_dropout(double p, bool training, at::IntArrayRef sizes,
+                                            const torch::TensorOptions& options) {
+  if (!training || p == 0.0) return std::nullopt;  // at::dropout is then the identity
+  torch::Tensor ones = options.device().is_cpu() ? torch::ones({}, options).expand(sizes)
+                                                 : torch::ones(sizes, options);
+  ones.requires_grad_(true);
+  const torch::Tensor dropped = torch::dropout(ones, p, /*train=*/true);
+  return DropoutReplay{torch::autograd::impl::gradient_edge(dropped),
+                       torch::autograd::impl::gradient_edge(ones)};
+}
+
+// The gradient of dropout's input for `grad`. The graph is run as a graph of its own (as
+// autograd::grad runs one): called inside another backward, a node run directly would consult
+// that backward's plan, which does not include it, and compute nothing.
+torch::Tensor dropout_backward(const DropoutReplay& replay, const torch::Tensor& grad) {
+  return torch::autograd::Engine::get_default_engine()
+      .execute({replay.output}, {grad}, /*keep_graph=*/false, /*create_graph=*/false,
+               /*accumulate_grad=*/false, {replay.input})
+      .at(0);
+}
+
+struct TailState : torch::CustomClassHolder {
+  torch::Tensor weight;  // as the projection used them: autocast's copies under autocast
+  torch::Tensor bias;
+  std::optional<DropoutReplay> dropout;
+  at::ScalarType residual_dtype = at::kFloat;
+  at::ScalarType weight_dtype = at::kFloat;  // the parameters' own dtype
+  at::ScalarType bias_dtype = at::kFloat;
+};
+
+constexpr const char* kTailKey = "rematlab.tail";
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+class TailFunction : public torch::autograd::Function<TailFunction> {
+ public:
+  // `params`: the weight, and the bias when there is one (an undefined tensor cannot be an input).
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& residual,
+                               const torch::Tensor& input, const at::TensorList& /*params*/,
+                               const c10::intrusive_ptr<TailState>& state) {
+    ctx->save_for_backward({input});
+    ctx->saved_data[kTailKey] = c10::IValue::make_capsule(state);
+    std::vector<int64_t> sizes = input.sizes().vec();
+    sizes.back() = state->weight.size(0);
+    const auto dtype = at::promote_types(residual.scalar_type(), input.scalar_type());
+    return torch::zeros({}, residual.options().dtype(dtype)).expand(sizes);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    auto state =
+        c10::static_intrusive_pointer_cast<TailState>(ctx->saved_data.at(kTailKey).toCapsule());
+    ctx->saved_data.erase(kTailKey);
+    const torch::Tensor input = ctx->get_saved_variables().at(0);
+    const torch::Tensor& grad = grad_outputs.at(0);
+    // The residual add hands the output's gradient to both operands.
+    torch::Tensor grad_projection = in_autograd_dtype(grad, input.scalar_type());
+    if (state->dropout) {
+      grad_projection = dropout_backward(*state->dropout, grad_projection);
+      state->dropout.reset();  // frees the graph
+    }
+    const LinearGrads grads = linear_backward(input, grad_projection, state->weight, state->bias);
+    // Under autocast the projection used cast copies of its parameters: the cast's backward
+    // brings their gradients back to the parameters' dtype.
+    variable_list result = {in_autograd_dtype(grad, state->residual_dtype), grads.input,
+                            in_autograd_dtype(grads.weight, state->weight_dtype)};
+    if (grads.bias.defined()) result.push_back(in_autograd_dtype(grads.bias, state->bias_dtype));
+    result.emplace_back();  // the state
+    return result;
+  }
+};
+
+}  // namespace
+
+torch::Tensor SublayerTail::complete() const {
+  return residual +
+         torch::dropout(projection(kept_as, projection_input, weight, bias), dropout, training);
+}
+
+torch::Tensor tail_without_projection(const SublayerTail& tail) {
+  // h, the weight and the bias as the projection saw them (autocast's copies under autocast).
+  const LinearOperands operands =
+      autocast_linear_operands(tail.projection_input, tail.weight, tail.bias);
+  if (!linear_backward_supported(operands.input, operands.weight, operands.bias)) return {};
+  const torch::Tensor& input = operands.input;
+  auto state = c10::make_intrusive<TailState>();
+  state->weight = operands.weight;
+  state->bias = operands.bias;
+  std::vector<int64_t> sizes = input.sizes().vec();
+  sizes.back() = state->weight.size(0);
+  state->dropout =
+      replay_dropout(tail.dropout, tail.training, sizes, input.options().requires_grad(false));
+  state->residual_dtype = tail.residual.scalar_type();
+  state->weight_dtype = tail.weight.scalar_type();
+  if (tail.bias.defined()) state->bias_dtype = tail.bias.scalar_type();
+  std::vector<torch::Tensor> params = {tail.weight};
+  if (tail.bias.defined()) params.push_back(tail.bias);
+  return TailFunction::apply(tail.residual, input, at::TensorList(params), state);
+}
+
+}  // namespace rematlab

@@ -1,0 +1,38 @@
+// The last operation of a residual sublayer, residual + dropout(linear(h)), held apart so that a
+// recomputation can stop before it: the backward of that operation needs only h, the residual
+// stream's gradient and the dropout mask, never the projection's output (early stop).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <optional>
+
+#include "checkpoint/checkpoint_policy.h"
+
+namespace rematlab {
+
+struct SublayerTail {
+  torch::Tensor residual;          // x, the sublayer's input
+  torch::Tensor projection_input;  // h
+  torch::Tensor weight;            // the projection (out, in)
+  torch::Tensor bias;              // undefined when it has none
+  double dropout = 0.0;
+  bool training = false;
+  // Set when a keep: policy may keep the projection's output (kept_outputs.h).
+  std::optional<KeptOutput> kept_as;
+
+  // residual + dropout(linear(h)), as the sublayer's forward computes it.
+  torch::Tensor complete() const;
+};
+
+// The tail's output as a graph node that does not run the projection: a tensor of the output's
+// shape and dtype holding one broadcast zero (no values are needed: backward never reads them)
+// whose backward forms the gradients of the residual, of h and of the projection's parameters
+// exactly as plain autograd would. Call it where the tail's forward ran — right after a
+// recomputation reached the tail, under the RNG and autocast state of the forward, grad mode on:
+// it draws the dropout mask again (dropout of ones consumes the generator as the projection's
+// output did) and casts h as autocast cast it for the projection. Undefined when the projection's
+// operands have a layout linear_backward does not replicate: the caller then runs complete().
+torch::Tensor tail_without_projection(const SublayerTail& tail);
+
+}  // namespace rematlab
