@@ -28,5 +28,6 @@ std::vector<Command> add_report_commands(CLI::App& app);
 Command add_estimate_command(CLI::App& app);
 Command add_peak_command(CLI::App& app);
 Command add_upgrade_command(CLI::App& app);
+Command add_diagnose_command(CLI::App& app, const std::atomic<bool>& cancel);
 
 }  // namespace rematlab::cli
