@@ -87,7 +87,8 @@ Diagnosis diagnose_run(RunStore& store, int64_t run_id, const AdviseOptions& opt
 
   if (!walk && options.replay) walk = replay_first_step(run, diagnosis.notes);
   if (!options.replay) {
-    diagnosis.notes.push_back("missing gradients: not replayed (--no-replay)");
+    diagnosis.notes.push_back(
+        "missing gradients: looked for only by a replay, and none was asked for");
   } else if (walk && !walk->params_without_gradient.empty()) {
     diagnosis.findings.push_back(missing_gradients_finding(*walk, walked_step));
   }

@@ -99,7 +99,7 @@ std::optional<Finding> diagnose_divergence(const RunRecord& run,
 
   if (!options.replay) {
     notes.push_back(
-        "divergence: not replayed (--no-replay), so the first non-finite sublayer "
+        "divergence: not replayed, so the first non-finite sublayer "
         "and the exactness check are unknown");
     return finding;
   }
