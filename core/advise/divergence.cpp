@@ -1,7 +1,9 @@
 #include "advise/divergence.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 
 #include "advise/reference_run.h"
 #include "common/errors.h"
@@ -77,7 +79,9 @@ std::optional<Finding> diagnose_divergence(const RunRecord& run,
     }
     return std::nullopt;
   }
-  const StepMetrics& step = steps[static_cast<std::size_t>(*bad)];  // steps are stored in order
+  const auto found = std::find_if(steps.begin(), steps.end(),
+                                  [&](const StepMetrics& stored) { return stored.step == *bad; });
+  const StepMetrics& step = *found;
   Finding finding;
   finding.kind = FindingKind::kDiverged;
   finding.title = "Loss or gradients became non-finite at step " + std::to_string(*bad);
@@ -85,9 +89,8 @@ std::optional<Finding> diagnose_divergence(const RunRecord& run,
       {"first non-finite step", std::to_string(*bad) + " of " + std::to_string(run.config.steps)});
   finding.evidence.push_back({"its loss", number(step.loss)});
   finding.evidence.push_back({"its gradient norm", number(step.grad_norm)});
-  if (*bad > 0) {
-    finding.evidence.push_back(
-        {"loss one step before", number(steps[static_cast<std::size_t>(*bad - 1)].loss)});
+  if (found != steps.begin() && std::prev(found)->step == *bad - 1) {
+    finding.evidence.push_back({"loss one step before", number(std::prev(found)->loss)});
   }
   finding.evidence.push_back({"learning rate", number(run.config.lr)});
 
@@ -113,7 +116,9 @@ std::optional<Finding> diagnose_divergence(const RunRecord& run,
   try {
     Trainer trainer(config);
     const std::vector<double> losses = replay_until(trainer, *bad, options.cancel);
-    for (std::size_t i = 0; i < losses.size(); ++i) {
+    for (std::size_t i = 0; i < losses.size() && i < steps.size(); ++i) {
+      // Steps are stored from 0 in order; a gap would make the comparison meaningless.
+      if (steps[i].step != static_cast<int64_t>(i)) break;
       if (!same_loss(losses[i], steps[i].loss)) {
         notes.push_back("the replay's loss at step " + std::to_string(i) + " is " +
                         number(losses[i]) + ", the stored one " + number(steps[i].loss) +
