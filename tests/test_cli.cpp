@@ -64,6 +64,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"sweep --spec /no/such/spec.json", "--spec"},
         BadInput{"runs --db /no/such/runs.sqlite", "--db"},
         BadInput{"show 3 --db /no/such/runs.sqlite", "--db"},
+        BadInput{"diagnose 3 --db /no/such/runs.sqlite", "--db"}, BadInput{"diagnose", "ID"},
+        BadInput{"check --at-step 20 --steps 20", "--at-step"},
         BadInput{"export --csv /tmp/x.csv --db /no/such/runs.sqlite", "--db"},
         BadInput{"max-batch --preset tiny", "--budget"}, BadInput{"run --lr inf", "--lr"},
         BadInput{"run --peak-flops nan", "--peak-flops"},
@@ -724,6 +726,39 @@ TEST(CliDefaults, WithoutDbRunsLandInTheWindowsDatabase) {
   EXPECT_EQ(chosen_store.runs().size(), 1u);
   rematlab::RunStore store(window_default, rematlab::StoreAccess::kReadOnly, false);
   EXPECT_EQ(store.runs().size(), 1u);  // the default was left alone
+}
+
+TEST(Cli, DiagnoseReportsFindingsAsTextAndJsonAndRefusesAnUnknownRun) {
+  Scratch scratch;
+  const std::string db = scratch.file("runs.sqlite");
+  const Result run =
+      cli("run --preset tiny --steps 10 --threads 1 --peak-flops 1e12 --lr 1e6 "
+          "--db " +
+          db + " --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const int64_t id = last_line_json(run.out).at("run_id").get<int64_t>();
+  // lr 1e6 with weight decay multiplies the weights by 1 - 1e4 each step: fp32 overflows fast.
+  const Result json = cli("diagnose " + std::to_string(id) + " --db " + db + " --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json report = last_line_json(json.out);
+  EXPECT_EQ(report.at("run_id"), id);
+  ASSERT_TRUE(report.at("findings").is_array());
+  ASSERT_FALSE(report.at("findings").empty()) << report.dump();
+  const nlohmann::json& finding = report.at("findings")[0];
+  EXPECT_EQ(finding.at("kind"), "diverged");
+  for (const char* key : {"title", "evidence", "next_step"}) EXPECT_TRUE(finding.contains(key));
+
+  const Result text = cli("diagnose " + std::to_string(id) + " --db " + db + " --no-replay");
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("[diverged]"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("next: "), std::string::npos) << text.out;
+
+  for (const std::string bad : {"999", "0", "-4", "abc"}) {
+    const Result refused = cli("diagnose " + bad + " --db " + db);
+    EXPECT_EQ(refused.exit_code, 2) << bad << ": " << refused.err;
+    EXPECT_EQ(count_lines(refused.err), 1) << refused.err;
+    EXPECT_TRUE(refused.out.empty()) << refused.out;
+  }
 }
 
 }  // namespace

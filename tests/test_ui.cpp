@@ -28,11 +28,13 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTimer>
+#include <QTreeWidget>
 #include <QWheelEvent>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
+#include "advice_panel.h"
 #include "common/errors.h"
 #include "compare_view.h"
 #include "experiment_panel.h"
@@ -1154,6 +1156,49 @@ TEST(CompareView, ADataParallelRunHasOneMemoryCurvePerRankFromItsRecord) {
   EXPECT_NE(chart->graph(0)->pen().style(), chart->graph(1)->pen().style());
   ASSERT_EQ(chart->graph(2)->dataCount(), 2);
   EXPECT_EQ(chart->graph(2)->data()->at(1)->value, 6.0);
+}
+
+TEST(RunsView, AdvisorPanelShowsTheSelectedRunsFindingsOffTheGuiThread) {
+  Bench bench;
+  bench.panel->policies_field()->setText("none; selective");
+  ASSERT_EQ(bench.run_sweep(), "ok");
+  auto* runs = bench.window.runs_view();
+  auto* advice = runs->advice_panel();
+  const std::vector<int64_t> ids = runs->shown_ids();
+  ASSERT_EQ(ids.size(), 2u);
+
+  // Selecting the selective run: tiny uses fused attention, so selective keeps what none keeps.
+  QSignalSpy shown(advice, &rematlab::ui::AdvicePanel::diagnosisShown);
+  runs->select_ids({ids[1]});
+  EXPECT_EQ(advice->run_id(), ids[1]);
+  ASSERT_TRUE(shown.wait(kTimeoutMs));
+  EXPECT_EQ(shown.takeFirst().at(0).toLongLong(), ids[1]);
+  EXPECT_FALSE(advice->busy());
+  EXPECT_TRUE(advice->finding_kinds().contains("memory_not_reduced"))
+      << advice->finding_kinds().join(",").toStdString();
+  ASSERT_GE(advice->findings_tree()->topLevelItemCount(), 1);
+  // Each finding lists its evidence and, last, its next step.
+  const QTreeWidgetItem* first = advice->findings_tree()->topLevelItem(0);
+  ASSERT_GE(first->childCount(), 2);
+  EXPECT_EQ(first->child(first->childCount() - 1)->text(0), "next step");
+
+  // The none run: nothing to report, from its records and after replaying it.
+  runs->select_ids({ids[0]});
+  ASSERT_TRUE(shown.wait(kTimeoutMs));
+  EXPECT_TRUE(advice->finding_kinds().isEmpty());
+  EXPECT_TRUE(advice->status_text().contains("no findings")) << advice->status_text().toStdString();
+  auto* replay = advice->findChild<QPushButton*>();
+  ASSERT_NE(replay, nullptr);
+  ASSERT_TRUE(replay->isEnabled());
+  replay->click();
+  EXPECT_TRUE(advice->busy());
+  ASSERT_TRUE(shown.wait(kTimeoutMs));
+  EXPECT_FALSE(advice->busy());
+  EXPECT_TRUE(advice->finding_kinds().isEmpty());
+
+  // Two runs selected: the panel waits for one.
+  runs->select_ids(ids);
+  EXPECT_EQ(advice->run_id(), 0);
 }
 
 }  // namespace

@@ -9,9 +9,11 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSortFilterProxyModel>
+#include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "advice_panel.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "store/csv_export.h"
@@ -141,7 +143,8 @@ RunsView::RunsView(QWidget* parent)
       model_(new RunsTableModel(this)),
       sorted_(new QSortFilterProxyModel(this)),
       compare_(new QPushButton("Compare selected")),
-      delete_(new QPushButton("Delete selected…")) {
+      delete_(new QPushButton("Delete selected…")),
+      advice_(new AdvicePanel) {
   status_->addItem("any status", QString());
   for (RunStatus status : all_run_statuses()) {
     const QString name = QString::fromStdString(to_string(status));
@@ -180,8 +183,19 @@ RunsView::RunsView(QWidget* parent)
   actions->addWidget(export_steps);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(filters);
-  layout->addWidget(table_, 1);
+  auto* splitter = new QSplitter(Qt::Horizontal);
+  splitter->addWidget(table_);
+  splitter->addWidget(advice_);
+  splitter->setStretchFactor(0, 3);
+  splitter->setStretchFactor(1, 2);
+  layout->addWidget(splitter, 1);
   layout->addLayout(actions);
+  // One selected run: its findings; none or several: the panel waits for one.
+  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
+    const std::vector<int64_t> ids = selected_ids();
+    const qint64 id = ids.size() == 1 ? ids.front() : 0;
+    if (id != advice_->run_id()) advice_->show_run(id);
+  });
 
   auto refresh_reporting = [this] { reporting_errors([this] { refresh(); }); };
   connect(refresh_button, &QPushButton::clicked, this, refresh_reporting);
@@ -215,6 +229,7 @@ bool RunsView::reporting_errors(Action&& action) {
 
 void RunsView::set_store(RunStore* store) {
   store_ = store;
+  advice_->set_database(store_ ? QString::fromStdString(store_->path()) : QString());
   const bool writable = store_ && !store_->read_only();
   delete_->setEnabled(writable);
   delete_->setToolTip(writable ? "Delete the selected runs with all their steps"

@@ -16,6 +16,8 @@ class QTableView;
 
 namespace rematlab::ui {
 
+class AdvicePanel;
+
 class RunsTableModel : public QAbstractTableModel {
   Q_OBJECT
 
@@ -67,6 +69,8 @@ class RunsView : public QWidget {
   int row_count() const;
   std::vector<int64_t> shown_ids() const;  // in id order
   QTableView* table() const { return table_; }
+  // The advisor's findings for the one selected run, beside the table.
+  AdvicePanel* advice_panel() const { return advice_; }
 
  public slots:
   // Asks for a file and writes the selected runs (all shown when none is selected) or their steps;
@@ -94,6 +98,7 @@ class RunsView : public QWidget {
 
   QPushButton* compare_;
   QPushButton* delete_;
+  AdvicePanel* advice_;
 };
 
 }  // namespace rematlab::ui

@@ -20,9 +20,14 @@ Command add_check_command(CLI::App& app) {
   command->add_option("--reference-seed", *reference_seed,
                       "Another seed for the none side, to see the check report DIFFERENT "
                       "(exit code 3)");
-  return {command, [options, reference_seed]() {
+  auto at_step = std::make_shared<int64_t>(0);
+  command->add_option("--at-step", *at_step,
+                      "Train both sides this many steps under their own policy first and "
+                      "compare the next step (default 0: the first)");
+  return {command, [options, reference_seed, at_step]() {
             RunConfig config = options->resolve();
-            const GradientCheckResult result = check_gradients(config, nullptr, *reference_seed);
+            const GradientCheckResult result =
+                check_gradients(config, nullptr, *reference_seed, *at_step);
             std::cerr << (result.identical ? "identical: " : "DIFFERENT: ") << config.checkpoint
                       << " against none, " << result.params_compared << " parameters compared"
                       << std::endl;

@@ -30,5 +30,6 @@ Command add_peak_command(CLI::App& app);
 Command add_upgrade_command(CLI::App& app);
 Command add_profile_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
+Command add_diagnose_command(CLI::App& app, const std::atomic<bool>& cancel);
 
 }  // namespace rematlab::cli

@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
       add_upgrade_command(app),
       add_profile_command(app),
       add_plan_command(app),
+      add_diagnose_command(app, g_cancel),
   };
   for (Command& report : add_report_commands(app)) commands.push_back(std::move(report));
   check_integer_options(app);

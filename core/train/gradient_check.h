@@ -31,9 +31,13 @@ struct GradientCheckCancelled {};
 // algorithms (config.deterministic is forced on). `cancel`, read before each micro-batch of
 // either side, stops it within one micro-batch: throws GradientCheckCancelled.
 GradientCheckResult check_gradients(RunConfig config, const std::atomic<bool>* cancel = nullptr,
-                                    std::optional<uint64_t> reference_seed = std::nullopt);
+                                    std::optional<uint64_t> reference_seed = std::nullopt,
+                                    int64_t at_step = 0);
 // `reference_seed` (another seed for the `none` side: other weights, data and dropout) exists
-// to check the check: it must then report DIFFERENT.
+// to check the check: it must then report DIFFERENT. `at_step` > 0 first trains each side
+// through steps [0, at_step) under its own policy (train/trainer_replay.h) and compares step
+// `at_step`: the check on a later step's state, as the advisor needs for a run that diverged
+// there. Non-finite values count as equal where both sides have the same one (NaN included).
 
 nlohmann::json to_json(const GradientCheckResult& result);
 

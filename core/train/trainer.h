@@ -56,6 +56,12 @@ class Trainer {
   // trainer is built, so that bad input fails before a runs database is opened).
   void use_peak_flops(double flops, const std::string& source);
 
+  // The next micro-batch of this run's data (as step() draws them), for replays that walk the
+  // model piece by piece (core/advise).
+  TokenBatch next_batch();
+  // The autocast state the run's forward passes enter (bf16 / fp16); none under fp32.
+  const std::optional<AutocastSnapshot>& autocast() const { return autocast_; }
+
   Transformer& model() { return model_; }
   const RunConfig& config() const { return config_; }
   const c10::Device& device() const { return device_; }
@@ -65,7 +71,6 @@ class Trainer {
   struct Cancelled {};
   StepMetrics step(int64_t index, const TrainerCallbacks& callbacks);
   double micro_batch(const CheckpointPlan& plan, StepMetrics& metrics, bool last);
-  TokenBatch next_batch();
   bool cancel_requested(const std::atomic<bool>* cancel);
   void update_parameters(StepMetrics& metrics);
   void record_flops(RunSummary& summary) const;

@@ -1,0 +1,133 @@
+#include "advise/memory_finding.h"
+
+#include <algorithm>
+
+#include "common/byte_size.h"
+#include "estimate/estimate.h"
+#include "model/model_config.h"
+
+namespace rematlab::advise {
+namespace {
+
+struct Cause {
+  std::string title;
+  std::vector<Evidence> evidence;
+  std::string next_step;
+};
+
+std::optional<Cause> specific_cause(const RunRecord& run,
+                                    const estimate::ActivationEstimate& estimated_none,
+                                    const estimate::ActivationEstimate& estimated_run) {
+  const RunConfig& config = run.config;
+  if (config.checkpoint.rfind("selective", 0) == 0 &&
+      config.model.attention == AttentionKind::kSdpa) {
+    // Fused attention keeps no s×s scores, which is all `selective` recomputes.
+    return Cause{
+        "selective under fused attention (SDPA) recomputes nothing that was kept",
+        {{"saved for backward (measured)", format_bytes(run.result.saved_activation_bytes)},
+         {"saved under none (estimated)", format_bytes(estimated_none.saved_bytes)},
+         {"saved under selective (estimated)", format_bytes(estimated_run.saved_bytes)}},
+        "--checkpoint every:1 (selective pays only with --attention math, whose s×s "
+        "scores it recomputes)"};
+  }
+  if (parse_offload(config.offload).kind == OffloadKind::kHost && config.device == "cpu") {
+    return Cause{"host offload on a CPU device moves tensors within the same memory",
+                 {{"offloaded at once (measured)", format_bytes(run.result.offloaded_peak_bytes)},
+                  {"device", config.device}},
+                 "--offload none on CPU (offload saves device memory on CUDA), or --offload disk"};
+  }
+  return std::nullopt;
+}
+
+Cause dominant_cause(const RunRecord& run, int64_t logits_bytes, int64_t kept_bytes,
+                     const std::string& kept_plan) {
+  const int64_t states = run.result.baseline_bytes;
+  const int64_t peak = std::max<int64_t>(run.result.peak_bytes, 1);
+  const auto share = [peak](int64_t bytes) {
+    return format_bytes(bytes) + " (" +
+           format_percent(static_cast<double>(bytes) / static_cast<double>(peak)) + " of the peak)";
+  };
+  if (states >= logits_bytes && states >= kept_bytes) {
+    return Cause{"the model states dominate the peak, and checkpointing reduces activations only",
+                 {{"model states (live when a step begins)", share(states)}},
+                 run.config.precision == Precision::kFp32
+                     ? "--precision bf16 halves the weights and gradients; --nproc 2 --shard "
+                       "optimizer splits the optimizer's moments between processes"
+                     : "--nproc 2 --shard optimizer (or gradients) splits the model states "
+                       "between processes"};
+  }
+  if (logits_bytes >= kept_bytes) {
+    return Cause{"the logits and loss dominate the activations",
+                 {{"logits with their softmax (estimated)", share(logits_bytes)},
+                  {"loss slices", std::to_string(run.config.model.loss_chunk_count())}},
+                 "--loss-chunks auto (the head and loss in slices no wider than the MLP)"};
+  }
+  return Cause{"the segments the plan keeps dominate the activations",
+               {{"kept beyond every:1 (estimated)", share(kept_bytes)}, {"plan", kept_plan}},
+               "--checkpoint every:1 (recompute every block), or a smaller K"};
+}
+
+}  // namespace
+
+std::optional<Finding> diagnose_memory(const RunRecord& run,
+                                       const std::optional<RunRecord>& none_run,
+                                       std::vector<std::string>& notes) {
+  const RunConfig& config = run.config;
+  const estimate::Architecture arch = estimate::from_model_config(config.model);
+  const bool offload = config.offload != "none";
+  const estimate::ActivationEstimate estimated_none =
+      estimate::estimate_policy_activations(arch, config.batch, config.precision, "none", false);
+  const estimate::ActivationEstimate estimated_run = estimate::estimate_policy_activations(
+      arch, config.batch, config.precision, config.checkpoint, offload);
+
+  int64_t reference_peak = 0;
+  std::string reference_text;
+  if (none_run) {
+    reference_peak = none_run->result.peak_bytes;
+    reference_text =
+        format_bytes(reference_peak) + " (run #" + std::to_string(none_run->id) + ", measured)";
+  } else {
+    const int64_t states =
+        estimate::model_state_bytes(config.model.parameter_count(), config.precision,
+                                    estimate::Optimizer::kAdamW)
+            .total();
+    reference_peak = states + estimated_none.peak_bytes;
+    reference_text = format_bytes(reference_peak) + " (estimated)";
+    notes.push_back(
+        "memory: no `none` run of the same configuration in the database, so its "
+        "peak is the estimator's (run the same flags with --checkpoint none to "
+        "measure it)");
+  }
+  if (reference_peak <= 0) return std::nullopt;
+  const double reduction =
+      1.0 - static_cast<double>(run.result.peak_bytes) / static_cast<double>(reference_peak);
+  if (reduction >= kMemoryReductionThreshold) return std::nullopt;
+
+  const int64_t tokens = config.batch * config.model.seq_len;
+  const int64_t chunks = std::max<int64_t>(1, config.model.loss_chunk_count());
+  // fp32 logits of one slice and the softmax kept for backward.
+  const int64_t logits_bytes = 2 * tokens * ((config.model.vocab + chunks - 1) / chunks) * 4;
+  const estimate::ActivationEstimate estimated_every = estimate::estimate_policy_activations(
+      arch, config.batch, config.precision, "every:1", offload);
+  const int64_t kept_bytes =
+      std::max<int64_t>(0, estimated_run.saved_bytes - estimated_every.saved_bytes);
+  const std::string kept_plan =
+      CheckpointPolicy::parse(config.checkpoint).plan_for(config.model.layers, 1.0).describe();
+
+  const Cause cause = specific_cause(run, estimated_none, estimated_run)
+                          .value_or(dominant_cause(run, logits_bytes, kept_bytes, kept_plan));
+  Finding finding;
+  finding.kind = FindingKind::kMemoryNotReduced;
+  finding.title = "Memory not reduced by " + config.checkpoint +
+                  (offload ? "+" + config.offload : "") + ": " + cause.title;
+  finding.evidence = {
+      {"peak (this run)", format_bytes(run.result.peak_bytes)},
+      {"peak under none", reference_text},
+      {"reduction", format_percent(reduction)},
+      {"activation peak (this run)", format_bytes(run.result.peak_activation_bytes)}};
+  finding.evidence.insert(finding.evidence.end(), cause.evidence.begin(), cause.evidence.end());
+  finding.next_step = cause.next_step;
+  return finding;
+}
+
+}  // namespace rematlab::advise

@@ -1,0 +1,24 @@
+// Checkpointing or offloading that did not lower the peak: what dominates it instead.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "advise/finding.h"
+#include "store/run_store.h"
+
+namespace rematlab::advise {
+
+// A run is flagged when its measured peak is less than this fraction below `none`'s.
+inline constexpr double kMemoryReductionThreshold = 0.10;
+
+// For a finished run that checkpoints or offloads: compares its peak with the `none` run of the
+// same configuration (`none_run`) or, without one, with the estimator's `none` peak, and when
+// it is not reduced names what dominates: selective under fused attention, offload on a CPU
+// device, the model states, the logits, or the segments the plan keeps.
+std::optional<Finding> diagnose_memory(const RunRecord& run,
+                                       const std::optional<RunRecord>& none_run,
+                                       std::vector<std::string>& notes);
+
+}  // namespace rematlab::advise

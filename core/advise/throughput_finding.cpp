@@ -1,0 +1,138 @@
+#include "advise/throughput_finding.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+
+namespace rematlab::advise {
+namespace {
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
+
+// Medians of one field over the timed steps (all steps when every one is a warm-up).
+double timed_median(const std::vector<StepMetrics>& steps, double StepMetrics::*field) {
+  std::vector<double> values;
+  for (const StepMetrics& step : steps) {
+    if (!step.warmup) values.push_back(step.*field);
+  }
+  if (values.empty()) {
+    for (const StepMetrics& step : steps) values.push_back(step.*field);
+  }
+  return median(values);
+}
+
+double recompute_in_timeline(const std::vector<TimelinePoint>& timeline) {
+  double total = 0.0;
+  for (std::size_t i = 0; i + 1 < timeline.size(); ++i) {
+    if (timeline[i].phase == MemoryPhase::kRecompute) {
+      total += timeline[i + 1].time_ms - timeline[i].time_ms;
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+StepSplit split_step(const RunRecord& run, const std::vector<StepMetrics>& steps,
+                     const std::vector<TimelinePoint>& timeline) {
+  StepSplit split;
+  split.forward = timed_median(steps, &StepMetrics::forward_ms);
+  const double backward = timed_median(steps, &StepMetrics::backward_ms);
+  split.offload_wait = timed_median(steps, &StepMetrics::offload_wait_ms);
+  split.optimizer = timed_median(steps, &StepMetrics::optimizer_ms);
+  if (!timeline.empty()) {
+    split.recompute = recompute_in_timeline(timeline);
+    split.recompute_source = "timeline";
+  } else if (run.result.model_flops > 0.0) {
+    // Model FLOPs are forward + backward = 3 × forward; hardware FLOPs add the recomputed part.
+    const double forward_flops = run.result.model_flops / 3.0;
+    split.recompute = split.forward *
+                      std::max(0.0, run.result.hardware_flops - run.result.model_flops) /
+                      forward_flops;
+    split.recompute_source = "estimated from FLOPs";
+  }
+  split.recompute = std::min(split.recompute, backward);
+  split.backward = std::max(0.0, backward - split.recompute - split.offload_wait);
+  return split;
+}
+
+std::optional<Finding> diagnose_throughput(const RunRecord& run,
+                                           const std::vector<StepMetrics>& steps,
+                                           const std::vector<TimelinePoint>& timeline,
+                                           const std::optional<RunRecord>& none_run,
+                                           const std::vector<StepMetrics>& none_steps) {
+  if (steps.empty()) return std::nullopt;
+  const StepSplit split = split_step(run, steps, timeline);
+  StepSplit reference;
+  double drop = 0.0;
+  std::string reference_text;
+  if (none_run && !none_steps.empty()) {
+    reference = split_step(*none_run, none_steps, {});
+    reference.recompute = 0.0;  // none recomputes nothing, whatever an estimate would say
+    drop = 1.0 - run.result.tokens_per_s / std::max(none_run->result.tokens_per_s, 1e-12);
+    reference_text = "run #" + std::to_string(none_run->id) + " (none, measured)";
+  } else {
+    reference = split;
+    reference.recompute = 0.0;
+    reference.offload_wait = 0.0;
+    const double step =
+        split.forward + split.backward + split.recompute + split.offload_wait + split.optimizer;
+    drop = step > 0.0 ? (split.recompute + split.offload_wait) / step : 0.0;
+    reference_text = "this run without its recomputation and offload waits (estimated)";
+  }
+  if (drop < kThroughputDropThreshold) return std::nullopt;
+
+  struct Phase {
+    const char* name;
+    double run;
+    double reference;
+  };
+  const std::array<Phase, 5> phases{{{"forward", split.forward, reference.forward},
+                                     {"backward", split.backward, reference.backward},
+                                     {"recompute", split.recompute, reference.recompute},
+                                     {"offload waits", split.offload_wait, reference.offload_wait},
+                                     {"optimizer", split.optimizer, reference.optimizer}}};
+  const Phase* largest = &phases[0];
+  for (const Phase& phase : phases) {
+    if (phase.run - phase.reference > largest->run - largest->reference) largest = &phase;
+  }
+
+  Finding finding;
+  finding.kind = FindingKind::kThroughputDropped;
+  finding.title = "Throughput dropped " + format_percent(drop) + ": " + largest->name + " adds " +
+                  format_ms(largest->run - largest->reference) + " per step";
+  finding.evidence.push_back({"compared with", reference_text});
+  if (none_run) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.0f vs %.0f tokens/s", run.result.tokens_per_s,
+                  none_run->result.tokens_per_s);
+    finding.evidence.push_back({"tokens/s", text});
+  }
+  for (const Phase& phase : phases) {
+    std::string value = format_ms(phase.run) + " (none: " + format_ms(phase.reference) + ")";
+    if (std::string(phase.name) == "recompute") value += ", " + split.recompute_source;
+    finding.evidence.push_back({phase.name, value});
+  }
+  const std::string name = largest->name;
+  if (name == "recompute") {
+    finding.next_step =
+        "recompute less where memory allows: a larger K (--checkpoint every:K); `rematlab-cli "
+        "estimate` with the run's --preset and --batch shows each K's peak";
+  } else if (name == "offload waits") {
+    finding.next_step =
+        "--offload none where the memory allows it (on CUDA, host offload overlaps its copies "
+        "with backward; disk offload waits on the disk)";
+  } else {
+    finding.next_step =
+        "the added time is not recomputation: rerun both with the same "
+        "--threads on a quiet machine (contention or noise)";
+  }
+  return finding;
+}
+
+}  // namespace rematlab::advise

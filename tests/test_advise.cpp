@@ -1,0 +1,276 @@
+// The advisor (core/advise): every finding on a run made to show it, in a real runs database
+// filled by really running tiny configurations through rematlab-cli.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "advise/advisor.h"
+#include "advise/chain_walk.h"
+#include "advise/reference_run.h"
+#include "advise/throughput_finding.h"
+#include "cli_runner.h"
+#include "common/byte_size.h"
+#include "common/errors.h"
+#include "scratch_dir.h"
+#include "train/gradient_check.h"
+#include "train/trainer_replay.h"
+
+namespace rematlab::advise {
+namespace {
+
+using testing::cli;
+using testing::last_line_json;
+using testing::ScratchDir;
+
+RunConfig tiny(const std::string& preset = "tiny") {
+  RunConfig config;
+  config.preset = preset;
+  config.model = model_preset(preset);
+  config.steps = 4;
+  config.threads = 1;
+  config.peak_flops = 1e12;
+  return config;
+}
+
+// A runs database filled by the real CLI.
+class AdviseDb : public ::testing::Test {
+ protected:
+  // Runs `flags` on tiny into the database; returns the run id and its JSON.
+  int64_t run(const std::string& flags, nlohmann::json* json = nullptr) {
+    const testing::CliResult result =
+        cli("run --preset tiny --threads 1 --peak-flops 1e12 --db " + db_ + " --json " + flags);
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    const nlohmann::json out = last_line_json(result.out);
+    if (json) *json = out;
+    return out.at("run_id").get<int64_t>();
+  }
+  Diagnosis diagnose(int64_t id, bool replay = true) {
+    RunStore store(db_, StoreAccess::kReadOnly, false);
+    AdviseOptions options;
+    options.replay = replay;
+    return diagnose_run(store, id, options);
+  }
+  static const Finding* find(const Diagnosis& diagnosis, FindingKind kind) {
+    for (const Finding& finding : diagnosis.findings) {
+      if (finding.kind == kind) return &finding;
+    }
+    return nullptr;
+  }
+  static std::string evidence(const Finding& finding, const std::string& label) {
+    for (const Evidence& item : finding.evidence) {
+      if (item.label == label) return item.value;
+    }
+    return "";
+  }
+
+  ScratchDir dir_{"advise"};
+  std::string db_ = dir_.file("runs.sqlite");
+};
+
+// The walk must compute what the model computes, or the sublayer it names is another model's.
+TEST(ChainWalk, EqualsTheModelsLossAndGradientsBitForBit) {
+  for (const std::string preset : {"tiny", "llama-tiny"}) {
+    RunConfig config = tiny(preset);
+    config.model.dropout = 0.1;  // the walk must draw dropout in the model's order too
+    config.accum = 2;
+    Trainer walked(config);
+    const ChainWalk walk = walk_chain(walked);
+    Trainer reference(config);
+    const double loss = *reference.accumulate_gradients(
+        CheckpointPolicy::none().plan_for(config.model.layers, 0.0));
+    EXPECT_EQ(walk.loss, loss) << preset;
+    const auto a = walked.model()->named_parameters();
+    const auto b = reference.model()->named_parameters();
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_TRUE(torch::equal(a[i].value().grad(), b[i].value().grad()))
+          << preset << " " << a[i].key();
+    }
+    EXPECT_TRUE(walk.params_without_gradient.empty()) << preset;
+    EXPECT_EQ(walk.params_total, static_cast<int64_t>(a.size()));
+    EXPECT_FALSE(walk.first_nonfinite_output()) << preset;
+    EXPECT_FALSE(walk.first_nonfinite_backward()) << preset;
+  }
+}
+
+TEST(ChainWalk, NamesTheSublayerWhoseOutputOverflowsFirst) {
+  Trainer trainer(tiny());
+  {
+    // Weights so large that mlp1's output overflows fp32 while everything before it is finite.
+    torch::NoGradGuard no_grad;
+    for (auto& item : trainer.model()->named_parameters()) {
+      if (item.key().rfind("block1_mlp", 0) == 0 && item.value().dim() == 2) {
+        item.value().fill_(1e30f);
+      }
+    }
+  }
+  const ChainWalk walk = walk_chain(trainer);
+  ASSERT_TRUE(walk.first_nonfinite_output());
+  EXPECT_EQ(walk.pieces[*walk.first_nonfinite_output()].name, "mlp1");
+  EXPECT_EQ(walk.pieces[*walk.first_nonfinite_output()].nonfinite_params, 0);
+  EXPECT_EQ(walk.pieces[3].nonfinite_outputs, 0);  // attn1, just before it
+}
+
+TEST(ChainWalk, NamesAParameterThatReceivedNoGradient) {
+  Trainer trainer(tiny());
+  std::string frozen;
+  for (auto& item : trainer.model()->named_parameters()) {
+    if (item.key().rfind("block0_attn", 0) == 0) {
+      frozen = item.key();
+      item.value().set_requires_grad(false);  // frozen: backward never reaches it
+      break;
+    }
+  }
+  ASSERT_FALSE(frozen.empty());
+  const ChainWalk walk = walk_chain(trainer);
+  EXPECT_EQ(walk.params_without_gradient, std::vector<std::string>{frozen});
+}
+
+TEST(TrainerReplay, ReachesTheRunsStateAtAStep) {
+  RunConfig config = tiny();
+  config.steps = 6;
+  const RunSummary full = Trainer(config).run();
+  Trainer replayed(config);
+  const std::vector<double> losses = replay_until(replayed, 3);
+  ASSERT_EQ(losses.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(losses[i], full.steps[i].loss);
+  // The next step it takes is the run's step 3, on the same data and weights.
+  const double next =
+      *replayed.accumulate_gradients(CheckpointPolicy::none().plan_for(config.model.layers, 0.5));
+  EXPECT_EQ(next, full.steps[3].loss);
+}
+
+TEST(GradientCheck, AtALaterStepComparesThatStep) {
+  RunConfig config = tiny();
+  config.steps = 6;
+  config.checkpoint = "every:1";
+  const GradientCheckResult at_three = check_gradients(config, nullptr, std::nullopt, 3);
+  EXPECT_TRUE(at_three.identical);
+  // A later step's loss, not the first one's: the check really trained three steps first.
+  const GradientCheckResult at_zero = check_gradients(config, nullptr, std::nullopt, 0);
+  EXPECT_NE(at_three.loss, at_zero.loss);
+  EXPECT_THROW(check_gradients(config, nullptr, std::nullopt, 6), InvalidInput);
+}
+
+TEST_F(AdviseDb, DivergedRunNamesTheFirstNonFiniteSublayerAndClearsRecomputation) {
+  nlohmann::json json;
+  const int64_t id = run("--lr 1e6 --steps 30 --checkpoint every:1", &json);
+  ASSERT_EQ(json.at("status"), "diverged") << json.dump();
+  const Diagnosis diagnosis = diagnose(id);
+  const Finding* finding = find(diagnosis, FindingKind::kDiverged);
+  ASSERT_NE(finding, nullptr);
+  // The stored steps say where; the finding names that step and a piece of the chain.
+  RunStore store(db_, StoreAccess::kReadOnly, false);
+  const auto steps = store.steps(id);
+  int64_t first_bad = -1;
+  for (const StepMetrics& step : steps) {
+    if (!std::isfinite(step.loss) || !std::isfinite(step.grad_norm)) {
+      first_bad = step.step;
+      break;
+    }
+  }
+  ASSERT_GE(first_bad, 0);
+  EXPECT_EQ(evidence(*finding, "first non-finite step").rfind(std::to_string(first_bad) + " of", 0),
+            0u);
+  EXPECT_TRUE(finding->title.find("first non-finite") != std::string::npos ||
+              finding->title.find("already non-finite") != std::string::npos)
+      << finding->title;
+  EXPECT_EQ(evidence(*finding, "recomputation").rfind("innocent", 0), 0u)
+      << evidence(*finding, "recomputation");
+  EXPECT_NE(finding->next_step.find("--lr 100000"), std::string::npos) << finding->next_step;
+  // The sublayer named is the one the walk of that step finds, independently replayed here.
+  RunConfig config = store.run(id).config;
+  Trainer trainer(config);
+  replay_until(trainer, first_bad);
+  const ChainWalk walk = walk_chain(trainer);
+  const auto forward = walk.first_nonfinite_output();
+  const auto backward = walk.first_nonfinite_backward();
+  ASSERT_TRUE(forward || backward);
+  const std::string named = walk.pieces[forward ? *forward : *backward].name;
+  EXPECT_TRUE(finding->title.find(" " + named + " (") != std::string::npos ||
+              finding->title.find(": " + named + "'s weights") != std::string::npos)
+      << finding->title << " / " << named;
+
+  // Without replays the finding stays, and the notes say what was not checked.
+  const Diagnosis records_only = diagnose(id, false);
+  ASSERT_NE(find(records_only, FindingKind::kDiverged), nullptr);
+  EXPECT_EQ(evidence(*find(records_only, FindingKind::kDiverged), "recomputation"), "");
+  EXPECT_FALSE(records_only.notes.empty());
+}
+
+TEST_F(AdviseDb, HealthyRunHasNoFindings) {
+  const int64_t id = run("--steps 4");
+  const Diagnosis diagnosis = diagnose(id);
+  EXPECT_TRUE(diagnosis.findings.empty()) << to_json(diagnosis).dump();
+}
+
+TEST_F(AdviseDb, SelectiveUnderSdpaIsMemoryNotReduced) {
+  const int64_t none = run("--steps 3 --batch 16");
+  const int64_t selective = run("--steps 3 --batch 16 --checkpoint selective");
+  const Diagnosis diagnosis = diagnose(selective, false);
+  const Finding* finding = find(diagnosis, FindingKind::kMemoryNotReduced);
+  ASSERT_NE(finding, nullptr) << to_json(diagnosis).dump();
+  EXPECT_NE(finding->title.find("selective under fused attention"), std::string::npos);
+  EXPECT_NE(evidence(*finding, "peak under none").find("run #" + std::to_string(none)),
+            std::string::npos);
+  EXPECT_NE(finding->next_step.find("--checkpoint every:1"), std::string::npos);
+}
+
+TEST_F(AdviseDb, EveryBlockRecomputedWithLargeActivationsIsNotFlagged) {
+  // Wide enough that activations, not the model states, make the peak: every:1 lowers it.
+  run("--steps 3 --batch 32 --seq-len 128 --attention math");
+  const int64_t every =
+      run("--steps 3 --batch 32 --seq-len 128 --attention math --checkpoint every:1");
+  const Diagnosis diagnosis = diagnose(every, false);
+  EXPECT_EQ(find(diagnosis, FindingKind::kMemoryNotReduced), nullptr) << to_json(diagnosis).dump();
+}
+
+TEST_F(AdviseDb, ModelStatesDominatingIsNamedWithBytes) {
+  // One sequence of 16 tokens: the activations are small next to weights, gradients and moments.
+  run("--steps 3 --batch 1 --seq-len 16");
+  const int64_t every = run("--steps 3 --batch 1 --seq-len 16 --checkpoint every:1");
+  const Diagnosis diagnosis = diagnose(every, false);
+  const Finding* finding = find(diagnosis, FindingKind::kMemoryNotReduced);
+  ASSERT_NE(finding, nullptr) << to_json(diagnosis).dump();
+  EXPECT_NE(finding->title.find("model states dominate"), std::string::npos) << finding->title;
+  RunStore store(db_, StoreAccess::kReadOnly, false);
+  EXPECT_NE(evidence(*finding, "model states (live when a step begins)")
+                .find(format_bytes(store.run(every).result.baseline_bytes)),
+            std::string::npos);
+}
+
+TEST_F(AdviseDb, RecomputationIsSplitOutOfTheStepFromTheTimeline) {
+  const int64_t none = run("--steps 6 --batch 16 --seq-len 128 --attention math --timeline");
+  const int64_t every =
+      run("--steps 6 --batch 16 --seq-len 128 --attention math --timeline --checkpoint every:1");
+  RunStore store(db_, StoreAccess::kReadOnly, false);
+  const StepSplit none_split = split_step(store.run(none), store.steps(none), store.timeline(none));
+  const StepSplit every_split =
+      split_step(store.run(every), store.steps(every), store.timeline(every));
+  EXPECT_EQ(none_split.recompute, 0.0);
+  EXPECT_GT(every_split.recompute, 0.0);
+  EXPECT_EQ(every_split.recompute_source, "timeline");
+  // Recomputing every block's forward costs time in backward: when the run is slower by more
+  // than the threshold, the finding names recomputation as the largest added cost.
+  const Diagnosis diagnosis = diagnose(every, false);
+  const Finding* finding = find(diagnosis, FindingKind::kThroughputDropped);
+  const double drop =
+      1.0 - store.run(every).result.tokens_per_s / store.run(none).result.tokens_per_s;
+  if (drop >= kThroughputDropThreshold) {
+    ASSERT_NE(finding, nullptr) << to_json(diagnosis).dump();
+    EXPECT_NE(finding->title.find("recompute adds"), std::string::npos) << finding->title;
+  } else {
+    EXPECT_EQ(finding, nullptr);
+  }
+  // Without a `none` run the reference is the run less its recomputation, which the timeline
+  // measured: the finding does not depend on timing noise between two runs.
+  const std::optional<Finding> estimated = diagnose_throughput(
+      store.run(every), store.steps(every), store.timeline(every), std::nullopt, {});
+  ASSERT_TRUE(estimated) << every_split.recompute << " ms recomputed";
+  EXPECT_NE(estimated->title.find("recompute adds"), std::string::npos) << estimated->title;
+  EXPECT_NE(evidence(*estimated, "compared with").find("estimated"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rematlab::advise
