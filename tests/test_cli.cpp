@@ -575,6 +575,14 @@ TEST(CliPlan, ABudgetNoPlanFitsNamesTheSmallestThatDoes) {
   EXPECT_NE(result.out.find("the smallest budget one fits is"), std::string::npos) << result.out;
 }
 
+TEST(CliPlan, ARunNoPlanFitsIsAnOomResultWithoutFiguresItNeverMeasured) {
+  const Result run = cli("run --preset tiny --threads 1 --steps 3 --checkpoint plan:1KiB");
+  ASSERT_EQ(run.exit_code, 0) << run.err;  // a result, not a failure
+  EXPECT_NE(run.out.find("oom (no checkpoint plan fits 1.00 KiB"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("peak activation"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("tokens/s"), std::string::npos) << run.out;
+}
+
 TEST(CliPlan, APlannedRunRecordsItsBudgetAndPredictionBesideItsMeasurement) {
   Scratch scratch;
   const std::string db = scratch.file("runs.sqlite");

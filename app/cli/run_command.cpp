@@ -23,8 +23,10 @@ namespace {
 void print_summary(const RunSummary& summary) {
   std::cout << "status           " << to_string(summary.status)
             << (summary.message.empty() ? "" : " (" + summary.message + ")") << "\n"
-            << "params           " << summary.params << "\n"
-            << "loss             " << format_number(summary.first_loss, 4) << " -> "
+            << "params           " << summary.params << "\n";
+  // A run that ended before its first step measured nothing: no zeros that read as figures.
+  if (summary.steps_completed == 0) return;
+  std::cout << "loss             " << format_number(summary.first_loss, 4) << " -> "
             << format_number(summary.final_loss, 4) << "\n"
             << "tokens/s         " << format_number(summary.tokens_per_s, 0) << "\n"
             << "step             " << format_number(summary.step_ms, 1) << " ms (forward "
