@@ -17,9 +17,40 @@ namespace {
 constexpr const char* kRunColumns =
     "r.id, r.experiment_id, coalesce(e.name, ''), r.name, r.status, r.message, r.config, "
     "r.request, r.summary, r.started, coalesce(r.ended, ''), r.host, r.libtorch, "
-    "(SELECT count(*) FROM steps s WHERE s.run_id = r.id), r.pid, r.pid_start";
+    "(SELECT count(*) FROM steps s WHERE s.run_id = r.id), r.pid, r.pid_start, "
+    "r.recorder_host, r.recorder_pid, r.recorder_start";
 
 constexpr const char* kGoneMessage = "the process running it ended without finishing it";
+
+// The processes a running run depends on: the one that trains it and, when another process
+// records it (a sweep's coordinator), that one.
+constexpr const char* kRunningRuns =
+    "SELECT id, host, pid, pid_start, recorder_host, recorder_pid, recorder_start FROM runs "
+    "WHERE status = 'running'";
+
+struct RunProcesses {
+  ProcessIdentity trainer;
+  ProcessIdentity recorder;  // host empty: the trainer records it
+
+  // Nobody will finish it once either is certainly gone.
+  bool may_be_going() const {
+    return process_may_be_alive(trainer) &&
+           (recorder.host.empty() || process_may_be_alive(recorder));
+  }
+  // The one this host can vouch for, if any: the trainer first.
+  const ProcessIdentity* checkable_here() const {
+    const std::string& here = current_process().host;
+    if (trainer.host == here) return &trainer;
+    if (!recorder.host.empty() && recorder.host == here) return &recorder;
+    return nullptr;
+  }
+};
+
+// A row of kRunningRuns.
+RunProcesses running_run_processes(const Statement& row) {
+  return {{row.column_text(1), row.column_int(2), row.column_int(3)},
+          {row.column_text(4), row.column_int(5), row.column_int(6)}};
+}
 
 nlohmann::json parse_or_empty(const std::string& text) {
   nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -45,8 +76,9 @@ RunRecord read_run(const Statement& row) {
   run.libtorch = row.column_text(12);
   run.steps_recorded = row.column_int(13);
   // A read-only store cannot mark a dead writer's run; it reports it as it would be marked.
-  if (run.status == RunStatus::kRunning &&
-      !process_may_be_alive({run.host, row.column_int(14), row.column_int(15)})) {
+  const RunProcesses processes{{run.host, row.column_int(14), row.column_int(15)},
+                               {row.column_text(16), row.column_int(17), row.column_int(18)}};
+  if (run.status == RunStatus::kRunning && !processes.may_be_going()) {
     run.status = RunStatus::kInterrupted;
     run.message = kGoneMessage;
   }
@@ -100,10 +132,9 @@ void RunStore::require_writable(const std::string& what) const {
 int RunStore::mark_interrupted_runs() {
   std::vector<int64_t> gone;
   {
-    Statement running(*db_, "SELECT id, host, pid, pid_start FROM runs WHERE status = 'running'");
+    Statement running(*db_, kRunningRuns);
     while (running.step()) {
-      ProcessIdentity writer{running.column_text(1), running.column_int(2), running.column_int(3)};
-      if (!process_may_be_alive(writer)) gone.push_back(running.column_int(0));
+      if (!running_run_processes(running).may_be_going()) gone.push_back(running.column_int(0));
     }
   }
   if (gone.empty()) return 0;
@@ -237,18 +268,15 @@ void RunStore::delete_runs(const std::vector<int64_t>& ids) {
   Transaction transaction(*db_);
   {
     // Checked inside the transaction, so a run cannot start being trained in between.
-    Statement running(*db_,
-                      "SELECT id, host, pid, pid_start FROM runs WHERE status = 'running' "
-                      "AND id IN (" +
-                          id_list(ids) + ")");
+    Statement running(*db_, std::string(kRunningRuns) + " AND id IN (" + id_list(ids) + ")");
     while (running.step()) {
-      const ProcessIdentity writer{running.column_text(1), running.column_int(2),
-                                   running.column_int(3)};
+      const RunProcesses processes = running_run_processes(running);
       // Another host's run cannot be checked from here (and may be long dead): the user decides.
-      if (writer.host == current_process().host && process_may_be_alive(writer)) {
+      const ProcessIdentity* here = processes.checkable_here();
+      if (here && processes.may_be_going()) {
         throw InvalidInput("ID", "run " + std::to_string(running.column_int(0)) +
-                                     " is being trained (process " + std::to_string(writer.pid) +
-                                     " on " + writer.host + "); stop it before deleting it");
+                                     " is being trained (process " + std::to_string(here->pid) +
+                                     " on " + here->host + "); stop it before deleting it");
       }
     }
   }

@@ -208,13 +208,16 @@ int64_t RunWriter::begin_run(std::optional<int64_t> experiment_id, const std::st
                              const std::optional<ProcessIdentity>& trainer) {
   auto id = std::make_shared<int64_t>(0);
   const ProcessIdentity self = trainer ? *trainer : current_process();
+  // Recorded only when another process trains it (rows of older schemas have it empty too).
+  const ProcessIdentity recorder = trainer ? current_process() : ProcessIdentity{};
   RunConfig recorded = config;
   if (request.max_batch) recorded.batch = 0;  // not known until the search ends
   write_and_wait(0, [=](Database& db) {
     Statement insert(db,
                      "INSERT INTO runs (experiment_id, name, status, config, request, started, "
-                     "device, host, pid, pid_start, libtorch) "
-                     "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)");
+                     "device, host, pid, pid_start, libtorch, recorder_host, recorder_pid, "
+                     "recorder_start) "
+                     "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     insert.bind(1, experiment_id)
         .bind(2, name)
         .bind(3, dump_json(to_json(recorded)))
@@ -225,6 +228,9 @@ int64_t RunWriter::begin_run(std::optional<int64_t> experiment_id, const std::st
         .bind(8, self.pid)
         .bind(9, self.start_ticks)
         .bind(10, compat::torch_version())
+        .bind(11, recorder.host)
+        .bind(12, recorder.pid)
+        .bind(13, recorder.start_ticks)
         .run();
     *id = db.last_insert_id();
   });
@@ -329,9 +335,13 @@ void RunWriter::finish_run(int64_t run_id, const RunSummary& summary) {
 }
 
 void RunWriter::fail_run(int64_t run_id, const std::string& message) {
+  end_run(run_id, RunStatus::kFailed, message);
+}
+
+void RunWriter::end_run(int64_t run_id, RunStatus status, const std::string& message) {
   write_and_wait(run_id, [=](Database& db) {
-    Statement update(db, "UPDATE runs SET status = 'failed', message = ?, ended = ? WHERE id = ?");
-    update.bind(1, message).bind(2, utc_now()).bind(3, run_id).run();
+    Statement update(db, "UPDATE runs SET status = ?, message = ?, ended = ? WHERE id = ?");
+    update.bind(1, to_string(status)).bind(2, message).bind(3, utc_now()).bind(4, run_id).run();
   });
 }
 

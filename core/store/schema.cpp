@@ -153,6 +153,20 @@ const std::vector<const char*>& migrations() {
         WHERE json_valid(summary) AND json_type(summary, '$.steps_completed') = 'integer'
           AND json_extract(summary, '$.steps_completed') = 0;
       )sql",
+      // 5 → 6: the process that records a run beside the one that trains it. A sweep's worker
+      // trains on one host while the coordinator, maybe on another, records: a run whose
+      // recorder is gone will never be finished, whether or not its trainer can be checked.
+      // Empty for runs recorded by the process that trained them. Also again the rule 4 → 5 for
+      // figures of runs that measured nothing: builds at schema 5 before it still wrote zeros.
+      R"sql(
+      ALTER TABLE runs ADD COLUMN recorder_host TEXT NOT NULL DEFAULT '';
+      ALTER TABLE runs ADD COLUMN recorder_pid INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE runs ADD COLUMN recorder_start INTEGER NOT NULL DEFAULT 0;
+      UPDATE runs SET tokens_per_s = NULL, peak_bytes = NULL, peak_activation_bytes = NULL,
+                      final_loss = NULL
+        WHERE json_valid(summary) AND json_type(summary, '$.steps_completed') = 'integer'
+          AND json_extract(summary, '$.steps_completed') = 0;
+      )sql",
   };
   return list;
 }
