@@ -13,7 +13,9 @@
 // - while it runs a point the worker pushes "activity", "probe" and "step" events, then one
 //   "done" with the outcome. These come from the thread that trains: they are the worker's
 //   progress, and a worker holding a point that sends nothing for the timeout is hung (a
-//   deadlocked training thread included);
+//   deadlocked training thread included). Only while that thread builds a model or profiles it
+//   for a plan (work that reports nothing for a while and waits on no other process) does a
+//   helper thread send "setup" four times per timeout instead;
 // - a worker told -1 says "bye" before it leaves, so that a coordinator serving the store (rank
 //   0 under Slurm) ends only once nobody needs it any more;
 // - a coordinator that fails (its database cannot be written) says why under kFailureKey, and
@@ -29,7 +31,7 @@
 
 namespace rematlab::dist {
 
-inline constexpr int kSweepProtocol = 2;  // a worker of another build refuses to join
+inline constexpr int kSweepProtocol = 3;  // a worker of another build refuses to join
 inline constexpr const char* kPlanKey = "sweep/plan";
 inline constexpr const char* kWorkerIdsKey = "sweep/worker_ids";
 inline constexpr const char* kEventsQueue = "sweep/events";

@@ -1,5 +1,10 @@
 #include "dist/sweep_worker.h"
 
+#include <algorithm>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "common/errors.h"
@@ -17,6 +22,46 @@ namespace rematlab::dist {
 namespace {
 
 std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
+
+// Calls `beat` every `every` on a thread of its own until destroyed. For the stretch where the
+// training thread builds a model or profiles it for a plan: work that sends nothing for a while
+// and waits on no other process, so only a crash stops it, which the launcher or the timeout
+// notices anyway. A beat that throws (the coordinator is gone) ends the beating; the training
+// thread meets the same error at its next message.
+class SetupBeat {
+ public:
+  SetupBeat(std::function<void()> beat, std::chrono::milliseconds every)
+      : beat_(std::move(beat)), every_(every), thread_([this] { loop(); }) {}
+  ~SetupBeat() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  SetupBeat(const SetupBeat&) = delete;
+  SetupBeat& operator=(const SetupBeat&) = delete;
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!wake_.wait_for(lock, every_, [this] { return stop_; })) {
+      try {
+        beat_();
+      } catch (const std::exception&) {
+        return;
+      }
+    }
+  }
+
+  std::function<void()> beat_;
+  std::chrono::milliseconds every_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once everything above exists
+};
 
 class Worker {
  public:
@@ -140,6 +185,17 @@ class Worker {
     };
     hooks.on_step = [&](const StepMetrics& step) {
       send({{"kind", "step"}, {"point", index}, {"step", step_to_json(step)}});
+    };
+    // Beats four times per timeout, so that a slow build is never taken for a hang. The
+    // training thread sends nothing meanwhile: the store is never used by both at once.
+    std::optional<SetupBeat> beat;
+    hooks.on_setup = [&](bool building) {
+      if (!building) return beat.reset();
+      beat.emplace(
+          [this, index] {
+            send({{"kind", "setup"}, {"point", index}});
+          },
+          std::max(std::chrono::milliseconds(50), options_.timeout / 4));
     };
     const PointOutcome outcome = run_sweep_point(point, point.config, hooks);
     send({{"kind", "done"}, {"point", index}, {"outcome", to_json(outcome)}});

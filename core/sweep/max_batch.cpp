@@ -1,6 +1,7 @@
 #include "sweep/max_batch.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "memory/device_memory.h"
 #include "runtime/device.h"
@@ -49,7 +50,8 @@ MaxBatchResult search_max_batch(int64_t limit, const BatchProbeFn& probe) {
 }
 
 BatchProbe probe_by_training(const RunConfig& base, int64_t batch, int64_t steps,
-                             const std::atomic<bool>* cancel) {
+                             const std::atomic<bool>* cancel,
+                             const std::function<void(bool)>& on_setup) {
   RunConfig config = base;
   config.batch = batch;
   config.steps = steps;
@@ -59,11 +61,11 @@ BatchProbe probe_by_training(const RunConfig& base, int64_t batch, int64_t steps
   probe.batch = batch;
   RunSummary summary;
   try {
-    Trainer trainer(config);
+    const std::unique_ptr<Trainer> trainer = build_trainer(config, on_setup);
     TrainerCallbacks callbacks;
     callbacks.cancel = cancel;
     callbacks.report_utilisation = false;
-    summary = trainer.run(callbacks);  // an out-of-memory in a step comes back as status oom
+    summary = trainer->run(callbacks);  // an out-of-memory in a step comes back as status oom
   } catch (const c10::OutOfMemoryError& error) {
     // Building the model did not fit: the trainer is gone, so is what it held; give the cached
     // blocks back so the next, smaller probe starts from a clean device.

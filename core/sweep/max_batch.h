@@ -34,8 +34,10 @@ using BatchProbeFn = std::function<BatchProbe(int64_t batch)>;
 MaxBatchResult search_max_batch(int64_t limit, const BatchProbeFn& probe);
 
 // A probe by training: `steps` steps of `base` at `batch` under base.budget_bytes (on CUDA a real
-// out-of-memory counts too). Memory is measured on the calling thread.
+// out-of-memory counts too). Memory is measured on the calling thread. `on_setup`, if given, is
+// told true before the model is built (and profiled, for a plan) and false once it is.
 BatchProbe probe_by_training(const RunConfig& base, int64_t batch, int64_t steps,
-                             const std::atomic<bool>* cancel);
+                             const std::atomic<bool>* cancel,
+                             const std::function<void(bool)>& on_setup = {});
 
 }  // namespace rematlab

@@ -16,7 +16,8 @@ MaxBatchResult search_batch(const MaxBatchSpec& search, RunConfig& config,
   int64_t probe_index = 0;
   MaxBatchResult found = search_max_batch(search.limit, [&](int64_t batch) {
     tell(hooks, "probing batch " + std::to_string(batch), nullptr);
-    BatchProbe probe = probe_by_training(config, batch, search.probe_steps, hooks.cancel);
+    BatchProbe probe =
+        probe_by_training(config, batch, search.probe_steps, hooks.cancel, hooks.on_setup);
     if (hooks.on_probe) hooks.on_probe(probe_index, probe);
     ++probe_index;
     return probe;
@@ -28,14 +29,14 @@ MaxBatchResult search_batch(const MaxBatchSpec& search, RunConfig& config,
 RunSummary train(const RunConfig& config, const PointHooks& hooks) {
   const std::string activity = "training at batch " + std::to_string(config.batch);
   tell(hooks, activity, nullptr);
-  Trainer trainer(config);
+  const std::unique_ptr<Trainer> trainer = build_trainer(config, hooks.on_setup);
   TrainerCallbacks callbacks;
   callbacks.cancel = hooks.cancel;
   callbacks.on_step = [&](const StepMetrics& step) {
     if (hooks.on_step) hooks.on_step(step);
     tell(hooks, activity, &step);
   };
-  return trainer.run(callbacks);
+  return trainer->run(callbacks);
 }
 
 }  // namespace

@@ -20,6 +20,9 @@ struct PointHooks {
   std::function<void(const std::string& activity, const StepMetrics* step)> on_activity;
   std::function<void(int64_t probe_index, const BatchProbe& probe)> on_probe;
   std::function<void(const StepMetrics& step)> on_step;
+  // True before a model is built (and profiled, for a plan), false once it is: work that sends
+  // nothing through the hooks above for a while.
+  std::function<void(bool building)> on_setup;
   const std::atomic<bool>* cancel = nullptr;
 };
 

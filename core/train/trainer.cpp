@@ -320,4 +320,17 @@ std::optional<double> Trainer::accumulate_gradients(const CheckpointPlan& plan,
   return loss_sum / static_cast<double>(config_.accum);
 }
 
+std::unique_ptr<Trainer> build_trainer(const RunConfig& config,
+                                       const std::function<void(bool)>& on_setup) {
+  struct Told {
+    const std::function<void(bool)>& on_setup;
+    ~Told() {
+      if (on_setup) on_setup(false);
+    }
+  };
+  if (on_setup) on_setup(true);
+  const Told told{on_setup};
+  return std::make_unique<Trainer>(config);
+}
+
 }  // namespace rematlab

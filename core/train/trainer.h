@@ -94,4 +94,10 @@ class Trainer {
   std::shared_ptr<GradientExchange> exchange_;  // data parallel; null alone
 };
 
+// A Trainer, with `on_setup` (if given) told true before it is built and false once it is built
+// or failed: building the model and data, and profiling them for a plan, report nothing else for
+// a while, and someone waiting for progress may want to know.
+std::unique_ptr<Trainer> build_trainer(const RunConfig& config,
+                                       const std::function<void(bool)>& on_setup);
+
 }  // namespace rematlab
