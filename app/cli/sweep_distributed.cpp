@@ -74,15 +74,15 @@ class CoordinatorThread {
   CoordinatorThread(const CoordinatorThread&) = delete;
   CoordinatorThread& operator=(const CoordinatorThread&) = delete;
 
-  void join() {
+  // Waits until the sweep is finished (or the coordinator failed); returns what it failed with.
+  std::exception_ptr wait() {
     if (thread_.joinable()) thread_.join();
-    if (error_) std::rethrow_exception(error_);
+    return error_;
   }
   // Stops it; returns what it failed with, if it failed.
   std::exception_ptr stop() {
     stop_ = true;
-    if (thread_.joinable()) thread_.join();
-    return error_;
+    return wait();
   }
 
  private:
@@ -203,23 +203,25 @@ int sweep_as_worker(const SweepSpec& spec, const dist::DistEnv& env, const Sweep
   // Its own connection: the worker below blocks on its own while waiting for an answer.
   dist::SweepCoordinator coordinator(rendezvous.store->clone(), spec, std::move(points), &writer,
                                      coordinator_setup);
+  // The coordinator's own error (its database) is this rank's failure, not a peer's. Under
+  // Slurm this process serves the store: it stays until the workers have read why, whether its
+  // own worker noticed the failure or had already finished.
+  const auto fail_as_coordinator = [&](const std::exception_ptr& error) {
+    const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+    while (!coordinator.abandon_heard() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::rethrow_exception(error);
+  };
   CoordinatorThread thread(coordinator);
   try {
     dist::run_sweep_worker(rendezvous.store, spec, worker_options);
   } catch (const dist::PeerFailure& failure) {
-    if (const std::exception_ptr error = thread.stop()) {
-      // The coordinator's own error (its database) is this rank's failure, not a peer's. Under
-      // Slurm this process serves the store: it stays until the workers have read why.
-      const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-      while (!coordinator.abandon_heard() && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      std::rethrow_exception(error);
-    }
+    if (const std::exception_ptr error = thread.stop()) fail_as_coordinator(error);
     std::cerr << "rematlab-cli: error: " << failure.what() << std::endl;
     return dist::kExitPeerFailed;
   }
-  thread.join();
+  if (const std::exception_ptr error = thread.wait()) fail_as_coordinator(error);
   writer.flush();
   print_sweep_outcome(options.db, coordinator.experiment_id(), coordinator.results(), planned,
                       options.json);

@@ -179,6 +179,7 @@ void SweepCoordinator::on_ready(int64_t id, const nlohmann::json& event) {
   point.worker = id;
   point.result.point = point.point;
   point.result.summary.config = point.point.config;
+  point.result.summary.status = RunStatus::kRunning;  // until its outcome arrives
   if (writer_) {
     point.result.run_id = writer_->begin_run(experiment_id_, point.point.label, point.point.config,
                                              point.point.request, worker.process);
@@ -223,31 +224,43 @@ void SweepCoordinator::lose(int64_t id, const std::string& why, bool alive) {
     options_.on_lost(static_cast<int>(worker.process.pid));
   if (worker.point < 0) return;
   Point& point = points_.at(static_cast<std::size_t>(worker.point));
-  const std::string message = who(id) + " " + why;
-  point.result.summary.status = RunStatus::kFailed;
+  // After Stop, a worker still in a long micro-batch is killed before it can stop: its point
+  // was cancelled, not failed.
+  const bool stopped = options_.cancel && options_.cancel->load();
+  const std::string message = (stopped ? "stopped by the user; " : "") + who(id) + " " + why;
+  point.result.summary.status = stopped ? RunStatus::kCancelled : RunStatus::kFailed;
   point.result.summary.message = message;
   point.result.summary.run_id = point.result.run_id;
-  if (writer_) writer_->fail_run(*point.result.run_id, message);
+  if (writer_) writer_->end_run(*point.result.run_id, point.result.summary.status, message);
+  if (stopped) stopped_ = true;
   const int64_t index = worker.point;
   worker.point = -1;
   finish(point, index);
 }
 
 bool SweepCoordinator::worker_ended(int pid, const std::string& how) {
-  // Marked first, so that nothing below signals a pid that may already be another process's.
   // Only a worker not yet ended can be this process: an ended one's pid may have been reused.
-  bool was_worker = false;
-  for (auto& [id, worker] : workers_) {
-    if (worker.ended || worker.process.pid != pid) continue;
-    worker.ended = true;
-    worker.ended_at = Clock::now();
-    // "worker 1 (pid 42) was killed by signal 9": the launcher's words, after the worker's.
-    worker.how_ended = how.substr(std::min(how.size(), how.find(") ") + 2));
-    if (worker.point < 0) worker.lost = true;
-    was_worker = true;
-  }
-  // What it sent before it ended counts: a point it finished is not failed.
+  const auto mark = [&] {
+    bool found = false;
+    for (auto& [id, worker] : workers_) {
+      if (worker.ended || worker.process.pid != pid) continue;
+      worker.ended = true;
+      worker.ended_at = Clock::now();
+      // "worker 1 (pid 42) was killed by signal 9": the launcher's words, after the worker's.
+      worker.how_ended = how.substr(std::min(how.size(), how.find(") ") + 2));
+      if (worker.point < 0) worker.lost = true;
+      found = true;
+    }
+    return found;
+  };
+  // Marked first, so that nothing below signals a pid that may already be another process's.
+  bool was_worker = mark();
+  // What it sent before it ended counts: a point it finished is not failed. Its first `ready`
+  // may be read only now: a point handed out in answer is failed as one it held, and a fresh
+  // worker takes its place (nobody else can have this pid yet: the launcher starts the fresh
+  // one after this returns).
   pump();
+  was_worker = mark() || was_worker;
   return was_worker;
 }
 
