@@ -11,7 +11,9 @@
 #include <set>
 #include <string>
 
+#include "common/errors.h"
 #include "compat/torch_compat.h"
+#include "dist/rank_launch.h"
 #include "memory/device_memory.h"
 #include "memory/memory_tracker.h"
 #include "model/transformer.h"
@@ -57,6 +59,23 @@ class CudaPath : public ::testing::Test {
     return config;
   }
 };
+
+TEST_F(CudaPath, LocalRanksTakeCudaWithAGpuEachAndAreRefusedOneGpuOrMoreRanksThanGpus) {
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  EXPECT_NO_THROW(dist::check_local_ranks("cuda", gpus, "ranks", "device"));
+  try {
+    dist::check_local_ranks("cuda:0", 2, "ranks", "device");
+    ADD_FAILURE() << "cuda:0 for two ranks was taken";
+  } catch (const InvalidInput& error) {
+    EXPECT_EQ(error.field(), "device") << error.what();
+  }
+  try {
+    dist::check_local_ranks("cuda", gpus + 1, "ranks", "device");
+    ADD_FAILURE() << gpus + 1 << " ranks were given " << gpus << " GPU(s)";
+  } catch (const InvalidInput& error) {
+    EXPECT_EQ(error.field(), "ranks") << error.what();
+  }
+}
 
 TEST_F(CudaPath, Fp16OverflowSkipsTheStepHalvesTheScaleAndGoodStepsGrowIt) {
   RunConfig config = cuda_run(40);

@@ -22,6 +22,7 @@
 #include "dist/data_parallel.h"
 #include "dist/dist_context.h"
 #include "dist/dist_env.h"
+#include "dist/rank_launch.h"
 #include "estimate/model_state.h"
 #include "estimate/sharded_states.h"
 #include "scratch_dir.h"
@@ -271,6 +272,18 @@ TEST(DataParallelSweep, ASpecAskingForRanksOrShardsIsRefusedNamingTheKey) {
       EXPECT_NE(error.field().find(key), std::string::npos) << error.what();
     }
   }
+}
+
+TEST(LocalRanks, AreCheckedBeforeAnyStartsNamingTheCallersField) {
+  EXPECT_NO_THROW(dist::check_local_ranks("cpu", 3, "--nproc", "--device"));
+  try {
+    dist::check_local_ranks("cpu", max_threads() + 1, "ranks", "device");
+    ADD_FAILURE() << "more ranks than the host can hold were taken";
+  } catch (const InvalidInput& error) {
+    EXPECT_EQ(error.field(), "ranks") << "the window's word for them";
+    EXPECT_NE(error.reason().find("(4 per hardware thread)"), std::string::npos) << error.what();
+  }
+  // The GPU cases (cuda:N refused, more ranks than GPUs) are in test_cuda.cpp.
 }
 
 TEST(BucketLayout, FillsInReverseOrderUpToTheCapAndPadsToTheWorldSize) {

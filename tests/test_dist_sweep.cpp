@@ -3,12 +3,14 @@
 // against a coordinator that failed, and the launcher's list of children it may still signal.
 // What is checked: a worker holding a point is hung when it stops making progress (not when a
 // thread of it still beats), a `done` read after its sender was reaped still counts, a reaped
-// worker's pid is never signalled, a point's run records the worker's host and pid (the process
-// whose life says whether the run may still be going), and a coordinator's own failure reaches
+// worker's pid is never signalled, a point's run records the worker's host and pid (where it was
+// measured), a run may still be going only while both its worker and its coordinator live (even
+// when the worker is on a host nobody here can check), and a coordinator's own failure reaches
 // the workers with its reason.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -26,6 +28,7 @@
 #include "scratch_dir.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
+#include "store/sqlite_db.h"
 #include "store/step_fields.h"
 #include "sweep/point_wire.h"
 
@@ -56,8 +59,8 @@ struct FakeWorker {
     event["worker"] = id;
     store->queuePush(dist::kEventsQueue, bytes_of(event.dump()));
   }
-  // Asks for a point; returns its index (-1: none left).
-  int64_t ask(dist::SweepCoordinator& coordinator) {
+  // Asks for a point, without waiting for the answer.
+  void say_ready() {
     if (id < 0) id = store->add(dist::kWorkerIdsKey, 1) - 1;
     send({{"kind", "ready"},
           {"ask", asked},
@@ -65,6 +68,10 @@ struct FakeWorker {
           {"host", process.host},
           {"pid", process.pid},
           {"start_ticks", process.start_ticks}});
+  }
+  // Asks for a point; returns its index (-1: none left).
+  int64_t ask(dist::SweepCoordinator& coordinator) {
+    say_ready();
     coordinator.pump();
     return std::stoll(store->get_to_str(dist::assign_key(id, asked++)));
   }
@@ -174,6 +181,75 @@ TEST(SweepCoordinator, ADoneReadAfterItsWorkerWasReapedStillCounts) {
   EXPECT_EQ(finishing.ask(coordinator), -1);
 }
 
+TEST(SweepCoordinator, AWorkerReapedBeforeItsFirstAskWasReadFailsWhatItWasGivenAndIsReplaced) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const SweepSpec spec = two_point_spec();
+  const std::vector<SweepPoint> points = expand_sweep(spec);
+  dist::SweepCoordinatorOptions options;
+  options.settle = std::chrono::milliseconds(100);
+  dist::SweepCoordinator coordinator(store, spec, points, nullptr, options);
+  // Killed right after it asked: its `ready` is still queued when the launcher reaps it.
+  FakeWorker dying{store, 0, some_process(5001)};
+  dying.say_ready();
+  EXPECT_TRUE(coordinator.worker_ended(5001, "worker 0 (pid 5001) was killed by signal 9 (Killed)"))
+      << "a worker, so a fresh one takes its place";
+  coordinator.settle_ended_workers();
+  std::vector<SweepRunResult> results = coordinator.results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].summary.status, RunStatus::kFailed);
+  EXPECT_EQ(results[0].summary.message,
+            "worker 0 (pid 5001 on elsewhere) was killed by signal 9 (Killed)");
+  ASSERT_TRUE(coordinator.work_left());
+  FakeWorker fresh{store, 0, some_process(5002)};
+  const int64_t next = fresh.ask(coordinator);
+  ASSERT_GE(next, 0);
+  // In flight: shown as running, never as a success it has not had.
+  results = coordinator.results();
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(result_of(results, next, points)->summary.status, RunStatus::kRunning);
+  EXPECT_FALSE(coordinator.finished());
+  fresh.done(next, points[static_cast<std::size_t>(next)].config);
+  coordinator.pump();
+  EXPECT_EQ(result_of(coordinator.results(), next, points)->summary.status, RunStatus::kOk);
+  EXPECT_TRUE(coordinator.finished());
+}
+
+TEST(SweepCoordinator, AWorkerKilledAfterStopBecauseItDidNotStopInTimeCancelsItsPoint) {
+  ScratchDir dir("distsweep-stop");
+  const std::string db = dir.file("runs.sqlite");
+  { RunStore create(db); }
+  std::atomic<bool> cancel{false};
+  {
+    RunWriter writer(db);
+    auto store = c10::make_intrusive<c10d::HashStore>();
+    const SweepSpec spec = two_point_spec();
+    dist::SweepCoordinatorOptions options;
+    options.settle = std::chrono::milliseconds(0);
+    options.cancel = &cancel;
+    dist::SweepCoordinator coordinator(store, spec, expand_sweep(spec), &writer, options);
+    FakeWorker worker{store, 0, some_process(6001)};
+    ASSERT_GE(worker.ask(coordinator), 0);
+    // Stop pressed; the worker, in a micro-batch longer than the grace, is killed.
+    cancel = true;
+    EXPECT_TRUE(
+        coordinator.worker_ended(6001, "worker 0 (pid 6001) was killed by signal 9 (Killed)"));
+    coordinator.settle_ended_workers();
+    const std::vector<SweepRunResult> results = coordinator.results();
+    ASSERT_EQ(results.size(), 1u);
+    EXPECT_EQ(results[0].summary.status, RunStatus::kCancelled);
+    EXPECT_EQ(results[0].summary.message,
+              "stopped by the user; worker 0 (pid 6001 on elsewhere) was killed by signal 9 "
+              "(Killed)");
+    EXPECT_FALSE(coordinator.work_left());
+    writer.flush();
+  }
+  RunStore store(db);
+  ASSERT_EQ(store.runs().size(), 1u);
+  EXPECT_EQ(store.runs()[0].status, RunStatus::kCancelled);
+  EXPECT_EQ(store.runs()[0].message.rfind("stopped by the user; ", 0), 0u)
+      << store.runs()[0].message;
+}
+
 TEST(SweepCoordinator, AWorkerReapedAfterItStoppedProgressingIsNeverSignalled) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   const SweepSpec spec = two_point_spec();
@@ -239,6 +315,54 @@ TEST(SweepCoordinator, APointsRunRecordsTheWorkersHostAndPidNotTheCoordinators) 
   EXPECT_NO_THROW(store.delete_runs({run_id}));
 }
 
+TEST(SweepCoordinator, ARunWhoseCoordinatorEndedIsInterruptedThoughItsWorkerIsOnAnotherHost) {
+  ScratchDir dir("distsweep-recorder");
+  const std::string db = dir.file("runs.sqlite");
+  { RunStore create(db); }
+  // Played by a process of its own, so that the test can end it: the coordinator that records
+  // the run while a worker on a host nobody here can check trains it.
+  testing::ChildProcess coordinator_process({"/bin/sleep", "60"}, {}, dir.file("out"),
+                                            dir.file("err"));
+  int64_t run_id = 0;
+  {
+    RunWriter writer(db);
+    auto store = c10::make_intrusive<c10d::HashStore>();
+    const SweepSpec spec = two_point_spec();
+    dist::SweepCoordinator coordinator(store, spec, expand_sweep(spec), &writer, {});
+    FakeWorker worker{store, 0, some_process(4001)};
+    ASSERT_GE(worker.ask(coordinator), 0);
+    writer.flush();
+  }
+  {
+    Database raw(db, Database::Mode::kReadWrite);
+    raw.exec("UPDATE runs SET recorder_pid = " + std::to_string(coordinator_process.pid()) +
+             ", recorder_start = 0");
+  }
+  {
+    RunStore store(db);
+    EXPECT_EQ(store.recovered_runs(), 0) << "its coordinator lives: it may still be going";
+    ASSERT_EQ(store.runs().size(), 1u);
+    run_id = store.runs()[0].id;
+    EXPECT_EQ(store.runs()[0].status, RunStatus::kRunning);
+    EXPECT_EQ(store.runs()[0].host, "elsewhere") << "where it was measured";
+    try {
+      store.delete_runs({run_id});
+      ADD_FAILURE() << "a run whose coordinator lives was deleted";
+    } catch (const InvalidInput& error) {
+      EXPECT_NE(
+          std::string(error.what()).find("process " + std::to_string(coordinator_process.pid())),
+          std::string::npos)
+          << error.what();
+    }
+  }
+  ::kill(coordinator_process.pid(), SIGKILL);
+  ASSERT_TRUE(coordinator_process.wait_for(std::chrono::seconds(10)).has_value());
+  RunStore store(db);
+  EXPECT_EQ(store.recovered_runs(), 1) << "nobody is left to finish it";
+  EXPECT_EQ(store.run(run_id).status, RunStatus::kInterrupted);
+  EXPECT_NO_THROW(store.delete_runs({run_id}));
+}
+
 TEST(SweepWorker, ACoordinatorsOwnFailureReachesTheWorkerWithItsReason) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   const SweepSpec spec = two_point_spec();
@@ -297,6 +421,26 @@ TEST(LocalLauncher, OnlyChildrenNotYetReapedCanBeSignalled) {
   EXPECT_TRUE(outcome.ok) << outcome.failure;
   ASSERT_EQ(endings.size(), 2u);
   EXPECT_EQ(endings[0].rfind("worker 0 (pid ", 0), 0u) << "named as its output prefix names it";
+}
+
+TEST(LocalLauncher, AFailedRanksOwnReasonIsPartOfTheFailure) {
+  dist::LocalLaunch launch;
+  launch.nproc = 2;
+  launch.grace = std::chrono::seconds(5);
+  // Rank 1 refuses its input as rematlab-cli does, and exits at once; rank 0 would wait.
+  launch.args = {"/bin/sh", "-c",
+                 "if [ $RANK = 1 ]; then echo 'loading' >&2; "
+                 "echo 'rematlab-cli: error: --device: cuda:1 does not exist' >&2; exit 2; "
+                 "else sleep 30; fi"};
+  const auto before = Clock::now();
+  const dist::LaunchOutcome outcome = dist::launch_local(launch);
+  EXPECT_LT(Clock::now() - before, std::chrono::seconds(20));
+  EXPECT_FALSE(outcome.ok);
+  EXPECT_EQ(outcome.failed_rank, 1);
+  // Whoever shows no rank's output (the window) still has the reason.
+  EXPECT_NE(outcome.failure.find("exited with code 2: --device: cuda:1 does not exist"),
+            std::string::npos)
+      << outcome.failure;
 }
 
 }  // namespace

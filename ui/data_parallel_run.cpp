@@ -55,8 +55,6 @@ void SweepWorker::run_data_parallel(const QString& spec_json, int ranks, const Q
     config.world_size = ranks;
     config.shard = shard.toStdString();
     validate(config);
-    // Each rank takes the GPU of its local rank.
-    if (QString::fromStdString(config.device).startsWith("cuda")) spec["base"]["device"] = "cuda";
     const QString program = rank_program();
     { RunStore opened(database.toStdString()); }  // refused here, before any rank starts
 

@@ -126,6 +126,8 @@ void ExperimentPanel::create_training_fields() {
   device_ = new QComboBox;
   device_->addItem("cpu");
   const RuntimeInfo runtime = probe_runtime(/*measure_matmul=*/false);
+  // "cuda": the current GPU for one process; for several ranks, cuda:LOCAL_RANK each.
+  if (runtime.cuda_devices > 0) device_->addItem("cuda");
   for (int i = 0; i < runtime.cuda_devices; ++i) device_->addItem(QString("cuda:%1").arg(i));
   ranks_ = spin(1, 4096, 1);
   ranks_->setObjectName("ranks");

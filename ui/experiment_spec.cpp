@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "common/errors.h"
+#include "dist/rank_launch.h"
 #include "experiment_panel.h"
 #include "sweep/sweep_spec.h"
 #include "train/run_config.h"
@@ -120,12 +121,8 @@ void ExperimentPanel::check_data_parallel(const std::vector<SweepPoint>& points)
                                            "and Precision (the form names " +
                                                std::to_string(points.size()) + " runs)"));
   }
-  if (ranks() > max_threads()) {
-    throw InvalidInput("ranks", std::to_string(ranks()) +
-                                    " ranks on this host is more than the limit of " +
-                                    std::to_string(max_threads()) + " (4 per hardware thread)");
-  }
   RunConfig config = points.front().config;
+  dist::check_local_ranks(config.device, ranks(), "ranks", "device");
   config.world_size = ranks();
   config.shard = shard().toStdString();
   validate(config);  // a shard the run refuses names --shard, which the form calls Shard

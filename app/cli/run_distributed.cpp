@@ -142,7 +142,14 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
   std::unique_ptr<RunWriter> writer;
   std::optional<int64_t> run_id;
   auto fail = [&](const std::string& message) {
-    if (writer) writer->fail_run(*run_id, message);
+    if (!writer) return;
+    // Asked to stop, a rank still in a long micro-batch may be killed before it can: the run
+    // was cancelled, not failed.
+    if (cancel.load()) {
+      writer->end_run(*run_id, RunStatus::kCancelled, "stopped by the user; " + message);
+    } else {
+      writer->fail_run(*run_id, message);
+    }
   };
   try {
     Trainer trainer(rank_config, exchange);
@@ -220,16 +227,8 @@ int launch_local_ranks(const RunConfig& config, const RankRunOptions& options,
                        const std::atomic<bool>& cancel) {
   // Refused here, before any rank starts, as a single run would refuse it.
   if (!options.db.empty()) RunStore check(options.db);
-  if (parse_device(config.device).is_cuda() && config.device != "cuda") {
-    throw InvalidInput("--device", "with several ranks give cuda: each rank takes cuda:LOCAL_RANK");
-  }
-  if (config.world_size > max_threads()) {
-    throw InvalidInput("--nproc",
-                       std::to_string(config.world_size) +
-                           " ranks on this host is more than the limit of " +
-                           std::to_string(max_threads()) +
-                           " (4 per hardware thread); use torchrun or srun across hosts");
-  }
+  dist::check_local_ranks(config.device, static_cast<int>(config.world_size), "--nproc",
+                          "--device");
   dist::RankLaunch launch;
   launch.nproc = static_cast<int>(config.world_size);
   launch.args = own_command_line_without("--nproc");

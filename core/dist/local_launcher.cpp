@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 #include "dist/dist_env.h"
@@ -52,7 +53,10 @@ struct Stream {
   Fd fd;
   std::string pending;  // a partial line
   bool to_stdout = false;
+  std::string error;  // the last error the process reported (rematlab-cli's one line)
 };
+
+constexpr std::string_view kErrorPrefix = "rematlab-cli: error: ";
 
 struct Rank {
   int rank = 0;
@@ -133,8 +137,8 @@ void write_all(int fd, const std::string& text) {
   }
 }
 
-void emit(const std::string& label, const Rank& rank, const Stream& stream,
-          const std::string& line) {
+void emit(const std::string& label, const Rank& rank, Stream& stream, const std::string& line) {
+  if (line.rfind(kErrorPrefix, 0) == 0) stream.error = line.substr(kErrorPrefix.size());
   if (stream.to_stdout) {
     write_all(STDOUT_FILENO, line + "\n");  // rank 0's stdout is the run's result
   } else {
@@ -162,6 +166,15 @@ bool drain(const std::string& label, const Rank& rank, Stream& stream) {
   return true;
 }
 
+// Relays what an ended process left in its pipe, so that its last words are read before it is
+// described (poll first: a process it started could still hold the pipe open).
+void drain_ended(const std::string& label, const Rank& rank, Stream& stream) {
+  while (stream.fd.get() >= 0) {
+    pollfd fd{stream.fd.get(), POLLIN, 0};
+    if (::poll(&fd, 1, 0) <= 0 || !drain(label, rank, stream)) return;
+  }
+}
+
 std::string who(const std::string& label, const Rank& rank) {
   return label + " " + std::to_string(rank.rank) + " (pid " + std::to_string(rank.pid) + ")";
 }
@@ -173,7 +186,9 @@ std::string describe_exit(const std::string& label, const Rank& rank) {
     return name + " was killed by signal " + std::to_string(signal) + " (" + ::strsignal(signal) +
            ")";
   }
-  return name + " exited with code " + std::to_string(WEXITSTATUS(rank.status));
+  const std::string code = name + " exited with code " + std::to_string(WEXITSTATUS(rank.status));
+  // Its own reason, which a caller that shows no rank's output (the window) would lose.
+  return rank.err.error.empty() ? code : code + ": " + rank.err.error;
 }
 
 // Starts `rank` (its number set): pipes for its output, fork, exec.
@@ -328,6 +343,7 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
     std::vector<int> restarts;
     for (Rank& rank : ranks) {
       if (!rank.running || !reap(rank, launch, false)) continue;
+      drain_ended(launch.label, rank, rank.err);
       const bool clean = WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == 0;
       if (launch.independent) {
         if (launch.on_ended &&

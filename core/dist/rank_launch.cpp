@@ -1,9 +1,37 @@
 #include "dist/rank_launch.h"
 
+#include "common/errors.h"
 #include "dist/local_launcher.h"
+#include "runtime/device.h"
 #include "store/run_writer.h"
+#include "train/run_config.h"
 
 namespace rematlab::dist {
+
+void check_local_ranks(const std::string& device, int ranks, const std::string& ranks_field,
+                       const std::string& device_field) {
+  if (ranks > max_threads()) {
+    throw InvalidInput(ranks_field, std::to_string(ranks) +
+                                        " ranks on this host is more than the limit of " +
+                                        std::to_string(max_threads()) +
+                                        " (4 per hardware thread); use torchrun or srun across "
+                                        "hosts");
+  }
+  if (!parse_device(device).is_cuda()) return;
+  if (device != "cuda") {
+    throw InvalidInput(device_field,
+                       "with several ranks give cuda: each rank takes "
+                       "cuda:LOCAL_RANK, not " +
+                           device);
+  }
+  try {
+    parse_device("cuda:" + std::to_string(ranks - 1));
+  } catch (const InvalidInput&) {
+    throw InvalidInput(ranks_field, std::to_string(ranks) +
+                                        " ranks take one GPU each, more than the CUDA devices "
+                                        "of this host");
+  }
+}
 
 RankLaunchOutcome launch_ranks(const RankLaunch& launch) {
   LocalLaunch local;
@@ -15,9 +43,13 @@ RankLaunchOutcome launch_ranks(const RankLaunch& launch) {
   const LaunchOutcome outcome = launch_local(local);
   if (!outcome.ok && (outcome.rank0_signalled || !outcome.named_while_rank0_alive) &&
       outcome.run_id && !launch.db.empty()) {
-    // Rank 0 could not record its own end, or recorded it before anyone knew who failed.
+    // Rank 0 could not record its own end, or recorded it before anyone knew who failed. A
+    // rank killed because it did not stop in time after Stop ends a cancelled run, not a
+    // failed one.
+    const bool stopped = launch.cancel && launch.cancel->load();
     RunWriter writer(launch.db);
-    writer.fail_run(*outcome.run_id, outcome.failure);
+    writer.end_run(*outcome.run_id, stopped ? RunStatus::kCancelled : RunStatus::kFailed,
+                   stopped ? "stopped by the user; " + outcome.failure : outcome.failure);
   }
   RankLaunchOutcome result;
   result.ok = outcome.ok;

@@ -36,4 +36,11 @@ struct RankLaunchOutcome {
 
 RankLaunchOutcome launch_ranks(const RankLaunch& launch);
 
+// What `ranks` ranks on this host need, checked before any starts: at most 4 per hardware
+// thread and, on CUDA, `device` "cuda" (each rank takes cuda:LOCAL_RANK) with a GPU for every
+// rank. Refused as InvalidInput naming the caller's words for them (`ranks_field`:
+// "--nproc" or the form's "ranks").
+void check_local_ranks(const std::string& device, int ranks, const std::string& ranks_field,
+                       const std::string& device_field);
+
 }  // namespace rematlab::dist
