@@ -320,7 +320,12 @@ say "llama step done"
 # over one rank is a plain run, the reference for the losses. Then one rank per GPU where there
 # are several (the dry run: two ranks, Gloo on the CPU).
 if [[ "$MODE" == "gpu" ]]; then
-  RANKS="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
+  # The GPUs this process may use: CUDA_VISIBLE_DEVICES where set (the ranks get one each).
+  if [[ -n "${CUDA_VISIBLE_DEVICES:-}" ]]; then
+    RANKS="$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c . || true)"
+  else
+    RANKS="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
+  fi
   DP_ARGS="--preset gpt2-124m --device cuda --precision bf16 --batch 4 --steps 4 --checkpoint every:1"
 else
   RANKS=2

@@ -12,8 +12,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
@@ -181,7 +183,7 @@ TEST(SweepCoordinator, ADoneReadAfterItsWorkerWasReapedStillCounts) {
   EXPECT_EQ(finishing.ask(coordinator), -1);
 }
 
-TEST(SweepCoordinator, AWorkerReapedBeforeItsFirstAskWasReadFailsWhatItWasGivenAndIsReplaced) {
+TEST(SweepCoordinator, AWorkerReapedBeforeItsFirstAskWasReadIsGivenNothingAndIsReplaced) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   const SweepSpec spec = two_point_spec();
   const std::vector<SweepPoint> points = expand_sweep(spec);
@@ -193,25 +195,24 @@ TEST(SweepCoordinator, AWorkerReapedBeforeItsFirstAskWasReadFailsWhatItWasGivenA
   dying.say_ready();
   EXPECT_TRUE(coordinator.worker_ended(5001, "worker 0 (pid 5001) was killed by signal 9 (Killed)"))
       << "a worker, so a fresh one takes its place";
+  EXPECT_EQ(std::stoll(store->get_to_str(dist::assign_key(dying.id, 0))), -1)
+      << "a dead worker was handed a point";
   coordinator.settle_ended_workers();
-  std::vector<SweepRunResult> results = coordinator.results();
-  ASSERT_EQ(results.size(), 1u);
-  EXPECT_EQ(results[0].summary.status, RunStatus::kFailed);
-  EXPECT_EQ(results[0].summary.message,
-            "worker 0 (pid 5001 on elsewhere) was killed by signal 9 (Killed)");
+  EXPECT_TRUE(coordinator.results().empty()) << "no point was started, none failed";
   ASSERT_TRUE(coordinator.work_left());
   FakeWorker fresh{store, 0, some_process(5002)};
-  const int64_t next = fresh.ask(coordinator);
-  ASSERT_GE(next, 0);
+  const int64_t first = fresh.ask(coordinator);
+  EXPECT_EQ(first, 0) << "the fresh worker gets the first point";
   // In flight: shown as running, never as a success it has not had.
-  results = coordinator.results();
-  ASSERT_EQ(results.size(), 2u);
-  EXPECT_EQ(result_of(results, next, points)->summary.status, RunStatus::kRunning);
+  std::vector<SweepRunResult> results = coordinator.results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].summary.status, RunStatus::kRunning);
   EXPECT_FALSE(coordinator.finished());
-  fresh.done(next, points[static_cast<std::size_t>(next)].config);
+  fresh.done(first, points[0].config);
   coordinator.pump();
-  EXPECT_EQ(result_of(coordinator.results(), next, points)->summary.status, RunStatus::kOk);
-  EXPECT_TRUE(coordinator.finished());
+  results = coordinator.results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].summary.status, RunStatus::kOk);
 }
 
 TEST(SweepCoordinator, AWorkerKilledAfterStopBecauseItDidNotStopInTimeCancelsItsPoint) {
@@ -277,42 +278,49 @@ TEST(SweepCoordinator, AWorkerReapedAfterItStoppedProgressingIsNeverSignalled) {
       << failed->summary.message;
 }
 
-TEST(SweepCoordinator, APointsRunRecordsTheWorkersHostAndPidNotTheCoordinators) {
+TEST(SweepCoordinator, APointsRunGoesOnWhileItsCoordinatorLivesAndIsEndedByIt) {
   ScratchDir dir("distsweep-identity");
   const std::string db = dir.file("runs.sqlite");
   { RunStore create(db); }
   testing::ChildProcess worker_process({"/bin/sleep", "60"}, {}, dir.file("out"), dir.file("err"));
   const ProcessIdentity self = current_process();
+  RunWriter writer(db);
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const SweepSpec spec = two_point_spec();
+  dist::SweepCoordinatorOptions options;
+  options.settle = std::chrono::milliseconds(0);
+  dist::SweepCoordinator coordinator(store, spec, expand_sweep(spec), &writer, options);
+  FakeWorker worker{store, 0, {self.host, worker_process.pid(), 0}};
+  ASSERT_GE(worker.ask(coordinator), 0);
+  writer.flush();
+  // The worker dies; until the coordinator (this process) has failed its point, the run is
+  // still going: another process opening the database neither interrupts nor deletes it.
+  ::kill(worker_process.pid(), SIGKILL);
+  ASSERT_TRUE(worker_process.wait_for(std::chrono::seconds(10)).has_value());
   int64_t run_id = 0;
   {
-    RunWriter writer(db);
-    auto store = c10::make_intrusive<c10d::HashStore>();
-    const SweepSpec spec = two_point_spec();
-    dist::SweepCoordinator coordinator(store, spec, expand_sweep(spec), &writer, {});
-    FakeWorker worker{store, 0, {self.host, worker_process.pid(), 0}};
-    ASSERT_GE(worker.ask(coordinator), 0);
-    writer.flush();
     RunStore store_now(db);
+    EXPECT_EQ(store_now.recovered_runs(), 0);
     ASSERT_EQ(store_now.runs().size(), 1u);
     run_id = store_now.runs()[0].id;
-    EXPECT_EQ(store_now.runs()[0].host, self.host);
-    // While the worker trains, its run cannot be deleted; the refusal names the worker.
+    EXPECT_EQ(store_now.runs()[0].status, RunStatus::kRunning);
     try {
       store_now.delete_runs({run_id});
-      ADD_FAILURE() << "a run whose worker lives was deleted";
+      ADD_FAILURE() << "a run its coordinator is recording was deleted";
     } catch (const InvalidInput& error) {
-      EXPECT_NE(std::string(error.what()).find("process " + std::to_string(worker_process.pid())),
+      EXPECT_NE(std::string(error.what()).find("process " + std::to_string(self.pid)),
                 std::string::npos)
           << error.what();
     }
   }
-  // The worker gone, the coordinator (this process) alive: the run is over.
-  ::kill(worker_process.pid(), SIGKILL);
-  ASSERT_TRUE(worker_process.wait_for(std::chrono::seconds(10)).has_value());
-  RunStore store(db);
-  EXPECT_EQ(store.recovered_runs(), 1);
-  EXPECT_EQ(store.runs()[0].status, RunStatus::kInterrupted);
-  EXPECT_NO_THROW(store.delete_runs({run_id}));
+  EXPECT_TRUE(coordinator.worker_ended(static_cast<int>(worker_process.pid()),
+                                       "worker 0 (pid 1) was killed by signal 9 (Killed)"));
+  coordinator.settle_ended_workers();
+  writer.flush();
+  RunStore store_after(db);
+  EXPECT_EQ(store_after.run(run_id).status, RunStatus::kFailed);
+  EXPECT_EQ(store_after.run(run_id).host, self.host) << "where it was measured: the worker's";
+  EXPECT_NO_THROW(store_after.delete_runs({run_id}));
 }
 
 TEST(SweepCoordinator, ARunWhoseCoordinatorEndedIsInterruptedThoughItsWorkerIsOnAnotherHost) {
@@ -361,6 +369,55 @@ TEST(SweepCoordinator, ARunWhoseCoordinatorEndedIsInterruptedThoughItsWorkerIsOn
   EXPECT_EQ(store.recovered_runs(), 1) << "nobody is left to finish it";
   EXPECT_EQ(store.run(run_id).status, RunStatus::kInterrupted);
   EXPECT_NO_THROW(store.delete_runs({run_id}));
+}
+
+TEST(SweepWorker, AModelThatTakesLongerToBuildThanTheTimeoutIsNotTakenForAHang) {
+  // A plan: point profiles its model before training: many steps' worth of work that sends
+  // no step. The timeout is far shorter than that, and far longer than a step.
+  const SweepSpec spec = parse_sweep_spec(nlohmann::ordered_json::parse(
+      R"({"name": "slow build", "base": {"preset": "tiny", "layers": 4, "d_model": 64,
+          "heads": 2, "seq_len": 32, "vocab": 64, "batch": 2, "steps": 3, "threads": 1,
+          "checkpoint": "plan:64MiB"}})"));
+  const std::vector<SweepPoint> points = expand_sweep(spec);
+  ASSERT_EQ(points.size(), 1u);
+  const auto timeout = std::chrono::milliseconds(250);
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  dist::SweepCoordinatorOptions options;
+  options.timeout = timeout;
+  std::vector<int> killed;
+  options.on_lost = [&](int pid) { killed.push_back(pid); };
+  // When the point started building (its activity) and when its first step came.
+  std::optional<Clock::time_point> building, first_step;
+  options.on_progress = [&](const SweepProgress& progress) {
+    if (!building && progress.activity.rfind("training at batch", 0) == 0) building = Clock::now();
+    if (!first_step && progress.step) first_step = Clock::now();
+  };
+  dist::SweepCoordinator coordinator(store, spec, points, nullptr, options);
+  std::exception_ptr worker_error;
+  std::thread worker([&] {
+    try {
+      dist::run_sweep_worker(store, spec, {timeout, nullptr, 0});
+    } catch (...) {
+      worker_error = std::current_exception();
+    }
+  });
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (!coordinator.finished() && Clock::now() < deadline) {
+    coordinator.pump();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  worker.join();
+  if (worker_error) std::rethrow_exception(worker_error);
+  ASSERT_TRUE(building && first_step) << "the point never started or never stepped";
+  // Otherwise this test would prove nothing: the build must outlast the timeout several times.
+  ASSERT_GT(*first_step - *building, 3 * timeout)
+      << "the build took only "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(*first_step - *building).count()
+      << " ms; make the model larger";
+  EXPECT_TRUE(killed.empty()) << "a worker building its model was killed as hung";
+  const std::vector<SweepRunResult> results = coordinator.results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].summary.status, RunStatus::kOk) << results[0].summary.message;
 }
 
 TEST(SweepWorker, ACoordinatorsOwnFailureReachesTheWorkerWithItsReason) {

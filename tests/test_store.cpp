@@ -131,10 +131,24 @@ TEST(Store, MigratesThePreviousVersionKeepingItsRuns) {
         " pid, libtorch) VALUES (1, 'old run', 'ok', '{\"batch\": 4}', '{\"peak_bytes\": 7}',"
         " '2026-01-01T00:00:00Z', 'cpu', 'h', 1, '2.0');"
         "INSERT INTO steps (run_id, step, total_steps, warmup, skipped, loss)"
-        " VALUES (1, 0, 1, 0, 0, 2.5);");
+        " VALUES (1, 0, 1, 0, 0, 2.5);"
+        // A run that measured nothing, with the zeros builds at the previous schema wrote.
+        "INSERT INTO runs (experiment_id, name, status, config, summary, started, device, host,"
+        " pid, libtorch, tokens_per_s, peak_bytes, peak_activation_bytes, final_loss)"
+        " VALUES (1, 'stopped at once', 'cancelled', '{\"batch\": 4}',"
+        " '{\"steps_completed\": 0}', '2026-01-01T00:00:00Z', 'cpu', 'h', 1, '2.0', 0, 0, 0, 0);");
   }
   RunStore store(path);
   EXPECT_EQ(pragma_text(path, "user_version"), std::to_string(kStoreSchemaVersion));
+  {
+    Database db(path, Database::Mode::kReadOnly);
+    Statement figures(
+        db,
+        "SELECT tokens_per_s IS NULL AND peak_bytes IS NULL AND "
+        "peak_activation_bytes IS NULL AND final_loss IS NULL FROM runs WHERE id = 2");
+    ASSERT_TRUE(figures.step());
+    EXPECT_EQ(figures.column_int(0), 1) << "zeros that read as measurements were kept";
+  }
   const RunRecord run = store.run(1);
   EXPECT_EQ(run.name, "old run");
   EXPECT_EQ(run.experiment, "old");

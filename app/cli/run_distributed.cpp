@@ -105,10 +105,8 @@ RankResult rank_result(const RunSummary& summary, const dist::ModelStateBytes& b
 
 c10::Device rank_device(const RunConfig& config, const dist::DistEnv& env) {
   const c10::Device device = parse_device(config.device);
-  if (!device.is_cuda()) return device;
-  if (config.device != "cuda") {
-    throw InvalidInput("--device", "with several ranks give cuda: each rank takes cuda:LOCAL_RANK");
-  }
+  if (!device.is_cuda() || env.world_size <= 1) return device;  // one rank runs where it is told
+  if (config.device != "cuda") throw InvalidInput("--device", dist::kGpuPerRank);
   return parse_device("cuda:" + std::to_string(env.local_rank));  // checks that it exists
 }
 
@@ -141,15 +139,13 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
       context, dist::DataParallelOptions{dist::parse_shard(config.shard), config.bucket_bytes});
   std::unique_ptr<RunWriter> writer;
   std::optional<int64_t> run_id;
-  auto fail = [&](const std::string& message) {
+  // `peer`: this rank stopped because another did. After Stop, that other may have been killed
+  // for not stopping in time: the run was cancelled, not failed. This rank's own error is a
+  // failure whenever it comes.
+  auto fail = [&](const std::string& message, bool peer) {
     if (!writer) return;
-    // Asked to stop, a rank still in a long micro-batch may be killed before it can: the run
-    // was cancelled, not failed.
-    if (cancel.load()) {
-      writer->end_run(*run_id, RunStatus::kCancelled, "stopped by the user; " + message);
-    } else {
-      writer->fail_run(*run_id, message);
-    }
+    const dist::ForcedEnd end = dist::forced_end(peer && cancel.load(), message);
+    writer->end_run(*run_id, end.status, end.message);
   };
   try {
     Trainer trainer(rank_config, exchange);
@@ -187,7 +183,7 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
   } catch (const dist::PeerFailure& failure) {
     const std::string message =
         who_failed(*context) + "; rank " + std::to_string(env.rank) + " stopped: " + failure.what();
-    fail(message);
+    fail(message, true);
     throw dist::PeerFailure(message);
   } catch (...) {
     const std::string message =
@@ -197,7 +193,7 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
     } catch (const std::exception&) {
       // The others then report a peer failure without a reason.
     }
-    fail(message);
+    fail(message, false);
     throw;
   }
 }
@@ -226,9 +222,9 @@ std::vector<std::string> own_command_line_without(const std::string& flag) {
 int launch_local_ranks(const RunConfig& config, const RankRunOptions& options,
                        const std::atomic<bool>& cancel) {
   // Refused here, before any rank starts, as a single run would refuse it.
+  dist::check_local_ranks(config.device, static_cast<int>(config.world_size), "--nproc", "--device",
+                          "; use torchrun or srun across hosts");
   if (!options.db.empty()) RunStore check(options.db);
-  dist::check_local_ranks(config.device, static_cast<int>(config.world_size), "--nproc",
-                          "--device");
   dist::RankLaunch launch;
   launch.nproc = static_cast<int>(config.world_size);
   launch.args = own_command_line_without("--nproc");

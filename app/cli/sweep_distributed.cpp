@@ -15,6 +15,7 @@
 #include "common/errors.h"
 #include "dist/dist_errors.h"
 #include "dist/local_launcher.h"
+#include "dist/rank_launch.h"
 #include "dist/rendezvous_store.h"
 #include "dist/sweep_coordinator.h"
 #include "dist/sweep_worker.h"
@@ -129,6 +130,13 @@ void print_sweep_outcome(const std::string& db, std::optional<int64_t> experimen
 
 int sweep_with_local_workers(const SweepSpec& spec, int workers, const SweepRunOptions& options,
                              const std::atomic<bool>& cancel) {
+  // A point on "cuda" trains on its worker's cuda:LOCAL_RANK: a GPU for every worker. Checked
+  // before the database is touched.
+  for (const SweepPoint& point : expand_sweep(spec)) {
+    if (point.config.device != "cuda") continue;
+    dist::check_local_ranks(point.config.device, workers, "--workers", "--device");
+    break;
+  }
   std::unique_ptr<RunStore> store = open_store(options.db);
   RunWriter writer(options.db);
   // One worker per slice of the host's cores, as `run --nproc` gives each rank its share.

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "train/run_status.h"
+
 namespace rematlab::dist {
 
 class PeerFailure : public std::runtime_error {
@@ -16,5 +18,17 @@ class PeerFailure : public std::runtime_error {
 
 // Exit code of a rank that stopped because another one failed (see docs/distributed.md).
 inline constexpr int kExitPeerFailed = 4;
+
+// How a run or sweep point ends that could not record its own end (a process of it was killed,
+// lost, or stopped by a peer): cancelled when the user's stop caused that, else failed; the
+// message says which.
+struct ForcedEnd {
+  RunStatus status;
+  std::string message;
+};
+inline ForcedEnd forced_end(bool caused_by_stop, const std::string& why) {
+  if (caused_by_stop) return {RunStatus::kCancelled, "stopped by the user; " + why};
+  return {RunStatus::kFailed, why};
+}
 
 }  // namespace rematlab::dist

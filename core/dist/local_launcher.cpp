@@ -297,9 +297,11 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
     for (const auto& [rank, step] : steps) launch.on_rank_step(rank, step);
   };
   bool cancel_forwarded = false;
-  auto name_failure = [&](const Rank& rank, const std::string& text) {
+  bool deadline_from_stop = false;  // the grace began with the stop, not with a failure
+  auto name_failure = [&](const Rank& rank, const std::string& text, bool after_stop = false) {
     if (outcome.failed_rank >= 0) return;
     outcome.ok = false;
+    outcome.killed_after_stop = after_stop;
     outcome.failed_rank = rank.rank;
     outcome.failure = text;
     outcome.failed_by_signal = WIFSIGNALED(rank.status);
@@ -338,7 +340,10 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
         if (rank.running) ::kill(rank.pid, SIGINT);
       }
       // A rank that does not stop at its next micro-batch is killed after the grace.
-      if (!deadline) deadline = Clock::now() + launch.grace;
+      if (!deadline) {
+        deadline = Clock::now() + launch.grace;
+        deadline_from_stop = true;
+      }
     }
     std::vector<int> restarts;
     for (Rank& rank : ranks) {
@@ -371,11 +376,12 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
         const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(launch.grace).count();
         name_failure(rank,
                      who(launch.label, rank) +
-                         (cancel_forwarded
+                         (deadline_from_stop
                               ? " did not stop within " + std::to_string(seconds) +
                                     " s of being asked to and was killed"
                               : " stopped responding and was killed " + std::to_string(seconds) +
-                                    " s after the first " + launch.label + " stopped"));
+                                    " s after the first " + launch.label + " stopped"),
+                     deadline_from_stop);
       }
     }
   }

@@ -69,6 +69,9 @@ struct LaunchOutcome {
   int failed_exit_code = 0;
   bool failed_by_signal = false;
   std::string failure;  // one line, e.g. "rank 1 (pid 4242) was killed by signal 9 (Killed)"
+  // The first failure was a rank killed because it did not stop in time after a cancel was
+  // forwarded (nothing had failed before): the stop caused it.
+  bool killed_after_stop = false;
   int rank0_exit_code = 0;
   bool rank0_signalled = false;  // rank 0 died without recording anything itself
   // Whether rank 0 was still running when the failure was named (and could record the name).

@@ -1,6 +1,7 @@
 #include "dist/rank_launch.h"
 
 #include "common/errors.h"
+#include "dist/dist_errors.h"
 #include "dist/local_launcher.h"
 #include "runtime/device.h"
 #include "store/run_writer.h"
@@ -9,21 +10,15 @@
 namespace rematlab::dist {
 
 void check_local_ranks(const std::string& device, int ranks, const std::string& ranks_field,
-                       const std::string& device_field) {
+                       const std::string& device_field, const std::string& beyond) {
   if (ranks > max_threads()) {
-    throw InvalidInput(ranks_field, std::to_string(ranks) +
-                                        " ranks on this host is more than the limit of " +
-                                        std::to_string(max_threads()) +
-                                        " (4 per hardware thread); use torchrun or srun across "
-                                        "hosts");
+    throw InvalidInput(ranks_field,
+                       std::to_string(ranks) + " ranks on this host is more than the limit of " +
+                           std::to_string(max_threads()) + " (4 per hardware thread)" + beyond);
   }
-  if (!parse_device(device).is_cuda()) return;
-  if (device != "cuda") {
-    throw InvalidInput(device_field,
-                       "with several ranks give cuda: each rank takes "
-                       "cuda:LOCAL_RANK, not " +
-                           device);
-  }
+  if (ranks <= 1 || !parse_device(device).is_cuda()) return;  // one rank runs where it is told
+  if (device != "cuda")
+    throw InvalidInput(device_field, kGpuPerRank + std::string(", not ") + device);
   try {
     parse_device("cuda:" + std::to_string(ranks - 1));
   } catch (const InvalidInput&) {
@@ -46,10 +41,9 @@ RankLaunchOutcome launch_ranks(const RankLaunch& launch) {
     // Rank 0 could not record its own end, or recorded it before anyone knew who failed. A
     // rank killed because it did not stop in time after Stop ends a cancelled run, not a
     // failed one.
-    const bool stopped = launch.cancel && launch.cancel->load();
+    const ForcedEnd end = forced_end(outcome.killed_after_stop, outcome.failure);
     RunWriter writer(launch.db);
-    writer.end_run(*outcome.run_id, stopped ? RunStatus::kCancelled : RunStatus::kFailed,
-                   stopped ? "stopped by the user; " + outcome.failure : outcome.failure);
+    writer.end_run(*outcome.run_id, end.status, end.message);
   }
   RankLaunchOutcome result;
   result.ok = outcome.ok;

@@ -36,11 +36,16 @@ struct RankLaunchOutcome {
 
 RankLaunchOutcome launch_ranks(const RankLaunch& launch);
 
-// What `ranks` ranks on this host need, checked before any starts: at most 4 per hardware
-// thread and, on CUDA, `device` "cuda" (each rank takes cuda:LOCAL_RANK) with a GPU for every
-// rank. Refused as InvalidInput naming the caller's words for them (`ranks_field`:
-// "--nproc" or the form's "ranks").
+// Why cuda:N is refused for several ranks.
+inline constexpr const char* kGpuPerRank =
+    "with several ranks give cuda: each rank takes cuda:LOCAL_RANK";
+
+// What `ranks` ranks (or sweep workers) on this host need, checked before any starts: at most 4
+// per hardware thread and, on CUDA with more than one, `device` "cuda" (each takes
+// cuda:LOCAL_RANK) with a GPU for every one. Refused as InvalidInput naming the caller's words
+// for them (`ranks_field`: "--nproc", "--workers" or the form's "ranks"); `beyond` ends the
+// first message (where to go for more).
 void check_local_ranks(const std::string& device, int ranks, const std::string& ranks_field,
-                       const std::string& device_field);
+                       const std::string& device_field, const std::string& beyond = "");
 
 }  // namespace rematlab::dist

@@ -74,6 +74,7 @@ std::string SweepCoordinator::who(int64_t id) const {
 }
 
 void SweepCoordinator::pump() {
+  if (!stop_seen_ && options_.cancel && options_.cancel->load()) stop_seen_ = Clock::now();
   try {
     while (store_->queueLen(kEventsQueue) > 0) {
       handle(text_of(store_->queuePop(kEventsQueue, false)));
@@ -169,6 +170,11 @@ void SweepCoordinator::on_ready(int64_t id, const nlohmann::json& event) {
   worker.process.pid = event.at("pid").get<int64_t>();
   worker.process.start_ticks = event.at("start_ticks").get<int64_t>();
   const int64_t ask = event.at("ask").get<int64_t>();
+  if (ended_pid_ && worker.process.pid == *ended_pid_ && !worker.ended) {
+    // Asked just before it ended (worker_ended reads what it sent): never to run anything.
+    worker.ended = worker.lost = true;
+    asked_after_end_ = true;
+  }
   if (worker.lost || worker.ended || !work_left()) {
     store_->set(assign_key(id, ask), bytes_of("-1"));
     return;
@@ -225,14 +231,14 @@ void SweepCoordinator::lose(int64_t id, const std::string& why, bool alive) {
   if (worker.point < 0) return;
   Point& point = points_.at(static_cast<std::size_t>(worker.point));
   // After Stop, a worker still in a long micro-batch is killed before it can stop: its point
-  // was cancelled, not failed.
-  const bool stopped = options_.cancel && options_.cancel->load();
-  const std::string message = (stopped ? "stopped by the user; " : "") + who(id) + " " + why;
-  point.result.summary.status = stopped ? RunStatus::kCancelled : RunStatus::kFailed;
-  point.result.summary.message = message;
+  // was cancelled, not failed. Not so for one already silent for the timeout when Stop came: it
+  // hung, and that is what its record says.
+  const bool by_stop = stop_seen_ && worker.heard + options_.timeout > *stop_seen_;
+  const ForcedEnd end = forced_end(by_stop, who(id) + " " + why);
+  point.result.summary.status = end.status;
+  point.result.summary.message = end.message;
   point.result.summary.run_id = point.result.run_id;
-  if (writer_) writer_->end_run(*point.result.run_id, point.result.summary.status, message);
-  if (stopped) stopped_ = true;
+  if (writer_) writer_->end_run(*point.result.run_id, end.status, end.message);
   const int64_t index = worker.point;
   worker.point = -1;
   finish(point, index);
@@ -256,12 +262,14 @@ bool SweepCoordinator::worker_ended(int pid, const std::string& how) {
   // Marked first, so that nothing below signals a pid that may already be another process's.
   bool was_worker = mark();
   // What it sent before it ended counts: a point it finished is not failed. Its first `ready`
-  // may be read only now: a point handed out in answer is failed as one it held, and a fresh
-  // worker takes its place (nobody else can have this pid yet: the launcher starts the fresh
-  // one after this returns).
+  // may be read only now: it is answered with nothing, so the point goes to the fresh worker
+  // that takes its place (none of our workers can have this pid meanwhile: the launcher starts
+  // the fresh one after this returns).
+  ended_pid_ = pid;
+  asked_after_end_ = false;
   pump();
-  was_worker = mark() || was_worker;
-  return was_worker;
+  ended_pid_.reset();
+  return mark() || was_worker || asked_after_end_;
 }
 
 void SweepCoordinator::settle_ended_workers() {
@@ -288,8 +296,8 @@ void SweepCoordinator::check_workers() {
       const auto seconds =
           std::chrono::duration_cast<std::chrono::seconds>(options_.timeout).count();
       lose(id,
-           "stopped making progress (no step, probe or activity for " + std::to_string(seconds) +
-               " s: it hangs)",
+           "stopped making progress (no step, probe, activity or setup beat for " +
+               std::to_string(seconds) + " s: it hangs)",
            true);
     }
   }

@@ -24,7 +24,8 @@
 namespace rematlab::dist {
 
 struct SweepCoordinatorOptions {
-  // A worker holding a point that sends nothing (no step, probe or activity) this long is hung.
+  // A worker holding a point that sends nothing (no step, probe, activity or setup beat) this
+  // long is hung.
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
   // How long what a worker sent just before it ended may take to arrive: the store serves each
   // connection on its own, so a `done` can be read after the launcher has reaped the sender.
@@ -112,6 +113,10 @@ class SweepCoordinator {
   std::size_t next_ = 0;  // the next point to hand out
   std::size_t done_ = 0;
   bool stopped_ = false;  // a point came back cancelled: hand out no more
+  // While worker_ended reads what a reaped worker sent: its pid, and whether it had asked.
+  std::optional<int64_t> ended_pid_;
+  bool asked_after_end_ = false;
+  std::optional<std::chrono::steady_clock::time_point> stop_seen_;  // when cancel was first read
   std::chrono::steady_clock::time_point started_;
   std::chrono::steady_clock::time_point last_done_;
   std::chrono::steady_clock::time_point workers_checked_;

@@ -15,7 +15,8 @@
 //   progress, and a worker holding a point that sends nothing for the timeout is hung (a
 //   deadlocked training thread included). Only while that thread builds a model or profiles it
 //   for a plan (work that reports nothing for a while and waits on no other process) does a
-//   helper thread send "setup" four times per timeout instead;
+//   helper thread send "setup" four times per timeout instead, for at most kSetupTimeouts
+//   timeouts (a build stuck for good is a hang too);
 // - a worker told -1 says "bye" before it leaves, so that a coordinator serving the store (rank
 //   0 under Slurm) ends only once nobody needs it any more;
 // - a coordinator that fails (its database cannot be written) says why under kFailureKey, and
@@ -31,7 +32,8 @@
 
 namespace rematlab::dist {
 
-inline constexpr int kSweepProtocol = 3;  // a worker of another build refuses to join
+inline constexpr int kSweepProtocol = 3;   // a worker of another build refuses to join
+inline constexpr int kSetupTimeouts = 10;  // the longest a model's build is waited for
 inline constexpr const char* kPlanKey = "sweep/plan";
 inline constexpr const char* kWorkerIdsKey = "sweep/worker_ids";
 inline constexpr const char* kEventsQueue = "sweep/events";

@@ -1,6 +1,7 @@
 #include "dist/sweep_worker.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -23,15 +24,16 @@ namespace {
 
 std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
 
-// Calls `beat` every `every` on a thread of its own until destroyed. For the stretch where the
-// training thread builds a model or profiles it for a plan: work that sends nothing for a while
-// and waits on no other process, so only a crash stops it, which the launcher or the timeout
-// notices anyway. A beat that throws (the coordinator is gone) ends the beating; the training
-// thread meets the same error at its next message.
+// Calls `beat` every `every`, at most `count` times, on a thread of its own until destroyed. For
+// the stretch where the training thread builds a model or profiles it for a plan: work that
+// sends nothing for a while and waits on no other process. Capped all the same, so that a build
+// stuck for good (a wedged GPU, a data file on a dead mount) is found hung in the end. A beat
+// that throws (the coordinator is gone) ends the beating; the training thread meets the same
+// error at its next message.
 class SetupBeat {
  public:
-  SetupBeat(std::function<void()> beat, std::chrono::milliseconds every)
-      : beat_(std::move(beat)), every_(every), thread_([this] { loop(); }) {}
+  SetupBeat(std::function<void()> beat, std::chrono::milliseconds every, int count)
+      : beat_(std::move(beat)), every_(every), left_(count), thread_([this] { loop(); }) {}
   ~SetupBeat() {
     {
       const std::lock_guard<std::mutex> lock(mutex_);
@@ -46,17 +48,20 @@ class SetupBeat {
  private:
   void loop() {
     std::unique_lock<std::mutex> lock(mutex_);
-    while (!wake_.wait_for(lock, every_, [this] { return stop_; })) {
+    while (left_-- > 0 && !wake_.wait_for(lock, every_, [this] { return stop_; })) {
+      lock.unlock();  // a slow send must not hold up the end of the build
       try {
         beat_();
       } catch (const std::exception&) {
         return;
       }
+      lock.lock();
     }
   }
 
   std::function<void()> beat_;
   std::chrono::milliseconds every_;
+  int left_;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;
@@ -84,7 +89,9 @@ class Worker {
     const bool failed = talk(what, [&] { return store_->check({kCoordinatorFailureKey}); });
     if (!failed) return;
     const std::string why = talk(what, [&] { return store_->get_to_str(kCoordinatorFailureKey); });
-    talk(what, [&] { return store_->add(kFailureHeardKey, 1); });  // it may let the store go
+    // Counted once, whichever thread read it first: the coordinator may let the store go once
+    // every worker has.
+    if (!told_heard_.exchange(true)) talk(what, [&] { return store_->add(kFailureHeardKey, 1); });
     throw StoreError(std::string("sweep worker: ") + what + ": the coordinator failed: " + why);
   }
 
@@ -186,8 +193,9 @@ class Worker {
     hooks.on_step = [&](const StepMetrics& step) {
       send({{"kind", "step"}, {"point", index}, {"step", step_to_json(step)}});
     };
-    // Beats four times per timeout, so that a slow build is never taken for a hang. The
-    // training thread sends nothing meanwhile: the store is never used by both at once.
+    // Beats four times per timeout, so that a slow build is not taken for a hang, for at most
+    // kSetupTimeouts timeouts. The training thread sends nothing meanwhile: the store is never
+    // used by both at once.
     std::optional<SetupBeat> beat;
     hooks.on_setup = [&](bool building) {
       if (!building) return beat.reset();
@@ -195,7 +203,7 @@ class Worker {
           [this, index] {
             send({{"kind", "setup"}, {"point", index}});
           },
-          std::max(std::chrono::milliseconds(50), options_.timeout / 4));
+          std::max(std::chrono::milliseconds(50), options_.timeout / 4), 4 * kSetupTimeouts);
     };
     const PointOutcome outcome = run_sweep_point(point, point.config, hooks);
     send({{"kind", "done"}, {"point", index}, {"outcome", to_json(outcome)}});
@@ -204,6 +212,7 @@ class Worker {
   c10::intrusive_ptr<c10d::Store> store_;
   SweepWorkerOptions options_;
   int64_t id_ = -1;
+  std::atomic<bool> told_heard_{false};
 };
 
 }  // namespace

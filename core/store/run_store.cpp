@@ -32,18 +32,14 @@ struct RunProcesses {
   ProcessIdentity trainer;
   ProcessIdentity recorder;  // host empty: the trainer records it
 
-  // Nobody will finish it once either is certainly gone.
-  bool may_be_going() const {
-    return process_may_be_alive(trainer) &&
-           (recorder.host.empty() || process_may_be_alive(recorder));
+  // The process whose life says whether the run may still be going: its recorder, which always
+  // ends the runs it began (a dead trainer's run is failed by it moments later), where this host
+  // can check it; else its trainer.
+  const ProcessIdentity& judge() const {
+    if (!recorder.host.empty() && recorder.host == current_process().host) return recorder;
+    return trainer;
   }
-  // The one this host can vouch for, if any: the trainer first.
-  const ProcessIdentity* checkable_here() const {
-    const std::string& here = current_process().host;
-    if (trainer.host == here) return &trainer;
-    if (!recorder.host.empty() && recorder.host == here) return &recorder;
-    return nullptr;
-  }
+  bool may_be_going() const { return process_may_be_alive(judge()); }
 };
 
 // A row of kRunningRuns.
@@ -270,13 +266,12 @@ void RunStore::delete_runs(const std::vector<int64_t>& ids) {
     // Checked inside the transaction, so a run cannot start being trained in between.
     Statement running(*db_, std::string(kRunningRuns) + " AND id IN (" + id_list(ids) + ")");
     while (running.step()) {
-      const RunProcesses processes = running_run_processes(running);
+      const ProcessIdentity& judge = running_run_processes(running).judge();
       // Another host's run cannot be checked from here (and may be long dead): the user decides.
-      const ProcessIdentity* here = processes.checkable_here();
-      if (here && processes.may_be_going()) {
+      if (judge.host == current_process().host && process_may_be_alive(judge)) {
         throw InvalidInput("ID", "run " + std::to_string(running.column_int(0)) +
-                                     " is being trained (process " + std::to_string(here->pid) +
-                                     " on " + here->host + "); stop it before deleting it");
+                                     " is being trained (process " + std::to_string(judge.pid) +
+                                     " on " + judge.host + "); stop it before deleting it");
       }
     }
   }

@@ -340,7 +340,11 @@ void RunWriter::fail_run(int64_t run_id, const std::string& message) {
 
 void RunWriter::end_run(int64_t run_id, RunStatus status, const std::string& message) {
   write_and_wait(run_id, [=](Database& db) {
-    Statement update(db, "UPDATE runs SET status = ?, message = ?, ended = ? WHERE id = ?");
+    // A run that ended well (rank 0 recorded it after every rank finished) keeps its status
+    // whatever happens to a process afterwards.
+    Statement update(db,
+                     "UPDATE runs SET status = ?, message = ?, ended = ? WHERE id = ? "
+                     "AND status IN ('running', 'failed', 'interrupted')");
     update.bind(1, to_string(status)).bind(2, message).bind(3, utc_now()).bind(4, run_id).run();
   });
 }

@@ -49,10 +49,10 @@ class RunWriter {
   // These wait until committed and throw StoreError when their own write failed.
   int64_t create_experiment(const std::string& name, const nlohmann::json& spec);
   // A new run with status `running`. Its host and pid are those of the process that trains it,
-  // `trainer` (default: this one): where the run was measured. This process, which records it,
-  // is kept beside them: the run may still be going only while both live (deleting it is refused
-  // meanwhile), and a recorder that ended leaves it interrupted even when its trainer is on a
-  // host that cannot be checked from here. For a max-batch
+  // `trainer` (default: this one): where the run was measured. This process, which records it
+  // and always ends it, is kept beside them when it is another: where it can be checked, its
+  // life says whether the run may still be going (deleting it is refused meanwhile), even when
+  // the trainer is on a host that cannot be checked from here. For a max-batch
   // search the batch is not known yet: it is recorded as 0 until finish_run stores the batch
   // the run trained at.
   int64_t begin_run(std::optional<int64_t> experiment_id, const std::string& name,
@@ -63,8 +63,9 @@ class RunWriter {
   void finish_run(int64_t run_id, const RunSummary& summary);
   // A run that failed before or outside training (an engine error): status `failed`.
   void fail_run(int64_t run_id, const std::string& message);
-  // A run ended by someone other than its trainer, which could not record its end itself (it
-  // was killed): `failed`, or `cancelled` when a stop asked of it came too late.
+  // A run that ended without a summary (a process of it failed or was killed): `failed`, or
+  // `cancelled` when the user's stop caused it. Only a run still running, failed or interrupted
+  // changes: one recorded ok (or oom, diverged, cancelled) keeps what it measured.
   void end_run(int64_t run_id, RunStatus status, const std::string& message);
 
   // Queued: committed within one commit interval. A failure marks the run failed.
