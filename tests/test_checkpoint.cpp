@@ -103,6 +103,15 @@ TEST(CheckpointPolicy, ParseErrorsNameThePolicyText) {
   }
 }
 
+TEST(CheckpointPolicy, CanonicalTextGivesOnePolicyOneNameAndLeavesOtherTextAlone) {
+  EXPECT_EQ(CheckpointPolicy::canonical_text("keep:mlp-in,qkv"), "keep:qkv,mlp-in");
+  EXPECT_EQ(CheckpointPolicy::canonical_text("segments:a0-a0,m1-a2"), "segments:a0,m1-a2");
+  EXPECT_EQ(CheckpointPolicy::parse("segments:a0-a0,m1-a2").text(), "segments:a0,m1-a2");
+  EXPECT_EQ(CheckpointPolicy::canonical_text("every:2"), "every:2");
+  // Not a policy: left for validate() to refuse with its own message.
+  EXPECT_EQ(CheckpointPolicy::canonical_text("evry:2"), "evry:2");
+}
+
 TEST(CheckpointPolicy, ASegmentListRecomputesWhatItNamesAndKeepsTheRest) {
   using V = std::vector<std::tuple<int64_t, int64_t, bool>>;
   const CheckpointPlan plan = CheckpointPolicy::parse("segments:a0-m1,a3,m4-m5").plan_for(6, 0);

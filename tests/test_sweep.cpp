@@ -110,6 +110,17 @@ TEST(SweepSpec, APolicyAxisCanCarryItsOwnOffload) {
   EXPECT_EQ(rejected_field(R"({"axes": {"checkpoint": ["every:1+tape"]}})").rfind("spec: ", 0), 0u);
 }
 
+TEST(SweepSpec, APolicyIsRecordedUnderItsCanonicalName) {
+  // Two spellings of one policy are one policy in the database, the comparison and the CSV.
+  const auto points = expand_sweep(parse_sweep_spec(spec_json(R"({
+    "base": {"preset": "tiny"},
+    "axes": {"checkpoint": ["keep:mlp-in,qkv", "keep:qkv,mlp-in+host"]}})")));
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0].config.checkpoint, "keep:qkv,mlp-in");
+  EXPECT_EQ(points[1].config.checkpoint, "keep:qkv,mlp-in");
+  EXPECT_EQ(points[1].config.offload, "host");
+}
+
 TEST(SweepSpec, MaxBatchReplacesTheBatchAxis) {
   const SweepSpec spec = parse_sweep_spec(spec_json(R"({
     "base": {"preset": "tiny"},

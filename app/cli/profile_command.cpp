@@ -2,6 +2,7 @@
 #include <iostream>
 #include <memory>
 
+#include "checkpoint/checkpoint_policy.h"
 #include "cli/cli_output.h"
 #include "cli/commands.h"
 #include "cli/run_options.h"
@@ -10,14 +11,6 @@
 #include "plan/chain_profile.h"
 
 namespace rematlab::cli {
-namespace {
-
-std::string sublayer_name(std::size_t index) {
-  return (index % 2 == 0 ? "a" : "m") + std::to_string(index / 2);
-}
-
-}  // namespace
-
 Command add_profile_command(CLI::App& app) {
   auto* command = app.add_subcommand(
       "profile",
@@ -41,12 +34,12 @@ Command add_profile_command(CLI::App& app) {
         nlohmann::json stages = nlohmann::json::array();
         for (std::size_t i = 0; i < costs.stages.size(); ++i) {
           const plan::StageCost& stage = costs.stages[i];
-          rows.push_back({sublayer_name(i), format_number(stage.forward_ms, 2),
-                          format_number(stage.backward_ms, 2), format_bytes(stage.kept_bytes),
-                          format_bytes(stage.output_bytes),
+          rows.push_back({sublayer_name(static_cast<int64_t>(i)),
+                          format_number(stage.forward_ms, 2), format_number(stage.backward_ms, 2),
+                          format_bytes(stage.kept_bytes), format_bytes(stage.output_bytes),
                           format_bytes(stage.forward_transient_bytes),
                           format_bytes(stage.backward_transient_bytes)});
-          stages.push_back({{"name", sublayer_name(i)},
+          stages.push_back({{"name", sublayer_name(static_cast<int64_t>(i))},
                             {"forward_ms", stage.forward_ms},
                             {"backward_ms", stage.backward_ms},
                             {"kept_bytes", stage.kept_bytes},

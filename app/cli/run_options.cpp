@@ -1,5 +1,6 @@
 #include "cli/run_options.h"
 
+#include "checkpoint/checkpoint_policy.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "model/model_config.h"
@@ -107,7 +108,7 @@ RunConfig RunOptions::resolve() const {
   if (threads_) config.threads = *threads_;
   config.precision = parse_precision(precision_);
   config.device = device_;
-  config.checkpoint = checkpoint_;
+  config.checkpoint = CheckpointPolicy::canonical_text(checkpoint_);
   config.offload = offload_;
   config.data = data_;
   if (!budget_.empty()) config.budget_bytes = parse_byte_size(budget_, "--budget");

@@ -45,10 +45,6 @@ std::vector<Segment> uniform_blocks(int64_t layers, int64_t blocks_per_segment) 
   return segments;
 }
 
-std::string sublayer_name(int64_t index) {
-  return (index % 2 == 0 ? "a" : "m") + std::to_string(index / 2);
-}
-
 // "a3" → 6, "m3" → 7.
 int64_t parse_sublayer(const std::string& token, const std::string& text) {
   const bool known_kind = !token.empty() && (token[0] == 'a' || token[0] == 'm');
@@ -94,6 +90,25 @@ bool KeptOutputs::has(KeptOutput which) const {
   return false;
 }
 
+std::string sublayer_name(int64_t index) {
+  return (index % 2 == 0 ? "a" : "m") + std::to_string(index / 2);
+}
+
+namespace {
+
+// The recomputed segments as `segments:` writes them, in ascending order: "a0-m1,a3".
+std::string recomputed_list(const std::vector<Segment>& segments) {
+  std::string list;
+  for (const Segment& segment : segments) {
+    if (!segment.recompute) continue;
+    list += (list.empty() ? "" : ",") + sublayer_name(segment.begin);
+    if (segment.end - segment.begin > 1) list += "-" + sublayer_name(segment.end - 1);
+  }
+  return list;
+}
+
+}  // namespace
+
 std::string KeptOutputs::text() const {
   if (qkv && attention_out && mlp_in) return "matmul";
   std::string names;
@@ -128,12 +143,7 @@ std::string CheckpointPlan::describe() const {
 std::string CheckpointPlan::canonical() const {
   if (recompute_attention_core) return "selective";
   if (keep.any()) return "keep:" + keep.text();  // the blocks of every:1, less what it keeps
-  std::string list;
-  for (const Segment& segment : segments) {
-    if (!segment.recompute) continue;
-    list += (list.empty() ? "" : ",") + sublayer_name(segment.begin);
-    if (segment.end - segment.begin > 1) list += "-" + sublayer_name(segment.end - 1);
-  }
+  const std::string list = recomputed_list(segments);
   return list.empty() ? "none" : "segments:" + list;
 }
 
@@ -203,6 +213,7 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
   } else if (head == "segments") {
     policy.kind_ = Kind::kSegments;
     policy.recomputed_ = parse_segment_list(args, text);
+    policy.text_ = "segments:" + recomputed_list(policy.recomputed_);  // sorted, one spelling
   } else if (head == "plan") {
     if (!has_args || args.empty()) {
       reject(text, "expected plan:BUDGET, the activation memory to fit, e.g. plan:200MiB");
@@ -220,6 +231,14 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
            "keep:LIST, segments:FIRST-LAST,…, plan:BUDGET)");
   }
   return policy;
+}
+
+std::string CheckpointPolicy::canonical_text(const std::string& text) {
+  try {
+    return parse(text).text();
+  } catch (const InvalidInput&) {
+    return text;  // validate() refuses it in its own words
+  }
 }
 
 CheckpointPlan CheckpointPolicy::plan_for(int64_t layers, double progress) const {

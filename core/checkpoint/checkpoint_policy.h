@@ -17,6 +17,9 @@
 
 namespace rematlab {
 
+// A sublayer as users write it: "a0", "m0", "a1", … for sublayer 0, 1, 2, …
+std::string sublayer_name(int64_t index);
+
 struct Segment {
   int64_t begin = 0;  // first sublayer index
   int64_t end = 0;    // one past the last
@@ -63,9 +66,14 @@ struct CheckpointPlan {
 class CheckpointPolicy {
  public:
   // Throws InvalidInput("--checkpoint", …) naming the policy text. text() is the canonical
-  // form (`keep:` lists are written in one order, all three as keep:matmul).
+  // form (`keep:` lists are written in one order, all three as keep:matmul; `segments:` lists
+  // in ascending order).
   static CheckpointPolicy parse(const std::string& text);
   static CheckpointPolicy none() { return parse("none"); }
+  // `text` as text() writes it (`keep:` and `segments:` lists in one order and spelling), so
+  // that one policy is recorded, grouped and compared under one name; text that is no policy
+  // comes back as it is, for validate() to refuse in its own words.
+  static std::string canonical_text(const std::string& text);
 
   // The plan for a model of `layers` blocks at `progress` ∈ [0, 1] of training (only `schedule`
   // depends on progress). Throws InvalidInput when a `segments:` list names a sublayer the

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 
+#include "checkpoint/checkpoint_policy.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
 
@@ -156,7 +157,7 @@ const std::map<std::string, Setter>& setters() {
       {"checkpoint",
        [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
          const PolicyAndOffload parts = split_policy_and_offload(as_text(v, f));
-         c.checkpoint = parts.checkpoint;
+         c.checkpoint = CheckpointPolicy::canonical_text(parts.checkpoint);
          if (parts.offload) c.offload = *parts.offload;
        }},
       {"offload", text(&RunConfig::offload)},
