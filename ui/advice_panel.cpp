@@ -5,6 +5,7 @@
 #include <QPushButton>
 #include <QTreeWidget>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "advise/advisor.h"
 #include "common/current_exception.h"
@@ -37,7 +38,11 @@ AdvicePanel::AdvicePanel(QWidget* parent)
   notes_->setWordWrap(true);
   tree_->setColumnCount(2);
   tree_->setHeaderLabels({"Finding", "Evidence"});
-  tree_->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  // Findings span the panel and wrap; under each, short labels beside values that take the rest
+  // of the width. Sized to their contents, long titles pushed the evidence off a 1280×720 screen.
+  tree_->setWordWrap(true);
+  tree_->header()->setStretchLastSection(true);
+  tree_->header()->setSectionResizeMode(0, QHeaderView::Interactive);
   replay_->setToolTip(
       "Train the run's configuration again on this machine: names the first non-finite sublayer "
       "of a diverged run, checks recomputation at that step, and finds parameters without "
@@ -123,16 +128,26 @@ void AdvicePanel::show_diagnosis(qint64 request, const advise::Diagnosis& diagno
                        : QString("Run #%1: %2 finding(s).")
                              .arg(diagnosis.run_id)
                              .arg(diagnosis.findings.size()));
+  int label_width = 0;
   for (const advise::Finding& finding : diagnosis.findings) {
     kinds_ << QString::fromStdString(advise::to_string(finding.kind));
     auto* item = new QTreeWidgetItem(tree_, {QString::fromStdString(finding.title)});
-    for (const advise::Evidence& evidence : finding.evidence) {
-      new QTreeWidgetItem(
-          item, {QString::fromStdString(evidence.label), QString::fromStdString(evidence.value)});
-    }
-    new QTreeWidgetItem(item, {"next step", QString::fromStdString(finding.next_step)});
+    item->setFirstColumnSpanned(true);
+    item->setToolTip(0, item->text(0));
+    const auto add_row = [&](const std::string& label, const std::string& value) {
+      auto* row =
+          new QTreeWidgetItem(item, {QString::fromStdString(label), QString::fromStdString(value)});
+      row->setToolTip(1, row->text(1));
+      label_width = std::max(label_width, tree_->fontMetrics().horizontalAdvance(row->text(0)));
+    };
+    for (const advise::Evidence& evidence : finding.evidence)
+      add_row(evidence.label, evidence.value);
+    add_row("next step", finding.next_step);
     item->setExpanded(true);
   }
+  // The labels whole, unless they would take more than half the panel: the values need it.
+  tree_->header()->resizeSection(0, std::min(label_width + tree_->indentation() + 16,
+                                             std::max(80, tree_->viewport()->width() / 2)));
   QStringList notes;
   for (const std::string& note : diagnosis.notes) notes << "• " + QString::fromStdString(note);
   notes_->setText(notes.join("\n"));
