@@ -612,6 +612,36 @@ TEST(CliPlan, APlannedRunRecordsItsBudgetAndPredictionBesideItsMeasurement) {
       << row;
 }
 
+TEST(CliPlan, AConfigurationProfiledOnceIsPlannedFromTheDatabaseAfterwards) {
+  Scratch scratch;
+  const std::string db = scratch.file("runs.sqlite");
+  const std::string shape = " --preset tiny --batch 8 --threads 1";
+  const std::string run = "run" + shape + " --steps 2 --checkpoint plan:3MiB --json --db " + db;
+  const Result first = cli(run);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const nlohmann::json measured = last_line_json(first.out)["plan"];
+  EXPECT_NE(measured["profile_source"].get<std::string>().find("(kept now)"), std::string::npos)
+      << measured.dump();
+  const Result second = cli(run);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const nlohmann::json reused = last_line_json(second.out)["plan"];
+  EXPECT_EQ(reused["profile_source"].get<std::string>().rfind("runs database: measured ", 0), 0u)
+      << reused.dump();
+  EXPECT_EQ(reused["profile_source"].get<std::string>().find("(kept now)"), std::string::npos);
+  EXPECT_EQ(reused["chosen"], measured["chosen"]) << "one profile, one plan";
+  EXPECT_EQ(reused["predicted_peak_bytes"], measured["predicted_peak_bytes"]);
+  // `plan` and `profile` read the same kept costs for the same shape.
+  const Result planned = cli("plan" + shape + " --budget 3MiB --json --db " + db);
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const nlohmann::json plan = last_line_json(planned.out);
+  EXPECT_EQ(plan["plan"], measured["chosen"]);
+  EXPECT_EQ(plan["profile_source"], reused["profile_source"]);
+  const Result profiled = cli("profile" + shape + " --json --db " + db);
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
+  EXPECT_EQ(last_line_json(profiled.out)["profile_source"], reused["profile_source"]);
+  EXPECT_EQ(cli("profile" + shape + " --reprofile").exit_code, 2) << "--reprofile needs --db";
+}
+
 TEST(Cli, CheckExitsThreeWhenTheGradientsDiffer) {
   const Result same =
       cli("check --preset tiny --threads 1 --checkpoint every:1 --dropout 0.1 --json");

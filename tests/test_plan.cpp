@@ -3,15 +3,21 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <memory>
 #include <random>
 
 #include "checkpoint/checkpoint_policy.h"
 #include "common/errors.h"
 #include "model/model_config.h"
+#include "plan/chain_costs_json.h"
 #include "plan/chain_profile.h"
 #include "plan/plan_policy.h"
 #include "plan/plan_prediction.h"
+#include "plan/profile_key.h"
 #include "plan/segment_planner.h"
+#include "scratch_dir.h"
+#include "store/profile_registry.h"
+#include "store/run_store.h"
 #include "train/trainer.h"
 
 namespace rematlab::plan {
@@ -259,6 +265,93 @@ TEST(PlannedPolicy, ABudgetNoPlanFitsIsAnOomResultNamingTheSmallestThatDoes) {
   EXPECT_TRUE(run.planned->chosen.empty());
   EXPECT_GT(run.planned->smallest_feasible_bytes, 1024);
   EXPECT_NE(run.message.find("the smallest budget one fits is"), std::string::npos) << run.message;
+}
+
+TEST(ChainCostsJson, CarriesEveryFigureExactlyAndRefusesWhatIsMissing) {
+  ChainCosts costs = two_stages();
+  costs.stages[1].forward_ms = 0.1 + 0.2;  // not representable in few digits
+  costs.embedding_backward_peak_bytes = 123456789012;
+  const ChainCosts back = chain_costs_from_json(nlohmann::json::parse(to_json(costs).dump()));
+  EXPECT_EQ(to_json(back), to_json(costs));
+  EXPECT_EQ(back.stages[1].forward_ms, costs.stages[1].forward_ms);
+  nlohmann::json damaged = to_json(costs);
+  damaged["stages"][0].erase("kept_bytes");
+  EXPECT_THROW(chain_costs_from_json(damaged), std::invalid_argument);
+  EXPECT_THROW(chain_costs_from_json(nlohmann::json::object()), std::invalid_argument);
+}
+
+TEST(ProfileKey, NamesWhatTheCostsDependOnAndNothingElse) {
+  const RunConfig base = tiny_run("none");
+  const std::string key = profile_key(base, 5);
+  RunConfig training = base;  // what only training changes
+  training.steps = 99;
+  training.lr = 0.5;
+  training.seed = 7;
+  training.checkpoint = "plan:1MiB";
+  EXPECT_EQ(profile_key(training, 5), key);
+  RunConfig batch = base;
+  batch.batch = base.batch + 1;
+  RunConfig threads = base;
+  threads.threads = 2;
+  RunConfig wider = base;
+  wider.model.d_model *= 2;
+  for (const std::string& other : {profile_key(batch, 5), profile_key(threads, 5),
+                                   profile_key(wider, 5), profile_key(base, 7)}) {
+    EXPECT_NE(other, key);
+  }
+}
+
+// A configuration profiled once is planned again from what the database kept: the same costs,
+// and the same plan, without measuring.
+TEST(ProfileRegistry, KeepsAProfileAndReusesItForTheSameConfiguration) {
+  testing::ScratchDir dir("plan-profiles");
+  const std::string db = dir.file("runs.sqlite");
+  RunStore store(db);
+  const RunConfig config = tiny_run("plan:4MiB");
+  const KnownChainCosts first = known_chain_costs(config, &store);
+  EXPECT_NE(first.source.find("(kept now)"), std::string::npos) << first.source;
+  EXPECT_GT(first.profile_ms, 0.0);
+  const KnownChainCosts again = known_chain_costs(config, &store);
+  EXPECT_EQ(again.source.rfind("runs database: measured ", 0), 0u) << again.source;
+  EXPECT_EQ(again.source.find("(kept now)"), std::string::npos) << again.source;
+  EXPECT_EQ(to_json(again.costs), to_json(first.costs));
+  EXPECT_EQ(again.profile_ms, first.profile_ms) << "how long it took then";
+  // Asked to measure again: replaced.
+  const KnownChainCosts fresh = known_chain_costs(config, &store, {}, /*fresh=*/true);
+  EXPECT_NE(fresh.source.find("(kept now)"), std::string::npos);
+  // Another batch is another configuration.
+  RunConfig other = config;
+  other.batch = 3;
+  EXPECT_NE(known_chain_costs(other, &store).source.find("(kept now)"), std::string::npos);
+  // A database opened read-only gives what it kept and keeps nothing new.
+  RunStore read_only(db, StoreAccess::kReadOnly, false);
+  EXPECT_EQ(known_chain_costs(config, &read_only).source.find("(kept now)"), std::string::npos);
+  other.batch = 5;
+  EXPECT_NE(known_chain_costs(other, &read_only).source.find("not kept"), std::string::npos);
+}
+
+TEST(ProfileRegistry, ARunPlansFromKnownCostsOnlyWhileTheyAreItsConfigurations) {
+  RunConfig config = tiny_run("plan:4MiB");
+  KnownChainCosts known;
+  known.key = profile_key(config, ProfileOptions{}.repeats);
+  known.costs = profile_chain(tiny_run("none"));
+  known.profile_ms = 1234.0;
+  known.source = "runs database: measured 2026-12-01T00:00:00Z";
+  config.known_chain_costs = std::make_shared<const KnownChainCosts>(known);
+  RunConfig planned_from_known = config;
+  const std::optional<PlannedPolicy> reused = resolve_planned_policy(planned_from_known);
+  ASSERT_TRUE(reused.has_value());
+  EXPECT_EQ(reused->profile_source, known.source);
+  EXPECT_EQ(reused->profile_ms, 1234.0);
+  const auto expected = plan_under_budget(known.costs, int64_t{4} << 20);
+  ASSERT_TRUE(expected.has_value());
+  EXPECT_EQ(reused->chosen, expected->plan.canonical());
+  // A max-batch probe changes the batch: those costs are not its own, it measures.
+  RunConfig probe = config;
+  probe.batch = config.batch * 2;
+  const std::optional<PlannedPolicy> measured = resolve_planned_policy(probe);
+  ASSERT_TRUE(measured.has_value());
+  EXPECT_EQ(measured->profile_source, "measured for this run");
 }
 
 }  // namespace

@@ -7,10 +7,10 @@
 
 #include "cli/cli_output.h"
 #include "cli/commands.h"
+#include "cli/profile_flags.h"
 #include "cli/run_options.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
-#include "plan/chain_profile.h"
 #include "plan/segment_planner.h"
 
 namespace rematlab::cli {
@@ -47,15 +47,14 @@ Command add_plan_command(CLI::App& app) {
   options->add_to(*command,
                   "Activation memory the plan must fit, above the model states "
                   "(bytes, KiB, MiB, GiB)");
-  auto repeats = std::make_shared<int>(5);
-  command->add_option("--repeats", *repeats, "Timed runs of each sublayer (median)")
-      ->capture_default_str();
+  auto flags = std::make_shared<ProfileFlags>();
+  flags->add_to(*command);
   auto ladder = std::make_shared<int>(0);
   command->add_option("--ladder", *ladder,
                       "Instead of --budget: plans at N budgets from the smallest any plan fits "
                       "to none's peak (one profile)");
   return {
-      command, [options, repeats, ladder]() {
+      command, [options, flags, ladder]() {
         RunConfig config = options->resolve();
         const int64_t budget = config.budget_bytes;
         if ((budget > 0) == (*ladder > 0)) {
@@ -66,24 +65,14 @@ Command add_plan_command(CLI::App& app) {
         if (*ladder == 1 || *ladder > 100) {
           throw InvalidInput("--ladder", "must be between 2 and 100 budgets");
         }
-        if (*repeats < 1 || *repeats > 1000) {
-          throw InvalidInput("--repeats", "must be between 1 and 1000");
-        }
         config.budget_bytes = 0;
         config.checkpoint = "none";
-        plan::ProfileOptions profile_options;
-        profile_options.repeats = *repeats;
-        profile_options.on_progress = [](int64_t done, int64_t of) {
-          std::cerr << "\rprofiling sublayer " << done << "/" << of << std::flush;
-        };
-        auto start = Clock::now();
-        const plan::ChainCosts costs = plan::profile_chain(config, profile_options);
-        const double profile_ms = ms_since(start);
-        std::cerr << "\rprofiled " << costs.stages.size() << " sublayers in "
-                  << format_number(profile_ms / 1e3, 1) << " s" << std::endl;
+        const plan::KnownChainCosts known = flags->costs_for(config);
+        const plan::ChainCosts& costs = known.costs;
         const int64_t tokens = config.tokens_per_step();
 
-        nlohmann::json result = {{"profile_ms", profile_ms},
+        nlohmann::json result = {{"profile_ms", known.profile_ms},
+                                 {"profile_source", known.source},
                                  {"memory_slots", plan::kDefaultMemorySlots}};
         std::vector<std::vector<std::string>> uniform_rows;
         nlohmann::json uniform = nlohmann::json::array();
@@ -112,7 +101,7 @@ Command add_plan_command(CLI::App& app) {
         nlohmann::json rungs = nlohmann::json::array();
         double planning_ms = 0.0;
         for (const int64_t each : budgets) {
-          start = Clock::now();
+          const auto start = Clock::now();
           const auto planned = plan::plan_under_budget(costs, each);
           planning_ms = std::max(planning_ms, ms_since(start));
           nlohmann::json rung = {{"budget_bytes", each}};

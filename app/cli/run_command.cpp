@@ -2,6 +2,7 @@
 #include <memory>
 #include <set>
 
+#include "checkpoint/checkpoint_policy.h"
 #include "cli/cli_output.h"
 #include "cli/commands.h"
 #include "cli/dist_options.h"
@@ -12,6 +13,7 @@
 #include "dist/dist_env.h"
 #include "dist/dist_errors.h"
 #include "store/peak_flops_registry.h"
+#include "store/profile_registry.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
 #include "sweep/sweep_spec.h"
@@ -149,10 +151,17 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
               return 0;
             }
             // The trainer first: everything it sets up (the model, an offload directory) can still
-            // fail as bad input before a database is created or written.
-            Trainer trainer(config);
+            // fail as bad input before a database is created or written. Except for a plan,
+            // which the trainer makes from the chain's costs: those the database kept for this
+            // configuration are read first (the config checked before), else measured and kept.
             std::unique_ptr<RunStore> store;
-            if (!db->empty()) store = std::make_unique<RunStore>(*db);  // creates or migrates it
+            if (!db->empty() && CheckpointPolicy::parse(config.checkpoint).is_plan()) {
+              validate(config);
+              store = std::make_unique<RunStore>(*db);
+              resolve_chain_costs(config, store.get());
+            }
+            Trainer trainer(config);
+            if (!db->empty() && !store) store = std::make_unique<RunStore>(*db);  // creates it
             // Before training: the peak kept for this device, or one measured now while it is
             // quiet.
             resolve_peak_flops(config, store.get());

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace rematlab::plan {
@@ -32,6 +33,14 @@ struct ChainCosts {
   int64_t head_peak_bytes = 0;
   int64_t embedding_backward_peak_bytes = 0;
   double fixed_ms = 0.0;  // every step cost no plan changes (embedding, head, optimizer)
+};
+
+// Costs measured before, for the configuration `key` names (plan/profile_key.h).
+struct KnownChainCosts {
+  std::string key;
+  ChainCosts costs;
+  double profile_ms = 0.0;  // how long measuring them took
+  std::string source;       // "runs database: measured 2026-12-01T01:02:03Z"
 };
 
 }  // namespace rematlab::plan

@@ -4,6 +4,7 @@
 
 #include "checkpoint/checkpoint_policy.h"
 #include "plan/chain_profile.h"
+#include "plan/profile_key.h"
 #include "plan/segment_planner.h"
 
 namespace rematlab::plan {
@@ -17,10 +18,19 @@ std::optional<PlannedPolicy> resolve_planned_policy(RunConfig& config) {
   RunConfig profiled = config;
   profiled.checkpoint = "none";
   profiled.budget_bytes = 0;
-  const auto start = std::chrono::steady_clock::now();
-  const ChainCosts costs = profile_chain(profiled);
-  planned.profile_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  ChainCosts costs;
+  const std::shared_ptr<const KnownChainCosts>& known = config.known_chain_costs;
+  if (known && known->key == profile_key(profiled, ProfileOptions{}.repeats)) {
+    costs = known->costs;
+    planned.profile_ms = known->profile_ms;
+    planned.profile_source = known->source;
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    costs = profile_chain(profiled);
+    planned.profile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    planned.profile_source = "measured for this run";
+  }
   if (const auto chosen = plan_under_budget(costs, planned.budget_bytes)) {
     planned.chosen = chosen->plan.canonical();
     planned.predicted_peak_bytes = chosen->prediction.peak_bytes;
@@ -39,7 +49,8 @@ nlohmann::json to_json(const PlannedPolicy& planned) {
           {"predicted_peak_bytes", planned.predicted_peak_bytes},
           {"predicted_step_ms", planned.predicted_step_ms},
           {"smallest_feasible_bytes", planned.smallest_feasible_bytes},
-          {"profile_ms", planned.profile_ms}};
+          {"profile_ms", planned.profile_ms},
+          {"profile_source", planned.profile_source}};
 }
 
 PlannedPolicy planned_policy_from_json(const nlohmann::json& json) {
@@ -52,6 +63,7 @@ PlannedPolicy planned_policy_from_json(const nlohmann::json& json) {
   planned.predicted_step_ms = json.value("predicted_step_ms", 0.0);
   planned.smallest_feasible_bytes = json.value("smallest_feasible_bytes", int64_t{0});
   planned.profile_ms = json.value("profile_ms", 0.0);
+  planned.profile_source = json.value("profile_source", "");
   return planned;
 }
 

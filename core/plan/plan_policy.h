@@ -19,11 +19,13 @@ struct PlannedPolicy {
   int64_t predicted_peak_bytes = 0;  // activations, above the model states
   double predicted_step_ms = 0.0;
   int64_t smallest_feasible_bytes = 0;  // when no plan fits: the least budget one would
-  double profile_ms = 0.0;
+  double profile_ms = 0.0;              // how long measuring the chain took (then or now)
+  std::string profile_source;  // "measured for this run", or where the reused costs came from
 };
 
-// For a config whose checkpoint is plan:BUDGET: profiles it, plans, and sets config.checkpoint
-// to the chosen list (left as it is when none fits). Nothing for any other policy.
+// For a config whose checkpoint is plan:BUDGET: profiles it (or takes config.known_chain_costs
+// when their key matches it), plans, and sets config.checkpoint to the chosen list (left as it
+// is when none fits). Nothing for any other policy.
 std::optional<PlannedPolicy> resolve_planned_policy(RunConfig& config);
 
 nlohmann::json to_json(const PlannedPolicy& planned);

@@ -2,9 +2,8 @@
 
 #include <ATen/Parallel.h>
 
-#include <ctime>
-
 #include "common/process_identity.h"
+#include "common/utc_time.h"
 #include "runtime/device.h"
 #include "runtime/numerics.h"
 #include "runtime/peak_flops.h"
@@ -12,15 +11,6 @@
 
 namespace rematlab {
 namespace {
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm parts{};
-  gmtime_r(&now, &parts);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
-  return text;
-}
 
 std::string describe(const PeakFlopsRecord& peak) {
   return "measured " + peak.measured + ", " + peak.method;

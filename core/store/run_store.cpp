@@ -302,6 +302,22 @@ std::optional<PeakFlopsRecord> RunStore::peak_flops(const PeakFlopsRecord& key) 
   return kept;
 }
 
+std::optional<RunStore::KeptProfile> RunStore::chain_profile(const std::string& key) {
+  Statement query(*db_, "SELECT costs, profile_ms, measured FROM profiles WHERE key = ?");
+  query.bind(1, key);
+  if (!query.step()) return std::nullopt;
+  return KeptProfile{query.column_text(0), query.column_double(1), query.column_text(2)};
+}
+
+void RunStore::save_chain_profile(const std::string& key, const KeptProfile& profile) {
+  require_writable("keep a chain profile");
+  Statement insert(*db_,
+                   "INSERT OR REPLACE INTO profiles (key, costs, profile_ms, measured) "
+                   "VALUES (?, ?, ?, ?)");
+  insert.bind(1, key).bind(2, profile.costs).bind(3, profile.profile_ms).bind(4, profile.measured);
+  insert.run();
+}
+
 void RunStore::save_peak_flops(const PeakFlopsRecord& peak) {
   require_writable("save a peak");
   Statement insert(*db_,

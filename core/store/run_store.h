@@ -117,6 +117,15 @@ class RunStore {
   // The kept peak for `key`'s host, device, precision, TF32 switch and threads.
   std::optional<PeakFlopsRecord> peak_flops(const PeakFlopsRecord& key);
   void save_peak_flops(const PeakFlopsRecord& peak);
+  // A chain profile kept under `key` (plan/profile_key.h): its costs as JSON, how long measuring
+  // them took and when (UTC).
+  struct KeptProfile {
+    std::string costs;
+    double profile_ms = 0.0;
+    std::string measured;
+  };
+  std::optional<KeptProfile> chain_profile(const std::string& key);
+  void save_chain_profile(const std::string& key, const KeptProfile& profile);
 
  private:
   int mark_interrupted_runs();

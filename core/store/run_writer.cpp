@@ -1,11 +1,11 @@
 #include "store/run_writer.h"
 
-#include <ctime>
 #include <iostream>
 #include <set>
 
 #include "common/json_numbers.h"
 #include "common/process_identity.h"
+#include "common/utc_time.h"
 #include "compat/torch_compat.h"
 #include "store/schema.h"
 #include "store/sqlite_db.h"
@@ -13,15 +13,6 @@
 
 namespace rematlab {
 namespace {
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm parts{};
-  gmtime_r(&now, &parts);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
-  return text;
-}
 
 std::string insert_step_sql() {
   std::string columns = "run_id";

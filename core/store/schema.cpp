@@ -158,7 +158,14 @@ const std::vector<const char*>& migrations() {
       // recorder is gone will never be finished, whether or not its trainer can be checked.
       // Empty for runs recorded by the process that trained them. Also again the rule 4 → 5 for
       // figures of runs that measured nothing: builds at schema 5 before it still wrote zeros.
+      // And chain profiles (what `plan:` plans from), kept per configuration and reused.
       R"sql(
+      CREATE TABLE profiles (
+        key TEXT PRIMARY KEY,
+        costs TEXT NOT NULL,
+        profile_ms REAL NOT NULL,
+        measured TEXT NOT NULL
+      ) WITHOUT ROWID;
       ALTER TABLE runs ADD COLUMN recorder_host TEXT NOT NULL DEFAULT '';
       ALTER TABLE runs ADD COLUMN recorder_pid INTEGER NOT NULL DEFAULT 0;
       ALTER TABLE runs ADD COLUMN recorder_start INTEGER NOT NULL DEFAULT 0;

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 
+#include "checkpoint/checkpoint_policy.h"
 #include "common/errors.h"
 #include "store/peak_flops_registry.h"
+#include "store/profile_registry.h"
 #include "store/sqlite_db.h"
 #include "sweep/point_runner.h"
 
@@ -106,8 +108,14 @@ SweepRunResult SweepRunner::run_point(const SweepCallbacks& callbacks) {
   }
   PointOutcome outcome;
   try {
-    // Before any training: the machine is as quiet as this sweep will leave it.
+    // Before any training: the machine is as quiet as this sweep will leave it. A plan's chain
+    // costs too, kept for the next point of the same configuration (a search's batch is not
+    // known yet: its probes profile their own).
     resolve_peak_flops(config, store_);
+    if (!result.point.request.max_batch && CheckpointPolicy::parse(config.checkpoint).is_plan()) {
+      report("profiling the model for " + config.checkpoint, nullptr, callbacks);
+      resolve_chain_costs(config, store_);
+    }
   } catch (const StoreError&) {
     throw;  // the database is unusable: stop the sweep rather than run unrecorded
   } catch (const std::exception& error) {

@@ -2,12 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 #include "common/precision.h"
 #include "model/model_config.h"
+#include "plan/chain_costs.h"
 
 namespace rematlab {
 
@@ -66,6 +68,11 @@ struct RunConfig {
   int64_t world_size = 1;
   std::string shard = "none";
   int64_t bucket_bytes = int64_t{25} << 20;
+  // For `plan:`: the chain's costs measured earlier for this configuration, kept in the runs
+  // database (store/profile_registry.h), so that the run plans without profiling again. Used
+  // only while its key still matches the config (a max-batch probe changes the batch). Not
+  // part of the stored config.
+  std::shared_ptr<const plan::KnownChainCosts> known_chain_costs;
 
   int64_t timed_warmup_steps() const;
   int64_t tokens_per_step() const { return batch * accum * model.seq_len; }  // per process

@@ -1,0 +1,53 @@
+#include "store/profile_registry.h"
+
+#include <chrono>
+#include <memory>
+
+#include "checkpoint/checkpoint_policy.h"
+#include "common/utc_time.h"
+#include "plan/chain_costs_json.h"
+#include "plan/profile_key.h"
+
+namespace rematlab {
+
+plan::KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store,
+                                        const plan::ProfileOptions& options, bool fresh) {
+  RunConfig profiled = config;
+  profiled.checkpoint = "none";
+  profiled.budget_bytes = 0;
+  plan::KnownChainCosts known;
+  known.key = plan::profile_key(profiled, options.repeats);
+  if (store && !fresh) {
+    if (const auto kept = store->chain_profile(known.key)) {
+      try {
+        known.costs = plan::chain_costs_from_json(nlohmann::json::parse(kept->costs));
+        known.profile_ms = kept->profile_ms;
+        known.source = "runs database: measured " + kept->measured;
+        return known;
+      } catch (const std::exception&) {
+        // A row this build cannot read: measured again below, and replaced.
+      }
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  known.costs = plan::profile_chain(profiled, options);
+  known.profile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const std::string measured = utc_now();
+  if (store && !store->read_only()) {
+    store->save_chain_profile(known.key,
+                              {plan::to_json(known.costs).dump(), known.profile_ms, measured});
+    known.source = "runs database: measured " + measured + " (kept now)";
+  } else {
+    known.source = "measured " + measured + " (not kept: no database)";
+  }
+  return known;
+}
+
+void resolve_chain_costs(RunConfig& config, RunStore* store) {
+  if (!CheckpointPolicy::parse(config.checkpoint).is_plan()) return;
+  config.known_chain_costs =
+      std::make_shared<const plan::KnownChainCosts>(known_chain_costs(config, store));
+}
+
+}  // namespace rematlab

@@ -1,0 +1,25 @@
+// Chain profiles kept in the runs database: a `plan:` run, `rematlab-cli plan` and `profile`
+// measure a configuration's chain once and reuse the costs when the same configuration comes
+// again (plan/profile_key.h: same host, LibTorch, device, numerics, threads, model, batch and
+// repeats). Profiling takes seconds to minutes; a sweep of plan budgets, or a ladder rerun, then
+// pays it once. A kept profile is as old as its date: `--reprofile` measures it again.
+#pragma once
+
+#include "plan/chain_costs.h"
+#include "plan/chain_profile.h"
+#include "store/run_store.h"
+#include "train/run_config.h"
+
+namespace rematlab {
+
+// The costs kept in `store` (may be null) for `config` at options.repeats, unless `fresh`; else
+// measured now and kept when the store is writable (replacing a kept one).
+plan::KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store,
+                                        const plan::ProfileOptions& options = {},
+                                        bool fresh = false);
+
+// For a `plan:` config: sets config.known_chain_costs, so that the trainer plans without
+// profiling when the database kept its costs. Nothing for any other policy.
+void resolve_chain_costs(RunConfig& config, RunStore* store);
+
+}  // namespace rematlab
