@@ -2,7 +2,8 @@
 // coordinator against workers played by the test through an in-process store, the real worker
 // against a coordinator that failed, and the launcher's list of children it may still signal.
 // What is checked: a worker holding a point is hung when it stops making progress (not when a
-// thread of it still beats), a `done` read after its sender was reaped still counts, a reaped
+// thread of it still beats, unless that beat is the setup beat it sends only while building a
+// point's model), a `done` read after its sender was reaped still counts, a reaped
 // worker's pid is never signalled, a point's run records the worker's host and pid (where it was
 // measured), a run may still be going only while both its worker and its coordinator live (even
 // when the worker is on a host nobody here can check), and a coordinator's own failure reaches
@@ -40,12 +41,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using testing::ScratchDir;
 
-SweepSpec two_point_spec() {
+SweepSpec point_spec(const std::string& batches) {
   return parse_sweep_spec(nlohmann::ordered_json::parse(
       R"({"name": "protocol", "base": {"preset": "tiny", "layers": 2, "d_model": 32,
           "heads": 2, "seq_len": 16, "vocab": 64, "batch": 2, "steps": 3},
-          "axes": {"batch": [1, 2]}})"));
+          "axes": {"batch": )" +
+      batches + "}}"));
 }
+SweepSpec two_point_spec() { return point_spec("[1, 2]"); }
 
 std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
 
@@ -111,9 +114,9 @@ void pump_for(dist::SweepCoordinator& coordinator, std::chrono::milliseconds how
   }
 }
 
-TEST(SweepCoordinator, AWorkerThatStopsMakingProgressIsHungAndKilledOneThatStepsIsNot) {
+TEST(SweepCoordinator, AWorkerThatStopsMakingProgressIsHungAndKilledOneThatStepsOrBuildsIsNot) {
   auto store = c10::make_intrusive<c10d::HashStore>();
-  const SweepSpec spec = two_point_spec();
+  const SweepSpec spec = point_spec("[1, 2, 3]");
   const std::vector<SweepPoint> points = expand_sweep(spec);
   std::vector<int> killed;
   dist::SweepCoordinatorOptions options;
@@ -122,15 +125,20 @@ TEST(SweepCoordinator, AWorkerThatStopsMakingProgressIsHungAndKilledOneThatSteps
   dist::SweepCoordinator coordinator(store, spec, points, nullptr, options);
   FakeWorker silent{store, 0, some_process(1001)};
   FakeWorker stepping{store, 1, some_process(1002)};
+  FakeWorker building{store, 2, some_process(1003)};
   const int64_t silent_point = silent.ask(coordinator);
   const int64_t stepping_point = stepping.ask(coordinator);
+  const int64_t building_point = building.ask(coordinator);
   ASSERT_GE(silent_point, 0);
   ASSERT_GE(stepping_point, 0);
-  // Three timeouts long: one steps every 50 ms, the other sends nothing (its training thread
-  // deadlocked, whatever other threads of it do).
+  ASSERT_GE(building_point, 0);
+  // Three timeouts long: one steps every 50 ms, one builds its model (setup beats), the other
+  // sends nothing (its training thread deadlocked, whatever other threads of it do).
   int64_t steps = 0;
-  pump_for(coordinator, std::chrono::milliseconds(1200),
-           [&] { stepping.step(stepping_point, steps++); });
+  pump_for(coordinator, std::chrono::milliseconds(1200), [&] {
+    stepping.step(stepping_point, steps++);
+    building.send({{"kind", "setup"}, {"point", building_point}});
+  });
   EXPECT_EQ(killed, std::vector<int>{1001});
   const std::vector<SweepRunResult> results = coordinator.results();
   const SweepRunResult* hung = result_of(results, silent_point, points);
@@ -139,13 +147,16 @@ TEST(SweepCoordinator, AWorkerThatStopsMakingProgressIsHungAndKilledOneThatSteps
   EXPECT_NE(hung->summary.message.find("worker 0 (pid 1001 on elsewhere) stopped making progress"),
             std::string::npos)
       << hung->summary.message;
-  EXPECT_FALSE(coordinator.finished()) << "the stepping worker's point is still running";
+  EXPECT_FALSE(coordinator.finished()) << "the other workers' points are still running";
   stepping.done(stepping_point, points[static_cast<std::size_t>(stepping_point)].config);
+  building.done(building_point, points[static_cast<std::size_t>(building_point)].config);
   coordinator.pump();
   const std::vector<SweepRunResult> after = coordinator.results();
-  const SweepRunResult* ok = result_of(after, stepping_point, points);
-  ASSERT_NE(ok, nullptr);
-  EXPECT_EQ(ok->summary.status, RunStatus::kOk) << ok->summary.message;
+  for (const int64_t point : {stepping_point, building_point}) {
+    const SweepRunResult* ok = result_of(after, point, points);
+    ASSERT_NE(ok, nullptr);
+    EXPECT_EQ(ok->summary.status, RunStatus::kOk) << ok->summary.message;
+  }
   EXPECT_TRUE(coordinator.finished());
 }
 
@@ -371,26 +382,46 @@ TEST(SweepCoordinator, ARunWhoseCoordinatorEndedIsInterruptedThoughItsWorkerIsOn
   EXPECT_NO_THROW(store.delete_runs({run_id}));
 }
 
-TEST(SweepWorker, AModelThatTakesLongerToBuildThanTheTimeoutIsNotTakenForAHang) {
-  // A plan: point profiles its model before training: many steps' worth of work that sends
-  // no step. The timeout is far shorter than that, and far longer than a step.
+// The store as a worker uses it, counting the setup beats it is sent.
+class BeatCountingStore : public c10d::HashStore {
+ public:
+  void queuePush(const std::string& key, const std::vector<uint8_t>& value) override {
+    const std::string text(value.begin(), value.end());
+    if (text.find("\"setup\"") != std::string::npos) ++beats;
+    c10d::HashStore::queuePush(key, value);
+  }
+  std::atomic<int> beats{0};
+};
+
+TEST(SweepWorker, BeatsWhileItBuildsAndProfilesAPointsModelAndOnlyThen) {
+  // A plan: point profiles its model before training: several steps' worth of work that sends
+  // no step. The timeout is long beside a step (a loaded machine must not fail this test), and
+  // beats come four times in one.
   const SweepSpec spec = parse_sweep_spec(nlohmann::ordered_json::parse(
-      R"({"name": "slow build", "base": {"preset": "tiny", "layers": 4, "d_model": 64,
-          "heads": 2, "seq_len": 32, "vocab": 64, "batch": 2, "steps": 3, "threads": 1,
+      R"({"name": "slow build", "base": {"preset": "tiny", "layers": 4, "d_model": 192,
+          "heads": 2, "seq_len": 64, "vocab": 64, "batch": 4, "steps": 3, "threads": 1,
           "checkpoint": "plan:64MiB"}})"));
-  const std::vector<SweepPoint> points = expand_sweep(spec);
+  std::vector<SweepPoint> points = expand_sweep(spec);
   ASSERT_EQ(points.size(), 1u);
-  const auto timeout = std::chrono::milliseconds(250);
-  auto store = c10::make_intrusive<c10d::HashStore>();
+  // As a coordinator resolves it before any worker starts: no peak to measure inside the run.
+  points[0].config.peak_flops = 1e11;
+  points[0].config.peak_flops_source = "given";
+  const auto timeout = std::chrono::milliseconds(400);
+  auto store = c10::make_intrusive<BeatCountingStore>();
   dist::SweepCoordinatorOptions options;
   options.timeout = timeout;
+  options.expected_workers = 1;  // pumped until the worker has said goodbye
   std::vector<int> killed;
   options.on_lost = [&](int pid) { killed.push_back(pid); };
-  // When the point started building (its activity) and when its first step came.
+  // When the point started building (its activity), and the beats counted by its first step.
   std::optional<Clock::time_point> building, first_step;
+  int beats_by_first_step = -1;
   options.on_progress = [&](const SweepProgress& progress) {
     if (!building && progress.activity.rfind("training at batch", 0) == 0) building = Clock::now();
-    if (!first_step && progress.step) first_step = Clock::now();
+    if (!first_step && progress.step) {
+      first_step = Clock::now();
+      beats_by_first_step = store->beats.load();
+    }
   };
   dist::SweepCoordinator coordinator(store, spec, points, nullptr, options);
   std::exception_ptr worker_error;
@@ -409,12 +440,14 @@ TEST(SweepWorker, AModelThatTakesLongerToBuildThanTheTimeoutIsNotTakenForAHang) 
   worker.join();
   if (worker_error) std::rethrow_exception(worker_error);
   ASSERT_TRUE(building && first_step) << "the point never started or never stepped";
-  // Otherwise this test would prove nothing: the build must outlast the timeout several times.
-  ASSERT_GT(*first_step - *building, 3 * timeout)
-      << "the build took only "
-      << std::chrono::duration_cast<std::chrono::milliseconds>(*first_step - *building).count()
-      << " ms; make the model larger";
-  EXPECT_TRUE(killed.empty()) << "a worker building its model was killed as hung";
+  const auto built_in =
+      std::chrono::duration_cast<std::chrono::milliseconds>(*first_step - *building);
+  // At least one beat per quarter timeout of the build, none once it trains.
+  EXPECT_GE(beats_by_first_step, static_cast<int>(built_in / (timeout / 4)) - 1)
+      << "built in " << built_in.count() << " ms";
+  EXPECT_GE(beats_by_first_step, 1) << "built in " << built_in.count() << " ms";
+  EXPECT_EQ(store->beats.load(), beats_by_first_step) << "a beat while it trained";
+  EXPECT_TRUE(killed.empty());
   const std::vector<SweepRunResult> results = coordinator.results();
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].summary.status, RunStatus::kOk) << results[0].summary.message;
@@ -488,7 +521,7 @@ TEST(LocalLauncher, AFailedRanksOwnReasonIsPartOfTheFailure) {
   launch.args = {"/bin/sh", "-c",
                  "if [ $RANK = 1 ]; then echo 'loading' >&2; "
                  "echo 'rematlab-cli: error: --device: cuda:1 does not exist' >&2; exit 2; "
-                 "else sleep 30; fi"};
+                 "else exec sleep 30; fi"};
   const auto before = Clock::now();
   const dist::LaunchOutcome outcome = dist::launch_local(launch);
   EXPECT_LT(Clock::now() - before, std::chrono::seconds(20));

@@ -114,11 +114,11 @@ TEST(SweepSpec, APolicyIsRecordedUnderItsCanonicalName) {
   // Two spellings of one policy are one policy in the database, the comparison and the CSV.
   const auto points = expand_sweep(parse_sweep_spec(spec_json(R"({
     "base": {"preset": "tiny"},
-    "axes": {"checkpoint": ["keep:mlp-in,qkv", "keep:qkv,mlp-in+host"]}})")));
+    "axes": {"checkpoint": ["keep:mlp-in,qkv", "segments:a0-a0,m1+disk"]}})")));
   ASSERT_EQ(points.size(), 2u);
   EXPECT_EQ(points[0].config.checkpoint, "keep:qkv,mlp-in");
-  EXPECT_EQ(points[1].config.checkpoint, "keep:qkv,mlp-in");
-  EXPECT_EQ(points[1].config.offload, "host");
+  EXPECT_EQ(points[1].config.checkpoint, "segments:a0,m1");
+  EXPECT_EQ(points[1].config.offload, "disk");
 }
 
 TEST(SweepSpec, MaxBatchReplacesTheBatchAxis) {
