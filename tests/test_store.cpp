@@ -103,7 +103,7 @@ TEST(Store, NewDatabaseHasTheSchemaWalAndForeignKeys) {
                    "SELECT group_concat(name) FROM (SELECT name FROM sqlite_master "
                    "WHERE type = 'table' ORDER BY name)");
   ASSERT_TRUE(tables.step());
-  EXPECT_EQ(tables.column_text(0), "experiments,peaks,probes,runs,steps,timelines");
+  EXPECT_EQ(tables.column_text(0), "experiments,peaks,probes,profiles,runs,steps,timelines");
 }
 
 TEST(Store, StepFieldsAreTheStepsTableColumns) {

@@ -266,7 +266,8 @@ void RunStore::delete_runs(const std::vector<int64_t>& ids) {
     // Checked inside the transaction, so a run cannot start being trained in between.
     Statement running(*db_, std::string(kRunningRuns) + " AND id IN (" + id_list(ids) + ")");
     while (running.step()) {
-      const ProcessIdentity& judge = running_run_processes(running).judge();
+      const RunProcesses processes = running_run_processes(running);
+      const ProcessIdentity& judge = processes.judge();
       // Another host's run cannot be checked from here (and may be long dead): the user decides.
       if (judge.host == current_process().host && process_may_be_alive(judge)) {
         throw InvalidInput("ID", "run " + std::to_string(running.column_int(0)) +
