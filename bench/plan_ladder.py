@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The planner checked by running its plans: a ladder of budgets, predicted against measured.
 
-    python3 bench/plan_ladder.py --cli build/app/rematlab-cli --preset small --threads 2
+    python3 bench/plan_ladder.py --cli build/app/rematlab-cli --preset small --threads 1 --rounds 3
 
 One `rematlab-cli plan --ladder N --json` (one profile) gives, for N activation budgets from the
 smallest any plan fits to `none`'s predicted peak, the plan chosen at each and the predictions of
@@ -12,6 +12,7 @@ uniform policy whose measured peak fits the same budget.
 """
 import argparse
 import json
+import statistics
 import subprocess
 
 
@@ -29,22 +30,36 @@ def main():
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--rungs", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="every plan and policy trained once per round, rounds interleaved; "
+                             "medians")
     args = parser.parse_args()
     shape = ["--preset", args.preset, "--batch", str(args.batch), "--threads", str(args.threads)]
     ladder = last_json([args.cli, "plan", *shape, "--ladder", str(args.rungs),
                         "--repeats", str(args.repeats), "--json"])
 
+    # Every policy once per round, so that a slow minute of the machine hits them all alike.
+    policies = [entry["policy"] for entry in ladder["uniform"]]
+    policies += [rung["plan"] for rung in ladder["ladder"] if rung["plan"] not in policies]
+    runs = {policy: [] for policy in policies}
+    for _ in range(args.rounds):
+        for policy in policies:
+            run = last_json([args.cli, "run", *shape, "--steps", str(args.steps),
+                             "--checkpoint", policy, "--json"])
+            runs[policy].append(run)
+
     def measure(policy):
-        run = last_json([args.cli, "run", *shape, "--steps", str(args.steps),
-                         "--checkpoint", policy, "--json"])
-        return run["peak_activation_bytes"], run["step_ms"], run["tokens_per_s"]
+        taken = runs[policy]
+        return (taken[0]["peak_activation_bytes"],
+                statistics.median(run["step_ms"] for run in taken),
+                statistics.median(run["tokens_per_s"] for run in taken))
 
     mib = lambda b: f"{b / 2**20:.1f}"
     uniform = {}
     for entry in ladder["uniform"]:
         uniform[entry["policy"]] = (entry, measure(entry["policy"]))
     print(f"{args.preset}, batch {args.batch}, {args.threads} threads, fp32, {args.steps} steps "
-          f"(1 warm-up); profile {ladder['profile_ms'] / 1e3:.1f} s, planning "
+          f"(1 warm-up), medians of {args.rounds} interleaved rounds; profile {ladder['profile_ms'] / 1e3:.1f} s, planning "
           f"{ladder['planning_ms']:.1f} ms per budget; MiB of activations above the model states")
     print()
     print("| budget | plan | predicted peak | measured peak | ratio | predicted ms | measured ms "

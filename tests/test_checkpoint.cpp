@@ -576,6 +576,18 @@ TEST(GradientCheck, Bf16AutocastAgreesWithinBf16Tolerance) {
   EXPECT_LT(result.max_abs_diff, 1e-2);
 }
 
+// Under bf16 autocast on the CPU a recomputation replays the forward's casts and draws too: the
+// policies that recompute (early stop included) or keep outputs give none's gradients exactly.
+TEST(GradientCheck, Bf16AutocastIsBitIdenticalToNoneUnderRecomputingPolicies) {
+  for (const char* policy : {"every:1", "sublayer:1,1", "keep:matmul", "keep:qkv"}) {
+    RunConfig config = check_config(policy, AttentionKind::kSdpa);
+    config.precision = Precision::kBf16;
+    const GradientCheckResult result = check_gradients(config);
+    EXPECT_TRUE(result.identical) << policy << ": max abs diff " << result.max_abs_diff << " in "
+                                  << result.worst_param;
+  }
+}
+
 TEST(CheckpointedTraining, TwentyStepsUnderEvery2MatchNoneStepForStep) {
   RunConfig config = check_config("none", AttentionKind::kSdpa);
   config.model.layers = 4;

@@ -59,6 +59,15 @@ TEST(DiskOffload, GradientsAreBitIdenticalToCheckpointingAlone) {
   EXPECT_TRUE(parent.empty());  // the store's directory went with its trainer
 }
 
+TEST(DiskOffload, KeptProjectionOutputsStayAndGradientsAreBitIdentical) {
+  TempParent parent;
+  const GradientCheckResult result =
+      check_gradients(deep_config("keep:matmul", "disk:" + parent.path()));
+  EXPECT_TRUE(result.identical) << result.max_abs_diff << " in " << result.worst_param;
+  EXPECT_EQ(result.loss_diff, 0.0);
+  EXPECT_TRUE(parent.empty());
+}
+
 TEST(DiskOffload, LossCurveEqualsCheckpointingAlone) {
   TempParent parent;
   const RunSummary plain = Trainer(deep_config("every:1", "none")).run();

@@ -41,7 +41,9 @@ Command add_profile_command(CLI::App& app) {
                       << format_bytes(costs.head_peak_bytes) << ", embedding backward "
                       << format_bytes(costs.embedding_backward_peak_bytes)
                       << "; fixed per step (embedding, head, optimizer) "
-                      << format_number(costs.fixed_ms, 1) << " ms\n";
+                      << format_number(costs.fixed_ms, 1) << " ms\n"
+                      << "times scaled by " << format_number(costs.time_scale, 3)
+                      << " to a whole forward and backward under none, measured\n";
             if (options->json) {
               nlohmann::json result = plan::to_json(costs);
               result["profile_ms"] = known.profile_ms;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "checkpoint/checkpoint_policy.h"
 #include "common/byte_size.h"
 #include "estimate/estimate.h"
 #include "model/model_config.h"
@@ -61,6 +62,13 @@ Cause dominant_cause(const RunRecord& run, int64_t logits_bytes, int64_t kept_by
                  {{"logits with their softmax (estimated)", share(logits_bytes)},
                   {"loss slices", std::to_string(run.config.model.loss_chunk_count())}},
                  "--loss-chunks auto (the head and loss in slices no wider than the MLP)"};
+  }
+  const CheckpointPolicy policy = CheckpointPolicy::parse(run.config.checkpoint);
+  if (!policy.is_plan() && policy.plan_for(run.config.model.layers, 0.0).keep.any()) {
+    // keep: recomputes every block already; what it saves are the kept projections' outputs.
+    return Cause{"the projection outputs the policy keeps dominate the activations",
+                 {{"kept beyond every:1 (estimated)", share(kept_bytes)}, {"plan", kept_plan}},
+                 "a shorter keep: list (keep:qkv keeps the least), or every:1 to keep none"};
   }
   return Cause{"the segments the plan keeps dominate the activations",
                {{"kept beyond every:1 (estimated)", share(kept_bytes)}, {"plan", kept_plan}},

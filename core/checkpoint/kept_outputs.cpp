@@ -2,6 +2,7 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "checkpoint/linear_backward.h"
@@ -12,7 +13,8 @@ namespace {
 thread_local const ScopedKeeping* t_current = nullptr;
 
 std::mutex g_projection_log_mutex;
-ProjectionLog* g_projection_log = nullptr;
+// Read on every projection: a log exists only in tests, so the lock is taken only then.
+std::atomic<ProjectionLog*> g_projection_log{nullptr};
 
 torch::Tensor run_linear(const torch::Tensor& input, const torch::Tensor& weight,
                          const torch::Tensor& bias) {
@@ -70,8 +72,6 @@ ScopedKeeping::ScopedKeeping(const KeptOutputs& keep, KeptTensors* store, Mode m
 
 ScopedKeeping::~ScopedKeeping() { t_current = previous_; }
 
-const ScopedKeeping* ScopedKeeping::current() { return t_current; }
-
 ProjectionLog::ProjectionLog() {
   std::lock_guard<std::mutex> lock(g_projection_log_mutex);
   g_projection_log = this;
@@ -83,9 +83,10 @@ ProjectionLog::~ProjectionLog() {
 }
 
 void ProjectionLog::record(const torch::Tensor& weight) {
+  if (!g_projection_log.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(g_projection_log_mutex);
-  if (g_projection_log) {
-    ++g_projection_log->runs_[{weight.data_ptr(), torch::GradMode::is_enabled()}];
+  if (ProjectionLog* log = g_projection_log.load()) {
+    ++log->runs_[{weight.data_ptr(), torch::GradMode::is_enabled()}];
   }
 }
 

@@ -53,8 +53,6 @@ class ScopedKeeping {
   ScopedKeeping(const ScopedKeeping&) = delete;
   ScopedKeeping& operator=(const ScopedKeeping&) = delete;
 
-  // Whether `which` is kept in the innermost scope; none means no keeping.
-  static const ScopedKeeping* current();
   bool keeps(KeptOutput which) const { return keep_.has(which); }
 
  private:

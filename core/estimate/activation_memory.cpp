@@ -16,6 +16,7 @@ struct SublayerCost {
   int64_t forward_extra = 0;   // briefly live on top of `interior` while it runs
   int64_t backward_extra = 0;  // live on top of what is saved while its backward runs
   int64_t kept = 0;            // saved in a recomputed segment's forward by a keep: policy
+  int64_t kept_tail = 0;       // of `kept`: its output projection's, never kept at a segment end
 };
 
 // The engine's saved tensors, per token, counted from what each LibTorch op keeps for backward
@@ -61,7 +62,8 @@ class EngineAccounting {
     // briefly holds the rotated halves and both products.
     cost.forward_extra = per_token(math ? scores : d) + per_token(arch_.rotary ? 2 * d : 0);
     // keep: the QKV tensor and the output projection's output (the sum's operand).
-    cost.kept = (keep_.qkv ? per_token(qkv) : 0) + (keep_.attention_out ? per_token(d) : 0);
+    cost.kept_tail = keep_.attention_out ? per_token(d) : 0;
+    cost.kept = (keep_.qkv ? per_token(qkv) : 0) + cost.kept_tail;
     return cost;
   }
 
@@ -201,11 +203,12 @@ ActivationEstimate estimate_activations(const ActivationInput& input) {
     costs.push_back(engine.attention(block));
     costs.push_back(engine.mlp(block));
   }
-  // What a recomputed segment keeps besides its input; never its last sublayer's tail output.
+  // What a recomputed segment keeps besides its input; never its last sublayer's tail output
+  // (early stop never runs that projection again, so nothing of it is kept).
   auto kept = [&](const Segment& segment) {
     int64_t bytes = 0;
     for (int64_t i = segment.begin; i < segment.end; ++i) bytes += costs[i].kept;
-    return bytes;
+    return bytes - costs[segment.end - 1].kept_tail;
   };
   auto saved = [&](const Segment& segment) {
     int64_t bytes = 0;

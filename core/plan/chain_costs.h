@@ -33,6 +33,9 @@ struct ChainCosts {
   int64_t head_peak_bytes = 0;
   int64_t embedding_backward_peak_bytes = 0;
   double fixed_ms = 0.0;  // every step cost no plan changes (embedding, head, optimizer)
+  // A whole forward and backward under `none` over the sum of its pieces measured one by one
+  // (each on hot caches): the stage, embedding and head times above are already scaled by it.
+  double time_scale = 1.0;
 };
 
 // Costs measured before, for the configuration `key` names (plan/profile_key.h).

@@ -37,7 +37,8 @@ nlohmann::json to_json(const ChainCosts& costs) {
           {"input_bytes", costs.input_bytes},
           {"head_peak_bytes", costs.head_peak_bytes},
           {"embedding_backward_peak_bytes", costs.embedding_backward_peak_bytes},
-          {"fixed_ms", costs.fixed_ms}};
+          {"fixed_ms", costs.fixed_ms},
+          {"time_scale", costs.time_scale}};
 }
 
 ChainCosts chain_costs_from_json(const nlohmann::json& json) {
@@ -46,6 +47,7 @@ ChainCosts chain_costs_from_json(const nlohmann::json& json) {
   costs.head_peak_bytes = field<int64_t>(json, "head_peak_bytes");
   costs.embedding_backward_peak_bytes = field<int64_t>(json, "embedding_backward_peak_bytes");
   costs.fixed_ms = field<double>(json, "fixed_ms");
+  costs.time_scale = field<double>(json, "time_scale");
   const nlohmann::json stages = field<nlohmann::json>(json, "stages");
   if (!stages.is_array() || stages.empty()) {
     throw std::invalid_argument("a chain profile without stages");

@@ -9,9 +9,12 @@
 
 #include "common/precision.h"
 #include "model/model_config.h"
-#include "plan/chain_costs.h"
 
 namespace rematlab {
+
+namespace plan {
+struct KnownChainCosts;  // plan/chain_costs.h: only held here, by pointer
+}
 
 enum class OffloadKind { kNone, kHost, kDisk };
 struct OffloadSpec {
