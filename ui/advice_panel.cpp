@@ -128,7 +128,7 @@ void AdvicePanel::show_diagnosis(qint64 request, const advise::Diagnosis& diagno
                        : QString("Run #%1: %2 finding(s).")
                              .arg(diagnosis.run_id)
                              .arg(diagnosis.findings.size()));
-  int label_width = 0;
+  int label_width = tree_->fontMetrics().horizontalAdvance(tree_->headerItem()->text(0));
   for (const advise::Finding& finding : diagnosis.findings) {
     kinds_ << QString::fromStdString(advise::to_string(finding.kind));
     auto* item = new QTreeWidgetItem(tree_, {QString::fromStdString(finding.title)});
@@ -145,9 +145,9 @@ void AdvicePanel::show_diagnosis(qint64 request, const advise::Diagnosis& diagno
     add_row("next step", finding.next_step);
     item->setExpanded(true);
   }
-  // The labels whole, unless they would take more than half the panel: the values need it.
+  // The labels whole, unless they would take more than 60 % of the panel: the values need it.
   tree_->header()->resizeSection(0, std::min(label_width + tree_->indentation() + 16,
-                                             std::max(80, tree_->viewport()->width() / 2)));
+                                             std::max(80, tree_->viewport()->width() * 3 / 5)));
   QStringList notes;
   for (const std::string& note : diagnosis.notes) notes << "• " + QString::fromStdString(note);
   notes_->setText(notes.join("\n"));

@@ -186,8 +186,9 @@ RunsView::RunsView(QWidget* parent)
   auto* splitter = new QSplitter(Qt::Horizontal);
   splitter->addWidget(table_);
   splitter->addWidget(advice_);
-  splitter->setStretchFactor(0, 3);
-  splitter->setStretchFactor(1, 2);
+  // Half each: the table scrolls sideways, the advisor's evidence does not.
+  splitter->setStretchFactor(0, 1);
+  splitter->setStretchFactor(1, 1);
   layout->addWidget(splitter, 1);
   layout->addLayout(actions);
   // One selected run: its findings; none or several: the panel waits for one.
