@@ -39,7 +39,9 @@ plan::KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store
                               {plan::to_json(known.costs).dump(), known.profile_ms, measured});
     known.source = "runs database: measured " + measured + " (kept now)";
   } else {
-    known.source = "measured " + measured + " (not kept: no database)";
+    known.source =
+        "measured " + measured +
+        (store ? " (not kept: the database is open read-only)" : " (not kept: no database)");
   }
   return known;
 }
