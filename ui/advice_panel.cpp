@@ -38,9 +38,9 @@ AdvicePanel::AdvicePanel(QWidget* parent)
   notes_->setWordWrap(true);
   tree_->setColumnCount(2);
   tree_->setHeaderLabels({"Finding", "Evidence"});
-  // Findings span the panel and wrap; under each, short labels beside values that take the rest
-  // of the width. Sized to their contents, long titles pushed the evidence off a 1280×720 screen.
-  tree_->setWordWrap(true);
+  // Findings span the panel (a long one is elided; its tooltip has it whole); under each, short
+  // labels beside values that take the rest of the width. Sized to their contents, long titles
+  // pushed the evidence off a 1280×720 screen.
   tree_->header()->setStretchLastSection(true);
   tree_->header()->setSectionResizeMode(0, QHeaderView::Interactive);
   replay_->setToolTip(
