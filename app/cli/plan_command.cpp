@@ -55,7 +55,7 @@ Command add_plan_command(CLI::App& app) {
                       "to none's peak (one profile)");
   return {
       command, [options, flags, ladder]() {
-        RunConfig config = options->resolve();
+        const RunConfig config = options->resolve();
         const int64_t budget = config.budget_bytes;
         if ((budget > 0) == (*ladder > 0)) {
           throw InvalidInput("--budget",
@@ -65,8 +65,6 @@ Command add_plan_command(CLI::App& app) {
         if (*ladder == 1 || *ladder > 100) {
           throw InvalidInput("--ladder", "must be between 2 and 100 budgets");
         }
-        config.budget_bytes = 0;
-        config.checkpoint = "none";
         const plan::KnownChainCosts known = flags->costs_for(config);
         const plan::ChainCosts& costs = known.costs;
         const int64_t tokens = config.tokens_per_step();

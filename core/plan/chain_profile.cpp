@@ -125,7 +125,11 @@ class Bench {
 
 }  // namespace
 
-ChainCosts profile_chain(const RunConfig& config, const ProfileOptions& options) {
+ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& options) {
+  // The chain as it runs without checkpointing or a budget: what every plan is made from.
+  RunConfig config = requested;
+  config.checkpoint = "none";
+  config.budget_bytes = 0;
   validate(config);
   const int repeats = std::max(1, options.repeats);
   const double micro_batches = static_cast<double>(config.accum);

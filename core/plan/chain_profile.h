@@ -18,7 +18,8 @@ struct ProfileOptions {
   std::function<void(int64_t, int64_t)> on_progress;
 };
 
-// Throws InvalidInput for a configuration a run would refuse. Times are per optimizer step
+// Throws InvalidInput for a configuration a run would refuse. The config's checkpoint policy and
+// budget are ignored: the chain is measured as it runs without them. Times are per optimizer step
 // (config.accum micro-batches); bytes per micro-batch (accumulation does not add to the peak).
 ChainCosts profile_chain(const RunConfig& config, const ProfileOptions& options = {});
 

@@ -15,18 +15,15 @@ std::optional<PlannedPolicy> resolve_planned_policy(RunConfig& config) {
   PlannedPolicy planned;
   planned.requested = config.checkpoint;
   planned.budget_bytes = policy.plan_budget_bytes();
-  RunConfig profiled = config;
-  profiled.checkpoint = "none";
-  profiled.budget_bytes = 0;
   ChainCosts costs;
   const std::shared_ptr<const KnownChainCosts>& known = config.known_chain_costs;
-  if (known && known->key == profile_key(profiled, ProfileOptions{}.repeats)) {
+  if (known && known->key == profile_key(config, ProfileOptions{}.repeats)) {
     costs = known->costs;
     planned.profile_ms = known->profile_ms;
     planned.profile_source = known->source;
   } else {
     const auto start = std::chrono::steady_clock::now();
-    costs = profile_chain(profiled);
+    costs = profile_chain(config);
     planned.profile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     planned.profile_source = "measured for this run";

@@ -12,11 +12,8 @@ namespace rematlab {
 
 plan::KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store,
                                         const plan::ProfileOptions& options, bool fresh) {
-  RunConfig profiled = config;
-  profiled.checkpoint = "none";
-  profiled.budget_bytes = 0;
   plan::KnownChainCosts known;
-  known.key = plan::profile_key(profiled, options.repeats);
+  known.key = plan::profile_key(config, options.repeats);
   if (store && !fresh) {
     if (const auto kept = store->chain_profile(known.key)) {
       try {
@@ -30,7 +27,7 @@ plan::KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store
     }
   }
   const auto start = std::chrono::steady_clock::now();
-  known.costs = plan::profile_chain(profiled, options);
+  known.costs = plan::profile_chain(config, options);
   known.profile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const std::string measured = utc_now();
