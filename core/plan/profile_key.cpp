@@ -1,9 +1,16 @@
 #include "plan/profile_key.h"
 
+#include <ATen/Parallel.h>
+
 #include "common/process_identity.h"
 #include "compat/torch_compat.h"
 
 namespace rematlab::plan {
+namespace {
+
+constexpr int kProfileMethod = 2;  // 2: piece times scaled to a whole step (time_scale)
+
+}  // namespace
 
 std::string profile_key(const RunConfig& config, int repeats) {
   nlohmann::json profiled = to_json(config);
@@ -13,8 +20,12 @@ std::string profile_key(const RunConfig& config, int repeats) {
         "world_size", "shard", "bucket_bytes"}) {
     profiled.erase(unrelated);
   }
-  // nlohmann's object keeps its keys sorted: one config, one text.
-  return nlohmann::json{{"host", current_process().host},
+  // "LibTorch's default" is as many threads as this process gets: the number, not the default.
+  if (profiled["threads"] == 0) profiled["threads"] = at::get_num_threads();
+  // nlohmann's object keeps its keys sorted: one config, one text. `method` changes whenever
+  // profile_chain measures otherwise, so that no kept profile of another method is reused.
+  return nlohmann::json{{"method", kProfileMethod},
+                        {"host", current_process().host},
                         {"libtorch", compat::torch_version()},
                         {"repeats", repeats},
                         {"config", profiled}}
