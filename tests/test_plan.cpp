@@ -2,6 +2,7 @@
 // budget, checked against every plan of small chains.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <random>
@@ -11,6 +12,7 @@
 #include "model/model_config.h"
 #include "plan/chain_costs_json.h"
 #include "plan/chain_profile.h"
+#include "plan/frontier.h"
 #include "plan/plan_policy.h"
 #include "plan/plan_prediction.h"
 #include "plan/profile_key.h"
@@ -164,6 +166,26 @@ TEST(SegmentPlanner, BelowTheSmallestFeasibleBudgetThereIsNoPlan) {
   EXPECT_TRUE(plan_under_budget(costs, smallest).has_value());
 }
 
+// The ladder the CLI prints and the Plan tab samples its frontier on: from the smallest budget a
+// plan fits to none's peak, where the plan is none; the uniform policies predicted alike.
+TEST(Frontier, TheLadderRunsFromTheSmallestFeasibleBudgetToNonesPeak) {
+  std::mt19937 random(7);
+  const ChainCosts costs = random_chain(random, 12, 1 << 20);
+  const auto budgets = ladder_budgets(costs, 6);
+  ASSERT_EQ(budgets.size(), 6u);
+  EXPECT_EQ(budgets.front(), smallest_feasible_budget(costs));
+  EXPECT_EQ(budgets.back(), none_peak_bytes(costs));
+  EXPECT_TRUE(std::is_sorted(budgets.begin(), budgets.end()));
+  EXPECT_EQ(plan_under_budget(costs, budgets.back())->plan.canonical(), "none");
+  const auto uniform = predict_uniform_policies(costs, 6);
+  ASSERT_EQ(uniform.size(), 4u + 6u);  // none, three sublayer:A,F, every:1 … every:6
+  EXPECT_EQ(uniform[0].policy, "none");
+  EXPECT_EQ(uniform[0].prediction.peak_bytes, none_peak_bytes(costs));
+  EXPECT_EQ(uniform.back().policy, "every:6");
+  EXPECT_EQ(uniform[4].prediction.peak_bytes,
+            predict_plan(costs, CheckpointPolicy::parse("every:1").plan_for(6, 0)).peak_bytes);
+}
+
 TEST(SegmentPlanner, AMoreGenerousBudgetIsNeverSlower) {
   std::mt19937 random(5);
   const ChainCosts costs = random_chain(random, 32, 1 << 16);
@@ -299,6 +321,47 @@ TEST(ProfileKey, NamesWhatTheCostsDependOnAndNothingElse) {
                                    profile_key(wider, 5), profile_key(base, 7)}) {
     EXPECT_NE(other, key);
   }
+}
+
+// What the Plan tab lists: a key read back gives the configuration it was measured for (its
+// preset named again when the model is one), the repeats and where; a run recorded elsewhere
+// has the key of that place.
+TEST(ProfileKey, ReadsBackWhatItWasMeasuredFor) {
+  RunConfig config = tiny_run("none");
+  config.model = model_preset("tiny");
+  config.batch = 3;
+  const auto read = read_profile_key(profile_key(config, 7));
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->repeats, 7);
+  EXPECT_EQ(read->config.preset, "tiny");
+  EXPECT_EQ(read->config.batch, 3);
+  EXPECT_EQ(profile_key(read->config, 7), profile_key(config, 7));
+  RunConfig custom = config;
+  custom.model.layers = 3;
+  EXPECT_EQ(read_profile_key(profile_key(custom, 5))->config.preset, "custom");
+  EXPECT_EQ(read_profile_key(profile_key(custom, 5))->config.model.layers, 3);
+  const std::string elsewhere = profile_key(config, 5, "another-host", "2.0.0");
+  EXPECT_EQ(read_profile_key(elsewhere)->host, "another-host");
+  EXPECT_EQ(read_profile_key(elsewhere)->libtorch, "2.0.0");
+  EXPECT_NE(elsewhere, profile_key(config, 5));
+  // Another profiling method's key, or no key at all, is not offered.
+  nlohmann::json old = nlohmann::json::parse(profile_key(config, 5));
+  old["method"] = 1;
+  EXPECT_FALSE(read_profile_key(old.dump()).has_value());
+  EXPECT_FALSE(read_profile_key("not json").has_value());
+}
+
+TEST(ProfileRegistry, ListsKeptProfilesNewestFirst) {
+  testing::ScratchDir dir("plan-profile-list");
+  RunStore store(dir.file("runs.sqlite"));
+  EXPECT_TRUE(store.chain_profiles().empty());
+  store.save_chain_profile("older", {"{}", 1.0, "2026-11-01T00:00:00Z"});
+  store.save_chain_profile("newer", {"{}", 2.0, "2026-11-02T00:00:00Z"});
+  const auto profiles = store.chain_profiles();
+  ASSERT_EQ(profiles.size(), 2u);
+  EXPECT_EQ(profiles[0].first, "newer");
+  EXPECT_EQ(profiles[0].second.profile_ms, 2.0);
+  EXPECT_EQ(profiles[1].first, "older");
 }
 
 // A configuration profiled once is planned again from what the database kept: the same costs,

@@ -47,6 +47,7 @@
 #include "store/sqlite_db.h"
 #include "sweep/default_study.h"
 #include "sweep/sweep_spec.h"
+#include "window_bench.h"
 #include "workbench_settings.h"
 
 namespace {
@@ -57,32 +58,8 @@ using rematlab::StoreAccess;
 using rematlab::ui::ExperimentPanel;
 using rematlab::ui::LiveCharts;
 using rematlab::ui::MainWindow;
-
-constexpr int kTimeoutMs = 120000;
-
-// A window on a fresh database in its own directory.
-struct Bench {
-  QTemporaryDir dir;
-  QString db = dir.filePath("runs.sqlite");
-  MainWindow window{db};
-  ExperimentPanel* panel = window.experiment_panel();
-
-  Bench() {
-    panel->preset_field()->setCurrentText("tiny");
-    panel->policies_field()->setText("none");
-    panel->steps_field()->setValue(6);
-    panel->findChild<QSpinBox*>("threads")->setValue(1);
-  }
-  RunStore reader() const { return RunStore(db.toStdString(), StoreAccess::kReadOnly, false); }
-  // Clicks Run and waits for the sweep to end; returns the last run's status.
-  QString run_sweep() {
-    QSignalSpy ended(&window, &MainWindow::sweepEnded);
-    panel->run_button()->click();
-    EXPECT_TRUE(window.is_running());
-    if (!ended.wait(kTimeoutMs)) return "timeout";
-    return ended.takeFirst().at(0).toString();
-  }
-};
+using rematlab::ui::testing::Bench;
+using rematlab::ui::testing::kTimeoutMs;
 
 TEST(ExperimentPanel, InvalidPolicyDisablesRunWithTheReasonAtTheField) {
   Bench bench;

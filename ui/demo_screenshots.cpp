@@ -1,5 +1,7 @@
 #include "demo_screenshots.h"
 
+#include <qcustomplot.h>
+
 #include <QComboBox>
 #include <QDir>
 #include <QEventLoop>
@@ -13,7 +15,9 @@
 #include "experiment_panel.h"
 #include "live_charts.h"
 #include "main_window.h"
+#include "plan_view.h"
 #include "runs_view.h"
+#include "store/run_store.h"
 
 namespace rematlab::ui {
 
@@ -80,6 +84,28 @@ int run_demo_and_take_screenshots(const QString& database, const QString& direct
     std::cout << file.toStdString() << "\n";
   std::cout << std::flush;
   return saved && QFile::exists(live) ? 0 : 1;
+}
+
+int save_plan_chart(const QString& database, const QString& file) {
+  try {
+    RunStore store(database.toStdString(), StoreAccess::kReadOnly, /*create=*/false);
+    PlanView view;
+    view.set_store(&store);
+    if (!view.configuration()) {
+      std::cerr << "rematlab: error: --plan-chart: " << database.toStdString()
+                << " keeps no chain profile (run `rematlab-cli plan --db` first)\n";
+      return 2;
+    }
+    if (!view.chart()->savePng(file, 1200, 720, 2.0)) {
+      std::cerr << "rematlab: error: --plan-chart: cannot write " << file.toStdString() << "\n";
+      return 2;
+    }
+    std::cout << "wrote " << file.toStdString() << "\n";
+    return 0;
+  } catch (const std::exception& error) {
+    std::cerr << "rematlab: error: " << error.what() << "\n";
+    return 2;
+  }
 }
 
 }  // namespace rematlab::ui

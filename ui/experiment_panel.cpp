@@ -68,6 +68,7 @@ void ExperimentPanel::create_model_fields() {
   heads_ = spin(1, 256, 4);
   heads_->setObjectName("heads");
   d_model_->setObjectName("d_model");
+  layers_->setObjectName("layers");
   arch_ = new QComboBox;
   arch_->addItem("gpt", "gpt");
   arch_->addItem("llama", "llama");

@@ -56,6 +56,12 @@ class ExperimentPanel : public QWidget {
   void set_read_only_reason(const QString& reason);
   // Fills the form from a sweep spec (the fields the form has; others keep their values).
   void load_spec(const nlohmann::ordered_json& spec);
+  // Adds `policy` to the policies swept (unless it is there already).
+  void add_policy(const QString& policy);
+  // Makes the form train `config`'s model, batch, precision, threads and device with `policy`
+  // alone, in one process and without a budget; the training settings (steps, learning rate,
+  // seed, data) and the experiment's name stay.
+  void load_configuration(const RunConfig& config, const QString& policy);
   QString experiment_name() const;
   void set_experiment_name(const QString& name);
   // Every field as a sweep spec, valid or not (what the window restores after a restart), with

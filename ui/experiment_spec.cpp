@@ -242,4 +242,21 @@ void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
   revalidate();
 }
 
+void ExperimentPanel::add_policy(const QString& policy) {
+  QStringList policies = split_list(policies_, ';');
+  if (!policies.contains(policy)) policies << policy;
+  policies_->setText(policies.join("; "));
+}
+
+void ExperimentPanel::load_configuration(const RunConfig& config, const QString& policy) {
+  nlohmann::ordered_json base = to_json(config);
+  for (const char* training : {"steps", "warmup_steps", "lr", "weight_decay", "seed", "data",
+                               "budget_bytes", "timeline"}) {
+    base.erase(training);
+  }
+  base["checkpoint"] = policy.toStdString();
+  const std::string name = name_->text().toStdString();
+  load_spec({{"name", name}, {"base", base}});
+}
+
 }  // namespace rematlab::ui

@@ -21,6 +21,9 @@
 #include "compare_view.h"
 #include "experiment_panel.h"
 #include "live_charts.h"
+#include "plan/chain_costs_json.h"
+#include "plan/profile_key.h"
+#include "plan_view.h"
 #include "runs_view.h"
 #include "runtime/runtime_info.h"
 #include "store/run_store.h"
@@ -67,6 +70,7 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
       charts_(new LiveCharts),
       runs_(new RunsView),
       compare_(new CompareView),
+      plan_(new PlanView),
       tabs_(new QTabWidget),
       progress_(new QProgressBar),
       status_(new QLabel("Ready")),
@@ -79,6 +83,7 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   tabs_->addTab(charts_, "Live");
   tabs_->addTab(runs_, "Runs");
   tabs_->addTab(compare_, "Compare");
+  tabs_->addTab(plan_, "Plan");
   auto* splitter = new QSplitter;
   splitter->addWidget(panel_);  // its fields scroll; its Run/Stop footer stays in view
   splitter->addWidget(tabs_);
@@ -103,6 +108,12 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   connect(worker_, &SweepWorker::sweepFinished, this, &MainWindow::on_sweep_finished);
   connect(worker_, &SweepWorker::failed, this, &MainWindow::on_failed);
   connect(worker_, &SweepWorker::checkFinished, this, &MainWindow::on_check_finished);
+  connect(this, &MainWindow::startProfile, worker_, &SweepWorker::profile);
+  connect(worker_, &SweepWorker::profileProgress, this, &MainWindow::on_profile_progress);
+  connect(worker_, &SweepWorker::profileFinished, this, &MainWindow::on_profile_finished);
+  connect(worker_, &SweepWorker::profileFailed, this, &MainWindow::on_profile_failed);
+  connect(plan_, &PlanView::profileRequested, this, &MainWindow::on_profile_requested);
+  connect(plan_, &PlanView::runRequested, this, &MainWindow::on_plan_chosen);
   connect(runs_, &RunsView::errorOccurred, this, &MainWindow::show_error);
   connect(runs_, &RunsView::runsDeleted, this, &MainWindow::forget_runs);
   connect(runs_, &RunsView::exported, status_, &QLabel::setText);
@@ -238,6 +249,7 @@ bool MainWindow::open_database(const QString& path) {
   }
   database_ = path;
   runs_->set_store(store_.get());
+  plan_->set_store(store_.get());
   compare_->set_runs({}, {});
   panel_->set_read_only_reason(read_only_reason);
   WorkbenchSettings().set_last_database(path);
@@ -299,6 +311,7 @@ void MainWindow::stop() {
 void MainWindow::refresh_runs() {
   try {
     runs_->refresh();
+    plan_->refresh();
   } catch (const std::exception& error) {
     show_error(QString::fromStdString(error.what()));
   }
@@ -400,6 +413,76 @@ void MainWindow::on_check_finished(bool identical, const QString& verdict) {
   emit checkEnded(identical, verdict);
 }
 
+void MainWindow::on_profile_requested() {
+  if (running_) return;
+  const auto config = panel_->first_config();
+  if (!config) {
+    show_error("The form cannot be profiled: " + panel_->problem());
+    return;
+  }
+  if (!store_) {
+    show_error("No runs database is open (File → Open database).");
+    return;
+  }
+  set_busy(true);
+  plan_->set_profiling(true);
+  progress_->setRange(0, 0);
+  status_->setText("Profiling " + QString::fromStdString(describe_model(*config)) + " …");
+  worker_->arm();
+  emit startProfile(*config, database_);
+}
+
+void MainWindow::on_profile_progress(qint64 done, qint64 of) {
+  progress_->setRange(0, static_cast<int>(of));
+  progress_->setValue(static_cast<int>(done));
+  status_->setText(QString("Profiling: sublayer %1 of %2 measured").arg(done).arg(of));
+}
+
+void MainWindow::on_profile_finished(const QString& key, const QString& costs_json,
+                                     const QString& source) {
+  set_busy(false);
+  plan_->set_profiling(false);
+  progress_->setRange(0, 1);
+  progress_->setValue(1);
+  try {
+    plan_->add_profile(
+        key, plan::chain_costs_from_json(nlohmann::json::parse(costs_json.toStdString())), source);
+  } catch (const std::exception& error) {
+    show_error(QString::fromStdString(error.what()));
+  }
+  status_->setText("Profiled: costs from " + source);
+  emit profileEnded(key);
+}
+
+void MainWindow::on_profile_failed(const QString& message) {
+  set_busy(false);
+  plan_->set_profiling(false);
+  progress_->setRange(0, 1);
+  progress_->setValue(0);
+  status_->setText(message);
+  if (message != "Profiling stopped") show_error("Profiling failed: " + message);
+  emit profileEnded({});
+}
+
+// The form trains the plan: beside its other policies when it describes the profiled
+// configuration, else it is made to describe it (the plan is for that model and batch alone).
+void MainWindow::on_plan_chosen(const QString& key, const RunConfig& config,
+                                const QString& policy) {
+  const auto form = panel_->first_config();
+  const auto profiled = plan::read_profile_key(key.toStdString());
+  const bool same = form && profiled &&
+                    plan::profile_key(*form, profiled->repeats, profiled->host,
+                                      profiled->libtorch) == key.toStdString();
+  if (same) {
+    panel_->add_policy(policy);
+    status_->setText(policy + " added to the form's policies: Run trains it");
+  } else {
+    panel_->load_configuration(config, policy);
+    status_->setText("The form now trains the profiled configuration with " + policy +
+                     " (its model and batch replaced the form's): Run trains it");
+  }
+}
+
 void MainWindow::show_error(const QString& message) {
   // Not modal-blocking: the window (and a running sweep's curves) keep working behind it.
   auto* box = new QMessageBox(QMessageBox::Critical, "RematLab", message, QMessageBox::Ok, this);
@@ -411,8 +494,9 @@ void MainWindow::show_error(const QString& message) {
 void MainWindow::export_charts() {
   const QString directory = QFileDialog::getExistingDirectory(this, "Export charts to");
   if (directory.isEmpty()) return;
-  const QStringList written =
-      charts_->export_images(directory, "live") + compare_->export_images(directory, "compare");
+  const QStringList written = charts_->export_images(directory, "live") +
+                              compare_->export_images(directory, "compare") +
+                              plan_->export_images(directory, "plan");
   charts_exported(directory, written);
 }
 

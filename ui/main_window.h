@@ -23,6 +23,7 @@ namespace rematlab::ui {
 class CompareView;
 class ExperimentPanel;
 class LiveCharts;
+class PlanView;
 class RunsView;
 class SweepWorker;
 class WorkbenchSettings;
@@ -39,6 +40,7 @@ class MainWindow : public QMainWindow {
   LiveCharts* charts() const { return charts_; }
   RunsView* runs_view() const { return runs_; }
   CompareView* compare_view() const { return compare_; }
+  PlanView* plan_view() const { return plan_; }
   QTabWidget* tabs() const { return tabs_; }
   QProgressBar* progress_bar() const { return progress_; }
   QString status_text() const;
@@ -65,6 +67,9 @@ class MainWindow : public QMainWindow {
   void startDataParallel(const QString& spec_json, int ranks, const QString& shard,
                          const QString& database);
   void startCheck(const rematlab::RunConfig& config);
+  void startProfile(const rematlab::RunConfig& config, const QString& database);
+  // A profile for the Plan tab ended: `key` is empty when it failed or was stopped.
+  void profileEnded(const QString& key);
   void checkEnded(bool identical, const QString& verdict);
   void sweepEnded(const QString& last_status);
   void errorShown(const QString& message);
@@ -90,6 +95,11 @@ class MainWindow : public QMainWindow {
   void on_failed(const QString& message);
   void on_check_requested(const RunConfig& config);
   void on_check_finished(bool identical, const QString& verdict);
+  void on_profile_requested();
+  void on_profile_progress(qint64 done, qint64 of);
+  void on_profile_finished(const QString& key, const QString& costs_json, const QString& source);
+  void on_profile_failed(const QString& message);
+  void on_plan_chosen(const QString& key, const RunConfig& config, const QString& policy);
   void show_error(const QString& message);
   void export_charts();
   void show_about();
@@ -101,6 +111,7 @@ class MainWindow : public QMainWindow {
   LiveCharts* charts_;
   RunsView* runs_;
   CompareView* compare_;
+  PlanView* plan_;
   QTabWidget* tabs_;
   QProgressBar* progress_;
   QLabel* status_;

@@ -1,8 +1,12 @@
 #include "sweep_worker.h"
 
 #include <QRegularExpression>
+#include <memory>
 
 #include "common/current_exception.h"
+#include "common/errors.h"
+#include "plan/chain_costs_json.h"
+#include "store/profile_registry.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
 #include "sweep/sweep_runner.h"
@@ -31,6 +35,9 @@ QString stop_summary(const std::vector<SweepRunResult>& results, std::size_t pla
     where += QString(" after step %1 of %2").arg(last_step).arg(last.point.config.steps);
   return where + "; it is recorded as cancelled";
 }
+
+// Thrown from the profile's progress callback when Stop is pressed: unwinds the measurement.
+struct ProfileStopped {};
 
 }  // namespace
 
@@ -98,6 +105,31 @@ void SweepWorker::check(const rematlab::RunConfig& config) {
     emit checkFinished(false, "Gradient check stopped");
   } catch (...) {
     emit failed(QString::fromStdString(describe_current_exception()));
+  }
+}
+
+void SweepWorker::profile(const rematlab::RunConfig& config, const QString& database) {
+  try {
+    std::unique_ptr<RunStore> store;
+    try {
+      store = std::make_unique<RunStore>(database.toStdString());
+    } catch (const ReadOnlyDatabase&) {  // measured all the same, just not kept
+      store = std::make_unique<RunStore>(database.toStdString(), StoreAccess::kReadOnly, false);
+    }
+    plan::ProfileOptions options;
+    options.on_progress = [this](int64_t done, int64_t of) {
+      if (cancel_) throw ProfileStopped{};
+      emit profileProgress(done, of);
+    };
+    if (cancel_) throw ProfileStopped{};
+    const plan::KnownChainCosts known = known_chain_costs(config, store.get(), options);
+    emit profileFinished(QString::fromStdString(known.key),
+                         QString::fromStdString(plan::to_json(known.costs).dump()),
+                         QString::fromStdString(known.source));
+  } catch (const ProfileStopped&) {
+    emit profileFailed("Profiling stopped");
+  } catch (...) {
+    emit profileFailed(QString::fromStdString(describe_current_exception()));
   }
 }
 

@@ -32,6 +32,9 @@ class SweepWorker : public QObject {
                          const QString& database);
   // One step under the config's policy and under none, compared parameter by parameter.
   void check(const rematlab::RunConfig& config);
+  // The chain costs of `config` (core/store/profile_registry.h): kept in `database`, or measured
+  // now and kept there (not when it is write-protected). Stops between stages on request.
+  void profile(const rematlab::RunConfig& config, const QString& database);
 
  signals:
   void runStarted(int index, const QString& label, double budget_bytes);
@@ -45,6 +48,11 @@ class SweepWorker : public QObject {
   void failed(const QString& message);  // the sweep could not start or the database failed
   // `verdict` says what was compared and found, or that the check was stopped.
   void checkFinished(bool identical, const QString& verdict);
+  void profileProgress(qint64 done, qint64 of);
+  // `costs_json`: plan/chain_costs_json.h; `source`: where they came from.
+  void profileFinished(const QString& key, const QString& costs_json, const QString& source);
+  // `message` says why, or that profiling was stopped.
+  void profileFailed(const QString& message);
 
  private:
   std::atomic<bool> cancel_{false};

@@ -11,6 +11,7 @@
 #include "cli/run_options.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
+#include "plan/frontier.h"
 #include "plan/segment_planner.h"
 
 namespace rematlab::cli {
@@ -20,13 +21,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-// The uniform policies a plan competes with: whole blocks every K, and every sublayer alone.
-std::vector<std::string> uniform_policies(int64_t layers) {
-  std::vector<std::string> policies = {"none", "sublayer:1,1"};
-  for (int64_t k = 1; k <= layers; ++k) policies.push_back("every:" + std::to_string(k));
-  return policies;
 }
 
 nlohmann::json prediction_json(const plan::PlanPrediction& prediction, int64_t tokens) {
@@ -74,11 +68,7 @@ Command add_plan_command(CLI::App& app) {
                                  {"memory_slots", plan::kDefaultMemorySlots}};
         std::vector<std::vector<std::string>> uniform_rows;
         nlohmann::json uniform = nlohmann::json::array();
-        int64_t none_peak = 0;
-        for (const std::string& policy : uniform_policies(config.model.layers)) {
-          const plan::PlanPrediction p = plan::predict_plan(
-              costs, CheckpointPolicy::parse(policy).plan_for(config.model.layers, 0.0));
-          if (policy == "none") none_peak = p.peak_bytes;
+        for (const auto& [policy, p] : plan::predict_uniform_policies(costs, config.model.layers)) {
           nlohmann::json entry = prediction_json(p, tokens);
           entry["policy"] = policy;
           uniform.push_back(entry);
@@ -88,12 +78,8 @@ Command add_plan_command(CLI::App& app) {
 
         std::vector<int64_t> budgets = {budget};
         if (*ladder > 0) {
-          const int64_t smallest = plan::smallest_feasible_budget(costs);
-          budgets.clear();
-          for (int i = 0; i < *ladder; ++i) {
-            budgets.push_back(smallest + (none_peak - smallest) * i / (*ladder - 1));
-          }
-          result["smallest_feasible_bytes"] = smallest;
+          budgets = plan::ladder_budgets(costs, *ladder);
+          result["smallest_feasible_bytes"] = budgets.front();
         }
         std::vector<std::vector<std::string>> plan_rows;
         nlohmann::json rungs = nlohmann::json::array();

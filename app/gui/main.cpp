@@ -2,11 +2,13 @@
 //   rematlab [--db FILE]                 open the window on a runs database
 //   rematlab --demo-screenshots DIR      run a short two-run sweep of the tiny model, save the
 //                                        live view (mid-sweep) and the comparison as PNGs, quit
+//   rematlab --db FILE --plan-chart PNG  save the Plan tab's chart of FILE's latest profile, quit
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
 #include <QIcon>
 #include <QTemporaryDir>
+#include <iostream>
 
 #include "demo_screenshots.h"
 #include "main_window.h"
@@ -30,9 +32,21 @@ int main(int argc, char** argv) {
   const QCommandLineOption database("db", "Open this runs database.", "FILE");
   const QCommandLineOption screenshots(
       "demo-screenshots", "Run a short demo sweep, save screenshots to DIR, quit.", "DIR");
+  const QCommandLineOption plan_chart(
+      "plan-chart", "Save the Plan tab's chart of the database's latest profile as PNG, quit.",
+      "PNG");
   options.addOption(database);
   options.addOption(screenshots);
+  options.addOption(plan_chart);
   options.process(app);
+
+  if (options.isSet(plan_chart)) {
+    if (!options.isSet(database)) {
+      std::cerr << "rematlab: error: --plan-chart needs --db FILE, the database to draw from\n";
+      return 2;
+    }
+    return rematlab::ui::save_plan_chart(options.value(database), options.value(plan_chart));
+  }
 
   if (options.isSet(screenshots)) {
     QApplication::setOrganizationName("RematLab-demo");  // leave the user's settings alone

@@ -4,6 +4,8 @@
 
 #include "common/process_identity.h"
 #include "compat/torch_compat.h"
+#include "model/model_config.h"
+#include "train/run_fields.h"
 
 namespace rematlab::plan {
 namespace {
@@ -13,6 +15,11 @@ constexpr int kProfileMethod = 2;  // 2: piece times scaled to a whole step (tim
 }  // namespace
 
 std::string profile_key(const RunConfig& config, int repeats) {
+  return profile_key(config, repeats, current_process().host, compat::torch_version());
+}
+
+std::string profile_key(const RunConfig& config, int repeats, const std::string& host,
+                        const std::string& libtorch) {
   nlohmann::json profiled = to_json(config);
   for (const char* unrelated :
        {"preset", "steps", "warmup_steps", "lr", "weight_decay", "seed", "checkpoint", "offload",
@@ -25,11 +32,33 @@ std::string profile_key(const RunConfig& config, int repeats) {
   // nlohmann's object keeps its keys sorted: one config, one text. `method` changes whenever
   // profile_chain measures otherwise, so that no kept profile of another method is reused.
   return nlohmann::json{{"method", kProfileMethod},
-                        {"host", current_process().host},
-                        {"libtorch", compat::torch_version()},
+                        {"host", host},
+                        {"libtorch", libtorch},
                         {"repeats", repeats},
                         {"config", profiled}}
       .dump();
+}
+
+std::optional<ProfiledConfiguration> read_profile_key(const std::string& key) {
+  const nlohmann::json json = nlohmann::json::parse(key, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || json.value("method", 0) != kProfileMethod || !json.contains("config") ||
+      !json["config"].is_object()) {
+    return std::nullopt;
+  }
+  ProfiledConfiguration profiled{run_config_from_record(json["config"]), json.value("repeats", 0),
+                                 json.value("host", ""), json.value("libtorch", "")};
+  // The key leaves the preset out (it changes nothing measured); a model of a preset's shape is
+  // named by it again, any other is "custom".
+  profiled.config.preset = "custom";
+  for (const std::string& name : preset_names()) {
+    RunConfig candidate = profiled.config;
+    candidate.model = model_preset(name);
+    if (to_json(candidate) == to_json(profiled.config)) {
+      profiled.config.preset = name;
+      break;
+    }
+  }
+  return profiled;
 }
 
 }  // namespace rematlab::plan

@@ -5,12 +5,29 @@
 // changes (steps, learning rate, seed, the checkpoint policy itself) is left out.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "train/run_config.h"
 
 namespace rematlab::plan {
 
+// The key of `config` profiled here (this host, this LibTorch).
 std::string profile_key(const RunConfig& config, int repeats);
+// The key `config` had when it ran on `host` with LibTorch `libtorch`: a recorded run is of the
+// profiled configuration when its key is the profile's.
+std::string profile_key(const RunConfig& config, int repeats, const std::string& host,
+                        const std::string& libtorch);
+
+// A key read back: the configuration (its training-only fields at their defaults) and where it
+// was measured. Nothing for a key this build does not write (another profiling method, or not a
+// key at all): its costs are never reused, so they are not offered either.
+struct ProfiledConfiguration {
+  RunConfig config;
+  int repeats = 0;
+  std::string host;
+  std::string libtorch;
+};
+std::optional<ProfiledConfiguration> read_profile_key(const std::string& key);
 
 }  // namespace rematlab::plan

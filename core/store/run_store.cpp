@@ -310,6 +310,18 @@ std::optional<RunStore::KeptProfile> RunStore::chain_profile(const std::string& 
   return KeptProfile{query.column_text(0), query.column_double(1), query.column_text(2)};
 }
 
+std::vector<std::pair<std::string, RunStore::KeptProfile>> RunStore::chain_profiles() {
+  Statement query(*db_,
+                  "SELECT key, costs, profile_ms, measured FROM profiles ORDER BY measured DESC");
+  std::vector<std::pair<std::string, KeptProfile>> profiles;
+  while (query.step()) {
+    profiles.emplace_back(
+        query.column_text(0),
+        KeptProfile{query.column_text(1), query.column_double(2), query.column_text(3)});
+  }
+  return profiles;
+}
+
 void RunStore::save_chain_profile(const std::string& key, const KeptProfile& profile) {
   require_writable("keep a chain profile");
   Statement insert(*db_,

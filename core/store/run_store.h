@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memory/timeline_point.h"
@@ -125,6 +126,8 @@ class RunStore {
     std::string measured;
   };
   std::optional<KeptProfile> chain_profile(const std::string& key);
+  // Every kept profile with its key, the most recently measured first.
+  std::vector<std::pair<std::string, KeptProfile>> chain_profiles();
   void save_chain_profile(const std::string& key, const KeptProfile& profile);
 
  private:

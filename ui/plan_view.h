@@ -1,0 +1,146 @@
+// The Plan tab: the fastest checkpoint plan under a memory budget for one profiled configuration
+// (a chain profile the runs database keeps, or one measured now for the form's configuration).
+// The budget is a slider and a field; the chart shows the predicted frontier of plans (tokens/s
+// against activation memory), the uniform policies predicted from the same profile and every
+// measured run of that configuration in the database; the strip shows which sublayers the plan
+// recomputes. "Run this plan" hands `plan:BUDGET` to the form. Planning takes milliseconds and
+// happens here; measuring a profile takes the worker (profileRequested).
+#pragma once
+
+#include <QWidget>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/chain_costs.h"
+#include "plan/frontier.h"
+#include "plan/profile_key.h"
+#include "plan/segment_planner.h"
+#include "train/run_config.h"
+
+class QComboBox;
+class QCPGraph;
+class QCPItemStraightLine;
+class QCustomPlot;
+class QLabel;
+class QLineEdit;
+class QPushButton;
+class QSlider;
+
+namespace rematlab {
+class RunStore;
+}
+
+namespace rematlab::ui {
+
+class PlanStrip;
+
+class PlanView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit PlanView(QWidget* parent = nullptr);
+
+  // The database whose profiles are offered and whose runs are drawn (null: none). Not owned.
+  void set_store(RunStore* store);
+  // Reads the database again (a sweep recorded runs, a profile was kept); keeps the selection.
+  void refresh();
+  // A profile just measured: offered (also when a read-only database could not keep it) and
+  // selected.
+  void add_profile(const QString& key, const plan::ChainCosts& costs, const QString& source);
+  // Selects the profile kept under `key`; false when there is none.
+  bool select_profile(const QString& key);
+  void set_profiling(bool profiling);
+
+  // The selected profile's configuration and key; nothing when none is selected.
+  std::optional<RunConfig> configuration() const;
+  QString profile_key() const;
+  // The budget the field holds, or nothing (and budget_problem() says why).
+  std::optional<int64_t> budget_bytes() const;
+  QString budget_problem() const { return budget_problem_; }
+  void set_budget_bytes(int64_t bytes);
+  // The plan at the field's budget; nothing when none fits or no profile is selected.
+  const std::optional<plan::PlannedChain>& current_plan() const { return plan_; }
+  // The `plan:` policy "Run this plan" gives the form, e.g. "plan:127.8MiB".
+  QString policy_text() const;
+  // What the chart says about the point nearest `pixel` (within a few pixels), or empty.
+  QString describe_point_at(QPointF pixel) const;
+  // Writes DIRECTORY/NAME-frontier.png and .pdf when the chart has data; the paths written.
+  QStringList export_images(const QString& directory, const QString& name) const;
+
+  QComboBox* configuration_field() const { return configuration_; }
+  QPushButton* profile_button() const { return profile_; }
+  QSlider* budget_slider() const { return slider_; }
+  QLineEdit* budget_field() const { return budget_; }
+  QCustomPlot* chart() const { return chart_; }
+  PlanStrip* strip() const { return strip_; }
+  QLabel* plan_label() const { return plan_label_; }
+  QPushButton* run_button() const { return run_; }
+  QCPGraph* frontier_graph() const { return frontier_; }
+  QCPGraph* uniform_graph() const { return uniform_; }
+  QCPGraph* measured_plans_graph() const { return measured_plans_; }
+  QCPGraph* measured_others_graph() const { return measured_others_; }
+
+ signals:
+  // Measure the form's configuration (the window runs it in the worker).
+  void profileRequested();
+  // Train `policy` (plan:BUDGET) on `config`, the configuration profiled under `key`.
+  void runRequested(const QString& key, const rematlab::RunConfig& config, const QString& policy);
+
+ private:
+  struct Profile {
+    std::string key;
+    plan::ChainCosts costs;
+    RunConfig config;
+    int repeats = 0;
+    std::string host;
+    std::string libtorch;
+    QString source;  // "runs database: measured …"
+  };
+  struct HoverPoint {
+    double x = 0.0;  // MiB
+    double y = 0.0;  // tokens/s
+    QString text;
+  };
+
+  static Profile profile_of(const std::string& key, const plan::ProfiledConfiguration& parts,
+                            plan::ChainCosts costs, const QString& source);
+  void fill_configurations(const std::string& keep_key);
+  void show_profile();
+  void name_uniform_policies(const std::vector<plan::PolicyPrediction>& predictions);
+  void draw_measured_runs(const Profile& profile);
+  void on_slider_moved(int value);
+  void on_budget_edited();
+  void replan();
+  void request_run();
+  const Profile* selected() const;
+  double tokens_per_s(double step_ms) const;
+
+  RunStore* store_ = nullptr;
+  std::vector<Profile> profiles_;
+  std::vector<Profile> unkept_;  // measured here, not in the (read-only) database
+  int64_t smallest_ = 0;         // the selected profile's smallest feasible budget
+  int64_t largest_ = 0;          // and none's peak
+  std::optional<plan::PlannedChain> plan_;
+  QString budget_problem_;
+  std::vector<HoverPoint> hover_points_;
+
+  QComboBox* configuration_;
+  QPushButton* profile_;
+  QSlider* slider_;
+  QLineEdit* budget_;
+  QLabel* range_label_;
+  QCustomPlot* chart_;
+  QCPGraph* frontier_;
+  QCPGraph* uniform_;
+  QCPGraph* measured_plans_;
+  QCPGraph* measured_others_;
+  QCPGraph* chosen_;
+  QCPItemStraightLine* budget_line_;
+  PlanStrip* strip_;
+  QLabel* plan_label_;
+  QPushButton* run_;
+  QPushButton* export_;
+};
+
+}  // namespace rematlab::ui
