@@ -212,8 +212,16 @@ TEST(PlanTab, KeptProfilesAreOfferedAndTheChartSaysWhatEachPointIs) {
   plan::ChainCosts costs;
   costs.input_bytes = 1 << 20;
   for (int i = 0; i < 4; ++i) {
-    costs.stages.push_back(
-        {i % 2 ? 8.0 : 2.0, i % 2 ? 16.0 : 4.0, (i % 2 ? 6 : 3) << 20, 1 << 20, 1 << 20, 2 << 20});
+    const bool mlp = i % 2 == 1;
+    plan::StageCost stage;
+    stage.forward_ms = mlp ? 8.0 : 2.0;
+    stage.backward_ms = mlp ? 16.0 : 4.0;
+    stage.tail_forward_ms = mlp ? 4.0 : 0.5;
+    stage.kept_bytes = (mlp ? 6 : 3) << 20;
+    stage.output_bytes = 1 << 20;
+    stage.forward_transient_bytes = 1 << 20;
+    stage.backward_transient_bytes = 2 << 20;
+    costs.stages.push_back(stage);
   }
   costs.head_peak_bytes = 2 << 20;
   costs.fixed_ms = 10.0;
@@ -241,8 +249,10 @@ TEST(PlanTab, KeptProfilesAreOfferedAndTheChartSaysWhatEachPointIs) {
       view->chart()->yAxis->coordToPixel(tokens));
   EXPECT_TRUE(view->describe_point_at(at + QPointF(2, -2)).startsWith("none · predicted"))
       << view->describe_point_at(at).toStdString();
-  EXPECT_TRUE(
-      view->describe_point_at(QPointF(at.x(), view->chart()->yAxis->coordToPixel(0))).isEmpty());
+  const QPointF empty(at.x(), view->chart()->yAxis->coordToPixel(0));
+  EXPECT_TRUE(view->describe_point_at(empty).isEmpty())
+      << view->describe_point_at(empty).toStdString() << " at " << empty.x() << "," << empty.y()
+      << " (none at " << at.x() << "," << at.y() << ")";
   // The strip says what each sublayer does under the plan.
   view->budget_slider()->setValue(0);
   ASSERT_TRUE(view->current_plan().has_value());

@@ -396,7 +396,12 @@ void ExperimentPanel::update_preview() {
   for (const QString& policy : split_list(policies_, ';')) {
     try {
       const std::string text = split_policy_and_offload(policy.toStdString()).checkpoint;
-      const auto plan = CheckpointPolicy::parse(text).plan_for(layers_->value(), 0.0);
+      const CheckpointPolicy parsed = CheckpointPolicy::parse(text);
+      if (parsed.is_plan()) {  // its segments are known once the run has measured its chain
+        preview << policy + ": chosen when the run starts (the Plan tab shows it)";
+        continue;
+      }
+      const auto plan = parsed.plan_for(layers_->value(), 0.0);
       preview << policy + ": " + QString::fromStdString(plan.describe());
     } catch (const InvalidInput&) {
       preview << policy + ": —";

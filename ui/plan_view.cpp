@@ -359,7 +359,7 @@ void PlanView::show_profile() {
 // another is left out (hovering the point still says it). Sizes are fractions of the axes, so
 // the choice holds at any size the chart is shown or exported at.
 void PlanView::name_uniform_policies(const std::vector<plan::PolicyPrediction>& predictions) {
-  constexpr double kCharWidth = 0.008;  // of the x range, at 7 pt on a chart ≥ 700 px wide
+  constexpr double kCharWidth = 0.011;  // of the x range, at 7 pt on a chart ≥ 600 px wide
   constexpr double kLineHeight = 0.045;
   QFont small = font();
   small.setPointSizeF(7);

@@ -114,6 +114,22 @@ class Bench {
     return cost;
   }
 
+  // The median time of a sublayer's tail with grad (its output projection, dropout and residual
+  // add), from operands made untimed just before: what an early-stopped recomputation skips.
+  double tail_ms(Sublayer& sublayer, const torch::Tensor& x, int repeats) {
+    std::vector<double> times;
+    for (int i = 0; i <= repeats; ++i) {
+      AutocastScope autocast(autocast_);
+      const SublayerTail tail = sublayer.forward_until_tail(x);
+      device_memory::synchronize(device_);
+      const auto start = Clock::now();
+      const torch::Tensor output = tail.complete();
+      const double ms = elapsed_ms(start);
+      if (i > 0) times.push_back(ms);
+    }
+    return median(times);
+  }
+
   ScopedNumerics numerics_;  // before anything touches the device
   c10::Device device_;
   MemoryTracker tracker_;
@@ -154,9 +170,11 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
   for (std::size_t i = 0; i < sublayers.size(); ++i) {
     const torch::Tensor x = input.detach().requires_grad_(true);
     const PieceCost piece = bench.measure([&] { return sublayers[i]->forward(x); }, repeats);
+    const double tail_ms = bench.tail_ms(*sublayers[i], x, repeats);
     StageCost stage;
     stage.forward_ms = micro_batches * piece.forward_ms;
     stage.backward_ms = micro_batches * piece.backward_ms;
+    stage.tail_forward_ms = micro_batches * std::min(tail_ms, piece.forward_ms);
     stage.kept_bytes = piece.kept_bytes;
     stage.output_bytes = piece.output_bytes;
     stage.forward_transient_bytes = piece.forward_transient_bytes;
@@ -198,6 +216,7 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
   for (StageCost& stage : costs.stages) {
     stage.forward_ms *= costs.time_scale;
     stage.backward_ms *= costs.time_scale;
+    stage.tail_forward_ms *= costs.time_scale;
   }
   costs.fixed_ms *= costs.time_scale;  // the embedding's and the head's, so far
 

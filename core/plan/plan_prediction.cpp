@@ -15,6 +15,12 @@ struct PeakTracker {
 
 }  // namespace
 
+double recompute_ms(const StageCost& stage, bool last_of_segment) {
+  if (!last_of_segment) return stage.forward_ms;
+  // A hand-edited profile's tail is held to the forward it is part of.
+  return stage.forward_ms - std::clamp(stage.tail_forward_ms, 0.0, stage.forward_ms);
+}
+
 PlanPrediction predict_plan(const ChainCosts& costs, const CheckpointPlan& plan) {
   const auto& stages = costs.stages;
   const int64_t count = static_cast<int64_t>(stages.size());
@@ -34,7 +40,7 @@ PlanPrediction predict_plan(const ChainCosts& costs, const CheckpointPlan& plan)
       const StageCost& stage = stages[i];
       prediction.step_ms += stage.forward_ms + stage.backward_ms;
       if (segment.recompute) {
-        prediction.recompute_ms += stage.forward_ms;
+        prediction.recompute_ms += recompute_ms(stage, i + 1 == segment.end);
         peak.at(held + input + stage.output_bytes + stage.forward_transient_bytes);
         input = i + 1 < segment.end ? stage.output_bytes : 0;
       } else {

@@ -10,7 +10,8 @@
 namespace rematlab::plan {
 namespace {
 
-constexpr int kProfileMethod = 2;  // 2: piece times scaled to a whole step (time_scale)
+// 2: piece times scaled to a whole step (time_scale); 3: and each stage's tail timed apart.
+constexpr int kProfileMethod = 3;
 
 }  // namespace
 

@@ -87,7 +87,7 @@ class Planner {
     const int64_t gradient = stages[end - 1].output_bytes;
     int64_t input = 0;
     int64_t interior = 0;
-    double recompute_ms = 0.0;
+    double rebuild_ms = 0.0;
     for (int64_t k = begin; k < end; ++k) {
       const StageCost& stage = stages[k];
       if (held + input + stage.output_bytes + stage.forward_transient_bytes > budget_) return;
@@ -95,13 +95,13 @@ class Planner {
         return;
       input = stage.output_bytes;
       interior += stage.kept_bytes;
-      recompute_ms += stage.forward_ms;
+      rebuild_ms += recompute_ms(stage, k + 1 == end);
     }
     for (int64_t k = end; k-- > begin;) {
       if (held + interior + stages[k].backward_transient_bytes > budget_) return;
       interior -= stages[k].kept_bytes;
     }
-    reach(end, held + gradient, time + recompute_ms, {begin, slot, true});
+    reach(end, held + gradient, time + rebuild_ms, {begin, slot, true});
   }
 
   CheckpointPlan rebuild(int end_slot) const {
