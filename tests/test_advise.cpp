@@ -270,6 +270,21 @@ TEST_F(AdviseDb, RecomputationIsSplitOutOfTheStepFromTheTimeline) {
   ASSERT_TRUE(estimated) << every_split.recompute << " ms recomputed";
   EXPECT_NE(estimated->title.find("recompute adds"), std::string::npos) << estimated->title;
   EXPECT_NE(evidence(*estimated, "compared with").find("estimated"), std::string::npos);
+  // The next step is the plan that fits the memory this run used, rounded up to a MiB.
+  const int64_t used_mib = (store.run(every).result.peak_activation_bytes + (1 << 20) - 1) >> 20;
+  EXPECT_NE(estimated->next_step.find("--checkpoint plan:" + std::to_string(used_mib) + "MiB"),
+            std::string::npos)
+      << estimated->next_step;
+  // A planned run is already that plan: more memory is what helps.
+  RunRecord planned = store.run(every);
+  planned.request.plan = plan::PlannedPolicy{};
+  planned.request.plan->requested = "plan:5MiB";
+  planned.request.plan->chosen = "segments:a0-m1";
+  const std::optional<Finding> of_plan =
+      diagnose_throughput(planned, store.steps(every), store.timeline(every), std::nullopt, {});
+  ASSERT_TRUE(of_plan);
+  EXPECT_NE(of_plan->next_step.find("fastest plan found for plan:5MiB"), std::string::npos)
+      << of_plan->next_step;
 }
 
 }  // namespace

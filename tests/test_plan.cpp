@@ -97,7 +97,7 @@ ChainCosts random_chain(std::mt19937& random, int64_t stages, int64_t unit) {
     StageCost stage;
     stage.forward_ms = 1.0 + static_cast<double>(random() % 50) / 7.0;
     stage.backward_ms = 2.0 * stage.forward_ms;
-    stage.tail_forward_ms = stage.forward_ms * static_cast<double>(random() % 60) / 100.0;
+    stage.early_stop_saving_ms = stage.forward_ms * static_cast<double>(random() % 60) / 100.0;
     stage.output_bytes = bytes(1, 3);
     stage.kept_bytes = stage.output_bytes + bytes(0, 12);
     stage.forward_transient_bytes = bytes(0, 5);
@@ -294,7 +294,7 @@ TEST(PlannedPolicy, ABudgetNoPlanFitsIsAnOomResultNamingTheSmallestThatDoes) {
 // whole; kept stages are not recomputed at all.
 TEST(PlanPrediction, ARecomputedSegmentStopsBeforeItsLastStagesTail) {
   ChainCosts costs = two_stages();
-  for (StageCost& stage : costs.stages) stage.tail_forward_ms = 1.0;  // of forward 3
+  for (StageCost& stage : costs.stages) stage.early_stop_saving_ms = 1.0;  // of forward 3
   const auto one_segment =
       predict_plan(costs, CheckpointPolicy::parse("segments:a0-m0").plan_for(1, 0));
   EXPECT_DOUBLE_EQ(one_segment.recompute_ms, 3.0 + 2.0);
@@ -306,23 +306,23 @@ TEST(PlanPrediction, ARecomputedSegmentStopsBeforeItsLastStagesTail) {
   EXPECT_DOUBLE_EQ(kept.step_ms, 2 * (3.0 + 6.0) + 2.0 + costs.fixed_ms);
 }
 
-// The profile times each stage's tail apart: never more than the stage's forward, and not
-// nothing (the output projection is a matmul of the stage's width).
-TEST(ChainProfile, TimesEachStagesTailApart) {
-  const ChainCosts costs = profile_chain(tiny_run("none"));
-  double tails = 0.0;
-  for (const StageCost& stage : costs.stages) {
-    EXPECT_GE(stage.tail_forward_ms, 0.0);
-    EXPECT_LE(stage.tail_forward_ms, stage.forward_ms);
-    tails += stage.tail_forward_ms;
-  }
-  EXPECT_GT(tails, 0.0);
+// The profile measures what an early stop saves: the MLP's down projection, half its matmuls, so
+// neither nothing nor the whole forward (wide bounds: the machine may be busy).
+TEST(ChainProfile, MeasuresWhatAnEarlyStopSaves) {
+  RunConfig config = tiny_run("none");
+  config.model.layers = 1;
+  config.model.d_model = 128;
+  const ChainCosts costs = profile_chain(config);
+  ASSERT_EQ(costs.stages.size(), 2u);
+  const StageCost& mlp = costs.stages[1];
+  EXPECT_GT(mlp.early_stop_saving_ms, 0.05 * mlp.forward_ms);
+  EXPECT_LT(mlp.early_stop_saving_ms, 0.95 * mlp.forward_ms);
 }
 
 TEST(ChainCostsJson, CarriesEveryFigureExactlyAndRefusesWhatIsMissing) {
   ChainCosts costs = two_stages();
   costs.stages[1].forward_ms = 0.1 + 0.2;  // not representable in few digits
-  costs.stages[0].tail_forward_ms = 1.25;
+  costs.stages[0].early_stop_saving_ms = 1.25;
   costs.embedding_backward_peak_bytes = 123456789012;
   const ChainCosts back = chain_costs_from_json(nlohmann::json::parse(to_json(costs).dump()));
   EXPECT_EQ(to_json(back), to_json(costs));

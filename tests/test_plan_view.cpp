@@ -13,6 +13,7 @@
 #include <QSignalSpy>
 #include <QSlider>
 #include <QTabWidget>
+#include <QTemporaryDir>
 #include <QTest>
 #include <nlohmann/json.hpp>
 
@@ -97,8 +98,7 @@ TEST(PlanTab, ProfilesTheFormsConfigurationKeepsItAndPlansWhereTheSliderAndField
 
   // The chart: a frontier sample at each ladder budget, every uniform policy, one chosen point.
   EXPECT_GT(view->frontier_graph()->dataCount(), 10);
-  EXPECT_EQ(view->uniform_graph()->dataCount(),
-            static_cast<int>(plan::predict_uniform_policies(costs, 4).size()));
+  EXPECT_EQ(view->uniform_graph()->dataCount(), 8);  // none, 3 × sublayer:A,F, every:1 … every:4
 
   const int64_t smallest = plan::smallest_feasible_budget(costs);
   const int64_t none_peak = plan::none_peak_bytes(costs);
@@ -107,11 +107,24 @@ TEST(PlanTab, ProfilesTheFormsConfigurationKeepsItAndPlansWhereTheSliderAndField
     const int64_t budget = field_budget(view);
     // The slider's ends are the smallest feasible budget and none's peak (the field rounds up
     // to a tenth of a MiB or a whole KiB).
-    if (position == 0) EXPECT_GE(budget, smallest);
-    if (position == 1000) EXPECT_GE(budget, none_peak);
+    if (position == 0) {
+      EXPECT_GE(budget, smallest);
+    }
+    if (position == 1000) {
+      EXPECT_GE(budget, none_peak);
+    }
     expect_the_planners_plan(view, costs);
   }
   EXPECT_EQ(view->current_plan()->plan.canonical(), "none");  // at none's peak
+  // Drawn again (a run was recorded), the budget stays where the user left it, even above
+  // none's peak, where the field's rounding up put it.
+  const QString at_the_top = view->budget_field()->text();
+  view->refresh();
+  EXPECT_EQ(view->budget_field()->text(), at_the_top);
+  view->budget_field()->setText("1GiB");
+  view->refresh();
+  EXPECT_EQ(view->budget_field()->text(), "1GiB");
+  EXPECT_EQ(view->current_plan()->plan.canonical(), "none");
 
   // A budget typed in the field moves the slider there and plans at it.
   view->budget_slider()->setValue(0);
@@ -158,9 +171,15 @@ TEST(PlanTab, RunThisPlanAddsItToTheSweepWhichTrainsItFromTheKeptProfile) {
 
   view->run_button()->click();
   EXPECT_EQ(bench.panel->policies_field()->text(), "none; " + policy);
+  EXPECT_TRUE(bench.window.status_text().contains("plans from this profile"));
   view->run_button()->click();  // twice is still one run of it
   EXPECT_EQ(bench.panel->policies_field()->text(), "none; " + policy);
-  EXPECT_EQ(bench.run_sweep(), "ok");
+  QSignalSpy ended(&bench.window, &rematlab::ui::MainWindow::sweepEnded);
+  bench.panel->run_button()->click();
+  EXPECT_FALSE(view->profile_button()->isEnabled());  // not while the window trains
+  ASSERT_TRUE(ended.wait(kTimeoutMs));
+  EXPECT_EQ(ended.takeFirst().at(0).toString(), "ok");
+  EXPECT_TRUE(view->profile_button()->isEnabled());
 
   // The plan run planned from the kept profile (not measured again) and chose the tab's plan.
   const auto runs = bench.reader().runs();
@@ -180,6 +199,17 @@ TEST(PlanTab, RunThisPlanAddsItToTheSweepWhichTrainsItFromTheKeptProfile) {
   EXPECT_DOUBLE_EQ(point->key,
                    static_cast<double>(planned.result.peak_activation_bytes) / 1048576.0);
   EXPECT_DOUBLE_EQ(point->value, planned.result.tokens_per_s);
+
+  // Runs of another configuration, or with an offload the costs do not model, are not drawn.
+  bench.panel->policies_field()->setText("every:1");
+  bench.panel->batch_field()->setText("4");
+  EXPECT_EQ(bench.run_sweep(), "ok");
+  bench.panel->batch_field()->setText("8");
+  bench.panel->offload_field()->setText("disk");
+  EXPECT_EQ(bench.run_sweep(), "ok");
+  EXPECT_EQ(bench.reader().runs().size(), 4u);
+  EXPECT_EQ(view->measured_plans_graph()->dataCount(), 1);
+  EXPECT_EQ(view->measured_others_graph()->dataCount(), 1);
 }
 
 TEST(PlanTab, RunThisPlanOfAnotherConfigurationMakesTheFormTrainThatConfiguration) {
@@ -199,7 +229,8 @@ TEST(PlanTab, RunThisPlanOfAnotherConfigurationMakesTheFormTrainThatConfiguratio
   EXPECT_EQ(bench.panel->steps_field()->value(), 9);
   EXPECT_EQ(bench.panel->preset_field()->currentText(), "tiny");
   EXPECT_TRUE(bench.panel->can_start()) << bench.panel->problem().toStdString();
-  EXPECT_TRUE(bench.window.status_text().contains("replaced"));
+  EXPECT_TRUE(bench.window.status_text().contains("profiled model and batch"));
+  EXPECT_TRUE(bench.window.status_text().contains("plans from this profile"));
 }
 
 TEST(PlanTab, KeptProfilesAreOfferedAndTheChartSaysWhatEachPointIs) {
@@ -216,7 +247,7 @@ TEST(PlanTab, KeptProfilesAreOfferedAndTheChartSaysWhatEachPointIs) {
     plan::StageCost stage;
     stage.forward_ms = mlp ? 8.0 : 2.0;
     stage.backward_ms = mlp ? 16.0 : 4.0;
-    stage.tail_forward_ms = mlp ? 4.0 : 0.5;
+    stage.early_stop_saving_ms = mlp ? 4.0 : 0.5;
     stage.kept_bytes = (mlp ? 6 : 3) << 20;
     stage.output_bytes = 1 << 20;
     stage.forward_transient_bytes = 1 << 20;
@@ -258,6 +289,26 @@ TEST(PlanTab, KeptProfilesAreOfferedAndTheChartSaysWhatEachPointIs) {
   ASSERT_TRUE(view->current_plan().has_value());
   EXPECT_TRUE(view->strip()->describe_stage(1).contains("recomputed"));
 
+  // A profile measured on another host is offered, named so; its plan makes the form train
+  // its configuration, and the run will measure this host's own profile first.
+  {
+    RunStore store(bench.db.toStdString());
+    rematlab::RunConfig other = config;
+    other.batch = 2;
+    store.save_chain_profile(
+        plan::profile_key(other, 5, "another-host", "2.0.0"),
+        {plan::to_json(costs).dump(), 99.0, "2026-11-29T10:00:00Z"});  // older: listed second
+  }
+  view->refresh();
+  ASSERT_EQ(view->configuration_field()->count(), 2);
+  view->configuration_field()->setCurrentIndex(1);
+  EXPECT_TRUE(view->configuration_field()->currentText().endsWith("on another-host"));
+  view->run_button()->click();
+  EXPECT_EQ(bench.panel->batch_field()->text(), "2");
+  EXPECT_TRUE(bench.window.status_text().contains("profiles this host first"))
+      << bench.window.status_text().toStdString();
+  view->configuration_field()->setCurrentIndex(0);
+
   // The chart exports with the others.
   const QStringList written = view->export_images(bench.dir.path(), "plan");
   ASSERT_EQ(written.size(), 2);
@@ -281,6 +332,22 @@ TEST(PlanTab, StopEndsAProfileAndKeepsNothing) {
   EXPECT_FALSE(bench.window.is_running());
   EXPECT_TRUE(bench.window.plan_view()->profile_button()->isEnabled());
   EXPECT_TRUE(bench.reader().chain_profiles().empty());
+}
+
+TEST(PlanTab, ClosingTheWindowWhileItProfilesStopsTheProfileAndKeepsNothing) {
+  QString db;
+  QTemporaryDir dir;
+  {
+    Bench bench;
+    db = dir.filePath("kept.sqlite");
+    ASSERT_TRUE(bench.window.open_database(db));
+    bench.panel->preset_field()->setCurrentText("small");
+    bench.panel->findChild<QSpinBox*>("threads")->setValue(1);
+    bench.window.plan_view()->profile_button()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(bench.window.status_text().contains("sublayer 1 of"), kTimeoutMs);
+  }  // the window goes: it stops the worker and waits for it
+  RunStore store(db.toStdString(), rematlab::StoreAccess::kReadOnly, false);
+  EXPECT_TRUE(store.chain_profiles().empty());
 }
 
 }  // namespace

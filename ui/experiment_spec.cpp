@@ -250,10 +250,9 @@ void ExperimentPanel::add_policy(const QString& policy) {
 
 void ExperimentPanel::load_configuration(const RunConfig& config, const QString& policy) {
   nlohmann::ordered_json base = to_json(config);
-  for (const char* training : {"steps", "warmup_steps", "lr", "weight_decay", "seed", "data",
-                               "budget_bytes", "timeline"}) {
-    base.erase(training);
-  }
+  // The training settings the form has stay the user's (a profile's are only defaults); the
+  // budget goes because a spec without one has none.
+  for (const char* training : {"steps", "lr", "seed", "data"}) base.erase(training);
   base["checkpoint"] = policy.toStdString();
   const std::string name = name_->text().toStdString();
   load_spec({{"name", name}, {"base", base}});

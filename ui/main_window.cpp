@@ -22,6 +22,7 @@
 #include "experiment_panel.h"
 #include "live_charts.h"
 #include "plan/chain_costs_json.h"
+#include "plan/chain_profile.h"
 #include "plan/profile_key.h"
 #include "plan_view.h"
 #include "runs_view.h"
@@ -114,6 +115,7 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   connect(worker_, &SweepWorker::profileFailed, this, &MainWindow::on_profile_failed);
   connect(plan_, &PlanView::profileRequested, this, &MainWindow::on_profile_requested);
   connect(plan_, &PlanView::runRequested, this, &MainWindow::on_plan_chosen);
+  connect(plan_, &PlanView::chartExported, this, &MainWindow::charts_exported);
   connect(runs_, &RunsView::errorOccurred, this, &MainWindow::show_error);
   connect(runs_, &RunsView::runsDeleted, this, &MainWindow::forget_runs);
   connect(runs_, &RunsView::exported, status_, &QLabel::setText);
@@ -297,15 +299,18 @@ void MainWindow::compare(const QList<qint64>& ids) {
 
 QString MainWindow::status_text() const { return status_->text(); }
 
-void MainWindow::set_busy(bool busy) {
+void MainWindow::set_busy(bool busy, bool profiling) {
   running_ = busy;
+  profiling_ = busy && profiling;
   panel_->set_running(busy);  // revalidates, and so updates the menu's actions
+  plan_->set_busy(busy, profiling_);
 }
 
 void MainWindow::stop() {
   if (!running_) return;
   worker_->request_cancel();
-  status_->setText("Stopping after the current micro-batch …");
+  status_->setText(profiling_ ? "Stopping the profile after the piece it is measuring …"
+                              : "Stopping after the current micro-batch …");
 }
 
 void MainWindow::refresh_runs() {
@@ -424,8 +429,7 @@ void MainWindow::on_profile_requested() {
     show_error("No runs database is open (File → Open database).");
     return;
   }
-  set_busy(true);
-  plan_->set_profiling(true);
+  set_busy(true, /*profiling=*/true);
   progress_->setRange(0, 0);
   status_->setText("Profiling " + QString::fromStdString(describe_model(*config)) + " …");
   worker_->arm();
@@ -441,7 +445,6 @@ void MainWindow::on_profile_progress(qint64 done, qint64 of) {
 void MainWindow::on_profile_finished(const QString& key, const QString& costs_json,
                                      const QString& source) {
   set_busy(false);
-  plan_->set_profiling(false);
   progress_->setRange(0, 1);
   progress_->setValue(1);
   try {
@@ -456,7 +459,6 @@ void MainWindow::on_profile_finished(const QString& key, const QString& costs_js
 
 void MainWindow::on_profile_failed(const QString& message) {
   set_busy(false);
-  plan_->set_profiling(false);
   progress_->setRange(0, 1);
   progress_->setValue(0);
   status_->setText(message);
@@ -468,19 +470,23 @@ void MainWindow::on_profile_failed(const QString& message) {
 // configuration, else it is made to describe it (the plan is for that model and batch alone).
 void MainWindow::on_plan_chosen(const QString& key, const RunConfig& config,
                                 const QString& policy) {
-  const auto form = panel_->first_config();
-  const auto profiled = plan::read_profile_key(key.toStdString());
-  const bool same = form && profiled &&
-                    plan::profile_key(*form, profiled->repeats, profiled->host,
-                                      profiled->libtorch) == key.toStdString();
-  if (same) {
+  // A plan: run looks its profile up by its own key (this host, this LibTorch, the default
+  // repeats): only then does it plan from the profile shown, else it measures its own first.
+  const auto planned_from_shown = [&] {
+    const auto form = panel_->first_config();
+    return form && plan::profile_key(*form, plan::ProfileOptions{}.repeats) == key.toStdString();
+  };
+  if (planned_from_shown()) {
     panel_->add_policy(policy);
-    status_->setText(policy + " added to the form's policies: Run trains it");
-  } else {
-    panel_->load_configuration(config, policy);
-    status_->setText("The form now trains the profiled configuration with " + policy +
-                     " (its model and batch replaced the form's): Run trains it");
+    status_->setText(policy + " added to the form's policies; the run plans from this profile");
+    return;
   }
+  panel_->load_configuration(config, policy);
+  status_->setText("The form now trains the profiled model and batch with " + policy +
+                   (planned_from_shown()
+                        ? "; the run plans from this profile"
+                        : "; the run profiles this host first (the profile shown is of another "
+                          "host, LibTorch, repeat count or setting the form does not have)"));
 }
 
 void MainWindow::show_error(const QString& message) {
@@ -532,10 +538,11 @@ void MainWindow::show_about() {
 
 void MainWindow::closeEvent(QCloseEvent* event) {
   if (running_) {
-    const auto answer =
-        QMessageBox::question(this, "Quit RematLab",
-                              "A sweep is running. Stop it (the current run is recorded as "
-                              "cancelled) and quit?");
+    const auto answer = QMessageBox::question(
+        this, "Quit RematLab",
+        profiling_ ? "A profile is being measured. Stop it (nothing is kept) and quit?"
+                   : "A sweep is running. Stop it (the current run is recorded as cancelled) "
+                     "and quit?");
     if (answer != QMessageBox::Yes) {
       event->ignore();
       return;

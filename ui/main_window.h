@@ -83,7 +83,8 @@ class MainWindow : public QMainWindow {
   void restore_form(const WorkbenchSettings& settings);
   void update_actions();
   QString dialog_folder() const;
-  void set_busy(bool busy);
+  // `profiling`: what keeps the window busy is a profile for the Plan tab.
+  void set_busy(bool busy, bool profiling = false);
   void on_sweep_requested(const QString& spec_json);
   void on_run_started(int index, const QString& label, double budget_bytes);
   void on_position(const SweepPosition& position);
@@ -122,6 +123,7 @@ class MainWindow : public QMainWindow {
   QThread worker_thread_;
   SweepWorker* worker_;  // owned by worker_thread_ (deleted on its finished())
   bool running_ = false;
+  bool profiling_ = false;
   QString last_run_status_;
   QStringList run_labels_;  // of the current sweep, by run index
 };

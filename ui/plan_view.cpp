@@ -29,6 +29,9 @@ namespace rematlab::ui {
 namespace {
 
 constexpr int kSliderSteps = 1000;
+const char* const kProfileHelp =
+    "Measure each sublayer of the form's model, batch, precision and threads on this device "
+    "(seconds to minutes; kept in the database and reused)";
 constexpr int kFrontierBudgets = 60;  // where the predicted frontier is sampled
 constexpr double kHoverPixels = 8.0;
 constexpr double kMiB = 1048576.0;
@@ -84,9 +87,7 @@ PlanView::PlanView(QWidget* parent)
   configuration_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   configuration_->setMinimumContentsLength(30);
   configuration_->setToolTip("Configurations whose sublayers were measured (kept in the database)");
-  profile_->setToolTip(
-      "Measure each sublayer of the form's model, batch, precision and threads on this device "
-      "(seconds to minutes; kept in the database and reused)");
+  profile_->setToolTip(kProfileHelp);
   slider_->setRange(0, kSliderSteps);
   slider_->setToolTip("From the smallest budget any plan fits to the peak without checkpointing");
   budget_->setObjectName("plan-budget");
@@ -97,8 +98,8 @@ PlanView::PlanView(QWidget* parent)
   plan_label_->setWordWrap(true);
   plan_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   run_->setToolTip(
-      "Add plan:BUDGET to the form's policies (planned again, from this profile, "
-      "when the run starts)");
+      "Add plan:BUDGET to the form's policies (or make the form train this configuration): "
+      "the run plans again when it starts, from this profile when it is this host's");
 
   frontier_ = chart_->addGraph();
   frontier_->setName("plans (predicted)");
@@ -163,7 +164,7 @@ PlanView::PlanView(QWidget* parent)
   connect(run_, &QPushButton::clicked, this, &PlanView::request_run);
   connect(export_, &QPushButton::clicked, this, [this] {
     const QString directory = QFileDialog::getExistingDirectory(this, "Export the chart to");
-    if (!directory.isEmpty()) export_images(directory, "plan");
+    if (!directory.isEmpty()) emit chartExported(directory, export_images(directory, "plan"));
   });
   show_profile();
 }
@@ -195,20 +196,27 @@ void PlanView::refresh() {
 
 void PlanView::fill_configurations(const std::string& keep_key) {
   profiles_.clear();
-  if (store_) {
-    for (const auto& [key, kept] : store_->chain_profiles()) {
-      const auto parts = plan::read_profile_key(key);
-      if (!parts) continue;  // another profiling method: never reused, so not offered
-      plan::ChainCosts costs;
-      try {
-        costs = plan::chain_costs_from_json(nlohmann::json::parse(kept.costs));
-      } catch (const std::exception&) {
-        continue;  // a row this build cannot read; a new profile replaces it
-      }
-      profiles_.push_back(
-          profile_of(key, *parts, std::move(costs),
-                     QString::fromStdString("runs database: measured " + kept.measured)));
+  store_problem_.clear();
+  std::vector<std::pair<std::string, RunStore::KeptProfile>> kept_profiles;
+  try {
+    if (store_) kept_profiles = store_->chain_profiles();
+  } catch (const std::exception& error) {  // a locked or damaged database: said, not fatal
+    store_problem_ = QString::fromStdString(error.what());
+  }
+  for (const auto& [key, kept] : kept_profiles) {
+    const auto parts = plan::read_profile_key(key);
+    if (!parts) continue;  // another profiling method: never reused, so not offered
+    plan::ChainCosts costs;
+    try {
+      costs = plan::chain_costs_from_json(nlohmann::json::parse(kept.costs));
+    } catch (const std::exception&) {
+      continue;  // a row this build cannot read; a new profile replaces it
     }
+    // Two stages a block, as the key's model has: anything else was not written by a profile.
+    if (static_cast<int64_t>(costs.stages.size()) != 2 * parts->config.model.layers) continue;
+    profiles_.push_back(
+        profile_of(key, *parts, std::move(costs),
+                   QString::fromStdString("runs database: measured " + kept.measured)));
   }
   for (const Profile& profile : unkept_) {
     const bool kept = std::any_of(profiles_.begin(), profiles_.end(),
@@ -234,6 +242,8 @@ void PlanView::add_profile(const QString& key, const plan::ChainCosts& costs,
                            const QString& source) {
   const auto parts = plan::read_profile_key(key.toStdString());
   if (!parts) return;
+  fill_configurations(key.toStdString());
+  if (profile_key() == key) return;  // the database kept it: listed from there
   unkept_.push_back(profile_of(key.toStdString(), *parts, costs, source));
   fill_configurations(key.toStdString());
 }
@@ -248,9 +258,11 @@ bool PlanView::select_profile(const QString& key) {
   return false;
 }
 
-void PlanView::set_profiling(bool profiling) {
-  profile_->setEnabled(!profiling);
+void PlanView::set_busy(bool busy, bool profiling) {
+  profile_->setEnabled(!busy);
   profile_->setText(profiling ? "Profiling …" : "Profile the form's configuration");
+  profile_->setToolTip(busy && !profiling ? "The window is training; profile when it is done"
+                                          : kProfileHelp);
 }
 
 const PlanView::Profile* PlanView::selected() const {
@@ -278,6 +290,7 @@ double PlanView::tokens_per_s(double step_ms) const {
 
 void PlanView::show_profile() {
   hover_points_.clear();
+  frontier_hover_points_.clear();
   chart_->clearItems();  // the uniform policies' names (the budget line is made again below)
   budget_line_ = new QCPItemStraightLine(chart_);
   budget_line_->setPen(QPen(QColor(230, 140, 40), 1, Qt::DashLine));
@@ -291,11 +304,14 @@ void PlanView::show_profile() {
   budget_->setEnabled(has);
   export_->setEnabled(has);
   if (!has) {
+    shown_key_.clear();
     set_chart_title(chart_, store_ ? "Plans under a memory budget: profile a configuration first"
                                    : "Plans under a memory budget: no database is open");
     range_label_->setText(
-        "No configuration is profiled in this database yet: set the model, batch, precision and "
-        "threads in the form, then Profile.");
+        !store_problem_.isEmpty()
+            ? "The database's profiles cannot be read: " + store_problem_
+            : "No configuration is profiled in this database yet: set the model, batch, "
+              "precision and threads in the form, then Profile.");
     plan_.reset();
     strip_->clear();
     plan_label_->clear();
@@ -305,9 +321,10 @@ void PlanView::show_profile() {
     return;
   }
   const plan::ChainCosts& costs = profile->costs;
-  const int64_t layers = static_cast<int64_t>(costs.stages.size()) / 2;
+  const int64_t layers = profile->config.model.layers;
   smallest_ = plan::smallest_feasible_budget(costs);
   largest_ = std::max(smallest_, plan::none_peak_bytes(costs));
+  slider_->setEnabled(largest_ > smallest_);  // one budget for every plan: nothing to slide
   range_label_->setText(QString("From %1 MiB (the smallest budget any plan fits) to %2 MiB (none: "
                                 "nothing recomputed) of activations, above the model states.")
                             .arg(mib(smallest_), mib(largest_)));
@@ -319,6 +336,12 @@ void PlanView::show_profile() {
     if (const auto planned = plan::plan_under_budget(costs, budget)) {
       const double speed = tokens_per_s(planned->prediction.step_ms);
       frontier_->addData(static_cast<double>(budget) / kMiB, speed);
+      frontier_hover_points_.push_back(
+          {static_cast<double>(budget) / kMiB, speed,
+           QString("budget %1 MiB: %2 · predicted %3 MiB, %4 tokens/s")
+               .arg(mib(budget), QString::fromStdString(planned->plan.canonical()),
+                    mib(planned->prediction.peak_bytes))
+               .arg(speed, 0, 'f', 0)});
       top = std::max(top, speed);
     }
   }
@@ -347,11 +370,11 @@ void PlanView::show_profile() {
   chart_->yAxis->setRange(0.0, top * 1.12);
   name_uniform_policies(predictions);
 
-  // The budget stays when it lies within this profile's range; else the middle of it.
-  const auto kept = budget_bytes();
+  // The same profile drawn again (new runs) keeps the budget the user set, whatever it is;
+  // another profile starts in the middle of its own range.
   const QString before = budget_->text();
-  set_budget_bytes(kept && *kept >= smallest_ && *kept <= largest_ ? *kept
-                                                                   : (smallest_ + largest_) / 2);
+  if (profile->key != shown_key_) set_budget_bytes((smallest_ + largest_) / 2);
+  shown_key_ = profile->key;
   if (budget_->text() == before) on_budget_edited();  // no textChanged: plan it here
 }
 
@@ -465,6 +488,7 @@ void PlanView::on_budget_edited() {
 
 void PlanView::replan() {
   plan_.reset();
+  chosen_hover_.reset();
   chosen_->data()->clear();
   const Profile* profile = selected();
   const auto budget = budget_bytes();
@@ -494,6 +518,12 @@ void PlanView::replan() {
   }
   const plan::PlanPrediction& p = plan_->prediction;
   chosen_->addData(static_cast<double>(p.peak_bytes) / kMiB, tokens_per_s(p.step_ms));
+  chosen_hover_ =
+      HoverPoint{static_cast<double>(p.peak_bytes) / kMiB, tokens_per_s(p.step_ms),
+                 QString("the plan at %1: %2 · predicted %3 MiB, %4 tokens/s")
+                     .arg(budget_->text().trimmed(),
+                          QString::fromStdString(plan_->plan.canonical()), mib(p.peak_bytes))
+                     .arg(tokens_per_s(p.step_ms), 0, 'f', 0)};
   strip_->set_plan(plan_->plan, stages);
   run_->setEnabled(true);
   plan_label_->setText(
@@ -521,11 +551,17 @@ void PlanView::request_run() {
 QString PlanView::describe_point_at(QPointF pixel) const {
   const HoverPoint* nearest = nullptr;
   double best = kHoverPixels;
-  for (const HoverPoint& point : hover_points_) {
+  std::vector<const HoverPoint*> points;
+  if (chosen_hover_) points.push_back(&*chosen_hover_);  // drawn on top: said first
+  for (const HoverPoint& point : hover_points_) points.push_back(&point);
+  // The frontier's corners last: where one meets a policy's point, the policy is named.
+  for (const HoverPoint& point : frontier_hover_points_) points.push_back(&point);
+  for (const HoverPoint* each : points) {
+    const HoverPoint& point = *each;
     const double dx = chart_->xAxis->coordToPixel(point.x) - pixel.x();
     const double dy = chart_->yAxis->coordToPixel(point.y) - pixel.y();
     const double distance = std::hypot(dx, dy);
-    if (distance <= best) {
+    if (distance < best) {
       best = distance;
       nearest = &point;
     }

@@ -50,7 +50,8 @@ class PlanView : public QWidget {
   void add_profile(const QString& key, const plan::ChainCosts& costs, const QString& source);
   // Selects the profile kept under `key`; false when there is none.
   bool select_profile(const QString& key);
-  void set_profiling(bool profiling);
+  // While the window trains or profiles, Profile is disabled (`profiling`: saying so).
+  void set_busy(bool busy, bool profiling);
 
   // The selected profile's configuration and key; nothing when none is selected.
   std::optional<RunConfig> configuration() const;
@@ -86,6 +87,8 @@ class PlanView : public QWidget {
   void profileRequested();
   // Train `policy` (plan:BUDGET) on `config`, the configuration profiled under `key`.
   void runRequested(const QString& key, const rematlab::RunConfig& config, const QString& policy);
+  // Export chart… wrote `written` (empty when nothing could be) into `directory`.
+  void chartExported(const QString& directory, const QStringList& written);
 
  private:
   struct Profile {
@@ -123,7 +126,11 @@ class PlanView : public QWidget {
   int64_t largest_ = 0;          // and none's peak
   std::optional<plan::PlannedChain> plan_;
   QString budget_problem_;
-  std::vector<HoverPoint> hover_points_;
+  QString store_problem_;  // why the database's profiles could not be read
+  std::string shown_key_;  // the profile drawn last: its budget stays across refreshes
+  std::vector<HoverPoint> hover_points_;           // policies and measured runs
+  std::vector<HoverPoint> frontier_hover_points_;  // the predicted frontier's samples
+  std::optional<HoverPoint> chosen_hover_;         // the plan at the budget
 
   QComboBox* configuration_;
   QPushButton* profile_;

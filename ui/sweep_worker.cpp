@@ -36,9 +36,6 @@ QString stop_summary(const std::vector<SweepRunResult>& results, std::size_t pla
   return where + "; it is recorded as cancelled";
 }
 
-// Thrown from the profile's progress callback when Stop is pressed: unwinds the measurement.
-struct ProfileStopped {};
-
 }  // namespace
 
 void SweepWorker::run_sweep(const QString& spec_json, const QString& database) {
@@ -117,16 +114,13 @@ void SweepWorker::profile(const rematlab::RunConfig& config, const QString& data
       store = std::make_unique<RunStore>(database.toStdString(), StoreAccess::kReadOnly, false);
     }
     plan::ProfileOptions options;
-    options.on_progress = [this](int64_t done, int64_t of) {
-      if (cancel_) throw ProfileStopped{};
-      emit profileProgress(done, of);
-    };
-    if (cancel_) throw ProfileStopped{};
+    options.on_progress = [this](int64_t done, int64_t of) { emit profileProgress(done, of); };
+    options.cancel = &cancel_;
     const plan::KnownChainCosts known = known_chain_costs(config, store.get(), options);
     emit profileFinished(QString::fromStdString(known.key),
                          QString::fromStdString(plan::to_json(known.costs).dump()),
                          QString::fromStdString(known.source));
-  } catch (const ProfileStopped&) {
+  } catch (const plan::ProfileCancelled&) {
     emit profileFailed("Profiling stopped");
   } catch (...) {
     emit profileFailed(QString::fromStdString(describe_current_exception()));

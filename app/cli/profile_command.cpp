@@ -30,12 +30,12 @@ Command add_profile_command(CLI::App& app) {
               const plan::StageCost& stage = costs.stages[i];
               rows.push_back(
                   {sublayer_name(static_cast<int64_t>(i)), format_number(stage.forward_ms, 2),
-                   format_number(stage.tail_forward_ms, 2), format_number(stage.backward_ms, 2),
-                   format_bytes(stage.kept_bytes), format_bytes(stage.output_bytes),
-                   format_bytes(stage.forward_transient_bytes),
+                   format_number(stage.early_stop_saving_ms, 2),
+                   format_number(stage.backward_ms, 2), format_bytes(stage.kept_bytes),
+                   format_bytes(stage.output_bytes), format_bytes(stage.forward_transient_bytes),
                    format_bytes(stage.backward_transient_bytes)});
             }
-            std::cout << format_table({"sublayer", "forward ms", "of which tail", "backward ms",
+            std::cout << format_table({"sublayer", "forward ms", "early stop saves", "backward ms",
                                        "kept", "output", "forward transient", "backward transient"},
                                       rows)
                       << "chain input " << format_bytes(costs.input_bytes) << ", head and loss "

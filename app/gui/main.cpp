@@ -8,6 +8,7 @@
 #include <QDir>
 #include <QIcon>
 #include <QTemporaryDir>
+#include <clocale>
 #include <iostream>
 
 #include "demo_screenshots.h"
@@ -17,6 +18,9 @@
 int main(int argc, char** argv) {
   rematlab::configure_host_allocator_for_training();
   QApplication app(argc, argv);
+  // Qt adopts the user's locale for C as well; sizes like "1.5GiB" are read with the C library,
+  // which must then take '.' as the decimal point whatever the language (not "1,5").
+  std::setlocale(LC_NUMERIC, "C");
   QApplication::setApplicationName("RematLab");
   QApplication::setApplicationVersion(REMATLAB_VERSION);  // --version and Help → About
   QApplication::setOrganizationName("RematLab");

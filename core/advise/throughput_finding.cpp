@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 
 namespace rematlab::advise {
@@ -119,10 +120,22 @@ std::optional<Finding> diagnose_throughput(const RunRecord& run,
     finding.evidence.push_back({phase.name, value});
   }
   const std::string name = largest->name;
-  if (name == "recompute") {
-    finding.next_step =
-        "recompute less where memory allows: a larger K (--checkpoint every:K); `rematlab-cli "
-        "estimate` with the run's --preset and --batch shows each K's peak";
+  if (name == "recompute" && run.request.plan && !run.request.plan->chosen.empty()) {
+    // Already the fastest plan its profile found for its budget: only more memory helps.
+    finding.next_step = "this is the fastest plan found for " + run.request.plan->requested +
+                        ": a larger budget recomputes less (the Plan tab, or `rematlab-cli plan "
+                        "--ladder 6` with the run's settings, shows what each budget buys)";
+  } else if (name == "recompute") {
+    // The memory this run used, as a budget: the planner recomputes only where it must to fit it.
+    const double used_mib =
+        std::ceil(static_cast<double>(run.result.peak_activation_bytes) / 1048576.0);
+    const std::string budget = "plan:" + std::to_string(static_cast<int64_t>(used_mib)) + "MiB";
+    finding.next_step = "--checkpoint " + budget +
+                        " trains the fastest segment list that fits the activation memory this "
+                        "run used (`rematlab-cli plan --budget " +
+                        budget.substr(5) +
+                        "` with the run's settings shows it first); or recompute less where "
+                        "memory allows, a larger K (--checkpoint every:K)";
   } else if (name == "offload waits") {
     finding.next_step =
         "--offload none where the memory allows it (on CUDA, host offload overlaps its copies "

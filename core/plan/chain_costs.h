@@ -14,10 +14,10 @@ namespace rematlab::plan {
 struct StageCost {
   double forward_ms = 0.0;   // the stage's forward, with grad
   double backward_ms = 0.0;  // its backward (recomputation excluded)
-  // Of forward_ms, the tail: the output projection, its dropout and the residual add. A
-  // recomputed segment's last stage is recomputed only up to it (early stop), so recomputing a
-  // segment costs its forward less this of its last stage.
-  double tail_forward_ms = 0.0;
+  // Of forward_ms, what an early stop saves: a recomputed segment's last stage skips its output
+  // projection (its output is held already), so recomputing a segment costs its forward less
+  // this of its last stage.
+  double early_stop_saving_ms = 0.0;
   // What running the stage with grad keeps for its backward, its output included: freed by its
   // backward. A recomputed stage keeps this only between its recomputation and its backward.
   int64_t kept_bytes = 0;

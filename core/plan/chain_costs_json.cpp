@@ -28,7 +28,7 @@ nlohmann::json to_json(const ChainCosts& costs) {
     stages.push_back({{"name", sublayer_name(static_cast<int64_t>(i))},
                       {"forward_ms", stage.forward_ms},
                       {"backward_ms", stage.backward_ms},
-                      {"tail_forward_ms", stage.tail_forward_ms},
+                      {"early_stop_saving_ms", stage.early_stop_saving_ms},
                       {"kept_bytes", stage.kept_bytes},
                       {"output_bytes", stage.output_bytes},
                       {"forward_transient_bytes", stage.forward_transient_bytes},
@@ -57,7 +57,7 @@ ChainCosts chain_costs_from_json(const nlohmann::json& json) {
     StageCost stage;
     stage.forward_ms = field<double>(entry, "forward_ms");
     stage.backward_ms = field<double>(entry, "backward_ms");
-    stage.tail_forward_ms = field<double>(entry, "tail_forward_ms");
+    stage.early_stop_saving_ms = field<double>(entry, "early_stop_saving_ms");
     stage.kept_bytes = field<int64_t>(entry, "kept_bytes");
     stage.output_bytes = field<int64_t>(entry, "output_bytes");
     stage.forward_transient_bytes = field<int64_t>(entry, "forward_transient_bytes");

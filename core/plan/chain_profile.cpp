@@ -9,11 +9,13 @@
 
 #include "checkpoint/checkpoint_policy.h"
 #include "checkpoint/replay_state.h"
+#include "checkpoint/sublayer_tail.h"
 #include "memory/device_memory.h"
 #include "memory/memory_tracker.h"
 #include "model/transformer.h"
 #include "runtime/device.h"
 #include "runtime/numerics.h"
+#include "runtime/thread_count.h"
 
 namespace rematlab::plan {
 namespace {
@@ -52,7 +54,7 @@ class Bench {
       : numerics_({config.tf32, config.deterministic}),
         device_(parse_device(config.device)),
         tracker_(device_) {
-    if (config.threads > 0) at::set_num_threads(config.threads);
+    use_thread_count(config.threads);
     torch::manual_seed(config.seed);
     model_ = Transformer(config.model);
     model_->to(device_);
@@ -114,20 +116,26 @@ class Bench {
     return cost;
   }
 
-  // The median time of a sublayer's tail with grad (its output projection, dropout and residual
-  // add), from operands made untimed just before: what an early-stopped recomputation skips.
-  double tail_ms(Sublayer& sublayer, const torch::Tensor& x, int repeats) {
-    std::vector<double> times;
+  // What an early-stopped recomputation saves at a segment's last sublayer: the median time of
+  // its tail with grad (output projection, dropout, residual add) less that of the tail as the
+  // recomputation forms it (no projection; dropout's mask is still drawn), each from operands
+  // made untimed just before. Where the early stop does not apply (an operand layout it does
+  // not replicate) the recomputation runs the whole tail, and nothing is saved.
+  double early_stop_saving_ms(Sublayer& sublayer, const torch::Tensor& x, int repeats) {
+    std::vector<double> whole, stopped;
     for (int i = 0; i <= repeats; ++i) {
-      AutocastScope autocast(autocast_);
-      const SublayerTail tail = sublayer.forward_until_tail(x);
-      device_memory::synchronize(device_);
-      const auto start = Clock::now();
-      const torch::Tensor output = tail.complete();
-      const double ms = elapsed_ms(start);
-      if (i > 0) times.push_back(ms);
+      for (const bool early : {false, true}) {
+        AutocastScope autocast(autocast_);
+        const SublayerTail tail = sublayer.forward_until_tail(x);
+        device_memory::synchronize(device_);
+        const auto start = Clock::now();
+        const torch::Tensor output = early ? tail_without_projection(tail) : tail.complete();
+        if (early && !output.defined()) return 0.0;
+        const double ms = elapsed_ms(start);
+        if (i > 0) (early ? stopped : whole).push_back(ms);
+      }
     }
-    return median(times);
+    return std::max(0.0, median(whole) - median(stopped));
   }
 
   ScopedNumerics numerics_;  // before anything touches the device
@@ -138,6 +146,10 @@ class Bench {
   std::optional<AutocastSnapshot> autocast_;
   torch::Tensor tokens_, targets_;
 };
+
+void stop_if_asked(const ProfileOptions& options) {
+  if (options.cancel && options.cancel->load()) throw ProfileCancelled();
+}
 
 }  // namespace
 
@@ -168,13 +180,14 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
   }
   const auto& sublayers = model->sublayers();
   for (std::size_t i = 0; i < sublayers.size(); ++i) {
+    stop_if_asked(options);
     const torch::Tensor x = input.detach().requires_grad_(true);
     const PieceCost piece = bench.measure([&] { return sublayers[i]->forward(x); }, repeats);
-    const double tail_ms = bench.tail_ms(*sublayers[i], x, repeats);
+    const double saving_ms = bench.early_stop_saving_ms(*sublayers[i], x, repeats);
     StageCost stage;
     stage.forward_ms = micro_batches * piece.forward_ms;
     stage.backward_ms = micro_batches * piece.backward_ms;
-    stage.tail_forward_ms = micro_batches * std::min(tail_ms, piece.forward_ms);
+    stage.early_stop_saving_ms = micro_batches * std::min(saving_ms, piece.forward_ms);
     stage.kept_bytes = piece.kept_bytes;
     stage.output_bytes = piece.output_bytes;
     stage.forward_transient_bytes = piece.forward_transient_bytes;
@@ -201,6 +214,7 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
   // whole forward and backward under `none` measures by how much, and the pieces' times are
   // scaled to it: `none` is predicted as measured, and every plan in the same units.
   // A model that only fits with checkpointing cannot take that step: its pieces stay unscaled.
+  stop_if_asked(options);
   const CheckpointPlan keep_all = CheckpointPolicy::none().plan_for(config.model.layers, 0.0);
   double whole_ms = 0.0;
   try {
@@ -216,10 +230,11 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
   for (StageCost& stage : costs.stages) {
     stage.forward_ms *= costs.time_scale;
     stage.backward_ms *= costs.time_scale;
-    stage.tail_forward_ms *= costs.time_scale;
+    stage.early_stop_saving_ms *= costs.time_scale;
   }
   costs.fixed_ms *= costs.time_scale;  // the embedding's and the head's, so far
 
+  stop_if_asked(options);
   // The update, as the trainer runs it: clip, AdamW, zero the gradients.
   torch::optim::AdamW optimizer(
       bench.params_, torch::optim::AdamWOptions(config.lr).weight_decay(config.weight_decay));

@@ -4,7 +4,9 @@
 // medians over repeats; bytes are the allocator's own counts (MemoryTracker).
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "plan/chain_costs.h"
@@ -16,6 +18,12 @@ struct ProfileOptions {
   int repeats = 5;  // timed runs of each piece (after one untimed)
   // Called after each measured stage with (done, of): the profile of a large model takes a while.
   std::function<void(int64_t, int64_t)> on_progress;
+  // Read between pieces (a Stop in the window): when set, profile_chain throws ProfileCancelled.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+struct ProfileCancelled : std::runtime_error {
+  ProfileCancelled() : std::runtime_error("profiling stopped") {}
 };
 
 // Throws InvalidInput for a configuration a run would refuse. The config's checkpoint policy and

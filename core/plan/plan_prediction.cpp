@@ -18,7 +18,7 @@ struct PeakTracker {
 double recompute_ms(const StageCost& stage, bool last_of_segment) {
   if (!last_of_segment) return stage.forward_ms;
   // A hand-edited profile's tail is held to the forward it is part of.
-  return stage.forward_ms - std::clamp(stage.tail_forward_ms, 0.0, stage.forward_ms);
+  return stage.forward_ms - std::clamp(stage.early_stop_saving_ms, 0.0, stage.forward_ms);
 }
 
 PlanPrediction predict_plan(const ChainCosts& costs, const CheckpointPlan& plan) {

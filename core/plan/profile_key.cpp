@@ -1,10 +1,9 @@
 #include "plan/profile_key.h"
 
-#include <ATen/Parallel.h>
-
 #include "common/process_identity.h"
 #include "compat/torch_compat.h"
 #include "model/model_config.h"
+#include "runtime/thread_count.h"
 #include "train/run_fields.h"
 
 namespace rematlab::plan {
@@ -28,8 +27,8 @@ std::string profile_key(const RunConfig& config, int repeats, const std::string&
         "world_size", "shard", "bucket_bytes"}) {
     profiled.erase(unrelated);
   }
-  // "LibTorch's default" is as many threads as this process gets: the number, not the default.
-  if (profiled["threads"] == 0) profiled["threads"] = at::get_num_threads();
+  // "LibTorch's default" is a number for this process: the number, not the default.
+  profiled["threads"] = resolved_thread_count(config.threads);
   // nlohmann's object keeps its keys sorted: one config, one text. `method` changes whenever
   // profile_chain measures otherwise, so that no kept profile of another method is reused.
   return nlohmann::json{{"method", kProfileMethod},
