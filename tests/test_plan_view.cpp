@@ -309,6 +309,25 @@ TEST(PlanTab, KeptProfilesAreOfferedAndTheChartSaysWhatEachPointIs) {
       << bench.window.status_text().toStdString();
   view->configuration_field()->setCurrentIndex(0);
 
+  // The form's own configuration profiled with 3 repeats (rematlab-cli plan --repeats 3): its plan
+  // joins the form's policies, and the run, which looks up the default 5 repeats, profiles first.
+  const auto form = bench.panel->first_config();
+  ASSERT_TRUE(form.has_value());
+  {
+    RunStore store(bench.db.toStdString());
+    store.save_chain_profile(plan::profile_key(*form, 3),
+                             {plan::to_json(costs).dump(), 5.0, "2026-11-28T10:00:00Z"});
+  }
+  bench.panel->policies_field()->setText("none");
+  view->refresh();
+  ASSERT_EQ(view->configuration_field()->count(), 3);
+  view->configuration_field()->setCurrentIndex(2);
+  view->run_button()->click();
+  EXPECT_EQ(bench.panel->policies_field()->text(), "none; " + view->policy_text());
+  EXPECT_TRUE(bench.window.status_text().contains("added"));
+  EXPECT_TRUE(bench.window.status_text().contains("profiles this host first"));
+  view->configuration_field()->setCurrentIndex(0);
+
   // The chart exports with the others.
   const QStringList written = view->export_images(bench.dir.path(), "plan");
   ASSERT_EQ(written.size(), 2);

@@ -116,6 +116,7 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   connect(plan_, &PlanView::profileRequested, this, &MainWindow::on_profile_requested);
   connect(plan_, &PlanView::runRequested, this, &MainWindow::on_plan_chosen);
   connect(plan_, &PlanView::chartExported, this, &MainWindow::charts_exported);
+  connect(plan_, &PlanView::exportFailed, this, &MainWindow::show_error);
   connect(runs_, &RunsView::errorOccurred, this, &MainWindow::show_error);
   connect(runs_, &RunsView::runsDeleted, this, &MainWindow::forget_runs);
   connect(runs_, &RunsView::exported, status_, &QLabel::setText);
@@ -470,23 +471,29 @@ void MainWindow::on_profile_failed(const QString& message) {
 // configuration, else it is made to describe it (the plan is for that model and batch alone).
 void MainWindow::on_plan_chosen(const QString& key, const RunConfig& config,
                                 const QString& policy) {
-  // A plan: run looks its profile up by its own key (this host, this LibTorch, the default
-  // repeats): only then does it plan from the profile shown, else it measures its own first.
-  const auto planned_from_shown = [&] {
-    const auto form = panel_->first_config();
-    return form && plan::profile_key(*form, plan::ProfileOptions{}.repeats) == key.toStdString();
-  };
-  if (planned_from_shown()) {
+  // Whether the form describes the profiled configuration is judged where it was profiled (its
+  // host, LibTorch and repeats); whether the run will plan from this very profile, by the key
+  // the run itself looks up (this host, this LibTorch, the default repeats).
+  const auto profiled = plan::read_profile_key(key.toStdString());
+  if (!profiled) return;
+  const auto form = panel_->first_config();
+  const bool same = form && plan::profile_key(*form, profiled->repeats, profiled->host,
+                                              profiled->libtorch) == key.toStdString();
+  if (same) {
     panel_->add_policy(policy);
-    status_->setText(policy + " added to the form's policies; the run plans from this profile");
-    return;
+  } else {
+    panel_->load_configuration(config, policy);
   }
-  panel_->load_configuration(config, policy);
-  status_->setText("The form now trains the profiled model and batch with " + policy +
-                   (planned_from_shown()
-                        ? "; the run plans from this profile"
-                        : "; the run profiles this host first (the profile shown is of another "
-                          "host, LibTorch, repeat count or setting the form does not have)"));
+  const QString what = same ? policy + " added to the form's policies"
+                            : "The form now trains the profiled model and batch with " + policy;
+  const auto trained = panel_->first_config();  // after the form changed
+  const bool from_this_profile =
+      trained && plan::profile_key(*trained, plan::ProfileOptions{}.repeats) == key.toStdString();
+  status_->setText(what + (from_this_profile
+                               ? "; the run plans from this profile"
+                               : "; the run profiles this host first (the profile shown is of "
+                                 "another host, LibTorch, repeat count or setting the form does "
+                                 "not have)"));
 }
 
 void MainWindow::show_error(const QString& message) {

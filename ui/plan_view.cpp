@@ -3,6 +3,7 @@
 #include <qcustomplot.h>
 
 #include <QComboBox>
+#include <QDir>
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -124,9 +125,6 @@ PlanView::PlanView(QWidget* parent)
   chosen_->setLineStyle(QCPGraph::lsNone);
   chosen_->setScatterStyle(
       QCPScatterStyle(QCPScatterStyle::ssStar, QPen(QColor(230, 140, 40), 2), Qt::NoBrush, 14));
-  budget_line_ = new QCPItemStraightLine(chart_);
-  budget_line_->setPen(QPen(QColor(230, 140, 40), 1, Qt::DashLine));
-  budget_line_->setVisible(false);
   chart_->setMouseTracking(true);
   connect(chart_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) {
     const QString text = describe_point_at(event->position());
@@ -164,7 +162,13 @@ PlanView::PlanView(QWidget* parent)
   connect(run_, &QPushButton::clicked, this, &PlanView::request_run);
   connect(export_, &QPushButton::clicked, this, [this] {
     const QString directory = QFileDialog::getExistingDirectory(this, "Export the chart to");
-    if (!directory.isEmpty()) emit chartExported(directory, export_images(directory, "plan"));
+    if (directory.isEmpty()) return;
+    const QStringList written = export_images(directory, "plan");
+    if (written.isEmpty()) {  // the chart has data whenever Export is enabled: the write failed
+      emit exportFailed("Could not write the chart into " + QDir::toNativeSeparators(directory));
+    } else {
+      emit chartExported(directory, written);
+    }
   });
   show_profile();
 }
@@ -242,9 +246,13 @@ void PlanView::add_profile(const QString& key, const plan::ChainCosts& costs,
                            const QString& source) {
   const auto parts = plan::read_profile_key(key.toStdString());
   if (!parts) return;
-  fill_configurations(key.toStdString());
-  if (profile_key() == key) return;  // the database kept it: listed from there
-  unkept_.push_back(profile_of(key.toStdString(), *parts, costs, source));
+  bool kept = false;
+  try {
+    kept = store_ && store_->chain_profile(key.toStdString()).has_value();
+  } catch (const std::exception&) {
+    // Unreadable now: offered from memory, like a profile a read-only database could not keep.
+  }
+  if (!kept) unkept_.push_back(profile_of(key.toStdString(), *parts, costs, source));
   fill_configurations(key.toStdString());
 }
 
@@ -291,7 +299,7 @@ double PlanView::tokens_per_s(double step_ms) const {
 void PlanView::show_profile() {
   hover_points_.clear();
   frontier_hover_points_.clear();
-  chart_->clearItems();  // the uniform policies' names (the budget line is made again below)
+  chart_->clearItems();  // the uniform policies' names and the budget line: made anew here
   budget_line_ = new QCPItemStraightLine(chart_);
   budget_line_->setPen(QPen(QColor(230, 140, 40), 1, Qt::DashLine));
   budget_line_->setVisible(false);
@@ -313,6 +321,7 @@ void PlanView::show_profile() {
             : "No configuration is profiled in this database yet: set the model, batch, "
               "precision and threads in the form, then Profile.");
     plan_.reset();
+    chosen_hover_.reset();
     strip_->clear();
     plan_label_->clear();
     run_->setEnabled(false);
@@ -325,9 +334,13 @@ void PlanView::show_profile() {
   smallest_ = plan::smallest_feasible_budget(costs);
   largest_ = std::max(smallest_, plan::none_peak_bytes(costs));
   slider_->setEnabled(largest_ > smallest_);  // one budget for every plan: nothing to slide
-  range_label_->setText(QString("From %1 MiB (the smallest budget any plan fits) to %2 MiB (none: "
-                                "nothing recomputed) of activations, above the model states.")
-                            .arg(mib(smallest_), mib(largest_)));
+  QString range = QString(
+                      "From %1 MiB (the smallest budget any plan fits) to %2 MiB (none: "
+                      "nothing recomputed) of activations, above the model states.")
+                      .arg(mib(smallest_), mib(largest_));
+  if (!store_problem_.isEmpty())
+    range += " The database's profiles cannot be read: " + store_problem_;
+  range_label_->setText(range);
   set_chart_title(chart_, "Plans under a memory budget: " +
                               describe_configuration(profile->config, profile->host));
 

@@ -89,6 +89,7 @@ class PlanView : public QWidget {
   void runRequested(const QString& key, const rematlab::RunConfig& config, const QString& policy);
   // Export chart… wrote `written` (empty when nothing could be) into `directory`.
   void chartExported(const QString& directory, const QStringList& written);
+  void exportFailed(const QString& message);
 
  private:
   struct Profile {
@@ -143,7 +144,7 @@ class PlanView : public QWidget {
   QCPGraph* measured_plans_;
   QCPGraph* measured_others_;
   QCPGraph* chosen_;
-  QCPItemStraightLine* budget_line_;
+  QCPItemStraightLine* budget_line_ = nullptr;  // made by show_profile, with the chart's items
   PlanStrip* strip_;
   QLabel* plan_label_;
   QPushButton* run_;

@@ -37,6 +37,16 @@ double recompute_in_timeline(const std::vector<TimelinePoint>& timeline) {
   return total;
 }
 
+// Room above a run's measured activation peak for the planner's prediction, a few percent high.
+constexpr double kPlanHeadroom = 1.05;
+
+// A plan can stand in for the run's policy: one process (a data-parallel run refuses plan:),
+// nothing offloaded (the planner does not model offload), and a measured activation peak.
+bool plannable(const RunRecord& run) {
+  return run.config.world_size <= 1 && run.config.offload == "none" &&
+         run.result.peak_activation_bytes > 0;
+}
+
 }  // namespace
 
 StepSplit split_step(const RunRecord& run, const std::vector<StepMetrics>& steps,
@@ -125,17 +135,24 @@ std::optional<Finding> diagnose_throughput(const RunRecord& run,
     finding.next_step = "this is the fastest plan found for " + run.request.plan->requested +
                         ": a larger budget recomputes less (the Plan tab, or `rematlab-cli plan "
                         "--ladder 6` with the run's settings, shows what each budget buys)";
-  } else if (name == "recompute") {
-    // The memory this run used, as a budget: the planner recomputes only where it must to fit it.
-    const double used_mib =
-        std::ceil(static_cast<double>(run.result.peak_activation_bytes) / 1048576.0);
-    const std::string budget = "plan:" + std::to_string(static_cast<int64_t>(used_mib)) + "MiB";
-    finding.next_step = "--checkpoint " + budget +
+  } else if (name == "recompute" && plannable(run)) {
+    // The memory this run used, as a budget, with room for the prediction's few percent (on the
+    // smallest plans it predicts a little above what it then measures): the planner recomputes
+    // only where it must to fit it.
+    const std::string budget =
+        std::to_string(static_cast<int64_t>(std::ceil(
+            static_cast<double>(run.result.peak_activation_bytes) * kPlanHeadroom / 1048576.0))) +
+        "MiB";
+    finding.next_step = "--checkpoint plan:" + budget +
                         " trains the fastest segment list that fits the activation memory this "
                         "run used (`rematlab-cli plan --budget " +
-                        budget.substr(5) +
+                        budget +
                         "` with the run's settings shows it first); or recompute less where "
                         "memory allows, a larger K (--checkpoint every:K)";
+  } else if (name == "recompute") {
+    finding.next_step =
+        "recompute less where memory allows: a larger K (--checkpoint every:K); `rematlab-cli "
+        "estimate` with the run's --preset and --batch shows each K's peak";
   } else if (name == "offload waits") {
     finding.next_step =
         "--offload none where the memory allows it (on CUDA, host offload overlaps its copies "

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common/byte_size.h"
+#include "common/decimal_text.h"
 #include "common/errors.h"
 
 namespace rematlab {
@@ -176,12 +177,7 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
       if (equals == std::string::npos) reject(text, "entry '" + entry + "' is not P=K");
       const std::string fraction = entry.substr(0, equals);
       double progress = -1.0;
-      std::size_t used = 0;
-      try {
-        progress = std::stod(fraction, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
+      const std::size_t used = read_decimal_prefix(fraction, progress);
       if (used == 0 || used != fraction.size() || !(progress >= 0.0 && progress < 1.0)) {
         reject(text, "progress '" + fraction + "' must be a fraction in [0, 1)");
       }

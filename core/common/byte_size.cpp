@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "common/decimal_text.h"
 #include "common/errors.h"
 
 namespace rematlab {
@@ -18,11 +19,9 @@ int64_t parse_byte_size(const std::string& text, const std::string& field) {
                                                           {"MB", 1e6},
                                                           {"KB", 1e3},
                                                           {"B", 1.0}};
-  std::size_t consumed = 0;
   double number = 0.0;
-  try {
-    number = std::stod(text, &consumed);
-  } catch (const std::exception&) {
+  const std::size_t consumed = read_decimal_prefix(text, number);
+  if (consumed == 0) {
     throw InvalidInput(field, "'" + text + "' is not a size (use bytes or e.g. 512MiB, 2GiB)");
   }
   std::string unit = text.substr(consumed);

@@ -15,7 +15,6 @@
 #include "model/transformer.h"
 #include "runtime/device.h"
 #include "runtime/numerics.h"
-#include "runtime/thread_count.h"
 
 namespace rematlab::plan {
 namespace {
@@ -54,7 +53,7 @@ class Bench {
       : numerics_({config.tf32, config.deterministic}),
         device_(parse_device(config.device)),
         tracker_(device_) {
-    use_thread_count(config.threads);
+    if (config.threads > 0) at::set_num_threads(config.threads);
     torch::manual_seed(config.seed);
     model_ = Transformer(config.model);
     model_->to(device_);
@@ -80,6 +79,7 @@ class Bench {
   PieceCost measure(const std::function<torch::Tensor()>& forward, int repeats) {
     std::vector<double> forward_ms, backward_ms;
     for (int i = 0; i <= repeats; ++i) {
+      stop_if_asked();
       device_memory::synchronize(device_);
       auto start = Clock::now();
       torch::Tensor output;
@@ -124,6 +124,7 @@ class Bench {
   double early_stop_saving_ms(Sublayer& sublayer, const torch::Tensor& x, int repeats) {
     std::vector<double> whole, stopped;
     for (int i = 0; i <= repeats; ++i) {
+      stop_if_asked();
       for (const bool early : {false, true}) {
         AutocastScope autocast(autocast_);
         const SublayerTail tail = sublayer.forward_until_tail(x);
@@ -138,6 +139,12 @@ class Bench {
     return std::max(0.0, median(whole) - median(stopped));
   }
 
+  // A Stop is answered within one repeat of one piece.
+  void stop_if_asked() const {
+    if (cancel_ && cancel_->load()) throw ProfileCancelled();
+  }
+
+  const std::atomic<bool>* cancel_ = nullptr;
   ScopedNumerics numerics_;  // before anything touches the device
   c10::Device device_;
   MemoryTracker tracker_;
@@ -146,10 +153,6 @@ class Bench {
   std::optional<AutocastSnapshot> autocast_;
   torch::Tensor tokens_, targets_;
 };
-
-void stop_if_asked(const ProfileOptions& options) {
-  if (options.cancel && options.cancel->load()) throw ProfileCancelled();
-}
 
 }  // namespace
 
@@ -162,6 +165,7 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
   const int repeats = std::max(1, options.repeats);
   const double micro_batches = static_cast<double>(config.accum);
   Bench bench(config);
+  bench.cancel_ = options.cancel;
   Transformer& model = bench.model_;
   ChainCosts costs;
 
@@ -180,7 +184,7 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
   }
   const auto& sublayers = model->sublayers();
   for (std::size_t i = 0; i < sublayers.size(); ++i) {
-    stop_if_asked(options);
+    bench.stop_if_asked();
     const torch::Tensor x = input.detach().requires_grad_(true);
     const PieceCost piece = bench.measure([&] { return sublayers[i]->forward(x); }, repeats);
     const double saving_ms = bench.early_stop_saving_ms(*sublayers[i], x, repeats);
@@ -201,6 +205,7 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
     if (options.on_progress) options.on_progress(static_cast<int64_t>(i) + 1, sublayers.size());
   }
 
+  bench.stop_if_asked();
   // The head and loss, above the chain's output: the logits (or one slice of them) live here.
   const torch::Tensor last = input.detach().requires_grad_(true);
   const PieceCost head =
@@ -214,7 +219,7 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
   // whole forward and backward under `none` measures by how much, and the pieces' times are
   // scaled to it: `none` is predicted as measured, and every plan in the same units.
   // A model that only fits with checkpointing cannot take that step: its pieces stay unscaled.
-  stop_if_asked(options);
+  bench.stop_if_asked();
   const CheckpointPlan keep_all = CheckpointPolicy::none().plan_for(config.model.layers, 0.0);
   double whole_ms = 0.0;
   try {
@@ -234,7 +239,7 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
   }
   costs.fixed_ms *= costs.time_scale;  // the embedding's and the head's, so far
 
-  stop_if_asked(options);
+  bench.stop_if_asked();
   // The update, as the trainer runs it: clip, AdamW, zero the gradients.
   torch::optim::AdamW optimizer(
       bench.params_, torch::optim::AdamWOptions(config.lr).weight_decay(config.weight_decay));

@@ -1,15 +1,16 @@
 #include "plan/profile_key.h"
 
+#include <ATen/Parallel.h>
+
 #include "common/process_identity.h"
 #include "compat/torch_compat.h"
 #include "model/model_config.h"
-#include "runtime/thread_count.h"
 #include "train/run_fields.h"
 
 namespace rematlab::plan {
 namespace {
 
-// 2: piece times scaled to a whole step (time_scale); 3: and each stage's tail timed apart.
+// 2: piece times scaled to a whole step (time_scale); 3: and what an early stop saves, per stage.
 constexpr int kProfileMethod = 3;
 
 }  // namespace
@@ -27,8 +28,9 @@ std::string profile_key(const RunConfig& config, int repeats, const std::string&
         "world_size", "shard", "bucket_bytes"}) {
     profiled.erase(unrelated);
   }
-  // "LibTorch's default" is a number for this process: the number, not the default.
-  profiled["threads"] = resolved_thread_count(config.threads);
+  // "LibTorch's default" is as many threads as this thread computes with: the number, not the
+  // default.
+  if (profiled["threads"] == 0) profiled["threads"] = at::get_num_threads();
   // nlohmann's object keeps its keys sorted: one config, one text. `method` changes whenever
   // profile_chain measures otherwise, so that no kept profile of another method is reused.
   return nlohmann::json{{"method", kProfileMethod},

@@ -1,12 +1,13 @@
 #include "store/peak_flops_registry.h"
 
+#include <ATen/Parallel.h>
+
 #include "common/process_identity.h"
 #include "common/utc_time.h"
 #include "runtime/device.h"
 #include "runtime/numerics.h"
 #include "runtime/peak_flops.h"
 #include "runtime/runtime_info.h"
-#include "runtime/thread_count.h"
 
 namespace rematlab {
 namespace {
@@ -24,13 +25,13 @@ PeakFlopsRecord peak_flops_key(const RunConfig& config) {
   key.device = describe_device(device);
   key.precision = config.precision;
   key.tf32 = config.tf32 && device.is_cuda();
-  key.threads = resolved_thread_count(config.threads);
+  key.threads = config.threads > 0 ? config.threads : at::get_num_threads();
   return key;
 }
 
 PeakFlopsRecord measure_peak_flops_record(const RunConfig& config, int repeats) {
   PeakFlopsRecord peak = peak_flops_key(config);
-  use_thread_count(config.threads);
+  if (config.threads > 0) at::set_num_threads(config.threads);
   // The run's own numerics: with TF32 on, its fp32 matmuls run on tensor cores.
   const ScopedNumerics numerics({peak.tf32, false});
   const PeakFlopsProbe probe =

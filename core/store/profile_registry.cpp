@@ -18,9 +18,12 @@ plan::KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store
     if (const auto kept = store->chain_profile(known.key)) {
       try {
         known.costs = plan::chain_costs_from_json(nlohmann::json::parse(kept->costs));
-        known.profile_ms = kept->profile_ms;
-        known.source = "runs database: measured " + kept->measured;
-        return known;
+        // Two stages a block: a row of another shape was not written by a profile of this key.
+        if (static_cast<int64_t>(known.costs.stages.size()) == 2 * config.model.layers) {
+          known.profile_ms = kept->profile_ms;
+          known.source = "runs database: measured " + kept->measured;
+          return known;
+        }
       } catch (const std::exception&) {
         // A row this build cannot read: measured again below, and replaced.
       }

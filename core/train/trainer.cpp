@@ -14,7 +14,6 @@
 #include "offload/host_offload.h"
 #include "runtime/device.h"
 #include "runtime/peak_flops.h"
-#include "runtime/thread_count.h"
 
 namespace rematlab {
 namespace {
@@ -47,7 +46,7 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<GradientExchange> exchange)
                                       "torchrun or srun); this process has " +
                                       std::to_string(world));
   }
-  use_thread_count(config_.threads);
+  if (config_.threads > 0) at::set_num_threads(config_.threads);
   data_ = make_batch_source(config_.data, config_.model.seq_len, config_.model.vocab,
                             config_.seed ^ kDataSeedSalt);
   torch::manual_seed(config_.seed);
