@@ -310,7 +310,7 @@ void MainWindow::set_busy(bool busy, bool profiling) {
 void MainWindow::stop() {
   if (!running_) return;
   worker_->request_cancel();
-  status_->setText(profiling_ ? "Stopping the profile after the piece it is measuring …"
+  status_->setText(profiling_ ? "Stopping the profile after its current repeat …"
                               : "Stopping after the current micro-batch …");
 }
 

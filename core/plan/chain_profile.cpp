@@ -139,7 +139,7 @@ class Bench {
     return std::max(0.0, median(whole) - median(stopped));
   }
 
-  // A Stop is answered within one repeat of one piece.
+  // A Stop is answered within one repeat of one piece (measure and early_stop_saving_ms ask).
   void stop_if_asked() const {
     if (cancel_ && cancel_->load()) throw ProfileCancelled();
   }
@@ -184,7 +184,6 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
   }
   const auto& sublayers = model->sublayers();
   for (std::size_t i = 0; i < sublayers.size(); ++i) {
-    bench.stop_if_asked();
     const torch::Tensor x = input.detach().requires_grad_(true);
     const PieceCost piece = bench.measure([&] { return sublayers[i]->forward(x); }, repeats);
     const double saving_ms = bench.early_stop_saving_ms(*sublayers[i], x, repeats);
@@ -205,7 +204,6 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
     if (options.on_progress) options.on_progress(static_cast<int64_t>(i) + 1, sublayers.size());
   }
 
-  bench.stop_if_asked();
   // The head and loss, above the chain's output: the logits (or one slice of them) live here.
   const torch::Tensor last = input.detach().requires_grad_(true);
   const PieceCost head =
@@ -219,7 +217,6 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
   // whole forward and backward under `none` measures by how much, and the pieces' times are
   // scaled to it: `none` is predicted as measured, and every plan in the same units.
   // A model that only fits with checkpointing cannot take that step: its pieces stay unscaled.
-  bench.stop_if_asked();
   const CheckpointPlan keep_all = CheckpointPolicy::none().plan_for(config.model.layers, 0.0);
   double whole_ms = 0.0;
   try {
@@ -239,7 +236,7 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
   }
   costs.fixed_ms *= costs.time_scale;  // the embedding's and the head's, so far
 
-  bench.stop_if_asked();
+  bench.stop_if_asked();  // measure() asks within every piece; the update is timed here
   // The update, as the trainer runs it: clip, AdamW, zero the gradients.
   torch::optim::AdamW optimizer(
       bench.params_, torch::optim::AdamWOptions(config.lr).weight_decay(config.weight_decay));
