@@ -97,6 +97,8 @@ PlanView::PlanView(QWidget* parent)
   range_label_->setObjectName("plan-range");
   plan_label_->setObjectName("plan-text");
   plan_label_->setWordWrap(true);
+  // Room for three lines whatever the plan says, so the chart above never jumps as it changes.
+  plan_label_->setMinimumHeight(3 * plan_label_->fontMetrics().lineSpacing());
   plan_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   run_->setToolTip(
       "Add plan:BUDGET to the form's policies (or make the form train this configuration): "
