@@ -65,6 +65,8 @@ TEST(CheckpointPolicy, ScheduleFollowsTrainingProgress) {
   EXPECT_EQ(policy.plan_for(10, 0.1).interval, 3);
   EXPECT_EQ(policy.plan_for(10, 0.7).interval, 5);
   EXPECT_EQ(policy.plan_for(10, 0.7).segments.size(), 2u);
+  // A blank after a comma is read as std::stod read it.
+  EXPECT_EQ(CheckpointPolicy::parse("schedule:0=2, 0.5=5").plan_for(10, 0.7).interval, 5);
 }
 
 TEST(CheckpointPolicy, ParseErrorsNameThePolicyText) {

@@ -12,6 +12,8 @@ TEST(ByteSize, ParsesBytesAndBinaryUnits) {
   EXPECT_EQ(parse_byte_size("2GiB", "--budget"), 2LL << 30);
   EXPECT_EQ(parse_byte_size("1.5KiB", "--budget"), 1536);
   EXPECT_EQ(parse_byte_size("3GB", "--budget"), 3000000000LL);
+  // Read whatever the C locale's decimal point, with the blanks and '+' std::stod took.
+  EXPECT_EQ(parse_byte_size(" +1.5KiB", "--budget"), 1536);
 }
 
 TEST(ByteSize, RejectsWhatIsNotASizeNamingTheField) {

@@ -8,8 +8,9 @@
 
 namespace rematlab {
 
-// Reads a decimal number at the start of `text` into `value`; returns how many characters it
-// took (0 when the text does not start with one; `value` is then unchanged).
+// Reads a decimal number at the start of `text` (after blanks and a '+', as std::stod) into
+// `value`; returns how many characters it took (0 when the text does not start with one;
+// `value` is then unchanged).
 std::size_t read_decimal_prefix(const std::string& text, double& value);
 
 }  // namespace rematlab
