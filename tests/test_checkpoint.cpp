@@ -13,6 +13,7 @@
 #include "memory/memory_tracker.h"
 #include "model/transformer.h"
 #include "train/gradient_check.h"
+#include "train/run_config.h"
 #include "train/trainer.h"
 
 namespace rematlab {
@@ -112,6 +113,40 @@ TEST(CheckpointPolicy, CanonicalTextGivesOnePolicyOneNameAndLeavesOtherTextAlone
   EXPECT_EQ(CheckpointPolicy::canonical_text("every:2"), "every:2");
   // Not a policy: left for validate() to refuse with its own message.
   EXPECT_EQ(CheckpointPolicy::canonical_text("evry:2"), "evry:2");
+}
+
+// Numbers as std::stod and std::stoll read them (blanks, '+') name the same policy; none of the
+// canonical texts holds a '+', which separates a policy from its offload.
+TEST(CheckpointPolicy, NumbersTypedWithBlanksOrPlusSignsHaveOneCanonicalSpelling) {
+  const std::vector<std::pair<std::string, std::string>> typed = {
+      {"every:+2", "every:2"},
+      {"every: 2", "every:2"},
+      {"sublayer:+1, 2", "sublayer:1,2"},
+      {"schedule:0=1,+0.5=2", "schedule:0=1,0.5=2"},
+      {"schedule:0=2, 0.1=3,0.50=5", "schedule:0=2,0.1=3,0.5=5"},
+      {"plan:+200MiB", "plan:200MiB"},
+      {"plan:1.5GiB", "plan:1536MiB"},
+      {"plan:200MB", "plan:200MB"}};
+  for (const auto& [text, canonical] : typed) {
+    EXPECT_EQ(CheckpointPolicy::canonical_text(text), canonical) << text;
+    EXPECT_EQ(canonical.find('+'), std::string::npos);
+    // The canonical text is the same policy: it parses to itself.
+    EXPECT_EQ(CheckpointPolicy::canonical_text(canonical), canonical);
+  }
+  EXPECT_EQ(CheckpointPolicy::parse("plan:+200MiB").plan_budget_bytes(), int64_t{200} << 20);
+}
+
+TEST(PolicyAndOffload, SplitsAtThePlusBeforeAnOffloadModeOnly) {
+  const auto parts = [](const std::string& text) {
+    const PolicyAndOffload split = split_policy_and_offload(text);
+    return split.checkpoint + " | " + split.offload.value_or("(run's)");
+  };
+  EXPECT_EQ(parts("every:1+disk"), "every:1 | disk");
+  EXPECT_EQ(parts("every:1+disk:/tmp/a+b"), "every:1 | disk:/tmp/a+b");
+  EXPECT_EQ(parts("every:+2"), "every:+2 | (run's)");
+  EXPECT_EQ(parts("every:+2+host"), "every:+2 | host");
+  EXPECT_EQ(parts("schedule:0=1,+0.5=2+none"), "schedule:0=1,+0.5=2 | none");
+  EXPECT_EQ(parts("selective"), "selective | (run's)");
 }
 
 TEST(CheckpointPolicy, ASegmentListRecomputesWhatItNamesAndKeepsTheRest) {

@@ -333,6 +333,33 @@ TEST(ChainCostsJson, CarriesEveryFigureExactlyAndRefusesWhatIsMissing) {
   EXPECT_THROW(chain_costs_from_json(nlohmann::json::object()), std::invalid_argument);
 }
 
+// What no measurement gives is refused, so that a damaged or edited row is never planned with
+// (a negative byte count once made a negative index into the planner's tables).
+TEST(ChainCostsJson, RefusesFiguresNoMeasurementGives) {
+  const nlohmann::json good = to_json(two_stages());
+  EXPECT_NO_THROW(chain_costs_from_json(good));
+  const std::vector<std::pair<nlohmann::json::json_pointer, nlohmann::json>> hostile = {
+      {"/stages/0/kept_bytes"_json_pointer, -1e12},
+      {"/stages/0/kept_bytes"_json_pointer, 1e30},
+      {"/stages/0/kept_bytes"_json_pointer, -1},
+      {"/stages/0/kept_bytes"_json_pointer, 2.5},
+      {"/stages/1/output_bytes"_json_pointer, uint64_t{1} << 63},
+      {"/input_bytes"_json_pointer, int64_t{1} << 51},
+      {"/stages/0/forward_ms"_json_pointer, -6e9},
+      {"/stages/0/forward_ms"_json_pointer, "nan"},
+      {"/stages/0/backward_ms"_json_pointer, 1e300},
+      {"/stages/0/early_stop_saving_ms"_json_pointer, 1e6},  // more than the stage's forward
+      {"/time_scale"_json_pointer, 0.0},
+      {"/fixed_ms"_json_pointer, nullptr},
+      {"/stages"_json_pointer, nlohmann::json::array()}};
+  for (const auto& [where, value] : hostile) {
+    nlohmann::json damaged = good;
+    damaged[where] = value;
+    EXPECT_THROW(chain_costs_from_json(damaged), std::invalid_argument)
+        << where.to_string() << " = " << value.dump();
+  }
+}
+
 TEST(ProfileKey, NamesWhatTheCostsDependOnAndNothingElse) {
   const RunConfig base = tiny_run("none");
   const std::string key = profile_key(base, 5);

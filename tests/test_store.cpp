@@ -190,6 +190,123 @@ TEST(Store, RefusesAnotherProgramsSqliteDatabase) {
   EXPECT_EQ(read_bytes(path), before);
 }
 
+// A RematLab database cut short (a copy interrupted halfway) is said to be damaged, with how to
+// save what is readable, not called another program's file.
+TEST(Store, ATruncatedDatabaseIsCalledDamagedAndLeftAlone) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  {
+    RunStore store(path);
+    RunWriter writer(path);
+    RunConfig config;
+    for (int i = 0; i < 20; ++i) writer.begin_run(std::nullopt, "run " + std::to_string(i), config);
+  }
+  {
+    Database db(path, Database::Mode::kReadWrite);
+    db.exec("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE;");
+  }
+  const std::string whole = read_bytes(path);
+  ASSERT_GT(whole.size(), 8192u);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << whole.substr(0, whole.size() / 2);
+  const std::string cut = read_bytes(path);
+  for (const StoreAccess access : {StoreAccess::kReadWrite, StoreAccess::kReadOnly}) {
+    try {
+      RunStore store(path, access, false);
+      ADD_FAILURE() << "a truncated database opened";
+    } catch (const InvalidInput& error) {
+      EXPECT_NE(std::string(error.what()).find("damaged RematLab database"), std::string::npos)
+          << error.what();
+      EXPECT_NE(std::string(error.what()).find(".recover"), std::string::npos) << error.what();
+    }
+  }
+  EXPECT_THROW(check_database_path(path), InvalidInput);
+  EXPECT_EQ(read_bytes(path), cut);
+  EXPECT_EQ(dir.names(), std::vector<std::string>{"runs.sqlite"});
+}
+
+// Only a database this build creates may start blank: another program's empty SQLite file is not
+// initialised by a command that does not create (upgrade), nor by the writer.
+TEST(Store, AnEmptySqliteDatabaseIsNotTakenForOneToUpgrade) {
+  TempDir dir;
+  const std::string path = dir.file("empty.sqlite");
+  {
+    Database db(path, Database::Mode::kReadWriteCreate);
+    db.exec("VACUUM");
+  }
+  const std::string before = read_bytes(path);
+  ASSERT_GT(before.size(), 0u) << "no SQLite header was written";
+  try {
+    RunStore store(path, StoreAccess::kReadWrite, /*create=*/false);
+    ADD_FAILURE() << "an empty SQLite file was initialised";
+  } catch (const InvalidInput& error) {
+    EXPECT_NE(std::string(error.what()).find("empty SQLite database"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(read_bytes(path), before);
+}
+
+// What rank 0 checks before the rendezvous: everything that would refuse the database, with
+// nothing created.
+TEST(Store, CheckingADatabasePathCreatesNothing) {
+  TempDir dir;
+  EXPECT_NO_THROW(check_database_path(dir.file("new.sqlite")));
+  EXPECT_TRUE(dir.names().empty());
+  EXPECT_THROW(check_database_path(dir.file("missing/new.sqlite")), InvalidInput);
+  std::ofstream(dir.file("notes.txt")) << "not a database\n";
+  EXPECT_THROW(check_database_path(dir.file("notes.txt")), InvalidInput);
+  {
+    Database other(dir.file("other.sqlite"), Database::Mode::kReadWriteCreate);
+    other.exec("PRAGMA application_id = 7; CREATE TABLE t (x);");
+  }
+  try {
+    check_database_path(dir.file("other.sqlite"));
+    ADD_FAILURE() << "another program's database was accepted";
+  } catch (const InvalidInput& error) {
+    EXPECT_NE(std::string(error.what()).find("another program"), std::string::npos);
+  }
+  { RunStore ours(dir.file("ours.sqlite")); }
+  EXPECT_NO_THROW(check_database_path(dir.file("ours.sqlite")));
+}
+
+// A quiet database (nobody has it open) is read in place: no -wal or -shm left beside it.
+TEST(Store, ReadingAQuietDatabaseLeavesNoFilesBesideIt) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  {
+    RunStore store(path);
+    RunWriter writer(path);
+    writer.begin_run(std::nullopt, "one", RunConfig{});
+  }
+  ASSERT_EQ(dir.names(), std::vector<std::string>{"runs.sqlite"}) << "a writer left its files";
+  const std::string before = read_bytes(path);
+  {
+    RunStore reader(path, StoreAccess::kReadOnly, false);
+    EXPECT_EQ(reader.runs().size(), 1u);
+  }
+  EXPECT_EQ(dir.names(), std::vector<std::string>{"runs.sqlite"});
+  EXPECT_EQ(read_bytes(path), before);
+}
+
+// The default database's folder is made when a database is created there, not when its path is
+// only named (every command names it).
+TEST(Store, TheDefaultDatabasesFolderIsMadeOnlyWhenItIsCreated) {
+  TempDir dir;
+  const std::string data = dir.file("data");
+  const char* saved = std::getenv("XDG_DATA_HOME");
+  const std::string saved_value = saved ? saved : "";
+  ::setenv("XDG_DATA_HOME", data.c_str(), 1);
+  ::unsetenv("REMATLAB_DB");
+  const std::string path = default_database_path();
+  EXPECT_FALSE(files::exists(data));
+  { RunStore store(path); }
+  EXPECT_TRUE(files::exists(path));
+  if (saved) {
+    ::setenv("XDG_DATA_HOME", saved_value.c_str(), 1);
+  } else {
+    ::unsetenv("XDG_DATA_HOME");
+  }
+}
+
 TEST(Store, RefusesANewerSchemaAndLeavesItAlone) {
   TempDir dir;
   const std::string path = dir.file("future.sqlite");

@@ -1,5 +1,6 @@
 // `diagnose ID`: the advisor's findings for one run of the database (core/advise). Opens the
-// database read-only; the replays it trains write nothing anywhere.
+// database read-only; the replays it trains write nothing but a disk-offload run's offload files,
+// into a private temporary folder removed after (never the run's own folder).
 #include <iostream>
 #include <memory>
 

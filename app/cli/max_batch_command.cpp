@@ -31,9 +31,7 @@ Command add_max_batch_command(CLI::App& app, const std::atomic<bool>& cancel) {
                   "--budget", "is required on the CPU (on CUDA the device's memory is the limit)");
             }
             if (*limit <= 0) throw InvalidInput("--limit", "must be positive");
-            if (*probe_steps <= 0 || *probe_steps > 1000) {
-              throw InvalidInput("--probe-steps", "must be between 1 and 1000");
-            }
+            check_probe_steps(*probe_steps, "--probe-steps");
             const MaxBatchResult result = search_max_batch(*limit, [&](int64_t batch) {
               BatchProbe probe = probe_by_training(base, batch, *probe_steps, &cancel);
               std::cerr << "batch " << batch << ": " << to_string(probe.status) << ", peak "

@@ -1,5 +1,6 @@
 // The runs database, read: `runs`, `show ID`, `compare ID…`, `export --csv FILE`. Each opens the
 // database read-only: a report never creates, migrates or changes the file.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -143,7 +144,7 @@ Command add_export(CLI::App& app) {
   auto steps = std::make_shared<bool>(false);
   auto* command = app.add_subcommand("export", "Write runs (or their steps) as CSV");
   add_common(*command, *options);
-  command->add_option("--csv", *csv, "Output file")->required();
+  command->add_option("--csv", *csv, "Output file (- for standard output)")->required();
   auto* runs_option = command->add_option("--runs", *ids, "Only these run ids");
   command->add_option("--experiment", *experiment, "Only this experiment's runs")
       ->excludes(runs_option);
@@ -161,8 +162,21 @@ Command add_export(CLI::App& app) {
         filter.ids = *ids;
         filter.experiment_id = *experiment;
         for (int64_t id : *ids) store.run(id);  // an unknown id is an error, not an empty row
+        if (*experiment) {
+          const auto known = store.experiments();
+          if (std::none_of(known.begin(), known.end(),
+                           [&](const ExperimentRecord& each) { return each.id == **experiment; })) {
+            throw InvalidInput("--experiment", "no experiment " + std::to_string(**experiment) +
+                                                   " in '" + options->db + "'");
+          }
+        }
         const auto runs = store.runs(filter);
-        write_file_atomically(*csv, *steps ? steps_csv(store, runs) : runs_csv(runs));
+        const std::string text = *steps ? steps_csv(store, runs) : runs_csv(runs);
+        if (*csv == "-") {
+          std::cout << text << std::flush;
+        } else {
+          write_file_atomically(*csv, text);
+        }
         std::cerr << "wrote " << runs.size() << " run(s)" << (*steps ? "' steps" : "") << " to "
                   << *csv << std::endl;
         if (options->json) print_json_line({{"csv", *csv}, {"runs", runs.size()}});

@@ -6,6 +6,7 @@
 #include "advise/reference_run.h"
 #include "advise/throughput_finding.h"
 #include "common/errors.h"
+#include "train/trainer_replay.h"
 
 namespace rematlab::advise {
 namespace {
@@ -38,9 +39,7 @@ std::optional<ChainWalk> replay_first_step(const RunRecord& run, std::vector<std
     notes.push_back("missing gradients: a data-parallel run is not replayed (one process here)");
     return std::nullopt;
   }
-  RunConfig config = run.config;
-  config.timeline = false;
-  config.budget_bytes = 0;
+  const RunConfig config = replay_config(run.config);
   try {
     Trainer trainer(config);
     return walk_chain(trainer);

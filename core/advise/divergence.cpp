@@ -110,9 +110,7 @@ std::optional<Finding> diagnose_divergence(const RunRecord& run,
     notes.push_back("divergence: a data-parallel run is not replayed (one process here)");
     return finding;
   }
-  RunConfig config = run.config;
-  config.timeline = false;
-  config.budget_bytes = 0;
+  const RunConfig config = replay_config(run.config);
   try {
     Trainer trainer(config);
     const std::vector<double> losses = replay_until(trainer, *bad, options.cancel);

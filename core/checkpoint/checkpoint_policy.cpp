@@ -163,12 +163,15 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
     if (!has_args) reject(text, "expected every:K, e.g. every:2");
     policy.kind_ = Kind::kEvery;
     policy.every_ = parse_positive(args, text, "K");
+    policy.text_ = "every:" + std::to_string(policy.every_);
   } else if (head == "sublayer") {
     const auto parts = split(args, ',');
     if (parts.size() != 2) reject(text, "expected sublayer:A,F, e.g. sublayer:1,2");
     policy.kind_ = Kind::kSublayer;
     policy.attention_stride_ = parse_positive(parts[0], text, "A");
     policy.mlp_stride_ = parse_positive(parts[1], text, "F");
+    policy.text_ = "sublayer:" + std::to_string(policy.attention_stride_) + "," +
+                   std::to_string(policy.mlp_stride_);
   } else if (head == "schedule") {
     if (!has_args || args.empty()) reject(text, "expected schedule:P=K,…, e.g. schedule:0=2,0.5=5");
     policy.kind_ = Kind::kSchedule;
@@ -187,6 +190,11 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
       policy.schedule_.emplace_back(progress, parse_positive(entry.substr(equals + 1), text, "K"));
     }
     if (policy.schedule_.front().first != 0.0) reject(text, "the first entry must start at 0");
+    policy.text_ = "schedule:";
+    for (const auto& [progress, k] : policy.schedule_) {
+      policy.text_ += (policy.text_.back() == ':' ? "" : ",") + decimal_text(progress) + "=" +
+                      std::to_string(k);
+    }
   } else if (head == "keep") {
     if (!has_args || args.empty()) {
       reject(text, "expected keep:LIST of qkv, attn-out, mlp-in or matmul, e.g. keep:matmul");
@@ -221,6 +229,7 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
       reject(text, "'" + args + "' is not a memory size (e.g. 200MiB, 2GiB)");
     }
     if (policy.plan_budget_bytes_ <= 0) reject(text, "the budget must be positive");
+    policy.text_ = "plan:" + byte_size_text(policy.plan_budget_bytes_);
   } else {
     reject(text,
            "unknown policy (use none, every:K, sublayer:A,F, selective, schedule:P=K,…, "

@@ -66,11 +66,12 @@ struct CheckpointPlan {
 class CheckpointPolicy {
  public:
   // Throws InvalidInput("--checkpoint", …) naming the policy text. text() is the canonical
-  // form (`keep:` lists are written in one order, all three as keep:matmul; `segments:` lists
-  // in ascending order).
+  // form: numbers without blanks or '+' (every:2, schedule:0=1,0.5=2, plan:200MiB), `keep:`
+  // lists in one order, all three as keep:matmul; `segments:` lists in ascending order. No
+  // canonical text holds a '+', which separates a policy from its offload (POLICY+OFFLOAD).
   static CheckpointPolicy parse(const std::string& text);
   static CheckpointPolicy none() { return parse("none"); }
-  // `text` as text() writes it (`keep:` and `segments:` lists in one order and spelling), so
+  // `text` as text() writes it (numbers, `keep:` and `segments:` lists in one spelling), so
   // that one policy is recorded, grouped and compared under one name; text that is no policy
   // comes back as it is, for validate() to refuse in its own words.
   static std::string canonical_text(const std::string& text);
@@ -86,6 +87,8 @@ class CheckpointPolicy {
   // measured there; it has no plan of its own until then.
   bool is_plan() const { return kind_ == Kind::kPlan; }
   int64_t plan_budget_bytes() const { return plan_budget_bytes_; }
+  // `schedule:`'s entries (progress threshold, K), ascending; empty for any other policy.
+  const std::vector<std::pair<double, int64_t>>& schedule() const { return schedule_; }
 
  private:
   enum class Kind { kNone, kEvery, kSublayer, kSelective, kSchedule, kKeep, kSegments, kPlan };

@@ -40,6 +40,18 @@ int64_t parse_byte_size(const std::string& text, const std::string& field) {
   return static_cast<int64_t>(std::llround(bytes));
 }
 
+std::string byte_size_text(int64_t bytes) {
+  static const std::pair<const char*, int64_t> kUnits[] = {
+      {"TiB", int64_t{1} << 40}, {"GiB", int64_t{1} << 30},
+      {"MiB", int64_t{1} << 20}, {"KiB", int64_t{1} << 10},
+      {"TB", 1'000'000'000'000}, {"GB", 1'000'000'000},
+      {"MB", 1'000'000},         {"KB", 1'000}};
+  for (const auto& [name, factor] : kUnits) {
+    if (bytes != 0 && bytes % factor == 0) return std::to_string(bytes / factor) + name;
+  }
+  return std::to_string(bytes);
+}
+
 std::string format_bytes(int64_t bytes) {
   static const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);

@@ -16,4 +16,10 @@ std::size_t read_decimal_prefix(const std::string& text, double& value) {
   return static_cast<std::size_t>(end - text.data());
 }
 
+std::string decimal_text(double value) {
+  char buffer[32];
+  const auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return error == std::errc() ? std::string(buffer, end) : std::string();
+}
+
 }  // namespace rematlab

@@ -13,4 +13,8 @@ namespace rematlab {
 // `value` is then unchanged).
 std::size_t read_decimal_prefix(const std::string& text, double& value);
 
+// The shortest text that reads back as exactly `value`, with '.' whatever the locale ("0",
+// "0.5", "1e-07"); for finite values.
+std::string decimal_text(double value);
+
 }  // namespace rematlab

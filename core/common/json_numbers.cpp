@@ -4,6 +4,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "common/json_text.h"
+
 namespace rematlab {
 
 nlohmann::json json_number(double value) {
@@ -21,7 +23,7 @@ double number_from_json(const nlohmann::json& value) {
     if (text == "inf") return std::numeric_limits<double>::infinity();
     if (text == "-inf") return -std::numeric_limits<double>::infinity();
   }
-  throw std::invalid_argument("not a number: " + value.dump());
+  throw std::invalid_argument("not a number: " + brief_json(value));
 }
 
 std::string number_text(double value) {

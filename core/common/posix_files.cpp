@@ -4,14 +4,23 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <string>
 
 namespace rematlab::files {
+namespace {
+
+unsigned major_of(dev_t device) { return major(device); }
+unsigned minor_of(dev_t device) { return minor(device); }
+
+}  // namespace
 
 std::string temp_directory() {
   const char* tmp = std::getenv("TMPDIR");
@@ -129,6 +138,41 @@ bool is_valid_utf8(const std::string& text) {
   return true;
 }
 
+bool locked_by_another_process(const std::string& path, int64_t start, int64_t length) {
+  // Read from /proc/locks rather than with fcntl(F_GETLK): that needs a descriptor of the file,
+  // and closing it would drop every lock this process holds on it (an SQLite connection's).
+  struct stat file {};
+  if (::stat(path.c_str(), &file) != 0) return false;
+  std::FILE* locks = std::fopen("/proc/locks", "r");
+  if (!locks) return false;
+  bool held = false;
+  char line[512];
+  while (!held && std::fgets(line, sizeof line, locks)) {
+    // "3: POSIX  ADVISORY  WRITE 1234 08:01:5678 1073741824 1073742335" ("->" before a waiter).
+    std::string text = line;
+    const auto arrow = text.find(" -> ");
+    if (arrow != std::string::npos) text.erase(arrow, 3);
+    char kind[16], mode[16], access[16], range_end[32];
+    long long pid = 0, lock_start = 0;
+    unsigned major = 0, minor = 0;
+    unsigned long long inode = 0;
+    if (std::sscanf(text.c_str(), "%*d: %15s %15s %15s %lld %x:%x:%llu %lld %31s", kind, mode,
+                    access, &pid, &major, &minor, &inode, &lock_start, range_end) != 9) {
+      continue;
+    }
+    if (pid == ::getpid() || inode != file.st_ino || major != major_of(file.st_dev) ||
+        minor != minor_of(file.st_dev)) {
+      continue;
+    }
+    const long long lock_end = std::string(range_end) == "EOF"
+                                   ? std::numeric_limits<long long>::max()
+                                   : std::atoll(range_end);
+    held = lock_start < start + length && lock_end >= start;
+  }
+  std::fclose(locks);
+  return held;
+}
+
 std::string probe_directory_creation(const std::string& folder) {
   std::string probe = join(folder, ".rematlab-probe-XXXXXX");
   if (::mkdtemp(probe.data()) == nullptr) return std::strerror(errno);
@@ -187,7 +231,25 @@ bool write_all(int fd, const std::string& text) {
 
 }  // namespace
 
-std::string write_file_durably(const std::string& path, const std::string& text) {
+namespace {
+
+// A character device or a pipe (/dev/null, /dev/stdout, a FIFO) is written through: replacing
+// it with a regular file would destroy it (as root, /dev/null) or print nothing.
+std::string write_through(const std::string& path, const std::string& text) {
+  // Non-blocking open: a FIFO nobody reads would block forever.
+  FileDescriptor file(::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK));
+  if (file.get() < 0) {
+    return errno == ENXIO ? std::string("a pipe that nobody reads") : std::strerror(errno);
+  }
+  const int flags = ::fcntl(file.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(file.get(), F_SETFL, flags & ~O_NONBLOCK) != 0 ||
+      !write_all(file.get(), text)) {
+    return std::strerror(errno);
+  }
+  return file.close() ? "" : std::strerror(errno);
+}
+
+std::string replace_atomically(const std::string& path, const std::string& text) {
   std::string temporary = join(parent_directory(path), ".rematlab-tmp-XXXXXX");
   FileDescriptor file(::mkstemp(temporary.data()));  // O_EXCL: never through a planted link
   if (file.get() < 0) return std::strerror(errno);
@@ -203,6 +265,31 @@ std::string write_file_durably(const std::string& path, const std::string& text)
   FileDescriptor folder(::open(parent_directory(path).c_str(), O_RDONLY | O_DIRECTORY));
   if (folder.get() >= 0) ::fsync(folder.get());
   return "";
+}
+
+}  // namespace
+
+std::string write_file_durably(const std::string& path, const std::string& text) {
+  struct stat target {};
+  if (::stat(path.c_str(), &target) != 0) {
+    if (errno != ENOENT) return std::strerror(errno);
+    struct stat link {};
+    if (::lstat(path.c_str(), &link) == 0) return "a symbolic link to a file that does not exist";
+    return replace_atomically(path, text);  // a new file
+  }
+  if (S_ISCHR(target.st_mode) || S_ISFIFO(target.st_mode)) return write_through(path, text);
+  if (S_ISDIR(target.st_mode)) return "a folder";
+  if (!S_ISREG(target.st_mode)) return "not a regular file, a device or a pipe";
+  struct stat link {};
+  if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+    // The link stays; the file it names is replaced, in that file's own folder.
+    char* resolved = ::realpath(path.c_str(), nullptr);
+    if (!resolved) return std::strerror(errno);
+    const std::string file = resolved;
+    std::free(resolved);
+    return replace_atomically(file, text);
+  }
+  return replace_atomically(path, text);
 }
 
 }  // namespace rematlab::files

@@ -40,9 +40,15 @@ bool is_valid_utf8(const std::string& text);
 // empty string or the reason.
 std::string probe_directory_creation(const std::string& folder);
 
-// Writes `text` to `path` so that, whatever happens, `path` holds either its old content or the
-// whole new one: an exclusively created temporary in the same folder, written, flushed to disk
-// (fsync), renamed over `path`, and the folder flushed so the rename survives a power cut too.
+// Whether another process holds a POSIX record lock on bytes [start, start + length) of `path`
+// (from /proc/locks, without opening the file; this process's own locks never count).
+bool locked_by_another_process(const std::string& path, int64_t start, int64_t length);
+
+// Writes `text` to `path` so that, whatever happens, a regular file holds either its old content
+// or the whole new one: an exclusively created temporary in the same folder, written, flushed to
+// disk (fsync), renamed over the file, and the folder flushed so the rename survives a power cut
+// too. A symbolic link stays and the file it names is replaced; a character device or a pipe
+// (/dev/null, /dev/stdout, a FIFO) is written through, never replaced; anything else is refused.
 // Returns an empty string or the reason it failed; the temporary never remains.
 std::string write_file_durably(const std::string& path, const std::string& text);
 

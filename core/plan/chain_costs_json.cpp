@@ -7,16 +7,43 @@
 namespace rematlab::plan {
 namespace {
 
-template <typename T>
-T field(const nlohmann::json& object, const char* key) {
+// Kept profiles are read back from a database anyone may have edited: every figure is checked
+// against what a measurement can give, so that a negative, non-finite or absurd value makes the
+// row unreadable (measured again) instead of reaching the planner's tables.
+constexpr int64_t kMaxBytes = int64_t{1} << 50;  // 1 PiB: beyond any device
+constexpr double kMaxMs = 1e7;                   // close to three hours for one piece
+
+const nlohmann::json& member(const nlohmann::json& object, const char* key) {
   if (!object.is_object() || !object.contains(key)) {
     throw std::invalid_argument(std::string("a chain profile without '") + key + "'");
   }
-  try {
-    return object.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw std::invalid_argument(std::string("a chain profile whose '") + key + "' is not a number");
+  return object.at(key);
+}
+
+int64_t bytes_field(const nlohmann::json& object, const char* key) {
+  const nlohmann::json& value = member(object, key);
+  // An integer in range: get<int64_t>() of a float or of a too large unsigned is no byte count.
+  if (value.is_number_unsigned() && value.get<uint64_t>() <= static_cast<uint64_t>(kMaxBytes)) {
+    return value.get<int64_t>();
   }
+  if (value.is_number_integer() && !value.is_number_unsigned()) {
+    const int64_t bytes = value.get<int64_t>();
+    if (bytes >= 0 && bytes <= kMaxBytes) return bytes;
+  }
+  throw std::invalid_argument(std::string("a chain profile whose '") + key +
+                              "' is not a byte count between 0 and 1 PiB");
+}
+
+double ms_field(const nlohmann::json& object, const char* key, double low = 0.0,
+                double high = kMaxMs) {
+  const nlohmann::json& value = member(object, key);
+  const double ms = value.is_number() ? value.get<double>() : -1.0;
+  if (!value.is_number() || !(ms >= low && ms <= high)) {
+    throw std::invalid_argument(std::string("a chain profile whose '") + key +
+                                "' is not a number between " + std::to_string(low) + " and " +
+                                std::to_string(high));
+  }
+  return ms;
 }
 
 }  // namespace
@@ -44,24 +71,27 @@ nlohmann::json to_json(const ChainCosts& costs) {
 
 ChainCosts chain_costs_from_json(const nlohmann::json& json) {
   ChainCosts costs;
-  costs.input_bytes = field<int64_t>(json, "input_bytes");
-  costs.head_peak_bytes = field<int64_t>(json, "head_peak_bytes");
-  costs.embedding_backward_peak_bytes = field<int64_t>(json, "embedding_backward_peak_bytes");
-  costs.fixed_ms = field<double>(json, "fixed_ms");
-  costs.time_scale = field<double>(json, "time_scale");
-  const nlohmann::json stages = field<nlohmann::json>(json, "stages");
-  if (!stages.is_array() || stages.empty()) {
+  costs.input_bytes = bytes_field(json, "input_bytes");
+  costs.head_peak_bytes = bytes_field(json, "head_peak_bytes");
+  costs.embedding_backward_peak_bytes = bytes_field(json, "embedding_backward_peak_bytes");
+  costs.fixed_ms = ms_field(json, "fixed_ms");
+  // A whole step over the sum of its pieces: near 1, never 0 (it divides nothing, but scales
+  // every time the planner adds).
+  costs.time_scale = ms_field(json, "time_scale", 1e-3, 1e3);
+  const nlohmann::json& stages = member(json, "stages");
+  // 2 per block; a model of over a million blocks is refused long before a profile.
+  if (!stages.is_array() || stages.empty() || stages.size() > 2'000'000) {
     throw std::invalid_argument("a chain profile without stages");
   }
   for (const nlohmann::json& entry : stages) {
     StageCost stage;
-    stage.forward_ms = field<double>(entry, "forward_ms");
-    stage.backward_ms = field<double>(entry, "backward_ms");
-    stage.early_stop_saving_ms = field<double>(entry, "early_stop_saving_ms");
-    stage.kept_bytes = field<int64_t>(entry, "kept_bytes");
-    stage.output_bytes = field<int64_t>(entry, "output_bytes");
-    stage.forward_transient_bytes = field<int64_t>(entry, "forward_transient_bytes");
-    stage.backward_transient_bytes = field<int64_t>(entry, "backward_transient_bytes");
+    stage.forward_ms = ms_field(entry, "forward_ms");
+    stage.backward_ms = ms_field(entry, "backward_ms");
+    stage.early_stop_saving_ms = ms_field(entry, "early_stop_saving_ms", 0.0, stage.forward_ms);
+    stage.kept_bytes = bytes_field(entry, "kept_bytes");
+    stage.output_bytes = bytes_field(entry, "output_bytes");
+    stage.forward_transient_bytes = bytes_field(entry, "forward_transient_bytes");
+    stage.backward_transient_bytes = bytes_field(entry, "backward_transient_bytes");
     costs.stages.push_back(stage);
   }
   return costs;

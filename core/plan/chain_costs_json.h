@@ -10,7 +10,9 @@
 namespace rematlab::plan {
 
 nlohmann::json to_json(const ChainCosts& costs);
-// Throws std::invalid_argument naming what is missing or malformed.
+// Throws std::invalid_argument naming what is missing, malformed or out of range: byte counts
+// must be whole numbers in [0, 1 PiB], times finite and ≥ 0, an early stop's saving at most its
+// stage's forward, the time scale in [0.001, 1000].
 ChainCosts chain_costs_from_json(const nlohmann::json& json);
 
 }  // namespace rematlab::plan

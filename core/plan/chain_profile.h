@@ -26,6 +26,10 @@ struct ProfileCancelled : std::runtime_error {
   ProfileCancelled() : std::runtime_error("profiling stopped") {}
 };
 
+// How a run or sweep point stopped while its plan's chain was profiled is recorded.
+inline constexpr const char* kStoppedWhileProfiling =
+    "stopped by the user while its chain was profiled for the plan";
+
 // Throws InvalidInput for a configuration a run would refuse. The config's checkpoint policy and
 // budget are ignored: the chain is measured as it runs without them. Times are per optimizer step
 // (config.accum micro-batches); bytes per micro-batch (accumulation does not add to the peak).

@@ -9,7 +9,8 @@
 
 namespace rematlab::plan {
 
-std::optional<PlannedPolicy> resolve_planned_policy(RunConfig& config) {
+std::optional<PlannedPolicy> resolve_planned_policy(RunConfig& config,
+                                                    const std::atomic<bool>* cancel) {
   const CheckpointPolicy policy = CheckpointPolicy::parse(config.checkpoint);
   if (!policy.is_plan()) return std::nullopt;
   PlannedPolicy planned;
@@ -23,7 +24,9 @@ std::optional<PlannedPolicy> resolve_planned_policy(RunConfig& config) {
     planned.profile_source = known->source;
   } else {
     const auto start = std::chrono::steady_clock::now();
-    costs = profile_chain(config);
+    ProfileOptions options;
+    options.cancel = cancel;
+    costs = profile_chain(config, options);
     planned.profile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     planned.profile_source = "measured for this run";

@@ -3,6 +3,7 @@
 // what it trains with. What was planned stays with the run, beside what it then measured.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -25,8 +26,10 @@ struct PlannedPolicy {
 
 // For a config whose checkpoint is plan:BUDGET: profiles it (or takes config.known_chain_costs
 // when their key matches it), plans, and sets config.checkpoint to the chosen list (left as it
-// is when none fits). Nothing for any other policy.
-std::optional<PlannedPolicy> resolve_planned_policy(RunConfig& config);
+// is when none fits). Nothing for any other policy. Profiling is stopped by `cancel`
+// (ProfileCancelled).
+std::optional<PlannedPolicy> resolve_planned_policy(RunConfig& config,
+                                                    const std::atomic<bool>* cancel = nullptr);
 
 nlohmann::json to_json(const PlannedPolicy& planned);
 PlannedPolicy planned_policy_from_json(const nlohmann::json& json);  // tolerant of missing keys

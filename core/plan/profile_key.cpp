@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "common/json_text.h"
 #include "common/process_identity.h"
 #include "compat/torch_compat.h"
 #include "model/model_config.h"
@@ -42,7 +43,7 @@ std::string profile_key(const RunConfig& config, int repeats, const std::string&
 }
 
 std::optional<ProfiledConfiguration> read_profile_key(const std::string& key) {
-  const nlohmann::json json = nlohmann::json::parse(key, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json json = parse_json_or_null(key);
   if (!json.is_object() || json.value("method", 0) != kProfileMethod || !json.contains("config") ||
       !json["config"].is_object()) {
     return std::nullopt;

@@ -2,6 +2,8 @@
 
 #include <ATen/Parallel.h>
 
+#include <cmath>
+
 #include "common/process_identity.h"
 #include "common/utc_time.h"
 #include "runtime/device.h"
@@ -44,26 +46,38 @@ PeakFlopsRecord measure_peak_flops_record(const RunConfig& config, int repeats) 
   return peak;
 }
 
+bool plausible_peak_flops(double flops) {
+  return std::isfinite(flops) && flops > 0.0 && flops < 1e20;  // 100 EFLOP/s: no one device
+}
+
 void resolve_peak_flops(RunConfig& config, RunStore* store) {
   if (config.peak_flops > 0.0) {
     if (config.peak_flops_source.empty()) config.peak_flops_source = "given (--peak-flops)";
     return;
   }
   const PeakFlopsRecord key = peak_flops_key(config);
+  bool replacing = false;
   if (store) {
     if (auto kept = store->peak_flops(key)) {
-      config.peak_flops = kept->flops;
-      config.peak_flops_source = "runs database: " + describe(*kept);
-      return;
+      // A value no matmul gives (edited, damaged) is measured again and replaced.
+      if (plausible_peak_flops(kept->flops)) {
+        config.peak_flops = kept->flops;
+        config.peak_flops_source = "runs database: " + describe(*kept);
+        return;
+      }
+      replacing = true;
     }
   }
   const PeakFlopsRecord measured = measure_peak_flops_record(config);
   config.peak_flops = measured.flops;
   if (store && !store->read_only()) {
     store->save_peak_flops(measured);
-    config.peak_flops_source = "runs database: " + describe(measured) + " (first run here)";
+    config.peak_flops_source =
+        "runs database: " + describe(measured) +
+        (replacing ? " (replacing a kept value that was not a peak)" : " (first run here)");
   } else {
-    config.peak_flops_source = describe(measured) + " before this run (not kept: no database)";
+    config.peak_flops_source = describe(measured) + " before this run (not kept: " +
+                               (store ? "the database is open read-only)" : "no runs database)");
   }
 }
 

@@ -19,8 +19,12 @@ PeakFlopsRecord peak_flops_key(const RunConfig& config);
 // Measures the key's peak now (setting the thread count first): best of `repeats` matmuls.
 PeakFlopsRecord measure_peak_flops_record(const RunConfig& config, int repeats = 7);
 
+// Whether a kept figure can be a device's peak: finite, positive and below 1e20 FLOP/s.
+bool plausible_peak_flops(double flops);
+
 // Sets config.peak_flops and config.peak_flops_source: the one given, the one kept in `store`
-// (may be null), or one measured now, saved when `store` is writable.
+// (may be null) when plausible, or one measured now, saved when `store` is writable (replacing
+// an implausible one).
 void resolve_peak_flops(RunConfig& config, RunStore* store);
 
 }  // namespace rematlab

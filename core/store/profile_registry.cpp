@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "checkpoint/checkpoint_policy.h"
+#include "common/json_text.h"
 #include "common/utc_time.h"
 #include "plan/chain_costs_json.h"
 #include "plan/profile_key.h"
@@ -17,15 +18,17 @@ plan::KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store
   if (store && !fresh) {
     if (const auto kept = store->chain_profile(known.key)) {
       try {
-        known.costs = plan::chain_costs_from_json(nlohmann::json::parse(kept->costs));
+        known.costs = plan::chain_costs_from_json(parse_json(kept->costs));
         // Two stages a block: a row of another shape was not written by a profile of this key.
-        if (static_cast<int64_t>(known.costs.stages.size()) == 2 * config.model.layers) {
+        if (static_cast<int64_t>(known.costs.stages.size()) == 2 * config.model.layers &&
+            kept->profile_ms >= 0.0 && kept->profile_ms < 1e9) {
           known.profile_ms = kept->profile_ms;
           known.source = "runs database: measured " + kept->measured;
           return known;
         }
       } catch (const std::exception&) {
-        // A row this build cannot read: measured again below, and replaced.
+        // A row this build cannot read, or with figures no measurement gives (chain_costs_json.h):
+        // measured again below, and replaced.
       }
     }
   }
@@ -46,10 +49,12 @@ plan::KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store
   return known;
 }
 
-void resolve_chain_costs(RunConfig& config, RunStore* store) {
+void resolve_chain_costs(RunConfig& config, RunStore* store, const std::atomic<bool>* cancel) {
   if (!CheckpointPolicy::parse(config.checkpoint).is_plan()) return;
+  plan::ProfileOptions options;
+  options.cancel = cancel;
   config.known_chain_costs =
-      std::make_shared<const plan::KnownChainCosts>(known_chain_costs(config, store));
+      std::make_shared<const plan::KnownChainCosts>(known_chain_costs(config, store, options));
 }
 
 }  // namespace rematlab

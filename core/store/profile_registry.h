@@ -5,6 +5,8 @@
 // pays it once. A kept profile is as old as its date: `--reprofile` measures it again.
 #pragma once
 
+#include <atomic>
+
 #include "plan/chain_costs.h"
 #include "plan/chain_profile.h"
 #include "store/run_store.h"
@@ -19,7 +21,9 @@ plan::KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store
                                         bool fresh = false);
 
 // For a `plan:` config: sets config.known_chain_costs, so that the trainer plans without
-// profiling when the database kept its costs. Nothing for any other policy.
-void resolve_chain_costs(RunConfig& config, RunStore* store);
+// profiling when the database kept its costs. Nothing for any other policy. A profile is
+// stopped by `cancel` (plan::ProfileCancelled), and nothing is kept.
+void resolve_chain_costs(RunConfig& config, RunStore* store,
+                         const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace rematlab

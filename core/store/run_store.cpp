@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common/errors.h"
+#include "common/json_text.h"
 #include "common/posix_files.h"
 #include "common/process_identity.h"
 #include "store/schema.h"
@@ -49,8 +50,8 @@ RunProcesses running_run_processes(const Statement& row) {
 }
 
 nlohmann::json parse_or_empty(const std::string& text) {
-  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return json.is_discarded() ? nlohmann::json::object() : json;
+  nlohmann::json json = parse_json_or_null(text);
+  return json.is_object() ? json : nlohmann::json::object();
 }
 
 RunRecord read_run(const Statement& row) {
@@ -105,15 +106,29 @@ std::string default_database_path() {
   const std::string base = data_home && *data_home ? data_home
                            : home && *home         ? files::join(home, ".local/share")
                                                    : ".";
-  const std::string folder = files::join(base, "rematlab");
-  files::make_directories(folder);
-  return files::join(folder, "rematlab.sqlite");
+  return files::join(files::join(base, "rematlab"), "rematlab.sqlite");
 }
 
 std::string sqlite_version() { return sqlite3_libversion(); }
 
+namespace {
+
+// The default database's folder is made when the database is first created, not when its path
+// is only named (every command names it, `version` too).
+const std::string& with_default_folder(const std::string& path, StoreAccess access, bool create) {
+  if (access == StoreAccess::kReadWrite && create && !files::exists(path) &&
+      path == default_database_path()) {
+    files::make_directories(files::parent_directory(path));
+  }
+  return path;
+}
+
+}  // namespace
+
 RunStore::RunStore(const std::string& path, StoreAccess access, bool create)
-    : path_(path), access_(access), db_(open_store_database(path, access, create)) {
+    : path_(path),
+      access_(access),
+      db_(open_store_database(with_default_folder(path, access, create), access, create)) {
   if (access_ == StoreAccess::kReadWrite) recovered_runs_ = mark_interrupted_runs();
 }
 

@@ -79,8 +79,16 @@ struct PeakFlopsRecord {
 
 // The database the CLI and the window share when none is given, so that runs from either show in
 // both: $REMATLAB_DB if set, else $XDG_DATA_HOME/rematlab/rematlab.sqlite (by default
-// ~/.local/share/rematlab/rematlab.sqlite). Its folder is created when missing.
+// ~/.local/share/rematlab/rematlab.sqlite). Its folder is created when a
+// RunStore first creates the database there, not before.
 std::string default_database_path();
+
+// What can be checked of `path` as a database to record in without opening it (which creates
+// it, or files beside it): the folder, the permissions, and an existing file's own header
+// (another program's, a newer schema, cut short). Throws InvalidInput("--db", …) as opening
+// would. For a process that must refuse a bad --db before it waits for others (rank 0 of a run).
+// Defined with the schema (store/schema.cpp).
+void check_database_path(const std::string& path);
 
 // The SQLite library in use, e.g. "3.40.1" (for About boxes and bug reports).
 std::string sqlite_version();

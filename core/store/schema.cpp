@@ -1,9 +1,12 @@
 #include "store/schema.h"
 
+#include <optional>
 #include <vector>
 
 #include "common/errors.h"
 #include "common/posix_files.h"
+#include "store/run_store.h"
+#include "store/sqlite_header.h"
 
 namespace rematlab {
 namespace {
@@ -205,6 +208,29 @@ void migrate(Database& db, int to) {
   transaction.commit();
 }
 
+InvalidInput damaged(const std::string& path, const std::string& detail) {
+  return not_ours(path, "is a damaged RematLab database (" + detail +
+                            "); copy what is still readable into a new file with `sqlite3 '" +
+                            path + "' .recover | sqlite3 recovered.sqlite`");
+}
+
+// What the file's own header says, before SQLite opens it: another program's database, a newer
+// schema and a file cut short are refused without a byte written beside them.
+void check_header(const std::string& path, const std::optional<SqliteHeader>& header) {
+  if (!header || header->application_id != kApplicationId) return;  // SQLite's checks follow
+  if (header->user_version > kStoreSchemaVersion) {
+    throw not_ours(path, "was written by a newer RematLab (schema " +
+                             std::to_string(header->user_version) + "; this build knows up to " +
+                             std::to_string(kStoreSchemaVersion) + ")");
+  }
+  const int64_t expected = header->page_size * header->page_count;
+  const int64_t size = files::file_size(path);
+  if (expected > 0 && size < expected) {
+    throw damaged(path, "the file holds " + std::to_string(size) + " of its " +
+                            std::to_string(expected) + " bytes: it was cut short");
+  }
+}
+
 // Before SQLite sees the path: every reason it could not be opened, as the user should hear it.
 void check_location(const std::string& path, StoreAccess access, bool create) {
   if (path.empty()) throw InvalidInput("--db", "is empty");
@@ -233,6 +259,12 @@ void check_location(const std::string& path, StoreAccess access, bool create) {
   }
 }
 
+// Whether another process holds one of SQLite's locks on the file (a connection in exclusive
+// locking mode keeps no -shm file, only its lock): the bytes from 2^30 on, where SQLite locks.
+bool held_by_sqlite(const std::string& path) {
+  return files::locked_by_another_process(path, int64_t{1} << 30, 512);
+}
+
 // Read-only. A write-protected database that nobody is writing (no -wal with content, no -shm:
 // a writer keeps both) is opened immutable: no locks, and no -wal or -shm files made beside it
 // (SQLite would give them the database's permissions, and a write-protected -shm would lock out
@@ -242,8 +274,11 @@ void check_location(const std::string& path, StoreAccess access, bool create) {
 // are refused rather than read past: their committed runs would be missing.
 std::unique_ptr<Database> open_for_reading(const std::string& path) {
   const bool wal_holds_changes = files::file_size(path + "-wal") > 0;
-  const bool quiet = !wal_holds_changes && !files::exists(path + "-shm");
-  if (quiet && !files::writable(path)) {
+  const bool quiet = !wal_holds_changes && !files::exists(path + "-shm") && !held_by_sqlite(path);
+  if (quiet) {
+    // Nobody has it open (a connection keeps -shm, or an exclusive one a lock): read it as it is,
+    // without the -wal and -shm files a reader would otherwise leave beside it. In WAL mode a
+    // writer that starts meanwhile writes to its -wal, not to the file read here.
     return std::make_unique<Database>(path, Database::Mode::kImmutable);
   }
   auto db = std::make_unique<Database>(path, Database::Mode::kReadOnly);
@@ -267,6 +302,9 @@ std::unique_ptr<Database> open_store_database(const std::string& path, StoreAcce
                                               bool create) {
   check_location(path, access, create);
   const bool existed = files::exists(path);
+  const std::optional<SqliteHeader> header = read_sqlite_header(path);
+  check_header(path, header);
+  const bool ours = header && header->application_id == kApplicationId;
   const bool reading = access == StoreAccess::kReadOnly;
   std::unique_ptr<Database> db;
   int application_id = 0;
@@ -284,9 +322,14 @@ std::unique_ptr<Database> open_store_database(const std::string& path, StoreAcce
   } catch (const StoreError& error) {
     if (error.locked()) throw locked(path);
     const std::string detail = error.code() ? sqlite3_errstr(error.code()) : error.what();
+    if (ours) throw damaged(path, "SQLite says: " + detail);
     throw not_ours(path, "is not a RematLab database (SQLite says: " + detail + ")");
   }
   const bool blank = application_id == 0 && version == 0 && objects == 0;
+  if (blank && existed && !create) {
+    // Only a new database may start blank: an existing empty one is some other program's.
+    throw not_ours(path, "is an empty SQLite database, not a RematLab database");
+  }
   if (!blank && application_id != kApplicationId) {
     throw not_ours(path, "is an SQLite database of another program, not a RematLab database");
   }
@@ -315,6 +358,18 @@ std::unique_ptr<Database> open_store_database(const std::string& path, StoreAcce
     throw;
   }
   return db;
+}
+
+void check_database_path(const std::string& path) {
+  check_location(path, StoreAccess::kReadWrite, /*create=*/true);
+  if (!files::exists(path) || files::file_size(path) == 0) return;
+  const std::optional<SqliteHeader> header = read_sqlite_header(path);
+  if (!header) throw not_ours(path, "is not a RematLab database (not an SQLite file)");
+  const bool blank = header->application_id == 0 && header->user_version == 0;
+  if (!blank && header->application_id != kApplicationId) {
+    throw not_ours(path, "is an SQLite database of another program, not a RematLab database");
+  }
+  check_header(path, header);
 }
 
 void create_store_database_at_version(const std::string& path, int version) {

@@ -33,9 +33,16 @@ using BatchProbeFn = std::function<BatchProbe(int64_t batch)>;
 // Assumes memory grows with the batch. Stops early, with `cancelled`, when a probe is cancelled.
 MaxBatchResult search_max_batch(int64_t limit, const BatchProbeFn& probe);
 
+// Steps a probe trains: at least 2, the second being the first with the optimizer's state.
+inline constexpr int64_t kMinProbeSteps = 2;
+inline constexpr int64_t kMaxProbeSteps = 1000;
+// Throws InvalidInput(field, …) for a count outside [kMinProbeSteps, kMaxProbeSteps].
+void check_probe_steps(int64_t steps, const std::string& field);
+
 // A probe by training: `steps` steps of `base` at `batch` under base.budget_bytes (on CUDA a real
-// out-of-memory counts too). Memory is measured on the calling thread. `on_setup`, if given, is
-// told true before the model is built (and profiled, for a plan) and false once it is.
+// out-of-memory counts too); a `schedule:` policy is probed at each of its intervals, and the
+// batch fits only under all of them. Memory is measured on the calling thread. `on_setup`, if
+// given, is told true before the model is built (and profiled, for a plan) and false once it is.
 BatchProbe probe_by_training(const RunConfig& base, int64_t batch, int64_t steps,
                              const std::atomic<bool>* cancel,
                              const std::function<void(bool)>& on_setup = {});

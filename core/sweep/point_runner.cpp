@@ -1,5 +1,6 @@
 #include "sweep/point_runner.h"
 
+#include "plan/chain_profile.h"
 #include "store/sqlite_db.h"
 #include "train/trainer.h"
 
@@ -29,7 +30,7 @@ MaxBatchResult search_batch(const MaxBatchSpec& search, RunConfig& config,
 RunSummary train(const RunConfig& config, const PointHooks& hooks) {
   const std::string activity = "training at batch " + std::to_string(config.batch);
   tell(hooks, activity, nullptr);
-  const std::unique_ptr<Trainer> trainer = build_trainer(config, hooks.on_setup);
+  const std::unique_ptr<Trainer> trainer = build_trainer(config, hooks.on_setup, hooks.cancel);
   TrainerCallbacks callbacks;
   callbacks.cancel = hooks.cancel;
   callbacks.on_step = [&](const StepMetrics& step) {
@@ -58,6 +59,11 @@ PointOutcome run_sweep_point(const SweepPoint& point, RunConfig config, const Po
     }
   } catch (const StoreError&) {
     throw;  // the recording side is unusable: stop rather than run unrecorded
+  } catch (const plan::ProfileCancelled&) {
+    outcome.summary = RunSummary{};
+    outcome.summary.status = RunStatus::kCancelled;
+    outcome.summary.config = config;
+    outcome.summary.message = plan::kStoppedWhileProfiling;
   } catch (const std::exception& error) {
     outcome.engine_failed = true;
     outcome.summary = RunSummary{};

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "common/json_numbers.h"
+#include "common/json_text.h"
 #include "train/run_fields.h"
 
 namespace rematlab {
@@ -10,7 +11,7 @@ namespace {
 
 RunStatus status_from(const nlohmann::json& json) {
   const std::optional<RunStatus> status = parse_run_status(json.get<std::string>());
-  if (!status) throw std::invalid_argument("unknown run status " + json.dump());
+  if (!status) throw std::invalid_argument("unknown run status " + brief_json(json));
   return *status;
 }
 

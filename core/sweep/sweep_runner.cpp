@@ -4,6 +4,7 @@
 
 #include "checkpoint/checkpoint_policy.h"
 #include "common/errors.h"
+#include "plan/chain_profile.h"
 #include "store/peak_flops_registry.h"
 #include "store/profile_registry.h"
 #include "store/sqlite_db.h"
@@ -114,17 +115,21 @@ SweepRunResult SweepRunner::run_point(const SweepCallbacks& callbacks) {
     resolve_peak_flops(config, store_);
     if (!result.point.request.max_batch && CheckpointPolicy::parse(config.checkpoint).is_plan()) {
       report("profiling the model for " + config.checkpoint, nullptr, callbacks);
-      resolve_chain_costs(config, store_);
+      resolve_chain_costs(config, store_, callbacks.cancel);
     }
   } catch (const StoreError&) {
     throw;  // the database is unusable: stop the sweep rather than run unrecorded
+  } catch (const plan::ProfileCancelled&) {
+    outcome.summary.status = RunStatus::kCancelled;
+    outcome.summary.config = config;
+    outcome.summary.message = plan::kStoppedWhileProfiling;
   } catch (const std::exception& error) {
     outcome.engine_failed = true;
     outcome.summary.status = RunStatus::kFailed;
     outcome.summary.config = config;
     outcome.summary.message = error.what();
   }
-  if (!outcome.engine_failed) {
+  if (!outcome.engine_failed && outcome.summary.status != RunStatus::kCancelled) {
     PointHooks hooks;
     hooks.cancel = callbacks.cancel;
     hooks.on_activity = [&](const std::string& activity, const StepMetrics* step) {

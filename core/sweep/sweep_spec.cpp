@@ -6,6 +6,8 @@
 
 #include "common/byte_size.h"
 #include "common/errors.h"
+#include "common/json_text.h"
+#include "sweep/max_batch.h"
 #include "train/run_fields.h"
 
 namespace rematlab {
@@ -15,7 +17,7 @@ const std::string kSpec = "spec: ";
 
 int64_t positive_integer(const nlohmann::ordered_json& value, const std::string& field) {
   if (!value.is_number_integer() || value.get<int64_t>() <= 0) {
-    throw InvalidInput(field, "must be a positive integer, got " + value.dump());
+    throw InvalidInput(field, "must be a positive integer, got " + brief_json(value));
   }
   return value.get<int64_t>();
 }
@@ -34,7 +36,7 @@ MaxBatchSpec parse_max_batch(const nlohmann::ordered_json& object) {
       } else if (v.is_string()) {
         spec.budget_bytes = parse_byte_size(v.get<std::string>(), field);
       } else {
-        throw InvalidInput(field, "must be a size such as \"2GiB\", got " + v.dump());
+        throw InvalidInput(field, "must be a size such as \"2GiB\", got " + brief_json(v));
       }
       if (spec.budget_bytes <= 0) throw InvalidInput(field, "must be positive");
       has_budget = true;
@@ -42,6 +44,7 @@ MaxBatchSpec parse_max_batch(const nlohmann::ordered_json& object) {
       spec.limit = positive_integer(item.value(), field);
     } else if (item.key() == "probe_steps") {
       spec.probe_steps = positive_integer(item.value(), field);
+      check_probe_steps(spec.probe_steps, field);
     } else {
       throw InvalidInput(field, "unknown key (use budget, limit, probe_steps)");
     }
@@ -130,8 +133,8 @@ SweepSpec load_sweep_spec(const std::string& path) {
   text << file.rdbuf();
   nlohmann::ordered_json json;
   try {
-    json = nlohmann::ordered_json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& error) {
+    json = parse_ordered_json(text.str());
+  } catch (const std::invalid_argument& error) {
     throw InvalidInput("--spec", "'" + path + "' is not valid JSON: " + error.what());
   }
   return parse_sweep_spec(json);

@@ -23,7 +23,7 @@ OneStep gradients_under(RunConfig config, const std::string& policy, const std::
                         const std::atomic<bool>* cancel, int64_t at_step) {
   config.checkpoint = policy;
   config.offload = offload;
-  Trainer trainer(config);
+  Trainer trainer(config, nullptr, cancel);
   OneStep result;
   try {
     replay_until(trainer, at_step, cancel);

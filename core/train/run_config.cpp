@@ -23,9 +23,15 @@ int max_threads() {
 }
 
 PolicyAndOffload split_policy_and_offload(const std::string& text) {
-  const auto plus = text.find('+');
-  if (plus == std::string::npos) return {text, std::nullopt};
-  return {text.substr(0, plus), text.substr(plus + 1)};
+  // The '+' before an offload mode: a '+' inside a policy ("every:+2", "schedule:0=1,+0.5=2",
+  // as std::stod read numbers) is part of it.
+  for (auto plus = text.find('+'); plus != std::string::npos; plus = text.find('+', plus + 1)) {
+    const std::string rest = text.substr(plus + 1);
+    if (rest == "none" || rest == "host" || rest == "disk" || rest.rfind("disk:", 0) == 0) {
+      return {text.substr(0, plus), rest};
+    }
+  }
+  return {text, std::nullopt};
 }
 
 namespace {

@@ -24,7 +24,8 @@ struct OffloadSpec {
 OffloadSpec parse_offload(const std::string& text);  // throws InvalidInput("--offload", …)
 
 // A checkpoint value that may carry its own offload, "POLICY" or "POLICY+OFFLOAD" (e.g.
-// "every:1+disk"), the one place that form is read: sweep axes, `study`, the window's list.
+// "every:1+disk"; the offload is none, host, disk or disk:DIR after a '+'), the one place that
+// form is read: sweep axes, `study`, the window's list, and records read back.
 struct PolicyAndOffload {
   std::string checkpoint;
   std::optional<std::string> offload;  // absent: the run's own --offload applies

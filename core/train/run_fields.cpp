@@ -8,6 +8,7 @@
 #include "checkpoint/checkpoint_policy.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
+#include "common/json_text.h"
 
 namespace rematlab {
 namespace {
@@ -16,13 +17,13 @@ using Setter = std::function<void(RunConfig&, const nlohmann::json&, const std::
 
 [[noreturn]] void wrong_type(const std::string& field, const char* expected,
                              const nlohmann::json& value) {
-  throw InvalidInput(field, std::string("must be ") + expected + ", got " + value.dump());
+  throw InvalidInput(field, std::string("must be ") + expected + ", got " + brief_json(value));
 }
 
 int64_t as_integer(const nlohmann::json& value, const std::string& field) {
   if (!value.is_number_integer()) wrong_type(field, "an integer", value);
   if (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t{INT64_MAX}) {
-    throw InvalidInput(field, value.dump() + " is out of range");
+    throw InvalidInput(field, brief_json(value) + " is out of range");
   }
   return value.get<int64_t>();
 }

@@ -31,11 +31,12 @@ constexpr uint64_t kRankSeedSalt = 0xD1B54A32D192ED03ull;
 
 }  // namespace
 
-Trainer::Trainer(RunConfig config, std::shared_ptr<GradientExchange> exchange)
+Trainer::Trainer(RunConfig config, std::shared_ptr<GradientExchange> exchange,
+                 const std::atomic<bool>* cancel)
     : config_((validate(config), std::move(config))),  // nothing is built from invalid input
       numerics_({config_.tf32, config_.deterministic}),
       device_(parse_device(config_.device)),
-      planned_(plan::resolve_planned_policy(config_)),
+      planned_(plan::resolve_planned_policy(config_, cancel)),
       policy_(CheckpointPolicy::parse(config_.checkpoint)),
       tracker_(device_),
       exchange_(std::move(exchange)) {
@@ -321,7 +322,8 @@ std::optional<double> Trainer::accumulate_gradients(const CheckpointPlan& plan,
 }
 
 std::unique_ptr<Trainer> build_trainer(const RunConfig& config,
-                                       const std::function<void(bool)>& on_setup) {
+                                       const std::function<void(bool)>& on_setup,
+                                       const std::atomic<bool>* cancel) {
   struct Told {
     const std::function<void(bool)>& on_setup;
     ~Told() {
@@ -330,7 +332,7 @@ std::unique_ptr<Trainer> build_trainer(const RunConfig& config,
   };
   if (on_setup) on_setup(true);
   const Told told{on_setup};
-  return std::make_unique<Trainer>(config);
+  return std::make_unique<Trainer>(config, nullptr, cancel);
 }
 
 }  // namespace rematlab

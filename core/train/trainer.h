@@ -38,7 +38,10 @@ class Trainer {
   // Validates `config` (throws InvalidInput) and builds the model, data and optimizer. With an
   // `exchange` (data parallelism, core/dist) this process trains its share of every global
   // batch and averages gradients with the others; config.world_size must be its world size.
-  explicit Trainer(RunConfig config, std::shared_ptr<GradientExchange> exchange = nullptr);
+  // A plan:BUDGET run profiles its chain here unless the config carries kept costs; `cancel`
+  // stops that profile (plan::ProfileCancelled).
+  explicit Trainer(RunConfig config, std::shared_ptr<GradientExchange> exchange = nullptr,
+                   const std::atomic<bool>* cancel = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -98,6 +101,7 @@ class Trainer {
 // or failed: building the model and data, and profiling them for a plan, report nothing else for
 // a while, and someone waiting for progress may want to know.
 std::unique_ptr<Trainer> build_trainer(const RunConfig& config,
-                                       const std::function<void(bool)>& on_setup);
+                                       const std::function<void(bool)>& on_setup,
+                                       const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace rematlab

@@ -2,6 +2,14 @@
 
 namespace rematlab {
 
+RunConfig replay_config(const RunConfig& run) {
+  RunConfig config = run;
+  config.timeline = false;
+  config.budget_bytes = 0;
+  if (parse_offload(config.offload).kind == OffloadKind::kDisk) config.offload = "disk";
+  return config;
+}
+
 std::vector<double> replay_until(Trainer& trainer, int64_t step, const std::atomic<bool>* cancel) {
   std::vector<double> losses;
   if (step <= 0) return losses;

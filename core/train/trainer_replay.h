@@ -10,6 +10,11 @@
 
 namespace rematlab {
 
+// A stored run's configuration as a replay trains it here: the same numerics (policy, offload
+// mode, seed, data), without a timeline or a budget, and a disk offload goes to a private
+// folder of the system's temporary directory, removed after, never into the run's own folder.
+RunConfig replay_config(const RunConfig& run);
+
 // The trainer was stopped (`cancel`) before it reached the step.
 struct ReplayCancelled {};
 
