@@ -22,6 +22,7 @@
 #include "dist/data_parallel.h"
 #include "dist/dist_context.h"
 #include "dist/dist_env.h"
+#include "dist/local_launcher.h"
 #include "dist/rank_launch.h"
 #include "estimate/model_state.h"
 #include "estimate/sharded_states.h"
@@ -211,7 +212,8 @@ TEST(DistEnv, ReadsTorchrunsVariablesAndItsAgentStore) {
                                     {"MASTER_PORT", "29511"},
                                     {"TORCHELASTIC_USE_AGENT_STORE", "True"},
                                     {"TORCHELASTIC_RESTART_COUNT", "2"},
-                                    {"TORCHELASTIC_RUN_ID", "job"}});
+                                    {"TORCHELASTIC_RUN_ID", "job"},
+                                    {"REMATLAB_LAUNCH_SECRET", "0123456789abcdef0123"}});
   EXPECT_TRUE(env.distributed());
   EXPECT_EQ(env.rank, 5);
   EXPECT_EQ(env.world_size, 8);
@@ -229,7 +231,8 @@ TEST(DistEnv, ReadsSlurmsVariablesWithTheFirstHostAsRendezvous) {
                                     {"SLURM_NTASKS", "4"},
                                     {"SLURM_LOCALID", "1"},
                                     {"SLURM_JOB_NODELIST", "gpu[07-08,12],login1"},
-                                    {"SLURM_JOB_ID", "123456"}});
+                                    {"SLURM_JOB_ID", "123456"},
+                                    {"REMATLAB_LAUNCH_SECRET", "0123456789abcdef0123"}});
   EXPECT_EQ(env.launcher, "slurm");
   EXPECT_EQ(env.rank, 3);
   EXPECT_EQ(env.world_size, 4);
@@ -259,6 +262,56 @@ TEST(DistEnv, RefusesMalformedVariablesNamingThem) {
   EXPECT_EQ(field_of({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}}), "SLURM_PROCID");
 }
 
+// A rendezvous other hosts can reach is joined only with the launch's secret; on loopback it is
+// optional (our own launcher always makes one).
+TEST(DistEnv, ARendezvousBeyondLoopbackNeedsASecretNobodyCanGuess) {
+  auto field_of = [](std::map<std::string, std::string> variables) {
+    variables.insert({{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+    try {
+      return env_of(variables).secret;
+    } catch (const InvalidInput& error) {
+      return "refused: " + error.field();
+    }
+  };
+  EXPECT_EQ(field_of({{"MASTER_ADDR", "node0"}}), "refused: REMATLAB_LAUNCH_SECRET");
+  EXPECT_EQ(field_of({{"MASTER_ADDR", "10.0.0.5"}, {"REMATLAB_LAUNCH_SECRET", "short"}}),
+            "refused: REMATLAB_LAUNCH_SECRET");
+  EXPECT_EQ(field_of({{"MASTER_ADDR", "10.0.0.5"},
+                      {"REMATLAB_LAUNCH_SECRET", "has spaces and/slashes00"}}),
+            "refused: REMATLAB_LAUNCH_SECRET");
+  EXPECT_EQ(field_of({{"MASTER_ADDR", "10.0.0.5"}, {"REMATLAB_LAUNCH_SECRET", "a1b2c3d4e5f6a7b8"}}),
+            "a1b2c3d4e5f6a7b8");
+  EXPECT_EQ(field_of({{"MASTER_ADDR", "127.0.0.1"}}), "");
+  EXPECT_EQ(field_of({{"MASTER_ADDR", "localhost"}}), "");
+  EXPECT_EQ(field_of({{"SLURM_PROCID", "0"},
+                      {"SLURM_NTASKS", "2"},
+                      {"RANK", ""},
+                      {"WORLD_SIZE", ""},
+                      {"SLURM_JOB_NODELIST", "gpu07"}}),
+            "refused: REMATLAB_LAUNCH_SECRET");
+  const std::string made = dist::make_launch_secret();
+  EXPECT_EQ(made.size(), 32u);
+  EXPECT_NE(made, dist::make_launch_secret());
+}
+
+// A process that cannot be started is named with the program tried and the reason, not an
+// exit code 127 with nothing said.
+TEST(LocalLaunch, AProgramThatCannotBeStartedIsNamedWithTheReason) {
+  dist::LocalLaunch launch;
+  launch.nproc = 2;
+  launch.args = {"/no/such/rematlab-cli", "run"};
+  try {
+    dist::launch_local(launch);
+    ADD_FAILURE() << "a launch of a missing program succeeded";
+  } catch (const std::runtime_error& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("cannot start rank 0: '/no/such/rematlab-cli': No "
+                        "such file or directory"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
 TEST(DataParallelSweep, ASpecAskingForRanksOrShardsIsRefusedNamingTheKey) {
   // A sweep trains every point in its own process: such a point would not be what it says.
   for (const char* text :
@@ -281,7 +334,8 @@ TEST(LocalRanks, AreCheckedBeforeAnyStartsNamingTheCallersField) {
     ADD_FAILURE() << "more ranks than the host can hold were taken";
   } catch (const InvalidInput& error) {
     EXPECT_EQ(error.field(), "ranks") << "the window's word for them";
-    EXPECT_NE(error.reason().find("(4 per hardware thread)"), std::string::npos) << error.what();
+    EXPECT_NE(error.reason().find("(4 per hardware thread, at least 16)"), std::string::npos)
+        << error.what();
   }
   // The GPU cases (cuda:N refused, more ranks than GPUs) are in test_cuda.cpp.
 }

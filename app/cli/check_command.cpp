@@ -9,7 +9,7 @@
 
 namespace rematlab::cli {
 
-Command add_check_command(CLI::App& app) {
+Command add_check_command(CLI::App& app, const std::atomic<bool>& cancel) {
   auto* command = app.add_subcommand(
       "check",
       "Compare one step's gradients under --checkpoint against none (same seed, batch); "
@@ -24,10 +24,15 @@ Command add_check_command(CLI::App& app) {
   command->add_option("--at-step", *at_step,
                       "Train both sides this many steps under their own policy first and "
                       "compare the next step (default 0: the first)");
-  return {command, [options, reference_seed, at_step]() {
+  return {command, [options, reference_seed, at_step, &cancel]() {
             RunConfig config = options->resolve();
-            const GradientCheckResult result =
-                check_gradients(config, nullptr, *reference_seed, *at_step);
+            GradientCheckResult result;
+            try {
+              result = check_gradients(config, &cancel, *reference_seed, *at_step);
+            } catch (const GradientCheckCancelled&) {
+              std::cerr << "rematlab-cli: stopped before the check was done" << std::endl;
+              return 130;
+            }
             std::cerr << (result.identical ? "identical: " : "DIFFERENT: ") << config.checkpoint
                       << " against none, " << result.params_compared << " parameters compared"
                       << std::endl;

@@ -18,7 +18,7 @@ struct Command {
 };
 
 Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel);
-Command add_check_command(CLI::App& app);
+Command add_check_command(CLI::App& app, const std::atomic<bool>& cancel);
 Command add_study_command(CLI::App& app, const std::atomic<bool>& cancel);
 Command add_version_command(CLI::App& app);
 Command add_sweep_command(CLI::App& app, const std::atomic<bool>& cancel);
@@ -28,8 +28,8 @@ std::vector<Command> add_report_commands(CLI::App& app);
 Command add_estimate_command(CLI::App& app);
 Command add_peak_command(CLI::App& app);
 Command add_upgrade_command(CLI::App& app);
-Command add_profile_command(CLI::App& app);
-Command add_plan_command(CLI::App& app);
+Command add_profile_command(CLI::App& app, const std::atomic<bool>& cancel);
+Command add_plan_command(CLI::App& app, const std::atomic<bool>& cancel);
 Command add_diagnose_command(CLI::App& app, const std::atomic<bool>& cancel);
 
 }  // namespace rematlab::cli

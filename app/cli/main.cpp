@@ -2,35 +2,58 @@
 // 1 internal failure, 2 bad input (one line naming what is wrong), 3 `check` found gradients that
 // differ from `none`.
 #include <c10/util/Exception.h>
+#include <signal.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <charconv>
 #include <csignal>
+#include <cstddef>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "common/errors.h"
+#include "plan/chain_profile.h"
 #include "runtime/host_allocator.h"
 
 namespace {
 
-// Ctrl-C asks the running command to stop between micro-batches; a second Ctrl-C kills.
+// Ctrl-C, SIGTERM and SIGHUP ask the running command to stop between micro-batches (and between
+// the pieces of a profile): the run is recorded `cancelled` with every step it completed and its
+// offload files are removed. A second signal ends the process at once (exit 130): the run is then
+// left `running` until the database next opens and finds its process gone (`interrupted`), and
+// files it was offloading stay until a later run cleans up after it.
 std::atomic<bool> g_cancel{false};
 
 extern "C" void request_cancel(int) {
   if (g_cancel.exchange(true)) std::_Exit(130);
 }
 
-class CancelOnInterrupt {
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+class CancelOnStopSignals {
  public:
-  CancelOnInterrupt() : previous_(std::signal(SIGINT, request_cancel)) {}
-  ~CancelOnInterrupt() { std::signal(SIGINT, previous_); }
-  CancelOnInterrupt(const CancelOnInterrupt&) = delete;
-  CancelOnInterrupt& operator=(const CancelOnInterrupt&) = delete;
+  CancelOnStopSignals() {
+    struct sigaction action {};
+    action.sa_handler = request_cancel;
+    sigemptyset(&action.sa_mask);
+    for (int signal : kStopSignals) ::sigaction(signal, &action, &previous_[index(signal)]);
+    // A launcher starts its ranks and workers with these signals blocked, so that one sent before
+    // this handler existed waited (pending) instead of killing the process: let it in now.
+    sigset_t stop;
+    sigemptyset(&stop);
+    for (int signal : kStopSignals) sigaddset(&stop, signal);
+    ::pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
+  }
+  ~CancelOnStopSignals() {
+    for (int signal : kStopSignals) ::sigaction(signal, &previous_[index(signal)], nullptr);
+  }
+  CancelOnStopSignals(const CancelOnStopSignals&) = delete;
+  CancelOnStopSignals& operator=(const CancelOnStopSignals&) = delete;
 
  private:
-  void (*previous_)(int);
+  static std::size_t index(int signal) { return signal == SIGINT ? 0 : signal == SIGTERM ? 1 : 2; }
+  struct sigaction previous_[3]{};
 };
 
 int fail(int code, const std::string& message) {
@@ -68,14 +91,22 @@ void check_integer_options(CLI::App& app) {
 
 int main(int argc, char** argv) {
   using namespace rematlab::cli;
+  // First: a signal in the program's first moments must cancel, not kill.
+  CancelOnStopSignals stop_handler;
   rematlab::configure_host_allocator_for_training();
   CLI::App app{"RematLab: activation checkpointing, measured.", "rematlab-cli"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every subcommand");
+  app.footer(
+      "Stopping: Ctrl-C, SIGTERM or SIGHUP stop a command between micro-batches (and between the "
+      "pieces of a profile); a run is recorded `cancelled` with every step it completed, and its "
+      "offload files are removed. A second signal ends the program at once (exit 130): the run "
+      "is then marked `interrupted` when its database is next opened, and offload files it left "
+      "are removed by a later run.");
 
   std::vector<Command> commands = {
       add_run_command(app, g_cancel),
-      add_check_command(app),
+      add_check_command(app, g_cancel),
       add_study_command(app, g_cancel),
       add_sweep_command(app, g_cancel),
       add_max_batch_command(app, g_cancel),
@@ -83,8 +114,8 @@ int main(int argc, char** argv) {
       add_estimate_command(app),
       add_peak_command(app),
       add_upgrade_command(app),
-      add_profile_command(app),
-      add_plan_command(app),
+      add_profile_command(app, g_cancel),
+      add_plan_command(app, g_cancel),
       add_diagnose_command(app, g_cancel),
   };
   for (Command& report : add_report_commands(app)) commands.push_back(std::move(report));
@@ -110,7 +141,6 @@ int main(int argc, char** argv) {
     return fail(2, error.what());
   }
 
-  CancelOnInterrupt interrupt_handler;
   try {
     for (const auto& command : commands) {
       if (command.subcommand->parsed()) return command.run();
@@ -118,6 +148,8 @@ int main(int argc, char** argv) {
     return fail(2, "no command given (see --help)");
   } catch (const rematlab::InvalidInput& error) {
     return fail(2, error.what());
+  } catch (const rematlab::plan::ProfileCancelled&) {
+    return fail(130, "stopped while profiling; nothing was recorded or kept");
   } catch (const c10::Error& error) {
     return fail(1, std::string("LibTorch: ") + error.what_without_backtrace());
   } catch (const std::exception& error) {

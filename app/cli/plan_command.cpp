@@ -32,7 +32,7 @@ nlohmann::json prediction_json(const plan::PlanPrediction& prediction, int64_t t
 
 }  // namespace
 
-Command add_plan_command(CLI::App& app) {
+Command add_plan_command(CLI::App& app, const std::atomic<bool>& cancel) {
   auto* command = app.add_subcommand(
       "plan",
       "Measure each sublayer on this device, then print the fastest checkpoint plan whose "
@@ -48,7 +48,7 @@ Command add_plan_command(CLI::App& app) {
                       "Instead of --budget: plans at N budgets from the smallest any plan fits "
                       "to none's peak (one profile)");
   return {
-      command, [options, flags, ladder]() {
+      command, [options, flags, ladder, &cancel]() {
         const RunConfig config = options->resolve();
         const int64_t budget = config.budget_bytes;
         if ((budget > 0) == (*ladder > 0)) {
@@ -59,7 +59,7 @@ Command add_plan_command(CLI::App& app) {
         if (*ladder == 1 || *ladder > 100) {
           throw InvalidInput("--ladder", "must be between 2 and 100 budgets");
         }
-        const plan::KnownChainCosts known = flags->costs_for(config);
+        const plan::KnownChainCosts known = flags->costs_for(config, cancel);
         const plan::ChainCosts& costs = known.costs;
         const int64_t tokens = config.tokens_per_step();
 

@@ -12,7 +12,7 @@
 
 namespace rematlab::cli {
 
-Command add_profile_command(CLI::App& app) {
+Command add_profile_command(CLI::App& app, const std::atomic<bool>& cancel) {
   auto* command = app.add_subcommand(
       "profile",
       "Measure each sublayer's forward and backward time and memory on this device (what "
@@ -21,9 +21,9 @@ Command add_profile_command(CLI::App& app) {
   options->add_to(*command);
   auto flags = std::make_shared<ProfileFlags>();
   flags->add_to(*command);
-  return {command, [options, flags]() {
+  return {command, [options, flags, &cancel]() {
             const RunConfig config = options->resolve();
-            const plan::KnownChainCosts known = flags->costs_for(config);
+            const plan::KnownChainCosts known = flags->costs_for(config, cancel);
             const plan::ChainCosts& costs = known.costs;
             std::vector<std::vector<std::string>> rows;
             for (std::size_t i = 0; i < costs.stages.size(); ++i) {

@@ -20,13 +20,15 @@ void ProfileFlags::add_to(CLI::App& command) {
                    "With --db: measure again and replace what the database kept");
 }
 
-plan::KnownChainCosts ProfileFlags::costs_for(const RunConfig& config) const {
+plan::KnownChainCosts ProfileFlags::costs_for(const RunConfig& config,
+                                              const std::atomic<bool>& cancel) const {
   if (repeats < 1 || repeats > 1000) throw InvalidInput("--repeats", "must be between 1 and 1000");
   if (reprofile && db.empty()) throw InvalidInput("--reprofile", "needs --db");
   std::unique_ptr<RunStore> store;
   if (!db.empty()) store = std::make_unique<RunStore>(db);
   plan::ProfileOptions options;
   options.repeats = repeats;
+  options.cancel = &cancel;
   options.on_progress = [](int64_t done, int64_t of) {
     std::cerr << "\rprofiling sublayer " << done << "/" << of << std::flush;
   };

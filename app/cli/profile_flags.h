@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <string>
 
 #include "plan/chain_costs.h"
@@ -17,8 +18,9 @@ struct ProfileFlags {
 
   void add_to(CLI::App& command);
   // The chain's costs for `config`: kept in --db, or measured now (progress on stderr) and kept
-  // there. Throws InvalidInput for a bad --repeats.
-  plan::KnownChainCosts costs_for(const RunConfig& config) const;
+  // there. Throws InvalidInput for a bad --repeats, plan::ProfileCancelled when `cancel` is set
+  // while it measures.
+  plan::KnownChainCosts costs_for(const RunConfig& config, const std::atomic<bool>& cancel) const;
 };
 
 }  // namespace rematlab::cli

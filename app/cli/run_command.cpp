@@ -158,9 +158,9 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
             if (!db->empty() && CheckpointPolicy::parse(config.checkpoint).is_plan()) {
               validate(config);
               store = std::make_unique<RunStore>(*db);
-              resolve_chain_costs(config, store.get());
+              resolve_chain_costs(config, store.get(), &cancel);
             }
-            Trainer trainer(config);
+            Trainer trainer(config, nullptr, &cancel);
             if (!db->empty() && !store) store = std::make_unique<RunStore>(*db);  // creates it
             // Before training: the peak kept for this device, or one measured now while it is
             // quiet.

@@ -10,6 +10,7 @@
 #include "cli/cli_output.h"
 #include "common/current_exception.h"
 #include "common/errors.h"
+#include "common/json_text.h"
 #include "common/process_identity.h"
 #include "dist/data_parallel.h"
 #include "dist/dist_context.h"
@@ -19,6 +20,7 @@
 #include "dist/step_feed.h"
 #include "runtime/device.h"
 #include "store/peak_flops_registry.h"
+#include "store/profile_registry.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
 #include "train/trainer.h"
@@ -42,16 +44,16 @@ std::string flag_of(const std::string& field) {
 // another model, or hang at the first collective of another shape.
 void agree_on_config(dist::DistContext& context, const RunConfig& config) {
   const std::vector<std::string> all = context.exchange("config", to_json(config).dump());
-  const nlohmann::json first = nlohmann::json::parse(all.front());
+  const nlohmann::json first = parse_json(all.front());
   for (std::size_t rank = 1; rank < all.size(); ++rank) {
-    const nlohmann::json other = nlohmann::json::parse(all[rank]);
+    const nlohmann::json other = parse_json(all[rank]);
     if (other == first) continue;
     for (const auto& item : first.items()) {
       const nlohmann::json theirs = other.contains(item.key()) ? other.at(item.key()) : nullptr;
       if (theirs == item.value()) continue;
       throw InvalidInput(flag_of(item.key()), "rank " + std::to_string(rank) + " was given " +
-                                                  theirs.dump() + " but rank 0 " +
-                                                  item.value().dump() +
+                                                  brief_json(theirs) + " but rank 0 " +
+                                                  brief_json(item.value()) +
                                                   "; start every rank with the same configuration");
     }
     throw InvalidInput("run", "rank " + std::to_string(rank) +
@@ -119,19 +121,25 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
   validate(config);
   const c10::Device device = rank_device(config, env);
   const bool leader = env.rank == 0;
-  std::unique_ptr<RunStore> store;
-  if (leader && !options.db.empty()) store = std::make_unique<RunStore>(options.db);
+  // A bad --db is refused before anyone waits on this rank, but the database is created only
+  // once every rank has joined with the same configuration: a launch refused at the rendezvous
+  // (a port in use, a missing peer, other flags) leaves nothing on disk.
+  if (leader && !options.db.empty()) check_database_path(options.db);
 
   auto context = dist::DistContext::connect(env, device, options.timeout);
   agree_on_config(*context, config);
+  std::unique_ptr<RunStore> store;
+  if (leader && !options.db.empty()) store = std::make_unique<RunStore>(options.db);
   RunConfig rank_config = config;
   rank_config.device = device.str();
+  // A plan's chain costs, kept or measured and kept (only a run of one rank may plan).
+  resolve_chain_costs(rank_config, store.get(), &cancel);
   // MFU's peak: rank 0's, kept in its database or measured while the others wait, for all.
   if (leader) resolve_peak_flops(rank_config, store.get());
   const nlohmann::json peak = {{"flops", rank_config.peak_flops},
                                {"source", rank_config.peak_flops_source}};
   const nlohmann::json chosen =
-      nlohmann::json::parse(context->exchange("peak_flops", leader ? peak.dump() : "{}").front());
+      parse_json(context->exchange("peak_flops", leader ? peak.dump() : "{}").front());
   rank_config.peak_flops = chosen.at("flops").get<double>();
   rank_config.peak_flops_source = chosen.at("source").get<std::string>();
 
@@ -148,7 +156,7 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
     writer->end_run(*run_id, end.status, end.message);
   };
   try {
-    Trainer trainer(rank_config, exchange);
+    Trainer trainer(rank_config, exchange, &cancel);
     if (store) {
       writer = std::make_unique<RunWriter>(options.db);
       run_id = writer->begin_run(
@@ -175,7 +183,7 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
     context->wait(context->backend().barrier(), "finishing the run");
     if (!leader) return std::nullopt;
     for (const std::string& text : all) {
-      summary.ranks.push_back(rank_result_from_json(nlohmann::json::parse(text)));
+      summary.ranks.push_back(rank_result_from_json(parse_json(text)));
     }
     summary.run_id = run_id;
     if (writer) writer->finish_run(*run_id, summary);
@@ -224,7 +232,7 @@ int launch_local_ranks(const RunConfig& config, const RankRunOptions& options,
   // Refused here, before any rank starts, as a single run would refuse it.
   dist::check_local_ranks(config.device, static_cast<int>(config.world_size), "--nproc", "--device",
                           "; use torchrun or srun across hosts");
-  if (!options.db.empty()) RunStore check(options.db);
+  if (!options.db.empty()) check_database_path(options.db);  // rank 0 creates it
   dist::RankLaunch launch;
   launch.nproc = static_cast<int>(config.world_size);
   launch.args = own_command_line_without("--nproc");

@@ -21,10 +21,6 @@ std::string seconds(std::chrono::milliseconds timeout) {
   return std::to_string((timeout.count() + 999) / 1000) + " s";
 }
 
-bool is_loopback(const std::string& address) {
-  return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
-}
-
 std::string short_message(const std::exception& error) { return torch_error_text(error); }
 
 bool mentions(const std::string& text, std::initializer_list<const char*> words) {
@@ -58,17 +54,38 @@ void DistContext::open_store() {
   store_ = std::move(opened.store);
 }
 
+// Every rank says how many ranks it was told there are: one started with another WORLD_SIZE
+// would otherwise wait for ranks that never come, or join a group of the wrong size and fail
+// inside the backend with its raw keys. Rank 0 reads everyone's, the others rank 0's.
+void DistContext::check_world_sizes(std::vector<bool>& checked) {
+  for (int rank = 0; rank < env_.world_size; ++rank) {
+    if (checked[rank] || rank == env_.rank || (env_.rank != 0 && rank != 0)) continue;
+    const std::string key = "world/" + std::to_string(rank);
+    if (!store_->check({key})) continue;
+    checked[rank] = true;
+    const std::string theirs = store_->get_to_str(key);
+    if (theirs == std::to_string(env_.world_size)) continue;
+    throw InvalidInput("WORLD_SIZE", "rank " + std::to_string(rank) + " was started with " +
+                                         theirs + " ranks, rank " + std::to_string(env_.rank) +
+                                         " with " + std::to_string(env_.world_size) +
+                                         "; start every rank with the same WORLD_SIZE "
+                                         "(--nproc, torchrun --nproc-per-node, srun -n)");
+  }
+}
+
 void DistContext::wait_for_everyone() {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
-  store_->set("joined/" + std::to_string(env_.rank),
-              std::string(host) + " pid " + std::to_string(::getpid()));
+  std::vector<bool> checked(static_cast<std::size_t>(env_.world_size), false);
   std::vector<std::string> keys;
   for (int rank = 0; rank < env_.world_size; ++rank)
     keys.push_back("joined/" + std::to_string(rank));
   const auto deadline = Clock::now() + timeout_;
   try {
-    while (!store_->check(keys)) {
+    store_->set("world/" + std::to_string(env_.rank), std::to_string(env_.world_size));
+    store_->set("joined/" + std::to_string(env_.rank),
+                std::string(host) + " pid " + std::to_string(::getpid()));
+    for (check_world_sizes(checked); !store_->check(keys); check_world_sizes(checked)) {
       if (Clock::now() > deadline) {
         std::string missing;
         for (int rank = 0; rank < env_.world_size; ++rank) {
@@ -84,7 +101,10 @@ void DistContext::wait_for_everyone() {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    check_world_sizes(checked);  // the last ones to join, too
   } catch (const PeerFailure&) {
+    throw;
+  } catch (const InvalidInput&) {
     throw;
   } catch (const std::exception& error) {
     throw PeerFailure("the rendezvous store failed while ranks joined: " + short_message(error));
@@ -102,7 +122,7 @@ void DistContext::create_backend() {
     // Gloo binds to one interface; the default (the host name's address) is wrong on a single
     // host where the name resolves to an address other ranks cannot use, and GLOO_SOCKET_IFNAME
     // is only read by PyTorch's Python layer, so it is honoured here.
-    if (is_loopback(env_.master_addr)) {
+    if (is_loopback_address(env_.master_addr)) {
       options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
     } else if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME")) {
       options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));

@@ -59,6 +59,7 @@ class DistContext {
   DistContext(DistEnv env, c10::Device device, std::chrono::milliseconds timeout);
   void open_store();
   void wait_for_everyone();
+  void check_world_sizes(std::vector<bool>& checked);
   void create_backend();
 
   DistEnv env_;

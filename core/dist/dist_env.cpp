@@ -1,8 +1,14 @@
 #include "dist/dist_env.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <limits>
+#include <stdexcept>
 
 #include "common/errors.h"
 
@@ -42,6 +48,26 @@ void read_master(const EnvLookup& lookup, DistEnv& env, const std::string& defau
       is_set(lookup, "MASTER_PORT") ? read_int(lookup, "MASTER_PORT", 1, 65535) : default_port;
 }
 
+// A secret that is given must be one a person could not guess and that fits in a store key.
+void read_secret(const EnvLookup& lookup, DistEnv& env) {
+  env.secret = text_or(lookup, kSecretVariable, "");
+  const bool well_formed = std::all_of(env.secret.begin(), env.secret.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+  });
+  if (!env.secret.empty() && (env.secret.size() < 16 || env.secret.size() > 256 || !well_formed)) {
+    throw InvalidInput(kSecretVariable,
+                       "must be 16 to 256 letters, digits, '-' or '_' (e.g. the output of "
+                       "`openssl rand -hex 16`)");
+  }
+  if (env.secret.empty() && !is_loopback_address(env.master_addr)) {
+    throw InvalidInput(kSecretVariable,
+                       "the rendezvous " + env.master_addr +
+                           " is reachable from other hosts: give every rank the same secret, "
+                           "e.g. export REMATLAB_LAUNCH_SECRET=$(openssl rand -hex 16) before "
+                           "torchrun or srun");
+  }
+}
+
 DistEnv from_rank_variables(const EnvLookup& lookup) {
   if (!is_set(lookup, "WORLD_SIZE")) throw InvalidInput("WORLD_SIZE", "RANK is set but not it");
   if (!is_set(lookup, "RANK")) throw InvalidInput("RANK", "WORLD_SIZE is set but not it");
@@ -69,6 +95,7 @@ DistEnv from_rank_variables(const EnvLookup& lookup) {
       : is_set(lookup, "TORCHELASTIC_RUN_ID") || is_set(lookup, "TORCHELASTIC_RESTART_COUNT")
           ? "torchrun"
           : "environment";
+  read_secret(lookup, env);
   return env;
 }
 
@@ -87,6 +114,7 @@ DistEnv from_slurm(const EnvLookup& lookup) {
                       ? read_int(lookup, "SLURM_JOB_ID", 0, std::numeric_limits<int>::max())
                       : 0;
   read_master(lookup, env, first_slurm_host(nodes), 20000 + job % 20000);
+  read_secret(lookup, env);
   return env;
 }
 
@@ -109,6 +137,25 @@ std::string first_slurm_host(const std::string& nodelist) {
   const std::string ranges = entry.substr(open + 1, close - open - 1);
   const std::string first = ranges.substr(0, ranges.find_first_of(",-"));
   return entry.substr(0, open) + first + entry.substr(close + 1);
+}
+
+bool is_loopback_address(const std::string& address) {
+  return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
+}
+
+std::string make_launch_secret() {
+  unsigned char bytes[16];
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  const bool read_all = fd >= 0 && ::read(fd, bytes, sizeof bytes) == sizeof bytes;
+  if (fd >= 0) ::close(fd);
+  if (!read_all) throw std::runtime_error("cannot read /dev/urandom for a launch secret");
+  static const char kHex[] = "0123456789abcdef";
+  std::string secret;
+  for (const unsigned char byte : bytes) {
+    secret += kHex[byte >> 4];
+    secret += kHex[byte & 15];
+  }
+  return secret;
 }
 
 DistEnv dist_env_from(const EnvLookup& lookup) {

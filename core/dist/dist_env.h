@@ -25,6 +25,11 @@ struct DistEnv {
   bool agent_store = false;
   std::string store_prefix;
   std::string launcher = "none";  // "rematlab", "torchrun", "slurm" or "none"
+  // The launch's secret (REMATLAB_LAUNCH_SECRET): every key of the run lives under it, so a
+  // process that does not know it can neither read nor change them. Required when the
+  // rendezvous is not on this host's loopback address (anyone on the network can reach it);
+  // our own launcher makes one for every launch.
+  std::string secret;
 
   bool distributed() const { return world_size > 1; }
 };
@@ -34,6 +39,13 @@ struct DistEnv {
 using EnvLookup = std::function<const char*(const char*)>;
 DistEnv dist_env_from(const EnvLookup& lookup);
 DistEnv dist_env_from_process();
+
+// Whether `address` names this host's loopback interface ("localhost", 127.x.x.x, ::1).
+bool is_loopback_address(const std::string& address);
+
+// The variable that carries a launch's secret, and a fresh one (128 random bits, hex).
+inline constexpr const char* kSecretVariable = "REMATLAB_LAUNCH_SECRET";
+std::string make_launch_secret();
 
 // The first host of a Slurm hostlist: "node[07-09,12],gpu3" → "node07".
 std::string first_slurm_host(const std::string& nodelist);

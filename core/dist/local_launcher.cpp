@@ -73,7 +73,7 @@ struct ExecImage {
   std::vector<char*> argv, envp;
 };
 
-ExecImage exec_image(const LocalLaunch& launch, int rank, int port) {
+ExecImage exec_image(const LocalLaunch& launch, int rank, const LauncherStore& served) {
   ExecImage image;
   const std::vector<std::string> ours = {
       "RANK=" + std::to_string(rank),
@@ -81,7 +81,8 @@ ExecImage exec_image(const LocalLaunch& launch, int rank, int port) {
       "WORLD_SIZE=" + std::to_string(launch.nproc),
       "LOCAL_WORLD_SIZE=" + std::to_string(launch.nproc),
       "MASTER_ADDR=127.0.0.1",
-      "MASTER_PORT=" + std::to_string(port),
+      "MASTER_PORT=" + std::to_string(served.port),
+      std::string(kSecretVariable) + "=" + served.secret,
       "TORCHELASTIC_USE_AGENT_STORE=True",
       "TORCHELASTIC_RESTART_COUNT=0",
       std::string(kLauncherVariable) + "=1",
@@ -89,6 +90,7 @@ ExecImage exec_image(const LocalLaunch& launch, int rank, int port) {
   };
   std::vector<std::string> env;
   bool threads_given = false;
+  bool nccl_interface_given = false;
   for (char** entry = environ; *entry; ++entry) {
     const std::string item = *entry;
     const std::string name = item.substr(0, item.find('='));
@@ -96,6 +98,7 @@ ExecImage exec_image(const LocalLaunch& launch, int rank, int port) {
     for (const std::string& mine : ours) replaced = replaced || mine.rfind(name + "=", 0) == 0;
     if (name == "TORCHELASTIC_RUN_ID") replaced = true;
     threads_given = threads_given || name == "OMP_NUM_THREADS";
+    nccl_interface_given = nccl_interface_given || name == "NCCL_SOCKET_IFNAME";
     if (!replaced) env.push_back(item);
   }
   for (const std::string& mine : ours) env.push_back(mine);
@@ -104,6 +107,8 @@ ExecImage exec_image(const LocalLaunch& launch, int rank, int port) {
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     env.push_back("OMP_NUM_THREADS=" + std::to_string(std::max(1u, cores / launch.nproc)));
   }
+  // NCCL's bootstrap listens too: on this host's loopback, like everything else of the launch.
+  if (!nccl_interface_given) env.push_back("NCCL_SOCKET_IFNAME=lo");
   image.storage = launch.args;
   const std::size_t arg_count = image.storage.size();
   image.storage.insert(image.storage.end(), env.begin(), env.end());
@@ -191,30 +196,91 @@ std::string describe_exit(const std::string& label, const Rank& rank) {
   return rank.err.error.empty() ? code : code + ": " + rank.err.error;
 }
 
-// Starts `rank` (its number set): pipes for its output, fork, exec.
-void start_rank(Rank& rank, const LocalLaunch& launch, int port, pid_t launcher) {
-  ExecImage image = exec_image(launch, rank.rank, port);
-  Fd out_write, err_write;
+// The signals that stop a launch. A rank is started with them blocked: one that arrives before
+// the rank has installed its handler (LibTorch takes a second to load) then waits, pending, and
+// cancels the rank once it can, instead of killing it as if it had crashed.
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, signal);
+  return set;
+}
+
+// Blocks the stop signals on this thread while it lives: the child forked meanwhile inherits
+// the mask, and one sent to the launcher waits until the mask is restored.
+class StopSignalsBlocked {
+ public:
+  StopSignalsBlocked() {
+    const sigset_t stop = stop_signals();
+    ::pthread_sigmask(SIG_BLOCK, &stop, &previous_);
+  }
+  ~StopSignalsBlocked() { ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  StopSignalsBlocked(const StopSignalsBlocked&) = delete;
+  StopSignalsBlocked& operator=(const StopSignalsBlocked&) = delete;
+
+ private:
+  sigset_t previous_;
+};
+
+// What a child whose exec failed reports to the launcher through a close-on-exec pipe: nothing
+// (the exec closed it) or this.
+struct ExecFailure {
+  int error = 0;        // errno of execve
+  bool orphan = false;  // the launcher was gone before the exec
+};
+
+// Starts `rank` (its number set): pipes for its output, fork, exec. Throws std::runtime_error
+// naming the program and the reason when it cannot be started.
+void start_rank(Rank& rank, const LocalLaunch& launch, const LauncherStore& served,
+                pid_t launcher) {
+  ExecImage image = exec_image(launch, rank.rank, served);
+  Fd out_write, err_write, failure_read, failure_write;
   make_pipe(rank.out.fd, out_write);
   make_pipe(rank.err.fd, err_write);
+  make_pipe(failure_read, failure_write);
   rank.out.to_stdout = rank.rank == 0;
-  const pid_t pid = ::fork();
-  if (pid < 0)
-    throw std::runtime_error(std::string("cannot start a rank: ") + std::strerror(errno));
-  if (pid == 0) {
-    // Async-signal-safe calls only. Its own process group, so a terminal's Ctrl-C reaches the
-    // launcher alone, which forwards it once; killed with the launcher, whatever kills it.
-    ::dup2(out_write.get(), STDOUT_FILENO);
-    ::dup2(err_write.get(), STDERR_FILENO);
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != launcher) ::_exit(127);
-    ::execve(image.argv[0], image.argv.data(), image.envp.data());
-    ::_exit(127);
+  pid_t pid = -1;
+  {
+    const StopSignalsBlocked blocked;
+    pid = ::fork();
+    if (pid == 0) {
+      // Async-signal-safe calls only. Its own process group, so a terminal's Ctrl-C reaches the
+      // launcher alone, which forwards it once; killed with the launcher, whatever kills it.
+      ::dup2(out_write.get(), STDOUT_FILENO);
+      ::dup2(err_write.get(), STDERR_FILENO);
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ExecFailure failure;
+      if (::getppid() != launcher) {
+        failure.orphan = true;
+      } else {
+        ::execve(image.argv[0], image.argv.data(), image.envp.data());
+        failure.error = errno;
+      }
+      [[maybe_unused]] const ssize_t told = ::write(failure_write.get(), &failure, sizeof failure);
+      ::_exit(127);
+    }
+  }
+  if (pid < 0) {
+    throw std::runtime_error("cannot start " + launch.label + " " + std::to_string(rank.rank) +
+                             ": " + std::strerror(errno));
   }
   rank.pid = pid;
   rank.running = true;
   if (launch.children) launch.children->add(pid);
+  // The exec closes the child's end; anything read says why it did not happen.
+  failure_write.reset();
+  ExecFailure failure;
+  ssize_t got = 0;
+  do {
+    got = ::read(failure_read.get(), &failure, sizeof failure);
+  } while (got < 0 && errno == EINTR);
+  if (got == static_cast<ssize_t>(sizeof failure)) {
+    throw std::runtime_error(
+        "cannot start " + launch.label + " " + std::to_string(rank.rank) + ": " +
+        (failure.orphan ? std::string("the launcher ended first")
+                        : "'" + launch.args.front() + "': " + std::strerror(failure.error)));
+  }
 }
 
 // Reaps `rank` if it has ended (blocking: wait for it); returns whether it was reaped.
@@ -260,7 +326,6 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
   if (!launch.store) own_store = serve_launcher_store();
   const LauncherStore& served = launch.store ? *launch.store : *own_store;
   const c10::intrusive_ptr<c10d::Store> store = served.store.store;
-  const int port = served.port;
 
   std::vector<Rank> ranks(static_cast<std::size_t>(launch.nproc));
   // Whatever ends this function early (starting a rank fails, a hook throws), no rank it
@@ -281,7 +346,7 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
   const pid_t launcher = ::getpid();
   for (int index = 0; index < launch.nproc; ++index) {
     ranks[static_cast<std::size_t>(index)].rank = index;
-    start_rank(ranks[static_cast<std::size_t>(index)], launch, port, launcher);
+    start_rank(ranks[static_cast<std::size_t>(index)], launch, served, launcher);
   }
 
   LaunchOutcome outcome;
@@ -365,7 +430,7 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
       // A fresh entry: the old one's pipes may still hold output to relay.
       ranks.emplace_back();
       ranks.back().rank = number;
-      start_rank(ranks.back(), launch, port, launcher);
+      start_rank(ranks.back(), launch, served, launcher);
     }
     if (deadline && Clock::now() > *deadline) {
       for (Rank& rank : ranks) {

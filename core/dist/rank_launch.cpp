@@ -12,9 +12,10 @@ namespace rematlab::dist {
 void check_local_ranks(const std::string& device, int ranks, const std::string& ranks_field,
                        const std::string& device_field, const std::string& beyond) {
   if (ranks > max_threads()) {
-    throw InvalidInput(ranks_field,
-                       std::to_string(ranks) + " ranks on this host is more than the limit of " +
-                           std::to_string(max_threads()) + " (4 per hardware thread)" + beyond);
+    throw InvalidInput(ranks_field, std::to_string(ranks) +
+                                        " ranks on this host is more than the limit of " +
+                                        std::to_string(max_threads()) +
+                                        " (4 per hardware thread, at least 16)" + beyond);
   }
   if (ranks <= 1 || !parse_device(device).is_cuda()) return;  // one rank runs where it is told
   if (device != "cuda")

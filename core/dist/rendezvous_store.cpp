@@ -1,7 +1,17 @@
 #include "dist/rendezvous_store.h"
 
 #include <c10/util/Exception.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -11,18 +21,152 @@
 namespace rematlab::dist {
 namespace {
 
-bool mentions(const std::string& text, std::initializer_list<const char*> words) {
-  for (const char* word : words) {
-    if (text.find(word) != std::string::npos) return true;
-  }
-  return false;
+using Clock = std::chrono::steady_clock;
+
+// Set by whoever serves the launch (the launcher, or rank 0) once the store is up: the public
+// marker first under the agent's prefix, the secret one under the launch's prefix before it.
+constexpr const char* kLaunchMarker = "rematlab-launch";
+constexpr const char* kOpenKey = "open";
+
+c10::intrusive_ptr<c10d::Store> agent_base(const c10::intrusive_ptr<c10d::Store>& server,
+                                           const std::string& agent_prefix) {
+  if (agent_prefix.empty()) return server;
+  return c10::make_intrusive<c10d::PrefixStore>(agent_prefix, server);
 }
 
-c10::intrusive_ptr<c10d::Store> prefixed(const c10::intrusive_ptr<c10d::Store>& server,
-                                         const std::string& agent_prefix) {
-  c10::intrusive_ptr<c10d::Store> base = server;
-  if (!agent_prefix.empty()) base = c10::make_intrusive<c10d::PrefixStore>(agent_prefix, base);
-  return c10::make_intrusive<c10d::PrefixStore>("rematlab", base);
+c10::intrusive_ptr<c10d::Store> launch_store(const c10::intrusive_ptr<c10d::Store>& base,
+                                             const std::string& secret) {
+  return c10::make_intrusive<c10d::PrefixStore>(
+      secret.empty() ? std::string("rematlab") : "rematlab/" + secret, base);
+}
+
+void mark_launch(c10d::Store& base, c10d::Store& launch) {
+  launch.set(kOpenKey, std::string("1"));
+  base.set(kLaunchMarker, std::string("1"));
+}
+
+// A listening socket bound to `address` only (TCPStore alone would bind every interface), on
+// `port` (0: a free one). Returns the descriptor, which TCPStore then owns.
+int listen_on(const std::string& address, int port, const std::string& where) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string host = address == "localhost" ? "127.0.0.1" : address;
+  const int resolved = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (resolved != 0 || !found) {
+    throw InvalidInput("MASTER_ADDR",
+                       "cannot serve the rendezvous on " + where + ": " + ::gai_strerror(resolved));
+  }
+  sockaddr_storage bound{};
+  std::memcpy(&bound, found->ai_addr, found->ai_addrlen);
+  const socklen_t length = found->ai_addrlen;
+  const int family = found->ai_family;
+  ::freeaddrinfo(found);
+  if (family == AF_INET) {
+    reinterpret_cast<sockaddr_in&>(bound).sin_port = htons(static_cast<std::uint16_t>(port));
+  } else {
+    reinterpret_cast<sockaddr_in6&>(bound).sin6_port = htons(static_cast<std::uint16_t>(port));
+  }
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    throw InvalidInput("MASTER_ADDR",
+                       "cannot serve the rendezvous on " + where + ": " + std::strerror(errno));
+  }
+  const int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&bound), length) != 0 ||
+      ::listen(fd, SOMAXCONN) != 0) {
+    const int reason = errno;
+    ::close(fd);
+    if (reason == EADDRINUSE) {
+      throw InvalidInput("MASTER_PORT", "port " + std::to_string(port) +
+                                            " is already in use on this host; give the run a "
+                                            "free one (MASTER_PORT, torchrun --master-port)");
+    }
+    throw InvalidInput("MASTER_ADDR",
+                       "cannot serve the rendezvous on " + where + ": " + std::strerror(reason));
+  }
+  return fd;
+}
+
+int bound_port(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  return ntohs(address.ss_family == AF_INET
+                   ? reinterpret_cast<const sockaddr_in&>(address).sin_port
+                   : reinterpret_cast<const sockaddr_in6&>(address).sin6_port);
+}
+
+// A client's connection. TCPStore's constructor connects, then asks the server to answer; a
+// peer that accepts and never answers would hold it well past `timeout`, so it runs on a thread
+// of its own and is abandoned (the rank then exits) when the deadline passes.
+c10::intrusive_ptr<c10d::Store> connect_client(const DistEnv& env,
+                                               const c10d::TCPStoreOptions& options,
+                                               const std::string& where) {
+  struct Attempt {
+    std::mutex mutex;
+    std::condition_variable done;
+    bool finished = false;
+    c10::intrusive_ptr<c10d::Store> store;
+    std::string error;
+  };
+  auto attempt = std::make_shared<Attempt>();
+  std::thread([attempt, address = env.master_addr, options] {
+    c10::intrusive_ptr<c10d::Store> store;
+    std::string error;
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(address, options);
+    } catch (const std::exception& failure) {
+      error = torch_error_text(failure);
+      if (error.empty()) error = "no answer";
+    }
+    std::lock_guard<std::mutex> lock(attempt->mutex);
+    attempt->store = std::move(store);
+    attempt->error = std::move(error);
+    attempt->finished = true;
+    attempt->done.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(attempt->mutex);
+  const std::string within = std::to_string((options.timeout.count() + 999) / 1000) + " s";
+  if (!attempt->done.wait_for(lock, options.timeout, [&] { return attempt->finished; })) {
+    throw PeerFailure("the rendezvous at " + where + " did not answer within " + within +
+                      " (is MASTER_ADDR:MASTER_PORT a RematLab or torchrun rendezvous?)");
+  }
+  if (!attempt->error.empty()) {
+    throw PeerFailure("could not reach the rendezvous at " + where + " within " + within +
+                      " (is rank 0 running, and is MASTER_ADDR its address?): " + attempt->error);
+  }
+  return attempt->store;
+}
+
+// As a client: waits for the launch's marker, then checks that this rank's secret is the
+// launch's (a rank with another one sees the marker but not its own key).
+void check_launch_secret(c10d::Store& base, c10d::Store& launch, const std::string& where,
+                         std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  try {
+    while (!base.check({kLaunchMarker})) {
+      if (Clock::now() > deadline) {
+        throw PeerFailure("rendezvous at " + where + ": rank 0 did not open the launch within " +
+                          std::to_string((timeout.count() + 999) / 1000) + " s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!launch.check({kOpenKey})) {
+      throw InvalidInput(kSecretVariable,
+                         "the rendezvous at " + where +
+                             " belongs to a launch with another secret; give every rank the "
+                             "same REMATLAB_LAUNCH_SECRET");
+    }
+  } catch (const InvalidInput&) {
+    throw;
+  } catch (const PeerFailure&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw PeerFailure("the rendezvous at " + where + " failed: " + torch_error_text(error));
+  }
 }
 
 }  // namespace
@@ -51,36 +195,44 @@ RendezvousStore open_rendezvous_store(const DistEnv& env, std::chrono::milliseco
   options.timeout = timeout;
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   RendezvousStore opened;
-  try {
-    opened.server = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
-  } catch (const std::exception& error) {
-    const std::string text = torch_error_text(error);
-    if (options.isServer && mentions(text, {"EADDRINUSE", "already in use"})) {
-      throw InvalidInput("MASTER_PORT", "port " + std::to_string(env.master_port) +
-                                            " is already in use on this host; give the run a "
-                                            "free one (MASTER_PORT, torchrun --master-port)");
+  if (options.isServer) {
+    options.masterListenFd = listen_on(env.master_addr, env.master_port, where);
+    try {
+      opened.server = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    } catch (const std::exception& error) {
+      throw InvalidInput("MASTER_ADDR", "cannot serve the rendezvous on " + where + ": " +
+                                            torch_error_text(error));
     }
-    if (options.isServer) {
-      throw InvalidInput("MASTER_ADDR", "cannot serve the rendezvous on " + where + ": " + text);
-    }
-    throw PeerFailure("could not reach the rendezvous at " + where + " within " +
-                      std::to_string((timeout.count() + 999) / 1000) +
-                      " s (is rank 0 running, and is MASTER_ADDR its address?): " + text);
+  } else {
+    opened.server = connect_client(env, options, where);
   }
-  opened.store = prefixed(opened.server, env.agent_store ? env.store_prefix : "");
+  const c10::intrusive_ptr<c10d::Store> base =
+      agent_base(opened.server, env.agent_store ? env.store_prefix : "");
+  opened.store = launch_store(base, env.secret);
+  try {
+    if (env.rank == 0) mark_launch(*base, *opened.store);
+  } catch (const std::exception& error) {
+    throw PeerFailure("the rendezvous at " + where + " failed: " + torch_error_text(error));
+  }
+  if (env.rank != 0) check_launch_secret(*base, *opened.store, where, timeout);
   return opened;
 }
 
 LauncherStore serve_launcher_store() {
+  LauncherStore served;
+  served.secret = make_launch_secret();
   c10d::TCPStoreOptions options;
-  options.port = 0;
   options.isServer = true;
   options.waitWorkers = false;
-  LauncherStore served;
+  const int fd = listen_on("127.0.0.1", 0, "127.0.0.1");
+  served.port = bound_port(fd);
+  options.port = static_cast<std::uint16_t>(served.port);
+  options.masterListenFd = fd;
   auto server = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
-  served.port = server->getPort();
   served.store.server = server;
-  served.store.store = prefixed(server, "/worker/attempt_0");
+  const c10::intrusive_ptr<c10d::Store> base = agent_base(server, "/worker/attempt_0");
+  served.store.store = launch_store(base, served.secret);
+  mark_launch(*base, *served.store.store);
   return served;
 }
 

@@ -1,7 +1,12 @@
 // The rendezvous store (c10d's TCPStore) a distributed job meets at: opened as a rank sees it
 // (rank 0 serves it, or every rank is a client of the store its launcher serves), or served by
-// a launcher on a free port of this host, as torchrun's agent does. Everything RematLab keeps
-// there sits under the "rematlab" prefix.
+// a launcher on a free port of this host, as torchrun's agent does.
+//
+// Who may talk to it: TCPStore has no authentication and, left to itself, listens on every
+// interface. RematLab serves it only on the rendezvous address (127.0.0.1 for local launches,
+// MASTER_ADDR's own address across hosts) and keeps every key under "rematlab/<secret>": the
+// store cannot list its keys, so a process without the launch's secret can neither read what
+// the ranks exchange nor set a failure or a result. A rank with another secret is refused.
 #pragma once
 
 #include <chrono>
@@ -18,15 +23,18 @@ struct RendezvousStore {
   c10::intrusive_ptr<c10d::Store> store;   // under the job's prefixes: what everything uses
 };
 
-// As rank env.rank joins: throws InvalidInput (a port in use, an address it cannot serve on) or
-// PeerFailure (the rendezvous cannot be reached within `timeout`).
+// As rank env.rank joins: throws InvalidInput (a port in use, an address it cannot serve on,
+// another launch's secret) or PeerFailure (the rendezvous cannot be reached, or does not answer,
+// within `timeout`).
 RendezvousStore open_rendezvous_store(const DistEnv& env, std::chrono::milliseconds timeout);
 
 // Served here on a free port of 127.0.0.1, under the prefix a rank started with
-// TORCHELASTIC_USE_AGENT_STORE=True and restart count 0 uses.
+// TORCHELASTIC_USE_AGENT_STORE=True and restart count 0 uses, with a fresh secret that the
+// launcher hands to every process it starts.
 struct LauncherStore {
   RendezvousStore store;
   int port = 0;
+  std::string secret;
 };
 LauncherStore serve_launcher_store();
 

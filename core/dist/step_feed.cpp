@@ -4,6 +4,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "common/json_text.h"
 #include "store/step_fields.h"
 
 namespace rematlab::dist {
@@ -27,7 +28,7 @@ std::vector<std::pair<int, StepMetrics>> take_published_steps(c10d::Store& store
   std::vector<std::pair<int, StepMetrics>> steps;
   for (int64_t left = store.queueLen(kQueue); left > 0; --left) {
     const std::vector<uint8_t> bytes = store.queuePop(kQueue, false);
-    const nlohmann::json event = nlohmann::json::parse(bytes.begin(), bytes.end());
+    const nlohmann::json event = parse_json(std::string(bytes.begin(), bytes.end()));
     steps.emplace_back(event.at("rank").get<int>(), step_from_json(event.at("step")));
   }
   return steps;

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/json_numbers.h"
+#include "common/json_text.h"
 #include "dist/dist_errors.h"
 #include "dist/rendezvous_store.h"
 #include "dist/sweep_protocol.h"
@@ -101,7 +102,7 @@ bool SweepCoordinator::abandon_heard() {
     // Only their goodbyes count now: nothing else can be recorded any more.
     while (store_->queueLen(kEventsQueue) > 0) {
       const nlohmann::json event =
-          nlohmann::json::parse(text_of(store_->queuePop(kEventsQueue, false)), nullptr, false);
+          parse_json_or_null(text_of(store_->queuePop(kEventsQueue, false)));
       if (event.is_object() && event.value("kind", "") == "bye" &&
           event.value("worker", int64_t{-1}) >= 0) {
         workers_[event["worker"].get<int64_t>()].released = true;
@@ -118,7 +119,7 @@ bool SweepCoordinator::abandon_heard() {
 void SweepCoordinator::handle(const std::string& text) {
   nlohmann::json event;
   try {
-    event = nlohmann::json::parse(text);
+    event = parse_json(text);
     const int64_t id = event.at("worker").get<int64_t>();
     const std::string kind = event.at("kind").get<std::string>();
     if (kind == "ready") return on_ready(id, event);

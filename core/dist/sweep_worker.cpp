@@ -10,6 +10,7 @@
 
 #include "common/errors.h"
 #include "common/json_numbers.h"
+#include "common/json_text.h"
 #include "common/process_identity.h"
 #include "dist/dist_errors.h"
 #include "dist/rendezvous_store.h"
@@ -148,14 +149,14 @@ class Worker {
   void apply_plan(const SweepSpec& spec, std::vector<SweepPoint>& points) {
     nlohmann::json plan;
     try {
-      plan = nlohmann::json::parse(get(kPlanKey));
+      plan = parse_json(get(kPlanKey));
     } catch (const StoreError& error) {
       throw PeerFailure(std::string("no sweep plan from the coordinator: ") + error.what());
     }
     if (plan.at("protocol").get<int>() != kSweepProtocol) {
       throw InvalidInput("sweep", "this worker's rematlab-cli speaks sweep protocol " +
                                       std::to_string(kSweepProtocol) + ", the coordinator " +
-                                      plan.at("protocol").dump() + "; use the same build");
+                                      brief_json(plan.at("protocol")) + "; use the same build");
     }
     if (plan.at("spec").get<std::string>() != spec.source.dump()) {
       throw InvalidInput("--spec",
