@@ -419,6 +419,23 @@ TEST(EstimateCli, BadShapesExit2WithOneLineNamingTheFlag) {
   }
 }
 
+// `estimate` reads a shape's flags as `run` does: a custom Llama (its family, grouped K/V heads,
+// SwiGLU width, untied head) is counted as the engine builds it, not as a GPT block.
+TEST(EstimateCli, ShapeFlagsMeanWhatTheyMeanToRun) {
+  for (const std::string& shape :
+       {std::string("--arch llama --layers 3 --d-model 96 --heads 6 --kv-heads 2 --mlp-hidden 160"),
+        std::string("--preset llama-tiny --arch gpt --heads 2"),
+        std::string("--arch llama --tie-head false --vocab 300 --seq-len 32"),
+        std::string("--preset small --attention math --dropout 0.1 --loss-chunks 4")}) {
+    const CliResult estimated = cli("estimate " + shape + " --json");
+    ASSERT_EQ(estimated.exit_code, 0) << shape << ": " << estimated.err;
+    const CliResult trained = cli("run " + shape + " --steps 1 --batch 1 --threads 1 --json");
+    ASSERT_EQ(trained.exit_code, 0) << shape << ": " << trained.err;
+    EXPECT_EQ(last_line_json(estimated.out)["params"], last_line_json(trained.out)["params"])
+        << shape;
+  }
+}
+
 TEST(EstimateCli, PeakMeasuresAMatmulRate) {
   const CliResult result = cli("peak --threads 1 --repeats 3 --json");
   ASSERT_EQ(result.exit_code, 0) << result.err;

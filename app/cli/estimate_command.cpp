@@ -6,6 +6,7 @@
 #include "cli/cli_output.h"
 #include "cli/commands.h"
 #include "cli/estimate_text.h"
+#include "cli/model_options.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "dist/dist_env.h"
@@ -18,9 +19,7 @@ namespace {
 
 struct EstimateOptions {
   std::string model;
-  std::optional<int64_t> layers, d_model, heads, kv_heads, mlp_hidden, seq_len, vocab;
-  std::string attention;
-  std::string loss_chunks;
+  ModelOptions shape;
   std::optional<double> params;
   std::string precision = "fp32";
   std::string optimizer = "adamw";
@@ -32,37 +31,15 @@ struct EstimateOptions {
   std::string shard = "none";
   bool json = false;
 
-  bool has_shape_flags() const {
-    return layers || d_model || heads || kv_heads || mlp_hidden || seq_len || vocab ||
-           !attention.empty() || !loss_chunks.empty();
-  }
-
   estimate::EstimateRequest resolve() const {
-    using estimate::Architecture;
     estimate::EstimateRequest request;
-    if (!model.empty() || has_shape_flags()) {
-      // Shape flags refine a named model; alone they refine the engine's `tiny`.
-      Architecture arch = estimate::architecture_preset(model.empty() ? "tiny" : model);
-      if (model.empty() || has_shape_flags()) arch.name = model.empty() ? "custom" : model + "*";
-      if (layers) arch.layers = *layers;
-      if (d_model) arch.d_model = *d_model;
-      if (heads) {
-        if (arch.kv_heads == arch.heads && !kv_heads) arch.kv_heads = *heads;
-        arch.heads = *heads;
-      }
-      if (kv_heads) arch.kv_heads = *kv_heads;
-      if (mlp_hidden) {
-        arch.mlp_hidden = *mlp_hidden;
-      } else if (d_model && !arch.gated_mlp) {
-        arch.mlp_hidden = 4 * *d_model;
-      }
-      if (seq_len) arch.seq_len = *seq_len;
-      if (vocab) arch.vocab = *vocab;
-      if (!attention.empty()) arch.attention = parse_attention(attention);
-      if (!loss_chunks.empty()) {
-        arch.loss_chunks =
-            resolve_loss_chunks(parse_loss_chunks(loss_chunks), arch.vocab, arch.d_model);
-      }
+    if (!model.empty() || shape.changes_shape()) {
+      // Shape flags refine a named model as `run` applies them; alone they refine `tiny`.
+      ModelConfig config = estimate::architecture_model_config(model.empty() ? "tiny" : model);
+      shape.apply(config);
+      estimate::Architecture arch = estimate::from_model_config(config);
+      arch.name = model.empty() ? "custom" : model + (shape.changes_shape() ? "*" : "");
+      arch.engine_shape = model != "gpt3-175b";
       estimate::validate(arch);
       request.arch = arch;
     }
@@ -103,17 +80,8 @@ Command add_estimate_command(CLI::App& app) {
   std::string models;
   for (const auto& name : estimate::architecture_names())
     models += (models.empty() ? "" : ", ") + name;
-  command->add_option("--model", options->model, "Named shape: " + models);
-  command->add_option("--layers", options->layers, "Transformer blocks");
-  command->add_option("--d-model", options->d_model, "Hidden size");
-  command->add_option("--heads", options->heads, "Attention heads (must divide --d-model)");
-  command->add_option("--kv-heads", options->kv_heads, "Key/value heads (grouped-query attention)");
-  command->add_option("--mlp-hidden", options->mlp_hidden, "MLP inner width (default 4·d-model)");
-  command->add_option("--seq-len", options->seq_len, "Sequence length in tokens");
-  command->add_option("--vocab", options->vocab, "Vocabulary size");
-  command->add_option("--attention", options->attention, "sdpa (fused) or math (keeps s×s scores)");
-  command->add_option("--loss-chunks", options->loss_chunks,
-                      "Output head and loss in N slices of the tokens, or auto");
+  command->add_option("--model,--preset", options->model, "Named shape: " + models);
+  options->shape.add_to(*command);
   command->add_option("--params", options->params,
                       "Nominal parameter count (e.g. 70e9) for the model-state figures");
   command->add_option("--precision", options->precision, "fp32, bf16 or fp16")

@@ -11,31 +11,7 @@ void RunOptions::add_to(CLI::App& command, const std::string& budget_help) {
   std::string presets;
   for (const auto& name : preset_names()) presets += (presets.empty() ? "" : ", ") + name;
   command.add_option("--preset", preset_, "Model preset: " + presets)->capture_default_str();
-  command.add_option("--arch", arch_,
-                     "Model family: gpt (LayerNorm, GELU, learned positions) or llama (RMSNorm, "
-                     "SwiGLU, rotary positions, grouped-query attention, no biases); default: "
-                     "the preset's");
-  command.add_option("--layers", layers_, "Transformer blocks (overrides the preset)");
-  command.add_option("--d-model", d_model_, "Hidden size");
-  command.add_option("--heads", heads_, "Attention heads (must divide --d-model)");
-  command.add_option("--kv-heads", kv_heads_,
-                     "Key/value heads, each shared by heads/kv-heads query heads (0: as many as "
-                     "--heads)");
-  command.add_option("--mlp-hidden", mlp_hidden_,
-                     "MLP inner width (0: 4·d-model for gpt, SwiGLU's ⅔ of that for llama)");
-  command.add_option("--rope-theta", rope_theta_,
-                     "llama: base of the rotary positions' frequencies (default: the preset's, "
-                     "10000; Llama 3 uses 500000)");
-  command.add_option("--tie-head", tie_head_,
-                     "true: the output head is the token embedding; false: a head of its own");
-  command.add_option("--loss-chunks", loss_chunks_,
-                     "The head and loss in N slices of the tokens, each recomputed in backward, "
-                     "so the full logits never exist at once; auto: ⌈vocab / 4·d-model⌉");
-  command.add_option("--seq-len", seq_len_, "Sequence length in tokens");
-  command.add_option("--vocab", vocab_, "Vocabulary size");
-  command.add_option("--dropout", dropout_, "Dropout rate in [0, 1) (default 0)");
-  command.add_option("--attention", attention_, "sdpa (fused) or math (keeps the s×s scores)")
-      ->capture_default_str();
+  model_.add_to(command);
   command.add_option("--batch", batch_, "Micro-batch size (default 8)");
   command.add_option("--accum", accum_, "Micro-batches per optimizer step (default 1)");
   command.add_option("--steps", steps_, "Optimizer steps (default 20)");
@@ -81,24 +57,7 @@ RunConfig RunOptions::resolve() const {
   RunConfig config;
   config.preset = preset_;
   config.model = model_preset(preset_);
-  if (!arch_.empty()) config.model.switch_family(parse_family(arch_));
-  if (layers_) config.model.layers = *layers_;
-  if (d_model_) config.model.d_model = *d_model_;
-  if (heads_) config.model.heads = *heads_;
-  if (kv_heads_) config.model.kv_heads = *kv_heads_;
-  if (mlp_hidden_) config.model.mlp_hidden = *mlp_hidden_;
-  if (rope_theta_) {
-    if (config.model.family != ModelFamily::kLlama) {
-      throw InvalidInput("--rope-theta", "only llama models have rotary positions");
-    }
-    config.model.rope_theta = *rope_theta_;
-  }
-  if (tie_head_) config.model.tie_head = *tie_head_;
-  if (!loss_chunks_.empty()) config.model.loss_chunks = parse_loss_chunks(loss_chunks_);
-  if (seq_len_) config.model.seq_len = *seq_len_;
-  if (vocab_) config.model.vocab = *vocab_;
-  if (dropout_) config.model.dropout = *dropout_;
-  config.model.attention = parse_attention(attention_);
+  model_.apply(config.model);
   if (batch_) config.batch = *batch_;
   if (accum_) config.accum = *accum_;
   if (steps_) config.steps = *steps_;

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/model_options.h"
 #include "train/run_config.h"
 
 namespace rematlab::cli {
@@ -22,13 +23,7 @@ class RunOptions {
 
  private:
   std::string preset_ = "tiny";
-  std::string arch_;
-  std::optional<int64_t> layers_, d_model_, heads_, kv_heads_, mlp_hidden_, seq_len_, vocab_;
-  std::optional<bool> tie_head_;
-  std::optional<double> rope_theta_;
-  std::string loss_chunks_;
-  std::optional<double> dropout_;
-  std::string attention_ = "sdpa";
+  ModelOptions model_;
   std::optional<int64_t> batch_, accum_, steps_, warmup_steps_;
   std::optional<double> lr_;
   std::optional<uint64_t> seed_;

@@ -5,17 +5,14 @@
 namespace rematlab::estimate {
 namespace {
 
-Architecture gpt3_175b() {
+ModelConfig gpt3_175b() {
   ModelConfig config;
   config.layers = 96;
   config.d_model = 12288;
   config.heads = 96;
   config.seq_len = 2048;
   config.vocab = 50257;
-  Architecture arch = from_model_config(config);
-  arch.name = "gpt3-175b";
-  arch.engine_shape = false;  // the engine could build it, but no one measured it here
-  return arch;
+  return config;
 }
 
 const std::vector<std::string>& estimation_only_names() {
@@ -61,19 +58,24 @@ const std::vector<std::string>& architecture_names() {
   return kNames;
 }
 
-Architecture architecture_preset(const std::string& name) {
+ModelConfig architecture_model_config(const std::string& name) {
   // The engine's presets (GPT-2 and the Llama family) and GPT-3 (Brown et al. 2020), which the
   // engine could build but nobody measured here.
   if (name == "gpt3-175b") return gpt3_175b();
   for (const auto& preset : preset_names()) {
-    if (name != preset) continue;
-    Architecture arch = from_model_config(model_preset(name));
-    arch.name = name;
-    return arch;
+    if (name == preset) return model_preset(name);
   }
   std::string known;
   for (const auto& each : architecture_names()) known += (known.empty() ? "" : ", ") + each;
   throw InvalidInput("--model", "unknown model '" + name + "' (known: " + known + ")");
+}
+
+Architecture architecture_preset(const std::string& name) {
+  Architecture arch = from_model_config(architecture_model_config(name));
+  arch.name = name;
+  // The engine could build GPT-3, but no one measured it here: no calibrated figures apply.
+  arch.engine_shape = name != "gpt3-175b";
+  return arch;
 }
 
 void validate(const Architecture& arch) {

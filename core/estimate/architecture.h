@@ -41,6 +41,8 @@ Architecture from_model_config(const ModelConfig& config);
 const std::vector<std::string>& architecture_names();
 // Throws InvalidInput("--model", …) for an unknown name.
 Architecture architecture_preset(const std::string& name);
+// The same model as the engine's ModelConfig, for shape flags to refine before it is counted.
+ModelConfig architecture_model_config(const std::string& name);
 
 // Throws InvalidInput naming the flag of the first field that cannot describe a model.
 void validate(const Architecture& arch);

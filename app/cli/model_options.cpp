@@ -1,0 +1,61 @@
+#include "cli/model_options.h"
+
+#include "common/errors.h"
+
+namespace rematlab::cli {
+
+void ModelOptions::add_to(CLI::App& command) {
+  command.add_option("--arch", arch_,
+                     "Model family: gpt (LayerNorm, GELU, learned positions) or llama (RMSNorm, "
+                     "SwiGLU, rotary positions, grouped-query attention, no biases); default: "
+                     "the preset's");
+  command.add_option("--layers", layers_, "Transformer blocks (overrides the preset)");
+  command.add_option("--d-model", d_model_, "Hidden size");
+  command.add_option("--heads", heads_, "Attention heads (must divide --d-model)");
+  command.add_option("--kv-heads", kv_heads_,
+                     "Key/value heads, each shared by heads/kv-heads query heads (0: as many as "
+                     "--heads)");
+  command.add_option("--mlp-hidden", mlp_hidden_,
+                     "MLP inner width (0: 4·d-model for gpt, SwiGLU's ⅔ of that for llama)");
+  command.add_option("--rope-theta", rope_theta_,
+                     "llama: base of the rotary positions' frequencies (default: the preset's, "
+                     "10000; Llama 3 uses 500000)");
+  command.add_option("--tie-head", tie_head_,
+                     "true: the output head is the token embedding; false: a head of its own");
+  command.add_option("--loss-chunks", loss_chunks_,
+                     "The head and loss in N slices of the tokens, each recomputed in backward, "
+                     "so the full logits never exist at once; auto: ⌈vocab / 4·d-model⌉");
+  command.add_option("--seq-len", seq_len_, "Sequence length in tokens");
+  command.add_option("--vocab", vocab_, "Vocabulary size");
+  command.add_option("--dropout", dropout_, "Dropout rate in [0, 1) (default 0)");
+  command.add_option("--attention", attention_, "sdpa (fused) or math (keeps the s×s scores)")
+      ->capture_default_str();
+}
+
+void ModelOptions::apply(ModelConfig& model) const {
+  if (!arch_.empty()) model.switch_family(parse_family(arch_));
+  if (layers_) model.layers = *layers_;
+  if (d_model_) model.d_model = *d_model_;
+  if (heads_) model.heads = *heads_;
+  if (kv_heads_) model.kv_heads = *kv_heads_;
+  if (mlp_hidden_) model.mlp_hidden = *mlp_hidden_;
+  if (rope_theta_) {
+    if (model.family != ModelFamily::kLlama) {
+      throw InvalidInput("--rope-theta", "only llama models have rotary positions");
+    }
+    model.rope_theta = *rope_theta_;
+  }
+  if (tie_head_) model.tie_head = *tie_head_;
+  if (!loss_chunks_.empty()) model.loss_chunks = parse_loss_chunks(loss_chunks_);
+  if (seq_len_) model.seq_len = *seq_len_;
+  if (vocab_) model.vocab = *vocab_;
+  if (dropout_) model.dropout = *dropout_;
+  model.attention = parse_attention(attention_);
+}
+
+bool ModelOptions::changes_shape() const {
+  return !arch_.empty() || layers_ || d_model_ || heads_ || kv_heads_ || mlp_hidden_ || seq_len_ ||
+         vocab_ || tie_head_ || !loss_chunks_.empty() || dropout_ || attention_ != "sdpa";
+}
+
+}  // namespace rematlab::cli
