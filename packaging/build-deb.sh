@@ -128,7 +128,8 @@ site_packages="$(cd "$REMATLAB_TORCH_LIB_DIR/../.." && pwd)"
 declare -A distribution_files=()
 for library in "$carried"/*; do
   name="$(basename "$library")"
-  record="$(grep -l -E "/lib/$name," "$site_packages"/*.dist-info/RECORD | head -n 1)"
+  # grep finds nothing with status 1: under pipefail that would end the script without a word.
+  record="$({ grep -l -E "/lib/$name," "$site_packages"/*.dist-info/RECORD || true; } | head -n 1)"
   [ -n "$record" ] || { echo "build-deb: no wheel lists $name" >&2; exit 1; }
   distribution_files[$(dirname "$record")]+=" usr/lib/rematlab/$name"
 done

@@ -4,8 +4,9 @@
 # there in a mount namespace where the source and build trees, the per-user LibTorch cache and
 # /usr/local are empty: what runs can only have come from the package or from Debian.
 #   scripts/check_package.sh [--build-dir DIR] [--keep DIR] [--deb FILE]
-# --keep DIR leaves the .deb in DIR; --deb FILE checks that package instead of building one (it
-# must come from the same build: its version and programs are compared with the build's).
+# --keep DIR leaves the .deb it built in DIR; --deb FILE checks that package instead of building
+# one (it must come from the same build: its version, and its programs' build ids, are compared
+# with the build's), so --keep has no meaning beside it.
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="$repo_root/build"
@@ -21,6 +22,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 fail() { echo "check_package: FAILED: $*" >&2; exit 1; }
+if [ -n "$keep" ] && [ -n "$given_deb" ]; then
+  echo "check_package: --keep keeps a package this check builds; with --deb there is none" >&2
+  exit 2
+fi
 step() { echo "[check_package] $1 (${SECONDS}s)"; }
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/rematlab-package-check.XXXXXX")"
@@ -54,6 +59,16 @@ step "unpacking into an empty root"
 root="$work/root"
 mkdir "$root"
 dpkg-deb --extract "$deb" "$root"
+# The linker's build id survives the install's run-path rewrite: a package of this very build
+# carries programs with the build's ids.
+build_id() { readelf -n "$1" 2>/dev/null | sed -n 's/.*Build ID: //p'; }
+for program in rematlab-cli rematlab; do
+  built="$build_dir/app/$program"
+  [ -f "$built" ] || continue
+  [ -n "$(build_id "$built")" ] || fail "$built has no build id to compare"
+  [ "$(build_id "$root/usr/bin/$program")" = "$(build_id "$built")" ] ||
+    fail "the package's $program is not the one in $build_dir (build ids differ)"
+done
 doc="$root/usr/share/doc/$package"
 for file in usr/bin/rematlab usr/bin/rematlab-cli \
             usr/share/applications/org.rematlab.rematlab.desktop \
@@ -99,6 +114,10 @@ cat >"$work/inside.sh" <<'EOF'
 set -euo pipefail
 root="$1"; work="$2"; version="$3"; shift 3
 fail() { echo "check_package: FAILED: $*" >&2; exit 1; }
+if [ -n "$keep" ] && [ -n "$given_deb" ]; then
+  echo "check_package: --keep keeps a package this check builds; with --deb there is none" >&2
+  exit 2
+fi
 for dir in "$@"; do  # one inside a folder hidden before it is gone already
   if [ -d "$dir" ]; then mount -t tmpfs -o size=1m,mode=0755 rematlab-hidden "$dir"; fi
 done
