@@ -91,20 +91,19 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     TORCH_CHECK(replay->kept.tensors.empty(),
                 "keep: the recomputation left outputs its forward kept unused");
 
-    std::vector<torch::Tensor> wrt;
-    if (replay->input_requires_grad) wrt.push_back(detached);
+    // The parameters' gradients are accumulated into .grad as the inner backward makes them, as
+    // they are outside a checkpoint, and not returned: autograd::grad would hold every one of the
+    // segment's weight gradients until its backward ends (a whole segment's weights, live beside
+    // its recomputed interior). Their accumulators' hooks (data parallelism) fire here.
+    std::vector<torch::Tensor> leaves;
+    if (replay->input_requires_grad) leaves.push_back(detached);
     for (const auto& param : replay->params) {
-      if (param.requires_grad()) wrt.push_back(param);
+      if (param.requires_grad()) leaves.push_back(param);
     }
-    const variable_list grads = torch::autograd::grad({output}, wrt, {grad_outputs[0]},
-                                                      /*retain_graph=*/false,
-                                                      /*create_graph=*/false,
-                                                      /*allow_unused=*/true);
-    std::size_t next = 0;
-    if (replay->input_requires_grad) result[0] = grads[next++];
-    for (std::size_t i = 0; i < replay->params.size(); ++i) {
-      if (replay->params[i].requires_grad()) result[1 + i] = grads[next++];
-    }
+    if (leaves.empty()) return result;
+    torch::autograd::backward({output}, {grad_outputs[0]}, /*keep_graph=*/false,
+                              /*create_graph=*/false, leaves);
+    if (replay->input_requires_grad) result[0] = detached.grad();
     return result;
   }
 };

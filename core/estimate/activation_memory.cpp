@@ -26,6 +26,7 @@ class EngineAccounting {
   EngineAccounting(const Architecture& arch, int64_t batch, Precision precision, bool selective,
                    const KeptOutputs& keep)
       : arch_(arch),
+        batch_(batch),
         tokens_(batch * arch.seq_len),
         v_(bytes_per_value(precision)),
         selective_(selective),
@@ -49,13 +50,21 @@ class EngineAccounting {
     // matmul's copies of strided heads, or the copies that repeat shared K/V heads) and the
     // softmax probabilities — the s×s term; the QKV tensor itself is then freed.
     const int64_t rotated = arch_.rotary ? d + arch_.kv_dim() : 0;
-    const int64_t core = math ? 3 * d + scores : qkv + rotated + arch_.heads;
+    const int64_t math_core = (qkv_kept() ? d + qkv + (arch_.rotary ? d : 0) : 3 * d) + scores;
+    const int64_t core = math ? math_core : qkv + rotated + arch_.heads;
+    // The explicit core's causal mask (s×s booleans, one per call), kept by the in-place fill's
+    // backward.
+    const int64_t mask = math ? arch_.seq_len * arch_.seq_len : 0;
     if (selective_) {
       cost.interior = outside_core + per_token(qkv);
-      // Backward first recomputes the core, then runs its backward.
-      cost.backward_extra = per_token(core - qkv) + backward_core(qkv, scores, math);
+      // Backward first recomputes the core beside its kept input, then runs its backward. The
+      // fused core's q, k and v are views of that input. The explicit core's are copies (a
+      // single sequence's k and v fold as views of the kept input instead), and its
+      // recomputed output, the inner backward's root, is a copy too (its heads made contiguous).
+      const int64_t recomputed = math ? core - (qkv_kept() ? qkv : 0) + d : core - qkv;
+      cost.backward_extra = per_token(recomputed) + mask + backward_core(qkv, scores, math);
     } else {
-      cost.interior = outside_core + per_token(core);
+      cost.interior = outside_core + per_token(core) + mask;
       cost.backward_extra = backward_core(qkv, scores, math);
     }
     // The explicit core holds the raw scores and the probabilities at once; rotating q and k
@@ -81,8 +90,15 @@ class EngineAccounting {
     // GELU: the down projection's input gradient (f wide) appears before its saved input is
     // freed, with one weight gradient before it is added into .grad. SwiGLU: the product's
     // gradient and those of both its factors meet once the product itself is freed.
-    cost.backward_extra =
-        arch_.gated_mlp ? per_token(2 * f) + weight(2 * d * f) : per_token(f) + weight(d * f);
+    // The down projection's backward (its input's gradient beside its weight's) comes first.
+    // SwiGLU's product then swaps itself for its gradient and its two factors' gradients meet;
+    // its fused gate-and-up weight gradient appears only once the two factors and their
+    // gradients are freed.
+    const int64_t down = per_token(f) + weight(d * f);
+    cost.backward_extra = arch_.gated_mlp
+                              ? std::max({down, per_token(2 * f),
+                                          weight(2 * d * f) + per_token(d) - per_token(2 * f)})
+                              : down;
     // keep: the up (or fused gate-and-up) projection's output.
     cost.kept = keep_.mlp_in ? per_token(arch_.gated_mlp ? 2 * f : f) : 0;
     return cost;
@@ -98,17 +114,23 @@ class EngineAccounting {
   }
   // Loss backward: the gradient of the log-probabilities and of the logits meet; the kept
   // log-probabilities and their gradient are freed before the LM head's (and, tied, the
-  // embedding's) weight gradient appears beside the logits' gradient. Sliced, per slice: the
-  // recomputed log-probabilities and those two gradients; then the slice's head gradient beside
-  // the logits' gradient; autograd sums the slices' head gradients out of place (the running sum,
-  // the new one and their sum: three at once); and the slices' input gradients gather into one.
+  // embedding's) weight gradient appears beside the logits' gradient. Sliced, per slice (each
+  // a recomputed segment): the recomputed log-probabilities and those two gradients; then the
+  // slice's head gradient beside the logits' gradient, added into .grad at once; and the
+  // slices' input gradients gather into one.
   int64_t loss_backward_extra() const {
     const int64_t head = weight(arch_.vocab * arch_.d_model);
     if (!sliced()) return std::max(per_token(2 * arch_.vocab), head);
     const int64_t slice = per_slice(arch_.vocab);
-    return std::max({3 * slice + head, slice + 2 * head, 3 * head}) + per_token(arch_.d_model);
+    return std::max(3 * slice, slice + head) + per_token(arch_.d_model);
   }
   int64_t residual_gradient() const { return per_token(arch_.d_model); }
+  // A tied head's weight gradient is one input of the shared weight's accumulator, which waits
+  // for the embedding's: it stays live from the loss's backward through the whole chain's. The
+  // slices of a sliced loss add theirs into .grad as they go (they are recomputed segments).
+  int64_t held_head_gradient() const {
+    return arch_.tied_head && !sliced() ? weight(arch_.vocab * arch_.d_model) : 0;
+  }
 
  private:
   int64_t per_token(int64_t values) const { return values * tokens_ * v_; }
@@ -133,13 +155,23 @@ class EngineAccounting {
     const int64_t d = arch_.d_model;
     // Fused: the gradient of the core's output, of q, k, v and their concatenation into the
     // QKV gradient. Explicit: the gradients of the probabilities and of the scores (both s×s)
-    // live together in softmax's backward, while v's copy and the context are already freed.
+    // live together in softmax's backward, while the context's gradient and v's copy are
+    // already freed. A single sequence's v is a view of the QKV tensor instead, which goes with
+    // it unless k (not rotated) is a view of it too.
     // Rotated q and k: undoing the rotation holds one more q-sized gradient.
-    const int64_t core = (math ? 2 * scores - d : d + 2 * qkv) + (arch_.rotary ? d : 0);
+    const int64_t freed_by_v = qkv_kept() ? (arch_.rotary ? qkv : 0) : d;
+    const int64_t core =
+        (math ? 2 * scores - d - freed_by_v : d + 2 * qkv) + (arch_.rotary ? d : 0);
     return per_token(core) + weight(d * qkv);
   }
+  // The explicit core's batched matmuls fold batch and heads into one dimension. k and v are
+  // strided views of the QKV tensor (k a new tensor once rotated): folding a view copies it,
+  // except for a single sequence (a batch of 1), where the fold is a view too and keeps the
+  // whole QKV tensor alive instead. Shared K/V heads are copied by their repetition anyway.
+  bool qkv_kept() const { return batch_ == 1 && arch_.kv_heads == arch_.heads; }
 
   const Architecture& arch_;
+  int64_t batch_;
   int64_t tokens_;
   int64_t v_;
   bool selective_;
@@ -251,7 +283,7 @@ ActivationEstimate estimate_activations(const ActivationInput& input) {
 
   // Backward, last segment first; a residual-stream gradient is live throughout.
   replay.at(live + engine.loss_backward_extra(), "loss backward");
-  live -= engine.loss_saved();
+  live += engine.held_head_gradient() - engine.loss_saved();
   for (int64_t j = count - 1; j >= 0; --j) {
     const Segment& segment = segments[j];
     const std::string phase = "backward of " + describe(costs, segment);
