@@ -89,6 +89,7 @@ TEST(WindowState, OpeningAnotherDatabaseLeavesNothingOfTheLastOne) {
   EXPECT_FALSE(plan->configuration().has_value());
   EXPECT_TRUE(plan->strip()->recomputed().empty());
   EXPECT_FALSE(plan->current_plan().has_value());
+  EXPECT_TRUE(plan->budget_field()->text().isEmpty()) << "the last profile's budget is left";
   // Status and progress: nothing of the last sweep.
   EXPECT_TRUE(bench.window.status_text().startsWith("Opened "))
       << bench.window.status_text().toStdString();

@@ -52,6 +52,8 @@ struct Bench {
 
 // The window shown at a screen's size (1024×600, 1280×720 …), laid out as a user sees it.
 inline void show_at(QWidget& window, int width, int height) {
+  // Not maximized (as a window on a small screen starts): the size the test gives is the screen.
+  window.setWindowState(Qt::WindowNoState);
   window.resize(width, height);
   window.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));

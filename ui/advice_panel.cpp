@@ -35,9 +35,9 @@ class WrappingDelegate : public QStyledItemDelegate {
     QSize size = QStyledItemDelegate::sizeHint(option, index);
     const bool title = !index.parent().isValid();  // spans the tree's width
     int width = title ? tree_->viewport()->width() : tree_->header()->sectionSize(index.column());
-    if (index.column() == 0) width -= tree_->indentation() * (title ? 1 : 2);
+    if (index.column() == 0) width -= tree_->indentation();
     const QRect text = option.fontMetrics.boundingRect(
-        QRect(0, 0, std::max(40, width - 12), 1 << 20), Qt::TextWordWrap, index.data().toString());
+        QRect(0, 0, std::max(40, width - 8), 1 << 20), Qt::TextWordWrap, index.data().toString());
     size.setHeight(std::max(size.height(), text.height() + 6));
     return size;
   }

@@ -393,7 +393,11 @@ void CompareView::fill_step_memory() {
                              .arg(runs_[static_cast<std::size_t>(same)].id),
               same < 0 ? Qt::SolidLine : Qt::DashLine, peaks);
   }
-  step_memory_->rescaleAxes();
+  if (chart_has_data(step_memory_)) {
+    step_memory_->rescaleAxes();
+  } else {
+    reset_empty_axes(step_memory_);
+  }
   step_memory_->replot();
 }
 

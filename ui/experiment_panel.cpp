@@ -111,6 +111,7 @@ void ExperimentPanel::create_training_fields() {
   data_->addItem("text file", "text");
   data_file_ = new QLineEdit;
   data_file_->setPlaceholderText("a UTF-8 text file, read as bytes");
+  data_file_->setToolTip("A UTF-8 text file, read as bytes (Data: text file)");
   data_file_->setEnabled(false);
   browse_ = new QPushButton("…");
   browse_->setEnabled(false);

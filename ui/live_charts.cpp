@@ -330,8 +330,10 @@ void LiveCharts::finish_run(int index, const QString& status, const QString& mes
       dash(run->peak);
     }
   }
-  if (status != "ok" && !status.isEmpty()) {
-    run->ending = status;
+  if (status != "ok" && !status.isEmpty()) run->ending = status;
+  // Said above the charts when it went wrong; a run the user stopped is the Stop's, which the
+  // status bar says.
+  if (status != "ok" && status != "cancelled" && !status.isEmpty()) {
     const QString which = run_id > 0 ? QString("Run #%1 (%2)").arg(run_id).arg(run->label)
                                      : QString("Run %1").arg(run->label);
     const QString said = message.isEmpty() ? QString() : ": " + message;

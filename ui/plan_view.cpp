@@ -342,6 +342,12 @@ void PlanView::show_profile() {
     chosen_hover_.reset();
     strip_->reset();  // not the last configuration's sublayers
     plan_label_->clear();
+    {  // nor its budget, greyed in a disabled field
+      const QSignalBlocker quiet_field(budget_);
+      const QSignalBlocker quiet_slider(slider_);
+      budget_->clear();
+      slider_->setValue(0);
+    }
     run_->setEnabled(false);
     reset_empty_axes(chart_);
     chart_->replot();

@@ -49,7 +49,7 @@ const char* const kHeaders[kColumns] = {"id",      "status",    "name",       "c
                                         "offload", "precision", "steps",      "started"};
 
 // Columns whose text can be long are cut at this width (the whole text is in the tooltip).
-constexpr int kLongColumnWidth = 220;
+constexpr int kLongColumnWidth = 200;
 
 // "small (12×256, seq 256)": the preset and the shape it was trained with.
 QString count_text(int64_t count, const char* one, const char* many) {
