@@ -136,10 +136,10 @@ TEST(LiveCharts, MemoryCurvesThatCoincideSaySoAsTheLossDoes) {
 TEST(LiveCharts, ARunThatDidNotEndOkSaysHowAndWhyAboveTheCharts) {
   LiveCharts charts;
   charts.begin_run(0, "none b8", 1024.0);
-  charts.finish_run(0, "oom", "step 0 peaked at 5000000 bytes, above the budget of 1024", 12);
+  charts.finish_run(0, "oom", "step 0 peaked at 6.71 MiB, above the budget of 1.00 KiB", 12);
   EXPECT_EQ(charts.notice_text(),
-            "Run #12 (none b8) ended oom before its first step: step 0 peaked at 5000000 bytes, "
-            "above the budget of 1024");
+            "Run #12 (none b8) ended oom before its first step: step 0 peaked at 6.71 MiB, above "
+            "the budget of 1.00 KiB");
   EXPECT_TRUE(charts.findChild<QLabel*>("live-notice")->isVisibleTo(&charts));
   EXPECT_TRUE(charts.legend()->texts().contains("none b8 — oom"))
       << charts.legend()->texts().join(" | ").toStdString();

@@ -153,6 +153,11 @@ TEST(WindowState, ChartExportsNameWhatTheyDrawAskBeforeReplacingAndSayWhatTheyWr
   EXPECT_EQ(bench.window.status_text(), "Wrote 1 chart (PNG and PDF) to " +
                                             QDir::toNativeSeparators(plan_folder) +
                                             ": plan-frontier.png, plan-frontier.pdf");
+  // Again into the same folder: asked, kept, and said so.
+  answer_next_dialog("Keep");
+  EXPECT_FALSE(plan->export_chart_to(plan_folder));
+  EXPECT_EQ(bench.window.status_text(), "Nothing exported: the files already in " +
+                                            QDir::toNativeSeparators(plan_folder) + " were kept");
   // The legend is the screen's again after the export.
   EXPECT_NE(plan->budget_key_graph()->name(), budget);
 }

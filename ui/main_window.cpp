@@ -117,6 +117,10 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
             charts_exported(directory, written, 1);
           });
   connect(plan_, &PlanView::exportFailed, this, &MainWindow::show_error);
+  connect(plan_, &PlanView::exportKept, this, [this](const QString& directory) {
+    status_->setText("Nothing exported: the files already in " +
+                     QDir::toNativeSeparators(directory) + " were kept");
+  });
   connect(runs_, &RunsView::errorOccurred, this, &MainWindow::show_error);
   connect(runs_, &RunsView::runsDeleted, this, &MainWindow::forget_runs);
   connect(runs_, &RunsView::exported, status_, &ElidedLabel::setText);

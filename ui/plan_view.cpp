@@ -198,7 +198,10 @@ void PlanView::set_store(RunStore* store, const std::optional<RunConfig>& form) 
 }
 
 bool PlanView::export_chart_to(const QString& directory) {
-  if (!may_replace(this, image_files(directory, "plan"))) return false;
+  if (!may_replace(this, image_files(directory, "plan"))) {
+    emit exportKept(directory);
+    return false;
+  }
   const QStringList written = export_images(directory, "plan");
   if (written.isEmpty()) {  // the chart has data whenever Export is enabled: the write failed
     emit exportFailed("Could not write the chart into " + QDir::toNativeSeparators(directory));

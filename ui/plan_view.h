@@ -102,6 +102,8 @@ class PlanView : public QWidget {
   // Export chart… wrote `written` (empty when nothing could be) into `directory`.
   void chartExported(const QString& directory, const QStringList& written);
   void exportFailed(const QString& message);
+  // Export chart… found its files in `directory` and the user kept them: nothing was written.
+  void exportKept(const QString& directory);
 
  private:
   struct Profile {
