@@ -303,5 +303,146 @@ TEST_F(AdviseDb, RecomputationIsSplitOutOfTheStepFromTheTimeline) {
       << of_plan->next_step;
 }
 
+// Steps whose phases take these times (ms), the step time alternating by ±jitter around their
+// sum: a run's own noise.
+std::vector<StepMetrics> steps_of(double forward, double backward, double optimizer,
+                                  double jitter) {
+  std::vector<StepMetrics> steps;
+  for (int64_t i = 0; i < 20; ++i) {
+    StepMetrics step;
+    step.step = i;
+    step.forward_ms = forward;
+    step.backward_ms = backward;
+    step.optimizer_ms = optimizer;
+    step.step_ms = forward + backward + optimizer + (i % 2 == 0 ? jitter : -jitter);
+    steps.push_back(step);
+  }
+  return steps;
+}
+
+// The hands-on test's selective run: backward adds 0.71 ms and its recomputation 0.70 ms.
+struct SelectiveAgainstNone {
+  RunRecord run, none;
+  std::vector<TimelinePoint> timeline = {{0.0, 0, MemoryPhase::kRecompute},
+                                         {0.70, 0, MemoryPhase::kIdle}};
+  SelectiveAgainstNone() {
+    none.id = 1;
+    none.config = tiny();
+    none.status = RunStatus::kOk;
+    none.result.tokens_per_s = 1000.0;
+    run = none;
+    run.id = 2;
+    run.config.checkpoint = "selective";
+    run.result.tokens_per_s = 880.0;
+    run.result.peak_activation_bytes = 8 << 20;
+  }
+};
+
+TEST(ThroughputFinding, AgreesWithItsEvidenceAndHasANoiseMargin) {
+  SelectiveAgainstNone runs;
+  // Quiet runs (±0.02 ms): recomputation's 0.70 ms is well above the noise. Backward adds a
+  // hundredth more; the finding must not then say the time is not recomputation.
+  const auto quiet = diagnose_throughput(runs.run, steps_of(10.0, 11.41, 2.0, 0.02), runs.timeline,
+                                         runs.none, steps_of(10.0, 10.0, 2.0, 0.02));
+  ASSERT_TRUE(quiet);
+  EXPECT_NE(quiet->title.find("backward adds 0.71 ms per step, recompute 0.70 ms"),
+            std::string::npos)
+      << quiet->title;
+  EXPECT_EQ(quiet->next_step.find("not recomputation"), std::string::npos) << quiet->next_step;
+  EXPECT_NE(quiet->next_step.find("--checkpoint plan:"), std::string::npos) << quiet->next_step;
+  bool backward_said_apart = false, noise_said = false;
+  for (const Evidence& item : quiet->evidence) {
+    backward_said_apart =
+        backward_said_apart || item.label == "backward (recompute and offload waits apart)";
+    noise_said = noise_said || item.label == "noise";
+  }
+  EXPECT_TRUE(backward_said_apart);
+  EXPECT_TRUE(noise_said);
+  // Noisy runs (±2 ms, an interquartile range of 4 ms each): neither phase is told apart from
+  // the noise, and the finding says that rather than pick one by a hundredth of a millisecond.
+  const auto noisy = diagnose_throughput(runs.run, steps_of(10.0, 11.41, 2.0, 2.0), runs.timeline,
+                                         runs.none, steps_of(10.0, 10.0, 2.0, 2.0));
+  ASSERT_TRUE(noisy);
+  EXPECT_NE(noisy->title.find("no phase adds more than the runs' own noise"), std::string::npos)
+      << noisy->title;
+  EXPECT_NE(noisy->next_step.find("not recomputation (it adds 0.70 ms, within the noise)"),
+            std::string::npos)
+      << noisy->next_step;
+}
+
+TEST(ReferenceRun, TheNoneRunIsMatchedOnWhatChangesAStepsCostAndTheRestIsSaid) {
+  RunRecord run;
+  run.id = 10;
+  run.config = tiny();
+  run.config.checkpoint = "every:1";
+  run.config.lr = 1e-3;
+  run.config.steps = 100;
+  auto none = [&](int64_t id, const std::function<void(RunConfig&)>& change) {
+    RunRecord other = run;
+    other.id = id;
+    other.status = RunStatus::kOk;
+    other.has_result = true;
+    other.config.checkpoint = "none";
+    change(other.config);
+    return other;
+  };
+  const RunRecord other_lr = none(3, [](RunConfig& c) {
+    c.lr = 3e-3;
+    c.steps = 50;
+    c.seed = 7;
+  });
+  const RunRecord other_batch = none(4, [](RunConfig& c) { c.batch = 16; });
+  const RunRecord other_threads = none(5, [](RunConfig& c) { c.threads = 2; });
+  const RunRecord other_precision = none(6, [](RunConfig& c) { c.precision = Precision::kBf16; });
+  auto found = find_none_run(run, {other_lr, other_batch, other_threads, other_precision});
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->id, 3);
+  const std::string differs = describe_differences(run.config, found->config);
+  EXPECT_NE(differs.find("lr 0.003"), std::string::npos) << differs;
+  EXPECT_NE(differs.find("steps 50"), std::string::npos) << differs;
+  EXPECT_NE(differs.find("seed 7"), std::string::npos) << differs;
+  EXPECT_EQ(differs.find("checkpoint"), std::string::npos) << differs;
+  // One that differs in fewer settings is the closer reference, even when older.
+  const RunRecord same = none(2, [](RunConfig&) {});
+  found = find_none_run(run, {other_lr, same});
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->id, 2);
+  EXPECT_TRUE(describe_differences(run.config, found->config).empty());
+}
+
+TEST_F(AdviseDb, AnOomRunIsExplainedWithABudgetAndABatchThatFit) {
+  nlohmann::json ok;
+  run("--steps 3 --batch 8", &ok);
+  const int64_t peak = ok.at("peak_bytes").get<int64_t>();
+  // Eight times the batch under a fifth more than batch 8 needed: out of memory.
+  const std::string budget = std::to_string(peak + peak / 5);
+  const int64_t oom = run("--steps 3 --batch 64 --budget " + budget);
+  const Diagnosis diagnosis = diagnose(oom, false);
+  const Finding* finding = find(diagnosis, FindingKind::kDidNotFinish);
+  ASSERT_NE(finding, nullptr) << to_json(diagnosis).dump();
+  EXPECT_NE(finding->title.find("ended oom: step 0 peaked at"), std::string::npos)
+      << finding->title;
+  // The smallest budget for batch 64 is above what batch 64 measured; the largest batch under
+  // the budget is smaller than 64, and trains within it.
+  RunStore store(db_, StoreAccess::kReadOnly, false);
+  const int64_t measured = store.steps(oom).front().peak_bytes;
+  const std::string& next = finding->next_step;
+  const auto budget_at = next.find("--budget ");
+  ASSERT_NE(budget_at, std::string::npos) << next;
+  EXPECT_GE(
+      parse_byte_size(next.substr(budget_at + 9, next.find(' ', budget_at + 9) - budget_at - 9),
+                      "budget"),
+      measured)
+      << next;
+  const auto batch_at = next.find("--batch ");
+  ASSERT_NE(batch_at, std::string::npos) << next;
+  const int64_t batch = std::stoll(next.substr(batch_at + 8));
+  EXPECT_GE(batch, 8) << next;
+  EXPECT_LT(batch, 64) << next;
+  nlohmann::json fits;
+  run("--steps 3 --batch " + std::to_string(batch) + " --budget " + budget, &fits);
+  EXPECT_EQ(fits.at("status"), "ok") << "the batch the advisor gave does not fit: " << next;
+}
+
 }  // namespace
 }  // namespace rematlab::advise

@@ -1,15 +1,22 @@
-// The window on a fresh database, as the offscreen UI tests drive it (test_ui.cpp,
-// test_plan_view.cpp): the tiny model, short runs, one training thread.
+// The window on a fresh database, as the offscreen UI tests drive it (test_ui.cpp and the other
+// test_*.cpp of the test_ui binary): the tiny model, short runs, one training thread; and what
+// those tests do to it as a user would (show it at a screen's size, answer its dialogs).
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <QAbstractButton>
+#include <QApplication>
 #include <QComboBox>
 #include <QLineEdit>
+#include <QMessageBox>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTemporaryDir>
+#include <QTest>
+#include <QTimer>
+#include <memory>
 
 #include "experiment_panel.h"
 #include "main_window.h"
@@ -42,5 +49,48 @@ struct Bench {
     return ended.takeFirst().at(0).toString();
   }
 };
+
+// The window shown at a screen's size (1024×600, 1280×720 …), laid out as a user sees it.
+inline void show_at(QWidget& window, int width, int height) {
+  // Not maximized (as a window on a small screen starts): the size the test gives is the screen.
+  window.setWindowState(Qt::WindowNoState);
+  window.resize(width, height);
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  QApplication::processEvents();
+}
+
+// Where `widget` lies in `window`'s coordinates.
+inline QRect rect_in(const QWidget* widget, const QWidget* window) {
+  return QRect(widget->mapTo(window, QPoint(0, 0)), widget->size());
+}
+
+// Answers the next message box that opens (within `wait_ms`) with the button whose text starts
+// with `button_text`, as a user would click it; records its text in `seen` when given. Returns
+// immediately: the answer comes from the event loop while the dialog runs.
+inline void answer_next_dialog(const QString& button_text, QString* seen = nullptr,
+                               int wait_ms = 20000) {
+  auto* timer = new QTimer;
+  auto waited = std::make_shared<int>(0);
+  QObject::connect(timer, &QTimer::timeout, [timer, waited, button_text, seen, wait_ms] {
+    *waited += 20;
+    auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+    if (!box && *waited < wait_ms) return;
+    timer->stop();
+    timer->deleteLater();
+    if (!box) return;
+    if (seen) *seen = box->text();
+    for (QAbstractButton* button : box->buttons()) {
+      if (button->text().startsWith(button_text)) {
+        button->click();
+        return;
+      }
+    }
+    ADD_FAILURE() << "no button " << button_text.toStdString()
+                  << " in: " << box->text().toStdString();
+    box->reject();
+  });
+  timer->start(20);
+}
 
 }  // namespace rematlab::ui::testing

@@ -1,16 +1,59 @@
 #include "advice_panel.h"
 
+#include <QEvent>
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QStyledItemDelegate>
 #include <QTreeWidget>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <functional>
 
+#include "advice_words.h"
 #include "advise/advisor.h"
 #include "common/current_exception.h"
 
 namespace rematlab::ui {
+namespace {
+
+// Rows as tall as their text wrapped at their column's width (a tree view asks its delegate for
+// a row's height without one, so a long next step would be cut, not wrapped).
+class WrappingDelegate : public QStyledItemDelegate {
+ public:
+  explicit WrappingDelegate(QTreeWidget* tree) : QStyledItemDelegate(tree), tree_(tree) {
+    // New widths, new heights: the tree lays its rows out again.
+    const auto relayout = [this] {
+      if (tree_->topLevelItemCount() > 0) emit sizeHintChanged(tree_->model()->index(0, 0));
+    };
+    connect(tree_->header(), &QHeaderView::sectionResized, this, relayout);
+    tree_->viewport()->installEventFilter(this);
+    relayout_ = relayout;
+  }
+
+  QSize sizeHint(const QStyleOptionViewItem& option, const QModelIndex& index) const override {
+    QSize size = QStyledItemDelegate::sizeHint(option, index);
+    const bool title = !index.parent().isValid();  // spans the tree's width
+    int width = title ? tree_->viewport()->width() : tree_->header()->sectionSize(index.column());
+    if (index.column() == 0) width -= tree_->indentation();
+    const QRect text = option.fontMetrics.boundingRect(
+        QRect(0, 0, std::max(40, width - 8), 1 << 20), Qt::TextWordWrap, index.data().toString());
+    size.setHeight(std::max(size.height(), text.height() + 6));
+    return size;
+  }
+
+ protected:
+  bool eventFilter(QObject* watched, QEvent* event) override {
+    if (event->type() == QEvent::Resize) relayout_();
+    return QStyledItemDelegate::eventFilter(watched, event);
+  }
+
+ private:
+  QTreeWidget* tree_;
+  std::function<void()> relayout_;
+};
+
+}  // namespace
 
 void AdviceWorker::diagnose(qint64 request, const QString& database, qint64 run_id, bool replay,
                             const std::shared_ptr<std::atomic<bool>>& cancel) {
@@ -35,14 +78,19 @@ AdvicePanel::AdvicePanel(QWidget* parent)
       worker_(new AdviceWorker) {
   qRegisterMetaType<advise::Diagnosis>();
   status_->setWordWrap(true);
+  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   notes_->setWordWrap(true);
+  notes_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   tree_->setColumnCount(2);
   tree_->setHeaderLabels({"Finding", "Evidence"});
-  // Findings span the panel (a long one is elided; its tooltip has it whole); under each, short
-  // labels beside values that take the rest of the width. Sized to their contents, long titles
-  // pushed the evidence off a 1280×720 screen.
+  // Findings span the panel; under each, short labels beside values that take the rest of the
+  // width. Every text wraps in its column, so none is cut off (each also has its tooltip).
   tree_->header()->setStretchLastSection(true);
   tree_->header()->setSectionResizeMode(0, QHeaderView::Interactive);
+  tree_->setWordWrap(true);
+  tree_->setUniformRowHeights(false);
+  tree_->setTextElideMode(Qt::ElideNone);
+  tree_->setItemDelegate(new WrappingDelegate(tree_));  // owned by the tree
   replay_->setToolTip(
       "Train the run's configuration again on this machine: names the first non-finite sublayer "
       "of a diverged run, checks recomputation at that step, and finds parameters without "
@@ -85,6 +133,7 @@ void AdvicePanel::show_run(qint64 run_id) {
   tree_->clear();
   notes_->clear();
   kinds_.clear();
+  replaying_ = false;
   if (run_id_ == 0) {
     pending_ = 0;
     replay_->setEnabled(false);
@@ -103,6 +152,8 @@ void AdvicePanel::start(bool replay) {
   *cancel_ = true;
   cancel_ = std::make_shared<std::atomic<bool>>(false);
   pending_ = next_request_++;
+  replaying_ = replay;
+  kinds_before_replay_ = kinds_;
   replay_->setEnabled(false);
   status_->setText(replay ? QString("Replaying run #%1…").arg(run_id_)
                           : QString("Reading run #%1…").arg(run_id_));
@@ -117,39 +168,74 @@ QStringList AdvicePanel::finding_kinds() const { return kinds_; }
 
 QString AdvicePanel::status_text() const { return status_->text(); }
 
+QString AdvicePanel::notes_text() const { return notes_->text(); }
+
+namespace {
+
+QString count_findings(std::size_t count) {
+  return count == 0   ? QString("no findings")
+         : count == 1 ? QString("1 finding")
+                      : QString("%1 findings").arg(count);
+}
+
+// "missing_gradients" → "missing gradients".
+QString kind_words(const QString& kind) { return QString(kind).replace('_', ' '); }
+
+}  // namespace
+
 void AdvicePanel::show_diagnosis(qint64 request, const advise::Diagnosis& diagnosis) {
   if (request != pending_) return;  // superseded
   pending_ = 0;
   replay_->setEnabled(run_id_ > 0);
   tree_->clear();
   kinds_.clear();
-  status_->setText(diagnosis.findings.empty()
-                       ? QString("Run #%1: no findings.").arg(diagnosis.run_id)
-                       : QString("Run #%1: %2 finding(s).")
-                             .arg(diagnosis.run_id)
-                             .arg(diagnosis.findings.size()));
   int label_width = tree_->fontMetrics().horizontalAdvance(tree_->headerItem()->text(0));
   for (const advise::Finding& finding : diagnosis.findings) {
     kinds_ << QString::fromStdString(advise::to_string(finding.kind));
     auto* item = new QTreeWidgetItem(tree_, {QString::fromStdString(finding.title)});
     item->setFirstColumnSpanned(true);
     item->setToolTip(0, item->text(0));
-    const auto add_row = [&](const std::string& label, const std::string& value) {
-      auto* row =
-          new QTreeWidgetItem(item, {QString::fromStdString(label), QString::fromStdString(value)});
-      row->setToolTip(1, row->text(1));
-      label_width = std::max(label_width, tree_->fontMetrics().horizontalAdvance(row->text(0)));
+    const auto add_row = [&](const QString& label, const QString& value) {
+      auto* row = new QTreeWidgetItem(item, {label, value});
+      row->setToolTip(0, label);
+      row->setToolTip(1, value);
+      label_width = std::max(label_width, tree_->fontMetrics().horizontalAdvance(label));
     };
-    for (const advise::Evidence& evidence : finding.evidence)
-      add_row(evidence.label, evidence.value);
-    add_row("next step", finding.next_step);
+    for (const advise::Evidence& evidence : finding.evidence) {
+      add_row(QString::fromStdString(evidence.label), QString::fromStdString(evidence.value));
+    }
+    // The window's words for what to do: its fields and tabs, not command-line flags.
+    add_row("next step", in_form_words(QString::fromStdString(finding.next_step)));
     item->setExpanded(true);
   }
-  // The labels whole, unless they would take more than 60 % of the panel: the values need it.
+  // The labels whole, unless they would take more than 40 % of the panel: the values need it
+  // (a longer label wraps).
   tree_->header()->resizeSection(0, std::min(label_width + tree_->indentation() + 16,
-                                             std::max(80, tree_->viewport()->width() * 3 / 5)));
+                                             std::max(80, tree_->viewport()->width() * 2 / 5)));
+  QString status = QString("Run #%1: %2.").arg(diagnosis.run_id).arg(count_findings(kinds_.size()));
+  if (replaying_) {
+    // What the replay added, also when it was nothing: the panel must not look unchanged.
+    QStringList added;
+    for (const QString& kind : kinds_) {
+      if (!kinds_before_replay_.contains(kind)) added << kind_words(kind);
+    }
+    status =
+        QString("Run #%1 replayed: %2; %3.")
+            .arg(diagnosis.run_id)
+            .arg(added.isEmpty()
+                     ? QString("nothing new")
+                     : QString("%1 new (%2)").arg(count_findings(added.size()), added.join(", ")))
+            .arg(count_findings(kinds_.size()));
+  }
+  replaying_ = false;
+  status_->setText(status);
   QStringList notes;
-  for (const std::string& note : diagnosis.notes) notes << "• " + QString::fromStdString(note);
+  for (const std::string& line : diagnosis.checked) {
+    notes << "✓ " + in_form_words(QString::fromStdString(line));
+  }
+  for (const std::string& note : diagnosis.notes) {
+    notes << "• " + in_form_words(QString::fromStdString(note));
+  }
   notes_->setText(notes.join("\n"));
   emit diagnosisShown(diagnosis.run_id);
 }

@@ -54,6 +54,8 @@ class AdvicePanel : public QWidget {
   QStringList finding_kinds() const;
   QString status_text() const;
   QTreeWidget* findings_tree() const { return tree_; }
+  // The checks passed ("✓ …") and what could not be checked ("• …"), under the findings.
+  QString notes_text() const;
 
  signals:
   void diagnosisShown(qint64 run_id);
@@ -67,6 +69,8 @@ class AdvicePanel : public QWidget {
   qint64 next_request_ = 1;
   qint64 pending_ = 0;  // the request whose answer is awaited; 0: none
   QStringList kinds_;
+  bool replaying_ = false;           // the awaited answer is a replay's
+  QStringList kinds_before_replay_;  // what was shown when it was asked for
   QLabel* status_;
   QTreeWidget* tree_;
   QLabel* notes_;

@@ -14,6 +14,7 @@
 
 #include "chart_style.h"
 #include "common/byte_size.h"
+#include "elided_label.h"
 #include "live_charts.h"
 
 namespace rematlab::ui {
@@ -26,24 +27,36 @@ QString run_label(const RunRecord& run) { return QString::fromStdString(run.labe
 // Blank, not zero, for what a run did not measure.
 bool has_result(const RunRecord& run) { return run.has_result && run.result.steps_completed > 0; }
 
-// Exactly the same loss at every step (exact recomputation trains identically): the curves hide
-// each other. Returns, per run, the index of the first earlier run it coincides with, or -1.
-std::vector<int> coinciding_losses(const std::vector<RunRecord>& runs,
-                                   const std::map<int64_t, std::vector<StepMetrics>>& steps) {
-  auto losses = [&](std::size_t i) -> const std::vector<StepMetrics>* {
+// The same value of `field` at every step, within `tolerance` of the larger (exact recomputation
+// trains identically; selective under fused attention keeps what none keeps, but for a few KiB
+// of RNG state): the curves hide each other. Returns, per run, the index of the first earlier
+// run it coincides with, or -1.
+template <typename Field>
+std::vector<int> coinciding(const std::vector<RunRecord>& runs,
+                            const std::map<int64_t, std::vector<StepMetrics>>& steps, Field field,
+                            double tolerance) {
+  auto of = [&](std::size_t i) -> const std::vector<StepMetrics>* {
     const auto found = steps.find(runs[i].id);
-    return found == steps.end() || found->second.empty() ? nullptr : &found->second;
+    // A data-parallel run's memory curves are its ranks', not its steps'.
+    if (!runs[i].result.ranks.empty()) return nullptr;
+    if (found == steps.end()) return nullptr;
+    // A curve of nothing but zeros (a figure not measured) hides nothing worth saying.
+    const bool measured = std::any_of(found->second.begin(), found->second.end(),
+                                      [&](const StepMetrics& step) { return field(step) != 0.0; });
+    return measured ? &found->second : nullptr;
   };
   std::vector<int> same(runs.size(), -1);
   for (std::size_t i = 0; i < runs.size(); ++i) {
-    const auto* mine = losses(i);
+    const auto* mine = of(i);
     for (std::size_t j = 0; mine && j < i && same[i] < 0; ++j) {
-      const auto* theirs = losses(j);
+      const auto* theirs = of(j);
       if (!theirs || theirs->size() != mine->size()) continue;
-      const bool equal =
-          std::equal(mine->begin(), mine->end(), theirs->begin(), [](const auto& a, const auto& b) {
+      const bool equal = std::equal(
+          mine->begin(), mine->end(), theirs->begin(), [&](const auto& a, const auto& b) {
+            const double x = field(a), y = field(b);
+            const double allowed = tolerance * std::max(std::abs(x), std::abs(y));
             return a.step == b.step &&
-                   (a.loss == b.loss || (std::isnan(a.loss) && std::isnan(b.loss)));
+                   (std::abs(x - y) <= allowed || (std::isnan(x) && std::isnan(y)));
           });
       if (equal) same[i] = same[j] >= 0 ? same[j] : static_cast<int>(j);
     }
@@ -59,6 +72,8 @@ void fill_bar_chart(QCustomPlot* chart, const std::vector<RunRecord>& runs,
                     const std::vector<double>& values) {
   chart->clearPlottables();
   if (runs.empty()) {
+    // Plain numbers again: the last comparison's "#id" ticks belong to runs no longer shown.
+    chart->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
     reset_empty_axes(chart);
     chart->replot();
     return;
@@ -89,25 +104,35 @@ CompareView::CompareView(QWidget* parent)
     : QWidget(parent),
       baseline_(new QComboBox),
       warnings_(new QLabel),
-      coincide_(new QLabel),
+      coincide_(new ElidedLabel),
       table_(new QTableWidget),
       memory_bars_(make_chart("Peak activation memory", "run", "MiB")),
       throughput_bars_(make_chart("Throughput", "run", "tokens/s")),
       scatter_(
-          make_chart("Memory against throughput (Pareto front joined)", "peak MiB", "tokens/s")),
+          make_chart("Memory against throughput (dashed: the Pareto front; hollow: did not finish)",
+                     "peak MiB", "tokens/s")),
       losses_(make_chart("Loss", "step", "nats/token")),
-      step_memory_(make_chart("Peak memory per step (a curve per rank)", "step", "MiB")) {
+      step_memory_(
+          make_chart("Peak memory per step (a curve per rank: solid rank 0, dashed 1, dotted 2)",
+                     "step", "MiB")) {
+  // A long run name must not widen the window: the list is as wide as the layout allows.
+  baseline_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  baseline_->setMinimumContentsLength(16);
+  // The table is the tab's legend: each run in its colour, with its swatch, named once; what
+  // line styles and markers mean is in the titles. The charts' own legends are for exports.
+  for (QCustomPlot* chart : {scatter_, losses_, step_memory_}) use_shared_legend(chart);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->verticalHeader()->hide();
+  table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 8);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setStretchLastSection(true);
   // As tall as its rows, no taller: the charts below get the rest of the height.
   table_->setSizeAdjustPolicy(QAbstractScrollArea::AdjustToContents);
   table_->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Maximum);
-  warnings_->setWordWrap(true);
+  // Two lines each at most (the whole in the tooltip): on a small screen the charts keep room.
+  cap_lines(warnings_, 2);
   warnings_->setStyleSheet("color: #8a4b00;");
   warnings_->hide();
-  coincide_->setWordWrap(true);
   coincide_->hide();
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel("Baseline"));
@@ -136,7 +161,10 @@ void CompareView::set_runs(std::vector<RunRecord> runs,
   steps_ = std::move(steps);
   const QSignalBlocker blocker(baseline_);
   baseline_->clear();
-  for (const RunRecord& run : runs_) baseline_->addItem(run_label(run));
+  for (const RunRecord& run : runs_) {
+    baseline_->addItem(run_label(run));
+    baseline_->setItemData(baseline_->count() - 1, run_label(run), Qt::ToolTipRole);
+  }
   rebuild();
 }
 
@@ -153,7 +181,7 @@ void CompareView::remove_runs(const QList<qint64>& ids) {
 void CompareView::set_baseline(int index) { baseline_->setCurrentIndex(index); }
 
 QString CompareView::warnings_text() const { return warnings_->text(); }
-QString CompareView::coincide_text() const { return coincide_->text(); }
+QString CompareView::coincide_text() const { return coincide_lines_.join("\n"); }
 
 void CompareView::rebuild() {
   comparison_ =
@@ -161,23 +189,48 @@ void CompareView::rebuild() {
   QStringList warnings;
   for (const std::string& warning : comparison_.warnings)
     warnings << QString::fromStdString(warning);
-  warnings_->setText(warnings.join("\n"));
-  warnings_->setVisible(!warnings.isEmpty());
-  coinciding_ = coinciding_losses(runs_, steps_);
+  set_capped_text(warnings_, warnings.join("\n"));
+  coinciding_ = coinciding(
+      runs_, steps_, [](const StepMetrics& s) { return s.loss; }, 0.0);
+  // Memory within half a percent: less than a pixel apart, the curves hide each other.
+  same_memory_ = coinciding(
+      runs_, steps_, [](const StepMetrics& s) { return static_cast<double>(s.peak_bytes); }, 0.005);
   QStringList coincide;
   for (std::size_t i = 0; i < runs_.size(); ++i) {
-    if (coinciding_[i] < 0) continue;
-    coincide << QString("#%1 has exactly the loss of #%2: its curve (dashed) lies on top of it.")
-                    .arg(runs_[i].id)
-                    .arg(runs_[static_cast<std::size_t>(coinciding_[i])].id);
+    const int loss = coinciding_[i], memory = same_memory_[i];
+    const auto id = [&](int index) { return runs_[static_cast<std::size_t>(index)].id; };
+    if (loss >= 0 && loss == memory) {
+      coincide << QString(
+                      "#%1 has exactly the loss of #%2, and its peak memory at every step: its "
+                      "curves (dashed) lie on top of them.")
+                      .arg(runs_[i].id)
+                      .arg(id(loss));
+      continue;
+    }
+    if (loss >= 0) {
+      coincide << QString("#%1 has exactly the loss of #%2: its curve (dashed) lies on top of it.")
+                      .arg(runs_[i].id)
+                      .arg(id(loss));
+    }
+    if (memory >= 0) {
+      coincide << QString(
+                      "#%1 has the peak memory of #%2 at every step (within 0.5 %): its memory "
+                      "curve (dashed) lies on top of it.")
+                      .arg(runs_[i].id)
+                      .arg(id(memory));
+    }
   }
-  coincide_->setText(coincide.join("\n"));
+  // One line, each coincidence after the other (all of them, one a line, in the tooltip).
+  coincide_lines_ = coincide;
+  coincide_->setText(coincide.join("  "));
+  coincide_->set_description(coincide.join("\n"));
   coincide_->setVisible(!coincide.isEmpty());
   fill_table();
   fill_bars();
   fill_scatter();
   fill_losses();
   fill_step_memory();
+  fit_table();
 }
 
 void CompareView::fill_table() {
@@ -210,6 +263,7 @@ void CompareView::fill_table() {
       auto* item = new QTableWidgetItem(cells[c]);
       item->setForeground(c == 0 ? run_colour(static_cast<int>(i))
                                  : table_->palette().text().color());
+      if (c == 0) item->setData(Qt::DecorationRole, run_colour(static_cast<int>(i)));
       if (!run.message.empty()) item->setToolTip(QString::fromStdString(run.message));
       if (c == 9 || c == 10) {
         item->setToolTip(QString("peak %1 GFLOP/s: %2")
@@ -258,7 +312,6 @@ void CompareView::fill_scatter() {
                         runs_[i].result.tokens_per_s);
   }
   if (comparison_.pareto_front.empty()) scatter_->removeGraph(front_line);
-  scatter_->legend->setVisible(chart_has_data(scatter_));
   if (chart_has_data(scatter_)) {
     scatter_->rescaleAxes();
     scatter_->xAxis->scaleRange(1.2);
@@ -290,7 +343,6 @@ void CompareView::fill_losses() {
                      std::isfinite(step.loss) ? step.loss : std::nan(""));
     }
   }
-  losses_->legend->setVisible(chart_has_data(losses_));
   if (chart_has_data(losses_)) {
     losses_->rescaleAxes();
     const QCPRange range = losses_->yAxis->range();  // a margin: no point drawn on the axis
@@ -304,7 +356,7 @@ void CompareView::fill_losses() {
 
 void CompareView::fill_step_memory() {
   step_memory_->clearGraphs();
-  auto add_curve = [&](std::size_t run, const QString& name, Qt::PenStyle style,
+  auto add_curve = [&](std::size_t run, QString name, Qt::PenStyle style,
                        const std::vector<int64_t>& peaks) {
     QCPGraph* curve = step_memory_->addGraph();
     curve->setName(name);
@@ -332,11 +384,43 @@ void CompareView::fill_step_memory() {
     if (found == steps_.end()) continue;
     std::vector<int64_t> peaks;
     for (const StepMetrics& step : found->second) peaks.push_back(step.peak_bytes);
-    add_curve(i, run_label(runs_[i]), Qt::SolidLine, peaks);
+    const int same = same_memory_[i];
+    // Dashed over the curve it repeats, and named so: not a missing run.
+    add_curve(i,
+              same < 0 ? run_label(runs_[i])
+                       : QString("%1 (coincides with #%2)")
+                             .arg(run_label(runs_[i]))
+                             .arg(runs_[static_cast<std::size_t>(same)].id),
+              same < 0 ? Qt::SolidLine : Qt::DashLine, peaks);
   }
-  step_memory_->legend->setVisible(step_memory_->graphCount() > 0);
-  step_memory_->rescaleAxes();
+  if (chart_has_data(step_memory_)) {
+    step_memory_->rescaleAxes();
+  } else {
+    reset_empty_axes(step_memory_);
+  }
   step_memory_->replot();
+}
+
+// As tall as its rows, up to a quarter of the tab (it scrolls beyond): the charts keep the rest.
+void CompareView::fit_table() {
+  const int rows = table_->horizontalHeader()->height() + 2 * table_->frameWidth() +
+                   table_->verticalHeader()->length();
+  const int row = table_->verticalHeader()->defaultSectionSize();
+  table_->setMaximumHeight(std::clamp(height() / 4, 3 * row, std::max(3 * row, rows + 2)));
+}
+
+void CompareView::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  fit_table();
+}
+
+QStringList CompareView::image_files(const QString& directory, const QString& name) const {
+  return chart_files({{"activation", memory_bars_},
+                      {"throughput", throughput_bars_},
+                      {"pareto", scatter_},
+                      {"loss", losses_},
+                      {"step-memory", step_memory_}},
+                     directory, name);
 }
 
 QStringList CompareView::export_images(const QString& directory, const QString& name) const {

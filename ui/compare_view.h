@@ -2,7 +2,10 @@
 // against a chosen baseline run, MFU and HFU), bar charts of peak activation memory and tokens/s,
 // a memory versus throughput scatter with the Pareto front marked, the loss curves overlaid, and
 // every step's peak memory: one curve per rank for a data-parallel run (each rank's figures are
-// in its record), one per run otherwise.
+// in its record), one per run otherwise. A run has one colour everywhere: the table, with each
+// run's swatch, is the tab's one legend (the titles say what line styles and markers mean), so
+// no chart gives its plot's room to a legend; a loss or memory curve that lies on an earlier
+// run's says so.
 // Ratios, the front and the warnings come from core's one comparison (store/run_comparison.h).
 #pragma once
 
@@ -14,11 +17,14 @@
 #include "store/run_store.h"
 
 class QComboBox;
+class QCPGraph;
 class QCustomPlot;
 class QLabel;
 class QTableWidget;
 
 namespace rematlab::ui {
+
+class ElidedLabel;
 
 class CompareView : public QWidget {
   Q_OBJECT
@@ -32,6 +38,8 @@ class CompareView : public QWidget {
   void remove_runs(const QList<qint64>& ids);
   void set_baseline(int index);  // into the runs given
   QStringList export_images(const QString& directory, const QString& name) const;
+  // The files export_images would write now (the charts that have data).
+  QStringList image_files(const QString& directory, const QString& name) const;
 
   QTableWidget* table() const { return table_; }
   QCustomPlot* step_memory_chart() const { return step_memory_; }
@@ -41,6 +49,10 @@ class CompareView : public QWidget {
   QString coincide_text() const;
   QCustomPlot* loss_chart() const { return losses_; }
   QCustomPlot* scatter_chart() const { return scatter_; }
+  QCustomPlot* activation_chart() const { return memory_bars_; }
+
+ protected:
+  void resizeEvent(QResizeEvent* event) override;
 
  private:
   void rebuild();
@@ -49,14 +61,18 @@ class CompareView : public QWidget {
   void fill_scatter();
   void fill_losses();
   void fill_step_memory();
+  // The table as tall as its rows, up to a quarter of the tab.
+  void fit_table();
 
   std::vector<RunRecord> runs_;
   std::map<int64_t, std::vector<StepMetrics>> steps_;
   RunComparison comparison_;
   QComboBox* baseline_;
   QLabel* warnings_;
-  QLabel* coincide_;
-  std::vector<int> coinciding_;  // per run: the earlier run whose loss it repeats, or -1
+  ElidedLabel* coincide_;
+  QStringList coincide_lines_;
+  std::vector<int> coinciding_;   // per run: the earlier run whose loss it repeats, or -1
+  std::vector<int> same_memory_;  // per run: the earlier run whose step peaks it repeats, or -1
   QTableWidget* table_;
   QCustomPlot* memory_bars_;
   QCustomPlot* throughput_bars_;

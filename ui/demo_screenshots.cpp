@@ -12,6 +12,8 @@
 #include <QTimer>
 #include <iostream>
 
+#include "advice_panel.h"
+#include "compare_view.h"
 #include "experiment_panel.h"
 #include "live_charts.h"
 #include "main_window.h"
@@ -20,6 +22,19 @@
 #include "store/run_store.h"
 
 namespace rematlab::ui {
+namespace {
+
+// Does `act` and waits up to `ms` for `signal` of `sender`; false when it did not come.
+template <typename Sender, typename Signal, typename Act>
+bool act_and_wait(Sender* sender, Signal signal, Act act, int ms) {
+  QEventLoop loop;
+  QObject::connect(sender, signal, &loop, [&loop] { loop.exit(0); });
+  QTimer::singleShot(ms, &loop, [&loop] { loop.exit(1); });
+  act();
+  return loop.exec() == 0;
+}
+
+}  // namespace
 
 int run_demo_and_take_screenshots(const QString& database, const QString& directory) {
   MainWindow window(database);
@@ -71,16 +86,32 @@ int run_demo_and_take_screenshots(const QString& database, const QString& direct
   };
   settle();
   bool saved = window.grab().save(comparison);
-  // The same two views on a small laptop screen: everything must still be in reach there.
-  const QString small_comparison = QDir(directory).filePath("compare-view-1280x720.png");
-  const QString small_live = QDir(directory).filePath("live-view-1280x720.png");
+  // Every tab on a small laptop screen: everything must still be in reach there. The Runs tab
+  // with the advisor on the last run; the Plan tab on a profile of the demo's model.
   window.resize(1280, 720);
   settle();
-  saved = window.grab().save(small_comparison) && saved;
-  window.tabs()->setCurrentWidget(window.charts());
-  settle();
-  saved = window.grab().save(small_live) && saved;
-  for (const QString& file : {live, comparison, small_live, small_comparison})
+  QStringList small;
+  const auto take = [&](QWidget* tab, const char* file) {
+    window.tabs()->setCurrentWidget(tab);
+    settle();
+    const QString path = QDir(directory).filePath(file);
+    saved = window.grab().save(path) && saved;
+    small << path;
+  };
+  take(window.compare_view(), "compare-view-1280x720.png");
+  take(window.charts(), "live-view-1280x720.png");
+  if (!ids.empty()) {
+    act_and_wait(
+        runs->advice_panel(), &AdvicePanel::diagnosisShown, [&] { runs->select_ids({ids.back()}); },
+        60000);
+  }
+  take(runs, "runs-view-1280x720.png");
+  saved = act_and_wait(
+              &window, &MainWindow::profileEnded,
+              [&] { window.plan_view()->profile_button()->click(); }, 300000) &&
+          saved;
+  take(window.plan_view(), "plan-view-1280x720.png");
+  for (const QString& file : QStringList{live, comparison} + small)
     std::cout << file.toStdString() << "\n";
   std::cout << std::flush;
   return saved && QFile::exists(live) ? 0 : 1;

@@ -10,6 +10,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSpinBox>
@@ -84,7 +85,8 @@ void ExperimentPanel::create_model_fields() {
   mlp_hidden_ = spin(0, 1000000, 0);
   mlp_hidden_->setSpecialValueText("the family's rule");
   mlp_hidden_->setToolTip("MLP inner width: 4·d_model for gpt, ⅔ of that (SwiGLU) for llama");
-  tie_head_ = new QCheckBox("Output head is the token embedding");
+  tie_head_ = new QCheckBox("Tied output head");
+  tie_head_->setToolTip("The output head is the token embedding (weight tying)");
   loss_chunks_ = new QLineEdit("0");
   loss_chunks_->setToolTip(
       "The head and loss in N slices of the tokens, each recomputed in "
@@ -109,6 +111,7 @@ void ExperimentPanel::create_training_fields() {
   data_->addItem("text file", "text");
   data_file_ = new QLineEdit;
   data_file_->setPlaceholderText("a UTF-8 text file, read as bytes");
+  data_file_->setToolTip("A UTF-8 text file, read as bytes (Data: text file)");
   data_file_->setEnabled(false);
   browse_ = new QPushButton("…");
   browse_->setEnabled(false);
@@ -178,9 +181,16 @@ void ExperimentPanel::create_sweep_fields() {
 }
 
 void ExperimentPanel::create_actions() {
-  preview_ = new QLabel;
-  preview_->setWordWrap(true);
-  preview_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  // A fixed height that scrolls: a preview that grew and shrank as policies were typed moved
+  // every field under it, and a click aimed at one landed in another.
+  preview_ = new QPlainTextEdit;
+  preview_->setObjectName("segments-preview");
+  preview_->setReadOnly(true);
+  preview_->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard);
+  preview_->setFocusPolicy(Qt::ClickFocus);  // Tab goes from Policies on to Offload
+  preview_->setFrameShape(QFrame::StyledPanel);
+  preview_->setFixedHeight(5 * preview_->fontMetrics().lineSpacing() + 8);
+  preview_->setToolTip("The segments each policy makes of the model (scroll for more)");
   notation_ =
       new QLabel("aN, mN: attention, MLP of block N · [ … ] a segment · * recomputed in backward");
   notation_->setWordWrap(true);
@@ -243,8 +253,6 @@ void ExperimentPanel::lay_out() {
   search_row->addWidget(max_batch_);
   search_row->addWidget(max_batch_limit_);
   sweep_rest->addRow(search_row);
-  // The segments preview wraps, and a wrapped label in a form row gets the height of a wider
-  // one (the last policies were cut off): in a box layout its height follows its width.
   auto* sweep = new QVBoxLayout;
   sweep->addLayout(sweep_top);
   sweep->addWidget(preview_);
@@ -292,7 +300,7 @@ void ExperimentPanel::lay_out() {
 }
 
 void ExperimentPanel::connect_fields() {
-  connect(preset_, &QComboBox::currentTextChanged, this, &ExperimentPanel::apply_preset);
+  connect(preset_, &QComboBox::currentTextChanged, this, &ExperimentPanel::on_preset_chosen);
   connect(arch_, &QComboBox::currentTextChanged, this, &ExperimentPanel::revalidate);
   connect(tie_head_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
   connect(loss_chunks_, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
@@ -333,27 +341,6 @@ void ExperimentPanel::request_run() {
 
 QString ExperimentPanel::experiment_name() const { return name_->text(); }
 void ExperimentPanel::set_experiment_name(const QString& name) { name_->setText(name); }
-
-void ExperimentPanel::apply_preset(const QString& name) {
-  const ModelConfig model = model_preset(name.toStdString());
-  {
-    const QSignalBlocker arch_blocker(arch_);
-    const QSignalBlocker tie_blocker(tie_head_);
-    arch_->setCurrentText(QString::fromStdString(to_string(model.family)));
-    tie_head_->setChecked(model.tie_head);
-  }
-  for (auto [box, value] : {std::pair{layers_, model.layers},
-                            {d_model_, model.d_model},
-                            {heads_, model.heads},
-                            {kv_heads_, model.kv_heads},
-                            {mlp_hidden_, model.mlp_hidden},
-                            {seq_len_, model.seq_len},
-                            {vocab_, model.vocab}}) {
-    const QSignalBlocker blocker(box);
-    box->setValue(static_cast<int>(value));
-  }
-  revalidate();
-}
 
 QWidget* ExperimentPanel::field_for(const QString& key) const {
   const std::pair<const char*, QWidget*> fields[] = {
@@ -407,7 +394,8 @@ void ExperimentPanel::update_preview() {
       preview << policy + ": —";
     }
   }
-  preview_->setText("Segments of each policy:\n" + preview.join("\n"));
+  const QString text = "Segments of each policy:\n" + preview.join("\n");
+  if (preview_->toPlainText() != text) preview_->setPlainText(text);
 }
 
 // The bad field: tinted, the reason first in its tooltip, and in a line edit a warning sign

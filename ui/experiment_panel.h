@@ -3,7 +3,9 @@
 // sweep spec that core validates; Ranks and Shard make its one run data-parallel, its ranks
 // started by core's local launcher. Invalid input is shown at the field (marked, with the reason in
 // its tooltip and in the footer's reserved line, so nothing moves) and every way to start is
-// disabled. The fields scroll; the footer with Run, Stop and Check gradients never does.
+// disabled. The fields scroll; the footer with Run, Stop and Check gradients never does. Nothing
+// moves while the user types (the segments preview has a fixed height and scrolls), and a preset
+// that would replace model values the user changed asks first.
 #pragma once
 
 #include <QHash>
@@ -20,6 +22,7 @@ class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
+class QPlainTextEdit;
 class QPushButton;
 class QScrollArea;
 class QSpinBox;
@@ -89,7 +92,7 @@ class ExperimentPanel : public QWidget {
   QPushButton* check_button() const { return check_; }
   QScrollArea* scroll_area() const { return scroll_; }
   QLabel* problem_label() const { return problem_label_; }
-  QLabel* segments_label() const { return preview_; }
+  QPlainTextEdit* segments_preview() const { return preview_; }
 
  signals:
   void sweepRequested(const QString& spec_json);
@@ -108,7 +111,13 @@ class ExperimentPanel : public QWidget {
   void create_actions();
   void lay_out();
   void connect_fields();
+  // The Preset field changed: asks before replacing model values the user changed, and puts the
+  // preset back when the answer is to keep them.
+  void on_preset_chosen(const QString& name);
   void apply_preset(const QString& name);
+  // "Blocks 3 → 12" for each model field whose value differs from preset `from`'s and that
+  // preset `to` would change.
+  QStringList edits_lost(const QString& from, const QString& to) const;
   void revalidate();
   void update_preview();
   void mark_field(QWidget* bad_field);
@@ -150,7 +159,7 @@ class ExperimentPanel : public QWidget {
   QLineEdit* budget_;
   QCheckBox* max_batch_;
   QSpinBox* max_batch_limit_;
-  QLabel* preview_;
+  QPlainTextEdit* preview_;
   QLabel* notation_;
   QLabel* runs_label_;
   QLabel* problem_label_;
@@ -164,6 +173,8 @@ class ExperimentPanel : public QWidget {
   QString check_problem_;
   QString read_only_reason_;
   bool running_ = false;
+  bool loading_ = false;  // a spec is being loaded: its preset and values are taken as they are
+  QString preset_name_;   // the preset the model fields were last set from
 };
 
 }  // namespace rematlab::ui

@@ -4,6 +4,7 @@
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLineEdit>
+#include <QScopedValueRollback>
 #include <QSpinBox>
 #include <algorithm>
 
@@ -158,6 +159,8 @@ std::optional<RunConfig> ExperimentPanel::check_config() const {
 
 void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
   if (!spec.is_object()) return;
+  // The spec's preset and model values are what it asks for: no question about replacing them.
+  const QScopedValueRollback<bool> loading(loading_, true);
   const auto base = spec.value("base", nlohmann::ordered_json::object());
   const auto axes = spec.value("axes", nlohmann::ordered_json::object());
   // A field of the wrong type (a hand-edited or older spec) is skipped, never half-applied: the

@@ -1,13 +1,8 @@
 #include "main_window.h"
 
 #include <QAction>
-#include <QApplication>
-#include <QCloseEvent>
 #include <QDir>
-#include <QFileDialog>
 #include <QFileInfo>
-#include <QLabel>
-#include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
@@ -19,6 +14,7 @@
 
 #include "common/errors.h"
 #include "compare_view.h"
+#include "elided_label.h"
 #include "experiment_panel.h"
 #include "live_charts.h"
 #include "plan/chain_costs_json.h"
@@ -26,10 +22,8 @@
 #include "plan/profile_key.h"
 #include "plan_view.h"
 #include "runs_view.h"
-#include "runtime/runtime_info.h"
 #include "store/run_store.h"
 #include "store/store_access.h"
-#include "sweep/default_study.h"
 #include "sweep_worker.h"
 #include "workbench_settings.h"
 
@@ -74,8 +68,8 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
       plan_(new PlanView),
       tabs_(new QTabWidget),
       progress_(new QProgressBar),
-      status_(new QLabel("Ready")),
-      database_label_(new QLabel),
+      status_(new ElidedLabel("Ready")),
+      database_label_(new ElidedLabel({}, Qt::ElideMiddle)),
       worker_(new SweepWorker) {
   qRegisterMetaType<rematlab::StepMetrics>();
   qRegisterMetaType<rematlab::RunConfig>();
@@ -90,10 +84,12 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   splitter->addWidget(tabs_);
   splitter->setStretchFactor(1, 1);
   setCentralWidget(splitter);
-  statusBar()->addWidget(status_, 1);
-  statusBar()->addPermanentWidget(database_label_);
+  // Long messages and paths are elided (whole in their tooltips), never widening the window.
+  statusBar()->addWidget(status_, 3);
+  statusBar()->addPermanentWidget(database_label_, 2);
   statusBar()->addPermanentWidget(progress_);
-  progress_->setMaximumWidth(260);
+  progress_->setMaximumWidth(200);
+  progress_->setMinimumWidth(90);
   progress_->setFormat("%p%");
   build_menus();
 
@@ -103,6 +99,7 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   connect(this, &MainWindow::startDataParallel, worker_, &SweepWorker::run_data_parallel);
   connect(this, &MainWindow::startCheck, worker_, &SweepWorker::check);
   connect(worker_, &SweepWorker::runStarted, this, &MainWindow::on_run_started);
+  connect(worker_, &SweepWorker::runRenamed, this, &MainWindow::on_run_renamed);
   connect(worker_, &SweepWorker::stepFinished, charts_, &LiveCharts::add_step);
   connect(worker_, &SweepWorker::positionChanged, this, &MainWindow::on_position);
   connect(worker_, &SweepWorker::runFinished, this, &MainWindow::on_run_finished);
@@ -115,11 +112,18 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   connect(worker_, &SweepWorker::profileFailed, this, &MainWindow::on_profile_failed);
   connect(plan_, &PlanView::profileRequested, this, &MainWindow::on_profile_requested);
   connect(plan_, &PlanView::runRequested, this, &MainWindow::on_plan_chosen);
-  connect(plan_, &PlanView::chartExported, this, &MainWindow::charts_exported);
+  connect(plan_, &PlanView::chartExported, this,
+          [this](const QString& directory, const QStringList& written) {
+            charts_exported(directory, written, 1);
+          });
   connect(plan_, &PlanView::exportFailed, this, &MainWindow::show_error);
+  connect(plan_, &PlanView::exportKept, this, [this](const QString& directory) {
+    status_->setText("Nothing exported: the files already in " +
+                     QDir::toNativeSeparators(directory) + " were kept");
+  });
   connect(runs_, &RunsView::errorOccurred, this, &MainWindow::show_error);
   connect(runs_, &RunsView::runsDeleted, this, &MainWindow::forget_runs);
-  connect(runs_, &RunsView::exported, status_, &QLabel::setText);
+  connect(runs_, &RunsView::exported, status_, &ElidedLabel::setText);
   connect(panel_, &ExperimentPanel::actionsChanged, this, &MainWindow::update_actions);
   connect(panel_, &ExperimentPanel::sweepRequested, this, &MainWindow::on_sweep_requested);
   connect(panel_, &ExperimentPanel::checkRequested, this, &MainWindow::on_check_requested);
@@ -148,14 +152,20 @@ MainWindow::~MainWindow() {
 }
 
 // No saved size, or one larger than this screen: the window takes most of the screen it is on
-// (1600×1000 at most), so Run, the tabs and the status bar are all in view.
+// (1800×1040 at most), so Run, the tabs and the status bar are all in view. On a laptop's screen
+// (up to 1440 px wide) it takes all of it: every column of the Runs table counts there.
 void MainWindow::fit_to_screen(bool first_start) {
   const QScreen* shown_on = screen();
   if (!shown_on) return;
   const QRect available = shown_on->availableGeometry();
   if (!first_start && available.contains(frameGeometry())) return;
-  const QSize wanted(std::min(1600, available.width() * 92 / 100),
-                     std::min(1000, available.height() * 92 / 100));
+  if (available.width() <= 1440) {
+    setGeometry(available);
+    setWindowState(windowState() | Qt::WindowMaximized);
+    return;
+  }
+  const QSize wanted(std::min(1800, available.width() * 92 / 100),
+                     std::min(1040, available.height() * 92 / 100));
   resize(wanted);
   move(available.center() - QPoint(width() / 2, height() / 2));
 }
@@ -190,45 +200,6 @@ QString MainWindow::dialog_folder() const {
   return database_.isEmpty() ? QDir::homePath() : QFileInfo(database_).absolutePath();
 }
 
-void MainWindow::build_menus() {
-  QMenu* file = menuBar()->addMenu("&File");
-  file->addAction("&New database…", this, [this] {
-    const QString path = QFileDialog::getSaveFileName(this, "New runs database",
-                                                      QDir(dialog_folder()).filePath("runs.sqlite"),
-                                                      "RematLab database (*.sqlite)");
-    if (!path.isEmpty()) new_database(path);
-  });
-  file->addAction("&Open database…", QKeySequence::Open, this, [this] {
-    // Starts where the open database is (the default one lives in a hidden folder).
-    const QString path = QFileDialog::getOpenFileName(
-        this, "Open runs database", dialog_folder(), "RematLab database (*.sqlite);;All files (*)");
-    if (!path.isEmpty()) open_database(path);
-  });
-  file->addSeparator();
-  file->addAction("Export runs as &CSV (selected, or all shown)…", this,
-                  [this] { runs_->ask_and_export(false); });
-  file->addAction("Export &steps as CSV (selected, or all shown)…", this,
-                  [this] { runs_->ask_and_export(true); });
-  file->addAction("Export charts (PNG and PDF)…", this, &MainWindow::export_charts);
-  file->addSeparator();
-  file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
-
-  QMenu* run = menuBar()->addMenu("&Run");
-  start_action_ = run->addAction("&Start", QKeySequence(Qt::CTRL | Qt::Key_R), panel_,
-                                 &ExperimentPanel::request_run);
-  stop_action_ = run->addAction("S&top", QKeySequence(Qt::Key_Escape), this, &MainWindow::stop);
-  run->addAction("Load the &default study", this,
-                 [this] { panel_->load_spec(default_study_spec()); });
-  check_action_ = run->addAction("&Check gradients", this, [this] {
-    if (!panel_->can_check()) return;
-    if (auto config = panel_->check_config()) on_check_requested(*config);
-  });
-  run->setToolTipsVisible(true);  // a disabled action says why
-
-  QMenu* help = menuBar()->addMenu("&Help");
-  help->addAction("&About RematLab", this, &MainWindow::show_about);
-}
-
 bool MainWindow::open_database(const QString& path) {
   if (running_) {
     show_error("A sweep is writing to " + database_ + "; stop it before opening another database.");
@@ -251,15 +222,26 @@ bool MainWindow::open_database(const QString& path) {
     return false;
   }
   database_ = path;
-  runs_->set_store(store_.get());
-  plan_->set_store(store_.get());
+  // Nothing of the last database stays on screen: its sweep's curves, its comparison (axes and
+  // ticks too), its profiles and plan, its advice, the last sweep's progress.
+  charts_->clear();
   compare_->set_runs({}, {});
+  runs_->set_store(store_.get());
+  const auto form = panel_->first_config();
+  plan_->set_store(store_.get(), form ? *form : std::optional<RunConfig>());
+  run_labels_.clear();
+  endings_.clear();
+  progress_->setRange(0, 1);
+  progress_->setValue(0);
+  progress_->setFormat("%p%");
+  status_->setText("Opened " + QDir::toNativeSeparators(path));
   panel_->set_read_only_reason(read_only_reason);
   WorkbenchSettings().set_last_database(path);
   setWindowTitle("RematLab — " + QDir::toNativeSeparators(path));
   database_label_->setText("Database: " + QDir::toNativeSeparators(path) +
                            (read_only_reason.isEmpty() ? "" : " (read-only)"));
-  database_label_->setToolTip(read_only_reason.isEmpty() ? "The runs database" : read_only_reason);
+  database_label_->set_description(read_only_reason.isEmpty() ? "The runs database"
+                                                              : read_only_reason);
   if (!read_only_reason.isEmpty()) {
     status_->setText(read_only_reason);
   } else if (store_->recovered_runs() > 0) {
@@ -333,9 +315,11 @@ void MainWindow::on_sweep_requested(const QString& spec_json) {
   charts_->clear();
   tabs_->setCurrentWidget(charts_);
   progress_->setRange(0, 0);  // busy until the first position arrives
+  progress_->setFormat("%p%");
   status_->setText("Starting …");
   last_run_status_.clear();
   run_labels_.clear();
+  endings_.clear();
   remember_form();
   worker_->arm();
   if (panel_->data_parallel()) {
@@ -350,6 +334,11 @@ void MainWindow::on_run_started(int index, const QString& label, double budget_b
   run_labels_[index] = label;
   charts_->begin_run(index, label, budget_bytes);
   refresh_runs();
+}
+
+void MainWindow::on_run_renamed(int index, const QString& label) {
+  if (index < run_labels_.size()) run_labels_[index] = label;
+  charts_->rename_run(index, label);
 }
 
 void MainWindow::on_position(const SweepPosition& position) {
@@ -377,7 +366,13 @@ void MainWindow::on_run_finished(int index, const QString& status, const QString
     const QString label = index < run_labels_.size() ? run_labels_[index] : QString();
     charts_->show_timeline(QString("#%1 %2").arg(run_id).arg(label), timeline);
   }
-  charts_->finish_run(index);
+  charts_->finish_run(index, status, message, run_id);
+  // A run that did not end ok is said where the user looks: here, above the charts and in the
+  // status bar when the sweep ends (a failure also as a dialog). Cancelled runs are the Stop's.
+  if (status != "ok" && status != "cancelled") {
+    endings_ << QString("run #%1 ended %2").arg(run_id).arg(status) +
+                    (message.isEmpty() ? QString() : ": " + message);
+  }
   if (status == "failed") show_error(QString("Run #%1 failed: %2").arg(run_id).arg(message));
   refresh_runs();
   // The run just recorded is shown, whatever filter the Runs tab had (one restored from the
@@ -391,7 +386,17 @@ void MainWindow::on_sweep_finished(const QString& summary, bool stopped) {
     progress_->setRange(0, 1);
     progress_->setValue(1);
   }
-  status_->setText(stopped ? summary : "Sweep done: " + summary);
+  QString text = stopped ? summary : "Sweep done: " + summary;
+  if (!endings_.isEmpty()) {
+    // The reasons first: a long status is elided at its end, and they are what matters.
+    text = (endings_.size() == 1
+                ? endings_.front()
+                : QString("%1 runs did not end ok: ").arg(endings_.size()) + endings_.join("; ")) +
+           " (" + text + ")";
+    text[0] = text[0].toUpper();
+    progress_->setFormat(QString("%1 not ok").arg(endings_.size()));
+  }
+  status_->setText(text);
   refresh_runs();
   emit sweepEnded(last_run_status_);
 }
@@ -502,63 +507,6 @@ void MainWindow::show_error(const QString& message) {
   box->setAttribute(Qt::WA_DeleteOnClose);
   box->open();
   emit errorShown(message);
-}
-
-void MainWindow::export_charts() {
-  const QString directory = QFileDialog::getExistingDirectory(this, "Export charts to");
-  if (directory.isEmpty()) return;
-  const QStringList written = charts_->export_images(directory, "live") +
-                              compare_->export_images(directory, "compare") +
-                              plan_->export_images(directory, "plan");
-  charts_exported(directory, written);
-}
-
-void MainWindow::charts_exported(const QString& directory, const QStringList& written) {
-  if (written.isEmpty()) {
-    status_->setText("Nothing exported: every chart is empty");
-    return;
-  }
-  QStringList names;
-  for (const QString& file : written) names << QFileInfo(file).fileName();
-  status_->setText(QString("Wrote %1 files to %2: %3 (empty charts left out)")
-                       .arg(written.size())
-                       .arg(QDir::toNativeSeparators(directory), names.join(", ")));
-}
-
-void MainWindow::show_about() {
-  const RuntimeInfo runtime = probe_runtime(/*measure_matmul=*/false);
-  const QString device =
-      runtime.cuda_available
-          ? QString("%1 CUDA device(s)").arg(runtime.cuda_devices)
-          : QString("CPU (%1)").arg(QString::fromStdString(runtime.cpu_capability));
-  QMessageBox::about(this, "About RematLab",
-                     QString("<b>RematLab %6</b> — activation checkpointing, measured.<br><br>"
-                             "Qt %1<br>LibTorch %2 (BLAS: %3)<br>SQLite %4<br>Device: %5<br><br>"
-                             "Licence: GPL-3.0-or-later")
-                         .arg(qVersion())
-                         .arg(QString::fromStdString(runtime.torch_version))
-                         .arg(QString::fromStdString(runtime.blas_build))
-                         .arg(QString::fromStdString(sqlite_version()))
-                         .arg(device)
-                         .arg(QApplication::applicationVersion()));
-}
-
-void MainWindow::closeEvent(QCloseEvent* event) {
-  if (running_) {
-    const auto answer = QMessageBox::question(
-        this, "Quit RematLab",
-        profiling_ ? "A profile is being measured. Stop it (nothing is kept) and quit?"
-                   : "A sweep is running. Stop it (the current run is recorded as cancelled) "
-                     "and quit?");
-    if (answer != QMessageBox::Yes) {
-      event->ignore();
-      return;
-    }
-    worker_->request_cancel();
-  }
-  WorkbenchSettings().set_geometry(saveGeometry());
-  remember_form();
-  event->accept();
 }
 
 }  // namespace rematlab::ui

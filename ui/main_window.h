@@ -1,6 +1,8 @@
 // The workbench window: the experiment form on the left; on the right the live view, the runs
-// of the open database and the comparison; progress in the status bar. Sweeps run in a worker
-// thread that is cancelled and joined on close.
+// of the open database, the comparison and the Plan tab; progress in the status bar, which also
+// says how every run that did not end ok ended. Sweeps run in a worker thread that is cancelled
+// and joined on close; quitting during a sweep stops it first and says so. Fits a 1024×600
+// screen (main_window_menus.cpp: menus, tab shortcuts, exports and quitting).
 #pragma once
 
 #include <QMainWindow>
@@ -10,7 +12,6 @@
 #include "metatypes.h"
 
 class QAction;
-class QLabel;
 class QProgressBar;
 class QTabWidget;
 
@@ -21,6 +22,7 @@ class RunStore;
 namespace rematlab::ui {
 
 class CompareView;
+class ElidedLabel;
 class ExperimentPanel;
 class LiveCharts;
 class PlanView;
@@ -57,8 +59,14 @@ class MainWindow : public QMainWindow {
   bool database_read_only() const;
   QAction* start_action() const { return start_action_; }
   QAction* check_action() const { return check_action_; }
-  // Says in the status bar which chart images were written where (or that none were).
-  void charts_exported(const QString& directory, const QStringList& written);
+  // Says in the status bar which chart images were written where (or that none were), and how
+  // many of the `charts_asked` charts were left out because they were empty.
+  void charts_exported(const QString& directory, const QStringList& written, int charts_asked);
+  // File → Export charts into `directory`: asks before replacing files that are there.
+  void export_charts_to(const QString& directory);
+  // The status bar's database label (elided; the whole path in its tooltip).
+  ElidedLabel* database_label() const { return database_label_; }
+  ElidedLabel* status_label() const { return status_; }
   // Remembers the form's values for the next start (also done when a sweep starts and on close).
   void remember_form();
 
@@ -87,6 +95,7 @@ class MainWindow : public QMainWindow {
   void set_busy(bool busy, bool profiling = false);
   void on_sweep_requested(const QString& spec_json);
   void on_run_started(int index, const QString& label, double budget_bytes);
+  void on_run_renamed(int index, const QString& label);
   void on_position(const SweepPosition& position);
   void on_run_finished(int index, const QString& status, const QString& message, qint64 run_id,
                        const Timeline& timeline);
@@ -115,8 +124,8 @@ class MainWindow : public QMainWindow {
   PlanView* plan_;
   QTabWidget* tabs_;
   QProgressBar* progress_;
-  QLabel* status_;
-  QLabel* database_label_;
+  ElidedLabel* status_;
+  ElidedLabel* database_label_;
   QAction* start_action_ = nullptr;
   QAction* stop_action_ = nullptr;
   QAction* check_action_ = nullptr;
@@ -126,6 +135,7 @@ class MainWindow : public QMainWindow {
   bool profiling_ = false;
   QString last_run_status_;
   QStringList run_labels_;  // of the current sweep, by run index
+  QStringList endings_;     // of the current sweep: "run #12 ended oom: …", one per run not ok
 };
 
 }  // namespace rematlab::ui

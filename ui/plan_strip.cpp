@@ -48,6 +48,13 @@ void PlanStrip::clear() {
   update();
 }
 
+void PlanStrip::reset() {
+  has_plan_ = false;
+  plan_ = {};
+  recomputed_.clear();
+  update();
+}
+
 QRectF PlanStrip::cell(int64_t stage) const {
   const double room = width() - 2.0 * kMargin - 2.0 * kEndWidth;
   const double each = room / std::max<std::size_t>(1, recomputed_.size());

@@ -18,7 +18,10 @@ class PlanStrip : public QWidget {
 
   // `stages` sublayers; an empty plan (no plan fits) draws the sublayers greyed.
   void set_plan(const CheckpointPlan& plan, int64_t stages);
+  // No plan for these sublayers (none fits): they are drawn greyed.
   void clear();
+  // No configuration at all (none profiled, another database): nothing is drawn.
+  void reset();
 
   // Per sublayer: is it recomputed in backward? (What the cells show; for tests.)
   const std::vector<bool>& recomputed() const { return recomputed_; }

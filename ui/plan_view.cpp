@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "chart_export.h"
 #include "chart_style.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
@@ -24,6 +25,7 @@
 #include "plan/frontier.h"
 #include "plan/profile_key.h"
 #include "plan_strip.h"
+#include "plan_units.h"
 #include "store/run_store.h"
 
 namespace rematlab::ui {
@@ -34,8 +36,6 @@ const char* const kProfileHelp =
     "Measure each sublayer of the form's model, batch, precision and threads on this device "
     "(seconds to minutes; kept in the database and reused)";
 constexpr int kFrontierBudgets = 60;  // where the predicted frontier is sampled
-constexpr double kHoverPixels = 8.0;
-constexpr double kMiB = 1048576.0;
 constexpr double kGiB = 1073741824.0;
 
 // A budget as the field shows it and `plan:` reads it back: MiB with one decimal (GiB with two
@@ -49,8 +49,6 @@ QString budget_text(int64_t bytes) {
   return QString::number(std::max<int64_t>(1, (bytes + 1023) / 1024)) + "KiB";
 }
 
-QString mib(int64_t bytes) { return QString::number(static_cast<double>(bytes) / kMiB, 'f', 1); }
-
 QString describe_configuration(const RunConfig& config, const std::string& host) {
   QString text =
       QString::fromStdString(describe_model(config)) + QString(" · batch %1").arg(config.batch);
@@ -60,13 +58,6 @@ QString describe_configuration(const RunConfig& config, const std::string& host)
   text += " · " + QString::fromStdString(config.device);
   if (host != current_process().host) text += " · on " + QString::fromStdString(host);
   return text;
-}
-
-// Whether a recorded run is one the predictions speak for: trained in one process, without
-// offload (which the chain costs do not model), and measured.
-bool comparable(const RunRecord& run) {
-  return run.status == RunStatus::kOk && run.has_result && run.result.tokens_per_s > 0 &&
-         run.config.offload == "none" && run.config.world_size <= 1;
 }
 
 }  // namespace
@@ -86,7 +77,7 @@ PlanView::PlanView(QWidget* parent)
       export_(new QPushButton("Export chart…")) {
   configuration_->setObjectName("plan-configuration");
   configuration_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-  configuration_->setMinimumContentsLength(30);
+  configuration_->setMinimumContentsLength(18);  // each item's tooltip has it whole
   configuration_->setToolTip("Configurations whose sublayers were measured (kept in the database)");
   profile_->setToolTip(kProfileHelp);
   slider_->setRange(0, kSliderSteps);
@@ -95,6 +86,7 @@ PlanView::PlanView(QWidget* parent)
   budget_->setMaximumWidth(120);
   budget_->setToolTip("Activation memory the plan must fit, above the model states (e.g. 200MiB)");
   range_label_->setObjectName("plan-range");
+  range_label_->setWordWrap(true);  // two lines on a narrow screen rather than a wider window
   plan_label_->setObjectName("plan-text");
   plan_label_->setWordWrap(true);
   // Room for three lines whatever the plan says, so the chart above never jumps as it changes.
@@ -124,6 +116,11 @@ PlanView::PlanView(QWidget* parent)
       QCPScatterStyle(QCPScatterStyle::ssTriangle, QPen(QColor(200, 50, 50), 1.5), Qt::NoBrush, 8));
   chosen_ = chart_->addGraph();
   chosen_->setName("the plan at the budget (predicted)");
+  // The budget is a straight line item, which a legend cannot list: an empty graph with its pen
+  // names it there.
+  budget_key_ = chart_->addGraph();
+  budget_key_->setName("the budget (dashed line)");
+  budget_key_->setPen(QPen(QColor(230, 140, 40), 1, Qt::DashLine));
   chosen_->setLineStyle(QCPGraph::lsNone);
   chosen_->setScatterStyle(
       QCPScatterStyle(QCPScatterStyle::ssStar, QPen(QColor(230, 140, 40), 2), Qt::NoBrush, 14));
@@ -164,13 +161,7 @@ PlanView::PlanView(QWidget* parent)
   connect(run_, &QPushButton::clicked, this, &PlanView::request_run);
   connect(export_, &QPushButton::clicked, this, [this] {
     const QString directory = QFileDialog::getExistingDirectory(this, "Export the chart to");
-    if (directory.isEmpty()) return;
-    const QStringList written = export_images(directory, "plan");
-    if (written.isEmpty()) {  // the chart has data whenever Export is enabled: the write failed
-      emit exportFailed("Could not write the chart into " + QDir::toNativeSeparators(directory));
-    } else {
-      emit chartExported(directory, written);
-    }
+    if (!directory.isEmpty()) export_chart_to(directory);
   });
   show_profile();
 }
@@ -189,10 +180,35 @@ PlanView::Profile PlanView::profile_of(const std::string& key,
   return profile;
 }
 
-void PlanView::set_store(RunStore* store) {
+void PlanView::set_store(RunStore* store, const std::optional<RunConfig>& form) {
   store_ = store;
   unkept_.clear();
+  shown_key_.clear();  // another database: its profile starts at its own middle budget
   fill_configurations({});
+  // The profile of what the form trains, where this database has one: not the first profile of
+  // another model while the form says this one.
+  if (!form) return;
+  for (std::size_t i = 0; i < profiles_.size(); ++i) {
+    const Profile& profile = profiles_[i];
+    if (plan::profile_key(*form, profile.repeats, profile.host, profile.libtorch) == profile.key) {
+      configuration_->setCurrentIndex(static_cast<int>(i));
+      return;
+    }
+  }
+}
+
+bool PlanView::export_chart_to(const QString& directory) {
+  if (!may_replace(this, image_files(directory, "plan"))) {
+    emit exportKept(directory);
+    return false;
+  }
+  const QStringList written = export_images(directory, "plan");
+  if (written.isEmpty()) {  // the chart has data whenever Export is enabled: the write failed
+    emit exportFailed("Could not write the chart into " + QDir::toNativeSeparators(directory));
+    return false;
+  }
+  emit chartExported(directory, written);
+  return true;
 }
 
 void PlanView::refresh() {
@@ -234,10 +250,13 @@ void PlanView::fill_configurations(const std::string& keep_key) {
   int keep_index = profiles_.empty() ? -1 : 0;
   for (std::size_t i = 0; i < profiles_.size(); ++i) {
     const Profile& profile = profiles_[i];
-    configuration_->addItem(describe_configuration(profile.config, profile.host));
-    configuration_->setItemData(static_cast<int>(i),
-                                profile.source + QString(" · medians of %1").arg(profile.repeats),
-                                Qt::ToolTipRole);
+    const QString text = describe_configuration(profile.config, profile.host);
+    configuration_->addItem(text);
+    // The whole configuration first: the field is narrower than it on a small screen.
+    configuration_->setItemData(
+        static_cast<int>(i),
+        text + "\n" + profile.source + QString(" · medians of %1").arg(profile.repeats),
+        Qt::ToolTipRole);
     if (profile.key == keep_key) keep_index = static_cast<int>(i);
   }
   configuration_->setCurrentIndex(keep_index);
@@ -324,8 +343,14 @@ void PlanView::show_profile() {
               "precision and threads in the form, then Profile.");
     plan_.reset();
     chosen_hover_.reset();
-    strip_->clear();
+    strip_->reset();  // not the last configuration's sublayers
     plan_label_->clear();
+    {  // nor its budget, greyed in a disabled field
+      const QSignalBlocker quiet_field(budget_);
+      const QSignalBlocker quiet_slider(slider_);
+      budget_->clear();
+      slider_->setValue(0);
+    }
     run_->setEnabled(false);
     reset_empty_axes(chart_);
     chart_->replot();
@@ -391,80 +416,6 @@ void PlanView::show_profile() {
   if (profile->key != shown_key_) set_budget_bytes((smallest_ + largest_) / 2);
   shown_key_ = profile->key;
   if (budget_->text() == before) on_budget_edited();  // no textChanged: plan it here
-}
-
-// Each uniform policy's name beside its point, above it or else below; a name that would cover
-// another is left out (hovering the point still says it). Sizes are fractions of the axes, so
-// the choice holds at any size the chart is shown or exported at.
-void PlanView::name_uniform_policies(const std::vector<plan::PolicyPrediction>& predictions) {
-  constexpr double kCharWidth = 0.011;  // of the x range, at 7 pt on a chart ≥ 600 px wide
-  constexpr double kLineHeight = 0.045;
-  QFont small = font();
-  small.setPointSizeF(7);
-  const double width = chart_->xAxis->range().size();
-  const double height = chart_->yAxis->range().size();
-  std::vector<QRectF> taken;  // in fractions of the axes
-  // none and every:K first: the policies most people compare with keep their names.
-  std::vector<plan::PolicyPrediction> ordered;
-  for (const bool sublayer : {false, true}) {
-    for (const auto& each : predictions) {
-      if ((each.policy.rfind("sublayer:", 0) == 0) == sublayer) ordered.push_back(each);
-    }
-  }
-  for (const auto& [policy, prediction] : ordered) {
-    const double x = static_cast<double>(prediction.peak_bytes) / kMiB / width;
-    const double y = tokens_per_s(prediction.step_ms) / height;
-    const double w = kCharWidth * static_cast<double>(policy.size());
-    for (const bool above : {true, false}) {
-      const QRectF box(x - w / 2, above ? y : y - kLineHeight, w, kLineHeight);
-      if (std::any_of(taken.begin(), taken.end(),
-                      [&](const QRectF& other) { return other.intersects(box); })) {
-        continue;
-      }
-      taken.push_back(box);
-      auto* name = new QCPItemText(chart_);
-      name->position->setCoords(x * width, y * height);
-      name->setPositionAlignment(Qt::AlignHCenter | (above ? Qt::AlignBottom : Qt::AlignTop));
-      name->setPadding(QMargins(0, 4, 0, 4));
-      name->setText(QString::fromStdString(policy));
-      name->setFont(small);
-      name->setColor(QColor(90, 90, 90));
-      break;
-    }
-  }
-}
-
-void PlanView::draw_measured_runs(const Profile& profile) {
-  if (!store_) return;
-  std::vector<RunRecord> runs;
-  try {
-    runs = store_->runs();
-  } catch (const std::exception&) {
-    return;  // the chart shows the predictions; the Runs tab reports the database's trouble
-  }
-  for (const RunRecord& run : runs) {
-    if (!comparable(run)) continue;
-    if (plan::profile_key(run.config, profile.repeats, run.host, run.libtorch) != profile.key) {
-      continue;
-    }
-    const double x = static_cast<double>(run.result.peak_activation_bytes) / kMiB;
-    const double y = run.result.tokens_per_s;
-    const bool planned = run.request.plan || run.config.checkpoint.rfind("segments:", 0) == 0;
-    (planned ? measured_plans_ : measured_others_)->addData(x, y);
-    QString text = QString("#%1 %2 · measured %3 MiB, %4 ms a step (%5 tokens/s)")
-                       .arg(run.id)
-                       .arg(QString::fromStdString(run.config.checkpoint))
-                       .arg(mib(run.result.peak_activation_bytes))
-                       .arg(run.result.step_ms, 0, 'f', 0)
-                       .arg(y, 0, 'f', 0);
-    if (run.request.plan && !run.request.plan->chosen.empty()) {
-      text += QString(" · %1 predicted %2 MiB, %3 ms")
-                  .arg(QString::fromStdString(run.request.plan->requested),
-                       mib(run.request.plan->predicted_peak_bytes))
-                  .arg(run.request.plan->predicted_step_ms, 0, 'f', 0);
-    }
-    hover_points_.push_back({x, y, text});
-  }
 }
 
 std::optional<int64_t> PlanView::budget_bytes() const {
@@ -561,31 +512,6 @@ void PlanView::request_run() {
   const Profile* profile = selected();
   if (!profile || !plan_) return;
   emit runRequested(QString::fromStdString(profile->key), profile->config, policy_text());
-}
-
-QString PlanView::describe_point_at(QPointF pixel) const {
-  const HoverPoint* nearest = nullptr;
-  double best = kHoverPixels;
-  std::vector<const HoverPoint*> points;
-  if (chosen_hover_) points.push_back(&*chosen_hover_);  // drawn on top: said first
-  for (const HoverPoint& point : hover_points_) points.push_back(&point);
-  // The frontier's corners last: where one meets a policy's point, the policy is named.
-  for (const HoverPoint& point : frontier_hover_points_) points.push_back(&point);
-  for (const HoverPoint* each : points) {
-    const HoverPoint& point = *each;
-    const double dx = chart_->xAxis->coordToPixel(point.x) - pixel.x();
-    const double dy = chart_->yAxis->coordToPixel(point.y) - pixel.y();
-    const double distance = std::hypot(dx, dy);
-    if (distance < best) {
-      best = distance;
-      nearest = &point;
-    }
-  }
-  return nearest ? nearest->text : QString();
-}
-
-QStringList PlanView::export_images(const QString& directory, const QString& name) const {
-  return save_charts({{"frontier", chart_}}, directory, name);
 }
 
 }  // namespace rematlab::ui

@@ -10,6 +10,7 @@
 #include <QWidget>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "plan/chain_costs.h"
@@ -42,7 +43,8 @@ class PlanView : public QWidget {
   explicit PlanView(QWidget* parent = nullptr);
 
   // The database whose profiles are offered and whose runs are drawn (null: none). Not owned.
-  void set_store(RunStore* store);
+  // The profile of `form` (what the form trains) is selected where the database has one.
+  void set_store(RunStore* store, const std::optional<RunConfig>& form = std::nullopt);
   // Reads the database again (a sweep recorded runs, a profile was kept); keeps the selection.
   void refresh();
   // A profile just measured: offered (also when a read-only database could not keep it) and
@@ -68,6 +70,14 @@ class PlanView : public QWidget {
   QString describe_point_at(QPointF pixel) const;
   // Writes DIRECTORY/NAME-frontier.png and .pdf when the chart has data; the paths written.
   QStringList export_images(const QString& directory, const QString& name) const;
+  // What an exported chart's legend calls the budget line and the star (the plan at the budget).
+  std::pair<QString, QString> export_names() const;
+  QCPGraph* budget_key_graph() const { return budget_key_; }
+  // The files export_images would write now (none when the chart is empty).
+  QStringList image_files(const QString& directory, const QString& name) const;
+  // Export chart…'s work once a folder is chosen: asks before replacing files there, says what
+  // was written through chartExported (or why not through exportFailed).
+  bool export_chart_to(const QString& directory);
 
   QComboBox* configuration_field() const { return configuration_; }
   QPushButton* profile_button() const { return profile_; }
@@ -81,6 +91,8 @@ class PlanView : public QWidget {
   QCPGraph* uniform_graph() const { return uniform_; }
   QCPGraph* measured_plans_graph() const { return measured_plans_; }
   QCPGraph* measured_others_graph() const { return measured_others_; }
+  QCPGraph* chosen_graph() const { return chosen_; }
+  QPushButton* export_button() const { return export_; }
 
  signals:
   // Measure the form's configuration (the window runs it in the worker).
@@ -90,6 +102,8 @@ class PlanView : public QWidget {
   // Export chart… wrote `written` (empty when nothing could be) into `directory`.
   void chartExported(const QString& directory, const QStringList& written);
   void exportFailed(const QString& message);
+  // Export chart… found its files in `directory` and the user kept them: nothing was written.
+  void exportKept(const QString& directory);
 
  private:
   struct Profile {
@@ -144,6 +158,7 @@ class PlanView : public QWidget {
   QCPGraph* measured_plans_;
   QCPGraph* measured_others_;
   QCPGraph* chosen_;
+  QCPGraph* budget_key_;                        // no points: the budget line's entry in the legend
   QCPItemStraightLine* budget_line_ = nullptr;  // made by show_profile, with the chart's items
   PlanStrip* strip_;
   QLabel* plan_label_;

@@ -21,29 +21,35 @@
 namespace rematlab::ui {
 namespace {
 
+// What a user compares first comes first, so that a laptop's width shows it without scrolling
+// sideways: which run, how it ended and why, and what it measured; then how it was set up.
 enum Column {
   kId,
-  kExperiment,
-  kName,
   kStatus,
-  kModel,
+  kName,
   kCheckpoint,
-  kOffload,
   kBatch,
-  kPrecision,
-  kSteps,
   kPeak,
-  kPeakActivation,
   kTokensPerS,
   kFinalLoss,
-  kStarted,
   kReason,
+  kPeakActivation,
+  kExperiment,
+  kModel,
+  kOffload,
+  kPrecision,
+  kSteps,
+  kStarted,
   kColumns
 };
 
-const char* const kHeaders[kColumns] = {
-    "id",        "experiment", "name", "status",   "model",    "checkpoint", "offload", "batch",
-    "precision", "steps",      "peak", "peak act", "tokens/s", "final loss", "started", "reason"};
+const char* const kHeaders[kColumns] = {"id",      "status",    "name",       "checkpoint",
+                                        "batch",   "peak",      "tokens/s",   "final loss",
+                                        "reason",  "peak act",  "experiment", "model",
+                                        "offload", "precision", "steps",      "started"};
+
+// Columns whose text can be long are cut at this width (the whole text is in the tooltip).
+constexpr int kLongColumnWidth = 200;
 
 // "small (12×256, seq 256)": the preset and the shape it was trained with.
 QString count_text(int64_t count, const char* one, const char* many) {
@@ -74,7 +80,14 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
   const RunRecord& run = runs_.at(static_cast<std::size_t>(index.row()));
   const int column = index.column();
   if (role == Qt::ToolTipRole) {
-    return run.message.empty() ? QVariant() : QString::fromStdString(run.message);
+    // A cell cut to its column's width has its whole text here, then why the run ended so.
+    QStringList lines;
+    if (column == kName || column == kExperiment || column == kModel) {
+      const QString text = data(index, Qt::DisplayRole).toString();
+      if (!text.isEmpty()) lines << text;
+    }
+    if (!run.message.empty()) lines << QString::fromStdString(run.message);
+    return lines.isEmpty() ? QVariant() : QVariant(lines.join("\n"));
   }
   const bool numeric = column == kId || column == kBatch || column == kSteps || column == kPeak ||
                        column == kPeakActivation || column == kTokensPerS || column == kFinalLoss;
@@ -145,6 +158,9 @@ RunsView::RunsView(QWidget* parent)
       compare_(new QPushButton("Compare selected")),
       delete_(new QPushButton("Delete selected…")),
       advice_(new AdvicePanel) {
+  // A long experiment name must not widen the window: the list is as wide as the row allows.
+  experiment_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  experiment_->setMinimumContentsLength(12);
   status_->addItem("any status", QString());
   for (RunStatus status : all_run_statuses()) {
     const QString name = QString::fromStdString(to_string(status));
@@ -157,11 +173,14 @@ RunsView::RunsView(QWidget* parent)
   table_->sortByColumn(kId, Qt::AscendingOrder);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
-  // Every column as wide as its contents (the table scrolls sideways rather than cutting the
-  // start time); the reason, last, takes what is left.
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  // Every column as wide as its contents each time the runs are read (the long ones cut, whole
+  // in the tooltip); the user may drag them in between; the last takes what is left.
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
   table_->horizontalHeader()->setStretchLastSection(true);
+  table_->setTextElideMode(Qt::ElideRight);
   table_->verticalHeader()->hide();
+  // Rows as tall as a line of text: a laptop's height shows more runs.
+  table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 8);
   auto* export_runs = new QPushButton("Export runs CSV…");
   export_runs->setToolTip("The selected runs, or every run shown when none is selected");
   auto* export_steps = new QPushButton("Export steps CSV…");
@@ -183,12 +202,14 @@ RunsView::RunsView(QWidget* parent)
   actions->addWidget(export_steps);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(filters);
-  auto* splitter = new QSplitter(Qt::Horizontal);
+  // The table takes the tab's whole width (its columns are what the tab is for), the advisor
+  // the room under it, which the splitter lets the user change.
+  auto* splitter = new QSplitter(Qt::Vertical);
   splitter->addWidget(table_);
   splitter->addWidget(advice_);
-  // Half each: the table scrolls sideways, the advisor's evidence does not.
-  splitter->setStretchFactor(0, 1);
-  splitter->setStretchFactor(1, 1);
+  splitter->setStretchFactor(0, 3);
+  splitter->setStretchFactor(1, 2);
+  splitter->setChildrenCollapsible(false);
   layout->addWidget(splitter, 1);
   layout->addLayout(actions);
   // One selected run: its findings; none or several: the panel waits for one.
@@ -246,11 +267,13 @@ void RunsView::refresh() {
     experiment_->addItem("all experiments", qint64{0});
     if (store_) {
       for (const ExperimentRecord& record : store_->experiments()) {
-        experiment_->addItem(QString("%1 · %2 (%3)")
+        const QString text = QString("%1 · %2 (%3)")
                                  .arg(record.id)
                                  .arg(QString::fromStdString(record.name))
-                                 .arg(count_text(record.runs, "run", "runs")),
-                             static_cast<qint64>(record.id));
+                                 .arg(count_text(record.runs, "run", "runs"));
+        experiment_->addItem(text, static_cast<qint64>(record.id));
+        // Whole in the tooltip: the field may be narrower than a long name.
+        experiment_->setItemData(experiment_->count() - 1, text, Qt::ToolTipRole);
       }
     }
     const int index = experiment_->findData(experiment);
@@ -261,7 +284,17 @@ void RunsView::refresh() {
   if (selected_experiment() > 0) filter.experiment_id = selected_experiment();
   filter.status = parse_run_status(status_->currentData().toString().toStdString());
   model_->set_runs(store_ ? store_->runs(filter) : std::vector<RunRecord>{});
+  table_->resizeColumnsToContents();
+  for (int column : {kName, kReason, kExperiment, kModel}) {
+    if (table_->horizontalHeader()->sectionSize(column) > kLongColumnWidth)
+      table_->horizontalHeader()->resizeSection(column, kLongColumnWidth);
+  }
   select_ids(selection);
+  // A model reset clears the selection without a signal: the advisor follows what is selected
+  // now, not a run that was deleted or filtered away.
+  const std::vector<int64_t> selected = selected_ids();
+  const qint64 shown = selected.size() == 1 ? selected.front() : 0;
+  if (shown != advice_->run_id()) advice_->show_run(shown);
 }
 
 void RunsView::reveal(int64_t run_id) {

@@ -15,12 +15,27 @@
 namespace rematlab::ui {
 namespace {
 
-// The legend names policy, offload and batch (a searched batch is not known yet).
-QString legend_of(const SweepPoint& point) {
-  QString legend = QString::fromStdString(describe_run(point.config));
-  if (point.request.max_batch) legend.replace(QRegularExpression(" b\\d+"), " b=max");
+// The legend names policy, offload and batch: a searched batch as "b=max" until the search
+// has found it (`found`), then the batch trained, marked as the search's.
+QString legend_of(const SweepPoint& point, int64_t found = 0) {
+  RunConfig config = point.config;
+  if (found > 0) config.batch = found;
+  QString legend = QString::fromStdString(describe_run(config));
+  if (point.request.max_batch && found <= 0) {
+    legend.replace(QRegularExpression(" b\\d+"), " b=max");
+  } else if (point.request.max_batch) {
+    legend.replace(QRegularExpression(" b(\\d+)"), " b\\1 (max)");
+  }
   if (point.repeat > 0) legend += QString(" #%1").arg(point.repeat + 1);
   return legend;
+}
+
+// The batch a max-batch point trains, from the activity core reports once its search is done
+// ("training at batch 25"); 0 before that.
+int64_t batch_in_training(const std::string& activity) {
+  static const QRegularExpression kTraining("^training at batch (\\d+)");
+  const auto match = kTraining.match(QString::fromStdString(activity));
+  return match.hasMatch() ? match.captured(1).toLongLong() : 0;
 }
 
 QString stop_summary(const std::vector<SweepRunResult>& results, std::size_t planned,
@@ -46,6 +61,7 @@ void SweepWorker::run_sweep(const QString& spec_json, const QString& database) {
     SweepRunner runner(spec, &writer, &store);
     int started = -1;
     int64_t last_step = 0;
+    bool batch_named = false;  // the current max-batch run's legend has its batch
     SweepCallbacks callbacks;
     callbacks.cancel = &cancel_;
     callbacks.on_progress = [&](const SweepProgress& progress) {
@@ -53,8 +69,16 @@ void SweepWorker::run_sweep(const QString& spec_json, const QString& database) {
       if (index != started) {
         started = index;
         last_step = 0;
+        batch_named = false;
         const SweepPoint& point = runner.points()[progress.run_index];
         emit runStarted(index, legend_of(point), static_cast<double>(point.config.budget_bytes));
+      }
+      const SweepPoint& point = runner.points()[progress.run_index];
+      if (point.request.max_batch && !batch_named) {
+        if (const int64_t batch = batch_in_training(progress.activity); batch > 0) {
+          emit runRenamed(index, legend_of(point, batch));
+          batch_named = true;
+        }
       }
       SweepPosition position;
       position.run_index = index;
@@ -71,6 +95,9 @@ void SweepWorker::run_sweep(const QString& spec_json, const QString& database) {
     };
     int finished = 0;
     callbacks.on_run_finished = [&](const SweepRunResult& result) {
+      if (result.point.request.max_batch && result.summary.config.batch > 0) {
+        emit runRenamed(finished, legend_of(result.point, result.summary.config.batch));
+      }
       emit runFinished(finished++, QString::fromStdString(to_string(result.summary.status)),
                        QString::fromStdString(result.summary.message), result.run_id.value_or(0),
                        result.summary.timeline);

@@ -38,6 +38,8 @@ class SweepWorker : public QObject {
 
  signals:
   void runStarted(int index, const QString& label, double budget_bytes);
+  // Run `index` is now called `label` (a max-batch run, once its batch is found).
+  void runRenamed(int index, const QString& label);
   void stepFinished(int index, const rematlab::StepMetrics& step);
   void positionChanged(const rematlab::ui::SweepPosition& position);
   // `status`: ok | oom | cancelled | diverged | failed; `message` says why when not ok.

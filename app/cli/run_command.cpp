@@ -59,9 +59,17 @@ void print_summary(const RunSummary& summary) {
                             rows);
 }
 
+// A run given by `--config FILE`, and the experiment its spec names.
+struct ConfigFile {
+  RunConfig config;
+  std::string experiment;
+  nlohmann::ordered_json spec;
+};
+
 // `--config FILE`: the run as a sweep spec of one point, the form the window builds (which starts
 // its ranks with it). The model and training flags are then refused: one place says what runs.
-RunConfig config_from_file(const CLI::App& command, const std::string& path) {
+// The run is recorded under the spec's experiment, as `sweep` would record it.
+ConfigFile config_from_file(const CLI::App& command, const std::string& path) {
   const std::set<std::string> with_config = {"--config",      "--db",          "--name",
                                              "--json",        "--nproc",       "--shard",
                                              "--bucket-size", "--dist-timeout"};
@@ -86,7 +94,7 @@ RunConfig config_from_file(const CLI::App& command, const std::string& path) {
                                                : std::to_string(points.size()) + " runs") +
                            "; run takes one (sweep takes several)");
   }
-  return points.front().config;
+  return {points.front().config, spec.name, spec.source};
 }
 
 void print_result(const RunSummary& summary, bool json) {
@@ -110,14 +118,17 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
   auto config_file = std::make_shared<std::string>();
   command->add_option("--config", *config_file,
                       "The run as a sweep spec of one point (JSON), instead of the model and "
-                      "training flags");
+                      "training flags; with --db it is recorded under the spec's experiment");
   command->add_option("--db", *db, "Record the run (and every step) in this runs database");
   command->add_option("--name", *name, "The run's name in the database (default: its policy)");
   return {command, [command, options, dist_options, db, name, config_file, &cancel]() {
-            RunConfig config = config_file->empty() ? options->resolve()
-                                                    : config_from_file(*command, *config_file);
+            const ConfigFile given = config_file->empty()
+                                         ? ConfigFile{options->resolve(), {}, {}}
+                                         : config_from_file(*command, *config_file);
+            RunConfig config = given.config;
             dist_options->apply(config);
-            const RankRunOptions rank_options{*db, *name, dist_options->timeout()};
+            const RankRunOptions rank_options{*db, *name, dist_options->timeout(), given.experiment,
+                                              given.spec};
             const dist::DistEnv env = dist::dist_env_from_process();
             if (env.distributed()) {
               if (dist_options->nproc_given()) {
@@ -170,7 +181,10 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
             std::optional<int64_t> run_id;
             if (store) {
               writer = std::make_unique<RunWriter>(*db);
-              run_id = writer->begin_run(std::nullopt, name->empty() ? describe_run(config) : *name,
+              std::optional<int64_t> experiment;
+              if (!given.experiment.empty())
+                experiment = writer->create_experiment(given.experiment, given.spec);
+              run_id = writer->begin_run(experiment, name->empty() ? describe_run(config) : *name,
                                          config);
             }
             TrainerCallbacks callbacks;

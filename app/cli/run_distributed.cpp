@@ -159,8 +159,11 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
     Trainer trainer(rank_config, exchange, &cancel);
     if (store) {
       writer = std::make_unique<RunWriter>(options.db);
+      std::optional<int64_t> experiment;
+      if (!options.experiment.empty())
+        experiment = writer->create_experiment(options.experiment, options.experiment_spec);
       run_id = writer->begin_run(
-          std::nullopt, options.name.empty() ? describe_run(config) : options.name, rank_config);
+          experiment, options.name.empty() ? describe_run(config) : options.name, rank_config);
       context->store().set(dist::kRunIdKey, std::to_string(*run_id));
     }
     TrainerCallbacks callbacks;

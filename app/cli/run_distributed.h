@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,10 @@ struct RankRunOptions {
   std::string db;    // rank 0 records the run here (empty: not recorded)
   std::string name;  // the run's name (empty: describe_run)
   std::chrono::milliseconds timeout{};
+  // The experiment the run is recorded under (empty: none), with its spec: `run --config`'s,
+  // the one-point sweep spec the window starts its ranks with.
+  std::string experiment;
+  nlohmann::ordered_json experiment_spec;
 };
 
 // Trains this process's share of the run. Returns the run's summary, with every rank's figures,

@@ -2,6 +2,7 @@
 
 #include "advise/chain_walk.h"
 #include "advise/divergence.h"
+#include "advise/ending_finding.h"
 #include "advise/memory_finding.h"
 #include "advise/reference_run.h"
 #include "advise/throughput_finding.h"
@@ -65,18 +66,35 @@ Diagnosis diagnose_run(RunStore& store, int64_t run_id, const AdviseOptions& opt
     if (walk) walked_step = std::to_string(*first_nonfinite_step(steps)) + " (the diverged one)";
     diagnosis.findings.push_back(std::move(*finding));
   }
+  if (auto finding = diagnose_ending(run, steps)) diagnosis.findings.push_back(std::move(*finding));
 
   if (reduces_memory(run.config)) {
     if (run.status == RunStatus::kOk && run.has_result) {
       const std::optional<RunRecord> none_run = find_none_run(run, store.runs());
+      if (none_run) {
+        const std::string differs = describe_differences(run.config, none_run->config);
+        diagnosis.notes.push_back(
+            "memory and throughput: compared with run #" + std::to_string(none_run->id) +
+            " (none)" +
+            (differs.empty() ? ", the same configuration in every setting"
+                             : ", which also differs in " + differs +
+                                   ": settings that change neither a step's memory nor its time"));
+      }
       if (auto finding = diagnose_memory(run, none_run, diagnosis.notes)) {
         diagnosis.findings.push_back(std::move(*finding));
+      } else {
+        diagnosis.checked.push_back("memory: the peak is at least " +
+                                    format_percent(kMemoryReductionThreshold) + " below none's");
       }
       const std::vector<StepMetrics> none_steps =
           none_run ? store.steps(none_run->id) : std::vector<StepMetrics>{};
       if (auto finding =
               diagnose_throughput(run, steps, store.timeline(run_id), none_run, none_steps)) {
         diagnosis.findings.push_back(std::move(*finding));
+      } else {
+        diagnosis.checked.push_back("throughput: less than " +
+                                    format_percent(kThroughputDropThreshold) + " below " +
+                                    (none_run ? "none's" : "the run's own without recomputation"));
       }
     } else {
       diagnosis.notes.push_back("memory and throughput: the run did not finish (" +
@@ -90,6 +108,10 @@ Diagnosis diagnose_run(RunStore& store, int64_t run_id, const AdviseOptions& opt
         "missing gradients: looked for only by a replay, and none was asked for");
   } else if (walk && !walk->params_without_gradient.empty()) {
     diagnosis.findings.push_back(missing_gradients_finding(*walk, walked_step));
+  } else if (walk) {
+    diagnosis.checked.push_back("missing gradients: step " + walked_step + " replayed, all " +
+                                std::to_string(walk->params_total) +
+                                " parameters received a gradient");
   }
   return diagnosis;
 }

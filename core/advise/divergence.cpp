@@ -151,9 +151,9 @@ std::optional<Finding> diagnose_divergence(const RunRecord& run,
           {"recomputation", "NOT innocent: step " + std::to_string(*bad) + " under " +
                                 run.config.checkpoint + " differs from none (max |diff| " +
                                 number(check.max_abs_diff) + " in " + check.worst_param + ")"});
-      finding.next_step = "rematlab-cli check --checkpoint " + run.config.checkpoint +
+      finding.next_step = "`rematlab-cli check --checkpoint " + run.config.checkpoint +
                           " --at-step " + std::to_string(*bad) +
-                          " with the run's flags shows the difference; train with --checkpoint "
+                          "` with the run's flags shows the difference; train with --checkpoint "
                           "none until it is fixed";
     }
   } catch (const GradientCheckCancelled&) {

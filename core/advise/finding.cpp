@@ -15,6 +15,8 @@ std::string to_string(FindingKind kind) {
       return "throughput_dropped";
     case FindingKind::kMissingGradients:
       return "missing_gradients";
+    case FindingKind::kDidNotFinish:
+      return "did_not_finish";
   }
   return "unknown";
 }
@@ -48,7 +50,8 @@ nlohmann::json to_json(const Diagnosis& diagnosis) {
   return {{"run_id", diagnosis.run_id},
           {"run", diagnosis.run_label},
           {"findings", findings},
-          {"notes", diagnosis.notes}};
+          {"notes", diagnosis.notes},
+          {"checked", diagnosis.checked}};
 }
 
 std::string format_diagnosis(const Diagnosis& diagnosis) {
@@ -73,6 +76,10 @@ std::string format_diagnosis(const Diagnosis& diagnosis) {
   if (!diagnosis.notes.empty()) {
     out << "\nNot checked or approximate:\n";
     for (const std::string& note : diagnosis.notes) out << "  - " << note << "\n";
+  }
+  if (!diagnosis.checked.empty()) {
+    out << "\nChecked and fine:\n";
+    for (const std::string& line : diagnosis.checked) out << "  - " << line << "\n";
   }
   return out.str();
 }

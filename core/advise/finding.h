@@ -8,9 +8,15 @@
 
 namespace rematlab::advise {
 
-enum class FindingKind { kDiverged, kMemoryNotReduced, kThroughputDropped, kMissingGradients };
+enum class FindingKind {
+  kDiverged,
+  kMemoryNotReduced,
+  kThroughputDropped,
+  kMissingGradients,
+  kDidNotFinish
+};
 
-// "diverged", "memory_not_reduced", "throughput_dropped", "missing_gradients".
+// "diverged", "memory_not_reduced", "throughput_dropped", "missing_gradients", "did_not_finish".
 std::string to_string(FindingKind kind);
 
 // One figure of a finding, with its unit in the text ("512.0 MiB", "41.3 ms", "12 %").
@@ -26,13 +32,14 @@ struct Finding {
   std::string next_step;  // a command or setting to try
 };
 
-// Everything the advisor found about one run, and what it could not check (and why), so a
-// silent report never stands for "checked and fine".
+// Everything the advisor found about one run, what it could not check (and why), and what it
+// checked and found fine, so a silent report never stands for "checked and fine" unsaid.
 struct Diagnosis {
   int64_t run_id = 0;
   std::string run_label;
   std::vector<Finding> findings;
   std::vector<std::string> notes;
+  std::vector<std::string> checked;
 };
 
 nlohmann::json to_json(const Finding& finding);

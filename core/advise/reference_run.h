@@ -2,18 +2,27 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "store/run_store.h"
 
 namespace rematlab::advise {
 
-// Whether two configurations train the same thing on the same machine setup, apart from how
-// they checkpoint and offload (and what they record: timeline, budget, step count).
+// Whether two configurations cost the same per step in memory and time, apart from how they
+// checkpoint and offload: the same model, batch and accumulation, precision (and its numerics
+// switches), threads, device and data-parallel layout. What only changes what is learnt or how
+// long (learning rate, steps, seed, data, …) and what a run records (timeline, budget) may
+// differ.
 bool same_configuration(const RunConfig& a, const RunConfig& b);
 
-// The newest finished `none` run without offload whose configuration is the same as `run`'s,
-// from `runs` (the database's, any order); none for a run that is itself `none`.
+// The settings in which `reference` differs from `run` beyond the policy, the offload and what
+// is recorded, with the reference's values ("lr 0.003, steps 50"); empty when none.
+std::string describe_differences(const RunConfig& run, const RunConfig& reference);
+
+// The finished `none` run without offload whose configuration is the same as `run`'s, from
+// `runs` (the database's, any order): the one that differs in the fewest other settings, the
+// newest of those; none for a run that is itself `none`.
 std::optional<RunRecord> find_none_run(const RunRecord& run, const std::vector<RunRecord>& runs);
 
 // Checkpointing or offloading at all: what the memory and throughput findings are about.

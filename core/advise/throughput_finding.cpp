@@ -27,6 +27,21 @@ double timed_median(const std::vector<StepMetrics>& steps, double StepMetrics::*
   return median(values);
 }
 
+// How much a run's step time varies on its own: the interquartile range of its timed steps'
+// step_ms. Two runs whose phases differ by less than their spreads together are not told apart.
+double step_spread(const std::vector<StepMetrics>& steps) {
+  std::vector<double> times;
+  for (const StepMetrics& step : steps) {
+    if (!step.warmup) times.push_back(step.step_ms);
+  }
+  if (times.size() < 2) return 0.0;
+  std::sort(times.begin(), times.end());
+  const auto at = [&](double fraction) {
+    return times[static_cast<std::size_t>(fraction * static_cast<double>(times.size() - 1) + 0.5)];
+  };
+  return at(0.75) - at(0.25);
+}
+
 double recompute_in_timeline(const std::vector<TimelinePoint>& timeline) {
   double total = 0.0;
   for (std::size_t i = 0; i + 1 < timeline.size(); ++i) {
@@ -98,10 +113,18 @@ std::optional<Finding> diagnose_throughput(const RunRecord& run,
   }
   if (drop < kThroughputDropThreshold) return std::nullopt;
 
+  // The noise: the runs' own step-time spreads together (against itself, the run's alone, at
+  // least 1 % of its step). A phase adds time only by more than this; less is not a verdict.
+  const double own = step_spread(steps);
+  const double other = none_run ? step_spread(none_steps) : 0.0;
+  const double step_ms = timed_median(steps, &StepMetrics::step_ms);
+  const double margin = std::max(std::sqrt(own * own + other * other), 0.01 * step_ms);
+
   struct Phase {
     const char* name;
     double run;
     double reference;
+    double added() const { return run - reference; }
   };
   const std::array<Phase, 5> phases{{{"forward", split.forward, reference.forward},
                                      {"backward", split.backward, reference.backward},
@@ -110,13 +133,29 @@ std::optional<Finding> diagnose_throughput(const RunRecord& run,
                                      {"optimizer", split.optimizer, reference.optimizer}}};
   const Phase* largest = &phases[0];
   for (const Phase& phase : phases) {
-    if (phase.run - phase.reference > largest->run - largest->reference) largest = &phase;
+    if (phase.added() > largest->added()) largest = &phase;
   }
+  const auto significant = [&](const char* name) {
+    return std::any_of(phases.begin(), phases.end(), [&](const Phase& phase) {
+      return std::string(phase.name) == name && phase.added() > margin;
+    });
+  };
+  const double added_recompute = phases[2].added();
 
   Finding finding;
   finding.kind = FindingKind::kThroughputDropped;
-  finding.title = "Throughput dropped " + format_percent(drop) + ": " + largest->name + " adds " +
-                  format_ms(largest->run - largest->reference) + " per step";
+  if (largest->added() <= margin) {
+    finding.title = "Throughput dropped " + format_percent(drop) +
+                    ": no phase adds more than the runs' own noise (" + format_ms(margin) + ")";
+  } else {
+    finding.title = "Throughput dropped " + format_percent(drop) + ": " + largest->name + " adds " +
+                    format_ms(largest->added()) + " per step";
+    // Recomputation that also costs more than the noise is named beside a larger phase: the
+    // next step is about it, and the title must not read as if it cost nothing.
+    if (largest != &phases[2] && significant("recompute")) {
+      finding.title += ", recompute " + format_ms(added_recompute);
+    }
+  }
   finding.evidence.push_back({"compared with", reference_text});
   if (none_run) {
     char text[64];
@@ -127,9 +166,20 @@ std::optional<Finding> diagnose_throughput(const RunRecord& run,
   for (const Phase& phase : phases) {
     std::string value = format_ms(phase.run) + " (none: " + format_ms(phase.reference) + ")";
     if (std::string(phase.name) == "recompute") value += ", " + split.recompute_source;
-    finding.evidence.push_back({phase.name, value});
+    // Backward is measured with its recomputation and offload waits; here they are apart.
+    const std::string label = std::string(phase.name) == "backward"
+                                  ? "backward (recompute and offload waits apart)"
+                                  : phase.name;
+    finding.evidence.push_back({label, value});
   }
-  const std::string name = largest->name;
+  finding.evidence.push_back(
+      {"noise", "±" + format_ms(margin) + " (interquartile range of the timed steps' time" +
+                    (none_run ? ", both runs together" : "") + "; a phase adding less is noise)"});
+  // The advice follows the evidence: recomputation is named whenever it costs more than the
+  // noise, offload waits next, and only when neither does is the time said to be something else.
+  const std::string name = significant("recompute")       ? "recompute"
+                           : significant("offload waits") ? "offload waits"
+                                                          : "";
   if (name == "recompute" && run.request.plan && !run.request.plan->chosen.empty()) {
     // Already the fastest plan its profile found for its budget: only more memory helps.
     finding.next_step = "this is the fastest plan found for " + run.request.plan->requested +
@@ -158,9 +208,10 @@ std::optional<Finding> diagnose_throughput(const RunRecord& run,
         "--offload none where the memory allows it (on CUDA, host offload overlaps its copies "
         "with backward; disk offload waits on the disk)";
   } else {
-    finding.next_step =
-        "the added time is not recomputation: rerun both with the same "
-        "--threads on a quiet machine (contention or noise)";
+    finding.next_step = "the added time is not recomputation (it adds " +
+                        format_ms(std::max(0.0, added_recompute)) +
+                        ", within the noise): rerun both with the same --threads on a quiet "
+                        "machine (contention or noise)";
   }
   return finding;
 }

@@ -260,11 +260,10 @@ RunSummary Trainer::run(const TrainerCallbacks& callbacks) {
       summary.status = RunStatus::kOom;
       summary.message =
           over_budget
-              ? "step " + std::to_string(index) + " peaked at " +
-                    std::to_string(metrics.peak_bytes) + " bytes, above the budget of " +
-                    std::to_string(config_.budget_bytes)
+              ? "step " + std::to_string(index) + " peaked at " + format_bytes(metrics.peak_bytes) +
+                    ", above the budget of " + format_bytes(config_.budget_bytes)
               : "step " + std::to_string(index) + ": another rank peaked above the budget of " +
-                    std::to_string(config_.budget_bytes) + " bytes";
+                    format_bytes(config_.budget_bytes);
       break;
     }
     if (!std::isfinite(metrics.loss) && !metrics.skipped) {

@@ -1,0 +1,131 @@
+#include "advise/ending_finding.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "checkpoint/checkpoint_policy.h"
+#include "common/byte_size.h"
+#include "common/errors.h"
+#include "estimate/estimate.h"
+
+namespace rematlab::advise {
+namespace {
+
+constexpr double kMiB = 1048576.0;
+
+// A budget as `--budget` takes it, rounded up to whole MiB: what is given fits what was asked.
+std::string budget_flag(int64_t bytes) {
+  return std::to_string(static_cast<int64_t>(std::ceil(static_cast<double>(bytes) / kMiB))) + "MiB";
+}
+
+// What the estimator says a step of `config` needs at its batch, and the largest batch that fits
+// `budget` (a plan is estimated as what it can fall back to, every:1); nothing when the
+// configuration cannot be estimated.
+std::optional<estimate::DeviceFit> estimated_fit(const RunConfig& config, int64_t batch,
+                                                 int64_t budget) {
+  try {
+    estimate::EstimateRequest request;
+    request.arch = estimate::from_model_config(config.model);
+    request.precision = config.precision;
+    request.checkpoint =
+        CheckpointPolicy::parse(config.checkpoint).is_plan() ? "every:1" : config.checkpoint;
+    request.offload = config.offload != "none";
+    request.batch = std::max<int64_t>(1, batch);
+    request.device_memories = {budget};
+    request.world_size = config.world_size;
+    request.shard = config.shard;
+    const estimate::Estimate made = estimate::make_estimate(request);
+    if (made.fits.empty()) return std::nullopt;
+    return made.fits.front();
+  } catch (const InvalidInput&) {
+    return std::nullopt;
+  }
+}
+
+void out_of_memory(const RunRecord& run, const std::vector<StepMetrics>& steps, Finding& finding) {
+  const RunConfig& config = run.config;
+  if (run.request.plan && run.request.plan->chosen.empty()) {
+    const int64_t smallest = run.request.plan->smallest_feasible_bytes;
+    finding.evidence.push_back({"asked", run.request.plan->requested});
+    finding.evidence.push_back({"smallest budget a plan fits", format_bytes(smallest)});
+    finding.next_step = "--checkpoint plan:" + budget_flag(smallest) +
+                        " (the least activation memory any plan of this model and batch fits), "
+                        "or a smaller --batch";
+    return;
+  }
+  if (run.request.max_batch && config.batch == 0) {
+    const int64_t budget = run.request.max_batch->budget_bytes;
+    finding.evidence.push_back({"budget", format_bytes(budget)});
+    const auto fit = estimated_fit(config, 1, budget);
+    if (fit)
+      finding.evidence.push_back({"batch 1 needs (estimated)", format_bytes(fit->needed_bytes)});
+    finding.next_step = fit ? "--budget " + budget_flag(fit->needed_bytes) +
+                                  " or more (what batch 1 needs, estimated), or a policy that "
+                                  "recomputes more (--checkpoint every:1)"
+                            : "a larger --budget, or a policy that recomputes more "
+                              "(--checkpoint every:1)";
+    return;
+  }
+  const int64_t budget = config.budget_bytes;
+  if (budget <= 0) {  // the device itself ran out
+    finding.evidence.push_back({"device", config.device});
+    finding.next_step =
+        "a smaller --batch, or a policy that recomputes more (--checkpoint every:1); "
+        "`rematlab-cli estimate` with the run's settings shows what fits";
+    return;
+  }
+  // The step that went over, as measured, and the estimator's figures for this batch and budget.
+  int64_t measured = 0;
+  for (const StepMetrics& step : steps) measured = std::max(measured, step.peak_bytes);
+  finding.evidence.push_back({"budget", format_bytes(budget)});
+  if (measured > 0) finding.evidence.push_back({"peak measured", format_bytes(measured)});
+  const auto fit = estimated_fit(config, config.batch, budget);
+  int64_t needed = measured;
+  if (fit) {
+    finding.evidence.push_back(
+        {"a step at batch " + std::to_string(config.batch) + " needs (estimated)",
+         format_bytes(fit->needed_bytes)});
+    // The first steps miss the optimizer's moments: the larger figure is what a whole run needs.
+    needed = std::max(needed, fit->needed_bytes);
+  }
+  std::string step = "--budget " + budget_flag(needed) + " (the smallest that fits batch " +
+                     std::to_string(config.batch) + ")";
+  if (fit && fit->max_batch && *fit->max_batch > 0 && *fit->max_batch < config.batch) {
+    finding.evidence.push_back(
+        {"largest batch under the budget (estimated)", std::to_string(*fit->max_batch)});
+    step += ", or --batch " + std::to_string(*fit->max_batch) +
+            " (the largest the estimator fits under " + format_bytes(budget) +
+            "; `rematlab-cli max-batch` measures it)";
+  } else if (fit && (!fit->max_batch || *fit->max_batch == 0)) {
+    step += "; not even batch 1 fits the budget by the estimate";
+  }
+  finding.next_step = step;
+}
+
+}  // namespace
+
+std::optional<Finding> diagnose_ending(const RunRecord& run,
+                                       const std::vector<StepMetrics>& steps) {
+  if (run.status != RunStatus::kOom && run.status != RunStatus::kFailed &&
+      run.status != RunStatus::kInterrupted) {
+    return std::nullopt;
+  }
+  Finding finding;
+  finding.kind = FindingKind::kDidNotFinish;
+  finding.title = "Run #" + std::to_string(run.id) + " ended " + to_string(run.status) +
+                  (run.message.empty() ? "" : ": " + run.message);
+  finding.evidence.push_back({"steps recorded", std::to_string(run.steps_recorded) + " of " +
+                                                    std::to_string(run.config.steps)});
+  if (run.status == RunStatus::kOom) {
+    out_of_memory(run, steps, finding);
+  } else if (run.status == RunStatus::kInterrupted) {
+    finding.next_step =
+        "the process that trained it ended without finishing it (killed, or the machine "
+        "stopped): train it again";
+  } else {
+    finding.next_step = "fix what the reason names, then train it again";
+  }
+  return finding;
+}
+
+}  // namespace rematlab::advise

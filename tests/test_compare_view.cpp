@@ -1,0 +1,142 @@
+// The comparison through its real widgets, offscreen: which loss and memory curves coincide, a
+// data-parallel run's memory per rank from its record, and a deleted run leaving it.
+#include <qcustomplot.h>
+
+#include <QTableWidget>
+
+#include "compare_view.h"
+#include "runs_view.h"
+#include "window_bench.h"
+
+namespace {
+
+using rematlab::RunStatus;
+using rematlab::ui::testing::Bench;
+
+TEST(Window, ADeletedRunLeavesCompare) {
+  Bench bench;
+  bench.panel->policies_field()->setText("none; every:1");
+  ASSERT_EQ(bench.run_sweep(), "ok");
+  const std::vector<int64_t> ids = bench.window.runs_view()->shown_ids();
+  ASSERT_EQ(ids.size(), 2u);
+  bench.window.compare({ids[0], ids[1]});
+  ASSERT_EQ(bench.window.compare_view()->table()->rowCount(), 2);
+  ASSERT_TRUE(bench.window.runs_view()->delete_runs({ids[0]}, /*confirmed=*/true));
+  QTableWidget* table = bench.window.compare_view()->table();
+  ASSERT_EQ(table->rowCount(), 1);
+  EXPECT_TRUE(table->item(0, 0)->text().startsWith(QString("#%1 ").arg(ids[1])));
+  EXPECT_EQ(bench.window.compare_view()->loss_chart()->graphCount(), 1);
+  EXPECT_EQ(bench.window.compare_view()->comparison().pareto_front.size(), 1u);
+}
+
+TEST(CompareView, SaysWhichLossCurvesCoincide) {
+  auto record = [](int64_t id) {
+    rematlab::RunRecord run;
+    run.id = id;
+    run.name = "run";
+    run.status = RunStatus::kOk;
+    return run;
+  };
+  auto curve = [](std::vector<double> losses) {
+    std::vector<rematlab::StepMetrics> steps;
+    for (std::size_t i = 0; i < losses.size(); ++i) {
+      steps.emplace_back();
+      steps.back().step = static_cast<int64_t>(i);
+      steps.back().loss = losses[i];
+    }
+    return steps;
+  };
+  rematlab::ui::CompareView view;
+  view.set_runs({record(1), record(2), record(3)},
+                {{1, curve({3.0, 2.0})}, {2, curve({3.0, 2.5})}, {3, curve({3.0, 2.0})}});
+  EXPECT_EQ(view.coincide_text(),
+            "#3 has exactly the loss of #1: its curve (dashed) lies on top of it.");
+  EXPECT_FALSE(view.loss_chart()->graph(1)->name().contains("coincides"));
+  EXPECT_TRUE(view.loss_chart()->graph(2)->name().contains("coincides with #1"));
+  view.set_runs({record(1), record(2)}, {{1, curve({3.0, 2.0})}, {2, curve({3.0, 2.5})}});
+  EXPECT_TRUE(view.coincide_text().isEmpty());
+}
+
+// Selective under fused attention keeps what none keeps, but for the few KiB of RNG state a
+// recomputed segment saves: the memory curves lie on each other and say so, as losses do.
+TEST(CompareView, SaysWhichMemoryCurvesCoincide) {
+  auto record = [](int64_t id) {
+    rematlab::RunRecord run;
+    run.id = id;
+    run.name = "run";
+    run.status = RunStatus::kOk;
+    return run;
+  };
+  auto peaks = [](std::vector<int64_t> bytes, double loss) {
+    std::vector<rematlab::StepMetrics> steps;
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+      steps.emplace_back();
+      steps.back().step = static_cast<int64_t>(i);
+      steps.back().peak_bytes = bytes[i];
+      steps.back().loss = loss - static_cast<double>(i);
+    }
+    return steps;
+  };
+  const int64_t mib = 1 << 20;
+  rematlab::ui::CompareView view;
+  view.set_runs({record(1), record(2), record(3)},
+                {{1, peaks({8 * mib, 9 * mib}, 5.0)},
+                 {2, peaks({8 * mib + 5056, 9 * mib + 5056}, 4.0)},
+                 {3, peaks({5 * mib, 6 * mib}, 5.0)}});
+  EXPECT_TRUE(view.coincide_text().contains("#2 has the peak memory of #1 at every step"))
+      << view.coincide_text().toStdString();
+  EXPECT_FALSE(view.coincide_text().contains("#3 has the peak memory"));
+  QCustomPlot* memory = view.step_memory_chart();
+  ASSERT_EQ(memory->graphCount(), 3);
+  EXPECT_TRUE(memory->graph(1)->name().endsWith("(coincides with #1)"))
+      << memory->graph(1)->name().toStdString();
+  EXPECT_EQ(memory->graph(1)->pen().style(), Qt::DashLine);
+  EXPECT_EQ(memory->graph(2)->pen().style(), Qt::SolidLine);
+}
+
+TEST(CompareView, ADataParallelRunHasOneMemoryCurvePerRankFromItsRecord) {
+  // A recorded two-rank run (its ranks' figures as the database keeps them) beside a plain run.
+  rematlab::RunRecord parallel;
+  parallel.id = 7;
+  parallel.status = RunStatus::kOk;
+  parallel.has_result = true;
+  parallel.result.steps_completed = 3;
+  parallel.config.world_size = 2;
+  for (int rank = 0; rank < 2; ++rank) {
+    rematlab::RankResult figures;
+    figures.rank = rank;
+    figures.step_peak_bytes = {(10 + rank) << 20, (20 + rank) << 20, (30 + rank) << 20};
+    parallel.result.ranks.push_back(figures);
+  }
+  rematlab::RunRecord alone;
+  alone.id = 8;
+  alone.status = RunStatus::kOk;
+  alone.has_result = true;
+  alone.result.steps_completed = 2;
+  std::vector<rematlab::StepMetrics> steps(2);
+  steps[0].peak_bytes = int64_t{5} << 20;
+  steps[1].step = 1;
+  steps[1].peak_bytes = int64_t{6} << 20;
+
+  rematlab::ui::CompareView view;
+  view.set_runs({parallel, alone}, {{8, steps}});
+  QCustomPlot* chart = view.step_memory_chart();
+  ASSERT_EQ(chart->graphCount(), 3);
+  for (int rank = 0; rank < 2; ++rank) {
+    QCPGraph* curve = chart->graph(rank);
+    EXPECT_TRUE(curve->name().endsWith(QString("rank %1").arg(rank)))
+        << curve->name().toStdString();
+    ASSERT_EQ(curve->dataCount(), 3);
+    for (int step = 0; step < 3; ++step) {
+      EXPECT_EQ(curve->data()->at(step)->key, step + 1);
+      EXPECT_EQ(curve->data()->at(step)->value, 10.0 * (step + 1) + rank);  // MiB
+    }
+  }
+  // The ranks of one run share its colour; the plain run has one curve of its steps.
+  EXPECT_EQ(chart->graph(0)->pen().color(), chart->graph(1)->pen().color());
+  EXPECT_NE(chart->graph(0)->pen().style(), chart->graph(1)->pen().style());
+  ASSERT_EQ(chart->graph(2)->dataCount(), 2);
+  EXPECT_EQ(chart->graph(2)->data()->at(1)->value, 6.0);
+}
+
+}  // namespace

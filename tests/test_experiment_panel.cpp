@@ -1,0 +1,308 @@
+// The experiment form through its real widgets, offscreen: a bad value is said at its field in
+// the form's words and nothing moves, ranks and shard are checked, specs load field by field,
+// the wheel scrolls the form rather than change a field, and the form is as the user left it
+// after a restart.
+#include <QApplication>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTextBlock>
+#include <QTextCursor>
+#include <QWheelEvent>
+
+#include "common/errors.h"
+#include "experiment_panel.h"
+#include "field_errors.h"
+#include "main_window.h"
+#include "sweep/default_study.h"
+#include "sweep/sweep_spec.h"
+#include "window_bench.h"
+
+namespace {
+
+using rematlab::ui::ExperimentPanel;
+using rematlab::ui::MainWindow;
+using rematlab::ui::testing::Bench;
+using rematlab::ui::testing::rect_in;
+using rematlab::ui::testing::show_at;
+
+TEST(ExperimentPanel, InvalidPolicyDisablesRunWithTheReasonAtTheField) {
+  Bench bench;
+  ExperimentPanel* panel = bench.panel;
+  panel->policies_field()->setText("none; every:0");
+  EXPECT_FALSE(panel->run_button()->isEnabled());
+  EXPECT_TRUE(panel->problem().contains("every:0")) << panel->problem().toStdString();
+  EXPECT_TRUE(panel->run_button()->toolTip().contains("every:0"));
+  EXPECT_TRUE(panel->policies_field()->property("invalid").toBool());  // marked at the field
+  EXPECT_TRUE(panel->policies_field()->toolTip().startsWith(panel->problem()));
+  panel->policies_field()->setText("none; sublayer:1,2");
+  EXPECT_TRUE(panel->run_button()->isEnabled());
+  EXPECT_TRUE(panel->problem().isEmpty());
+  EXPECT_FALSE(panel->policies_field()->property("invalid").toBool());
+  EXPECT_FALSE(panel->policies_field()->toolTip().contains("every:0"));
+}
+
+TEST(ExperimentPanel, BadBatchListAndMissingBudgetAreNamed) {
+  Bench bench;
+  ExperimentPanel* panel = bench.panel;
+  panel->batch_field()->setText("8, lots");
+  EXPECT_FALSE(panel->run_button()->isEnabled());
+  EXPECT_TRUE(panel->problem().contains("lots"));
+  EXPECT_TRUE(panel->batch_field()->property("invalid").toBool());
+  panel->batch_field()->setText("8, 16");
+  EXPECT_TRUE(panel->run_button()->isEnabled());
+  panel->max_batch_box()->setChecked(true);
+  EXPECT_FALSE(panel->run_button()->isEnabled());
+  EXPECT_TRUE(panel->problem().contains("budget"));
+  panel->budget_field()->setText("64MiB");
+  EXPECT_TRUE(panel->run_button()->isEnabled());
+}
+
+// A spec with fields of the wrong type (hand-edited, or from an older version) takes every
+// field it can and keeps the others as they were: never half a form, never an exception.
+TEST(ExperimentPanel, ASpecWithFieldsOfTheWrongTypeIsTakenFieldByField) {
+  Bench bench;
+  ExperimentPanel* panel = bench.panel;
+  const QString preset_before = panel->preset_field()->currentText();
+  const auto spec = nlohmann::ordered_json::parse(R"({
+      "name": 7,
+      "base": {"preset": 5, "dropout": "much", "lr": "fast", "accum": 3, "steps": 4},
+      "max_batch": {"budget": "64MiB", "limit": "large"},
+      "data_parallel": {"ranks": "two", "shard": 1}})");
+  EXPECT_NO_THROW(panel->load_spec(spec));
+  EXPECT_EQ(panel->preset_field()->currentText(), preset_before);
+  EXPECT_EQ(panel->findChild<QSpinBox*>("accum")->value(), 3);  // the fields that were right
+  EXPECT_EQ(panel->steps_field()->value(), 4);
+  EXPECT_TRUE(panel->max_batch_box()->isChecked());
+  EXPECT_EQ(panel->budget_field()->text(), "64MiB");
+  EXPECT_NO_THROW(panel->load_spec(nlohmann::ordered_json::array({1, 2})));
+  EXPECT_NO_THROW(panel->load_spec(nlohmann::ordered_json::parse(R"({"max_batch": 3})")));
+  EXPECT_FALSE(panel->max_batch_box()->isChecked());
+}
+
+TEST(ExperimentPanel, LoadsTheDefaultStudyAsTheSameSweep) {
+  Bench bench;
+  bench.panel->load_spec(rematlab::default_study_spec());
+  ASSERT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
+  const auto from_form = rematlab::expand_sweep(rematlab::parse_sweep_spec(*bench.panel->spec()));
+  const auto expected =
+      rematlab::expand_sweep(rematlab::parse_sweep_spec(rematlab::default_study_spec()));
+  ASSERT_EQ(from_form.size(), expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(rematlab::describe_run(from_form[i].config),
+              rematlab::describe_run(expected[i].config));
+    EXPECT_EQ(from_form[i].config.preset, "small");
+    EXPECT_EQ(from_form[i].config.steps, expected[i].config.steps);
+    EXPECT_EQ(from_form[i].config.budget_bytes, expected[i].config.budget_bytes);
+    EXPECT_TRUE(from_form[i].request.max_batch.has_value());
+  }
+}
+
+TEST(ExperimentPanel, RanksAndShardAreValidatedAtTheirFields) {
+  Bench bench;
+  ExperimentPanel* panel = bench.panel;
+  panel->ranks_field()->setValue(2);
+  panel->shard_field()->setCurrentText("optimizer");
+  ASSERT_TRUE(panel->run_button()->isEnabled()) << panel->problem().toStdString();
+  EXPECT_TRUE(panel->summary().startsWith("1 run on 2 ranks, optimizer sharded"))
+      << panel->summary().toStdString();
+  // Several runs: ranks train one.
+  panel->policies_field()->setText("none; every:1");
+  EXPECT_FALSE(panel->run_button()->isEnabled());
+  EXPECT_TRUE(panel->problem().startsWith("Ranks: ranks train one run together"))
+      << panel->problem().toStdString();
+  EXPECT_TRUE(panel->ranks_field()->property("invalid").toBool());
+  EXPECT_FALSE(panel->policies_field()->property("invalid").toBool());
+  panel->ranks_field()->setValue(1);
+  panel->shard_field()->setCurrentText("none");
+  EXPECT_TRUE(panel->run_button()->isEnabled()) << "one process sweeps as before";
+  // More ranks than this host allows.
+  panel->policies_field()->setText("every:1");
+  panel->ranks_field()->setValue(4096);
+  EXPECT_FALSE(panel->run_button()->isEnabled());
+  EXPECT_TRUE(panel->problem().contains("more than the limit")) << panel->problem().toStdString();
+  EXPECT_TRUE(panel->ranks_field()->property("invalid").toBool());
+  panel->ranks_field()->setValue(2);
+  EXPECT_TRUE(panel->run_button()->isEnabled()) << panel->problem().toStdString();
+  EXPECT_FALSE(panel->ranks_field()->property("invalid").toBool());
+}
+
+TEST(Window, RanksAndShardAreAsTheUserLeftThemAfterARestart) {
+  QTemporaryDir dir;
+  {
+    MainWindow first(dir.filePath("runs.sqlite"));
+    first.experiment_panel()->ranks_field()->setValue(3);
+    first.experiment_panel()->shard_field()->setCurrentText("gradients");
+    first.remember_form();
+  }
+  MainWindow second(dir.filePath("runs.sqlite"));
+  EXPECT_EQ(second.experiment_panel()->ranks_field()->value(), 3);
+  EXPECT_EQ(second.experiment_panel()->shard_field()->currentText(), "gradients");
+  // A sweep spec (the default study) trains each point in one process.
+  second.experiment_panel()->load_spec(rematlab::default_study_spec());
+  EXPECT_EQ(second.experiment_panel()->ranks_field()->value(), 1);
+  EXPECT_EQ(second.experiment_panel()->shard_field()->currentText(), "none");
+}
+
+// A QWheelEvent as the pointer would send it over `widget`.
+void turn_wheel(QWidget* widget, int notches) {
+  const QPointF at(widget->width() / 2.0, widget->height() / 2.0);
+  QWheelEvent wheel(at, widget->mapToGlobal(at), QPoint(), QPoint(0, -120 * notches), Qt::NoButton,
+                    Qt::NoModifier, Qt::NoScrollPhase, false);
+  QApplication::sendEvent(widget, &wheel);
+}
+
+TEST(Window, TheWheelOverAnUnfocusedFieldScrollsThePanel) {
+  Bench bench;
+  show_at(bench.window, 1280, 720);
+  QScrollBar* scroll = bench.panel->scroll_area()->verticalScrollBar();
+  ASSERT_GT(scroll->maximum(), 0);
+  scroll->setValue(0);
+  QSpinBox* steps = bench.panel->steps_field();
+  ASSERT_FALSE(steps->hasFocus());
+  const int value = steps->value();
+  turn_wheel(steps, 2);
+  EXPECT_EQ(steps->value(), value) << "the wheel changed a field the user only scrolled over";
+  EXPECT_GT(scroll->value(), 0) << "the panel did not scroll";
+  QComboBox* preset = bench.panel->preset_field();
+  const int preset_index = preset->currentIndex();
+  turn_wheel(preset, -1);
+  EXPECT_EQ(preset->currentIndex(), preset_index);
+
+  // A field the user clicked into takes the wheel.
+  bench.window.activateWindow();
+  ASSERT_TRUE(QTest::qWaitForWindowActive(&bench.window));
+  steps->setFocus(Qt::MouseFocusReason);
+  ASSERT_TRUE(steps->hasFocus());
+  turn_wheel(steps, -1);  // up: one step more
+  EXPECT_EQ(steps->value(), value + 1);
+}
+
+TEST(Window, AFieldErrorIsShownAtTheFieldInTheFormsWordsAndNothingMoves) {
+  Bench bench;
+  show_at(bench.window, 1280, 720);
+  ExperimentPanel* panel = bench.panel;
+  QSpinBox* heads = panel->findChild<QSpinBox*>("heads");
+  ASSERT_NE(heads, nullptr);
+  const auto layout_now = [&] {
+    std::vector<QRect> rects;
+    for (QWidget* widget : std::initializer_list<QWidget*>{
+             heads, panel->policies_field(), panel->steps_field(), panel->run_button(),
+             panel->problem_label(), panel->scroll_area()}) {
+      rects.push_back(rect_in(widget, &bench.window));
+    }
+    return rects;
+  };
+  const auto before = layout_now();
+  ASSERT_TRUE(bench.window.start_action()->isEnabled());
+  ASSERT_NE(panel->findChild<QSpinBox*>("d_model")->value() % 7, 0);
+  heads->setValue(7);  // does not divide d_model
+  QApplication::processEvents();
+  const QString problem = panel->problem();
+  EXPECT_TRUE(problem.startsWith("Heads: 7 heads do not divide d_model")) << problem.toStdString();
+  for (const char* word : {"spec", "--", "base."}) {
+    EXPECT_FALSE(problem.contains(word)) << problem.toStdString();
+  }
+  EXPECT_TRUE(heads->property("invalid").toBool());
+  EXPECT_TRUE(heads->toolTip().startsWith(problem));
+  EXPECT_EQ(panel->problem_label()->text(), problem);
+  EXPECT_TRUE(layout_now() == before) << "the layout moved when the error appeared";
+  // Every way to start is off, and none of them starts anything.
+  EXPECT_FALSE(panel->run_button()->isEnabled());
+  EXPECT_FALSE(panel->check_button()->isEnabled());
+  EXPECT_FALSE(bench.window.start_action()->isEnabled());
+  EXPECT_FALSE(bench.window.check_action()->isEnabled());
+  QSignalSpy requested(panel, &ExperimentPanel::sweepRequested);
+  bench.window.start_action()->trigger();
+  panel->request_run();
+  EXPECT_EQ(requested.count(), 0);
+  EXPECT_FALSE(bench.window.is_running());
+
+  heads->setValue(4);
+  QApplication::processEvents();
+  EXPECT_TRUE(panel->problem().isEmpty());
+  EXPECT_FALSE(heads->property("invalid").toBool());
+  EXPECT_TRUE(bench.window.start_action()->isEnabled());
+  EXPECT_TRUE(layout_now() == before);
+}
+
+TEST(Window, TheSegmentsPreviewShowsEveryPolicyInFull) {
+  Bench bench;
+  show_at(bench.window, 1280, 720);
+  bench.panel->load_spec(rematlab::default_study_spec());  // four policies of a 12-block model
+  QTest::qWait(50);                                        // the relayout is a posted event
+  QPlainTextEdit* preview = bench.panel->segments_preview();
+  for (const QString& policy : bench.panel->policies_field()->text().split(';')) {
+    EXPECT_TRUE(preview->toPlainText().contains(policy.trimmed() + ": ")) << policy.toStdString();
+  }
+  // A fixed height (so nothing moves as policies are typed) that scrolls to the last policy.
+  EXPECT_EQ(preview->minimumHeight(), preview->maximumHeight());
+  preview->verticalScrollBar()->setValue(preview->verticalScrollBar()->maximum());
+  QApplication::processEvents();
+  const QString last = bench.panel->policies_field()->text().split(';').last().trimmed();
+  const QTextBlock block = preview->document()->lastBlock();
+  EXPECT_TRUE(block.text().startsWith(last + ": ")) << block.text().toStdString();
+  EXPECT_TRUE(preview->viewport()->rect().intersects(preview->cursorRect(QTextCursor(block))))
+      << "the last policy cannot be scrolled into view";
+}
+
+TEST(FieldErrors, CoreErrorsAreSaidInTheFormsWords) {
+  using rematlab::InvalidInput;
+  using rematlab::ui::explain;
+  const auto batch = explain(InvalidInput("spec: axes.batch[1]", "must be positive, got 0"));
+  EXPECT_EQ(batch.key, "batch");
+  EXPECT_EQ(batch.message(), "Micro-batch: must be positive, got 0");
+  const auto budget = explain(InvalidInput("spec: max_batch.budget", "needs a budget"));
+  EXPECT_EQ(budget.key, "budget");
+  const auto kv = explain(
+      InvalidInput("spec: axes (every:1 b8)", "--kv-heads 3 key/value heads do not divide 4"));
+  EXPECT_EQ(kv.key, "kv_heads");
+  EXPECT_EQ(kv.message(), "KV heads: 3 key/value heads do not divide 4");
+}
+
+TEST(Window, TheFormIsAsTheUserLeftItAfterARestart) {
+  QTemporaryDir dir;
+  {
+    MainWindow first(dir.filePath("runs.sqlite"));
+    ExperimentPanel* panel = first.experiment_panel();
+    panel->preset_field()->setCurrentText("small");
+    panel->policies_field()->setText("none; every:2");
+    panel->steps_field()->setValue(37);
+    panel->batch_field()->setText("2, 4");
+    panel->budget_field()->setText("300MiB");
+    panel->findChild<QSpinBox*>("accum")->setValue(3);
+    first.remember_form();
+  }
+  MainWindow second(dir.filePath("runs.sqlite"));
+  ExperimentPanel* panel = second.experiment_panel();
+  EXPECT_EQ(panel->preset_field()->currentText(), "small");
+  EXPECT_EQ(panel->policies_field()->text(), "none; every:2");
+  EXPECT_EQ(panel->steps_field()->value(), 37);
+  EXPECT_EQ(panel->batch_field()->text(), "2, 4");
+  EXPECT_EQ(panel->budget_field()->text(), "300MiB");
+  EXPECT_EQ(panel->findChild<QSpinBox*>("accum")->value(), 3);
+}
+
+TEST(Window, GradientCheckWithoutACheckpointingPolicySaysSo) {
+  Bench bench;
+  bench.panel->policies_field()->setText("none");
+  EXPECT_FALSE(bench.panel->check_button()->isEnabled());
+  EXPECT_FALSE(bench.window.check_action()->isEnabled());
+  EXPECT_TRUE(bench.panel->check_button()->toolTip().contains("No checkpointing policy"));
+  EXPECT_FALSE(bench.panel->check_config().has_value());
+  bench.panel->policies_field()->setText("none; none+disk; sublayer:1,2; every:1");
+  ASSERT_TRUE(bench.panel->check_config().has_value());
+  EXPECT_EQ(bench.panel->check_config()->checkpoint, "sublayer:1,2");
+  EXPECT_TRUE(bench.panel->check_button()->isEnabled());
+}
+
+}  // namespace

@@ -1,0 +1,147 @@
+// Data-parallel runs started from the window, offscreen: the ranks are rematlab-cli processes
+// started by core's launcher; each rank's memory is drawn, Stop ends every rank, and the run is
+// recorded with every rank's figures under the form's experiment.
+#include <signal.h>
+#include <unistd.h>
+
+#include <QComboBox>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTableView>
+#include <QTest>
+#include <fstream>
+#include <sstream>
+
+#include "live_charts.h"
+#include "runs_view.h"
+#include "window_bench.h"
+
+namespace {
+
+using rematlab::RunStatus;
+using rematlab::RunStore;
+using rematlab::ui::ExperimentPanel;
+using rematlab::ui::LiveCharts;
+using rematlab::ui::MainWindow;
+using rematlab::ui::testing::Bench;
+using rematlab::ui::testing::kTimeoutMs;
+
+// The processes whose parent is this one (the ranks a data-parallel run started).
+std::vector<pid_t> children_of_this_process() {
+  std::vector<pid_t> children;
+  for (const QString& name : QDir("/proc").entryList(QDir::Dirs)) {
+    bool number = false;
+    const pid_t pid = name.toInt(&number);
+    if (!number) continue;
+    std::ifstream stat(("/proc/" + name + "/stat").toStdString());
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(line.substr(close + 2));
+    std::string state;
+    pid_t parent = 0;
+    fields >> state >> parent;
+    if (parent == ::getpid()) children.push_back(pid);
+  }
+  return children;
+}
+
+// Two ranks of the tiny model (set by Bench), whose steps take milliseconds.
+void two_tiny_ranks(ExperimentPanel* panel, const char* shard) {
+  panel->batch_field()->setText("2");
+  panel->ranks_field()->setValue(2);
+  panel->shard_field()->setCurrentText(shard);
+}
+
+TEST(MainWindow, ATwoRankRunDrawsAMemoryCurvePerRankAndIsRecordedWithBoth) {
+  Bench bench;
+  two_tiny_ranks(bench.panel, "optimizer");
+  bench.panel->steps_field()->setValue(4);
+  ASSERT_EQ(bench.run_sweep(), "ok") << bench.window.status_text().toStdString();
+  const LiveCharts* charts = bench.window.charts();
+  ASSERT_EQ(charts->run_count(), 2);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(charts->points(LiveCharts::kMemory, rank), 4) << "rank " << rank;
+    EXPECT_TRUE(
+        charts->legend_name(LiveCharts::kMemory, rank).contains(QString("rank %1").arg(rank)))
+        << charts->legend_name(LiveCharts::kMemory, rank).toStdString();
+  }
+  EXPECT_TRUE(children_of_this_process().empty()) << "a rank outlived the run";
+  RunStore store = bench.reader();
+  ASSERT_EQ(store.runs().size(), 1u);
+  const rematlab::RunRecord run = store.runs()[0];
+  EXPECT_EQ(run.status, RunStatus::kOk) << run.message;
+  EXPECT_EQ(run.config.world_size, 2);
+  EXPECT_EQ(run.config.shard, "optimizer");
+  ASSERT_EQ(run.result.ranks.size(), 2u);
+  for (const rematlab::RankResult& rank : run.result.ranks) {
+    EXPECT_EQ(rank.step_peak_bytes.size(), 4u) << "rank " << rank.rank;
+    EXPECT_GT(rank.optimizer_bytes, 0) << "rank " << rank.rank;
+  }
+  EXPECT_EQ(store.steps(run.id).size(), 4u);
+  EXPECT_TRUE(bench.window.status_text().contains("1 run on 2 ranks recorded"))
+      << bench.window.status_text().toStdString();
+}
+
+TEST(MainWindow, StopEndsEveryRankOfARunAndRecordsItCancelled) {
+  Bench bench;
+  two_tiny_ranks(bench.panel, "none");
+  bench.panel->steps_field()->setValue(100000);
+  QSignalSpy ended(&bench.window, &MainWindow::sweepEnded);
+  bench.panel->run_button()->click();
+  QElapsedTimer waited;
+  waited.start();
+  const LiveCharts* charts = bench.window.charts();
+  while ((charts->run_count() < 2 || charts->points(LiveCharts::kMemory, 1) < 2) &&
+         waited.elapsed() < kTimeoutMs && ended.isEmpty()) {
+    QTest::qWait(20);
+  }
+  ASSERT_TRUE(ended.isEmpty()) << bench.window.status_text().toStdString();
+  const std::vector<pid_t> ranks = children_of_this_process();
+  ASSERT_EQ(ranks.size(), 2u);
+  bench.panel->stop_button()->click();
+  ASSERT_TRUE(ended.wait(30000));
+  EXPECT_EQ(ended.takeFirst().at(0).toString(), "cancelled");
+  for (const pid_t rank : ranks) EXPECT_NE(::kill(rank, 0), 0) << "rank pid " << rank << " lives";
+  EXPECT_TRUE(children_of_this_process().empty());
+  RunStore store = bench.reader();
+  ASSERT_EQ(store.runs().size(), 1u);
+  EXPECT_EQ(store.runs()[0].status, RunStatus::kCancelled) << store.runs()[0].message;
+  const QString status = bench.window.status_text();
+  EXPECT_TRUE(status.startsWith("Stopped the run on 2 ranks")) << status.toStdString();
+}
+
+TEST(WindowRanks, ADataParallelRunIsRecordedUnderItsExperiment) {
+  Bench bench;
+  bench.panel->set_experiment_name("ranks study");
+  bench.panel->batch_field()->setText("2");
+  bench.panel->ranks_field()->setValue(2);
+  bench.panel->steps_field()->setValue(3);
+  ASSERT_EQ(bench.run_sweep(), "ok") << bench.window.status_text().toStdString();
+  const auto runs = bench.reader().runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].config.world_size, 2);
+  EXPECT_EQ(runs[0].experiment, "ranks study");
+  ASSERT_TRUE(runs[0].experiment_id.has_value());
+  // The Runs tab shows it under that experiment, which its filter offers.
+  rematlab::ui::RunsView* view = bench.window.runs_view();
+  view->select_experiment(*runs[0].experiment_id);
+  EXPECT_EQ(view->selected_experiment(), *runs[0].experiment_id);
+  EXPECT_EQ(view->row_count(), 1);
+  bool offered = false;
+  for (const QComboBox* filter : view->findChildren<QComboBox*>()) {
+    offered = offered || filter->currentText().contains("ranks study");
+  }
+  EXPECT_TRUE(offered) << "the experiment filter does not show the run's experiment";
+  QAbstractItemModel* model = view->table()->model();
+  for (int c = 0; c < model->columnCount(); ++c) {
+    if (model->headerData(c, Qt::Horizontal).toString() == "experiment") {
+      EXPECT_EQ(model->index(0, c).data().toString(), "ranks study");
+    }
+  }
+}
+
+}  // namespace

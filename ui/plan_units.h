@@ -1,0 +1,15 @@
+// The units the Plan tab speaks in (plan_view.cpp, plan_view_chart.cpp): MiB with one decimal.
+#pragma once
+
+#include <QString>
+#include <cstdint>
+
+namespace rematlab::ui {
+
+inline constexpr double kMiB = 1048576.0;
+
+inline QString mib(int64_t bytes) {
+  return QString::number(static_cast<double>(bytes) / kMiB, 'f', 1);
+}
+
+}  // namespace rematlab::ui
