@@ -261,7 +261,15 @@ TEST_F(AdviseDb, RecomputationIsSplitOutOfTheStepFromTheTimeline) {
       1.0 - store.run(every).result.tokens_per_s / store.run(none).result.tokens_per_s;
   if (drop >= kThroughputDropThreshold) {
     ASSERT_NE(finding, nullptr) << to_json(diagnosis).dump();
-    EXPECT_NE(finding->title.find("recompute adds"), std::string::npos) << finding->title;
+    // On a busy machine the two runs' own step-time spread can exceed what recomputation adds:
+    // the finding must then say so rather than name it (its evidence holds both figures).
+    const double noise = std::stod(evidence(*finding, "noise").substr(std::string("±").size()));
+    const double added = every_split.recompute - none_split.recompute;
+    if (added > noise * 1.2) {
+      EXPECT_NE(finding->title.find("recompute adds"), std::string::npos) << finding->title;
+    } else if (added < noise * 0.8) {
+      EXPECT_NE(finding->title.find("noise"), std::string::npos) << finding->title;
+    }
   } else {
     EXPECT_EQ(finding, nullptr);
   }

@@ -150,10 +150,18 @@ TEST(ChunkedLoss, MatchesTheWholeComputation) {
   const torch::Tensor weight = torch::randn({1000, 32}, torch::requires_grad());
   const torch::Tensor hidden = torch::randn({96, 32}, torch::requires_grad());
   const torch::Tensor targets = torch::randint(0, 1000, {96}, torch::kLong);
-  const torch::Tensor whole = chunked_cross_entropy(hidden, weight, targets, 1);
-  const auto whole_grads = torch::autograd::grad({whole}, {hidden, weight});
-  const torch::Tensor sliced = chunked_cross_entropy(hidden, weight, targets, 7);
-  const auto sliced_grads = torch::autograd::grad({sliced}, {hidden, weight});
+  // Through backward(): a slice is a recomputed segment, which adds the weight's gradient into
+  // its .grad (segment_checkpoint.h).
+  auto gradients = [&](int64_t chunks) {
+    hidden.mutable_grad() = torch::Tensor();
+    weight.mutable_grad() = torch::Tensor();
+    const torch::Tensor loss = chunked_cross_entropy(hidden, weight, targets, chunks);
+    loss.backward();
+    return std::make_pair(loss,
+                          std::vector<torch::Tensor>{hidden.grad().clone(), weight.grad().clone()});
+  };
+  const auto [whole, whole_grads] = gradients(1);
+  const auto [sliced, sliced_grads] = gradients(7);
   EXPECT_NEAR(sliced.item<double>(), whole.item<double>(), 1e-6 * whole.item<double>());
   for (int i = 0; i < 2; ++i) {
     const double scale = whole_grads[i].abs().max().item<double>();

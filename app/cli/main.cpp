@@ -1,6 +1,7 @@
-// rematlab-cli: the headless face of RematLab. Exit codes: 0 done (an oom run is a result),
-// 1 internal failure, 2 bad input (one line naming what is wrong), 3 `check` found gradients that
-// differ from `none`.
+// rematlab-cli: the headless face of RematLab. Exit codes: 0 done (an oom or cancelled run is a
+// result), 1 internal failure, 2 bad input (one line naming what is wrong), 3 `check` found
+// gradients that differ from `none`, 4 a rank stopped because another failed, 130 stopped by a
+// signal before there was a result (a profile, a check) or by a second signal.
 #include <c10/util/Exception.h>
 #include <signal.h>
 

@@ -17,10 +17,12 @@ using SegmentFn = std::function<torch::Tensor(const torch::Tensor&)>;
 using SegmentTailFn = std::function<SublayerTail(const torch::Tensor&)>;
 
 // Returns segment(input). When grad mode is on, only `input` is saved; backward restores the
-// RNG and autocast state that forward saw, recomputes segment(input) and returns the gradients
-// of `input` and of `params` (every parameter the segment uses that requires grad: they are
-// passed in so they get gradients even when `input` does not require grad). Under no-grad it is
-// a plain call. Nothing leaks when backward never runs: the saved state lives in the graph.
+// RNG and autocast state that forward saw, recomputes segment(input), returns the gradient of
+// `input` and adds those of `params` (every parameter the segment uses that requires grad) into
+// their `.grad` as the inner backward makes them, as PyTorch's reentrant checkpoint does: a
+// segment's weight gradients are never all held at once. So train with backward();
+// torch::autograd::grad cannot reach a parameter through a checkpointed segment. Under no-grad
+// it is a plain call. Nothing leaks when backward never runs: the saved state lives in the graph.
 // With `until_tail` the recomputation stops early: it runs the segment up to its tail and forms
 // the tail's gradients without its projection (sublayer_tail.h), which is never recomputed.
 // With `keep`, the outputs of those projections are saved in forward and not recomputed either
