@@ -106,6 +106,35 @@ TEST(JsonText, QuotesValuesBrieflyAndNeverSplitsACharacter) {
   EXPECT_EQ(brief_json(nlohmann::json(42)), "42");
 }
 
+// This process's own descriptor, named as /dev/fd/N (or /dev/stdout), is written where it
+// stands: a file opened for appending keeps what it held, and the file is the same one after.
+TEST(WriteFileDurably, AnOwnDescriptorIsWrittenWhereItStandsAndAReplacedReportKeepsItsMode) {
+  testing::ScratchDir dir("write-descriptor");
+  const std::string log = dir.file("log.csv");
+  std::ofstream(log) << "previous line\n";
+  struct stat before {};
+  ASSERT_EQ(::stat(log.c_str(), &before), 0);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(files::write_file_durably("/dev/fd/" + std::to_string(fd), "the report\n"), "");
+  ::close(fd);
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "previous line\nthe report\n");
+  struct stat after {};
+  ASSERT_EQ(::stat(log.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino) << "the file was replaced";
+
+  const std::string private_report = dir.file("private.csv");
+  std::ofstream(private_report) << "old\n";
+  ASSERT_EQ(::chmod(private_report.c_str(), 0600), 0);
+  EXPECT_EQ(files::write_file_durably(private_report, "new\n"), "");
+  struct stat mode {};
+  ASSERT_EQ(::stat(private_report.c_str(), &mode), 0);
+  EXPECT_EQ(mode.st_mode & 0777, 0600u) << "a private report was made readable to others";
+}
+
 // Reports are written to what the path is: a regular file replaced atomically, through a link
 // to it (the link stays), a device or a pipe written through, anything else refused.
 TEST(WriteFileDurably, WritesThroughDevicesPipesAndLinksAndReplacesOnlyRegularFiles) {

@@ -289,6 +289,17 @@ TEST(DistEnv, ARendezvousBeyondLoopbackNeedsASecretNobodyCanGuess) {
                       {"WORLD_SIZE", ""},
                       {"SLURM_JOB_NODELIST", "gpu07"}}),
             "refused: REMATLAB_LAUNCH_SECRET");
+  // Where every rank runs: a rendezvous on loopback is reachable by all of them.
+  EXPECT_TRUE(env_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}}).single_host);
+  EXPECT_FALSE(env_of({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}}).single_host);
+  EXPECT_TRUE(env_of({{"SLURM_PROCID", "0"},
+                      {"SLURM_NTASKS", "2"},
+                      {"SLURM_STEP_NUM_NODES", "1"},
+                      {"SLURM_JOB_NODELIST", "127.0.0.1"}})
+                  .single_host);
+  EXPECT_FALSE(
+      env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "127.0.0.1"}})
+          .single_host);
   const std::string made = dist::make_launch_secret();
   EXPECT_EQ(made.size(), 32u);
   EXPECT_NE(made, dist::make_launch_secret());

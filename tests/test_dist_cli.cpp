@@ -145,6 +145,20 @@ TEST(DistCli, TwoLocalRanksReportAndRecordEveryRanksFigures) {
   EXPECT_EQ(store.steps(runs[0].id).size(), 4u);
 }
 
+// The sliced loss hands the head's gradient to the graph once, as the whole loss does: with
+// small buckets it is sent with its bucket, not after it in a bucket of its own per slice.
+TEST(DistCli, ASlicedLossSendsTheHeadsGradientOnceAndCostsNoExtraMemory) {
+  auto peak_of = [](const std::string& chunks) {
+    const auto result =
+        cli("run --preset llama-tiny --nproc 2 --checkpoint every:1 "
+            "--bucket-size 1KiB --steps 3 --threads 1 --json --loss-chunks " +
+            chunks);
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    return last_line_json(result.out)["ranks"][0]["peak_bytes"].get<int64_t>();
+  };
+  EXPECT_LE(peak_of("4"), peak_of("1"));
+}
+
 TEST(DistCli, KillingARankFailsTheRunNamingItWithinTheTimeoutAndLeavesNothingBehind) {
   ScratchDir dir("distcli-kill");
   const std::string db = dir.file("runs.sqlite");

@@ -318,6 +318,28 @@ TEST(Signals, ASweepPointThatProfilesIsCancelledByTheFirstCtrlC) {
   scratch.expect_nothing_left();
 }
 
+// A rank waiting for the others (rank 0 never comes) heeds a SIGTERM, as torchrun's or Slurm's
+// single stop signal sends it, instead of waiting out the timeout.
+TEST(Signals, ARankWaitingForTheOthersStopsAtTheFirstSigterm) {
+  Case scratch("signal-waiting");
+  const int port = testing::free_port();
+  auto rank1 = scratch.start(
+      "run " + std::string(kTiny) + " --steps 2 --dist-timeout 60",
+      {"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)});
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // past its start, waiting
+  ASSERT_FALSE(rank1->wait_for(std::chrono::milliseconds(0))) << slurp(scratch.err());
+  ASSERT_EQ(::kill(rank1->pid(), SIGTERM), 0);
+  const auto sent = Clock::now();
+  const std::optional<int> code = rank1->exit_code(std::chrono::seconds(30));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_LT(Clock::now() - sent, std::chrono::seconds(5));
+  EXPECT_EQ(*code, 130) << slurp(scratch.err());
+  EXPECT_NE(slurp(scratch.err()).find("stopped while waiting for the other ranks"),
+            std::string::npos)
+      << slurp(scratch.err());
+  scratch.expect_nothing_left();
+}
+
 TEST(Exposure, ALaunchListensOnLoopbackOnly) {
   Case scratch("exposure");
   auto launcher =

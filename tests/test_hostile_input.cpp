@@ -91,18 +91,12 @@ class Bench {
   std::string file(const std::string& name) const { return dir_.file(name); }
   const std::string& tmp() const { return tmp_; }
 
-  // Runs rematlab-cli with `arguments` ({db} and {dir} replaced) and extra environment.
-  Outcome cli(std::string arguments, const std::vector<std::string>& env = {}) const {
-    for (const auto& [key, value] : {std::pair<std::string, std::string>{"{db}", db_},
-                                     std::pair<std::string, std::string>{"{dir}", dir_.path()}}) {
-      for (auto at = arguments.find(key); at != std::string::npos; at = arguments.find(key)) {
-        arguments.replace(at, key.size(), value);
-      }
-    }
+  // Runs rematlab-cli with `arguments` and extra environment, {db} and {dir} replaced in both.
+  Outcome cli(const std::string& arguments, const std::vector<std::string>& env = {}) const {
     std::vector<std::string> args = {REMATLAB_CLI_PATH};
-    for (const std::string& word : words(arguments)) args.push_back(word);
+    for (const std::string& word : words(placed(arguments))) args.push_back(word);
     std::vector<std::string> environment = {"TMPDIR=" + tmp_};
-    environment.insert(environment.end(), env.begin(), env.end());
+    for (const std::string& entry : env) environment.push_back(placed(entry));
     const std::string out = dir_.file(".out"), err = dir_.file(".err");
     Outcome outcome;
     {
@@ -114,6 +108,17 @@ class Bench {
     files::remove_file(out);
     files::remove_file(err);
     return outcome;
+  }
+
+  // `text` with {db} and {dir} replaced by the database's and the scratch folder's paths.
+  std::string placed(std::string text) const {
+    for (const auto& [key, value] : {std::pair<std::string, std::string>{"{db}", db_},
+                                     std::pair<std::string, std::string>{"{dir}", dir_.path()}}) {
+      for (auto at = text.find(key); at != std::string::npos; at = text.find(key)) {
+        text.replace(at, key.size(), value);
+      }
+    }
+    return text;
   }
 
   // Runs SQL on the database directly, as someone editing it would.
@@ -440,7 +445,40 @@ INSTANTIATE_TEST_SUITE_P(
              nullptr,
              std::string("run ") + kTinyRun + " --db {dir}/missing/runs.sqlite",
              {},
-             "does not exist"}),
+             "does not exist"},
+        Case{"AChosenDefaultDatabaseInAMissingFolder",
+             [](Bench& b) {
+               write(b.file("one.json"), R"({"base": {"preset": "tiny", "steps": 2}})");
+             },
+             "sweep --spec {dir}/one.json",
+             {"REMATLAB_DB={dir}/missing/chosen.sqlite"},
+             "does not exist"},
+        Case{"ADatabaseThatIsAPipe",
+             [](Bench& b) { ::mkfifo(b.file("pipe.sqlite").c_str(), 0600); },
+             "runs --db {dir}/pipe.sqlite",
+             {},
+             "not a regular file"},
+        Case{"ARunIntoADatabaseThatIsAPipe",
+             [](Bench& b) { ::mkfifo(b.file("pipe.sqlite").c_str(), 0600); },
+             std::string("run ") + kTinyRun + " --db {dir}/pipe.sqlite",
+             {},
+             "not a regular file"},
+        Case{"ALaunchIntoADatabaseThatIsAPipe",
+             [](Bench& b) { ::mkfifo(b.file("pipe.sqlite").c_str(), 0600); },
+             std::string("run ") + kTinyRun + " --nproc 2 --db {dir}/pipe.sqlite",
+             {},
+             "not a regular file"},
+        Case{"ADatabaseThatIsADevice",
+             nullptr,
+             std::string("run ") + kTinyRun + " --db /dev/null",
+             {},
+             "not a regular file"},
+        Case{"AMultiHostRendezvousOnLoopback",
+             nullptr,
+             std::string("run ") + kTinyRun + " --dist-timeout 3",
+             {"RANK=0", "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=1", "MASTER_ADDR=localhost",
+              "MASTER_PORT=29573", "REMATLAB_LAUNCH_SECRET=0123456789abcdef0123"},
+             "loopback address"}),
     [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
 
 // Figures read back from the database are input too: a kept profile with values no measurement

@@ -287,6 +287,30 @@ TEST(Store, ReadingAQuietDatabaseLeavesNoFilesBesideIt) {
   EXPECT_EQ(read_bytes(path), before);
 }
 
+// A reader of a database nobody had open still takes SQLite's locks: a writer that starts, writes,
+// checkpoints and ends while it is open is read correctly afterwards (an immutable reader would
+// read the rewritten file as it was, or as malformed).
+TEST(Store, AReaderOfAQuietDatabaseSeesWhatAWriterDidMeanwhile) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  {
+    RunStore store(path);
+    RunWriter writer(path);
+    writer.begin_run(std::nullopt, "before", RunConfig{});
+  }
+  RunStore reader(path, StoreAccess::kReadOnly, false);
+  ASSERT_EQ(reader.runs().size(), 1u);
+  {
+    RunWriter writer(path);
+    for (int i = 0; i < 200; ++i) writer.begin_run(std::nullopt, "meanwhile", RunConfig{});
+    writer.flush();
+    Database db(path, Database::Mode::kReadWrite);
+    db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  }
+  EXPECT_EQ(reader.runs().size(), 201u);
+  EXPECT_EQ(reader.integrity_check(), "ok");
+}
+
 // The default database's folder is made when a database is created there, not when its path is
 // only named (every command names it).
 TEST(Store, TheDefaultDatabasesFolderIsMadeOnlyWhenItIsCreated) {

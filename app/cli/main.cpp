@@ -11,10 +11,10 @@
 #include <csignal>
 #include <cstddef>
 #include <iostream>
+#include <set>
 
 #include "cli/commands.h"
 #include "common/errors.h"
-#include "plan/chain_profile.h"
 #include "runtime/host_allocator.h"
 
 namespace {
@@ -46,7 +46,10 @@ class CancelOnStopSignals {
     for (int signal : kStopSignals) sigaddset(&stop, signal);
     ::pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
   }
-  ~CancelOnStopSignals() {
+  ~CancelOnStopSignals() { restore(); }
+  // For a command that never reads the cancel flag: a stop signal must end it as it would any
+  // program, not be swallowed.
+  void restore() {
     for (int signal : kStopSignals) ::sigaction(signal, &previous_[index(signal)], nullptr);
   }
   CancelOnStopSignals(const CancelOnStopSignals&) = delete;
@@ -142,15 +145,24 @@ int main(int argc, char** argv) {
     return fail(2, error.what());
   }
 
+  // The commands that read the cancel flag (between micro-batches, profile pieces, probes,
+  // replays and while waiting for other ranks); the others take a stop signal's default action.
+  static const std::set<std::string> kStoppable = {"run",       "check",   "study", "sweep",
+                                                   "max-batch", "profile", "plan",  "diagnose"};
   try {
     for (const auto& command : commands) {
-      if (command.subcommand->parsed()) return command.run();
+      if (!command.subcommand->parsed()) continue;
+      if (kStoppable.count(command.subcommand->get_name()) == 0) {
+        if (g_cancel.load()) return 130;  // stopped before it began
+        stop_handler.restore();
+      }
+      return command.run();
     }
     return fail(2, "no command given (see --help)");
   } catch (const rematlab::InvalidInput& error) {
     return fail(2, error.what());
-  } catch (const rematlab::plan::ProfileCancelled&) {
-    return fail(130, "stopped while profiling; nothing was recorded or kept");
+  } catch (const rematlab::Interrupted& stopped) {
+    return fail(130, stopped.what());
   } catch (const c10::Error& error) {
     return fail(1, std::string("LibTorch: ") + error.what_without_backtrace());
   } catch (const std::exception& error) {

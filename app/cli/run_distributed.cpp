@@ -126,7 +126,7 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
   // (a port in use, a missing peer, other flags) leaves nothing on disk.
   if (leader && !options.db.empty()) check_database_path(options.db);
 
-  auto context = dist::DistContext::connect(env, device, options.timeout);
+  auto context = dist::DistContext::connect(env, device, options.timeout, &cancel);
   agree_on_config(*context, config);
   std::unique_ptr<RunStore> store;
   if (leader && !options.db.empty()) store = std::make_unique<RunStore>(options.db);

@@ -192,7 +192,7 @@ int sweep_as_worker(const SweepSpec& spec, const dist::DistEnv& env, const Sweep
   const bool coordinates = env.launcher != "rematlab" && env.rank == 0;
   std::unique_ptr<RunStore> store;
   if (coordinates) store = open_store(options.db);  // refused before anyone waits on us
-  dist::RendezvousStore rendezvous = dist::open_rendezvous_store(env, options.timeout);
+  dist::RendezvousStore rendezvous = dist::open_rendezvous_store(env, options.timeout, &cancel);
   dist::SweepWorkerOptions worker_options{options.timeout, &cancel, env.rank, env.local_rank};
   if (!coordinates) {
     try {

@@ -20,4 +20,11 @@ class InvalidInput : public std::runtime_error {
   std::string reason_;
 };
 
+// Stopped by the user (a signal, Stop in the window) before there was a result to record: a
+// profile, a check, a rank still waiting for the others. The CLI exits 130 with the message.
+class Interrupted : public std::runtime_error {
+ public:
+  explicit Interrupted(const std::string& what) : std::runtime_error(what) {}
+};
+
 }  // namespace rematlab

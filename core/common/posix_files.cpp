@@ -42,6 +42,11 @@ int64_t file_size(const std::string& path) {
   return ::stat(path.c_str(), &info) == 0 ? static_cast<int64_t>(info.st_size) : -1;
 }
 
+bool is_regular_file(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
+}
+
 bool is_directory(const std::string& path) {
   struct stat info {};
   return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
@@ -249,13 +254,30 @@ std::string write_through(const std::string& path, const std::string& text) {
   return file.close() ? "" : std::strerror(errno);
 }
 
-std::string replace_atomically(const std::string& path, const std::string& text) {
+// This process's own descriptor when `path` names one (/dev/stdout, /dev/stderr, /dev/fd/N,
+// /proc/self/fd/N): written where it stands, so a shell's `>>` appends and a pipe gets the text.
+// Opening the path instead would replace or overwrite the file the descriptor points to.
+int own_descriptor(const std::string& path) {
+  if (path == "/dev/stdout") return STDOUT_FILENO;
+  if (path == "/dev/stderr") return STDERR_FILENO;
+  for (const std::string prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    if (path.rfind(prefix, 0) != 0 || path.size() == prefix.size() ||
+        path.size() > prefix.size() + 6)
+      continue;
+    const std::string number = path.substr(prefix.size());
+    if (number.find_first_not_of("0123456789") == std::string::npos) return std::stoi(number);
+  }
+  return -1;
+}
+
+// `mode`: the permissions of the file replaced, or of any new file when there was none.
+std::string replace_atomically(const std::string& path, const std::string& text, mode_t mode) {
   std::string temporary = join(parent_directory(path), ".rematlab-tmp-XXXXXX");
   FileDescriptor file(::mkstemp(temporary.data()));  // O_EXCL: never through a planted link
   if (file.get() < 0) return std::strerror(errno);
-  // mkstemp makes the file private; a report gets the permissions any new file would.
-  const bool ok = ::fchmod(file.get(), 0666 & ~current_umask()) == 0 &&
-                  write_all(file.get(), text) && ::fsync(file.get()) == 0 && file.close() &&
+  // mkstemp makes the file private.
+  const bool ok = ::fchmod(file.get(), mode) == 0 && write_all(file.get(), text) &&
+                  ::fsync(file.get()) == 0 && file.close() &&
                   ::rename(temporary.c_str(), path.c_str()) == 0;
   const int reason = errno;
   if (!ok) {
@@ -270,26 +292,33 @@ std::string replace_atomically(const std::string& path, const std::string& text)
 }  // namespace
 
 std::string write_file_durably(const std::string& path, const std::string& text) {
+  if (const int fd = own_descriptor(path); fd >= 0) {
+    return write_all(fd, text) ? "" : std::strerror(errno);
+  }
+  const mode_t new_file = 0666 & ~current_umask();
   struct stat target {};
   if (::stat(path.c_str(), &target) != 0) {
     if (errno != ENOENT) return std::strerror(errno);
     struct stat link {};
     if (::lstat(path.c_str(), &link) == 0) return "a symbolic link to a file that does not exist";
-    return replace_atomically(path, text);  // a new file
+    return replace_atomically(path, text, new_file);
   }
   if (S_ISCHR(target.st_mode) || S_ISFIFO(target.st_mode)) return write_through(path, text);
   if (S_ISDIR(target.st_mode)) return "a folder";
   if (!S_ISREG(target.st_mode)) return "not a regular file, a device or a pipe";
+  const mode_t kept = target.st_mode & 07777;  // a private report stays private
   struct stat link {};
   if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
-    // The link stays; the file it names is replaced, in that file's own folder.
+    // The link stays; the file it names is replaced, in that file's own folder. A link into
+    // /proc names another process's descriptor: that file is not ours to replace.
     char* resolved = ::realpath(path.c_str(), nullptr);
     if (!resolved) return std::strerror(errno);
     const std::string file = resolved;
     std::free(resolved);
-    return replace_atomically(file, text);
+    if (file.rfind("/proc/", 0) == 0) return "a link to another process's open file";
+    return replace_atomically(file, text, kept);
   }
-  return replace_atomically(path, text);
+  return replace_atomically(path, text, kept);
 }
 
 }  // namespace rematlab::files

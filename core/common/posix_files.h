@@ -16,6 +16,7 @@ std::string temp_directory();  // $TMPDIR or /tmp
 std::string join(const std::string& directory, const std::string& name);
 bool exists(const std::string& path);
 bool is_directory(const std::string& path);
+bool is_regular_file(const std::string& path);  // after following links
 // The size of a file in bytes; -1 when there is none.
 int64_t file_size(const std::string& path);
 // Creates `path` and missing parents; returns an empty string or the reason it failed.

@@ -38,18 +38,19 @@ DistContext::DistContext(DistEnv env, c10::Device device, std::chrono::milliseco
 DistContext::~DistContext() = default;
 
 std::shared_ptr<DistContext> DistContext::connect(const DistEnv& env, const c10::Device& device,
-                                                  std::chrono::milliseconds timeout) {
+                                                  std::chrono::milliseconds timeout,
+                                                  const std::atomic<bool>* cancel) {
   std::shared_ptr<DistContext> context(new DistContext(env, device, timeout));
-  context->open_store();
-  context->wait_for_everyone();
+  context->open_store(cancel);
+  context->wait_for_everyone(cancel);
   context->create_backend();
   return context;
 }
 
 std::string DistContext::backend_name() const { return device_.is_cuda() ? "nccl" : "gloo"; }
 
-void DistContext::open_store() {
-  RendezvousStore opened = open_rendezvous_store(env_, timeout_);
+void DistContext::open_store(const std::atomic<bool>* cancel) {
+  RendezvousStore opened = open_rendezvous_store(env_, timeout_, cancel);
   server_ = std::move(opened.server);
   store_ = std::move(opened.store);
 }
@@ -73,7 +74,7 @@ void DistContext::check_world_sizes(std::vector<bool>& checked) {
   }
 }
 
-void DistContext::wait_for_everyone() {
+void DistContext::wait_for_everyone(const std::atomic<bool>* cancel) {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   std::vector<bool> checked(static_cast<std::size_t>(env_.world_size), false);
@@ -86,6 +87,7 @@ void DistContext::wait_for_everyone() {
     store_->set("joined/" + std::to_string(env_.rank),
                 std::string(host) + " pid " + std::to_string(::getpid()));
     for (check_world_sizes(checked); !store_->check(keys); check_world_sizes(checked)) {
+      stop_waiting_if_cancelled(cancel);
       if (Clock::now() > deadline) {
         std::string missing;
         for (int rank = 0; rank < env_.world_size; ++rank) {
@@ -105,6 +107,8 @@ void DistContext::wait_for_everyone() {
   } catch (const PeerFailure&) {
     throw;
   } catch (const InvalidInput&) {
+    throw;
+  } catch (const Interrupted&) {
     throw;
   } catch (const std::exception& error) {
     throw PeerFailure("the rendezvous store failed while ranks joined: " + short_message(error));

@@ -6,6 +6,7 @@
 
 #include <c10/core/Device.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -23,10 +24,11 @@ class DistContext {
  public:
   // Joins the run `env` describes, with `device` the rank's compute device (CPU: Gloo; CUDA:
   // NCCL on that device). Every rank waits at most `timeout` for the others here, and later for
-  // each collective. Throws InvalidInput (a port in use, bad addresses) or PeerFailure (a rank
-  // that did not join, an unreachable rendezvous).
+  // each collective. Throws InvalidInput (a port in use, bad addresses), PeerFailure (a rank
+  // that did not join, an unreachable rendezvous) or Interrupted (`cancel` set while waiting).
   static std::shared_ptr<DistContext> connect(const DistEnv& env, const c10::Device& device,
-                                              std::chrono::milliseconds timeout);
+                                              std::chrono::milliseconds timeout,
+                                              const std::atomic<bool>* cancel = nullptr);
   ~DistContext();
   DistContext(const DistContext&) = delete;
   DistContext& operator=(const DistContext&) = delete;
@@ -57,8 +59,8 @@ class DistContext {
 
  private:
   DistContext(DistEnv env, c10::Device device, std::chrono::milliseconds timeout);
-  void open_store();
-  void wait_for_everyone();
+  void open_store(const std::atomic<bool>* cancel);
+  void wait_for_everyone(const std::atomic<bool>* cancel);
   void check_world_sizes(std::vector<bool>& checked);
   void create_backend();
 

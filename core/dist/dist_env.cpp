@@ -80,6 +80,7 @@ DistEnv from_rank_variables(const EnvLookup& lookup) {
   env.local_rank = is_set(lookup, "LOCAL_RANK")
                        ? read_int(lookup, "LOCAL_RANK", 0, env.local_world_size - 1)
                        : env.rank % env.local_world_size;
+  env.single_host = env.local_world_size == env.world_size;
   read_master(lookup, env, "127.0.0.1", kDefaultMasterPort);
   // torchrun serves the store itself and every worker is a client of it, under a prefix per
   // restart of the job.
@@ -107,6 +108,10 @@ DistEnv from_slurm(const EnvLookup& lookup) {
   env.local_rank =
       is_set(lookup, "SLURM_LOCALID") ? read_int(lookup, "SLURM_LOCALID", 0, kMaxWorldSize) : 0;
   env.local_world_size = env.world_size;
+  const char* nodes_in_step = is_set(lookup, "SLURM_STEP_NUM_NODES")
+                                  ? lookup("SLURM_STEP_NUM_NODES")
+                                  : lookup("SLURM_NNODES");
+  env.single_host = nodes_in_step && std::string(nodes_in_step) == "1";
   const std::string nodes =
       text_or(lookup, "SLURM_STEP_NODELIST", text_or(lookup, "SLURM_JOB_NODELIST", "127.0.0.1"));
   // A port derived from the job id, so two jobs sharing a first node do not collide.

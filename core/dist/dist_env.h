@@ -25,6 +25,9 @@ struct DistEnv {
   bool agent_store = false;
   std::string store_prefix;
   std::string launcher = "none";  // "rematlab", "torchrun", "slurm" or "none"
+  // Every rank runs on this host (LOCAL_WORLD_SIZE = WORLD_SIZE, or a one-node Slurm step): a
+  // rendezvous on a loopback address is then reachable by all of them.
+  bool single_host = true;
   // The launch's secret (REMATLAB_LAUNCH_SECRET): every key of the run lives under it, so a
   // process that does not know it can neither read nor change them. Required when the
   // rendezvous is not on this host's loopback address (anyone on the network can reach it);

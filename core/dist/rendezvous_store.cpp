@@ -45,9 +45,20 @@ void mark_launch(c10d::Store& base, c10d::Store& launch) {
   base.set(kLaunchMarker, std::string("1"));
 }
 
+bool is_loopback(const sockaddr_storage& address) {
+  if (address.ss_family == AF_INET) {
+    return (ntohl(reinterpret_cast<const sockaddr_in&>(address).sin_addr.s_addr) >> 24) == 127;
+  }
+  const in6_addr& ip6 = reinterpret_cast<const sockaddr_in6&>(address).sin6_addr;
+  return IN6_IS_ADDR_LOOPBACK(&ip6) || (IN6_IS_ADDR_V4MAPPED(&ip6) && ip6.s6_addr[12] == 127);
+}
+
 // A listening socket bound to `address` only (TCPStore alone would bind every interface), on
-// `port` (0: a free one). Returns the descriptor, which TCPStore then owns.
-int listen_on(const std::string& address, int port, const std::string& where) {
+// `port` (0: a free one). Returns the descriptor, which TCPStore then owns. `reachable_by_all`:
+// ranks on other hosts must reach it, which an address that resolves to loopback here (Debian
+// maps a host's own name to 127.0.1.1) would not allow.
+int listen_on(const std::string& address, int port, const std::string& where,
+              bool reachable_by_all = false) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -63,6 +74,12 @@ int listen_on(const std::string& address, int port, const std::string& where) {
   const socklen_t length = found->ai_addrlen;
   const int family = found->ai_family;
   ::freeaddrinfo(found);
+  if (reachable_by_all && is_loopback(bound)) {
+    throw InvalidInput("MASTER_ADDR", "'" + address +
+                                          "' resolves to a loopback address on this host, which "
+                                          "ranks on other hosts cannot reach; give MASTER_ADDR "
+                                          "this host's network address");
+  }
   if (family == AF_INET) {
     reinterpret_cast<sockaddr_in&>(bound).sin_port = htons(static_cast<std::uint16_t>(port));
   } else {
@@ -104,7 +121,8 @@ int bound_port(int fd) {
 // of its own and is abandoned (the rank then exits) when the deadline passes.
 c10::intrusive_ptr<c10d::Store> connect_client(const DistEnv& env,
                                                const c10d::TCPStoreOptions& options,
-                                               const std::string& where) {
+                                               const std::string& where,
+                                               const std::atomic<bool>* cancel) {
   struct Attempt {
     std::mutex mutex;
     std::condition_variable done;
@@ -130,7 +148,14 @@ c10::intrusive_ptr<c10d::Store> connect_client(const DistEnv& env,
   }).detach();
   std::unique_lock<std::mutex> lock(attempt->mutex);
   const std::string within = std::to_string((options.timeout.count() + 999) / 1000) + " s";
-  if (!attempt->done.wait_for(lock, options.timeout, [&] { return attempt->finished; })) {
+  const auto deadline = Clock::now() + options.timeout;
+  while (!attempt->finished && Clock::now() < deadline) {
+    attempt->done.wait_for(lock, std::chrono::milliseconds(100));
+    lock.unlock();
+    stop_waiting_if_cancelled(cancel);
+    lock.lock();
+  }
+  if (!attempt->finished) {
     throw PeerFailure("the rendezvous at " + where + " did not answer within " + within +
                       " (is MASTER_ADDR:MASTER_PORT a RematLab or torchrun rendezvous?)");
   }
@@ -144,10 +169,11 @@ c10::intrusive_ptr<c10d::Store> connect_client(const DistEnv& env,
 // As a client: waits for the launch's marker, then checks that this rank's secret is the
 // launch's (a rank with another one sees the marker but not its own key).
 void check_launch_secret(c10d::Store& base, c10d::Store& launch, const std::string& where,
-                         std::chrono::milliseconds timeout) {
+                         std::chrono::milliseconds timeout, const std::atomic<bool>* cancel) {
   const auto deadline = Clock::now() + timeout;
   try {
     while (!base.check({kLaunchMarker})) {
+      stop_waiting_if_cancelled(cancel);
       if (Clock::now() > deadline) {
         throw PeerFailure("rendezvous at " + where + ": rank 0 did not open the launch within " +
                           std::to_string((timeout.count() + 999) / 1000) + " s");
@@ -164,12 +190,20 @@ void check_launch_secret(c10d::Store& base, c10d::Store& launch, const std::stri
     throw;
   } catch (const PeerFailure&) {
     throw;
+  } catch (const Interrupted&) {
+    throw;
   } catch (const std::exception& error) {
     throw PeerFailure("the rendezvous at " + where + " failed: " + torch_error_text(error));
   }
 }
 
 }  // namespace
+
+void stop_waiting_if_cancelled(const std::atomic<bool>* cancel) {
+  if (cancel && cancel->load()) {
+    throw Interrupted("stopped while waiting for the other ranks; nothing was recorded");
+  }
+}
 
 std::string torch_error_text(const std::exception& error) {
   std::string text = error.what();
@@ -187,7 +221,8 @@ std::string torch_error_text(const std::exception& error) {
   return text;
 }
 
-RendezvousStore open_rendezvous_store(const DistEnv& env, std::chrono::milliseconds timeout) {
+RendezvousStore open_rendezvous_store(const DistEnv& env, std::chrono::milliseconds timeout,
+                                      const std::atomic<bool>* cancel) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(env.master_port);
   options.isServer = !env.agent_store && env.rank == 0;
@@ -196,7 +231,7 @@ RendezvousStore open_rendezvous_store(const DistEnv& env, std::chrono::milliseco
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   RendezvousStore opened;
   if (options.isServer) {
-    options.masterListenFd = listen_on(env.master_addr, env.master_port, where);
+    options.masterListenFd = listen_on(env.master_addr, env.master_port, where, !env.single_host);
     try {
       opened.server = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
     } catch (const std::exception& error) {
@@ -204,7 +239,7 @@ RendezvousStore open_rendezvous_store(const DistEnv& env, std::chrono::milliseco
                                             torch_error_text(error));
     }
   } else {
-    opened.server = connect_client(env, options, where);
+    opened.server = connect_client(env, options, where, cancel);
   }
   const c10::intrusive_ptr<c10d::Store> base =
       agent_base(opened.server, env.agent_store ? env.store_prefix : "");
@@ -214,7 +249,7 @@ RendezvousStore open_rendezvous_store(const DistEnv& env, std::chrono::milliseco
   } catch (const std::exception& error) {
     throw PeerFailure("the rendezvous at " + where + " failed: " + torch_error_text(error));
   }
-  if (env.rank != 0) check_launch_secret(*base, *opened.store, where, timeout);
+  if (env.rank != 0) check_launch_secret(*base, *opened.store, where, timeout, cancel);
   return opened;
 }
 

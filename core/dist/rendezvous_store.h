@@ -9,6 +9,7 @@
 // the ranks exchange nor set a failure or a result. A rank with another secret is refused.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <string>
@@ -24,9 +25,13 @@ struct RendezvousStore {
 };
 
 // As rank env.rank joins: throws InvalidInput (a port in use, an address it cannot serve on,
-// another launch's secret) or PeerFailure (the rendezvous cannot be reached, or does not answer,
-// within `timeout`).
-RendezvousStore open_rendezvous_store(const DistEnv& env, std::chrono::milliseconds timeout);
+// another launch's secret), PeerFailure (the rendezvous cannot be reached, or does not answer,
+// within `timeout`) or Interrupted (`cancel` was set while it waited).
+RendezvousStore open_rendezvous_store(const DistEnv& env, std::chrono::milliseconds timeout,
+                                      const std::atomic<bool>* cancel = nullptr);
+
+// Throws Interrupted when `cancel` is set: a wait for other ranks heeds the user's stop.
+void stop_waiting_if_cancelled(const std::atomic<bool>* cancel);
 
 // Served here on a free port of 127.0.0.1, under the prefix a rank started with
 // TORCHELASTIC_USE_AGENT_STORE=True and restart count 0 uses, with a fresh secret that the

@@ -8,6 +8,10 @@
 namespace rematlab::estimate {
 namespace {
 
+// What each recomputation keeps to replay its forward's random numbers: the CPU generator's state
+// (on a GPU it is host memory, counted all the same: a few KiB a segment).
+constexpr int64_t kReplayStateBytes = 5056;
+
 // What one sublayer costs, in bytes, for the whole micro-batch.
 struct SublayerCost {
   std::string name;            // a0, m0, … as CheckpointPlan::describe() writes them
@@ -56,7 +60,7 @@ class EngineAccounting {
     // backward.
     const int64_t mask = math ? arch_.seq_len * arch_.seq_len : 0;
     if (selective_) {
-      cost.interior = outside_core + per_token(qkv);
+      cost.interior = outside_core + per_token(qkv) + kReplayStateBytes;
       // Backward first recomputes the core beside its kept input, then runs its backward. The
       // fused core's q, k and v are views of that input. The explicit core's are copies (a
       // single sequence's k and v fold as views of the kept input instead), and its
@@ -114,22 +118,21 @@ class EngineAccounting {
   }
   // Loss backward: the gradient of the log-probabilities and of the logits meet; the kept
   // log-probabilities and their gradient are freed before the LM head's (and, tied, the
-  // embedding's) weight gradient appears beside the logits' gradient. Sliced, per slice (each
-  // a recomputed segment): the recomputed log-probabilities and those two gradients; then the
-  // slice's head gradient beside the logits' gradient, added into .grad at once; and the
-  // slices' input gradients gather into one.
+  // embedding's) weight gradient appears beside the logits' gradient. Sliced (one node that
+  // recomputes slice by slice): the hidden states' whole gradient from the start; per slice the
+  // recomputed log-probabilities and those two gradients, beside the head's gradient summed so
+  // far; then the slice's head gradient beside the logits' gradient and that sum.
   int64_t loss_backward_extra() const {
     const int64_t head = weight(arch_.vocab * arch_.d_model);
     if (!sliced()) return std::max(per_token(2 * arch_.vocab), head);
     const int64_t slice = per_slice(arch_.vocab);
-    return std::max(3 * slice, slice + head) + per_token(arch_.d_model);
+    return std::max(3 * slice + head, slice + 2 * head) + per_token(arch_.d_model);
   }
   int64_t residual_gradient() const { return per_token(arch_.d_model); }
   // A tied head's weight gradient is one input of the shared weight's accumulator, which waits
-  // for the embedding's: it stays live from the loss's backward through the whole chain's. The
-  // slices of a sliced loss add theirs into .grad as they go (they are recomputed segments).
+  // for the embedding's: it stays live from the loss's backward through the whole chain's.
   int64_t held_head_gradient() const {
-    return arch_.tied_head && !sliced() ? weight(arch_.vocab * arch_.d_model) : 0;
+    return arch_.tied_head ? weight(arch_.vocab * arch_.d_model) : 0;
   }
 
  private:
@@ -273,7 +276,7 @@ ActivationEstimate estimate_activations(const ActivationInput& input) {
       busiest = std::max(busiest, costs[i].interior + costs[i].forward_extra + costs[i].output);
     }
     replay.at(live + busiest + residual + kept(segment), "forward");
-    live += costs[segment.end - 1].output + kept(segment);
+    live += costs[segment.end - 1].output + kept(segment) + kReplayStateBytes;
     if (input_offloaded(j)) live -= residual;
   }
   replay.at(live + engine.loss_saved() + engine.loss_forward_extra(), "loss");
@@ -309,6 +312,11 @@ ActivationEstimate estimate_activations(const ActivationInput& input) {
       live -= costs[i].interior;
     }
     if (input_offloaded(j)) live -= residual;
+    if (segment.recompute) live -= kReplayStateBytes;
+  }
+  // After backward every activation is gone; the update's temporaries come alone.
+  if (input.optimizer == Optimizer::kAdamW) {
+    replay.at(2 * largest_parameter_count(arch) * 4, "optimizer step");  // fp32 parameters
   }
   estimate.peak_bytes = replay.peak();
   estimate.peak_phase = replay.phase();

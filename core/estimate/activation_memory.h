@@ -16,6 +16,7 @@
 #include "checkpoint/checkpoint_policy.h"
 #include "common/precision.h"
 #include "estimate/architecture.h"
+#include "estimate/model_state.h"
 
 namespace rematlab::estimate {
 
@@ -25,6 +26,10 @@ struct ActivationInput {
   Precision precision = Precision::kFp32;
   CheckpointPlan plan;
   bool offload = false;  // recomputed segments' saved inputs live off the device
+  // AdamW's update makes two temporaries the size of the parameter it updates (the square root
+  // of the second moment, and that divided by its bias correction): for a wide model at a small
+  // batch, its largest weight's two copies are more than any activation.
+  Optimizer optimizer = Optimizer::kAdamW;
 };
 
 struct ActivationEstimate {

@@ -1,5 +1,7 @@
 #include "estimate/architecture.h"
 
+#include <algorithm>
+
 #include "common/errors.h"
 
 namespace rematlab::estimate {
@@ -121,6 +123,13 @@ int64_t matmul_parameter_count(const Architecture& arch) {
   const int64_t attention = d * (d + 2 * arch.kv_dim()) + d * d;  // q, k, v and output
   const int64_t mlp = (arch.gated_mlp ? 3 : 2) * d * arch.mlp_hidden;
   return arch.layers * (attention + mlp) + arch.vocab * d;
+}
+
+int64_t largest_parameter_count(const Architecture& arch) {
+  const int64_t d = arch.d_model;
+  return std::max({arch.vocab * d, arch.learned_positions ? arch.seq_len * d : 0,
+                   (d + 2 * arch.kv_dim()) * d, d * d,
+                   (arch.gated_mlp ? 2 : 1) * arch.mlp_hidden * d});
 }
 
 int64_t parameter_count(const Architecture& arch) {

@@ -49,6 +49,8 @@ void validate(const Architecture& arch);
 
 // Exact parameter count, embeddings and head included.
 int64_t parameter_count(const Architecture& arch);
+// The most values any one parameter tensor holds (the embedding, the MLP's fused gate-and-up…).
+int64_t largest_parameter_count(const Architecture& arch);
 // Weights that take part in a matrix multiply per token: every block's projections and the LM
 // head (embedding lookups, norms and biases do no multiply-adds worth counting).
 int64_t matmul_parameter_count(const Architecture& arch);

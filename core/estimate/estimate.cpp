@@ -16,7 +16,7 @@ int64_t max_batch(const Estimate& estimate, int64_t memory_bytes) {
   auto needed = [&](int64_t batch) {
     return estimate.states.total() +
            estimate_policy_activations(*request.arch, batch, request.precision, request.checkpoint,
-                                       request.offload)
+                                       request.offload, request.optimizer)
                .peak_bytes;
   };
   if (needed(1) > memory_bytes) return 0;
@@ -41,13 +41,14 @@ int64_t max_batch(const Estimate& estimate, int64_t memory_bytes) {
 
 ActivationEstimate estimate_policy_activations(const Architecture& arch, int64_t batch,
                                                Precision precision, const std::string& checkpoint,
-                                               bool offload) {
+                                               bool offload, Optimizer optimizer) {
   const CheckpointPolicy policy = CheckpointPolicy::parse(checkpoint);
   ActivationInput input;
   input.arch = arch;
   input.batch = batch;
   input.precision = precision;
   input.offload = offload;
+  input.optimizer = optimizer;
   ActivationEstimate worst;
   // Only a schedule changes with progress; sampling its range finds every plan it uses.
   const int samples = checkpoint.rfind("schedule", 0) == 0 ? 1000 : 1;
@@ -75,13 +76,15 @@ Estimate make_estimate(const EstimateRequest& request) {
     const Architecture& arch = *request.arch;
     validate(arch);
     estimate.architecture_params = parameter_count(arch);
-    estimate.activations = estimate_policy_activations(arch, request.batch, request.precision,
-                                                       request.checkpoint, request.offload);
+    estimate.activations =
+        estimate_policy_activations(arch, request.batch, request.precision, request.checkpoint,
+                                    request.offload, request.optimizer);
     ActivationInput input;
     input.arch = arch;
     input.batch = request.batch;
     input.precision = request.precision;
     input.offload = request.offload;
+    input.optimizer = request.optimizer;
     int64_t best_peak = 0;
     estimate.best_interval = best_interval(input, &best_peak);
     estimate.best_interval_peak_bytes = best_peak;

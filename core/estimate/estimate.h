@@ -60,7 +60,8 @@ Estimate make_estimate(const EstimateRequest& request);
 // The activation estimate for `checkpoint` at `batch`; a schedule reports its worst plan.
 ActivationEstimate estimate_policy_activations(const Architecture& arch, int64_t batch,
                                                Precision precision, const std::string& checkpoint,
-                                               bool offload);
+                                               bool offload,
+                                               Optimizer optimizer = Optimizer::kAdamW);
 
 nlohmann::json to_json(const Estimate& estimate);
 

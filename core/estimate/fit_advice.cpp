@@ -49,7 +49,8 @@ std::vector<Rung> ladder(const FitQuestion& question, int64_t best_k) {
   for (Rung& rung : rungs) {
     rung.activation_bytes =
         estimate_policy_activations(with_loss(question.arch, rung.sliced_loss), question.batch,
-                                    question.precision, rung.checkpoint, rung.offload)
+                                    question.precision, rung.checkpoint, rung.offload,
+                                    question.optimizer)
             .peak_bytes;
   }
   return rungs;

@@ -1,7 +1,8 @@
 // The output head and cross-entropy over slices of the tokens. With a large vocabulary the logits
 // outweigh everything else (128k entries × 8 × 2,048 tokens in fp32 are 8 GiB); here each slice's
-// logits exist only while that slice is computed, in forward and again in backward (each slice is
-// a checkpointed segment whose only saved input is its slice of the hidden states).
+// logits exist only while that slice is computed, in forward and again in backward (one autograd
+// node keeps only the hidden states; its backward recomputes slice by slice and sums the head's
+// gradient into one tensor, handed to the graph once).
 #pragma once
 
 #include <torch/torch.h>

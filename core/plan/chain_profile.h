@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/errors.h"
 #include "plan/chain_costs.h"
 #include "train/run_config.h"
 
@@ -22,8 +23,8 @@ struct ProfileOptions {
   const std::atomic<bool>* cancel = nullptr;
 };
 
-struct ProfileCancelled : std::runtime_error {
-  ProfileCancelled() : std::runtime_error("profiling stopped") {}
+struct ProfileCancelled : Interrupted {
+  ProfileCancelled() : Interrupted("stopped while profiling; nothing was recorded or kept") {}
 };
 
 // How a run or sweep point stopped while its plan's chain was profiled is recorded.

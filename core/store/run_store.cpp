@@ -114,9 +114,11 @@ std::string sqlite_version() { return sqlite3_libversion(); }
 namespace {
 
 // The default database's folder is made when the database is first created, not when its path
-// is only named (every command names it, `version` too).
+// is only named (every command names it, `version` too). A path the user chose ($REMATLAB_DB)
+// gets no folders made for it, as --db gets none.
 const std::string& with_default_folder(const std::string& path, StoreAccess access, bool create) {
-  if (access == StoreAccess::kReadWrite && create && !files::exists(path) &&
+  const char* chosen = std::getenv("REMATLAB_DB");
+  if (access == StoreAccess::kReadWrite && create && !(chosen && *chosen) && !files::exists(path) &&
       path == default_database_path()) {
     files::make_directories(files::parent_directory(path));
   }

@@ -208,6 +208,12 @@ void migrate(Database& db, int to) {
   transaction.commit();
 }
 
+// Whether another process holds one of SQLite's locks on the file (a connection in exclusive
+// locking mode keeps no -shm file, only its lock): the bytes from 2^30 on, where SQLite locks.
+bool held_by_sqlite(const std::string& path) {
+  return files::locked_by_another_process(path, int64_t{1} << 30, 512);
+}
+
 InvalidInput damaged(const std::string& path, const std::string& detail) {
   return not_ours(path, "is a damaged RematLab database (" + detail +
                             "); copy what is still readable into a new file with `sqlite3 '" +
@@ -225,7 +231,10 @@ void check_header(const std::string& path, const std::optional<SqliteHeader>& he
   }
   const int64_t expected = header->page_size * header->page_count;
   const int64_t size = files::file_size(path);
-  if (expected > 0 && size < expected) {
+  // A checkpoint writes page 1, with the grown page count, before the pages that grow the file:
+  // while a -wal holds changes or another process has it open, a short file is not a cut one.
+  const bool settled = files::file_size(path + "-wal") <= 0 && !held_by_sqlite(path);
+  if (expected > 0 && size < expected && settled) {
     throw damaged(path, "the file holds " + std::to_string(size) + " of its " +
                             std::to_string(expected) + " bytes: it was cut short");
   }
@@ -237,6 +246,10 @@ void check_location(const std::string& path, StoreAccess access, bool create) {
   if (!files::is_valid_utf8(path)) throw InvalidInput("--db", "the path is not valid UTF-8");
   if (files::exists(path)) {
     if (files::is_directory(path)) throw InvalidInput("--db", "'" + path + "' is a folder");
+    // A pipe would block the open, a device be written beside (a -journal next to /dev/null).
+    if (!files::is_regular_file(path)) {
+      throw InvalidInput("--db", "'" + path + "' is not a regular file");
+    }
     if (!files::readable(path)) throw InvalidInput("--db", "'" + path + "' cannot be read");
     // Writing in WAL mode also creates the -wal and -shm files beside the database.
     if (access == StoreAccess::kReadWrite &&
@@ -259,27 +272,22 @@ void check_location(const std::string& path, StoreAccess access, bool create) {
   }
 }
 
-// Whether another process holds one of SQLite's locks on the file (a connection in exclusive
-// locking mode keeps no -shm file, only its lock): the bytes from 2^30 on, where SQLite locks.
-bool held_by_sqlite(const std::string& path) {
-  return files::locked_by_another_process(path, int64_t{1} << 30, 512);
-}
-
 // Read-only. A write-protected database that nobody is writing (no -wal with content, no -shm:
 // a writer keeps both) is opened immutable: no locks, and no -wal or -shm files made beside it
 // (SQLite would give them the database's permissions, and a write-protected -shm would lock out
-// every later writer once the database is writable again). Otherwise it is read as any reader
-// does, through the -wal and -shm files (waiting for a lock, or saying it is locked); where they
-// cannot be made (a read-only folder) it is opened immutable unless its -wal holds changes, which
-// are refused rather than read past: their committed runs would be missing.
+// every later writer once the database is writable again). A writable one that nobody has open
+// is opened query-only: with SQLite's locks, so a writer may start meanwhile, and as the last
+// connection it removes the -wal and -shm it made. Otherwise it is read as any reader does,
+// through the -wal and -shm files (waiting for a lock, or saying it is locked); where they cannot
+// be made (a read-only folder) it is opened immutable unless its -wal holds changes, which are
+// refused rather than read past: their committed runs would be missing.
 std::unique_ptr<Database> open_for_reading(const std::string& path) {
   const bool wal_holds_changes = files::file_size(path + "-wal") > 0;
   const bool quiet = !wal_holds_changes && !files::exists(path + "-shm") && !held_by_sqlite(path);
+  const bool writable = files::writable(path) && files::writable(files::parent_directory(path));
   if (quiet) {
-    // Nobody has it open (a connection keeps -shm, or an exclusive one a lock): read it as it is,
-    // without the -wal and -shm files a reader would otherwise leave beside it. In WAL mode a
-    // writer that starts meanwhile writes to its -wal, not to the file read here.
-    return std::make_unique<Database>(path, Database::Mode::kImmutable);
+    return std::make_unique<Database>(
+        path, writable ? Database::Mode::kQueryOnly : Database::Mode::kImmutable);
   }
   auto db = std::make_unique<Database>(path, Database::Mode::kReadOnly);
   try {

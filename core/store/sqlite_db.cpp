@@ -14,6 +14,7 @@ int open_flags(Database::Mode mode) {
     case Database::Mode::kReadWriteCreate:
       return SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     case Database::Mode::kReadWrite:
+    case Database::Mode::kQueryOnly:
       return SQLITE_OPEN_READWRITE;
     case Database::Mode::kReadOnly:
     case Database::Mode::kImmutable:
@@ -57,6 +58,7 @@ Database::Database(const std::string& path, Mode mode) : path_(path) {
   // Readers and the writer share the file; wait for each other instead of failing with
   // "database is locked".
   sqlite3_busy_timeout(handle_, kBusyTimeoutMs);
+  if (mode == Mode::kQueryOnly) exec("PRAGMA query_only = 1");
 }
 
 bool Database::read_only() const { return sqlite3_db_readonly(handle_, "main") == 1; }

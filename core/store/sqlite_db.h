@@ -27,8 +27,10 @@ class StoreError : public std::runtime_error {
 class Database {
  public:
   // kImmutable reads a file that nothing can change while it is open: no locks and no -shm
-  // file, so a read-only database in a folder we cannot write to opens too.
-  enum class Mode { kReadWriteCreate, kReadWrite, kReadOnly, kImmutable };
+  // file, so a read-only database in a folder we cannot write to opens too. kQueryOnly opens a
+  // writable file read-write but refuses every write (PRAGMA query_only): a reader that, as the
+  // last connection to close, removes the -wal and -shm files a read-only one would leave.
+  enum class Mode { kReadWriteCreate, kReadWrite, kReadOnly, kImmutable, kQueryOnly };
   Database(const std::string& path, Mode mode);
   ~Database();
   Database(const Database&) = delete;
