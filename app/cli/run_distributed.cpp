@@ -245,6 +245,11 @@ int launch_local_ranks(const RunConfig& config, const RankRunOptions& options,
   launch.cancel = &cancel;
   launch.db = options.db;
   const dist::RankLaunchOutcome outcome = dist::launch_ranks(launch);
+  if (outcome.ok && outcome.stopped_before_start && !outcome.run_id) {
+    std::cerr << "rematlab-cli: stopped before the ranks began training; nothing was recorded"
+              << std::endl;
+    return dist::kExitInterrupted;
+  }
   if (outcome.ok) return 0;
   if (!outcome.failed_by_signal && outcome.failed_exit_code == 2) return 2;  // its line is above
   std::cerr << "rematlab-cli: error: " << outcome.failure << std::endl;

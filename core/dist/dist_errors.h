@@ -18,6 +18,8 @@ class PeerFailure : public std::runtime_error {
 
 // Exit code of a rank that stopped because another one failed (see docs/distributed.md).
 inline constexpr int kExitPeerFailed = 4;
+// Exit code of a process stopped by the user before it had a result (rematlab-cli's Interrupted).
+inline constexpr int kExitInterrupted = 130;
 
 // How a run or sweep point ends that could not record its own end (a process of it was killed,
 // lost, or stopped by a peer): cancelled when the user's stop caused that, else failed; the

@@ -422,6 +422,14 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
         continue;
       }
       const bool peer = WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == kExitPeerFailed;
+      // A rank the forwarded stop reached before it had anything to record ends 130: stopped,
+      // not failed.
+      const bool stopped = cancel_forwarded && WIFEXITED(rank.status) &&
+                           WEXITSTATUS(rank.status) == kExitInterrupted;
+      if (stopped) {
+        outcome.stopped_before_start = true;
+        continue;
+      }
       if (!clean && !peer && !rank.killed_by_us)
         name_failure(rank, describe_exit(launch.label, rank));
       if (!clean && !deadline) deadline = Clock::now() + launch.grace;
@@ -458,7 +466,10 @@ LaunchOutcome launch_local(const LocalLaunch& launch) {
   outcome.rank0_exit_code = WIFEXITED(first.status) ? WEXITSTATUS(first.status) : 1;
   if (outcome.ok && !launch.independent) {
     for (const Rank& rank : ranks) {
-      if (WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == 0) continue;
+      if (WIFEXITED(rank.status) &&
+          (WEXITSTATUS(rank.status) == 0 ||
+           (cancel_forwarded && WEXITSTATUS(rank.status) == kExitInterrupted)))
+        continue;
       outcome.ok = false;  // every failure was a "peer failed": unusual, but not a success
       if (outcome.failure.empty()) outcome.failure = describe_exit(launch.label, rank);
     }

@@ -77,6 +77,8 @@ struct LaunchOutcome {
   // Whether rank 0 was still running when the failure was named (and could record the name).
   bool named_while_rank0_alive = false;
   std::optional<int64_t> run_id;  // the run rank 0 recorded, if it published one
+  // The stop reached a rank before it had a run to record (it exited kExitInterrupted).
+  bool stopped_before_start = false;
 };
 
 LaunchOutcome launch_local(const LocalLaunch& launch);

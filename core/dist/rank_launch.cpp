@@ -52,6 +52,7 @@ RankLaunchOutcome launch_ranks(const RankLaunch& launch) {
   result.failed_by_signal = outcome.failed_by_signal;
   result.failed_exit_code = outcome.failed_exit_code;
   result.run_id = outcome.run_id;
+  result.stopped_before_start = outcome.stopped_before_start;
   return result;
 }
 

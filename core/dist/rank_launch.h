@@ -31,7 +31,8 @@ struct RankLaunchOutcome {
   std::string failure;  // one line naming the rank that failed and how
   bool failed_by_signal = false;
   int failed_exit_code = 0;
-  std::optional<int64_t> run_id;  // the run rank 0 recorded, if it did
+  std::optional<int64_t> run_id;      // the run rank 0 recorded, if it did
+  bool stopped_before_start = false;  // the stop came before any rank had a run to record
 };
 
 RankLaunchOutcome launch_ranks(const RankLaunch& launch);

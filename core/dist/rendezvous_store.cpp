@@ -74,7 +74,10 @@ int listen_on(const std::string& address, int port, const std::string& where,
   const socklen_t length = found->ai_addrlen;
   const int family = found->ai_family;
   ::freeaddrinfo(found);
-  if (reachable_by_all && is_loopback(bound)) {
+  // A loopback address given as such (127.0.0.1) is taken as meant; a name that turns out to be
+  // one here is the mistake this catches.
+  const bool numeric = address.find_first_not_of("0123456789.:") == std::string::npos;
+  if (reachable_by_all && is_loopback(bound) && !numeric) {
     throw InvalidInput("MASTER_ADDR", "'" + address +
                                           "' resolves to a loopback address on this host, which "
                                           "ranks on other hosts cannot reach; give MASTER_ADDR "
