@@ -12,8 +12,8 @@
 #include "compat/torch_compat.h"
 #include "memory/memory_tracker.h"
 #include "model/transformer.h"
+#include "run/run_config.h"
 #include "train/gradient_check.h"
-#include "train/run_config.h"
 #include "train/trainer.h"
 
 namespace rematlab {

@@ -284,23 +284,34 @@ TEST(CliSweep, KillNineLosesAtMostTheLastSecondOfSteps) {
   }
   ASSERT_GT(child, 0);
   int64_t committed = 0;
+  std::string last_error;
+  int status = 0;
+  bool ended = false;  // on its own: then it failed, and its log says why
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (committed < 100 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (::waitpid(child, &status, WNOHANG) == child) {
+      ended = true;
+      break;
+    }
     if (!rematlab::files::exists(db)) continue;
     try {
       rematlab::RunStore store(db, rematlab::StoreAccess::kReadOnly, false);
       const auto runs = store.runs();
       committed = runs.empty() ? 0 : runs[0].steps_recorded;
-    } catch (const std::exception&) {
+    } catch (const std::exception& error) {
       // The file exists before the sweep has written its schema: not a database yet.
+      last_error = error.what();
     }
   }
-  ::kill(child, SIGKILL);
-  int status = 0;
-  ::waitpid(child, &status, 0);
+  if (!ended) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, 0);
+  }
+  ASSERT_FALSE(ended) << "the sweep ended by itself: " << slurp(log);
   ASSERT_TRUE(WIFSIGNALED(status));
-  ASSERT_GE(committed, 100) << "the sweep did not get going";
+  ASSERT_GE(committed, 100) << "the sweep did not get going; the last read failed with: "
+                            << last_error << "\nits log: " << slurp(log);
 
   // What the process had finished (its progress log) against what the database kept.
   const std::string progress = slurp(log);

@@ -13,7 +13,7 @@
 
 #include "common/errors.h"
 #include "compat/torch_compat.h"
-#include "dist/rank_launch.h"
+#include "launch/rank_launch.h"
 #include "memory/device_memory.h"
 #include "memory/memory_tracker.h"
 #include "model/transformer.h"
@@ -62,15 +62,15 @@ class CudaPath : public ::testing::Test {
 
 TEST_F(CudaPath, LocalRanksTakeCudaWithAGpuEachAndAreRefusedOneGpuOrMoreRanksThanGpus) {
   const int gpus = static_cast<int>(torch::cuda::device_count());
-  EXPECT_NO_THROW(dist::check_local_ranks("cuda", gpus, "ranks", "device"));
+  EXPECT_NO_THROW(launch::check_local_ranks("cuda", gpus, "ranks", "device"));
   try {
-    dist::check_local_ranks("cuda:0", 2, "ranks", "device");
+    launch::check_local_ranks("cuda:0", 2, "ranks", "device");
     ADD_FAILURE() << "cuda:0 for two ranks was taken";
   } catch (const InvalidInput& error) {
     EXPECT_EQ(error.field(), "device") << error.what();
   }
   try {
-    dist::check_local_ranks("cuda", gpus + 1, "ranks", "device");
+    launch::check_local_ranks("cuda", gpus + 1, "ranks", "device");
     ADD_FAILURE() << gpus + 1 << " ranks were given " << gpus << " GPU(s)";
   } catch (const InvalidInput& error) {
     EXPECT_EQ(error.field(), "ranks") << error.what();

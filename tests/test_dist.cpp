@@ -1,8 +1,8 @@
-// Data parallelism (core/dist), with real processes over Gloo on 127.0.0.1: N ranks of batch B
-// against one process of batch N·B on the same data, sharded optimizer states and gradients
-// against plain data parallel, a parameter accumulated twice, and the environment a launcher
-// hands a rank. The ranks are this test binary again, started with REMATLAB_TEST_DIST_WORKER
-// (run_dist_test_worker below; see test_main.cpp).
+// Data parallelism (core/parallel, core/launch), with real processes over Gloo on 127.0.0.1: N
+// ranks of batch B against one process of batch N·B on the same data, sharded optimizer states and
+// gradients against plain data parallel, a parameter accumulated twice, and the environment a
+// launcher hands a rank. The ranks are this test binary again, started with
+// REMATLAB_TEST_DIST_WORKER (run_dist_test_worker below; see test_main.cpp).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -18,17 +18,17 @@
 #include "child_process.h"
 #include "common/errors.h"
 #include "common/posix_files.h"
-#include "dist/bucket_layout.h"
-#include "dist/data_parallel.h"
-#include "dist/dist_context.h"
-#include "dist/dist_env.h"
-#include "dist/local_launcher.h"
-#include "dist/rank_launch.h"
 #include "estimate/model_state.h"
 #include "estimate/sharded_states.h"
+#include "launch/local_launcher.h"
+#include "launch/rank_launch.h"
+#include "parallel/bucket_layout.h"
+#include "parallel/data_parallel.h"
+#include "parallel/dist_context.h"
+#include "parallel/dist_env.h"
+#include "run/run_fields.h"
 #include "scratch_dir.h"
 #include "sweep/sweep_spec.h"
-#include "train/run_fields.h"
 #include "train/trainer.h"
 
 namespace rematlab {
@@ -119,14 +119,14 @@ double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {
 
 // ---- the worker: one rank, run by this binary in its own process ----
 
-std::vector<torch::Tensor> accumulated_twice(const std::shared_ptr<dist::DistContext>& context,
+std::vector<torch::Tensor> accumulated_twice(const std::shared_ptr<parallel::DistContext>& context,
                                              int64_t bucket_bytes) {
   const double r = context->rank() + 1;
   torch::Tensor a = torch::zeros({3}, torch::requires_grad());
   torch::Tensor b = torch::zeros({4}, torch::requires_grad());
   a.mutable_grad() = torch::zeros_like(a);
   b.mutable_grad() = torch::zeros_like(b);
-  dist::DataParallel exchange(context, {dist::ShardMode::kNone, bucket_bytes});
+  parallel::DataParallel exchange(context, {ShardMode::kNone, bucket_bytes});
   exchange.attach({a, b});
   exchange.before_backward(true);
   // Every parameter accumulated once: every bucket goes out...
@@ -138,14 +138,14 @@ std::vector<torch::Tensor> accumulated_twice(const std::shared_ptr<dist::DistCon
           torch::tensor({static_cast<double>(exchange.late_gradients())}, torch::kFloat64)};
 }
 
-std::vector<torch::Tensor> run_case(const std::shared_ptr<dist::DistContext>& context,
+std::vector<torch::Tensor> run_case(const std::shared_ptr<parallel::DistContext>& context,
                                     const nlohmann::json& item) {
   const std::string mode = item.at("mode");
   if (mode == "late") return accumulated_twice(context, item.at("bucket_bytes").get<int64_t>());
   RunConfig config = config_from(item.at("run"));
   config.world_size = context->world_size();
-  auto exchange = std::make_shared<dist::DataParallel>(
-      context, dist::DataParallelOptions{dist::parse_shard(config.shard), config.bucket_bytes});
+  auto exchange = std::make_shared<parallel::DataParallel>(
+      context, parallel::DataParallelOptions{parse_shard(config.shard), config.bucket_bytes});
   Trainer trainer(config, exchange);
   std::vector<torch::Tensor> result;
   if (mode == "gradients") {
@@ -156,7 +156,7 @@ std::vector<torch::Tensor> run_case(const std::shared_ptr<dist::DistContext>& co
     return result;
   }
   const RunSummary summary = trainer.run();
-  const dist::ModelStateBytes& bytes = exchange->model_state_bytes();
+  const parallel::ModelStateBytes& bytes = exchange->model_state_bytes();
   result.push_back(torch::tensor(
       {static_cast<double>(bytes.params), static_cast<double>(bytes.grads),
        static_cast<double>(bytes.optimizer), static_cast<double>(summary.baseline_bytes),
@@ -171,9 +171,9 @@ std::vector<torch::Tensor> run_case(const std::shared_ptr<dist::DistContext>& co
 int testing::run_dist_test_worker(const std::string& spec_path) {
   try {
     const nlohmann::json spec = nlohmann::json::parse(read_text(spec_path));
-    const dist::DistEnv env = dist::dist_env_from_process();
+    const parallel::DistEnv env = parallel::dist_env_from_process();
     auto context =
-        dist::DistContext::connect(env, c10::Device(c10::kCPU), std::chrono::seconds(60));
+        parallel::DistContext::connect(env, c10::Device(c10::kCPU), std::chrono::seconds(60));
     for (const auto& item : spec.at("cases")) {
       const std::vector<torch::Tensor> result = run_case(context, item);
       torch::save(result, result_file(spec.at("output"), item.at("name"), env.rank));
@@ -189,31 +189,31 @@ namespace {
 
 // ---- the environment a launcher hands a rank ----
 
-dist::DistEnv env_of(const std::map<std::string, std::string>& variables) {
-  return dist::dist_env_from([&](const char* name) -> const char* {
+parallel::DistEnv env_of(const std::map<std::string, std::string>& variables) {
+  return parallel::dist_env_from([&](const char* name) -> const char* {
     const auto found = variables.find(name);
     return found == variables.end() ? nullptr : found->second.c_str();
   });
 }
 
 TEST(DistEnv, NoVariablesIsOneProcess) {
-  const dist::DistEnv env = env_of({});
+  const parallel::DistEnv env = env_of({});
   EXPECT_FALSE(env.distributed());
   EXPECT_EQ(env.world_size, 1);
   EXPECT_EQ(env.launcher, "none");
 }
 
 TEST(DistEnv, ReadsTorchrunsVariablesAndItsAgentStore) {
-  const dist::DistEnv env = env_of({{"RANK", "5"},
-                                    {"WORLD_SIZE", "8"},
-                                    {"LOCAL_RANK", "1"},
-                                    {"LOCAL_WORLD_SIZE", "4"},
-                                    {"MASTER_ADDR", "node7"},
-                                    {"MASTER_PORT", "29511"},
-                                    {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-                                    {"TORCHELASTIC_RESTART_COUNT", "2"},
-                                    {"TORCHELASTIC_RUN_ID", "job"},
-                                    {"REMATLAB_LAUNCH_SECRET", "0123456789abcdef0123"}});
+  const parallel::DistEnv env = env_of({{"RANK", "5"},
+                                        {"WORLD_SIZE", "8"},
+                                        {"LOCAL_RANK", "1"},
+                                        {"LOCAL_WORLD_SIZE", "4"},
+                                        {"MASTER_ADDR", "node7"},
+                                        {"MASTER_PORT", "29511"},
+                                        {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                        {"TORCHELASTIC_RESTART_COUNT", "2"},
+                                        {"TORCHELASTIC_RUN_ID", "job"},
+                                        {"REMATLAB_LAUNCH_SECRET", "0123456789abcdef0123"}});
   EXPECT_TRUE(env.distributed());
   EXPECT_EQ(env.rank, 5);
   EXPECT_EQ(env.world_size, 8);
@@ -227,12 +227,12 @@ TEST(DistEnv, ReadsTorchrunsVariablesAndItsAgentStore) {
 }
 
 TEST(DistEnv, ReadsSlurmsVariablesWithTheFirstHostAsRendezvous) {
-  const dist::DistEnv env = env_of({{"SLURM_PROCID", "3"},
-                                    {"SLURM_NTASKS", "4"},
-                                    {"SLURM_LOCALID", "1"},
-                                    {"SLURM_JOB_NODELIST", "gpu[07-08,12],login1"},
-                                    {"SLURM_JOB_ID", "123456"},
-                                    {"REMATLAB_LAUNCH_SECRET", "0123456789abcdef0123"}});
+  const parallel::DistEnv env = env_of({{"SLURM_PROCID", "3"},
+                                        {"SLURM_NTASKS", "4"},
+                                        {"SLURM_LOCALID", "1"},
+                                        {"SLURM_JOB_NODELIST", "gpu[07-08,12],login1"},
+                                        {"SLURM_JOB_ID", "123456"},
+                                        {"REMATLAB_LAUNCH_SECRET", "0123456789abcdef0123"}});
   EXPECT_EQ(env.launcher, "slurm");
   EXPECT_EQ(env.rank, 3);
   EXPECT_EQ(env.world_size, 4);
@@ -240,9 +240,9 @@ TEST(DistEnv, ReadsSlurmsVariablesWithTheFirstHostAsRendezvous) {
   EXPECT_EQ(env.master_addr, "gpu07");
   EXPECT_EQ(env.master_port, 20000 + 123456 % 20000);
   EXPECT_FALSE(env.agent_store);
-  EXPECT_EQ(dist::first_slurm_host("rack1-n[001-004]-ib"), "rack1-n001-ib");
-  EXPECT_EQ(dist::first_slurm_host("solo"), "solo");
-  EXPECT_EQ(dist::first_slurm_host("a,b[1-2]"), "a");
+  EXPECT_EQ(parallel::first_slurm_host("rack1-n[001-004]-ib"), "rack1-n001-ib");
+  EXPECT_EQ(parallel::first_slurm_host("solo"), "solo");
+  EXPECT_EQ(parallel::first_slurm_host("a,b[1-2]"), "a");
 }
 
 TEST(DistEnv, RefusesMalformedVariablesNamingThem) {
@@ -300,19 +300,19 @@ TEST(DistEnv, ARendezvousBeyondLoopbackNeedsASecretNobodyCanGuess) {
   EXPECT_FALSE(
       env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "127.0.0.1"}})
           .single_host);
-  const std::string made = dist::make_launch_secret();
+  const std::string made = parallel::make_launch_secret();
   EXPECT_EQ(made.size(), 32u);
-  EXPECT_NE(made, dist::make_launch_secret());
+  EXPECT_NE(made, parallel::make_launch_secret());
 }
 
 // A process that cannot be started is named with the program tried and the reason, not an
 // exit code 127 with nothing said.
 TEST(LocalLaunch, AProgramThatCannotBeStartedIsNamedWithTheReason) {
-  dist::LocalLaunch launch;
+  launch::LocalLaunch launch;
   launch.nproc = 2;
   launch.args = {"/no/such/rematlab-cli", "run"};
   try {
-    dist::launch_local(launch);
+    launch::launch_local(launch);
     ADD_FAILURE() << "a launch of a missing program succeeded";
   } catch (const std::runtime_error& error) {
     EXPECT_NE(std::string(error.what())
@@ -339,9 +339,9 @@ TEST(DataParallelSweep, ASpecAskingForRanksOrShardsIsRefusedNamingTheKey) {
 }
 
 TEST(LocalRanks, AreCheckedBeforeAnyStartsNamingTheCallersField) {
-  EXPECT_NO_THROW(dist::check_local_ranks("cpu", 3, "--nproc", "--device"));
+  EXPECT_NO_THROW(launch::check_local_ranks("cpu", 3, "--nproc", "--device"));
   try {
-    dist::check_local_ranks("cpu", max_threads() + 1, "ranks", "device");
+    launch::check_local_ranks("cpu", max_threads() + 1, "ranks", "device");
     ADD_FAILURE() << "more ranks than the host can hold were taken";
   } catch (const InvalidInput& error) {
     EXPECT_EQ(error.field(), "ranks") << "the window's word for them";
@@ -353,7 +353,7 @@ TEST(LocalRanks, AreCheckedBeforeAnyStartsNamingTheCallersField) {
 
 TEST(BucketLayout, FillsInReverseOrderUpToTheCapAndPadsToTheWorldSize) {
   // fp32 parameters of 10, 1000, 3 and 7 elements; 64-byte buckets (16 elements), 3 ranks.
-  const auto buckets = dist::plan_buckets({10, 1000, 3, 7}, 4, 64, 3);
+  const auto buckets = parallel::plan_buckets({10, 1000, 3, 7}, 4, 64, 3);
   ASSERT_EQ(buckets.size(), 3u);
   ASSERT_EQ(buckets[0].slots.size(), 2u);  // 7 and 3, last registered first
   EXPECT_EQ(buckets[0].slots[0].param, 3u);
@@ -366,7 +366,7 @@ TEST(BucketLayout, FillsInReverseOrderUpToTheCapAndPadsToTheWorldSize) {
   EXPECT_EQ(buckets[1].numel, 1000);
   EXPECT_EQ(buckets[1].padded_numel, 1002);
   EXPECT_EQ(buckets[2].slots[0].param, 0u);
-  EXPECT_THROW(dist::plan_buckets({1}, 4, 0, 2), InvalidInput);
+  EXPECT_THROW(parallel::plan_buckets({1}, 4, 0, 2), InvalidInput);
 }
 
 // ---- N ranks of batch B against one process of batch N·B ----

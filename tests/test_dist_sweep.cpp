@@ -1,4 +1,4 @@
-// A sweep spread over workers, at the protocol's level (core/dist/sweep_protocol.h): the
+// A sweep spread over workers, at the protocol's level (core/launch/sweep_protocol.h): the
 // coordinator against workers played by the test through an in-process store, the real worker
 // against a coordinator that failed, and the launcher's list of children it may still signal.
 // What is checked: a worker holding a point is hung when it stops making progress (not when a
@@ -23,11 +23,11 @@
 #include "child_process.h"
 #include "common/errors.h"
 #include "common/process_identity.h"
-#include "dist/dist_errors.h"
-#include "dist/local_launcher.h"
-#include "dist/sweep_coordinator.h"
-#include "dist/sweep_protocol.h"
-#include "dist/sweep_worker.h"
+#include "launch/local_launcher.h"
+#include "launch/sweep_coordinator.h"
+#include "launch/sweep_protocol.h"
+#include "launch/sweep_worker.h"
+#include "parallel/dist_errors.h"
 #include "scratch_dir.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
@@ -62,11 +62,11 @@ struct FakeWorker {
 
   void send(nlohmann::json event) {
     event["worker"] = id;
-    store->queuePush(dist::kEventsQueue, bytes_of(event.dump()));
+    store->queuePush(launch::kEventsQueue, bytes_of(event.dump()));
   }
   // Asks for a point, without waiting for the answer.
   void say_ready() {
-    if (id < 0) id = store->add(dist::kWorkerIdsKey, 1) - 1;
+    if (id < 0) id = store->add(launch::kWorkerIdsKey, 1) - 1;
     send({{"kind", "ready"},
           {"ask", asked},
           {"rank", rank},
@@ -75,10 +75,10 @@ struct FakeWorker {
           {"start_ticks", process.start_ticks}});
   }
   // Asks for a point; returns its index (-1: none left).
-  int64_t ask(dist::SweepCoordinator& coordinator) {
+  int64_t ask(launch::SweepCoordinator& coordinator) {
     say_ready();
     coordinator.pump();
-    return std::stoll(store->get_to_str(dist::assign_key(id, asked++)));
+    return std::stoll(store->get_to_str(launch::assign_key(id, asked++)));
   }
   void step(int64_t point, int64_t index) {
     StepMetrics metrics;
@@ -104,7 +104,7 @@ const SweepRunResult* result_of(const std::vector<SweepRunResult>& results, int6
   return nullptr;
 }
 
-void pump_for(dist::SweepCoordinator& coordinator, std::chrono::milliseconds how_long,
+void pump_for(launch::SweepCoordinator& coordinator, std::chrono::milliseconds how_long,
               const std::function<void()>& meanwhile = {}) {
   const auto end = Clock::now() + how_long;
   while (Clock::now() < end) {
@@ -119,10 +119,10 @@ TEST(SweepCoordinator, AWorkerThatStopsMakingProgressIsHungAndKilledOneThatSteps
   const SweepSpec spec = point_spec("[1, 2, 3]");
   const std::vector<SweepPoint> points = expand_sweep(spec);
   std::vector<int> killed;
-  dist::SweepCoordinatorOptions options;
+  launch::SweepCoordinatorOptions options;
   options.timeout = std::chrono::milliseconds(400);
   options.on_lost = [&](int pid) { killed.push_back(pid); };
-  dist::SweepCoordinator coordinator(store, spec, points, nullptr, options);
+  launch::SweepCoordinator coordinator(store, spec, points, nullptr, options);
   FakeWorker silent{store, 0, some_process(1001)};
   FakeWorker stepping{store, 1, some_process(1002)};
   FakeWorker building{store, 2, some_process(1003)};
@@ -164,9 +164,9 @@ TEST(SweepCoordinator, ADoneReadAfterItsWorkerWasReapedStillCounts) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   const SweepSpec spec = two_point_spec();
   const std::vector<SweepPoint> points = expand_sweep(spec);
-  dist::SweepCoordinatorOptions options;
+  launch::SweepCoordinatorOptions options;
   options.settle = std::chrono::milliseconds(300);
-  dist::SweepCoordinator coordinator(store, spec, points, nullptr, options);
+  launch::SweepCoordinator coordinator(store, spec, points, nullptr, options);
   FakeWorker finishing{store, 0, some_process(2001)};
   FakeWorker dying{store, 1, some_process(2002)};
   const int64_t finished_point = finishing.ask(coordinator);
@@ -198,15 +198,15 @@ TEST(SweepCoordinator, AWorkerReapedBeforeItsFirstAskWasReadIsGivenNothingAndIsR
   auto store = c10::make_intrusive<c10d::HashStore>();
   const SweepSpec spec = two_point_spec();
   const std::vector<SweepPoint> points = expand_sweep(spec);
-  dist::SweepCoordinatorOptions options;
+  launch::SweepCoordinatorOptions options;
   options.settle = std::chrono::milliseconds(100);
-  dist::SweepCoordinator coordinator(store, spec, points, nullptr, options);
+  launch::SweepCoordinator coordinator(store, spec, points, nullptr, options);
   // Killed right after it asked: its `ready` is still queued when the launcher reaps it.
   FakeWorker dying{store, 0, some_process(5001)};
   dying.say_ready();
   EXPECT_TRUE(coordinator.worker_ended(5001, "worker 0 (pid 5001) was killed by signal 9 (Killed)"))
       << "a worker, so a fresh one takes its place";
-  EXPECT_EQ(std::stoll(store->get_to_str(dist::assign_key(dying.id, 0))), -1)
+  EXPECT_EQ(std::stoll(store->get_to_str(launch::assign_key(dying.id, 0))), -1)
       << "a dead worker was handed a point";
   coordinator.settle_ended_workers();
   EXPECT_TRUE(coordinator.results().empty()) << "no point was started, none failed";
@@ -235,10 +235,10 @@ TEST(SweepCoordinator, AWorkerKilledAfterStopBecauseItDidNotStopInTimeCancelsIts
     RunWriter writer(db);
     auto store = c10::make_intrusive<c10d::HashStore>();
     const SweepSpec spec = two_point_spec();
-    dist::SweepCoordinatorOptions options;
+    launch::SweepCoordinatorOptions options;
     options.settle = std::chrono::milliseconds(0);
     options.cancel = &cancel;
-    dist::SweepCoordinator coordinator(store, spec, expand_sweep(spec), &writer, options);
+    launch::SweepCoordinator coordinator(store, spec, expand_sweep(spec), &writer, options);
     FakeWorker worker{store, 0, some_process(6001)};
     ASSERT_GE(worker.ask(coordinator), 0);
     // Stop pressed; the worker, in a micro-batch longer than the grace, is killed.
@@ -267,11 +267,11 @@ TEST(SweepCoordinator, AWorkerReapedAfterItStoppedProgressingIsNeverSignalled) {
   const SweepSpec spec = two_point_spec();
   const std::vector<SweepPoint> points = expand_sweep(spec);
   std::vector<int> killed;
-  dist::SweepCoordinatorOptions options;
+  launch::SweepCoordinatorOptions options;
   options.timeout = std::chrono::milliseconds(100);
   options.settle = std::chrono::milliseconds(0);
   options.on_lost = [&](int pid) { killed.push_back(pid); };
-  dist::SweepCoordinator coordinator(store, spec, points, nullptr, options);
+  launch::SweepCoordinator coordinator(store, spec, points, nullptr, options);
   FakeWorker worker{store, 0, some_process(3001)};
   const int64_t point = worker.ask(coordinator);
   // Silent past the timeout, and reaped before anything checked it: its pid may belong to
@@ -298,9 +298,9 @@ TEST(SweepCoordinator, APointsRunGoesOnWhileItsCoordinatorLivesAndIsEndedByIt) {
   RunWriter writer(db);
   auto store = c10::make_intrusive<c10d::HashStore>();
   const SweepSpec spec = two_point_spec();
-  dist::SweepCoordinatorOptions options;
+  launch::SweepCoordinatorOptions options;
   options.settle = std::chrono::milliseconds(0);
-  dist::SweepCoordinator coordinator(store, spec, expand_sweep(spec), &writer, options);
+  launch::SweepCoordinator coordinator(store, spec, expand_sweep(spec), &writer, options);
   FakeWorker worker{store, 0, {self.host, worker_process.pid(), 0}};
   ASSERT_GE(worker.ask(coordinator), 0);
   writer.flush();
@@ -347,7 +347,7 @@ TEST(SweepCoordinator, ARunWhoseCoordinatorEndedIsInterruptedThoughItsWorkerIsOn
     RunWriter writer(db);
     auto store = c10::make_intrusive<c10d::HashStore>();
     const SweepSpec spec = two_point_spec();
-    dist::SweepCoordinator coordinator(store, spec, expand_sweep(spec), &writer, {});
+    launch::SweepCoordinator coordinator(store, spec, expand_sweep(spec), &writer, {});
     FakeWorker worker{store, 0, some_process(4001)};
     ASSERT_GE(worker.ask(coordinator), 0);
     writer.flush();
@@ -408,7 +408,7 @@ TEST(SweepWorker, BeatsWhileItBuildsAndProfilesAPointsModelAndOnlyThen) {
   points[0].config.peak_flops_source = "given";
   const auto timeout = std::chrono::milliseconds(400);
   auto store = c10::make_intrusive<BeatCountingStore>();
-  dist::SweepCoordinatorOptions options;
+  launch::SweepCoordinatorOptions options;
   options.timeout = timeout;
   options.expected_workers = 1;  // pumped until the worker has said goodbye
   std::vector<int> killed;
@@ -423,11 +423,11 @@ TEST(SweepWorker, BeatsWhileItBuildsAndProfilesAPointsModelAndOnlyThen) {
       beats_by_first_step = store->beats.load();
     }
   };
-  dist::SweepCoordinator coordinator(store, spec, points, nullptr, options);
+  launch::SweepCoordinator coordinator(store, spec, points, nullptr, options);
   std::exception_ptr worker_error;
   std::thread worker([&] {
     try {
-      dist::run_sweep_worker(store, spec, {timeout, nullptr, 0});
+      launch::run_sweep_worker(store, spec, {timeout, nullptr, 0});
     } catch (...) {
       worker_error = std::current_exception();
     }
@@ -456,16 +456,16 @@ TEST(SweepWorker, BeatsWhileItBuildsAndProfilesAPointsModelAndOnlyThen) {
 TEST(SweepWorker, ACoordinatorsOwnFailureReachesTheWorkerWithItsReason) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   const SweepSpec spec = two_point_spec();
-  dist::SweepCoordinatorOptions options;
+  launch::SweepCoordinatorOptions options;
   options.expected_workers = 1;
-  dist::SweepCoordinator coordinator(store, spec, expand_sweep(spec), nullptr, options);
+  launch::SweepCoordinator coordinator(store, spec, expand_sweep(spec), nullptr, options);
   coordinator.abandon("the runs database cannot be written: disk I/O error");
   EXPECT_FALSE(coordinator.abandon_heard());
   const auto before = Clock::now();
   try {
-    dist::run_sweep_worker(store, spec, {std::chrono::seconds(20), nullptr, 0});
+    launch::run_sweep_worker(store, spec, {std::chrono::seconds(20), nullptr, 0});
     ADD_FAILURE() << "the worker went on";
-  } catch (const dist::PeerFailure& failure) {
+  } catch (const parallel::PeerFailure& failure) {
     const std::string text = failure.what();
     EXPECT_NE(text.find("the coordinator failed: the runs database cannot be written: disk I/O "
                         "error"),
@@ -479,8 +479,8 @@ TEST(SweepWorker, ACoordinatorsOwnFailureReachesTheWorkerWithItsReason) {
 
 TEST(LocalLauncher, OnlyChildrenNotYetReapedCanBeSignalled) {
   ScratchDir dir("distsweep-children");
-  dist::LiveChildren children;
-  dist::LocalLaunch launch;
+  launch::LiveChildren children;
+  launch::LocalLaunch launch;
   launch.nproc = 2;
   // Worker 0 ends after 0.3 s, worker 1 two seconds later; each leaves its pid in a file.
   launch.args = {"/bin/sh", "-c", "echo $$ > " + dir.path() + "/pid$RANK; sleep $((RANK * 2)).3"};
@@ -507,14 +507,14 @@ TEST(LocalLauncher, OnlyChildrenNotYetReapedCanBeSignalled) {
     }
     return false;
   };
-  const dist::LaunchOutcome outcome = dist::launch_local(launch);
+  const launch::LaunchOutcome outcome = launch::launch_local(launch);
   EXPECT_TRUE(outcome.ok) << outcome.failure;
   ASSERT_EQ(endings.size(), 2u);
   EXPECT_EQ(endings[0].rfind("worker 0 (pid ", 0), 0u) << "named as its output prefix names it";
 }
 
 TEST(LocalLauncher, AFailedRanksOwnReasonIsPartOfTheFailure) {
-  dist::LocalLaunch launch;
+  launch::LocalLaunch launch;
   launch.nproc = 2;
   launch.grace = std::chrono::seconds(5);
   // Rank 1 refuses its input as rematlab-cli does, and exits at once; rank 0 would wait.
@@ -523,7 +523,7 @@ TEST(LocalLauncher, AFailedRanksOwnReasonIsPartOfTheFailure) {
                  "echo 'rematlab-cli: error: --device: cuda:1 does not exist' >&2; exit 2; "
                  "else exec sleep 30; fi"};
   const auto before = Clock::now();
-  const dist::LaunchOutcome outcome = dist::launch_local(launch);
+  const launch::LaunchOutcome outcome = launch::launch_local(launch);
   EXPECT_LT(Clock::now() - before, std::chrono::seconds(20));
   EXPECT_FALSE(outcome.ok);
   EXPECT_EQ(outcome.failed_rank, 1);

@@ -136,7 +136,8 @@ TEST(LiveCharts, MemoryCurvesThatCoincideSaySoAsTheLossDoes) {
 TEST(LiveCharts, ARunThatDidNotEndOkSaysHowAndWhyAboveTheCharts) {
   LiveCharts charts;
   charts.begin_run(0, "none b8", 1024.0);
-  charts.finish_run(0, "oom", "step 0 peaked at 6.71 MiB, above the budget of 1.00 KiB", 12);
+  charts.finish_run(0, rematlab::RunStatus::kOom,
+                    "step 0 peaked at 6.71 MiB, above the budget of 1.00 KiB", 12);
   EXPECT_EQ(charts.notice_text(),
             "Run #12 (none b8) ended oom before its first step: step 0 peaked at 6.71 MiB, above "
             "the budget of 1.00 KiB");

@@ -14,7 +14,7 @@
 
 #include "common/current_exception.h"
 #include "common/errors.h"
-#include "dist/rank_launch.h"
+#include "launch/rank_launch.h"
 #include "store/run_store.h"
 #include "sweep/sweep_spec.h"
 #include "sweep_worker.h"
@@ -65,7 +65,7 @@ void SweepWorker::run_data_parallel(const QString& spec_json, int ranks, const Q
                                QDir::tempPath().toStdString() + ": " +
                                config_file.errorString().toStdString());
     }
-    dist::RankLaunch launch;
+    launch::RankLaunch launch;
     launch.nproc = ranks;
     launch.args = {program.toStdString(),
                    "run",
@@ -98,7 +98,7 @@ void SweepWorker::run_data_parallel(const QString& spec_json, int ranks, const Q
       position.label = legend;
       emit positionChanged(position);
     };
-    const dist::RankLaunchOutcome outcome = dist::launch_ranks(launch);
+    const launch::RankLaunchOutcome outcome = launch::launch_ranks(launch);
     if (!outcome.run_id && cancel_.load()) {
       // Stopped before rank 0 recorded anything (a rank may even have died of the interrupt
       // before it could handle it): nothing ran, nothing is recorded.
@@ -110,8 +110,8 @@ void SweepWorker::run_data_parallel(const QString& spec_json, int ranks, const Q
     }
     RunStore store(database.toStdString());
     const RunRecord record = store.run(*outcome.run_id);
-    emit runFinished(0, QString::fromStdString(to_string(record.status)),
-                     QString::fromStdString(record.message), record.id, store.timeline(record.id));
+    emit runFinished(0, record.status, QString::fromStdString(record.message), record.id,
+                     store.timeline(record.id));
     const bool stopped = cancel_.load() && record.status == RunStatus::kCancelled;
     emit sweepFinished(
         stopped ? QString("Stopped the run on %1 ranks after step %2 of %3; it is recorded as "

@@ -22,9 +22,9 @@
 #include "common/errors.h"
 #include "field_errors.h"
 #include "model/model_config.h"
+#include "run/run_config.h"
 #include "runtime/runtime_info.h"
 #include "sweep/sweep_spec.h"
-#include "train/run_config.h"
 #include "wheel_guard.h"
 
 namespace rematlab::ui {

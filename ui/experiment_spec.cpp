@@ -9,10 +9,10 @@
 #include <algorithm>
 
 #include "common/errors.h"
-#include "dist/rank_launch.h"
 #include "experiment_panel.h"
+#include "launch/rank_launch.h"
+#include "run/run_config.h"
 #include "sweep/sweep_spec.h"
-#include "train/run_config.h"
 
 namespace rematlab::ui {
 namespace {
@@ -123,7 +123,7 @@ void ExperimentPanel::check_data_parallel(const std::vector<SweepPoint>& points)
                                                std::to_string(points.size()) + " runs)"));
   }
   RunConfig config = points.front().config;
-  dist::check_local_ranks(config.device, ranks(), "ranks", "device");
+  launch::check_local_ranks(config.device, ranks(), "ranks", "device");
   config.world_size = ranks();
   config.shard = shard().toStdString();
   validate(config);  // a shard the run refuses names --shard, which the form calls Shard

@@ -315,8 +315,7 @@ void LiveCharts::set_smoothing(double weight) {
   schedule_replot();
 }
 
-void LiveCharts::finish_run(int index, const QString& status, const QString& message,
-                            qint64 run_id) {
+void LiveCharts::finish_run(int index, RunStatus status, const QString& message, qint64 run_id) {
   RunCurves* run = curves(index);
   if (!run) return;
   for (const auto& [other_index, other] : runs_) {
@@ -330,15 +329,16 @@ void LiveCharts::finish_run(int index, const QString& status, const QString& mes
       dash(run->peak);
     }
   }
-  if (status != "ok" && !status.isEmpty()) run->ending = status;
+  const QString ending = QString::fromStdString(to_string(status));
+  if (status != RunStatus::kOk) run->ending = ending;
   // Said above the charts when it went wrong; a run the user stopped is the Stop's, which the
   // status bar says.
-  if (status != "ok" && status != "cancelled" && !status.isEmpty()) {
+  if (status != RunStatus::kOk && status != RunStatus::kCancelled) {
     const QString which = run_id > 0 ? QString("Run #%1 (%2)").arg(run_id).arg(run->label)
                                      : QString("Run %1").arg(run->label);
     const QString said = message.isEmpty() ? QString() : ": " + message;
     const QString where = run->loss->dataCount() == 0 ? " before its first step" : QString();
-    endings_ << which + " ended " + status + where + said;
+    endings_ << which + " ended " + ending + where + said;
     update_notice();
   }
   name_curves(*run);

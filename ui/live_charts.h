@@ -44,7 +44,7 @@ class LiveCharts : public QWidget {
   // was recorded as `run_id` (0: not recorded). A run that did not end ok is said above the
   // charts and in the legend; one whose loss or memory curve is exactly an earlier run's (exact
   // recomputation trains identically) says so in the legend, since the curves hide each other.
-  void finish_run(int index, const QString& status = "ok", const QString& message = {},
+  void finish_run(int index, RunStatus status = RunStatus::kOk, const QString& message = {},
                   qint64 run_id = 0);
   // Exponential-moving-average weight of the smoothed curves, in [0, 1); recomputes them.
   void set_smoothing(double weight);

@@ -109,6 +109,7 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   connect(this, &MainWindow::startProfile, worker_, &SweepWorker::profile);
   connect(worker_, &SweepWorker::profileProgress, this, &MainWindow::on_profile_progress);
   connect(worker_, &SweepWorker::profileFinished, this, &MainWindow::on_profile_finished);
+  connect(worker_, &SweepWorker::profileStopped, this, &MainWindow::on_profile_stopped);
   connect(worker_, &SweepWorker::profileFailed, this, &MainWindow::on_profile_failed);
   connect(plan_, &PlanView::profileRequested, this, &MainWindow::on_profile_requested);
   connect(plan_, &PlanView::runRequested, this, &MainWindow::on_plan_chosen);
@@ -317,7 +318,7 @@ void MainWindow::on_sweep_requested(const QString& spec_json) {
   progress_->setRange(0, 0);  // busy until the first position arrives
   progress_->setFormat("%p%");
   status_->setText("Starting …");
-  last_run_status_.clear();
+  last_run_status_.reset();
   run_labels_.clear();
   endings_.clear();
   remember_form();
@@ -359,8 +360,8 @@ void MainWindow::on_position(const SweepPosition& position) {
   status_->setText(text);
 }
 
-void MainWindow::on_run_finished(int index, const QString& status, const QString& message,
-                                 qint64 run_id, const Timeline& timeline) {
+void MainWindow::on_run_finished(int index, RunStatus status, const QString& message, qint64 run_id,
+                                 const Timeline& timeline) {
   last_run_status_ = status;
   if (!timeline.empty()) {
     const QString label = index < run_labels_.size() ? run_labels_[index] : QString();
@@ -369,11 +370,13 @@ void MainWindow::on_run_finished(int index, const QString& status, const QString
   charts_->finish_run(index, status, message, run_id);
   // A run that did not end ok is said where the user looks: here, above the charts and in the
   // status bar when the sweep ends (a failure also as a dialog). Cancelled runs are the Stop's.
-  if (status != "ok" && status != "cancelled") {
-    endings_ << QString("run #%1 ended %2").arg(run_id).arg(status) +
-                    (message.isEmpty() ? QString() : ": " + message);
+  if (status != RunStatus::kOk && status != RunStatus::kCancelled) {
+    endings_
+        << QString("run #%1 ended %2").arg(run_id).arg(QString::fromStdString(to_string(status))) +
+               (message.isEmpty() ? QString() : ": " + message);
   }
-  if (status == "failed") show_error(QString("Run #%1 failed: %2").arg(run_id).arg(message));
+  if (status == RunStatus::kFailed)
+    show_error(QString("Run #%1 failed: %2").arg(run_id).arg(message));
   refresh_runs();
   // The run just recorded is shown, whatever filter the Runs tab had (one restored from the
   // last session hides a new sweep's experiment).
@@ -398,7 +401,8 @@ void MainWindow::on_sweep_finished(const QString& summary, bool stopped) {
   }
   status_->setText(text);
   refresh_runs();
-  emit sweepEnded(last_run_status_);
+  emit sweepEnded(last_run_status_ ? QString::fromStdString(to_string(*last_run_status_))
+                                   : QString());
 }
 
 void MainWindow::on_failed(const QString& message) {
@@ -408,7 +412,7 @@ void MainWindow::on_failed(const QString& message) {
   status_->setText("Failed: " + message);
   show_error(message);
   refresh_runs();
-  emit sweepEnded("failed");
+  emit sweepEnded(QString::fromStdString(to_string(RunStatus::kFailed)));
 }
 
 void MainWindow::on_check_requested(const RunConfig& config) {
@@ -463,12 +467,20 @@ void MainWindow::on_profile_finished(const QString& key, const QString& costs_js
   emit profileEnded(key);
 }
 
+void MainWindow::on_profile_stopped() {
+  set_busy(false);
+  progress_->setRange(0, 1);
+  progress_->setValue(0);
+  status_->setText("Profiling stopped");
+  emit profileEnded({});
+}
+
 void MainWindow::on_profile_failed(const QString& message) {
   set_busy(false);
   progress_->setRange(0, 1);
   progress_->setValue(0);
   status_->setText(message);
-  if (message != "Profiling stopped") show_error("Profiling failed: " + message);
+  show_error("Profiling failed: " + message);
   emit profileEnded({});
 }
 

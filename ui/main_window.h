@@ -8,6 +8,7 @@
 #include <QMainWindow>
 #include <QThread>
 #include <memory>
+#include <optional>
 
 #include "metatypes.h"
 
@@ -97,7 +98,7 @@ class MainWindow : public QMainWindow {
   void on_run_started(int index, const QString& label, double budget_bytes);
   void on_run_renamed(int index, const QString& label);
   void on_position(const SweepPosition& position);
-  void on_run_finished(int index, const QString& status, const QString& message, qint64 run_id,
+  void on_run_finished(int index, RunStatus status, const QString& message, qint64 run_id,
                        const Timeline& timeline);
   void on_sweep_finished(const QString& summary, bool stopped);
   void refresh_runs();
@@ -108,6 +109,7 @@ class MainWindow : public QMainWindow {
   void on_profile_requested();
   void on_profile_progress(qint64 done, qint64 of);
   void on_profile_finished(const QString& key, const QString& costs_json, const QString& source);
+  void on_profile_stopped();
   void on_profile_failed(const QString& message);
   void on_plan_chosen(const QString& key, const RunConfig& config, const QString& policy);
   void show_error(const QString& message);
@@ -133,7 +135,7 @@ class MainWindow : public QMainWindow {
   SweepWorker* worker_;  // owned by worker_thread_ (deleted on its finished())
   bool running_ = false;
   bool profiling_ = false;
-  QString last_run_status_;
+  std::optional<RunStatus> last_run_status_;
   QStringList run_labels_;  // of the current sweep, by run index
   QStringList endings_;     // of the current sweep: "run #12 ended oom: …", one per run not ok
 };

@@ -6,8 +6,9 @@
 #include <vector>
 
 #include "memory/timeline_point.h"
-#include "train/run_config.h"
-#include "train/step_metrics.h"
+#include "run/run_config.h"
+#include "run/run_status.h"
+#include "run/step_metrics.h"
 
 namespace rematlab::ui {
 
@@ -28,5 +29,6 @@ using Timeline = std::vector<rematlab::TimelinePoint>;
 
 Q_DECLARE_METATYPE(rematlab::StepMetrics)
 Q_DECLARE_METATYPE(rematlab::RunConfig)
+Q_DECLARE_METATYPE(rematlab::RunStatus)
 Q_DECLARE_METATYPE(rematlab::ui::SweepPosition)
 Q_DECLARE_METATYPE(rematlab::ui::Timeline)

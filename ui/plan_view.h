@@ -17,7 +17,7 @@
 #include "plan/frontier.h"
 #include "plan/profile_key.h"
 #include "plan/segment_planner.h"
-#include "train/run_config.h"
+#include "run/run_config.h"
 
 class QComboBox;
 class QCPGraph;

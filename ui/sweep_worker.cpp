@@ -98,7 +98,7 @@ void SweepWorker::run_sweep(const QString& spec_json, const QString& database) {
       if (result.point.request.max_batch && result.summary.config.batch > 0) {
         emit runRenamed(finished, legend_of(result.point, result.summary.config.batch));
       }
-      emit runFinished(finished++, QString::fromStdString(to_string(result.summary.status)),
+      emit runFinished(finished++, result.summary.status,
                        QString::fromStdString(result.summary.message), result.run_id.value_or(0),
                        result.summary.timeline);
     };
@@ -148,7 +148,7 @@ void SweepWorker::profile(const rematlab::RunConfig& config, const QString& data
                          QString::fromStdString(plan::to_json(known.costs).dump()),
                          QString::fromStdString(known.source));
   } catch (const plan::ProfileCancelled&) {
-    emit profileFailed("Profiling stopped");
+    emit profileStopped();
   } catch (...) {
     emit profileFailed(QString::fromStdString(describe_current_exception()));
   }

@@ -42,8 +42,8 @@ class SweepWorker : public QObject {
   void runRenamed(int index, const QString& label);
   void stepFinished(int index, const rematlab::StepMetrics& step);
   void positionChanged(const rematlab::ui::SweepPosition& position);
-  // `status`: ok | oom | cancelled | diverged | failed; `message` says why when not ok.
-  void runFinished(int index, const QString& status, const QString& message, qint64 run_id,
+  // `message` says why when `status` is not ok.
+  void runFinished(int index, rematlab::RunStatus status, const QString& message, qint64 run_id,
                    const rematlab::ui::Timeline& timeline);
   // `stopped`: a Stop ended the sweep early; `summary` says where.
   void sweepFinished(const QString& summary, bool stopped);
@@ -53,7 +53,7 @@ class SweepWorker : public QObject {
   void profileProgress(qint64 done, qint64 of);
   // `costs_json`: plan/chain_costs_json.h; `source`: where they came from.
   void profileFinished(const QString& key, const QString& costs_json, const QString& source);
-  // `message` says why, or that profiling was stopped.
+  void profileStopped();  // by Stop or by closing the window; nothing was kept
   void profileFailed(const QString& message);
 
  private:

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "train/step_metrics.h"
+#include "run/step_metrics.h"
 
 namespace rematlab::cli {
 

@@ -2,8 +2,8 @@
 
 #include "common/byte_size.h"
 #include "common/errors.h"
-#include "dist/dist_context.h"
-#include "dist/dist_env.h"
+#include "parallel/dist_context.h"
+#include "parallel/dist_env.h"
 
 namespace rematlab::cli {
 
@@ -25,8 +25,8 @@ void DistOptions::add_to(CLI::App& command) {
 
 void DistOptions::apply(RunConfig& config) const {
   if (nproc_) {
-    if (*nproc_ < 1 || *nproc_ > dist::kMaxWorldSize) {
-      throw InvalidInput("--nproc", "must be between 1 and " + std::to_string(dist::kMaxWorldSize));
+    if (*nproc_ < 1 || *nproc_ > kMaxWorldSize) {
+      throw InvalidInput("--nproc", "must be between 1 and " + std::to_string(kMaxWorldSize));
     }
     config.world_size = *nproc_;
   }
@@ -39,7 +39,7 @@ void DistOptions::apply(RunConfig& config) const {
 }
 
 std::chrono::milliseconds DistOptions::timeout() const {
-  if (!timeout_s_) return dist::kDefaultTimeout;
+  if (!timeout_s_) return parallel::kDefaultTimeout;
   return std::chrono::milliseconds(static_cast<int64_t>(*timeout_s_ * 1000.0));
 }
 

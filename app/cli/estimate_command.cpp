@@ -9,10 +9,10 @@
 #include "cli/model_options.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
-#include "dist/dist_env.h"
-#include "dist/shard_mode.h"
 #include "estimate/estimate.h"
-#include "train/run_config.h"
+#include "parallel/dist_env.h"
+#include "run/run_config.h"
+#include "run/shard_mode.h"
 
 namespace rematlab::cli {
 namespace {
@@ -61,11 +61,11 @@ struct EstimateOptions {
     for (const auto& size : device_memory) {
       request.device_memories.push_back(parse_byte_size(size, "--device-memory"));
     }
-    if (nproc < 1 || nproc > dist::kMaxWorldSize) {
-      throw InvalidInput("--nproc", "must be between 1 and " + std::to_string(dist::kMaxWorldSize));
+    if (nproc < 1 || nproc > kMaxWorldSize) {
+      throw InvalidInput("--nproc", "must be between 1 and " + std::to_string(kMaxWorldSize));
     }
     request.world_size = nproc;
-    dist::parse_shard(shard);  // names --shard when unknown
+    parse_shard(shard);  // names --shard when unknown
     request.shard = shard;
     return request;
   }

@@ -7,9 +7,9 @@
 #include "cli/commands.h"
 #include "common/errors.h"
 #include "common/posix_files.h"
+#include "run/run_config.h"
 #include "store/peak_flops_registry.h"
 #include "store/run_store.h"
-#include "train/run_config.h"
 
 namespace rematlab::cli {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "plan/chain_costs.h"
-#include "train/run_config.h"
+#include "run/run_config.h"
 
 namespace rematlab::cli {
 

@@ -10,8 +10,8 @@
 #include "cli/run_options.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
-#include "dist/dist_env.h"
-#include "dist/dist_errors.h"
+#include "parallel/dist_env.h"
+#include "parallel/dist_errors.h"
 #include "store/peak_flops_registry.h"
 #include "store/profile_registry.h"
 #include "store/run_store.h"
@@ -105,6 +105,52 @@ void print_result(const RunSummary& summary, bool json) {
   }
 }
 
+// One process, no data parallelism: trains `config` here, recorded in `db` when one is given.
+RunSummary train_here(RunConfig config, const std::string& db, const std::string& name,
+                      const ConfigFile& given, const std::atomic<bool>& cancel) {
+  // The trainer first: everything it sets up (the model, an offload directory) can still
+  // fail as bad input before a database is created or written. Except for a plan,
+  // which the trainer makes from the chain's costs: those the database kept for this
+  // configuration are read first (the config checked before), else measured and kept.
+  std::unique_ptr<RunStore> store;
+  if (!db.empty() && CheckpointPolicy::parse(config.checkpoint).is_plan()) {
+    validate(config);
+    store = std::make_unique<RunStore>(db);
+    resolve_chain_costs(config, store.get(), &cancel);
+  }
+  Trainer trainer(config, nullptr, &cancel);
+  if (!db.empty() && !store) store = std::make_unique<RunStore>(db);  // creates it
+  // Before training: the peak kept for this device, or one measured now while it is
+  // quiet.
+  resolve_peak_flops(config, store.get());
+  trainer.use_peak_flops(config.peak_flops, config.peak_flops_source);
+  std::unique_ptr<RunWriter> writer;
+  std::optional<int64_t> run_id;
+  if (store) {
+    writer = std::make_unique<RunWriter>(db);
+    std::optional<int64_t> experiment;
+    if (!given.experiment.empty())
+      experiment = writer->create_experiment(given.experiment, given.spec);
+    run_id = writer->begin_run(experiment, name.empty() ? describe_run(config) : name, config);
+  }
+  TrainerCallbacks callbacks;
+  callbacks.cancel = &cancel;
+  callbacks.on_step = [&](const StepMetrics& step) {
+    print_step_progress(step, "");
+    if (writer) writer->add_step(*run_id, step);
+  };
+  RunSummary summary;
+  try {
+    summary = trainer.run(callbacks);
+  } catch (const std::exception& error) {
+    if (writer) writer->fail_run(*run_id, error.what());
+    throw;
+  }
+  summary.run_id = run_id;
+  if (writer) writer->finish_run(*run_id, summary);
+  return summary;
+}
+
 }  // namespace
 
 Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
@@ -129,7 +175,7 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
             dist_options->apply(config);
             const RankRunOptions rank_options{*db, *name, dist_options->timeout(), given.experiment,
                                               given.spec};
-            const dist::DistEnv env = dist::dist_env_from_process();
+            const parallel::DistEnv env = parallel::dist_env_from_process();
             if (env.distributed()) {
               if (dist_options->nproc_given()) {
                 throw InvalidInput(
@@ -141,9 +187,9 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
                 const std::optional<RunSummary> summary =
                     run_as_rank(config, env, rank_options, cancel);
                 if (summary) print_result(*summary, options->json);
-              } catch (const dist::PeerFailure& failure) {
+              } catch (const parallel::PeerFailure& failure) {
                 std::cerr << "rematlab-cli: error: " << failure.what() << std::endl;
-                return dist::kExitPeerFailed;
+                return parallel::kExitPeerFailed;
               }
               return 0;
             }
@@ -151,9 +197,9 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
             if (config.shard != "none") {
               // Sharding over one rank: the data-parallel path, in this process, on a free port
               // (or on the store of the launcher that started it alone: the window's).
-              dist::DistEnv alone = env;
+              parallel::DistEnv alone = env;
               if (env.launcher != "rematlab") {
-                alone = dist::DistEnv{};
+                alone = parallel::DistEnv{};
                 alone.master_port = 0;
               }
               const std::optional<RunSummary> summary =
@@ -161,48 +207,7 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
               if (summary) print_result(*summary, options->json);
               return 0;
             }
-            // The trainer first: everything it sets up (the model, an offload directory) can still
-            // fail as bad input before a database is created or written. Except for a plan,
-            // which the trainer makes from the chain's costs: those the database kept for this
-            // configuration are read first (the config checked before), else measured and kept.
-            std::unique_ptr<RunStore> store;
-            if (!db->empty() && CheckpointPolicy::parse(config.checkpoint).is_plan()) {
-              validate(config);
-              store = std::make_unique<RunStore>(*db);
-              resolve_chain_costs(config, store.get(), &cancel);
-            }
-            Trainer trainer(config, nullptr, &cancel);
-            if (!db->empty() && !store) store = std::make_unique<RunStore>(*db);  // creates it
-            // Before training: the peak kept for this device, or one measured now while it is
-            // quiet.
-            resolve_peak_flops(config, store.get());
-            trainer.use_peak_flops(config.peak_flops, config.peak_flops_source);
-            std::unique_ptr<RunWriter> writer;
-            std::optional<int64_t> run_id;
-            if (store) {
-              writer = std::make_unique<RunWriter>(*db);
-              std::optional<int64_t> experiment;
-              if (!given.experiment.empty())
-                experiment = writer->create_experiment(given.experiment, given.spec);
-              run_id = writer->begin_run(experiment, name->empty() ? describe_run(config) : *name,
-                                         config);
-            }
-            TrainerCallbacks callbacks;
-            callbacks.cancel = &cancel;
-            callbacks.on_step = [&](const StepMetrics& step) {
-              print_step_progress(step, "");
-              if (writer) writer->add_step(*run_id, step);
-            };
-            RunSummary summary;
-            try {
-              summary = trainer.run(callbacks);
-            } catch (const std::exception& error) {
-              if (writer) writer->fail_run(*run_id, error.what());
-              throw;
-            }
-            summary.run_id = run_id;
-            if (writer) writer->finish_run(*run_id, summary);
-            print_result(summary, options->json);
+            print_result(train_here(config, *db, *name, given, cancel), options->json);
             return 0;  // an oom, cancelled or diverged run is a result, not a failure
           }};
 }

@@ -12,12 +12,12 @@
 #include "common/errors.h"
 #include "common/json_text.h"
 #include "common/process_identity.h"
-#include "dist/data_parallel.h"
-#include "dist/dist_context.h"
-#include "dist/dist_errors.h"
-#include "dist/local_launcher.h"
-#include "dist/rank_launch.h"
-#include "dist/step_feed.h"
+#include "launch/local_launcher.h"
+#include "launch/rank_launch.h"
+#include "launch/step_feed.h"
+#include "parallel/data_parallel.h"
+#include "parallel/dist_context.h"
+#include "parallel/dist_errors.h"
 #include "runtime/device.h"
 #include "store/peak_flops_registry.h"
 #include "store/profile_registry.h"
@@ -42,7 +42,7 @@ std::string flag_of(const std::string& field) {
 
 // Every rank must train the same thing: a rank started with other flags would silently train
 // another model, or hang at the first collective of another shape.
-void agree_on_config(dist::DistContext& context, const RunConfig& config) {
+void agree_on_config(parallel::DistContext& context, const RunConfig& config) {
   const std::vector<std::string> all = context.exchange("config", to_json(config).dump());
   const nlohmann::json first = parse_json(all.front());
   for (std::size_t rank = 1; rank < all.size(); ++rank) {
@@ -64,12 +64,12 @@ void agree_on_config(dist::DistContext& context, const RunConfig& config) {
 
 // Who failed, as far as anyone can tell: our launcher names a rank that died; a rank that
 // failed by its own error says so before it exits. Waits a little for either.
-std::string who_failed(dist::DistContext& context) {
+std::string who_failed(parallel::DistContext& context) {
   const auto deadline = Clock::now() + std::chrono::seconds(3);
   try {
     do {
-      if (context.store().check({dist::kFailureKey})) {
-        return context.store().get_to_str(dist::kFailureKey);
+      if (context.store().check({launch::kFailureKey})) {
+        return context.store().get_to_str(launch::kFailureKey);
       }
       for (int rank = 0; rank < context.world_size(); ++rank) {
         const std::string key = "failed/" + std::to_string(rank);
@@ -85,7 +85,8 @@ std::string who_failed(dist::DistContext& context) {
   return "another rank failed or stopped responding";
 }
 
-RankResult rank_result(const RunSummary& summary, const dist::ModelStateBytes& bytes, int rank) {
+RankResult rank_result(const RunSummary& summary, const parallel::ModelStateBytes& bytes,
+                       int rank) {
   const ProcessIdentity self = current_process();
   RankResult result;
   result.rank = rank;
@@ -105,16 +106,16 @@ RankResult rank_result(const RunSummary& summary, const dist::ModelStateBytes& b
   return result;
 }
 
-c10::Device rank_device(const RunConfig& config, const dist::DistEnv& env) {
+c10::Device rank_device(const RunConfig& config, const parallel::DistEnv& env) {
   const c10::Device device = parse_device(config.device);
   if (!device.is_cuda() || env.world_size <= 1) return device;  // one rank runs where it is told
-  if (config.device != "cuda") throw InvalidInput("--device", dist::kGpuPerRank);
+  if (config.device != "cuda") throw InvalidInput("--device", launch::kGpuPerRank);
   return parse_device("cuda:" + std::to_string(env.local_rank));  // checks that it exists
 }
 
 }  // namespace
 
-std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env,
+std::optional<RunSummary> run_as_rank(RunConfig config, const parallel::DistEnv& env,
                                       const RankRunOptions& options,
                                       const std::atomic<bool>& cancel) {
   config.world_size = env.world_size;
@@ -126,7 +127,7 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
   // (a port in use, a missing peer, other flags) leaves nothing on disk.
   if (leader && !options.db.empty()) check_database_path(options.db);
 
-  auto context = dist::DistContext::connect(env, device, options.timeout, &cancel);
+  auto context = parallel::DistContext::connect(env, device, options.timeout, &cancel);
   agree_on_config(*context, config);
   std::unique_ptr<RunStore> store;
   if (leader && !options.db.empty()) store = std::make_unique<RunStore>(options.db);
@@ -143,8 +144,8 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
   rank_config.peak_flops = chosen.at("flops").get<double>();
   rank_config.peak_flops_source = chosen.at("source").get<std::string>();
 
-  auto exchange = std::make_shared<dist::DataParallel>(
-      context, dist::DataParallelOptions{dist::parse_shard(config.shard), config.bucket_bytes});
+  auto exchange = std::make_shared<parallel::DataParallel>(
+      context, parallel::DataParallelOptions{parse_shard(config.shard), config.bucket_bytes});
   std::unique_ptr<RunWriter> writer;
   std::optional<int64_t> run_id;
   // `peer`: this rank stopped because another did. After Stop, that other may have been killed
@@ -152,7 +153,7 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
   // failure whenever it comes.
   auto fail = [&](const std::string& message, bool peer) {
     if (!writer) return;
-    const dist::ForcedEnd end = dist::forced_end(peer && cancel.load(), message);
+    const parallel::ForcedEnd end = parallel::forced_end(peer && cancel.load(), message);
     writer->end_run(*run_id, end.status, end.message);
   };
   try {
@@ -164,17 +165,17 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
         experiment = writer->create_experiment(options.experiment, options.experiment_spec);
       run_id = writer->begin_run(
           experiment, options.name.empty() ? describe_run(config) : options.name, rank_config);
-      context->store().set(dist::kRunIdKey, std::to_string(*run_id));
+      context->store().set(launch::kRunIdKey, std::to_string(*run_id));
     }
     TrainerCallbacks callbacks;
     callbacks.cancel = &cancel;
-    const bool feed = env.launcher == "rematlab" && dist::step_feed_requested();
+    const bool feed = env.launcher == "rematlab" && launch::step_feed_requested();
     callbacks.on_step = [&](const StepMetrics& step) {
       print_step_progress(step, "");
       if (writer) writer->add_step(*run_id, step);
       if (!feed) return;
       try {
-        dist::publish_step(context->store(), env.rank, step);
+        launch::publish_step(context->store(), env.rank, step);
       } catch (const std::exception&) {
         // Its launcher's live view misses a step; the run, recorded by rank 0, goes on.
       }
@@ -191,11 +192,11 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env
     summary.run_id = run_id;
     if (writer) writer->finish_run(*run_id, summary);
     return summary;
-  } catch (const dist::PeerFailure& failure) {
+  } catch (const parallel::PeerFailure& failure) {
     const std::string message =
         who_failed(*context) + "; rank " + std::to_string(env.rank) + " stopped: " + failure.what();
     fail(message, true);
-    throw dist::PeerFailure(message);
+    throw parallel::PeerFailure(message);
   } catch (...) {
     const std::string message =
         "rank " + std::to_string(env.rank) + " failed: " + describe_current_exception();
@@ -233,10 +234,10 @@ std::vector<std::string> own_command_line_without(const std::string& flag) {
 int launch_local_ranks(const RunConfig& config, const RankRunOptions& options,
                        const std::atomic<bool>& cancel) {
   // Refused here, before any rank starts, as a single run would refuse it.
-  dist::check_local_ranks(config.device, static_cast<int>(config.world_size), "--nproc", "--device",
-                          "; use torchrun or srun across hosts");
+  launch::check_local_ranks(config.device, static_cast<int>(config.world_size), "--nproc",
+                            "--device", "; use torchrun or srun across hosts");
   if (!options.db.empty()) check_database_path(options.db);  // rank 0 creates it
-  dist::RankLaunch launch;
+  launch::RankLaunch launch;
   launch.nproc = static_cast<int>(config.world_size);
   launch.args = own_command_line_without("--nproc");
   // A rank notices a dead peer at once and a hung one after the timeout; then it needs a moment
@@ -244,11 +245,11 @@ int launch_local_ranks(const RunConfig& config, const RankRunOptions& options,
   launch.grace = options.timeout + std::chrono::seconds(5);
   launch.cancel = &cancel;
   launch.db = options.db;
-  const dist::RankLaunchOutcome outcome = dist::launch_ranks(launch);
+  const launch::RankLaunchOutcome outcome = launch::launch_ranks(launch);
   if (outcome.ok && outcome.stopped_before_start && !outcome.run_id) {
     std::cerr << "rematlab-cli: stopped before the ranks began training; nothing was recorded"
               << std::endl;
-    return dist::kExitInterrupted;
+    return parallel::kExitInterrupted;
   }
   if (outcome.ok) return 0;
   if (!outcome.failed_by_signal && outcome.failed_exit_code == 2) return 2;  // its line is above

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "dist/dist_env.h"
-#include "train/run_config.h"
-#include "train/run_summary.h"
+#include "parallel/dist_env.h"
+#include "run/run_config.h"
+#include "run/run_summary.h"
 
 namespace rematlab::cli {
 
@@ -27,9 +27,9 @@ struct RankRunOptions {
 
 // Trains this process's share of the run. Returns the run's summary, with every rank's figures,
 // on rank 0 and nothing on the others. Throws InvalidInput (configurations that differ between
-// ranks, a port in use) and dist::PeerFailure (another rank failed: rank 0 records the run
+// ranks, a port in use) and parallel::PeerFailure (another rank failed: rank 0 records the run
 // `failed`, naming that rank when it can be known).
-std::optional<RunSummary> run_as_rank(RunConfig config, const dist::DistEnv& env,
+std::optional<RunSummary> run_as_rank(RunConfig config, const parallel::DistEnv& env,
                                       const RankRunOptions& options,
                                       const std::atomic<bool>& cancel);
 

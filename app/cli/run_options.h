@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cli/model_options.h"
-#include "train/run_config.h"
+#include "run/run_config.h"
 
 namespace rematlab::cli {
 

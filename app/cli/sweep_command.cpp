@@ -12,8 +12,8 @@
 #include "cli/store_output.h"
 #include "cli/sweep_distributed.h"
 #include "common/errors.h"
-#include "dist/dist_context.h"
-#include "dist/dist_env.h"
+#include "parallel/dist_context.h"
+#include "parallel/dist_env.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
 #include "sweep/default_study.h"
@@ -61,8 +61,8 @@ Command add_sweep_command(CLI::App& app, const std::atomic<bool>& cancel) {
         // Every error before anything runs.
         SweepSpec spec = options->default_study ? parse_sweep_spec(default_study_spec())
                                                 : load_sweep_spec(options->spec);
-        const dist::DistEnv env = dist::dist_env_from_process();
-        SweepRunOptions spread{options->db, options->json, dist::kDefaultTimeout};
+        const parallel::DistEnv env = parallel::dist_env_from_process();
+        SweepRunOptions spread{options->db, options->json, parallel::kDefaultTimeout};
         if (options->timeout_s) {
           spread.timeout =
               std::chrono::milliseconds(static_cast<int64_t>(*options->timeout_s * 1000.0));

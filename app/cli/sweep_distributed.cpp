@@ -13,12 +13,12 @@
 #include "cli/store_output.h"
 #include "common/current_exception.h"
 #include "common/errors.h"
-#include "dist/dist_errors.h"
-#include "dist/local_launcher.h"
-#include "dist/rank_launch.h"
-#include "dist/rendezvous_store.h"
-#include "dist/sweep_coordinator.h"
-#include "dist/sweep_worker.h"
+#include "launch/local_launcher.h"
+#include "launch/rank_launch.h"
+#include "launch/sweep_coordinator.h"
+#include "launch/sweep_worker.h"
+#include "parallel/dist_errors.h"
+#include "parallel/rendezvous_store.h"
 #include "store/peak_flops_registry.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
@@ -52,9 +52,9 @@ std::unique_ptr<RunStore> open_store(const std::string& db) {
   return store;
 }
 
-dist::SweepCoordinatorOptions coordinator_options(const SweepRunOptions& options,
-                                                  const std::atomic<bool>& cancel) {
-  dist::SweepCoordinatorOptions coordinator;
+launch::SweepCoordinatorOptions coordinator_options(const SweepRunOptions& options,
+                                                    const std::atomic<bool>& cancel) {
+  launch::SweepCoordinatorOptions coordinator;
   coordinator.timeout = options.timeout;
   coordinator.cancel = &cancel;
   coordinator.on_progress = print_sweep_progress;
@@ -66,7 +66,7 @@ dist::SweepCoordinatorOptions coordinator_options(const SweepRunOptions& options
 // and joined whatever happens; an error it met is rethrown by `join`.
 class CoordinatorThread {
  public:
-  explicit CoordinatorThread(dist::SweepCoordinator& coordinator)
+  explicit CoordinatorThread(launch::SweepCoordinator& coordinator)
       : coordinator_(coordinator), thread_([this] { loop(); }) {}
   ~CoordinatorThread() {
     stop_ = true;
@@ -101,7 +101,7 @@ class CoordinatorThread {
     }
   }
 
-  dist::SweepCoordinator& coordinator_;
+  launch::SweepCoordinator& coordinator_;
   std::atomic<bool> stop_{false};
   std::exception_ptr error_;
   std::thread thread_;  // last: starts once everything above exists
@@ -134,7 +134,7 @@ int sweep_with_local_workers(const SweepSpec& spec, int workers, const SweepRunO
   // before the database is touched.
   for (const SweepPoint& point : expand_sweep(spec)) {
     if (point.config.device != "cuda") continue;
-    dist::check_local_ranks(point.config.device, workers, "--workers", "--device");
+    launch::check_local_ranks(point.config.device, workers, "--workers", "--device");
     break;
   }
   std::unique_ptr<RunStore> store = open_store(options.db);
@@ -145,14 +145,14 @@ int sweep_with_local_workers(const SweepSpec& spec, int workers, const SweepRunO
   std::vector<SweepPoint> points = resolved_points(spec, threads_each, *store);
   const std::size_t planned = points.size();
 
-  const dist::LauncherStore served = dist::serve_launcher_store();
-  dist::SweepCoordinatorOptions coordinator_setup = coordinator_options(options, cancel);
+  const parallel::LauncherStore served = parallel::serve_launcher_store();
+  launch::SweepCoordinatorOptions coordinator_setup = coordinator_options(options, cancel);
   // Only our own children are killed, and only while not reaped: a reaped pid may be another's.
-  dist::LiveChildren children;
+  launch::LiveChildren children;
   coordinator_setup.on_lost = [&children](int pid) { children.signal(pid, SIGKILL); };
-  dist::SweepCoordinator coordinator(served.store.store, spec, std::move(points), &writer,
-                                     coordinator_setup);
-  dist::LocalLaunch launch;
+  launch::SweepCoordinator coordinator(served.store.store, spec, std::move(points), &writer,
+                                       coordinator_setup);
+  launch::LocalLaunch launch;
   launch.nproc = workers;
   launch.args = own_command_line_without("--workers");
   launch.cancel = &cancel;
@@ -172,7 +172,7 @@ int sweep_with_local_workers(const SweepSpec& spec, int workers, const SweepRunO
     note(how);
     return false;
   };
-  dist::launch_local(launch);
+  launch::launch_local(launch);
   coordinator.settle_ended_workers();
   writer.flush();
   print_sweep_outcome(options.db, coordinator.experiment_id(), coordinator.results(), planned,
@@ -186,31 +186,32 @@ int sweep_with_local_workers(const SweepSpec& spec, int workers, const SweepRunO
   return 0;
 }
 
-int sweep_as_worker(const SweepSpec& spec, const dist::DistEnv& env, const SweepRunOptions& options,
-                    const std::atomic<bool>& cancel) {
+int sweep_as_worker(const SweepSpec& spec, const parallel::DistEnv& env,
+                    const SweepRunOptions& options, const std::atomic<bool>& cancel) {
   // Our own launcher records the sweep; under torchrun or Slurm rank 0 does.
   const bool coordinates = env.launcher != "rematlab" && env.rank == 0;
   std::unique_ptr<RunStore> store;
   if (coordinates) store = open_store(options.db);  // refused before anyone waits on us
-  dist::RendezvousStore rendezvous = dist::open_rendezvous_store(env, options.timeout, &cancel);
-  dist::SweepWorkerOptions worker_options{options.timeout, &cancel, env.rank, env.local_rank};
+  parallel::RendezvousStore rendezvous =
+      parallel::open_rendezvous_store(env, options.timeout, &cancel);
+  launch::SweepWorkerOptions worker_options{options.timeout, &cancel, env.rank, env.local_rank};
   if (!coordinates) {
     try {
-      dist::run_sweep_worker(rendezvous.store, spec, worker_options);
+      launch::run_sweep_worker(rendezvous.store, spec, worker_options);
       return 0;
-    } catch (const dist::PeerFailure& failure) {
+    } catch (const parallel::PeerFailure& failure) {
       std::cerr << "rematlab-cli: error: " << failure.what() << std::endl;
-      return dist::kExitPeerFailed;
+      return parallel::kExitPeerFailed;
     }
   }
   RunWriter writer(options.db);
   std::vector<SweepPoint> points = resolved_points(spec, 0, *store);
   const std::size_t planned = points.size();
-  dist::SweepCoordinatorOptions coordinator_setup = coordinator_options(options, cancel);
+  launch::SweepCoordinatorOptions coordinator_setup = coordinator_options(options, cancel);
   coordinator_setup.expected_workers = env.world_size;
   // Its own connection: the worker below blocks on its own while waiting for an answer.
-  dist::SweepCoordinator coordinator(rendezvous.store->clone(), spec, std::move(points), &writer,
-                                     coordinator_setup);
+  launch::SweepCoordinator coordinator(rendezvous.store->clone(), spec, std::move(points), &writer,
+                                       coordinator_setup);
   // The coordinator's own error (its database) is this rank's failure, not a peer's. Under
   // Slurm this process serves the store: it stays until the workers have read why, whether its
   // own worker noticed the failure or had already finished.
@@ -223,11 +224,11 @@ int sweep_as_worker(const SweepSpec& spec, const dist::DistEnv& env, const Sweep
   };
   CoordinatorThread thread(coordinator);
   try {
-    dist::run_sweep_worker(rendezvous.store, spec, worker_options);
-  } catch (const dist::PeerFailure& failure) {
+    launch::run_sweep_worker(rendezvous.store, spec, worker_options);
+  } catch (const parallel::PeerFailure& failure) {
     if (const std::exception_ptr error = thread.stop()) fail_as_coordinator(error);
     std::cerr << "rematlab-cli: error: " << failure.what() << std::endl;
-    return dist::kExitPeerFailed;
+    return parallel::kExitPeerFailed;
   }
   if (const std::exception_ptr error = thread.wait()) fail_as_coordinator(error);
   writer.flush();

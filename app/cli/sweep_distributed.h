@@ -1,6 +1,6 @@
 // `sweep` spread over processes: `--workers N` starts N workers on this host and records the
 // sweep itself; under torchrun or Slurm every rank is a worker and rank 0 also records it
-// (core/dist/sweep_coordinator.h). Every point runs in one worker; the runs database has one
+// (core/launch/sweep_coordinator.h). Every point runs in one worker; the runs database has one
 // writer, the coordinator.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/dist_env.h"
+#include "parallel/dist_env.h"
 #include "sweep/sweep_runner.h"
 #include "sweep/sweep_spec.h"
 
@@ -29,8 +29,8 @@ int sweep_with_local_workers(const SweepSpec& spec, int workers, const SweepRunO
 
 // This process as one worker: of our own launcher (the parent records), or rank R of torchrun or
 // Slurm (rank 0 records, on a thread of its own, and works too).
-int sweep_as_worker(const SweepSpec& spec, const dist::DistEnv& env, const SweepRunOptions& options,
-                    const std::atomic<bool>& cancel);
+int sweep_as_worker(const SweepSpec& spec, const parallel::DistEnv& env,
+                    const SweepRunOptions& options, const std::atomic<bool>& cancel);
 
 // The table (and with --json the JSON line) a sweep ends with.
 void print_sweep_outcome(const std::string& db, std::optional<int64_t> experiment_id,

@@ -17,7 +17,7 @@ Command add_version_command(CLI::App& app) {
   command->add_option("--threads", *threads, "Set the intra-op thread count first");
   return {command, [json, threads]() {
             if (*threads < 0) throw InvalidInput("--threads", "must not be negative");
-            if (*threads > 0) at::set_num_threads(*threads);
+            set_intra_op_threads(*threads);
             const RuntimeInfo info = probe_runtime(/*measure_matmul=*/true);
             std::cout << "rematlab-cli " << REMATLAB_VERSION << "\n";
             if (*json) {

@@ -108,6 +108,47 @@ std::string recomputed_list(const std::vector<Segment>& segments) {
   return list;
 }
 
+// schedule:P=K,…: progress fractions from 0, increasing, each with its interval.
+std::vector<std::pair<double, int64_t>> parse_schedule(const std::string& args,
+                                                       const std::string& text) {
+  std::vector<std::pair<double, int64_t>> schedule;
+  for (const auto& entry : split(args, ',')) {
+    const auto equals = entry.find('=');
+    if (equals == std::string::npos) reject(text, "entry '" + entry + "' is not P=K");
+    const std::string fraction = entry.substr(0, equals);
+    double progress = -1.0;
+    const std::size_t used = read_decimal_prefix(fraction, progress);
+    if (used == 0 || used != fraction.size() || !(progress >= 0.0 && progress < 1.0)) {
+      reject(text, "progress '" + fraction + "' must be a fraction in [0, 1)");
+    }
+    if (!schedule.empty() && progress <= schedule.back().first) {
+      reject(text, "progress points must increase");
+    }
+    schedule.emplace_back(progress, parse_positive(entry.substr(equals + 1), text, "K"));
+  }
+  if (schedule.front().first != 0.0) reject(text, "the first entry must start at 0");
+  return schedule;
+}
+
+// keep:LIST of qkv, attn-out, mlp-in, or matmul for all three.
+KeptOutputs parse_kept(const std::string& args, const std::string& text) {
+  KeptOutputs keep;
+  for (const auto& name : split(args, ',')) {
+    if (name == "qkv") {
+      keep.qkv = true;
+    } else if (name == "attn-out") {
+      keep.attention_out = true;
+    } else if (name == "mlp-in") {
+      keep.mlp_in = true;
+    } else if (name == "matmul") {
+      keep = {true, true, true};
+    } else {
+      reject(text, "'" + name + "' is not qkv, attn-out, mlp-in or matmul");
+    }
+  }
+  return keep;
+}
+
 }  // namespace
 
 std::string KeptOutputs::text() const {
@@ -175,21 +216,7 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
   } else if (head == "schedule") {
     if (!has_args || args.empty()) reject(text, "expected schedule:P=K,…, e.g. schedule:0=2,0.5=5");
     policy.kind_ = Kind::kSchedule;
-    for (const auto& entry : split(args, ',')) {
-      const auto equals = entry.find('=');
-      if (equals == std::string::npos) reject(text, "entry '" + entry + "' is not P=K");
-      const std::string fraction = entry.substr(0, equals);
-      double progress = -1.0;
-      const std::size_t used = read_decimal_prefix(fraction, progress);
-      if (used == 0 || used != fraction.size() || !(progress >= 0.0 && progress < 1.0)) {
-        reject(text, "progress '" + fraction + "' must be a fraction in [0, 1)");
-      }
-      if (!policy.schedule_.empty() && progress <= policy.schedule_.back().first) {
-        reject(text, "progress points must increase");
-      }
-      policy.schedule_.emplace_back(progress, parse_positive(entry.substr(equals + 1), text, "K"));
-    }
-    if (policy.schedule_.front().first != 0.0) reject(text, "the first entry must start at 0");
+    policy.schedule_ = parse_schedule(args, text);
     policy.text_ = "schedule:";
     for (const auto& [progress, k] : policy.schedule_) {
       policy.text_ += (policy.text_.back() == ':' ? "" : ",") + decimal_text(progress) + "=" +
@@ -200,19 +227,7 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
       reject(text, "expected keep:LIST of qkv, attn-out, mlp-in or matmul, e.g. keep:matmul");
     }
     policy.kind_ = Kind::kKeep;
-    for (const auto& name : split(args, ',')) {
-      if (name == "qkv") {
-        policy.keep_.qkv = true;
-      } else if (name == "attn-out") {
-        policy.keep_.attention_out = true;
-      } else if (name == "mlp-in") {
-        policy.keep_.mlp_in = true;
-      } else if (name == "matmul") {
-        policy.keep_ = {true, true, true};
-      } else {
-        reject(text, "'" + name + "' is not qkv, attn-out, mlp-in or matmul");
-      }
-    }
+    policy.keep_ = parse_kept(args, text);
     policy.text_ = "keep:" + policy.keep_.text();
   } else if (head == "segments") {
     policy.kind_ = Kind::kSegments;

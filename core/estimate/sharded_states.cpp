@@ -1,7 +1,7 @@
 #include "estimate/sharded_states.h"
 
 #include "common/errors.h"
-#include "dist/shard_mode.h"
+#include "run/shard_mode.h"
 
 namespace rematlab::estimate {
 namespace {
@@ -14,12 +14,12 @@ int64_t share(int64_t bytes, int64_t world_size) { return (bytes + world_size - 
 ModelStateBytes per_rank_model_states(const ModelStateBytes& whole, int64_t world_size,
                                       const std::string& shard) {
   if (world_size < 1) throw InvalidInput("--nproc", "must be at least 1");
-  const dist::ShardMode mode = dist::parse_shard(shard);
+  const ShardMode mode = parse_shard(shard);
   ModelStateBytes rank = whole;
-  if (mode == dist::ShardMode::kNone) return rank;
+  if (mode == ShardMode::kNone) return rank;
   rank.optimizer = share(whole.optimizer, world_size);
   rank.master = share(whole.master, world_size);
-  if (mode == dist::ShardMode::kGradients) rank.gradients = share(whole.gradients, world_size);
+  if (mode == ShardMode::kGradients) rank.gradients = share(whole.gradients, world_size);
   return rank;
 }
 

@@ -11,7 +11,7 @@
 
 #include "common/errors.h"
 #include "plan/chain_costs.h"
-#include "train/run_config.h"
+#include "run/run_config.h"
 
 namespace rematlab::plan {
 

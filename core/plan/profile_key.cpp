@@ -6,7 +6,7 @@
 #include "common/process_identity.h"
 #include "compat/torch_compat.h"
 #include "model/model_config.h"
-#include "train/run_fields.h"
+#include "run/run_fields.h"
 
 namespace rematlab::plan {
 namespace {

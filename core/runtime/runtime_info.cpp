@@ -57,6 +57,10 @@ double measure_gflops() {
 
 }  // namespace
 
+void set_intra_op_threads(int threads) {
+  if (threads > 0) at::set_num_threads(threads);
+}
+
 RuntimeInfo probe_runtime(bool measure_matmul) {
   RuntimeInfo info;
   const std::string config = at::show_config();

@@ -21,6 +21,8 @@ struct RuntimeInfo {
 };
 
 RuntimeInfo probe_runtime(bool measure_matmul);
+// LibTorch's intra-op threads (and so its BLAS's), process-wide; 0 or less leaves them as they are.
+void set_intra_op_threads(int threads);
 nlohmann::json to_json(const RuntimeInfo& info);
 std::string to_text(const RuntimeInfo& info);
 

@@ -8,8 +8,8 @@
 
 #include <string>
 
+#include "run/run_config.h"
 #include "store/run_store.h"
-#include "train/run_config.h"
 
 namespace rematlab {
 

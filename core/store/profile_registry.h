@@ -9,8 +9,8 @@
 
 #include "plan/chain_costs.h"
 #include "plan/chain_profile.h"
+#include "run/run_config.h"
 #include "store/run_store.h"
-#include "train/run_config.h"
 
 namespace rematlab {
 

@@ -7,10 +7,10 @@
 #include "common/json_text.h"
 #include "common/posix_files.h"
 #include "common/process_identity.h"
+#include "run/run_fields.h"
 #include "store/schema.h"
 #include "store/sqlite_db.h"
 #include "store/step_fields.h"
-#include "train/run_fields.h"
 
 namespace rematlab {
 namespace {

@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "memory/timeline_point.h"
+#include "run/run_config.h"
+#include "run/run_request.h"
+#include "run/run_status.h"
+#include "run/run_summary.h"
+#include "run/step_metrics.h"
 #include "store/store_access.h"
-#include "train/run_config.h"
-#include "train/run_request.h"
-#include "train/run_status.h"
-#include "train/run_summary.h"
-#include "train/step_metrics.h"
 
 namespace rematlab {
 

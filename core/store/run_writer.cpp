@@ -276,7 +276,7 @@ void RunWriter::add_probe(int64_t run_id, int64_t probe, int64_t batch, RunStatu
 
 void RunWriter::finish_run(int64_t run_id, const RunSummary& summary) {
   const std::string config = dump_json(to_json(summary.config));
-  const std::string planned = summary.planned ? dump_json(plan::to_json(*summary.planned)) : "";
+  const std::string planned = summary.planned ? dump_json(to_json(*summary.planned)) : "";
   const std::string result = dump_json(to_json(static_cast<const RunResult&>(summary)));
   const std::string status = to_string(summary.status);
   const std::vector<TimelinePoint> timeline = summary.timeline;

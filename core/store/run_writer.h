@@ -22,9 +22,9 @@
 #include <thread>
 
 #include "common/process_identity.h"
+#include "run/run_request.h"
+#include "run/run_summary.h"
 #include "store/run_store.h"
-#include "train/run_request.h"
-#include "train/run_summary.h"
 
 namespace rematlab {
 

@@ -7,7 +7,7 @@
 #include <variant>
 #include <vector>
 
-#include "train/step_metrics.h"
+#include "run/step_metrics.h"
 
 namespace rematlab {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "train/run_config.h"
-#include "train/run_summary.h"
+#include "run/run_config.h"
+#include "run/run_summary.h"
 
 namespace rematlab {
 

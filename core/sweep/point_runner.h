@@ -1,5 +1,5 @@
 // One sweep point's work, wherever it runs: in the sweep's own process (SweepRunner) or in a
-// worker process of a sweep spread over several (core/dist/sweep_worker.h). The max-batch search
+// worker process of a sweep spread over several (core/launch/sweep_worker.h). The max-batch search
 // where the spec asks for one, then training. What it measures goes to the hooks; recording it
 // is the caller's business, so both places record the same things the same way.
 #pragma once
@@ -9,9 +9,9 @@
 #include <optional>
 #include <string>
 
+#include "run/run_summary.h"
 #include "sweep/max_batch.h"
 #include "sweep/sweep_spec.h"
-#include "train/run_summary.h"
 
 namespace rematlab {
 

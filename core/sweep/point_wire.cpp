@@ -4,7 +4,7 @@
 
 #include "common/json_numbers.h"
 #include "common/json_text.h"
-#include "train/run_fields.h"
+#include "run/run_fields.h"
 
 namespace rematlab {
 namespace {

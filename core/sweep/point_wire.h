@@ -1,5 +1,5 @@
 // A sweep point's outcome as JSON, exactly: what a sweep worker sends to the one process that
-// records the sweep (core/dist/sweep_coordinator.h). Steps travel on their own as they happen
+// records the sweep (core/launch/sweep_coordinator.h). Steps travel on their own as they happen
 // (store/step_fields.h), so the summary here carries none.
 #pragma once
 

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "run/run_summary.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
 #include "sweep/max_batch.h"
 #include "sweep/point_runner.h"
 #include "sweep/sweep_spec.h"
-#include "train/run_summary.h"
 
 namespace rematlab {
 
@@ -40,7 +40,7 @@ struct SweepRunResult {
 };
 
 // A point's outcome into its result and, with a writer, into the database: the same for a
-// point trained here and one a worker process trained (core/dist/sweep_coordinator.cpp).
+// point trained here and one a worker process trained (core/launch/sweep_coordinator.cpp).
 void record_outcome(PointOutcome outcome, SweepRunResult& result, RunWriter* writer);
 
 struct SweepCallbacks {

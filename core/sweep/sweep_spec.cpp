@@ -7,8 +7,8 @@
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "common/json_text.h"
+#include "run/run_fields.h"
 #include "sweep/max_batch.h"
-#include "train/run_fields.h"
 
 namespace rematlab {
 namespace {
@@ -152,34 +152,33 @@ int64_t count_sweep_points(const SweepSpec& spec) {
   return count;
 }
 
-std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, std::vector<std::string>* skipped) {
-  if (count_sweep_points(spec) > kMaxSweepPoints) {
-    throw InvalidInput(kSpec + "axes", "the axes and repeats make more than " +
-                                           std::to_string(kMaxSweepPoints) +
-                                           " runs; split the sweep");
-  }
-  const RunConfig base = run_config_from_fields(spec.base, kSpec + "base");
-  // A family from the axes replaces the base's before the base's own fields apply, so that
-  // what the base sets explicitly (kv_heads, mlp_hidden, …) survives the family's defaults.
-  auto base_of_family = [&](const nlohmann::json& arch) {
-    nlohmann::ordered_json fields =
-        spec.base.is_object() ? spec.base : nlohmann::ordered_json::object();
-    fields["arch"] = nlohmann::ordered_json::parse(arch.dump());
-    return run_config_from_fields(fields, kSpec + "base");
-  };
-  auto start_from = [&](const SweepAxis& axis, const nlohmann::json& value) {
-    return axis.key == "arch" ? base_of_family(value) : base;
-  };
+namespace {
+
+// A family from the axes replaces the base's before the base's own fields apply, so that what
+// the base sets explicitly (kv_heads, mlp_hidden, …) survives the family's defaults.
+RunConfig base_of_family(const SweepSpec& spec, const nlohmann::json& arch) {
+  nlohmann::ordered_json fields =
+      spec.base.is_object() ? spec.base : nlohmann::ordered_json::object();
+  fields["arch"] = nlohmann::ordered_json::parse(arch.dump());
+  return run_config_from_fields(fields, kSpec + "base");
+}
+
+// The axes a sweep expands: the max-batch search chooses the batch, so it replaces a batch axis.
+std::vector<const SweepAxis*> expanded_axes(const SweepSpec& spec) {
   std::vector<const SweepAxis*> axes;
   for (const SweepAxis& axis : spec.axes) {
-    // The max-batch search chooses the batch: a batch axis is replaced by it.
     if (!(spec.max_batch && axis.key == "batch")) axes.push_back(&axis);
   }
-  // Each value on its own first, so an error names the exact entry.
+  return axes;
+}
+
+// Each value on its own first, so an error names the exact entry.
+void check_each_value(const SweepSpec& spec, const RunConfig& base,
+                      const std::vector<const SweepAxis*>& axes) {
   for (const SweepAxis* axis : axes) {
     for (std::size_t i = 0; i < axis->values.size(); ++i) {
       const std::string field = kSpec + "axes." + axis->key + "[" + std::to_string(i) + "]";
-      RunConfig alone = start_from(*axis, axis->values[i]);
+      RunConfig alone = axis->key == "arch" ? base_of_family(spec, axis->values[i]) : base;
       apply_run_field(alone, axis->key, axis->values[i], field);
       // Offload alone needs a policy that the checkpoint axis may supply.
       if (axis->key == "offload") alone.checkpoint = "every:1";
@@ -189,33 +188,53 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, std::vector<std::str
       });
     }
   }
+}
+
+// The point where each axis takes its value at `index`, named after the values it takes.
+SweepPoint point_at(const SweepSpec& spec, const RunConfig& base,
+                    const std::vector<const SweepAxis*>& axes,
+                    const std::vector<std::size_t>& index) {
+  SweepPoint point;
+  point.config = base;
+  for (std::size_t a = 0; a < axes.size(); ++a) {
+    if (axes[a]->key == "arch") point.config = base_of_family(spec, axes[a]->values[index[a]]);
+  }
+  for (std::size_t a = 0; a < axes.size(); ++a) {
+    const nlohmann::json& value = axes[a]->values[index[a]];
+    apply_run_field(point.config, axes[a]->key, value, kSpec + "axes." + axes[a]->key);
+    point.label += (point.label.empty() ? "" : " ") + axes[a]->key + "=" + value_label(value);
+  }
+  if (spec.max_batch) {
+    point.request.max_batch = spec.max_batch;
+    point.config.budget_bytes = spec.max_batch->budget_bytes;
+  }
+  // A lone point is named after what it trains (its policy), not the experiment; a searched
+  // batch is not known yet, so the name says it will be the largest that fits.
+  if (point.label.empty()) {
+    point.label = describe_run(point.config);
+    const std::string batch = " b" + std::to_string(point.config.batch);
+    const auto at = point.label.find(batch);
+    if (spec.max_batch && at != std::string::npos) point.label.replace(at, batch.size(), " b=max");
+  }
+  return point;
+}
+
+}  // namespace
+
+std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, std::vector<std::string>* skipped) {
+  if (count_sweep_points(spec) > kMaxSweepPoints) {
+    throw InvalidInput(kSpec + "axes", "the axes and repeats make more than " +
+                                           std::to_string(kMaxSweepPoints) +
+                                           " runs; split the sweep");
+  }
+  const RunConfig base = run_config_from_fields(spec.base, kSpec + "base");
+  const std::vector<const SweepAxis*> axes = expanded_axes(spec);
+  check_each_value(spec, base, axes);
 
   std::vector<SweepPoint> points;
   std::vector<std::size_t> index(axes.size(), 0);
   for (;;) {
-    SweepPoint point;
-    point.config = base;
-    for (std::size_t a = 0; a < axes.size(); ++a) {
-      if (axes[a]->key == "arch") point.config = base_of_family(axes[a]->values[index[a]]);
-    }
-    for (std::size_t a = 0; a < axes.size(); ++a) {
-      const nlohmann::json& value = axes[a]->values[index[a]];
-      apply_run_field(point.config, axes[a]->key, value, kSpec + "axes." + axes[a]->key);
-      point.label += (point.label.empty() ? "" : " ") + axes[a]->key + "=" + value_label(value);
-    }
-    if (spec.max_batch) {
-      point.request.max_batch = spec.max_batch;
-      point.config.budget_bytes = spec.max_batch->budget_bytes;
-    }
-    // A lone point is named after what it trains (its policy), not the experiment; a searched
-    // batch is not known yet, so the name says it will be the largest that fits.
-    if (point.label.empty()) {
-      point.label = describe_run(point.config);
-      const std::string batch = " b" + std::to_string(point.config.batch);
-      const auto at = point.label.find(batch);
-      if (spec.max_batch && at != std::string::npos)
-        point.label.replace(at, batch.size(), " b=max");
-    }
+    const SweepPoint point = point_at(spec, base, axes, index);
     // checkpoint × offload grids contain "none + offload", which has nothing to offload: it
     // is left out (and reported), not an error.
     if (point.config.checkpoint == "none" && point.config.offload != "none") {

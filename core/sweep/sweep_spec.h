@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "train/run_config.h"
-#include "train/run_request.h"
+#include "run/run_config.h"
+#include "run/run_request.h"
 
 namespace rematlab {
 

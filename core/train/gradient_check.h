@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "train/run_config.h"
+#include "run/run_config.h"
 
 namespace rematlab {
 

@@ -31,7 +31,7 @@ constexpr uint64_t kRankSeedSalt = 0xD1B54A32D192ED03ull;
 
 }  // namespace
 
-Trainer::Trainer(RunConfig config, std::shared_ptr<GradientExchange> exchange,
+Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> exchange,
                  const std::atomic<bool>* cancel)
     : config_((validate(config), std::move(config))),  // nothing is built from invalid input
       numerics_({config_.tf32, config_.deterministic}),

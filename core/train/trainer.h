@@ -14,13 +14,13 @@
 #include "memory/memory_tracker.h"
 #include "model/transformer.h"
 #include "offload/offload_store.h"
+#include "parallel/gradient_exchange.h"
 #include "plan/plan_policy.h"
+#include "run/run_config.h"
+#include "run/run_summary.h"
+#include "run/step_metrics.h"
 #include "runtime/numerics.h"
-#include "train/gradient_exchange.h"
 #include "train/loss_scaler.h"
-#include "train/run_config.h"
-#include "train/run_summary.h"
-#include "train/step_metrics.h"
 
 namespace rematlab {
 
@@ -36,11 +36,11 @@ struct TrainerCallbacks {
 class Trainer {
  public:
   // Validates `config` (throws InvalidInput) and builds the model, data and optimizer. With an
-  // `exchange` (data parallelism, core/dist) this process trains its share of every global
+  // `exchange` (data parallelism, core/parallel) this process trains its share of every global
   // batch and averages gradients with the others; config.world_size must be its world size.
   // A plan:BUDGET run profiles its chain here unless the config carries kept costs; `cancel`
   // stops that profile (plan::ProfileCancelled).
-  explicit Trainer(RunConfig config, std::shared_ptr<GradientExchange> exchange = nullptr,
+  explicit Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> exchange = nullptr,
                    const std::atomic<bool>* cancel = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
@@ -83,7 +83,7 @@ class Trainer {
   c10::Device device_;
   // plan:BUDGET: profiled and planned before the tracker starts, so the profile's own tensors
   // are gone before the run measures anything; config_.checkpoint is then the chosen list.
-  std::optional<plan::PlannedPolicy> planned_;
+  std::optional<PlannedPolicy> planned_;
   CheckpointPolicy policy_;
   MemoryTracker tracker_;
   std::unique_ptr<BatchSource> data_;
@@ -94,7 +94,7 @@ class Trainer {
   std::optional<AutocastSnapshot> autocast_;  // bf16 / fp16
   std::unique_ptr<OffloadStore> offload_;     // --offload disk
   // Declared after the model: destroyed first, so no gradient hook outlives what it reaches.
-  std::shared_ptr<GradientExchange> exchange_;  // data parallel; null alone
+  std::shared_ptr<parallel::GradientExchange> exchange_;  // data parallel; null alone
 };
 
 // A Trainer, with `on_setup` (if given) told true before it is built and false once it is built

@@ -1,0 +1,60 @@
+#include "launch/rank_launch.h"
+
+#include "common/errors.h"
+#include "launch/local_launcher.h"
+#include "parallel/dist_errors.h"
+#include "run/run_config.h"
+#include "runtime/device.h"
+#include "store/run_writer.h"
+
+namespace rematlab::launch {
+
+void check_local_ranks(const std::string& device, int ranks, const std::string& ranks_field,
+                       const std::string& device_field, const std::string& beyond) {
+  if (ranks > max_threads()) {
+    throw InvalidInput(ranks_field, std::to_string(ranks) +
+                                        " ranks on this host is more than the limit of " +
+                                        std::to_string(max_threads()) +
+                                        " (4 per hardware thread, at least 16)" + beyond);
+  }
+  if (ranks <= 1 || !parse_device(device).is_cuda()) return;  // one rank runs where it is told
+  if (device != "cuda")
+    throw InvalidInput(device_field, kGpuPerRank + std::string(", not ") + device);
+  try {
+    parse_device("cuda:" + std::to_string(ranks - 1));
+  } catch (const InvalidInput&) {
+    throw InvalidInput(ranks_field, std::to_string(ranks) +
+                                        " ranks take one GPU each, more than the CUDA devices "
+                                        "of this host");
+  }
+}
+
+RankLaunchOutcome launch_ranks(const RankLaunch& launch) {
+  LocalLaunch local;
+  local.nproc = launch.nproc;
+  local.args = launch.args;
+  local.grace = launch.grace;
+  local.cancel = launch.cancel;
+  local.on_rank_step = launch.on_rank_step;
+  const LaunchOutcome outcome = launch_local(local);
+  if (!outcome.ok && (outcome.rank0_signalled || !outcome.named_while_rank0_alive) &&
+      outcome.run_id && !launch.db.empty()) {
+    // Rank 0 could not record its own end, or recorded it before anyone knew who failed. A
+    // rank killed because it did not stop in time after Stop ends a cancelled run, not a
+    // failed one.
+    const parallel::ForcedEnd end =
+        parallel::forced_end(outcome.killed_after_stop, outcome.failure);
+    RunWriter writer(launch.db);
+    writer.end_run(*outcome.run_id, end.status, end.message);
+  }
+  RankLaunchOutcome result;
+  result.ok = outcome.ok;
+  result.failure = outcome.failure;
+  result.failed_by_signal = outcome.failed_by_signal;
+  result.failed_exit_code = outcome.failed_exit_code;
+  result.run_id = outcome.run_id;
+  result.stopped_before_start = outcome.stopped_before_start;
+  return result;
+}
+
+}  // namespace rematlab::launch

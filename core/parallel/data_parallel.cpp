@@ -1,0 +1,428 @@
+#include "parallel/data_parallel.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <cmath>
+#include <functional>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "common/errors.h"
+
+namespace rematlab::parallel {
+namespace {
+
+using torch::autograd::variable_list;
+using Clock = CommTimer::Clock;
+
+// The hooks hold only a weak pointer to what they call: a graph that outlives the exchange (a
+// backward run after it is gone) then finds nothing to do rather than a dangling pointer.
+class PreHook final : public torch::autograd::FunctionPreHook {
+ public:
+  explicit PreHook(std::function<variable_list(const variable_list&)> call)
+      : call_(std::move(call)) {}
+  variable_list operator()(const variable_list& grads) override { return call_(grads); }
+
+ private:
+  std::function<variable_list(const variable_list&)> call_;
+};
+
+class PostHook final : public torch::autograd::FunctionPostHook {
+ public:
+  explicit PostHook(std::function<void()> call) : call_(std::move(call)) {}
+  variable_list operator()(const variable_list& outputs, const variable_list&) override {
+    call_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> call_;
+};
+
+int64_t optimizer_state_bytes(torch::optim::Optimizer& optimizer) {
+  int64_t bytes = 0;
+  for (const auto& entry : optimizer.state()) {
+    const auto* state = dynamic_cast<const torch::optim::AdamWParamState*>(entry.second.get());
+    if (!state) continue;
+    for (const torch::Tensor& tensor :
+         {state->exp_avg(), state->exp_avg_sq(), state->max_exp_avg_sq()}) {
+      if (tensor.defined()) bytes += static_cast<int64_t>(tensor.nbytes());
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
+struct DataParallel::Engine {
+  struct Bucket {
+    torch::Tensor grads;        // flat gradients; the parameters' .grad are views into it
+    torch::Tensor late;         // gradients that arrived after the bucket was sent
+    torch::Tensor params_flat;  // sharded: the parameters (the model's are views into it)
+    torch::Tensor shard_param;  // sharded: this rank's slice of params_flat
+    torch::Tensor shard_grad;   // gradients mode: this rank's reduced slice, its own storage
+    std::size_t ready = 0;      // parameters accumulated in this backward
+    bool complete = false;
+    bool sent = false;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+
+  std::shared_ptr<DistContext> context;
+  ShardMode shard = ShardMode::kNone;
+  std::vector<torch::Tensor> params;
+  std::vector<BucketLayout> layout;
+  std::vector<Bucket> buckets;
+  std::vector<std::size_t> bucket_of;  // per parameter
+  std::vector<int64_t> offset_of;      // per parameter, in its bucket
+  std::vector<bool> accumulated;       // per parameter, in this backward
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // kept alive: hooks live there
+  bool armed = false;  // the step's last micro-batch: gradients are sent
+  std::size_t next_to_send = 0;
+  int64_t late_gradients = 0;
+  CommTimer timer;
+
+  bool device_timed() const { return context->device().is_cuda(); }
+  torch::TensorOptions flat_options() const { return params.front().options(); }
+
+  torch::Tensor view_of(std::size_t param, const torch::Tensor& flat) const {
+    return flat.narrow(0, offset_of[param], params[param].numel()).view(params[param].sizes());
+  }
+
+  // Gradients mode keeps no full gradients between steps: a bucket's buffer is made when its
+  // first gradient arrives and released once the bucket is reduced.
+  void ensure_gradients(std::size_t index) {
+    Bucket& bucket = buckets[index];
+    if (bucket.grads.defined()) return;
+    torch::NoGradGuard no_grad;
+    bucket.grads = torch::zeros({layout[index].padded_numel}, flat_options());
+    for (const BucketSlot& slot : layout[index].slots) {
+      params[slot.param].mutable_grad() = view_of(slot.param, bucket.grads);
+    }
+  }
+
+  void release_gradients(std::size_t index) {
+    for (const BucketSlot& slot : layout[index].slots) params[slot.param].mutable_grad().reset();
+    buckets[index].grads.reset();
+  }
+
+  variable_list before_accumulate(std::size_t param, const variable_list& grads) {
+    const std::size_t index = bucket_of[param];
+    Bucket& bucket = buckets[index];
+    if (armed && bucket.sent && !grads.empty() && grads[0].defined()) {
+      // The bucket is on the wire and its buffer must not change: keep this part aside for
+      // finish(), and hand the accumulator nothing (it skips an undefined gradient).
+      torch::NoGradGuard no_grad;
+      if (!bucket.late.defined()) {
+        bucket.late = torch::zeros({layout[index].padded_numel}, flat_options());
+      }
+      bucket.late.narrow(0, offset_of[param], params[param].numel()).add_(grads[0].reshape(-1));
+      ++late_gradients;
+      return {torch::Tensor()};
+    }
+    ensure_gradients(index);
+    return grads;
+  }
+
+  void after_accumulate(std::size_t param) {
+    if (!armed || accumulated[param]) return;
+    accumulated[param] = true;
+    Bucket& bucket = buckets[bucket_of[param]];
+    if (++bucket.ready == layout[bucket_of[param]].slots.size()) bucket.complete = true;
+    // Buckets go out in index order on every rank, whatever order they complete in.
+    while (next_to_send < buckets.size() && buckets[next_to_send].complete) send(next_to_send++);
+  }
+
+  // Gloo's reduce-scatter frees, on its own thread, a buffer it allocated on the caller's, so
+  // the memory tracker (which sees frees on the training thread only) would count it live
+  // forever. On Gloo the gradients mode therefore all-reduces a bucket and keeps its shard: twice
+  // the traffic of a reduce-scatter, the same memory. NCCL reduce-scatters.
+  bool scatter_by_all_reduce() const {
+    return shard == ShardMode::kGradients && !context->device().is_cuda();
+  }
+
+  // The collective that sums `input` (a bucket-sized buffer) over ranks: an all-reduce in place,
+  // or in gradients mode a reduce-scatter into this rank's shard `output` (see take_shard()).
+  c10::intrusive_ptr<c10d::Work> reduce(torch::Tensor& input, torch::Tensor& output) {
+    if (shard == ShardMode::kGradients && !scatter_by_all_reduce()) {
+      return context->backend()._reduce_scatter_base(output, input);
+    }
+    std::vector<at::Tensor> tensors{input};
+    return context->backend().allreduce(tensors);
+  }
+
+  // After reduce() is done: this rank's shard of the sum.
+  torch::Tensor take_shard(std::size_t index, const torch::Tensor& input,
+                           const torch::Tensor& output) const {
+    if (!scatter_by_all_reduce()) return output;
+    const BucketLayout& bucket = layout[index];
+    return input.narrow(0, bucket.shard_begin(context->rank()), bucket.shard_numel);
+  }
+
+  void send(std::size_t index) {
+    ensure_gradients(index);
+    Bucket& bucket = buckets[index];
+    bucket.sent = true;
+    bucket.work = reduce(bucket.grads, bucket.shard_grad);
+    timer.launched(bucket.work, device_timed());
+  }
+
+  template <typename Fn>
+  auto blocking(Fn&& fn) {
+    const auto start = Clock::now();
+    struct Record {
+      CommTimer& timer;
+      Clock::time_point start;
+      ~Record() { timer.blocked(start, Clock::now()); }
+    } record{timer, start};
+    return fn();
+  }
+
+  void finish() {
+    armed = false;
+    // Buckets with a parameter that got no gradient (unused in this graph) go now.
+    while (next_to_send < buckets.size()) send(next_to_send++);
+    for (std::size_t index = 0; index < buckets.size(); ++index) {
+      Bucket& bucket = buckets[index];
+      blocking([&] { context->wait(bucket.work, "averaging gradients"); });
+      timer.waited(bucket.work);
+      bucket.work.reset();
+      if (scatter_by_all_reduce()) {
+        torch::NoGradGuard no_grad;
+        bucket.shard_grad.copy_(take_shard(index, bucket.grads, bucket.shard_grad));
+      }
+    }
+    send_late_gradients();
+    torch::NoGradGuard no_grad;
+    const double world = static_cast<double>(context->world_size());
+    for (std::size_t index = 0; index < buckets.size(); ++index) {
+      Bucket& bucket = buckets[index];
+      if (shard == ShardMode::kGradients) {
+        bucket.shard_grad.div_(world);
+        release_gradients(index);
+      } else {
+        bucket.grads.div_(world);
+      }
+      bucket.ready = 0;
+      bucket.complete = bucket.sent = false;
+    }
+    std::fill(accumulated.begin(), accumulated.end(), false);
+    next_to_send = 0;
+  }
+
+  // Gradients kept aside are averaged the same way and added. Every rank must issue the same
+  // collectives, so the ranks first agree on which buckets have some.
+  void send_late_gradients() {
+    torch::Tensor flags = torch::zeros({static_cast<int64_t>(buckets.size())},
+                                       torch::dtype(torch::kFloat64).device(context->device()));
+    for (std::size_t index = 0; index < buckets.size(); ++index) {
+      if (buckets[index].late.defined()) flags[static_cast<int64_t>(index)] = 1.0;
+    }
+    std::vector<at::Tensor> vote{flags};
+    blocking(
+        [&] { context->wait(context->backend().allreduce(vote), "agreeing on late gradients"); });
+    const torch::Tensor any_rank = flags.cpu();
+    for (std::size_t index = 0; index < buckets.size(); ++index) {
+      if (any_rank[static_cast<int64_t>(index)].item<double>() == 0.0) continue;
+      Bucket& bucket = buckets[index];
+      if (!bucket.late.defined()) {
+        bucket.late = torch::zeros({layout[index].padded_numel}, flat_options());
+      }
+      torch::Tensor target = shard == ShardMode::kGradients ? bucket.shard_grad : bucket.grads;
+      torch::Tensor reduced = shard == ShardMode::kGradients && !scatter_by_all_reduce()
+                                  ? torch::empty_like(target)
+                                  : bucket.late;
+      blocking([&] { context->wait(reduce(bucket.late, reduced), "averaging late gradients"); });
+      torch::NoGradGuard no_grad;
+      target.add_(shard == ShardMode::kGradients ? take_shard(index, bucket.late, reduced)
+                                                 : reduced);
+      bucket.late.reset();
+    }
+  }
+};
+
+DataParallel::DataParallel(std::shared_ptr<DistContext> context, DataParallelOptions options)
+    : context_(std::move(context)), options_(options), engine_(std::make_shared<Engine>()) {
+  engine_->context = context_;
+  engine_->shard = options_.shard;
+}
+
+DataParallel::~DataParallel() = default;
+
+int64_t DataParallel::world_size() const { return context_->world_size(); }
+int64_t DataParallel::rank() const { return context_->rank(); }
+const std::vector<BucketLayout>& DataParallel::buckets() const { return engine_->layout; }
+int64_t DataParallel::late_gradients() const { return engine_->late_gradients; }
+
+void DataParallel::attach(const std::vector<torch::Tensor>& params) {
+  Engine& engine = *engine_;
+  if (!engine.params.empty()) throw std::logic_error("DataParallel::attach called twice");
+  if (params.empty()) throw std::logic_error("DataParallel: no parameters");
+  for (const torch::Tensor& param : params) {
+    if (param.scalar_type() != params.front().scalar_type() ||
+        param.device() != context_->device()) {
+      throw std::logic_error("DataParallel: parameters must share one dtype and live on " +
+                             context_->device().str());
+    }
+  }
+  engine.params = params;
+  std::vector<int64_t> numels;
+  for (const torch::Tensor& param : params) numels.push_back(param.numel());
+  engine.layout = plan_buckets(numels, params.front().element_size(), options_.bucket_bytes,
+                               context_->world_size());
+  engine.buckets.resize(engine.layout.size());
+  engine.bucket_of.assign(params.size(), 0);
+  engine.offset_of.assign(params.size(), 0);
+  engine.accumulated.assign(params.size(), false);
+
+  torch::NoGradGuard no_grad;
+  const int rank = context_->rank();
+  for (std::size_t index = 0; index < engine.layout.size(); ++index) {
+    const BucketLayout& layout = engine.layout[index];
+    Engine::Bucket& bucket = engine.buckets[index];
+    // Rank 0's parameters, for everyone: one broadcast per bucket.
+    torch::Tensor flat = torch::zeros({layout.padded_numel}, engine.flat_options());
+    for (const BucketSlot& slot : layout.slots) {
+      engine.bucket_of[slot.param] = index;
+      engine.offset_of[slot.param] = slot.offset;
+      flat.narrow(0, slot.offset, slot.numel).copy_(params[slot.param].reshape(-1));
+    }
+    std::vector<at::Tensor> tensors{flat};
+    context_->wait(context_->backend().broadcast(tensors), "broadcasting parameters from rank 0");
+    if (options_.shard == ShardMode::kNone) {
+      for (const BucketSlot& slot : layout.slots) {
+        params[slot.param].copy_(engine.view_of(slot.param, flat));
+      }
+    } else {
+      // The model's parameters become views into the flat buffer, so that the all-gather after
+      // each update writes them in place.
+      bucket.params_flat = flat;
+      for (const BucketSlot& slot : layout.slots) {
+        torch::Tensor param = params[slot.param];
+        param.set_data(engine.view_of(slot.param, flat));
+      }
+      bucket.shard_param = flat.narrow(0, layout.shard_begin(rank), layout.shard_numel);
+    }
+    if (options_.shard == ShardMode::kGradients) {
+      bucket.shard_grad = torch::zeros({layout.shard_numel}, engine.flat_options());
+      for (const BucketSlot& slot : layout.slots) {
+        torch::Tensor param = params[slot.param];
+        param.mutable_grad().reset();
+      }
+    } else {
+      bucket.grads = torch::zeros({layout.padded_numel}, engine.flat_options());
+      for (const BucketSlot& slot : layout.slots) {
+        torch::Tensor param = params[slot.param];
+        param.mutable_grad() = engine.view_of(slot.param, bucket.grads);
+      }
+    }
+  }
+
+  std::weak_ptr<Engine> weak = engine_;
+  for (std::size_t index = 0; index < params.size(); ++index) {
+    std::shared_ptr<torch::autograd::Node> accumulator =
+        torch::autograd::impl::grad_accumulator(params[index]);
+    if (!accumulator) throw std::logic_error("DataParallel: a parameter does not require grad");
+    accumulator->add_pre_hook(std::make_unique<PreHook>([weak, index](const variable_list& grads) {
+      if (auto locked = weak.lock()) return locked->before_accumulate(index, grads);
+      return grads;
+    }));
+    accumulator->add_post_hook(std::make_unique<PostHook>([weak, index] {
+      if (auto locked = weak.lock()) locked->after_accumulate(index);
+    }));
+    engine.accumulators.push_back(std::move(accumulator));
+  }
+}
+
+bool DataParallel::any_rank(bool local) {
+  return engine_->blocking([&] { return context_->any(local); });
+}
+
+double DataParallel::mean(double local) {
+  return engine_->blocking([&] { return context_->sum(local); }) /
+         static_cast<double>(context_->world_size());
+}
+
+void DataParallel::before_backward(bool last) { engine_->armed = last; }
+
+void DataParallel::after_backward(bool last) {
+  if (last) engine_->finish();
+}
+
+std::optional<double> DataParallel::step(torch::optim::Optimizer& optimizer, double max_norm) {
+  last_optimizer_ = &optimizer;
+  if (options_.shard == ShardMode::kNone) return std::nullopt;
+  Engine& engine = *engine_;
+  const int rank = context_->rank();
+  torch::NoGradGuard no_grad;
+  if (!shard_optimizer_) {
+    auto* adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer);
+    if (!adamw) throw std::logic_error("sharded optimizer states need AdamW");
+    std::vector<torch::Tensor> shards;
+    for (auto& bucket : engine.buckets) shards.push_back(bucket.shard_param);
+    shard_optimizer_ = std::make_unique<torch::optim::AdamW>(
+        shards, static_cast<const torch::optim::AdamWOptions&>(adamw->defaults()));
+  }
+  std::vector<torch::Tensor> shard_grads;
+  for (std::size_t index = 0; index < engine.buckets.size(); ++index) {
+    auto& bucket = engine.buckets[index];
+    const BucketLayout& layout = engine.layout[index];
+    torch::Tensor grad = options_.shard == ShardMode::kGradients
+                             ? bucket.shard_grad
+                             : bucket.grads.narrow(0, layout.shard_begin(rank), layout.shard_numel);
+    bucket.shard_param.mutable_grad() = grad;
+    shard_grads.push_back(grad);
+  }
+  // The global norm from every rank's shards; then the same clipping as clip_grad_norm_.
+  double local_squares = 0.0;
+  for (const torch::Tensor& grad : shard_grads) {
+    const double norm = grad.norm().item<double>();
+    local_squares += norm * norm;
+  }
+  const double total = std::sqrt(engine.blocking([&] { return context_->sum(local_squares); }));
+  if (std::isfinite(max_norm)) {
+    const double coefficient = max_norm / (total + 1e-6);
+    if (coefficient < 1.0) {
+      for (torch::Tensor& grad : shard_grads) grad.mul_(coefficient);
+    }
+  }
+  shard_optimizer_->step();
+  // Every rank's updated shard, to everyone.
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  for (auto& bucket : engine.buckets) {
+    torch::Tensor shard = bucket.shard_param.clone();
+    works.push_back(context_->backend()._allgather_base(bucket.params_flat, shard));
+  }
+  engine.blocking([&] {
+    for (auto& work : works) context_->wait(work, "gathering updated parameters");
+  });
+  return total;
+}
+
+void DataParallel::report(StepMetrics& metrics) {
+  Engine& engine = *engine_;
+  metrics.comm_ms = engine.timer.comm_ms();
+  metrics.comm_wait_ms = engine.timer.wait_ms();
+  engine.timer.reset();
+
+  ModelStateBytes bytes;
+  std::unordered_set<const void*> seen;
+  auto count = [&](const torch::Tensor& tensor, int64_t& total) {
+    if (!tensor.defined()) return;
+    if (seen.insert(tensor.storage().data()).second) {
+      total += static_cast<int64_t>(tensor.storage().nbytes());
+    }
+  };
+  for (const torch::Tensor& param : engine.params) count(param, bytes.params);
+  for (const torch::Tensor& param : engine.params) count(param.grad(), bytes.grads);
+  for (const auto& bucket : engine.buckets) count(bucket.shard_grad, bytes.grads);
+  if (shard_optimizer_) {
+    bytes.optimizer = optimizer_state_bytes(*shard_optimizer_);
+  } else if (last_optimizer_) {
+    bytes.optimizer = optimizer_state_bytes(*last_optimizer_);
+  }
+  state_bytes_ = bytes;
+}
+
+}  // namespace rematlab::parallel

@@ -1,0 +1,78 @@
+// Data parallelism on c10d: parameters broadcast from rank 0, gradients averaged over ranks in
+// buckets sent asynchronously from hooks on the parameters' gradient accumulators as backward
+// (and recomputation) produces them, and optionally the optimizer state (ZeRO-1) or the optimizer
+// state and the gradients (ZeRO-2) partitioned across ranks.
+//
+// Each bucket is one flat buffer and the parameters' .grad are views into it, so a bucket is
+// sent without a copy. A bucket is sent once every one of its parameters' accumulators has run
+// in the step's last micro-batch, and buckets are sent in the same order on every rank (a
+// collective must be issued in the same order everywhere). A gradient that arrives for a
+// bucket already sent (a parameter accumulated twice) is kept aside and sent after backward,
+// so the result stays exact. Sharded: the model's parameters are views into flat per-bucket
+// buffers too; rank r owns shard r of each bucket, keeps AdamW state only for it, updates it,
+// and every bucket is then all-gathered.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "parallel/bucket_layout.h"
+#include "parallel/comm_timer.h"
+#include "parallel/dist_context.h"
+#include "parallel/gradient_exchange.h"
+#include "run/shard_mode.h"
+
+namespace rematlab::parallel {
+
+inline constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
+
+struct DataParallelOptions {
+  ShardMode shard = ShardMode::kNone;
+  int64_t bucket_bytes = kDefaultBucketBytes;
+};
+
+// Bytes of model states this rank holds between steps (unique storages).
+struct ModelStateBytes {
+  int64_t params = 0;
+  int64_t grads = 0;
+  int64_t optimizer = 0;
+};
+
+class DataParallel final : public GradientExchange {
+ public:
+  DataParallel(std::shared_ptr<DistContext> context, DataParallelOptions options);
+  ~DataParallel() override;
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  void attach(const std::vector<torch::Tensor>& params) override;
+  int64_t world_size() const override;
+  int64_t rank() const override;
+  bool any_rank(bool local) override;
+  double mean(double local) override;
+  void before_backward(bool last) override;
+  void after_backward(bool last) override;
+  std::optional<double> step(torch::optim::Optimizer& optimizer, double max_norm) override;
+  void report(StepMetrics& metrics) override;
+
+  // As measured after the last step's update.
+  const ModelStateBytes& model_state_bytes() const { return state_bytes_; }
+  const std::vector<BucketLayout>& buckets() const;
+  // Gradients that arrived for a bucket already sent, over the run (tests).
+  int64_t late_gradients() const;
+  DistContext& context() { return *context_; }
+
+ private:
+  struct Engine;  // what the gradient hooks reach, through a weak pointer
+  std::shared_ptr<DistContext> context_;
+  DataParallelOptions options_;
+  std::shared_ptr<Engine> engine_;
+  std::unique_ptr<torch::optim::AdamW> shard_optimizer_;
+  torch::optim::Optimizer* last_optimizer_ = nullptr;
+  ModelStateBytes state_bytes_;
+};
+
+}  // namespace rematlab::parallel

@@ -1,0 +1,243 @@
+#include "run/run_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "checkpoint/checkpoint_policy.h"
+#include "common/byte_size.h"
+#include "common/errors.h"
+#include "common/posix_files.h"
+#include "run/shard_mode.h"
+#include "runtime/device.h"
+
+namespace rematlab {
+
+int64_t RunConfig::timed_warmup_steps() const {
+  return std::max<int64_t>(0, std::min(warmup_steps, steps - 1));
+}
+
+int max_threads() {
+  return std::max(16, 4 * static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+PolicyAndOffload split_policy_and_offload(const std::string& text) {
+  // The '+' before an offload mode: a '+' inside a policy ("every:+2", "schedule:0=1,+0.5=2",
+  // as std::stod read numbers) is part of it.
+  for (auto plus = text.find('+'); plus != std::string::npos; plus = text.find('+', plus + 1)) {
+    const std::string rest = text.substr(plus + 1);
+    if (rest == "none" || rest == "host" || rest == "disk" || rest.rfind("disk:", 0) == 0) {
+      return {text.substr(0, plus), rest};
+    }
+  }
+  return {text, std::nullopt};
+}
+
+namespace {
+
+void validate_data_source(const std::string& data) {
+  if (!files::is_valid_utf8(data)) throw InvalidInput("--data", "the path is not valid UTF-8");
+  if (data.rfind("text:", 0) != 0) return;
+  const std::string path = data.substr(5);
+  if (!files::exists(path)) throw InvalidInput("--data", "no file '" + path + "'");
+  if (files::is_directory(path)) throw InvalidInput("--data", "'" + path + "' is a folder");
+  if (!files::readable(path)) throw InvalidInput("--data", "'" + path + "' cannot be read");
+}
+
+// The offload directory is created when the run starts; whether it can be is found out now, by
+// making (and removing) a directory where it will go, so that a sweep refuses it before anything
+// runs rather than recording every run failed.
+void validate_offload_location(const OffloadSpec& offload) {
+  if (offload.kind != OffloadKind::kDisk) return;
+  const std::string folder =
+      offload.directory.empty() ? files::temp_directory() : offload.directory;
+  if (!files::is_valid_utf8(folder)) throw InvalidInput("--offload", "the path is not valid UTF-8");
+  // The folder itself may be created, under the nearest one that exists.
+  std::string existing = folder;
+  while (!files::exists(existing) && existing != "." && existing != "/") {
+    existing = files::parent_directory(existing);
+  }
+  if (!files::is_directory(existing)) {
+    throw InvalidInput("--offload",
+                       "cannot create '" + folder + "': '" + existing + "' is not a folder");
+  }
+  const std::string reason = files::probe_directory_creation(existing);
+  if (!reason.empty()) {
+    throw InvalidInput("--offload",
+                       "cannot create an offload directory under '" + existing + "': " + reason);
+  }
+}
+
+// Weights, gradients and AdamW's two moments are 16 bytes a parameter in fp32: a model whose
+// states alone exceed the device's memory cannot take one step, so it is refused before it is
+// built (building it would only hang the machine or die in the allocator).
+void validate_model_states_fit(const ModelConfig& model, const c10::Device& device) {
+  const double states = 16.0 * static_cast<double>(model.parameter_count());
+  const double memory = static_cast<double>(device_memory_bytes(device));
+  if (memory > 0.0 && states > memory) {
+    throw InvalidInput("--preset",
+                       "this model's weights, gradients and optimizer state need " +
+                           format_bytes(static_cast<int64_t>(states)) + ", more than the " +
+                           format_bytes(static_cast<int64_t>(memory)) + " of " + device.str() +
+                           " (estimate --model … --device-memory sizes it)");
+  }
+}
+
+void validate_data_parallel(const RunConfig& config) {
+  if (config.world_size < 1 || config.world_size > kMaxWorldSize) {
+    throw InvalidInput("--nproc", "must be between 1 and " + std::to_string(kMaxWorldSize) +
+                                      ", got " + std::to_string(config.world_size));
+  }
+  const ShardMode shard = parse_shard(config.shard);
+  if (config.bucket_bytes <= 0 || config.bucket_bytes > (int64_t{1} << 40)) {
+    throw InvalidInput("--bucket-size", "must be between 1 byte and 1 TiB");
+  }
+  if (shard == ShardMode::kGradients && config.precision == Precision::kFp16) {
+    throw InvalidInput("--shard",
+                       "gradients cannot be sharded with fp16 loss scaling yet; use "
+                       "--shard optimizer or bf16");
+  }
+}
+
+}  // namespace
+
+void validate(const RunConfig& config) {
+  validate(config.model);
+  auto positive = [](int64_t value, const char* flag) {
+    if (value <= 0) throw InvalidInput(flag, "must be positive, got " + std::to_string(value));
+  };
+  auto at_most = [](int64_t value, int64_t limit, const char* flag) {
+    if (value > limit) {
+      throw InvalidInput(
+          flag, std::to_string(value) + " is more than the limit of " + std::to_string(limit));
+    }
+  };
+  positive(config.batch, "--batch");
+  at_most(config.batch, kMaxBatch, "--batch");
+  positive(config.accum, "--accum");
+  at_most(config.accum, kMaxBatch, "--accum");
+  positive(config.steps, "--steps");
+  at_most(config.steps, kMaxSteps, "--steps");
+  if (config.warmup_steps < 0) throw InvalidInput("--warmup-steps", "must not be negative");
+  // A non-finite setting would be stored as nothing and read back as the default.
+  if (!(std::isfinite(config.lr) && config.lr > 0.0)) {
+    throw InvalidInput("--lr", "must be a positive number");
+  }
+  if (!std::isfinite(config.weight_decay) || config.weight_decay < 0.0) {
+    throw InvalidInput("--weight-decay", "must be a number ≥ 0");
+  }
+  if (!std::isfinite(config.grad_clip) || config.grad_clip < 0.0) {
+    throw InvalidInput("--grad-clip", "must be a number ≥ 0");
+  }
+  if (!std::isfinite(config.peak_flops) || config.peak_flops < 0.0) {
+    throw InvalidInput("--peak-flops", "must be a positive number of FLOP/s");
+  }
+  if (config.threads < 0 || config.threads > max_threads()) {
+    throw InvalidInput("--threads", "must be between 0 (LibTorch's default) and " +
+                                        std::to_string(max_threads()) + ", got " +
+                                        std::to_string(config.threads));
+  }
+  if (config.budget_bytes < 0) throw InvalidInput("--budget", "must be positive");
+  if (!(std::isfinite(config.loss_scale) && config.loss_scale >= 1.0)) {
+    throw InvalidInput("--loss-scale", "must be a number ≥ 1");
+  }
+  positive(config.loss_scale_growth_interval, "--loss-scale-growth-interval");
+  const c10::Device device = parse_device(config.device);
+  if (config.precision == Precision::kFp16 && !device.is_cuda()) {
+    throw InvalidInput("--precision", "fp16 needs a CUDA device (on CPU use bf16)");
+  }
+  validate_model_states_fit(config.model, device);
+  const CheckpointPolicy policy = CheckpointPolicy::parse(config.checkpoint);
+  if (!policy.is_plan()) policy.plan_for(config.model.layers, 0.0);  // a list must fit the model
+  if (policy.is_plan() && config.world_size > 1) {
+    throw InvalidInput("--checkpoint",
+                       "plan:BUDGET trains one process for now; give its plan (rematlab-cli plan) "
+                       "to every rank as segments:…");
+  }
+  const OffloadSpec offload = parse_offload(config.offload);
+  validate_data_source(config.data);
+  validate_offload_location(offload);
+  if (offload.kind == OffloadKind::kHost && !device.is_cuda()) {
+    throw InvalidInput("--offload",
+                       "host offload needs a CUDA device (moving CPU memory to host "
+                       "memory saves nothing); use disk");
+  }
+  if (offload.kind != OffloadKind::kNone && policy.is_none()) {
+    throw InvalidInput("--offload",
+                       "offload moves the inputs that recomputed segments save; "
+                       "choose a --checkpoint policy other than none");
+  }
+  validate_data_parallel(config);
+}
+
+OffloadSpec parse_offload(const std::string& text) {
+  if (text == "none") return {OffloadKind::kNone, ""};
+  if (text == "host") return {OffloadKind::kHost, ""};
+  if (text == "disk") return {OffloadKind::kDisk, ""};
+  if (text.rfind("disk:", 0) == 0 && text.size() > 5) return {OffloadKind::kDisk, text.substr(5)};
+  throw InvalidInput("--offload",
+                     "unknown offload '" + text + "' (use none, host, disk or disk:DIR)");
+}
+
+nlohmann::json to_json(const RunConfig& config) {
+  return {
+      {"preset", config.preset},
+      {"arch", to_string(config.model.family)},
+      {"layers", config.model.layers},
+      {"d_model", config.model.d_model},
+      {"heads", config.model.heads},
+      {"kv_heads", config.model.key_value_heads()},
+      {"mlp_hidden", config.model.mlp_width()},
+      {"seq_len", config.model.seq_len},
+      {"vocab", config.model.vocab},
+      {"dropout", config.model.dropout},
+      {"attention", to_string(config.model.attention)},
+      {"tie_head", config.model.tie_head},
+      {"rope_theta", config.model.rope_theta},
+      {"loss_chunks", config.model.loss_chunks == kAutoLossChunks
+                          ? nlohmann::json("auto")
+                          : nlohmann::json(config.model.loss_chunks)},
+      {"batch", config.batch},
+      {"accum", config.accum},
+      {"steps", config.steps},
+      {"warmup_steps", config.warmup_steps},
+      {"lr", config.lr},
+      {"weight_decay", config.weight_decay},
+      {"grad_clip", config.grad_clip},
+      {"seed", config.seed},
+      {"threads", config.threads},
+      {"precision", to_string(config.precision)},
+      {"device", config.device},
+      {"checkpoint", config.checkpoint},
+      {"offload", config.offload},
+      {"data", config.data},
+      {"budget_bytes", config.budget_bytes},
+      {"timeline", config.timeline},
+      {"loss_scale", config.loss_scale},
+      {"loss_scale_growth_interval", config.loss_scale_growth_interval},
+      {"tf32", config.tf32},
+      {"deterministic", config.deterministic},
+      {"world_size", config.world_size},
+      {"shard", config.shard},
+      {"bucket_bytes", config.bucket_bytes},
+  };
+}
+
+std::string describe_model(const RunConfig& config) {
+  return config.preset + " (" + std::to_string(config.model.layers) + "×" +
+         std::to_string(config.model.d_model) + ", seq " + std::to_string(config.model.seq_len) +
+         ")";
+}
+
+std::string describe_run(const RunConfig& config) {
+  std::string text = config.model.family == ModelFamily::kLlama ? "llama " : "";
+  text += config.checkpoint;
+  if (config.offload != "none") text += "+" + config.offload;
+  text += " b" + std::to_string(config.batch);
+  if (config.precision != Precision::kFp32) text += " " + to_string(config.precision);
+  if (config.world_size > 1) text += " x" + std::to_string(config.world_size);
+  if (config.shard != "none") text += " shard:" + config.shard;
+  return text;
+}
+
+}  // namespace rematlab

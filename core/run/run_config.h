@@ -1,0 +1,98 @@
+// Everything that defines one training run; the unit a sweep expands into and the database keeps.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "common/precision.h"
+#include "model/model_config.h"
+
+namespace rematlab {
+
+namespace plan {
+struct KnownChainCosts;  // plan/chain_costs.h: only held here, by pointer
+}
+
+enum class OffloadKind { kNone, kHost, kDisk };
+struct OffloadSpec {
+  OffloadKind kind = OffloadKind::kNone;
+  std::string directory;  // disk:DIR; empty for the system temp directory
+};
+OffloadSpec parse_offload(const std::string& text);  // throws InvalidInput("--offload", …)
+
+// A checkpoint value that may carry its own offload, "POLICY" or "POLICY+OFFLOAD" (e.g.
+// "every:1+disk"; the offload is none, host, disk or disk:DIR after a '+'), the one place that
+// form is read: sweep axes, `study`, the window's list, and records read back.
+struct PolicyAndOffload {
+  std::string checkpoint;
+  std::optional<std::string> offload;  // absent: the run's own --offload applies
+};
+PolicyAndOffload split_policy_and_offload(const std::string& text);
+
+// Limits that keep absurd input from hanging or exhausting the machine before anything runs.
+inline constexpr int64_t kMaxSteps = 1'000'000'000;
+inline constexpr int64_t kMaxBatch = 1'000'000;
+inline constexpr int kMaxWorldSize = 4096;  // processes in one run
+int max_threads();                          // 4 × the hardware threads, at least 16
+
+struct RunConfig {
+  std::string preset = "tiny";
+  ModelConfig model = ModelConfig{};
+  int64_t batch = 8;         // micro-batch
+  int64_t accum = 1;         // micro-batches per optimizer step
+  int64_t steps = 20;        // optimizer steps
+  int64_t warmup_steps = 1;  // excluded from medians (capped at steps - 1)
+  double lr = 1e-3;
+  double weight_decay = 0.01;
+  double grad_clip = 1.0;  // max global gradient norm; 0 disables clipping
+  uint64_t seed = 0;
+  int threads = 0;  // LibTorch intra-op threads (and its BLAS); 0 keeps LibTorch's default
+  Precision precision = Precision::kFp32;
+  std::string device = "cpu";
+  std::string checkpoint = "none";
+  std::string offload = "none";  // none | host | disk[:DIR]
+  std::string data = "synthetic";
+  int64_t budget_bytes = 0;  // 0: no budget
+  bool timeline = false;     // record one step's memory timeline
+  // FLOP/s that MFU is taken against (0: measured once per process before training) and where
+  // it came from (store/peak_flops_registry.h). Not part of the stored config: the run's result
+  // records the peak it used.
+  double peak_flops = 0.0;
+  std::string peak_flops_source;
+  // fp16 dynamic loss scaling: the first scale, and how many good steps in a row double it.
+  double loss_scale = 65536.0;
+  int64_t loss_scale_growth_interval = 2000;
+  // Process-wide LibTorch switches, set while the run's Trainer lives (core/runtime/numerics.h).
+  bool tf32 = false;           // CUDA fp32 matmuls on TF32 tensor cores; no effect on CPU
+  bool deterministic = false;  // deterministic algorithms only (an error where none exists)
+  // Data parallel (core/parallel): processes that each train `batch` rows of every global batch,
+  // what they partition (none | optimizer | gradients) and the gradient bucket size.
+  int64_t world_size = 1;
+  std::string shard = "none";
+  int64_t bucket_bytes = int64_t{25} << 20;
+  // For `plan:`: the chain's costs measured earlier for this configuration, kept in the runs
+  // database (store/profile_registry.h), so that the run plans without profiling again. Used
+  // only while its key still matches the config (a max-batch probe changes the batch). Not
+  // part of the stored config.
+  std::shared_ptr<const plan::KnownChainCosts> known_chain_costs;
+
+  int64_t timed_warmup_steps() const;
+  int64_t tokens_per_step() const { return batch * accum * model.seq_len; }  // per process
+};
+
+// Throws InvalidInput naming the offending flag. Checks that the device exists, that fp16 runs
+// on CUDA only, that the checkpoint policy parses and that the offload mode is available.
+void validate(const RunConfig& config);
+
+nlohmann::json to_json(const RunConfig& config);
+
+// A short name for legends and run lists: policy, offload, batch and a non-default precision,
+// e.g. "every:1+disk b8 bf16".
+std::string describe_run(const RunConfig& config);
+// The model a run trained, for tables: its preset and shape, e.g. "tiny (2×64, seq 64)".
+std::string describe_model(const RunConfig& config);
+
+}  // namespace rematlab

@@ -1,0 +1,232 @@
+#include "run/run_fields.h"
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+
+#include "checkpoint/checkpoint_policy.h"
+#include "common/byte_size.h"
+#include "common/errors.h"
+#include "common/json_text.h"
+
+namespace rematlab {
+namespace {
+
+using Setter = std::function<void(RunConfig&, const nlohmann::json&, const std::string& field)>;
+
+[[noreturn]] void wrong_type(const std::string& field, const char* expected,
+                             const nlohmann::json& value) {
+  throw InvalidInput(field, std::string("must be ") + expected + ", got " + brief_json(value));
+}
+
+int64_t as_integer(const nlohmann::json& value, const std::string& field) {
+  if (!value.is_number_integer()) wrong_type(field, "an integer", value);
+  if (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t{INT64_MAX}) {
+    throw InvalidInput(field, brief_json(value) + " is out of range");
+  }
+  return value.get<int64_t>();
+}
+double as_number(const nlohmann::json& value, const std::string& field) {
+  if (!value.is_number()) wrong_type(field, "a number", value);
+  return value.get<double>();
+}
+std::string as_text(const nlohmann::json& value, const std::string& field) {
+  if (!value.is_string()) wrong_type(field, "a string", value);
+  return value.get<std::string>();
+}
+
+// Narrowing to the member's type must not wrap (threads is an int).
+template <typename T>
+T narrow(int64_t value, const std::string& field) {
+  if (value < std::numeric_limits<T>::min() || value > std::numeric_limits<T>::max()) {
+    throw InvalidInput(field, std::to_string(value) + " is out of range");
+  }
+  return static_cast<T>(value);
+}
+
+template <typename T>
+Setter integer(T RunConfig::*member) {
+  return [member](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+    c.*member = narrow<T>(as_integer(v, f), f);
+  };
+}
+template <typename T>
+Setter model_integer(T ModelConfig::*member) {
+  return [member](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+    c.model.*member = narrow<T>(as_integer(v, f), f);
+  };
+}
+Setter number(double RunConfig::*member) {
+  return [member](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+    c.*member = as_number(v, f);
+  };
+}
+Setter flag(bool RunConfig::*member) {
+  return [member](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+    if (!v.is_boolean()) wrong_type(f, "true or false", v);
+    c.*member = v.get<bool>();
+  };
+}
+Setter text(std::string RunConfig::*member) {
+  return [member](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+    c.*member = as_text(v, f);
+  };
+}
+
+const std::map<std::string, Setter>& setters() {
+  static const std::map<std::string, Setter> table = {
+      {"preset",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         const std::string name = as_text(v, f);
+         try {
+           c.model = model_preset(name);
+         } catch (const InvalidInput& error) {
+           throw InvalidInput(f, error.reason());
+         }
+         c.preset = name;
+       }},
+      {"arch",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         try {
+           c.model.switch_family(parse_family(as_text(v, f)));
+         } catch (const InvalidInput& error) {
+           throw InvalidInput(f, error.reason());
+         }
+       }},
+      {"kv_heads", model_integer(&ModelConfig::kv_heads)},
+      {"mlp_hidden", model_integer(&ModelConfig::mlp_hidden)},
+      {"tie_head",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         if (!v.is_boolean()) wrong_type(f, "true or false", v);
+         c.model.tie_head = v.get<bool>();
+       }},
+      {"rope_theta", [](RunConfig& c, const nlohmann::json& v,
+                        const std::string& f) { c.model.rope_theta = as_number(v, f); }},
+      {"loss_chunks",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         if (v.is_string()) {
+           try {
+             c.model.loss_chunks = parse_loss_chunks(v.get<std::string>());
+           } catch (const InvalidInput& error) {
+             throw InvalidInput(f, error.reason());
+           }
+         } else {
+           c.model.loss_chunks = narrow<int64_t>(as_integer(v, f), f);
+         }
+       }},
+      {"layers", model_integer(&ModelConfig::layers)},
+      {"d_model", model_integer(&ModelConfig::d_model)},
+      {"heads", model_integer(&ModelConfig::heads)},
+      {"seq_len", model_integer(&ModelConfig::seq_len)},
+      {"vocab", model_integer(&ModelConfig::vocab)},
+      {"dropout", [](RunConfig& c, const nlohmann::json& v,
+                     const std::string& f) { c.model.dropout = as_number(v, f); }},
+      {"attention",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         try {
+           c.model.attention = parse_attention(as_text(v, f));
+         } catch (const InvalidInput& error) {
+           throw InvalidInput(f, error.reason());
+         }
+       }},
+      {"batch", integer(&RunConfig::batch)},
+      {"accum", integer(&RunConfig::accum)},
+      {"steps", integer(&RunConfig::steps)},
+      {"warmup_steps", integer(&RunConfig::warmup_steps)},
+      {"lr", number(&RunConfig::lr)},
+      {"weight_decay", number(&RunConfig::weight_decay)},
+      {"grad_clip", number(&RunConfig::grad_clip)},
+      {"seed",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         const int64_t seed = as_integer(v, f);
+         if (seed < 0) throw InvalidInput(f, "must not be negative");
+         c.seed = static_cast<uint64_t>(seed);
+       }},
+      {"threads", integer(&RunConfig::threads)},
+      {"precision",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         try {
+           c.precision = parse_precision(as_text(v, f));
+         } catch (const InvalidInput& error) {
+           throw InvalidInput(f, error.reason());
+         }
+       }},
+      {"device", text(&RunConfig::device)},
+      // POLICY or POLICY+OFFLOAD ("every:1+disk"): lets one axis list the article's strategies,
+      // which are not a full grid of policies × offload modes.
+      {"checkpoint",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         const PolicyAndOffload parts = split_policy_and_offload(as_text(v, f));
+         c.checkpoint = CheckpointPolicy::canonical_text(parts.checkpoint);
+         if (parts.offload) c.offload = *parts.offload;
+       }},
+      {"offload", text(&RunConfig::offload)},
+      {"data", text(&RunConfig::data)},
+      {"budget",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         c.budget_bytes =
+             v.is_number_integer() ? v.get<int64_t>() : parse_byte_size(as_text(v, f), f);
+       }},
+      {"budget_bytes", integer(&RunConfig::budget_bytes)},
+      {"timeline", flag(&RunConfig::timeline)},
+      {"loss_scale", number(&RunConfig::loss_scale)},
+      {"loss_scale_growth_interval", integer(&RunConfig::loss_scale_growth_interval)},
+      {"tf32", flag(&RunConfig::tf32)},
+      {"deterministic", flag(&RunConfig::deterministic)},
+      {"world_size", integer(&RunConfig::world_size)},
+      {"shard", text(&RunConfig::shard)},
+      {"bucket_bytes", integer(&RunConfig::bucket_bytes)},
+  };
+  return table;
+}
+
+}  // namespace
+
+bool is_run_field(const std::string& key) { return setters().count(key) > 0; }
+
+void apply_run_field(RunConfig& config, const std::string& key, const nlohmann::json& value,
+                     const std::string& where) {
+  const auto setter = setters().find(key);
+  if (setter == setters().end()) throw InvalidInput(where, "unknown run field '" + key + "'");
+  setter->second(config, value, where);
+}
+
+RunConfig run_config_from_fields(const nlohmann::ordered_json& fields, const std::string& where) {
+  RunConfig config;
+  if (fields.is_null()) return config;  // nothing given: the defaults
+  if (!fields.is_object()) throw InvalidInput(where, "must be an object of run fields");
+  auto field_name = [&](const std::string& key) { return where + "." + key; };
+  // The preset first, then the family (which resets what only one family has), then the
+  // fields given explicitly, whatever their order in the text.
+  for (const char* first : {"preset", "arch"}) {
+    if (fields.contains(first))
+      apply_run_field(config, first, nlohmann::json(fields.at(first)), field_name(first));
+  }
+  for (const auto& item : fields.items()) {
+    if (item.key() == "preset" || item.key() == "arch") continue;
+    apply_run_field(config, item.key(), nlohmann::json(item.value()), field_name(item.key()));
+  }
+  return config;
+}
+
+RunConfig run_config_from_record(const nlohmann::json& json) {
+  RunConfig config;
+  if (!json.is_object()) return config;
+  auto apply = [&](const std::string& key, const nlohmann::json& value) {
+    try {
+      apply_run_field(config, key, value, "runs.config." + key);
+    } catch (const InvalidInput&) {
+      // Skipped: the rest of the record still reads.
+    }
+  };
+  for (const char* first : {"preset", "arch"}) {
+    if (json.contains(first)) apply(first, json.at(first));
+  }
+  for (const auto& item : json.items()) {
+    if (item.key() != "preset" && item.key() != "arch") apply(item.key(), item.value());
+  }
+  return config;
+}
+
+}  // namespace rematlab
