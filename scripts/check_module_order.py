@@ -21,6 +21,7 @@ import sys
 import tempfile
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
+NAMESPACE = re.compile(r"^\s*namespace\s+(?:rematlab::)?(\w+)\s*\{")
 TORCH_PREFIXES = ("torch/", "ATen/", "c10/", "caffe2/")
 ORDER_HEADING = "## Module order"
 
@@ -39,6 +40,9 @@ def read_order(root):
     except (ValueError, StopIteration):
         sys.exit(f"{path}: no fenced block under '{ORDER_HEADING}'")
     drawn = [line.split()[0] for line in lines[fence + 1:end] if line[:1].strip()]
+    twice = sorted({name for name in drawn if drawn.count(name) > 1})
+    if twice:
+        sys.exit(f"{path}: named twice in the module order: {', '.join(twice)}")
     return list(reversed(drawn))
 
 
@@ -80,9 +84,9 @@ def check_layers(root, order):
         if here not in rank:
             continue
         for number, system, header in includes(path):
-            if system:
-                continue
             target = core_module(header)
+            if system and target is None:
+                continue
             where = f"{os.path.relpath(path, root)}:{number}"
             if target is None:
                 if "/" in header or not os.path.exists(os.path.join(os.path.dirname(path), header)):
@@ -90,12 +94,19 @@ def check_layers(root, order):
             elif rank[target] > rank[here]:
                 problems.append(f"{where}: {here} includes \"{header}\" from {target}, a module "
                                 "above it")
+        # A declaration names a module as surely as an include: `namespace plan { struct X; }`.
+        with open(path, encoding="utf-8", errors="replace") as source:
+            for number, line in enumerate(source, 1):
+                match = NAMESPACE.match(line)
+                if match and match.group(1) in rank and rank[match.group(1)] > rank[here]:
+                    problems.append(f"{os.path.relpath(path, root)}:{number}: {here} declares "
+                                    f"into namespace {match.group(1)}, a module above it")
     for layer, own in (("ui", None), ("app/cli", "cli")):
         for path in source_files(os.path.join(root, layer)):
             for number, system, header in includes(path):
-                if system or "/" not in header:
-                    continue
                 first = header.split("/")[0]
+                if "/" not in header or (system and first not in ("cli", "ui", "app")):
+                    continue
                 if first not in rank and first != own and first != "layering":
                     problems.append(f"{os.path.relpath(path, root)}:{number}: {layer} includes "
                                     f"\"{header}\", which is neither core nor its own")
@@ -110,9 +121,7 @@ def reaches_torch(path, roots, seen):
     for _, system, header in includes(path):
         if header.startswith(TORCH_PREFIXES):
             return True
-        if system:
-            continue
-        for base in [os.path.dirname(path)] + roots:
+        for base in ([] if system else [os.path.dirname(path)]) + roots:
             candidate = os.path.normpath(os.path.join(base, header))
             if os.path.isfile(candidate):
                 if reaches_torch(candidate, roots, seen):
@@ -124,15 +133,18 @@ def reaches_torch(path, roots, seen):
 def check_source_lists(root):
     problems = []
     roots = [os.path.join(root, d) for d in ("core", "app", "ui", "tests")]
-    listing = re.compile(r"set\((\w+)_(PLAIN|TORCH)_SOURCES\s*\n(.*?)\)", re.S)
-    for directory in ("core", "app", "tests", "bench"):
+    listing = re.compile(r"\bset\((\w+)_(PLAIN|TORCH)_SOURCES\b(.*?)\)", re.S)
+    precompiled = re.compile(r"\btarget_precompile_headers\((\S+)")
+    for directory in ("core", "app", "tests", "bench", "ui"):
         cmake = os.path.join(root, directory, "CMakeLists.txt")
         if not os.path.isfile(cmake):
             continue
         with open(cmake, encoding="utf-8") as text:
-            content = text.read()
+            content = re.sub(r"#[^\n]*", "", text.read())
+        lists = set()
         for match in listing.finditer(content):
             kind = match.group(2)
+            lists.add(f"{match.group(1)}_{kind}_SOURCES")
             for entry in match.group(3).split():
                 source = os.path.join(root, directory, entry)
                 name = os.path.relpath(source, root)
@@ -147,6 +159,20 @@ def check_source_lists(root):
                 if kind == "TORCH" and not torch:
                     problems.append(f"{name} includes nothing of LibTorch but is in "
                                     f"{match.group(1)}_TORCH_SOURCES: move it to the plain list")
+        # A target with LibTorch's precompiled header takes its sources from the two lists
+        # alone, so that none escapes the check above.
+        for match in precompiled.finditer(content):
+            target = match.group(1)
+            made = re.search(r"\badd_(?:library|executable)\(" + re.escape(target) + r"\s(.*?)\)",
+                             content, re.S)
+            given = [] if made is None else [word for word in made.group(1).split()
+                                             if word not in ("STATIC", "SHARED", "OBJECT")]
+            listed = (len(given) == 2 and all(re.fullmatch(r"\$\{\w+_SOURCES\}", w) for w in given)
+                      and {w[2:-1] for w in given} <= lists)
+            if not listed:
+                problems.append(f"{directory}/CMakeLists.txt: {target} has LibTorch's precompiled "
+                                "header but its sources are not exactly a *_PLAIN_SOURCES and a "
+                                "*_TORCH_SOURCES list")
     return problems
 
 
@@ -173,7 +199,10 @@ def self_test():
              "core/high/c.h": '#include "low/a.h"\n#include "c_detail.h"\n',
              "core/high/c_detail.h": "#pragma once\n",
              "core/CMakeLists.txt": "set(CORE_PLAIN_SOURCES\n  high/d.cpp\n)\n"
-                                    "set(CORE_TORCH_SOURCES\n  high/e.cpp\n)\n",
+                                    "set(CORE_TORCH_SOURCES\n  high/e.cpp\n)\n"
+                                    "add_library(core STATIC ${CORE_PLAIN_SOURCES} "
+                                    "${CORE_TORCH_SOURCES})\n"
+                                    "target_precompile_headers(core PRIVATE <torch/torch.h>)\n",
              "core/high/d.cpp": '#include "low/b.h"\n',
              "core/high/e.cpp": '#include "high/c.h"\n',
              "ui/w.cpp": '#include "high/c.h"\n#include "w.h"\n',
@@ -185,6 +214,16 @@ def self_test():
         ({"ui/w.cpp": '#include "cli/x.h"\n'}, "neither core nor its own"),
         ({"core/high/d.cpp": '#include "low/a.h"\n'}, "includes LibTorch but is in"),
         ({"core/high/e.cpp": '#include "low/b.h"\n'}, "includes nothing of LibTorch"),
+        ({"core/high/d.cpp": "#include <low/a.h>\n"}, "includes LibTorch but is in"),
+        ({"core/low/b.h": "#pragma once\n#include <high/c_detail.h>\n"}, "a module above it"),
+        ({"core/low/b.h": "#pragma once\nnamespace rematlab::high {\nstruct X;\n}\n"},
+         "declares into namespace high"),
+        ({"core/CMakeLists.txt": sound["core/CMakeLists.txt"].replace(
+            "set(CORE_PLAIN_SOURCES\n", "set(CORE_PLAIN_SOURCES  # a comment\n").replace(
+            "high/d.cpp", "high/e.cpp\n  high/d.cpp", 1)}, "includes LibTorch but is in"),
+        ({"core/CMakeLists.txt": sound["core/CMakeLists.txt"].replace(
+            "${CORE_TORCH_SOURCES})", "${CORE_TORCH_SOURCES} high/f.cpp)")},
+         "are not exactly"),
         ({"docs/architecture.md": doc.replace("low ", "gone   a name without a folder\nlow ")},
          "does not exist"),
     ]

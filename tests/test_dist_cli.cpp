@@ -12,6 +12,8 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -143,6 +145,34 @@ TEST(DistCli, TwoLocalRanksReportAndRecordEveryRanksFigures) {
   EXPECT_EQ(runs[0].result.ranks[1].optimizer_bytes,
             json["ranks"][1]["optimizer_bytes"].get<int64_t>());
   EXPECT_EQ(store.steps(runs[0].id).size(), 4u);
+}
+
+// A plan trained through the data-parallel path (one rank that shards its optimizer state)
+// keeps the profile it measured and plans the next run from it, as a run in one process does.
+TEST(DistCli, AShardedPlannedRunKeepsItsProfileAndTheNextOnePlansFromIt) {
+  ScratchDir dir("distcli-plan");
+  const std::string db = dir.file("runs.sqlite");
+  const std::string run =
+      "run --preset tiny --batch 8 --threads 1 --steps 2 --shard optimizer "
+      "--checkpoint plan:3MiB --json --db " +
+      db;
+  const auto first = cli(run);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const nlohmann::json measured = last_line_json(first.out)["plan"];
+  EXPECT_NE(measured["profile_source"].get<std::string>().find("(kept now)"), std::string::npos)
+      << measured.dump();
+  const auto second = cli(run);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const nlohmann::json reused = last_line_json(second.out)["plan"];
+  EXPECT_EQ(reused["profile_source"].get<std::string>().rfind("runs database: measured ", 0), 0u)
+      << reused.dump();
+  EXPECT_EQ(reused["chosen"], measured["chosen"]);
+  RunStore store(db, StoreAccess::kReadOnly, false);
+  EXPECT_EQ(store.chain_profiles().size(), 1u);
+  for (const RunRecord& record : store.runs()) {
+    EXPECT_EQ(record.config.shard, "optimizer");
+    ASSERT_TRUE(record.request.plan.has_value());
+  }
 }
 
 // The sliced loss hands the head's gradient to the graph once, as the whole loss does: with

@@ -29,9 +29,11 @@
 
 namespace {
 
+using rematlab::ChainCosts;
 using rematlab::CheckpointPolicy;
 using rematlab::RunStatus;
 using rematlab::RunStore;
+using rematlab::StageCost;
 using rematlab::ui::PlanView;
 using rematlab::ui::testing::Bench;
 using rematlab::ui::testing::kTimeoutMs;
@@ -45,7 +47,7 @@ QString profile_the_form(Bench& bench) {
   return ended.takeFirst().at(0).toString();
 }
 
-plan::ChainCosts kept_costs(Bench& bench, const QString& key) {
+ChainCosts kept_costs(Bench& bench, const QString& key) {
   const auto kept = bench.reader().chain_profile(key.toStdString());
   EXPECT_TRUE(kept.has_value());
   return plan::chain_costs_from_json(nlohmann::json::parse(kept ? kept->costs : "{}"));
@@ -57,7 +59,7 @@ int64_t field_budget(const PlanView* view) {
 
 // The plan the tab shows is the planner's for the kept costs at the field's budget, and the strip
 // draws exactly its recomputed sublayers.
-void expect_the_planners_plan(const PlanView* view, const plan::ChainCosts& costs) {
+void expect_the_planners_plan(const PlanView* view, const ChainCosts& costs) {
   const auto expected = plan::plan_under_budget(costs, field_budget(view));
   ASSERT_TRUE(expected.has_value());
   ASSERT_TRUE(view->current_plan().has_value());
@@ -93,7 +95,7 @@ TEST(PlanTab, ProfilesTheFormsConfigurationKeepsItAndPlansWhereTheSliderAndField
   EXPECT_EQ(view->configuration_field()->count(), 1);
   EXPECT_EQ(view->profile_key(), key);
   EXPECT_TRUE(view->configuration_field()->currentText().contains("batch 8"));
-  const plan::ChainCosts costs = kept_costs(bench, key);
+  const ChainCosts costs = kept_costs(bench, key);
   ASSERT_EQ(costs.stages.size(), 8u);
 
   // The chart: a frontier sample at each ladder budget, every uniform policy, one chosen point.
@@ -240,11 +242,11 @@ TEST(PlanTab, KeptProfilesAreOfferedAndTheChartSaysWhatEachPointIs) {
   rematlab::RunConfig config;
   config.preset = "tiny";
   config.threads = 1;
-  plan::ChainCosts costs;
+  ChainCosts costs;
   costs.input_bytes = 1 << 20;
   for (int i = 0; i < 4; ++i) {
     const bool mlp = i % 2 == 1;
-    plan::StageCost stage;
+    StageCost stage;
     stage.forward_ms = mlp ? 8.0 : 2.0;
     stage.backward_ms = mlp ? 16.0 : 4.0;
     stage.early_stop_saving_ms = mlp ? 4.0 : 0.5;

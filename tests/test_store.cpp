@@ -13,6 +13,7 @@
 #include <fstream>
 #include <future>
 #include <limits>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -373,6 +374,7 @@ TEST(Store, RunsAndStepsRoundTripExactly) {
   EXPECT_EQ(run.experiment, "exp");
   EXPECT_EQ(to_json(run.config), to_json(config));
   EXPECT_EQ(run.libtorch, rematlab::probe_runtime(false).torch_version);
+  EXPECT_TRUE(std::regex_match(run.libtorch, std::regex(R"(\d+\.\d+\.\d+.*)"))) << run.libtorch;
   EXPECT_EQ(run.steps_recorded, 3);
   EXPECT_FALSE(run.ended.empty());
   EXPECT_TRUE(run.has_result);

@@ -16,11 +16,10 @@
 #include "common/byte_size.h"
 #include "elided_label.h"
 #include "live_charts.h"
+#include "units.h"
 
 namespace rematlab::ui {
 namespace {
-
-constexpr double kMiB = 1024.0 * 1024.0;
 
 QString run_label(const RunRecord& run) { return QString::fromStdString(run.label()); }
 

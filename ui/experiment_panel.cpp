@@ -212,35 +212,7 @@ void ExperimentPanel::create_actions() {
   error_mark_ = new QAction(style()->standardIcon(QStyle::SP_MessageBoxWarning), QString(), this);
 }
 
-void ExperimentPanel::lay_out() {
-  auto* model = new QFormLayout;
-  model->addRow("Preset", preset_);
-  model->addRow("Family", arch_);
-  model->addRow("Blocks", layers_);
-  model->addRow("d_model", d_model_);
-  model->addRow("Heads", heads_);
-  model->addRow("KV heads", kv_heads_);
-  model->addRow("MLP width", mlp_hidden_);
-  model->addRow("", tie_head_);
-  model->addRow("Loss slices", loss_chunks_);
-  model->addRow("Sequence", seq_len_);
-  model->addRow("Vocabulary", vocab_);
-  model->addRow("Attention", attention_);
-  model->addRow("Dropout", dropout_);
-  auto* data_row = new QHBoxLayout;
-  data_row->addWidget(data_file_);
-  data_row->addWidget(browse_);
-  auto* training = new QFormLayout;
-  training->addRow("Data", data_);
-  training->addRow("Text file", data_row);
-  training->addRow("Accumulation", accum_);
-  training->addRow("Steps", steps_);
-  training->addRow("Learning rate", lr_);
-  training->addRow("Seed", seed_);
-  training->addRow("Threads", threads_);
-  training->addRow("Device", device_);
-  training->addRow("Ranks", ranks_);
-  training->addRow("Shard", shard_);
+QLayout* ExperimentPanel::sweep_fields() {
   auto* sweep_top = new QFormLayout;
   sweep_top->addRow("Experiment", name_);
   sweep_top->addRow("Policies", policies_);
@@ -258,27 +230,46 @@ void ExperimentPanel::lay_out() {
   sweep->addWidget(preview_);
   sweep->addWidget(notation_);
   sweep->addLayout(sweep_rest);
+  return sweep;
+}
 
-  auto group = [](const QString& title, QLayout* layout) {
-    auto* box = new QGroupBox(title);
-    box->setLayout(layout);
-    return box;
-  };
-  auto* form = new QWidget;
-  auto* fields = new QVBoxLayout(form);
-  fields->addWidget(group("Sweep", sweep));
-  fields->addWidget(group("Model", model));
-  fields->addWidget(group("Training", training));
-  fields->addStretch();
-  scroll_ = new QScrollArea;
-  scroll_->setWidget(form);
-  scroll_->setWidgetResizable(true);
-  scroll_->setFrameShape(QFrame::NoFrame);
-  scroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  scroll_->setMinimumWidth(form->sizeHint().width() +
-                           style()->pixelMetric(QStyle::PM_ScrollBarExtent) + 4);
-  WheelGuard::install(scroll_, form);
+QLayout* ExperimentPanel::model_fields() {
+  auto* model = new QFormLayout;
+  model->addRow("Preset", preset_);
+  model->addRow("Family", arch_);
+  model->addRow("Blocks", layers_);
+  model->addRow("d_model", d_model_);
+  model->addRow("Heads", heads_);
+  model->addRow("KV heads", kv_heads_);
+  model->addRow("MLP width", mlp_hidden_);
+  model->addRow("", tie_head_);
+  model->addRow("Loss slices", loss_chunks_);
+  model->addRow("Sequence", seq_len_);
+  model->addRow("Vocabulary", vocab_);
+  model->addRow("Attention", attention_);
+  model->addRow("Dropout", dropout_);
+  return model;
+}
 
+QLayout* ExperimentPanel::training_fields() {
+  auto* data_row = new QHBoxLayout;
+  data_row->addWidget(data_file_);
+  data_row->addWidget(browse_);
+  auto* training = new QFormLayout;
+  training->addRow("Data", data_);
+  training->addRow("Text file", data_row);
+  training->addRow("Accumulation", accum_);
+  training->addRow("Steps", steps_);
+  training->addRow("Learning rate", lr_);
+  training->addRow("Seed", seed_);
+  training->addRow("Threads", threads_);
+  training->addRow("Device", device_);
+  training->addRow("Ranks", ranks_);
+  training->addRow("Shard", shard_);
+  return training;
+}
+
+QLayout* ExperimentPanel::footer() {
   // The footer never scrolls and never changes height: the lines for the summary and for a
   // problem are reserved, so a message appearing moves neither the fields nor the buttons.
   const int line = fontMetrics().lineSpacing();
@@ -293,10 +284,34 @@ void ExperimentPanel::lay_out() {
   footer->addWidget(runs_label_);
   footer->addWidget(problem_label_);
   footer->addLayout(buttons);
+  return footer;
+}
+
+void ExperimentPanel::lay_out() {
+  auto group = [](const QString& title, QLayout* layout) {
+    auto* box = new QGroupBox(title);
+    box->setLayout(layout);
+    return box;
+  };
+  auto* form = new QWidget;
+  auto* fields = new QVBoxLayout(form);
+  fields->addWidget(group("Sweep", sweep_fields()));
+  fields->addWidget(group("Model", model_fields()));
+  fields->addWidget(group("Training", training_fields()));
+  fields->addStretch();
+  scroll_ = new QScrollArea;
+  scroll_->setWidget(form);
+  scroll_->setWidgetResizable(true);
+  scroll_->setFrameShape(QFrame::NoFrame);
+  scroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll_->setMinimumWidth(form->sizeHint().width() +
+                           style()->pixelMetric(QStyle::PM_ScrollBarExtent) + 4);
+  WheelGuard::install(scroll_, form);
+
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(scroll_, 1);
-  layout->addLayout(footer);
+  layout->addLayout(footer());
 }
 
 void ExperimentPanel::connect_fields() {

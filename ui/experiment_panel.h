@@ -105,11 +105,21 @@ class ExperimentPanel : public QWidget {
   void request_run();
 
  private:
+  // load_spec's parts: the model and training fields from the spec's base, the swept lists and
+  // the budget, the ranks and shard.
+  void load_base_fields(const nlohmann::ordered_json& base);
+  void load_sweep_fields(const nlohmann::ordered_json& spec, const nlohmann::ordered_json& base);
+  void load_parallel_fields(const nlohmann::ordered_json& spec);
   void create_model_fields();
   void create_training_fields();
   void create_sweep_fields();
   void create_actions();
   void lay_out();
+  // lay_out's parts: the field groups and the footer that never scrolls.
+  QLayout* sweep_fields();
+  QLayout* model_fields();
+  QLayout* training_fields();
+  QLayout* footer();
   void connect_fields();
   // The Preset field changed: asks before replacing model values the user changed, and puts the
   // preset back when the answer is to keep them.

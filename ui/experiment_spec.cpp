@@ -162,7 +162,14 @@ void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
   // The spec's preset and model values are what it asks for: no question about replacing them.
   const QScopedValueRollback<bool> loading(loading_, true);
   const auto base = spec.value("base", nlohmann::ordered_json::object());
-  const auto axes = spec.value("axes", nlohmann::ordered_json::object());
+  load_base_fields(base);
+  load_sweep_fields(spec, base);
+  if (spec.contains("name") && spec["name"].is_string()) name_->setText(text_of(spec["name"]));
+  load_parallel_fields(spec);
+  revalidate();
+}
+
+void ExperimentPanel::load_base_fields(const nlohmann::ordered_json& base) {
   // A field of the wrong type (a hand-edited or older spec) is skipped, never half-applied: the
   // form keeps that field as it was and takes every other.
   if (base.contains("preset") && base["preset"].is_string()) {
@@ -205,6 +212,11 @@ void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
     if (source >= 0) data_->setCurrentIndex(source);
     if (file) data_file_->setText(chosen.mid(5));
   }
+}
+
+void ExperimentPanel::load_sweep_fields(const nlohmann::ordered_json& spec,
+                                        const nlohmann::ordered_json& base) {
+  const auto axes = spec.value("axes", nlohmann::ordered_json::object());
   // Each axis field shows the axis, or the base's single value, or its default.
   auto list = [&](const char* key, const char* separator, const std::string& fallback) {
     const auto& values = axes.contains(key)   ? axes[key]
@@ -232,7 +244,9 @@ void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
                      : budget.is_number() ? QString::fromStdString(budget.dump())
                                           : QString());
   }
-  if (spec.contains("name") && spec["name"].is_string()) name_->setText(text_of(spec["name"]));
+}
+
+void ExperimentPanel::load_parallel_fields(const nlohmann::ordered_json& spec) {
   // A sweep spec trains each point in one process; only the form's own values have ranks.
   const auto parallel = spec.value("data_parallel", nlohmann::ordered_json::object());
   const bool has_ranks =
@@ -242,7 +256,6 @@ void ExperimentPanel::load_spec(const nlohmann::ordered_json& spec) {
       parallel.is_object() && parallel.contains("shard") && parallel["shard"].is_string();
   const int shard = shard_->findText(has_shard ? text_of(parallel["shard"]) : "none");
   shard_->setCurrentIndex(std::max(0, shard));
-  revalidate();
 }
 
 void ExperimentPanel::add_policy(const QString& policy) {

@@ -13,12 +13,12 @@
 #include "chart_legend.h"
 #include "chart_style.h"
 #include "elided_label.h"
+#include "units.h"
 
 namespace rematlab::ui {
 namespace {
 
 constexpr int kReplotIntervalMs = 33;  // at most ~30 replots a second
-constexpr double kMiB = 1024.0 * 1024.0;
 const char* const kLossTitle = "Loss (faint: each step; solid: smoothed)";
 const char* const kThroughputTitle = "Throughput (faint: each step; solid: smoothed)";
 const char* const kTimelineTitle = "Memory in the last recorded step";

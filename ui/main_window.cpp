@@ -73,6 +73,7 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
       worker_(new SweepWorker) {
   qRegisterMetaType<rematlab::StepMetrics>();
   qRegisterMetaType<rematlab::RunConfig>();
+  qRegisterMetaType<rematlab::RunStatus>();
   qRegisterMetaType<rematlab::ui::SweepPosition>();
   qRegisterMetaType<rematlab::ui::Timeline>();
   tabs_->addTab(charts_, "Live");

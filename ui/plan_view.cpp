@@ -25,8 +25,8 @@
 #include "plan/frontier.h"
 #include "plan/profile_key.h"
 #include "plan_strip.h"
-#include "plan_units.h"
 #include "store/run_store.h"
+#include "units.h"
 
 namespace rematlab::ui {
 namespace {
@@ -167,8 +167,8 @@ PlanView::PlanView(QWidget* parent)
 }
 
 PlanView::Profile PlanView::profile_of(const std::string& key,
-                                       const plan::ProfiledConfiguration& parts,
-                                       plan::ChainCosts costs, const QString& source) {
+                                       const plan::ProfiledConfiguration& parts, ChainCosts costs,
+                                       const QString& source) {
   Profile profile;
   profile.key = key;
   profile.costs = std::move(costs);
@@ -228,7 +228,7 @@ void PlanView::fill_configurations(const std::string& keep_key) {
   for (const auto& [key, kept] : kept_profiles) {
     const auto parts = plan::read_profile_key(key);
     if (!parts) continue;  // another profiling method: never reused, so not offered
-    plan::ChainCosts costs;
+    ChainCosts costs;
     try {
       costs = plan::chain_costs_from_json(nlohmann::json::parse(kept.costs));
     } catch (const std::exception&) {
@@ -263,8 +263,7 @@ void PlanView::fill_configurations(const std::string& keep_key) {
   show_profile();
 }
 
-void PlanView::add_profile(const QString& key, const plan::ChainCosts& costs,
-                           const QString& source) {
+void PlanView::add_profile(const QString& key, const ChainCosts& costs, const QString& source) {
   const auto parts = plan::read_profile_key(key.toStdString());
   if (!parts) return;
   bool kept = false;
@@ -333,30 +332,10 @@ void PlanView::show_profile() {
   budget_->setEnabled(has);
   export_->setEnabled(has);
   if (!has) {
-    shown_key_.clear();
-    set_chart_title(chart_, store_ ? "Plans under a memory budget: profile a configuration first"
-                                   : "Plans under a memory budget: no database is open");
-    range_label_->setText(
-        !store_problem_.isEmpty()
-            ? "The database's profiles cannot be read: " + store_problem_
-            : "No configuration is profiled in this database yet: set the model, batch, "
-              "precision and threads in the form, then Profile.");
-    plan_.reset();
-    chosen_hover_.reset();
-    strip_->reset();  // not the last configuration's sublayers
-    plan_label_->clear();
-    {  // nor its budget, greyed in a disabled field
-      const QSignalBlocker quiet_field(budget_);
-      const QSignalBlocker quiet_slider(slider_);
-      budget_->clear();
-      slider_->setValue(0);
-    }
-    run_->setEnabled(false);
-    reset_empty_axes(chart_);
-    chart_->replot();
+    show_no_profile();
     return;
   }
-  const plan::ChainCosts& costs = profile->costs;
+  const ChainCosts& costs = profile->costs;
   const int64_t layers = profile->config.model.layers;
   smallest_ = plan::smallest_feasible_budget(costs);
   largest_ = std::max(smallest_, plan::none_peak_bytes(costs));
@@ -371,32 +350,9 @@ void PlanView::show_profile() {
   set_chart_title(chart_, "Plans under a memory budget: " +
                               describe_configuration(profile->config, profile->host));
 
-  double top = 0.0;
-  for (const int64_t budget : plan::ladder_budgets(costs, kFrontierBudgets)) {
-    if (const auto planned = plan::plan_under_budget(costs, budget)) {
-      const double speed = tokens_per_s(planned->prediction.step_ms);
-      frontier_->addData(static_cast<double>(budget) / kMiB, speed);
-      frontier_hover_points_.push_back(
-          {static_cast<double>(budget) / kMiB, speed,
-           QString("budget %1 MiB: %2 · predicted %3 MiB, %4 tokens/s")
-               .arg(mib(budget), QString::fromStdString(planned->plan.canonical()),
-                    mib(planned->prediction.peak_bytes))
-               .arg(speed, 0, 'f', 0)});
-      top = std::max(top, speed);
-    }
-  }
   const auto predictions = plan::predict_uniform_policies(costs, layers);
-  for (const auto& [policy, prediction] : predictions) {
-    const double x = static_cast<double>(prediction.peak_bytes) / kMiB;
-    const double y = tokens_per_s(prediction.step_ms);
-    uniform_->addData(x, y);
-    top = std::max(top, y);
-    hover_points_.push_back({x, y,
-                             QString("%1 · predicted %2 MiB, %3 ms a step (%4 tokens/s)")
-                                 .arg(QString::fromStdString(policy), mib(prediction.peak_bytes))
-                                 .arg(prediction.step_ms, 0, 'f', 0)
-                                 .arg(y, 0, 'f', 0)});
-  }
+  double top = draw_frontier(costs);
+  top = std::max(top, draw_uniform_policies(predictions));
   draw_measured_runs(*profile);
   for (const QCPGraph* graph : {measured_plans_, measured_others_}) {
     for (auto point = graph->data()->constBegin(); point != graph->data()->constEnd(); ++point) {
@@ -416,6 +372,64 @@ void PlanView::show_profile() {
   if (profile->key != shown_key_) set_budget_bytes((smallest_ + largest_) / 2);
   shown_key_ = profile->key;
   if (budget_->text() == before) on_budget_edited();  // no textChanged: plan it here
+}
+
+void PlanView::show_no_profile() {
+  shown_key_.clear();
+  set_chart_title(chart_, store_ ? "Plans under a memory budget: profile a configuration first"
+                                 : "Plans under a memory budget: no database is open");
+  range_label_->setText(
+      !store_problem_.isEmpty()
+          ? "The database's profiles cannot be read: " + store_problem_
+          : "No configuration is profiled in this database yet: set the model, batch, "
+            "precision and threads in the form, then Profile.");
+  plan_.reset();
+  chosen_hover_.reset();
+  strip_->reset();  // not the last configuration's sublayers
+  plan_label_->clear();
+  {  // nor its budget, greyed in a disabled field
+    const QSignalBlocker quiet_field(budget_);
+    const QSignalBlocker quiet_slider(slider_);
+    budget_->clear();
+    slider_->setValue(0);
+  }
+  run_->setEnabled(false);
+  reset_empty_axes(chart_);
+  chart_->replot();
+}
+
+double PlanView::draw_frontier(const ChainCosts& costs) {
+  double top = 0.0;
+  for (const int64_t budget : plan::ladder_budgets(costs, kFrontierBudgets)) {
+    if (const auto planned = plan::plan_under_budget(costs, budget)) {
+      const double speed = tokens_per_s(planned->prediction.step_ms);
+      frontier_->addData(static_cast<double>(budget) / kMiB, speed);
+      frontier_hover_points_.push_back(
+          {static_cast<double>(budget) / kMiB, speed,
+           QString("budget %1 MiB: %2 · predicted %3 MiB, %4 tokens/s")
+               .arg(mib(budget), QString::fromStdString(planned->plan.canonical()),
+                    mib(planned->prediction.peak_bytes))
+               .arg(speed, 0, 'f', 0)});
+      top = std::max(top, speed);
+    }
+  }
+  return top;
+}
+
+double PlanView::draw_uniform_policies(const std::vector<plan::PolicyPrediction>& predictions) {
+  double top = 0.0;
+  for (const auto& [policy, prediction] : predictions) {
+    const double x = static_cast<double>(prediction.peak_bytes) / kMiB;
+    const double y = tokens_per_s(prediction.step_ms);
+    uniform_->addData(x, y);
+    top = std::max(top, y);
+    hover_points_.push_back({x, y,
+                             QString("%1 · predicted %2 MiB, %3 ms a step (%4 tokens/s)")
+                                 .arg(QString::fromStdString(policy), mib(prediction.peak_bytes))
+                                 .arg(prediction.step_ms, 0, 'f', 0)
+                                 .arg(y, 0, 'f', 0)});
+  }
+  return top;
 }
 
 std::optional<int64_t> PlanView::budget_bytes() const {

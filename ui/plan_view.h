@@ -13,10 +13,10 @@
 #include <utility>
 #include <vector>
 
-#include "plan/chain_costs.h"
 #include "plan/frontier.h"
 #include "plan/profile_key.h"
 #include "plan/segment_planner.h"
+#include "run/chain_costs.h"
 #include "run/run_config.h"
 
 class QComboBox;
@@ -49,7 +49,7 @@ class PlanView : public QWidget {
   void refresh();
   // A profile just measured: offered (also when a read-only database could not keep it) and
   // selected.
-  void add_profile(const QString& key, const plan::ChainCosts& costs, const QString& source);
+  void add_profile(const QString& key, const ChainCosts& costs, const QString& source);
   // Selects the profile kept under `key`; false when there is none.
   bool select_profile(const QString& key);
   // While the window trains or profiles, Profile is disabled (`profiling`: saying so).
@@ -108,7 +108,7 @@ class PlanView : public QWidget {
  private:
   struct Profile {
     std::string key;
-    plan::ChainCosts costs;
+    ChainCosts costs;
     RunConfig config;
     int repeats = 0;
     std::string host;
@@ -122,9 +122,13 @@ class PlanView : public QWidget {
   };
 
   static Profile profile_of(const std::string& key, const plan::ProfiledConfiguration& parts,
-                            plan::ChainCosts costs, const QString& source);
+                            ChainCosts costs, const QString& source);
   void fill_configurations(const std::string& keep_key);
   void show_profile();
+  void show_no_profile();
+  // Each draws its points (with their hover texts) and returns the highest tokens/s it drew.
+  double draw_frontier(const ChainCosts& costs);
+  double draw_uniform_policies(const std::vector<plan::PolicyPrediction>& predictions);
   void name_uniform_policies(const std::vector<plan::PolicyPrediction>& predictions);
   void draw_measured_runs(const Profile& profile);
   void on_slider_moved(int value);

@@ -9,9 +9,9 @@
 
 #include "chart_style.h"
 #include "plan/profile_key.h"
-#include "plan_units.h"
 #include "plan_view.h"
 #include "store/run_store.h"
+#include "units.h"
 
 namespace rematlab::ui {
 namespace {

@@ -143,7 +143,7 @@ void SweepWorker::profile(const rematlab::RunConfig& config, const QString& data
     plan::ProfileOptions options;
     options.on_progress = [this](int64_t done, int64_t of) { emit profileProgress(done, of); };
     options.cancel = &cancel_;
-    const plan::KnownChainCosts known = known_chain_costs(config, store.get(), options);
+    const KnownChainCosts known = known_chain_costs(config, store.get(), options);
     emit profileFinished(QString::fromStdString(known.key),
                          QString::fromStdString(plan::to_json(known.costs).dump()),
                          QString::fromStdString(known.source));

@@ -1,4 +1,4 @@
-// The units the Plan tab speaks in (plan_view.cpp, plan_view_chart.cpp): MiB with one decimal.
+// The units the window draws and speaks in: memory in MiB (with one decimal as text).
 #pragma once
 
 #include <QString>

@@ -1,6 +1,7 @@
 // `plan`: measure the chain's costs on this device (as `profile`), then choose the fastest
 // segment list whose predicted activation peak fits --budget, and say what the uniform policies
 // would have done at the same budget.
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -31,7 +32,7 @@ nlohmann::json prediction_json(const plan::PlanPrediction& prediction, int64_t t
 }
 
 // The uniform policies predicted from `costs`: their JSON, and a table row each in `rows`.
-nlohmann::json uniform_policies(const plan::ChainCosts& costs, const RunConfig& config,
+nlohmann::json uniform_policies(const ChainCosts& costs, const RunConfig& config,
                                 std::vector<std::vector<std::string>>& rows) {
   nlohmann::json uniform = nlohmann::json::array();
   for (const auto& [policy, p] : plan::predict_uniform_policies(costs, config.model.layers)) {
@@ -45,7 +46,7 @@ nlohmann::json uniform_policies(const plan::ChainCosts& costs, const RunConfig& 
 
 // The fastest plan under each budget: its JSON, a table row each in `rows`, and the longest any
 // took to plan in `planning_ms`.
-nlohmann::json plan_each(const plan::ChainCosts& costs, const std::vector<int64_t>& budgets,
+nlohmann::json plan_each(const ChainCosts& costs, const std::vector<int64_t>& budgets,
                          int64_t tokens, std::vector<std::vector<std::string>>& rows,
                          double& planning_ms) {
   nlohmann::json rungs = nlohmann::json::array();
@@ -103,8 +104,8 @@ Command add_plan_command(CLI::App& app, const std::atomic<bool>& cancel) {
             if (*ladder == 1 || *ladder > 100) {
               throw InvalidInput("--ladder", "must be between 2 and 100 budgets");
             }
-            const plan::KnownChainCosts known = flags->costs_for(config, cancel);
-            const plan::ChainCosts& costs = known.costs;
+            const KnownChainCosts known = flags->costs_for(config, cancel);
+            const ChainCosts& costs = known.costs;
             const int64_t tokens = config.tokens_per_step();
 
             nlohmann::json result = {{"profile_ms", known.profile_ms},

@@ -23,11 +23,11 @@ Command add_profile_command(CLI::App& app, const std::atomic<bool>& cancel) {
   flags->add_to(*command);
   return {command, [options, flags, &cancel]() {
             const RunConfig config = options->resolve();
-            const plan::KnownChainCosts known = flags->costs_for(config, cancel);
-            const plan::ChainCosts& costs = known.costs;
+            const KnownChainCosts known = flags->costs_for(config, cancel);
+            const ChainCosts& costs = known.costs;
             std::vector<std::vector<std::string>> rows;
             for (std::size_t i = 0; i < costs.stages.size(); ++i) {
-              const plan::StageCost& stage = costs.stages[i];
+              const StageCost& stage = costs.stages[i];
               rows.push_back(
                   {sublayer_name(static_cast<int64_t>(i)), format_number(stage.forward_ms, 2),
                    format_number(stage.early_stop_saving_ms, 2),

@@ -20,8 +20,8 @@ void ProfileFlags::add_to(CLI::App& command) {
                    "With --db: measure again and replace what the database kept");
 }
 
-plan::KnownChainCosts ProfileFlags::costs_for(const RunConfig& config,
-                                              const std::atomic<bool>& cancel) const {
+KnownChainCosts ProfileFlags::costs_for(const RunConfig& config,
+                                        const std::atomic<bool>& cancel) const {
   if (repeats < 1 || repeats > 1000) throw InvalidInput("--repeats", "must be between 1 and 1000");
   if (reprofile && db.empty()) throw InvalidInput("--reprofile", "needs --db");
   std::unique_ptr<RunStore> store;
@@ -32,7 +32,7 @@ plan::KnownChainCosts ProfileFlags::costs_for(const RunConfig& config,
   options.on_progress = [](int64_t done, int64_t of) {
     std::cerr << "\rprofiling sublayer " << done << "/" << of << std::flush;
   };
-  const plan::KnownChainCosts known = known_chain_costs(config, store.get(), options, reprofile);
+  const KnownChainCosts known = known_chain_costs(config, store.get(), options, reprofile);
   std::cerr << "\r" << known.costs.stages.size() << " sublayers profiled in "
             << format_number(known.profile_ms / 1e3, 1) << " s; " << known.source << std::endl;
   return known;

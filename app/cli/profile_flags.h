@@ -6,7 +6,7 @@
 #include <atomic>
 #include <string>
 
-#include "plan/chain_costs.h"
+#include "run/chain_costs.h"
 #include "run/run_config.h"
 
 namespace rematlab::cli {
@@ -20,7 +20,7 @@ struct ProfileFlags {
   // The chain's costs for `config`: kept in --db, or measured now (progress on stderr) and kept
   // there. Throws InvalidInput for a bad --repeats, plan::ProfileCancelled when `cancel` is set
   // while it measures.
-  plan::KnownChainCosts costs_for(const RunConfig& config, const std::atomic<bool>& cancel) const;
+  KnownChainCosts costs_for(const RunConfig& config, const std::atomic<bool>& cancel) const;
 };
 
 }  // namespace rematlab::cli

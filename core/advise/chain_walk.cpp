@@ -57,13 +57,58 @@ std::optional<std::size_t> ChainWalk::first_nonfinite_backward() const {
   return std::nullopt;
 }
 
-ChainWalk walk_chain(Trainer& trainer) {
+namespace {
+
+// One micro-batch forward, piece by piece as the `none` computation runs it, under the run's
+// autocast: the embedding's output, each sublayer's, and last the loss (a mean over the tokens).
+std::vector<torch::Tensor> forward_by_piece(Trainer& trainer, const torch::Tensor& tokens,
+                                            const torch::Tensor& targets) {
   TransformerImpl& model = *trainer.model();
   const ModelConfig& config = model.config();
   auto* token_embedding = child<torch::nn::EmbeddingImpl>(model, "token_embedding");
   auto* position_embedding = child<torch::nn::EmbeddingImpl>(model, "position_embedding");
   auto* final_norm = child<NormImpl>(model, "final_norm");
   TORCH_CHECK(token_embedding && final_norm, "the model has no token embedding or final norm");
+  std::optional<ScopedAutocast> autocast;
+  if (trainer.autocast()) autocast.emplace(*trainer.autocast());
+  std::vector<torch::Tensor> outputs;
+  torch::Tensor h = token_embedding->forward(tokens);
+  if (position_embedding) {
+    const torch::Tensor positions = torch::arange(
+        tokens.size(1), torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
+    h = h + position_embedding->forward(positions);
+  }
+  outputs.push_back(h);
+  for (const auto& sublayer : model.sublayers()) {
+    h = sublayer->forward(h);
+    outputs.push_back(h);
+  }
+  const torch::Tensor hidden = final_norm->forward(h);
+  outputs.push_back(chunked_cross_entropy(hidden.reshape({-1, config.d_model}), model.head_weight(),
+                                          targets.reshape({-1}), config.loss_chunk_count()));
+  return outputs;
+}
+
+// After backward: each parameter's extremes and non-finite values, and which have no gradient.
+void check_parameters(TransformerImpl& model, ChainWalk& walk) {
+  for (const auto& item : model.named_parameters()) {
+    ++walk.params_total;
+    PieceCheck& piece = walk.pieces[piece_of(item.key(), walk.pieces.size())];
+    piece.max_abs_param = std::max(piece.max_abs_param, max_abs_finite(item.value()));
+    piece.nonfinite_params += nonfinite_count(item.value());
+    const torch::Tensor& grad = item.value().grad();
+    if (!grad.defined()) {
+      walk.params_without_gradient.push_back(item.key());
+    } else if (piece.nonfinite_param_grad.empty() && nonfinite_count(grad) > 0) {
+      piece.nonfinite_param_grad = item.key();
+    }
+  }
+}
+
+}  // namespace
+
+ChainWalk walk_chain(Trainer& trainer) {
+  TransformerImpl& model = *trainer.model();
 
   ChainWalk walk;
   const auto named = [](std::string name) {
@@ -91,28 +136,9 @@ ChainWalk walk_chain(Trainer& trainer) {
     const TokenBatch batch = trainer.next_batch();
     const torch::Tensor tokens = batch.tokens.to(trainer.device());
     const torch::Tensor targets = batch.targets.to(trainer.device());
-    std::vector<torch::Tensor> outputs;
-    torch::Tensor loss;
-    {
-      std::optional<ScopedAutocast> autocast;
-      if (trainer.autocast()) autocast.emplace(*trainer.autocast());
-      torch::Tensor h = token_embedding->forward(tokens);
-      if (position_embedding) {
-        const torch::Tensor positions = torch::arange(
-            tokens.size(1), torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
-        h = h + position_embedding->forward(positions);
-      }
-      outputs.push_back(h);
-      for (const auto& sublayer : model.sublayers()) {
-        h = sublayer->forward(h);
-        outputs.push_back(h);
-      }
-      const torch::Tensor hidden = final_norm->forward(h);
-      loss = chunked_cross_entropy(hidden.reshape({-1, config.d_model}), model.head_weight(),
-                                   targets.reshape({-1}), config.loss_chunk_count()) /
-             static_cast<double>(accum);
-    }
-    outputs.push_back(loss);
+    std::vector<torch::Tensor> outputs = forward_by_piece(trainer, tokens, targets);
+    const torch::Tensor loss = outputs.back() / static_cast<double>(accum);
+    outputs.back() = loss;
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       PieceCheck& piece = walk.pieces[i];
       piece.nonfinite_outputs += nonfinite_count(outputs[i]);
@@ -128,18 +154,7 @@ ChainWalk walk_chain(Trainer& trainer) {
   }
   walk.loss = loss_sum / static_cast<double>(accum);
 
-  for (const auto& item : model.named_parameters()) {
-    ++walk.params_total;
-    PieceCheck& piece = walk.pieces[piece_of(item.key(), walk.pieces.size())];
-    piece.max_abs_param = std::max(piece.max_abs_param, max_abs_finite(item.value()));
-    piece.nonfinite_params += nonfinite_count(item.value());
-    const torch::Tensor& grad = item.value().grad();
-    if (!grad.defined()) {
-      walk.params_without_gradient.push_back(item.key());
-    } else if (piece.nonfinite_param_grad.empty() && nonfinite_count(grad) > 0) {
-      piece.nonfinite_param_grad = item.key();
-    }
-  }
+  check_parameters(model, walk);
   return walk;
 }
 

@@ -65,6 +65,91 @@ std::optional<int64_t> first_nonfinite_step(const std::vector<StepMetrics>& step
   return std::nullopt;
 }
 
+namespace {
+
+// What the stored steps say: where the run diverged, and a lower learning rate to try.
+Finding stored_evidence(const RunRecord& run, const std::vector<StepMetrics>& steps, int64_t bad) {
+  const auto found = std::find_if(steps.begin(), steps.end(),
+                                  [&](const StepMetrics& stored) { return stored.step == bad; });
+  const StepMetrics& step = *found;
+  Finding finding;
+  finding.kind = FindingKind::kDiverged;
+  finding.title = "Loss or gradients became non-finite at step " + std::to_string(bad);
+  finding.evidence.push_back(
+      {"first non-finite step", std::to_string(bad) + " of " + std::to_string(run.config.steps)});
+  finding.evidence.push_back({"its loss", number(step.loss)});
+  finding.evidence.push_back({"its gradient norm", number(step.grad_norm)});
+  if (found != steps.begin() && std::prev(found)->step == bad - 1) {
+    finding.evidence.push_back({"loss one step before", number(std::prev(found)->loss)});
+  }
+  finding.evidence.push_back({"learning rate", number(run.config.lr)});
+
+  char lower_lr[32];
+  std::snprintf(lower_lr, sizeof lower_lr, "%g", run.config.lr / 10.0);
+  finding.next_step = "train again with a lower learning rate (--lr " + std::string(lower_lr) +
+                      (run.config.grad_clip > 0.0 ? "" : " --grad-clip 1") +
+                      (run.config.precision == Precision::kFp16 ? " --precision bf16" : "") + ")";
+  return finding;
+}
+
+// Replays the run up to step `bad` and walks that step sublayer by sublayer, naming the first
+// that went non-finite. False, with a note, when the replay could not be made.
+bool replay_and_walk(const RunConfig& config, const std::vector<StepMetrics>& steps, int64_t bad,
+                     const AdviseOptions& options, std::vector<std::string>& notes,
+                     std::optional<ChainWalk>& walk, Finding& finding) {
+  try {
+    Trainer trainer(config);
+    const std::vector<double> losses = replay_until(trainer, bad, options.cancel);
+    for (std::size_t i = 0; i < losses.size() && i < steps.size(); ++i) {
+      // Steps are stored from 0 in order; a gap would make the comparison meaningless.
+      if (steps[i].step != static_cast<int64_t>(i)) break;
+      if (!same_loss(losses[i], steps[i].loss)) {
+        notes.push_back("the replay's loss at step " + std::to_string(i) + " is " +
+                        number(losses[i]) + ", the stored one " + number(steps[i].loss) +
+                        ": the sublayer named is the replay's");
+        break;
+      }
+    }
+    walk = walk_chain(trainer);
+    finding.evidence.push_back({"replayed loss at that step", number(walk->loss)});
+    describe_culprit(*walk, finding);
+    return true;
+  } catch (const ReplayCancelled&) {
+    notes.push_back("divergence: replay cancelled");
+  } catch (const InvalidInput& error) {
+    notes.push_back(std::string("divergence: cannot replay on this machine: ") + error.what());
+  }
+  return false;
+}
+
+// Whether recomputation changed step `bad`: its gradients under the run's policy against none's.
+void check_recomputation(const RunRecord& run, const RunConfig& config, int64_t bad,
+                         const AdviseOptions& options, std::vector<std::string>& notes,
+                         Finding& finding) {
+  try {
+    const GradientCheckResult check = check_gradients(config, options.cancel, std::nullopt, bad);
+    if (check.identical) {
+      finding.evidence.push_back(
+          {"recomputation", "innocent: step " + std::to_string(bad) + " under " +
+                                run.config.checkpoint + " equals none bit for bit (" +
+                                std::to_string(check.params_compared) + " gradients)"});
+    } else {
+      finding.evidence.push_back(
+          {"recomputation", "NOT innocent: step " + std::to_string(bad) + " under " +
+                                run.config.checkpoint + " differs from none (max |diff| " +
+                                number(check.max_abs_diff) + " in " + check.worst_param + ")"});
+      finding.next_step = "`rematlab-cli check --checkpoint " + run.config.checkpoint +
+                          " --at-step " + std::to_string(bad) +
+                          "` with the run's flags shows the difference; train with --checkpoint "
+                          "none until it is fixed";
+    }
+  } catch (const GradientCheckCancelled&) {
+    notes.push_back("divergence: exactness check cancelled");
+  }
+}
+
+}  // namespace
+
 std::optional<Finding> diagnose_divergence(const RunRecord& run,
                                            const std::vector<StepMetrics>& steps,
                                            const AdviseOptions& options,
@@ -79,27 +164,7 @@ std::optional<Finding> diagnose_divergence(const RunRecord& run,
     }
     return std::nullopt;
   }
-  const auto found = std::find_if(steps.begin(), steps.end(),
-                                  [&](const StepMetrics& stored) { return stored.step == *bad; });
-  const StepMetrics& step = *found;
-  Finding finding;
-  finding.kind = FindingKind::kDiverged;
-  finding.title = "Loss or gradients became non-finite at step " + std::to_string(*bad);
-  finding.evidence.push_back(
-      {"first non-finite step", std::to_string(*bad) + " of " + std::to_string(run.config.steps)});
-  finding.evidence.push_back({"its loss", number(step.loss)});
-  finding.evidence.push_back({"its gradient norm", number(step.grad_norm)});
-  if (found != steps.begin() && std::prev(found)->step == *bad - 1) {
-    finding.evidence.push_back({"loss one step before", number(std::prev(found)->loss)});
-  }
-  finding.evidence.push_back({"learning rate", number(run.config.lr)});
-
-  char lower_lr[32];
-  std::snprintf(lower_lr, sizeof lower_lr, "%g", run.config.lr / 10.0);
-  finding.next_step = "train again with a lower learning rate (--lr " + std::string(lower_lr) +
-                      (run.config.grad_clip > 0.0 ? "" : " --grad-clip 1") +
-                      (run.config.precision == Precision::kFp16 ? " --precision bf16" : "") + ")";
-
+  Finding finding = stored_evidence(run, steps, *bad);
   if (!options.replay) {
     notes.push_back(
         "divergence: not replayed, so the first non-finite sublayer "
@@ -111,54 +176,12 @@ std::optional<Finding> diagnose_divergence(const RunRecord& run,
     return finding;
   }
   const RunConfig config = replay_config(run.config);
-  try {
-    Trainer trainer(config);
-    const std::vector<double> losses = replay_until(trainer, *bad, options.cancel);
-    for (std::size_t i = 0; i < losses.size() && i < steps.size(); ++i) {
-      // Steps are stored from 0 in order; a gap would make the comparison meaningless.
-      if (steps[i].step != static_cast<int64_t>(i)) break;
-      if (!same_loss(losses[i], steps[i].loss)) {
-        notes.push_back("the replay's loss at step " + std::to_string(i) + " is " +
-                        number(losses[i]) + ", the stored one " + number(steps[i].loss) +
-                        ": the sublayer named is the replay's");
-        break;
-      }
-    }
-    walk = walk_chain(trainer);
-    finding.evidence.push_back({"replayed loss at that step", number(walk->loss)});
-    describe_culprit(*walk, finding);
-  } catch (const ReplayCancelled&) {
-    notes.push_back("divergence: replay cancelled");
-    return finding;
-  } catch (const InvalidInput& error) {
-    notes.push_back(std::string("divergence: cannot replay on this machine: ") + error.what());
-    return finding;
-  }
-
+  if (!replay_and_walk(config, steps, *bad, options, notes, walk, finding)) return finding;
   if (!reduces_memory(run.config)) {
     finding.evidence.push_back({"recomputation", "none in this run (policy none): not involved"});
     return finding;
   }
-  try {
-    const GradientCheckResult check = check_gradients(config, options.cancel, std::nullopt, *bad);
-    if (check.identical) {
-      finding.evidence.push_back(
-          {"recomputation", "innocent: step " + std::to_string(*bad) + " under " +
-                                run.config.checkpoint + " equals none bit for bit (" +
-                                std::to_string(check.params_compared) + " gradients)"});
-    } else {
-      finding.evidence.push_back(
-          {"recomputation", "NOT innocent: step " + std::to_string(*bad) + " under " +
-                                run.config.checkpoint + " differs from none (max |diff| " +
-                                number(check.max_abs_diff) + " in " + check.worst_param + ")"});
-      finding.next_step = "`rematlab-cli check --checkpoint " + run.config.checkpoint +
-                          " --at-step " + std::to_string(*bad) +
-                          "` with the run's flags shows the difference; train with --checkpoint "
-                          "none until it is fixed";
-    }
-  } catch (const GradientCheckCancelled&) {
-    notes.push_back("divergence: exactness check cancelled");
-  }
+  check_recomputation(run, config, *bad, options, notes, finding);
   return finding;
 }
 

@@ -62,6 +62,42 @@ bool plannable(const RunRecord& run) {
          run.result.peak_activation_bytes > 0;
 }
 
+// What to do about a drop whose largest significant cost is `name` ("recompute",
+// "offload waits", or empty when neither costs more than the noise).
+std::string next_step_for(const RunRecord& run, const std::string& name, double added_recompute) {
+  if (name == "recompute" && run.request.plan && !run.request.plan->chosen.empty()) {
+    // Already the fastest plan its profile found for its budget: only more memory helps.
+    return "this is the fastest plan found for " + run.request.plan->requested +
+           ": a larger budget recomputes less (the Plan tab, or `rematlab-cli plan "
+           "--ladder 6` with the run's settings, shows what each budget buys)";
+  } else if (name == "recompute" && plannable(run)) {
+    // The memory this run used, as a budget, with room for the prediction's few percent (on the
+    // smallest plans it predicts a little above what it then measures): the planner recomputes
+    // only where it must to fit it.
+    const std::string budget =
+        std::to_string(static_cast<int64_t>(std::ceil(
+            static_cast<double>(run.result.peak_activation_bytes) * kPlanHeadroom / 1048576.0))) +
+        "MiB";
+    return "--checkpoint plan:" + budget +
+           " trains the fastest segment list that fits the activation memory this "
+           "run used (`rematlab-cli plan --budget " +
+           budget +
+           "` with the run's settings shows it first); or recompute less where "
+           "memory allows, a larger K (--checkpoint every:K)";
+  } else if (name == "recompute") {
+    return "recompute less where memory allows: a larger K (--checkpoint every:K); `rematlab-cli "
+           "estimate` with the run's --preset and --batch shows each K's peak";
+  } else if (name == "offload waits") {
+    return "--offload none where the memory allows it (on CUDA, host offload overlaps its copies "
+           "with backward; disk offload waits on the disk)";
+  } else {
+    return "the added time is not recomputation (it adds " +
+           format_ms(std::max(0.0, added_recompute)) +
+           ", within the noise): rerun both with the same --threads on a quiet "
+           "machine (contention or noise)";
+  }
+}
+
 }  // namespace
 
 StepSplit split_step(const RunRecord& run, const std::vector<StepMetrics>& steps,
@@ -87,6 +123,49 @@ StepSplit split_step(const RunRecord& run, const std::vector<StepMetrics>& steps
   return split;
 }
 
+namespace {
+
+// The noise: the runs' own step-time spreads together (against itself, the run's alone, at least
+// 1 % of its step). A phase adds time only by more than this; less is not a verdict.
+double noise_margin(const std::vector<StepMetrics>& steps,
+                    const std::vector<StepMetrics>& reference_steps) {
+  const double own = step_spread(steps);
+  const double other = step_spread(reference_steps);
+  const double step_ms = timed_median(steps, &StepMetrics::step_ms);
+  return std::max(std::sqrt(own * own + other * other), 0.01 * step_ms);
+}
+
+// What a run's step is compared with: the `none` run of the same configuration when there is
+// one, else the run itself less its recomputation and offload waits.
+struct Reference {
+  StepSplit split;
+  double drop = 0.0;  // the run's throughput below the reference's, as a fraction
+  std::string text;
+};
+
+Reference reference_for(const RunRecord& run, const StepSplit& split,
+                        const std::optional<RunRecord>& none_run,
+                        const std::vector<StepMetrics>& none_steps) {
+  Reference reference;
+  if (none_run && !none_steps.empty()) {
+    reference.split = split_step(*none_run, none_steps, {});
+    reference.split.recompute = 0.0;  // none recomputes nothing, whatever an estimate would say
+    reference.drop = 1.0 - run.result.tokens_per_s / std::max(none_run->result.tokens_per_s, 1e-12);
+    reference.text = "run #" + std::to_string(none_run->id) + " (none, measured)";
+    return reference;
+  }
+  reference.split = split;
+  reference.split.recompute = 0.0;
+  reference.split.offload_wait = 0.0;
+  const double step =
+      split.forward + split.backward + split.recompute + split.offload_wait + split.optimizer;
+  reference.drop = step > 0.0 ? (split.recompute + split.offload_wait) / step : 0.0;
+  reference.text = "this run without its recomputation and offload waits (estimated)";
+  return reference;
+}
+
+}  // namespace
+
 std::optional<Finding> diagnose_throughput(const RunRecord& run,
                                            const std::vector<StepMetrics>& steps,
                                            const std::vector<TimelinePoint>& timeline,
@@ -94,31 +173,12 @@ std::optional<Finding> diagnose_throughput(const RunRecord& run,
                                            const std::vector<StepMetrics>& none_steps) {
   if (steps.empty()) return std::nullopt;
   const StepSplit split = split_step(run, steps, timeline);
-  StepSplit reference;
-  double drop = 0.0;
-  std::string reference_text;
-  if (none_run && !none_steps.empty()) {
-    reference = split_step(*none_run, none_steps, {});
-    reference.recompute = 0.0;  // none recomputes nothing, whatever an estimate would say
-    drop = 1.0 - run.result.tokens_per_s / std::max(none_run->result.tokens_per_s, 1e-12);
-    reference_text = "run #" + std::to_string(none_run->id) + " (none, measured)";
-  } else {
-    reference = split;
-    reference.recompute = 0.0;
-    reference.offload_wait = 0.0;
-    const double step =
-        split.forward + split.backward + split.recompute + split.offload_wait + split.optimizer;
-    drop = step > 0.0 ? (split.recompute + split.offload_wait) / step : 0.0;
-    reference_text = "this run without its recomputation and offload waits (estimated)";
-  }
+  const Reference compared = reference_for(run, split, none_run, none_steps);
+  const StepSplit& reference = compared.split;
+  const double drop = compared.drop;
   if (drop < kThroughputDropThreshold) return std::nullopt;
 
-  // The noise: the runs' own step-time spreads together (against itself, the run's alone, at
-  // least 1 % of its step). A phase adds time only by more than this; less is not a verdict.
-  const double own = step_spread(steps);
-  const double other = none_run ? step_spread(none_steps) : 0.0;
-  const double step_ms = timed_median(steps, &StepMetrics::step_ms);
-  const double margin = std::max(std::sqrt(own * own + other * other), 0.01 * step_ms);
+  const double margin = noise_margin(steps, none_run ? none_steps : std::vector<StepMetrics>{});
 
   struct Phase {
     const char* name;
@@ -156,7 +216,7 @@ std::optional<Finding> diagnose_throughput(const RunRecord& run,
       finding.title += ", recompute " + format_ms(added_recompute);
     }
   }
-  finding.evidence.push_back({"compared with", reference_text});
+  finding.evidence.push_back({"compared with", compared.text});
   if (none_run) {
     char text[64];
     std::snprintf(text, sizeof text, "%.0f vs %.0f tokens/s", run.result.tokens_per_s,
@@ -180,39 +240,7 @@ std::optional<Finding> diagnose_throughput(const RunRecord& run,
   const std::string name = significant("recompute")       ? "recompute"
                            : significant("offload waits") ? "offload waits"
                                                           : "";
-  if (name == "recompute" && run.request.plan && !run.request.plan->chosen.empty()) {
-    // Already the fastest plan its profile found for its budget: only more memory helps.
-    finding.next_step = "this is the fastest plan found for " + run.request.plan->requested +
-                        ": a larger budget recomputes less (the Plan tab, or `rematlab-cli plan "
-                        "--ladder 6` with the run's settings, shows what each budget buys)";
-  } else if (name == "recompute" && plannable(run)) {
-    // The memory this run used, as a budget, with room for the prediction's few percent (on the
-    // smallest plans it predicts a little above what it then measures): the planner recomputes
-    // only where it must to fit it.
-    const std::string budget =
-        std::to_string(static_cast<int64_t>(std::ceil(
-            static_cast<double>(run.result.peak_activation_bytes) * kPlanHeadroom / 1048576.0))) +
-        "MiB";
-    finding.next_step = "--checkpoint plan:" + budget +
-                        " trains the fastest segment list that fits the activation memory this "
-                        "run used (`rematlab-cli plan --budget " +
-                        budget +
-                        "` with the run's settings shows it first); or recompute less where "
-                        "memory allows, a larger K (--checkpoint every:K)";
-  } else if (name == "recompute") {
-    finding.next_step =
-        "recompute less where memory allows: a larger K (--checkpoint every:K); `rematlab-cli "
-        "estimate` with the run's --preset and --batch shows each K's peak";
-  } else if (name == "offload waits") {
-    finding.next_step =
-        "--offload none where the memory allows it (on CUDA, host offload overlaps its copies "
-        "with backward; disk offload waits on the disk)";
-  } else {
-    finding.next_step = "the added time is not recomputation (it adds " +
-                        format_ms(std::max(0.0, added_recompute)) +
-                        ", within the noise): rerun both with the same --threads on a quiet "
-                        "machine (contention or noise)";
-  }
+  finding.next_step = next_step_for(run, name, added_recompute);
   return finding;
 }
 

@@ -228,100 +228,134 @@ int64_t literature_layer_bytes(const Architecture& arch, int64_t batch, Precisio
   return static_cast<int64_t>(bytes);
 }
 
-ActivationEstimate estimate_activations(const ActivationInput& input) {
-  const Architecture& arch = input.arch;
-  const CheckpointPlan& plan = input.plan;
-  const EngineAccounting engine(arch, input.batch, input.precision, plan.recompute_attention_core,
-                                plan.keep);
-  std::vector<SublayerCost> costs;
-  for (int64_t block = 0; block < arch.layers; ++block) {
-    costs.push_back(engine.attention(block));
-    costs.push_back(engine.mlp(block));
-  }
-  // What a recomputed segment keeps besides its input; never its last sublayer's tail output
-  // (early stop never runs that projection again, so nothing of it is kept).
-  auto kept = [&](const Segment& segment) {
-    int64_t bytes = 0;
-    for (int64_t i = segment.begin; i < segment.end; ++i) bytes += costs[i].kept;
-    return bytes - costs[segment.end - 1].kept_tail;
-  };
-  auto saved = [&](const Segment& segment) {
-    int64_t bytes = 0;
-    for (int64_t i = segment.begin; i < segment.end; ++i)
-      bytes += costs[i].interior + costs[i].output;
-    return bytes;
-  };
+namespace {
 
-  PeakReplay replay;
-  const int64_t residual = engine.residual_gradient();  // every segment boundary is this size
-  const auto& segments = plan.segments;
-  const auto count = static_cast<int64_t>(segments.size());
-  // Offloaded: a recomputed segment's input leaves the device after its forward.
-  auto input_offloaded = [&](int64_t j) { return input.offload && segments[j].recompute; };
+// One training step's activations replayed in the order the engine makes and frees them:
+// forward segment by segment, the loss, backward from the last segment, the optimizer step.
+class StepReplay {
+ public:
+  explicit StepReplay(const ActivationInput& input)
+      : input_(input),
+        engine_(input.arch, input.batch, input.precision, input.plan.recompute_attention_core,
+                input.plan.keep),
+        segments_(input.plan.segments),
+        count_(static_cast<int64_t>(segments_.size())),
+        residual_(engine_.residual_gradient()) {
+    for (int64_t block = 0; block < input.arch.layers; ++block) {
+      costs_.push_back(engine_.attention(block));
+      costs_.push_back(engine_.mlp(block));
+    }
+  }
 
   // Forward. A kept segment keeps every sublayer's interior and output; a recomputed one runs
-  // without autograd and keeps only its output, which is the next segment's input.
-  int64_t live = engine.embedding_output();
-  for (int64_t j = 0; j < count; ++j) {
-    const Segment& segment = segments[j];
-    if (!segment.recompute) {
-      for (int64_t i = segment.begin; i < segment.end; ++i) {
-        replay.at(live + costs[i].interior + costs[i].output + costs[i].forward_extra, "forward");
-        live += costs[i].interior + costs[i].output;
+  // without autograd and keeps only its output, which is the next segment's input. Returns
+  // what is saved for backward.
+  int64_t forward() {
+    live_ = engine_.embedding_output();
+    for (int64_t j = 0; j < count_; ++j) {
+      const Segment& segment = segments_[j];
+      if (!segment.recompute) {
+        for (int64_t i = segment.begin; i < segment.end; ++i) {
+          replay_.at(live_ + costs_[i].interior + costs_[i].output + costs_[i].forward_extra,
+                     "forward");
+          live_ += costs_[i].interior + costs_[i].output;
+        }
+        continue;
       }
-      continue;
+      int64_t busiest = 0;
+      for (int64_t i = segment.begin; i < segment.end; ++i) {
+        busiest =
+            std::max(busiest, costs_[i].interior + costs_[i].forward_extra + costs_[i].output);
+      }
+      replay_.at(live_ + busiest + residual_ + kept(segment), "forward");
+      live_ += costs_[segment.end - 1].output + kept(segment) + kReplayStateBytes;
+      if (input_offloaded(j)) live_ -= residual_;
     }
-    int64_t busiest = 0;
-    for (int64_t i = segment.begin; i < segment.end; ++i) {
-      busiest = std::max(busiest, costs[i].interior + costs[i].forward_extra + costs[i].output);
-    }
-    replay.at(live + busiest + residual + kept(segment), "forward");
-    live += costs[segment.end - 1].output + kept(segment) + kReplayStateBytes;
-    if (input_offloaded(j)) live -= residual;
+    replay_.at(live_ + engine_.loss_saved() + engine_.loss_forward_extra(), "loss");
+    live_ += engine_.loss_saved();
+    return live_;
   }
-  replay.at(live + engine.loss_saved() + engine.loss_forward_extra(), "loss");
-  live += engine.loss_saved();
-  ActivationEstimate estimate;
-  estimate.saved_bytes = live;
 
-  // Backward, last segment first; a residual-stream gradient is live throughout.
-  replay.at(live + engine.loss_backward_extra(), "loss backward");
-  live += engine.held_head_gradient() - engine.loss_saved();
-  for (int64_t j = count - 1; j >= 0; --j) {
-    const Segment& segment = segments[j];
-    const std::string phase = "backward of " + describe(costs, segment);
+  // Backward, last segment first; a residual-stream gradient is live throughout. Then the
+  // update, whose temporaries come alone: every activation is gone by then.
+  void backward() {
+    replay_.at(live_ + engine_.loss_backward_extra(), "loss backward");
+    live_ += engine_.held_head_gradient() - engine_.loss_saved();
+    for (int64_t j = count_ - 1; j >= 0; --j) backward_segment(j);
+    if (input_.optimizer == Optimizer::kAdamW) {
+      replay_.at(2 * largest_parameter_count(input_.arch) * 4, "optimizer step");  // fp32
+    }
+  }
+
+  const PeakReplay& replay() const { return replay_; }
+
+ private:
+  void backward_segment(int64_t j) {
+    const Segment& segment = segments_[j];
+    const std::string phase = "backward of " + describe(costs_, segment);
     int64_t prefetch = 0;
-    int64_t gradients = residual;
+    int64_t gradients = residual_;
     if (segment.recompute) {
       // The forward's copy of the output is done with once its consumer's backward ran.
-      if (!(j + 1 < count && input_offloaded(j + 1))) live -= costs[segment.end - 1].output;
-      if (input_offloaded(j)) live += residual;                  // fetched back
-      if (j > 0 && input_offloaded(j - 1)) prefetch = residual;  // read one ahead
+      if (!(j + 1 < count_ && input_offloaded(j + 1))) live_ -= costs_[segment.end - 1].output;
+      if (input_offloaded(j)) live_ += residual_;                 // fetched back
+      if (j > 0 && input_offloaded(j - 1)) prefetch = residual_;  // read one ahead
       // The recomputation stops before the last sublayer's output projection and residual add:
       // that output is never rebuilt.
       // Kept outputs re-enter the rebuilt interior; those it does not hold (the attention's
       // projection output, the QKV tensor beside the explicit core's copies) are freed.
-      live += saved(segment) - costs[segment.end - 1].output - kept(segment);
-      gradients = 2 * residual;  // the segment's output gradient and the inner one
+      live_ += saved(segment) - costs_[segment.end - 1].output - kept(segment);
+      gradients = 2 * residual_;  // the segment's output gradient and the inner one
     }
     for (int64_t i = segment.end - 1; i >= segment.begin; --i) {
       // A sublayer's output is freed by its consumer's backward before its own begins.
       const bool rebuilt = !(segment.recompute && i == segment.end - 1);
-      if (rebuilt) live -= costs[i].output;
-      replay.at(live + gradients + costs[i].backward_extra + prefetch, phase);
-      live -= costs[i].interior;
+      if (rebuilt) live_ -= costs_[i].output;
+      replay_.at(live_ + gradients + costs_[i].backward_extra + prefetch, phase);
+      live_ -= costs_[i].interior;
     }
-    if (input_offloaded(j)) live -= residual;
-    if (segment.recompute) live -= kReplayStateBytes;
+    if (input_offloaded(j)) live_ -= residual_;
+    if (segment.recompute) live_ -= kReplayStateBytes;
   }
-  // After backward every activation is gone; the update's temporaries come alone.
-  if (input.optimizer == Optimizer::kAdamW) {
-    replay.at(2 * largest_parameter_count(arch) * 4, "optimizer step");  // fp32 parameters
+
+  // What a recomputed segment keeps besides its input; never its last sublayer's tail output
+  // (early stop never runs that projection again, so nothing of it is kept).
+  int64_t kept(const Segment& segment) const {
+    int64_t bytes = 0;
+    for (int64_t i = segment.begin; i < segment.end; ++i) bytes += costs_[i].kept;
+    return bytes - costs_[segment.end - 1].kept_tail;
   }
-  estimate.peak_bytes = replay.peak();
-  estimate.peak_phase = replay.phase();
-  estimate.literature_layer_bytes = literature_layer_bytes(arch, input.batch, input.precision);
-  estimate.literature_bytes = estimate.literature_layer_bytes * arch.layers;
+  int64_t saved(const Segment& segment) const {
+    int64_t bytes = 0;
+    for (int64_t i = segment.begin; i < segment.end; ++i)
+      bytes += costs_[i].interior + costs_[i].output;
+    return bytes;
+  }
+  // Offloaded: a recomputed segment's input leaves the device after its forward.
+  bool input_offloaded(int64_t j) const { return input_.offload && segments_[j].recompute; }
+
+  const ActivationInput& input_;
+  const EngineAccounting engine_;
+  const std::vector<Segment>& segments_;
+  const int64_t count_;
+  const int64_t residual_;  // every segment boundary is this size
+  std::vector<SublayerCost> costs_;
+  PeakReplay replay_;
+  int64_t live_ = 0;
+};
+
+}  // namespace
+
+ActivationEstimate estimate_activations(const ActivationInput& input) {
+  StepReplay step(input);
+  ActivationEstimate estimate;
+  estimate.saved_bytes = step.forward();
+  step.backward();
+  estimate.peak_bytes = step.replay().peak();
+  estimate.peak_phase = step.replay().phase();
+  estimate.literature_layer_bytes =
+      literature_layer_bytes(input.arch, input.batch, input.precision);
+  estimate.literature_bytes = estimate.literature_layer_bytes * input.arch.layers;
   return estimate;
 }
 

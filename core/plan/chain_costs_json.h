@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan/chain_costs.h"
+#include "run/chain_costs.h"
 
 namespace rematlab::plan {
 

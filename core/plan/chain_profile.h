@@ -10,7 +10,7 @@
 #include <string>
 
 #include "common/errors.h"
-#include "plan/chain_costs.h"
+#include "run/chain_costs.h"
 #include "run/run_config.h"
 
 namespace rematlab::plan {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "plan/chain_costs.h"
 #include "plan/plan_prediction.h"
+#include "run/chain_costs.h"
 
 namespace rematlab::plan {
 

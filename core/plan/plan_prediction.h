@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "checkpoint/checkpoint_policy.h"
-#include "plan/chain_costs.h"
+#include "run/chain_costs.h"
 
 namespace rematlab::plan {
 

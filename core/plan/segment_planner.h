@@ -11,8 +11,8 @@
 #include <optional>
 
 #include "checkpoint/checkpoint_policy.h"
-#include "plan/chain_costs.h"
 #include "plan/plan_prediction.h"
+#include "run/chain_costs.h"
 
 namespace rematlab::plan {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace rematlab::plan {
+namespace rematlab {
 
 struct StageCost {
   double forward_ms = 0.0;   // the stage's forward, with grad
@@ -50,4 +50,4 @@ struct KnownChainCosts {
   std::string source;       // "runs database: measured 2026-12-01T01:02:03Z"
 };
 
-}  // namespace rematlab::plan
+}  // namespace rematlab

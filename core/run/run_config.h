@@ -12,9 +12,7 @@
 
 namespace rematlab {
 
-namespace plan {
-struct KnownChainCosts;  // plan/chain_costs.h: only held here, by pointer
-}
+struct KnownChainCosts;  // run/chain_costs.h: only held here, by pointer
 
 enum class OffloadKind { kNone, kHost, kDisk };
 struct OffloadSpec {
@@ -77,7 +75,7 @@ struct RunConfig {
   // database (store/profile_registry.h), so that the run plans without profiling again. Used
   // only while its key still matches the config (a max-batch probe changes the batch). Not
   // part of the stored config.
-  std::shared_ptr<const plan::KnownChainCosts> known_chain_costs;
+  std::shared_ptr<const KnownChainCosts> known_chain_costs;
 
   int64_t timed_warmup_steps() const;
   int64_t tokens_per_step() const { return batch * accum * model.seq_len; }  // per process

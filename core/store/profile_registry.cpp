@@ -11,9 +11,9 @@
 
 namespace rematlab {
 
-plan::KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store,
-                                        const plan::ProfileOptions& options, bool fresh) {
-  plan::KnownChainCosts known;
+KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store,
+                                  const plan::ProfileOptions& options, bool fresh) {
+  KnownChainCosts known;
   known.key = plan::profile_key(config, options.repeats);
   if (store && !fresh) {
     if (const auto kept = store->chain_profile(known.key)) {
@@ -54,7 +54,7 @@ void resolve_chain_costs(RunConfig& config, RunStore* store, const std::atomic<b
   plan::ProfileOptions options;
   options.cancel = cancel;
   config.known_chain_costs =
-      std::make_shared<const plan::KnownChainCosts>(known_chain_costs(config, store, options));
+      std::make_shared<const KnownChainCosts>(known_chain_costs(config, store, options));
 }
 
 }  // namespace rematlab

@@ -7,8 +7,8 @@
 
 #include <atomic>
 
-#include "plan/chain_costs.h"
 #include "plan/chain_profile.h"
+#include "run/chain_costs.h"
 #include "run/run_config.h"
 #include "store/run_store.h"
 
@@ -16,9 +16,8 @@ namespace rematlab {
 
 // The costs kept in `store` (may be null) for `config` at options.repeats, unless `fresh`; else
 // measured now and kept when the store is writable (replacing a kept one).
-plan::KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store,
-                                        const plan::ProfileOptions& options = {},
-                                        bool fresh = false);
+KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store,
+                                  const plan::ProfileOptions& options = {}, bool fresh = false);
 
 // For a `plan:` config: sets config.known_chain_costs, so that the trainer plans without
 // profiling when the database kept its costs. Nothing for any other policy. A profile is
