@@ -12,6 +12,7 @@
 #include <QComboBox>
 #include <QDir>
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
@@ -35,6 +36,7 @@
 #include <QWheelEvent>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "advice_panel.h"
@@ -48,6 +50,7 @@
 #include "main_window.h"
 #include "runs_view.h"
 #include "store/run_store.h"
+#include "store/run_writer.h"
 #include "store/sqlite_db.h"
 #include "sweep/default_study.h"
 #include "sweep/sweep_spec.h"
@@ -56,8 +59,10 @@
 
 namespace {
 
+using rematlab::RunConfig;
 using rematlab::RunStatus;
 using rematlab::RunStore;
+using rematlab::RunWriter;
 using rematlab::StoreAccess;
 using rematlab::ui::ExperimentPanel;
 using rematlab::ui::LiveCharts;
@@ -244,6 +249,31 @@ TEST(MainWindow, AFileThatIsNotADatabaseIsRefusedAndLeftAlone) {
   std::string line;
   std::getline(in, line);
   EXPECT_EQ(line, "not a database");
+
+  // A RematLab database cut short is called damaged, still in the window's words (the CLI's
+  // `sqlite3 … .recover` advice is not for this reader).
+  const std::string cut = bench.dir.filePath("cut.sqlite").toStdString();
+  {
+    RunStore store(cut);
+    RunWriter writer(cut);
+    for (int i = 0; i < 20; ++i) writer.begin_run(std::nullopt, "run", RunConfig{});
+  }
+  std::string whole;
+  {
+    std::ifstream file(cut, std::ios::binary);
+    whole.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  }
+  ASSERT_GT(whole.size(), 8192u);
+  ASSERT_FALSE(QFileInfo::exists(QString::fromStdString(cut + "-wal")));
+  std::ofstream(cut, std::ios::binary | std::ios::trunc) << whole.substr(0, whole.size() / 2);
+  EXPECT_FALSE(bench.window.open_database(QString::fromStdString(cut)));
+  ASSERT_EQ(errors.count(), 1);
+  const QString damaged = errors.takeFirst().at(0).toString();
+  EXPECT_TRUE(damaged.contains("This file is a damaged RematLab database."))
+      << damaged.toStdString();
+  for (const char* word : {"--db", "sqlite3", "SQLite says"}) {
+    EXPECT_FALSE(damaged.contains(word)) << damaged.toStdString();
+  }
 }
 
 TEST(MainWindow, DeleteExportAndPicturesWorkOnRealRuns) {

@@ -41,20 +41,41 @@ QString rank_program() {
   return program;
 }
 
+// The form's one run, as `ranks` ranks train it (validated as the CLI would).
+RunConfig run_on_ranks(const nlohmann::ordered_json& spec, int ranks, const QString& shard) {
+  const std::vector<SweepPoint> points = expand_sweep(parse_sweep_spec(spec));
+  if (points.size() != 1 || points.front().request.max_batch) {
+    throw InvalidInput("ranks", "ranks train one run together, not a sweep");
+  }
+  RunConfig config = points.front().config;
+  config.world_size = ranks;
+  config.shard = shard.toStdString();
+  validate(config);
+  return config;
+}
+
+// Every rank's command line: `run` of the one-point spec in `config_file`, recorded in `database`.
+std::vector<std::string> rank_arguments(const QString& program, const QString& config_file,
+                                        const QString& database, const QString& shard) {
+  return {program.toStdString(),
+          "run",
+          "--config",
+          config_file.toStdString(),
+          "--db",
+          database.toStdString(),
+          "--shard",
+          shard.toStdString(),
+          "--dist-timeout",
+          std::to_string(kRankTimeoutSeconds)};
+}
+
 }  // namespace
 
 void SweepWorker::run_data_parallel(const QString& spec_json, int ranks, const QString& shard,
                                     const QString& database) {
   try {
     nlohmann::ordered_json spec = nlohmann::ordered_json::parse(spec_json.toStdString());
-    const std::vector<SweepPoint> points = expand_sweep(parse_sweep_spec(spec));
-    if (points.size() != 1 || points.front().request.max_batch) {
-      throw InvalidInput("ranks", "ranks train one run together, not a sweep");
-    }
-    RunConfig config = points.front().config;
-    config.world_size = ranks;
-    config.shard = shard.toStdString();
-    validate(config);
+    const RunConfig config = run_on_ranks(spec, ranks, shard);
     const QString program = rank_program();
     { RunStore opened(database.toStdString()); }  // refused here, before any rank starts
 
@@ -67,16 +88,7 @@ void SweepWorker::run_data_parallel(const QString& spec_json, int ranks, const Q
     }
     launch::RankLaunch launch;
     launch.nproc = ranks;
-    launch.args = {program.toStdString(),
-                   "run",
-                   "--config",
-                   config_file.fileName().toStdString(),
-                   "--db",
-                   database.toStdString(),
-                   "--shard",
-                   shard.toStdString(),
-                   "--dist-timeout",
-                   std::to_string(kRankTimeoutSeconds)};
+    launch.args = rank_arguments(program, config_file.fileName(), database, shard);
     launch.grace = kStopGrace;
     launch.cancel = &cancel_;
     launch.db = database.toStdString();

@@ -6,7 +6,6 @@
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QRegularExpression>
 #include <QScreen>
 #include <QSplitter>
 #include <QStatusBar>
@@ -24,6 +23,7 @@
 #include "runs_view.h"
 #include "store/run_store.h"
 #include "store/store_access.h"
+#include "store/store_error.h"
 #include "sweep_worker.h"
 #include "workbench_settings.h"
 
@@ -33,14 +33,17 @@ namespace {
 constexpr int kProgressPerRun = 1000;
 
 // The window speaks to people, not shells or SQL: no "--db:" prefix and no SQLite detail, the
-// reason alone (the path is named once, above it).
+// problem alone (the path is named once, above it).
 QString database_error_text(const QString& path, const std::exception& error) {
-  const auto* input = dynamic_cast<const InvalidInput*>(&error);
-  QString reason = QString::fromStdString(input ? input->reason() : error.what());
-  reason.remove(QRegularExpression(" \\(SQLite says: [^)]*\\)"));
-  reason.replace("'" + path + "' ", "This file ");
-  if (reason.contains("PRAGMA") || reason.contains("sqlite", Qt::CaseInsensitive)) {
+  QString reason;
+  if (const auto* refused = dynamic_cast<const DatabaseRefused*>(&error)) {
+    reason = "This file " + QString::fromStdString(refused->problem()) + ".";
+  } else if (const auto* input = dynamic_cast<const InvalidInput*>(&error)) {
+    reason = QString::fromStdString(input->reason());
+  } else if (dynamic_cast<const StoreError*>(&error)) {
     reason = "This file is not a RematLab database, or it cannot be read.";
+  } else {
+    reason = QString::fromStdString(error.what());
   }
   return QString("Cannot open %1:\n%2").arg(QDir::toNativeSeparators(path), reason);
 }

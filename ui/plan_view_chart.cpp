@@ -6,8 +6,11 @@
 #include <QLineEdit>
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "chart_style.h"
+#include "checkpoint/checkpoint_policy.h"
+#include "common/errors.h"
 #include "plan/profile_key.h"
 #include "plan_view.h"
 #include "store/run_store.h"
@@ -17,6 +20,15 @@ namespace rematlab::ui {
 namespace {
 
 constexpr double kHoverPixels = 8.0;
+
+// A policy's kind as core reads it; none for text that is no policy (a record can hold anything).
+std::optional<CheckpointPolicy::Kind> kind_of(const std::string& policy) {
+  try {
+    return CheckpointPolicy::parse(policy).kind();
+  } catch (const InvalidInput&) {
+    return std::nullopt;
+  }
+}
 
 // Whether a recorded run is one the predictions speak for: trained in one process, without
 // offload (which the chain costs do not model), and measured.
@@ -42,7 +54,8 @@ void PlanView::name_uniform_policies(const std::vector<plan::PolicyPrediction>& 
   std::vector<plan::PolicyPrediction> ordered;
   for (const bool sublayer : {false, true}) {
     for (const auto& each : predictions) {
-      if ((each.policy.rfind("sublayer:", 0) == 0) == sublayer) ordered.push_back(each);
+      if ((kind_of(each.policy) == CheckpointPolicy::Kind::kSublayer) == sublayer)
+        ordered.push_back(each);
     }
   }
   for (const auto& [policy, prediction] : ordered) {
@@ -83,7 +96,8 @@ void PlanView::draw_measured_runs(const Profile& profile) {
     }
     const double x = static_cast<double>(run.result.peak_activation_bytes) / kMiB;
     const double y = run.result.tokens_per_s;
-    const bool planned = run.request.plan || run.config.checkpoint.rfind("segments:", 0) == 0;
+    const bool planned =
+        run.request.plan || kind_of(run.config.checkpoint) == CheckpointPolicy::Kind::kSegments;
     (planned ? measured_plans_ : measured_others_)->addData(x, y);
     QString text = QString("#%1 %2 · measured %3 MiB, %4 ms a step (%5 tokens/s)")
                        .arg(run.id)

@@ -1,6 +1,5 @@
 #include "sweep_worker.h"
 
-#include <QRegularExpression>
 #include <memory>
 
 #include "common/current_exception.h"
@@ -15,27 +14,8 @@
 namespace rematlab::ui {
 namespace {
 
-// The legend names policy, offload and batch: a searched batch as "b=max" until the search
-// has found it (`found`), then the batch trained, marked as the search's.
 QString legend_of(const SweepPoint& point, int64_t found = 0) {
-  RunConfig config = point.config;
-  if (found > 0) config.batch = found;
-  QString legend = QString::fromStdString(describe_run(config));
-  if (point.request.max_batch && found <= 0) {
-    legend.replace(QRegularExpression(" b\\d+"), " b=max");
-  } else if (point.request.max_batch) {
-    legend.replace(QRegularExpression(" b(\\d+)"), " b\\1 (max)");
-  }
-  if (point.repeat > 0) legend += QString(" #%1").arg(point.repeat + 1);
-  return legend;
-}
-
-// The batch a max-batch point trains, from the activity core reports once its search is done
-// ("training at batch 25"); 0 before that.
-int64_t batch_in_training(const std::string& activity) {
-  static const QRegularExpression kTraining("^training at batch (\\d+)");
-  const auto match = kTraining.match(QString::fromStdString(activity));
-  return match.hasMatch() ? match.captured(1).toLongLong() : 0;
+  return QString::fromStdString(point_legend(point, found));
 }
 
 QString stop_summary(const std::vector<SweepRunResult>& results, std::size_t planned,
@@ -75,8 +55,8 @@ void SweepWorker::run_sweep(const QString& spec_json, const QString& database) {
       }
       const SweepPoint& point = runner.points()[progress.run_index];
       if (point.request.max_batch && !batch_named) {
-        if (const int64_t batch = batch_in_training(progress.activity); batch > 0) {
-          emit runRenamed(index, legend_of(point, batch));
+        if (progress.training_batch > 0) {
+          emit runRenamed(index, legend_of(point, progress.training_batch));
           batch_named = true;
         }
       }

@@ -14,6 +14,7 @@
 #include "parallel/dist_errors.h"
 #include "store/peak_flops_registry.h"
 #include "store/profile_registry.h"
+#include "store/run_recorder.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
 #include "sweep/sweep_spec.h"
@@ -125,29 +126,27 @@ RunSummary train_here(RunConfig config, const std::string& db, const std::string
   resolve_peak_flops(config, store.get());
   trainer.use_peak_flops(config.peak_flops, config.peak_flops_source);
   std::unique_ptr<RunWriter> writer;
-  std::optional<int64_t> run_id;
+  RunRecorder recorder;
   if (store) {
     writer = std::make_unique<RunWriter>(db);
-    std::optional<int64_t> experiment;
-    if (!given.experiment.empty())
-      experiment = writer->create_experiment(given.experiment, given.spec);
-    run_id = writer->begin_run(experiment, name.empty() ? describe_run(config) : name, config);
+    recorder = RunRecorder(writer.get(), experiment_for(*writer, given.experiment, given.spec),
+                           name.empty() ? describe_run(config) : name, config);
   }
   TrainerCallbacks callbacks;
   callbacks.cancel = &cancel;
   callbacks.on_step = [&](const StepMetrics& step) {
     print_step_progress(step, "");
-    if (writer) writer->add_step(*run_id, step);
+    recorder.add_step(step);
   };
   RunSummary summary;
   try {
     summary = trainer.run(callbacks);
   } catch (const std::exception& error) {
-    if (writer) writer->fail_run(*run_id, error.what());
+    recorder.fail(error.what());
     throw;
   }
-  summary.run_id = run_id;
-  if (writer) writer->finish_run(*run_id, summary);
+  summary.run_id = recorder.id();
+  recorder.finish(summary);
   return summary;
 }
 
@@ -173,8 +172,13 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
                                          : config_from_file(*command, *config_file);
             RunConfig config = given.config;
             dist_options->apply(config);
-            const RankRunOptions rank_options{*db, *name, dist_options->timeout(), given.experiment,
-                                              given.spec};
+            const launch::RankRunOptions rank_options{
+                *db,
+                *name,
+                dist_options->timeout(),
+                given.experiment,
+                given.spec,
+                [](const StepMetrics& step) { print_step_progress(step, ""); }};
             const parallel::DistEnv env = parallel::dist_env_from_process();
             if (env.distributed()) {
               if (dist_options->nproc_given()) {
@@ -185,7 +189,7 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
               }
               try {
                 const std::optional<RunSummary> summary =
-                    run_as_rank(config, env, rank_options, cancel);
+                    launch::run_as_rank(config, env, rank_options, cancel);
                 if (summary) print_result(*summary, options->json);
               } catch (const parallel::PeerFailure& failure) {
                 std::cerr << "rematlab-cli: error: " << failure.what() << std::endl;
@@ -203,7 +207,7 @@ Command add_run_command(CLI::App& app, const std::atomic<bool>& cancel) {
                 alone.master_port = 0;
               }
               const std::optional<RunSummary> summary =
-                  run_as_rank(config, alone, rank_options, cancel);
+                  launch::run_as_rank(config, alone, rank_options, cancel);
               if (summary) print_result(*summary, options->json);
               return 0;
             }

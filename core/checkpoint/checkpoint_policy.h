@@ -82,6 +82,8 @@ class CheckpointPolicy {
   CheckpointPlan plan_for(int64_t layers, double progress) const;
 
   const std::string& text() const { return text_; }
+  enum class Kind { kNone, kEvery, kSublayer, kSelective, kSchedule, kKeep, kSegments, kPlan };
+  Kind kind() const { return kind_; }
   bool is_none() const { return kind_ == Kind::kNone; }
   // `plan:BUDGET`: a segment list chosen when a run starts (core/plan/plan_policy.h), from costs
   // measured there; it has no plan of its own until then.
@@ -91,8 +93,6 @@ class CheckpointPolicy {
   const std::vector<std::pair<double, int64_t>>& schedule() const { return schedule_; }
 
  private:
-  enum class Kind { kNone, kEvery, kSublayer, kSelective, kSchedule, kKeep, kSegments, kPlan };
-
   Kind kind_ = Kind::kNone;
   int64_t every_ = 0;
   int64_t attention_stride_ = 0;

@@ -5,6 +5,7 @@
 #include "parallel/dist_errors.h"
 #include "run/run_config.h"
 #include "runtime/device.h"
+#include "store/run_recorder.h"
 #include "store/run_writer.h"
 
 namespace rematlab::launch {
@@ -45,7 +46,7 @@ RankLaunchOutcome launch_ranks(const RankLaunch& launch) {
     const parallel::ForcedEnd end =
         parallel::forced_end(outcome.killed_after_stop, outcome.failure);
     RunWriter writer(launch.db);
-    writer.end_run(*outcome.run_id, end.status, end.message);
+    RunRecorder::begun_elsewhere(&writer, *outcome.run_id).end(end.status, end.message);
   }
   RankLaunchOutcome result;
   result.ok = outcome.ok;

@@ -31,7 +31,7 @@ SweepCoordinator::SweepCoordinator(c10::intrusive_ptr<c10d::Store> store, const 
     plan_points.push_back({{"threads", point.config.threads},
                            {"peak_flops", json_number(point.config.peak_flops)},
                            {"peak_flops_source", point.config.peak_flops_source}});
-    points_.push_back({std::move(point), PointState::kWaiting, -1, {}, {}});
+    points_.push_back({std::move(point), PointState::kWaiting, -1, {}, {}, {}});
   }
   if (writer_) experiment_id_ = writer_->create_experiment(spec.name, spec.source);
   const nlohmann::json plan = {
@@ -134,19 +134,16 @@ void SweepCoordinator::handle(const std::string& text) {
     if (index != worker->second.point) return;
     worker->second.heard = Clock::now();  // sent from the training thread: it progresses
     Point& point = points_.at(static_cast<std::size_t>(index));
-    const int64_t run_id = point.result.run_id.value_or(0);
     if (kind == "activity") {
       point.activity = event.at("text").get<std::string>();
       report(index, nullptr);
     } else if (kind == "probe") {
       const BatchProbe probe = batch_probe_from_json(event.at("probe"));
-      if (writer_) {
-        writer_->add_probe(run_id, event.at("index").get<int64_t>(), probe.batch, probe.status,
-                           probe.peak_bytes);
-      }
+      point.recorder.add_probe(event.at("index").get<int64_t>(), probe.batch, probe.status,
+                               probe.peak_bytes);
     } else if (kind == "step") {
       const StepMetrics step = step_from_json(event.at("step"));
-      if (writer_) writer_->add_step(run_id, step);
+      point.recorder.add_step(step);
       report(index, &step);
     } else if (kind == "done") {
       on_done(point, worker->second, event);
@@ -188,10 +185,9 @@ void SweepCoordinator::on_ready(int64_t id, const nlohmann::json& event) {
   point.result.point = point.point;
   point.result.summary.config = point.point.config;
   point.result.summary.status = RunStatus::kRunning;  // until its outcome arrives
-  if (writer_) {
-    point.result.run_id = writer_->begin_run(experiment_id_, point.point.label, point.point.config,
-                                             point.point.request, worker.process);
-  }
+  point.recorder = RunRecorder(writer_, experiment_id_, point.point.label, point.point.config,
+                               point.point.request, worker.process);
+  point.result.run_id = point.recorder.id();
   worker.point = static_cast<int64_t>(index);
   worker.heard = Clock::now();
   store_->set(assign_key(id, ask), bytes_of(std::to_string(index)));
@@ -203,7 +199,7 @@ void SweepCoordinator::on_ready(int64_t id, const nlohmann::json& event) {
 
 void SweepCoordinator::on_done(Point& point, Worker& worker, const nlohmann::json& event) {
   SweepRunResult& result = point.result;
-  record_outcome(point_outcome_from_json(event.at("outcome")), result, writer_);
+  record_outcome(point_outcome_from_json(event.at("outcome")), result, point.recorder);
   // As a sweep in one process stops at a cancelled run, so does this one.
   if (result.summary.status == RunStatus::kCancelled) stopped_ = true;
   worker.point = -1;
@@ -240,7 +236,7 @@ void SweepCoordinator::lose(int64_t id, const std::string& why, bool alive) {
   point.result.summary.status = end.status;
   point.result.summary.message = end.message;
   point.result.summary.run_id = point.result.run_id;
-  if (writer_) writer_->end_run(*point.result.run_id, end.status, end.message);
+  point.recorder.end(end.status, end.message);
   const int64_t index = worker.point;
   worker.point = -1;
   finish(point, index);

@@ -81,6 +81,7 @@ class SweepCoordinator {
     int64_t worker = -1;
     std::string activity;
     SweepRunResult result;
+    RunRecorder recorder;  // begun when a worker takes the point
   };
   struct Worker {
     int64_t rank = -1;        // its RANK: how messages and its launcher's output name it

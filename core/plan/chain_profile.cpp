@@ -15,6 +15,7 @@
 #include "model/transformer.h"
 #include "runtime/device.h"
 #include "runtime/numerics.h"
+#include "update/parameter_update.h"
 
 namespace rematlab::plan {
 namespace {
@@ -154,6 +155,46 @@ class Bench {
   torch::Tensor tokens_, targets_;
 };
 
+void scale_to_a_whole_step(Bench& bench, const RunConfig& config, int repeats, ChainCosts& costs) {
+  // The pieces ran one by one, each on its own input in hot caches; inside a step the chain's
+  // activations pass through memory and every piece is slower (by 15-25 % on the CPU here). One
+  // whole forward and backward under `none` measures by how much, and the pieces' times are
+  // scaled to it: `none` is predicted as measured, and every plan in the same units.
+  // A model that only fits with checkpointing cannot take that step: its pieces stay unscaled.
+  const CheckpointPlan keep_all = CheckpointPolicy::none().plan_for(config.model.layers, 0.0);
+  double whole_ms = 0.0;
+  try {
+    const PieceCost whole = bench.measure(
+        [&] { return bench.model_->loss(bench.tokens_, bench.targets_, keep_all); }, repeats);
+    whole_ms = static_cast<double>(config.accum) * (whole.forward_ms + whole.backward_ms);
+  } catch (const c10::OutOfMemoryError&) {
+    device_memory::empty_cache(bench.device_);
+  }
+  double pieces_ms = costs.fixed_ms;
+  for (const StageCost& stage : costs.stages) pieces_ms += stage.forward_ms + stage.backward_ms;
+  costs.time_scale = pieces_ms > 0.0 && whole_ms > 0.0 ? whole_ms / pieces_ms : 1.0;
+  for (StageCost& stage : costs.stages) {
+    stage.forward_ms *= costs.time_scale;
+    stage.backward_ms *= costs.time_scale;
+    stage.early_stop_saving_ms *= costs.time_scale;
+  }
+  costs.fixed_ms *= costs.time_scale;  // the embedding's and the head's, so far
+}
+
+// The median time of the update, as the trainer runs it (update/parameter_update.h).
+double update_ms(Bench& bench, const RunConfig& config, int repeats) {
+  const std::unique_ptr<torch::optim::AdamW> optimizer = make_optimizer(bench.params_, config);
+  std::vector<double> times;
+  for (int i = 0; i <= repeats; ++i) {
+    const auto start = Clock::now();
+    clip_and_step(*optimizer, bench.params_, max_grad_norm(config));
+    zero_gradients(bench.params_);
+    const double ms = bench.elapsed_ms(start);
+    if (i > 0) times.push_back(ms);
+  }
+  return median(times);
+}
+
 }  // namespace
 
 ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& options) {
@@ -212,48 +253,9 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
       head.kept_bytes + std::max(head.forward_transient_bytes, head.backward_transient_bytes);
   costs.fixed_ms += micro_batches * (head.forward_ms + head.backward_ms);
 
-  // The pieces ran one by one, each on its own input in hot caches; inside a step the chain's
-  // activations pass through memory and every piece is slower (by 15-25 % on the CPU here). One
-  // whole forward and backward under `none` measures by how much, and the pieces' times are
-  // scaled to it: `none` is predicted as measured, and every plan in the same units.
-  // A model that only fits with checkpointing cannot take that step: its pieces stay unscaled.
-  const CheckpointPlan keep_all = CheckpointPolicy::none().plan_for(config.model.layers, 0.0);
-  double whole_ms = 0.0;
-  try {
-    const PieceCost whole = bench.measure(
-        [&] { return model->loss(bench.tokens_, bench.targets_, keep_all); }, repeats);
-    whole_ms = micro_batches * (whole.forward_ms + whole.backward_ms);
-  } catch (const c10::OutOfMemoryError&) {
-    device_memory::empty_cache(bench.device_);
-  }
-  double pieces_ms = costs.fixed_ms;
-  for (const StageCost& stage : costs.stages) pieces_ms += stage.forward_ms + stage.backward_ms;
-  costs.time_scale = pieces_ms > 0.0 && whole_ms > 0.0 ? whole_ms / pieces_ms : 1.0;
-  for (StageCost& stage : costs.stages) {
-    stage.forward_ms *= costs.time_scale;
-    stage.backward_ms *= costs.time_scale;
-    stage.early_stop_saving_ms *= costs.time_scale;
-  }
-  costs.fixed_ms *= costs.time_scale;  // the embedding's and the head's, so far
-
+  scale_to_a_whole_step(bench, config, repeats, costs);
   bench.stop_if_asked();  // measure() asks within every piece; the update is timed here
-  // The update, as the trainer runs it: clip, AdamW, zero the gradients.
-  torch::optim::AdamW optimizer(
-      bench.params_, torch::optim::AdamWOptions(config.lr).weight_decay(config.weight_decay));
-  std::vector<double> update_ms;
-  for (int i = 0; i <= repeats; ++i) {
-    const auto start = Clock::now();
-    torch::nn::utils::clip_grad_norm_(bench.params_,
-                                      config.grad_clip > 0.0 ? config.grad_clip : INFINITY);
-    optimizer.step();
-    {
-      torch::NoGradGuard no_grad;
-      for (auto& param : bench.params_) param.mutable_grad().zero_();
-    }
-    const double ms = bench.elapsed_ms(start);
-    if (i > 0) update_ms.push_back(ms);
-  }
-  costs.fixed_ms += median(update_ms);
+  costs.fixed_ms += update_ms(bench, config, repeats);
   return costs;
 }
 

@@ -230,10 +230,14 @@ std::string describe_model(const RunConfig& config) {
 }
 
 std::string describe_run(const RunConfig& config) {
+  return describe_run(config, "b" + std::to_string(config.batch));
+}
+
+std::string describe_run(const RunConfig& config, const std::string& batch) {
   std::string text = config.model.family == ModelFamily::kLlama ? "llama " : "";
   text += config.checkpoint;
   if (config.offload != "none") text += "+" + config.offload;
-  text += " b" + std::to_string(config.batch);
+  text += " " + batch;
   if (config.precision != Precision::kFp32) text += " " + to_string(config.precision);
   if (config.world_size > 1) text += " x" + std::to_string(config.world_size);
   if (config.shard != "none") text += " shard:" + config.shard;

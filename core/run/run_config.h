@@ -90,6 +90,8 @@ nlohmann::json to_json(const RunConfig& config);
 // A short name for legends and run lists: policy, offload, batch and a non-default precision,
 // e.g. "every:1+disk b8 bf16".
 std::string describe_run(const RunConfig& config);
+// The same with the batch said otherwise: "b=max" for a search not done yet.
+std::string describe_run(const RunConfig& config, const std::string& batch);
 // The model a run trained, for tables: its preset and shape, e.g. "tiny (2×64, seq 64)".
 std::string describe_model(const RunConfig& config);
 

@@ -186,14 +186,14 @@ int pragma_int(Database& db, const char* pragma) {
   return query.step() ? static_cast<int>(query.column_int(0)) : 0;
 }
 
-InvalidInput not_ours(const std::string& path, const std::string& why) {
-  return InvalidInput("--db", "'" + path + "' " + why + "; it was left unchanged");
+DatabaseRefused not_ours(const std::string& path, const std::string& why,
+                         const std::string& detail = {}) {
+  return DatabaseRefused(path, why, detail, "; it was left unchanged");
 }
 
-InvalidInput locked(const std::string& path) {
-  return InvalidInput("--db", "'" + path +
-                                  "' is locked by another program (waited 5 s); try "
-                                  "again when it is done; it was left unchanged");
+DatabaseRefused locked(const std::string& path) {
+  return DatabaseRefused(path, "is locked by another program", "waited 5 s",
+                         "; try again when it is done; it was left unchanged");
 }
 
 void migrate(Database& db, int to) {
@@ -214,10 +214,10 @@ bool held_by_sqlite(const std::string& path) {
   return files::locked_by_another_process(path, int64_t{1} << 30, 512);
 }
 
-InvalidInput damaged(const std::string& path, const std::string& detail) {
-  return not_ours(path, "is a damaged RematLab database (" + detail +
-                            "); copy what is still readable into a new file with `sqlite3 '" +
-                            path + "' .recover | sqlite3 recovered.sqlite`");
+DatabaseRefused damaged(const std::string& path, const std::string& detail) {
+  return DatabaseRefused(path, "is a damaged RematLab database", detail,
+                         "; copy what is still readable into a new file with `sqlite3 '" + path +
+                             "' .recover | sqlite3 recovered.sqlite`; it was left unchanged");
 }
 
 // What the file's own header says, before SQLite opens it: another program's database, a newer
@@ -245,12 +245,12 @@ void check_location(const std::string& path, StoreAccess access, bool create) {
   if (path.empty()) throw InvalidInput("--db", "is empty");
   if (!files::is_valid_utf8(path)) throw InvalidInput("--db", "the path is not valid UTF-8");
   if (files::exists(path)) {
-    if (files::is_directory(path)) throw InvalidInput("--db", "'" + path + "' is a folder");
+    if (files::is_directory(path)) throw DatabaseRefused(path, "is a folder");
     // A pipe would block the open, a device be written beside (a -journal next to /dev/null).
     if (!files::is_regular_file(path)) {
-      throw InvalidInput("--db", "'" + path + "' is not a regular file");
+      throw DatabaseRefused(path, "is not a regular file");
     }
-    if (!files::readable(path)) throw InvalidInput("--db", "'" + path + "' cannot be read");
+    if (!files::readable(path)) throw DatabaseRefused(path, "cannot be read");
     // Writing in WAL mode also creates the -wal and -shm files beside the database.
     if (access == StoreAccess::kReadWrite &&
         (!files::writable(path) || !files::writable(files::parent_directory(path)))) {
@@ -331,7 +331,7 @@ std::unique_ptr<Database> open_store_database(const std::string& path, StoreAcce
     if (error.locked()) throw locked(path);
     const std::string detail = error.code() ? sqlite3_errstr(error.code()) : error.what();
     if (ours) throw damaged(path, "SQLite says: " + detail);
-    throw not_ours(path, "is not a RematLab database (SQLite says: " + detail + ")");
+    throw not_ours(path, "is not a RematLab database", "SQLite says: " + detail);
   }
   const bool blank = application_id == 0 && version == 0 && objects == 0;
   if (blank && existed && !create) {
@@ -372,7 +372,7 @@ void check_database_path(const std::string& path) {
   check_location(path, StoreAccess::kReadWrite, /*create=*/true);
   if (!files::exists(path) || files::file_size(path) == 0) return;
   const std::optional<SqliteHeader> header = read_sqlite_header(path);
-  if (!header) throw not_ours(path, "is not a RematLab database (not an SQLite file)");
+  if (!header) throw not_ours(path, "is not a RematLab database", "not an SQLite file");
   const bool blank = header->application_id == 0 && header->user_version == 0;
   if (!blank && header->application_id != kApplicationId) {
     throw not_ours(path, "is an SQLite database of another program, not a RematLab database");

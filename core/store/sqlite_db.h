@@ -9,20 +9,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "store/store_error.h"
+
 namespace rematlab {
-
-class StoreError : public std::runtime_error {
- public:
-  explicit StoreError(const std::string& message, int code = 0)
-      : std::runtime_error(message), code_(code) {}
-  // SQLite's primary result code (SQLITE_BUSY, SQLITE_READONLY, …); 0 when not from SQLite.
-  int code() const { return code_; }
-  // Another connection holds a lock we waited for in vain.
-  bool locked() const;
-
- private:
-  int code_;
-};
 
 class Database {
  public:

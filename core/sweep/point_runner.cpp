@@ -29,6 +29,7 @@ MaxBatchResult search_batch(const MaxBatchSpec& search, RunConfig& config,
 
 RunSummary train(const RunConfig& config, const PointHooks& hooks) {
   const std::string activity = "training at batch " + std::to_string(config.batch);
+  if (hooks.on_training) hooks.on_training(config.batch);
   tell(hooks, activity, nullptr);
   const std::unique_ptr<Trainer> trainer = build_trainer(config, hooks.on_setup, hooks.cancel);
   TrainerCallbacks callbacks;

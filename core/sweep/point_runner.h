@@ -20,6 +20,8 @@ struct PointHooks {
   std::function<void(const std::string& activity, const StepMetrics* step)> on_activity;
   std::function<void(int64_t probe_index, const BatchProbe& probe)> on_probe;
   std::function<void(const StepMetrics& step)> on_step;
+  // The batch the point trains at, once known (a max-batch point's after its search).
+  std::function<void(int64_t batch)> on_training;
   // True before a model is built (and profiled, for a plan), false once it is: work that sends
   // nothing through the hooks above for a while.
   std::function<void(bool building)> on_setup;

@@ -12,16 +12,15 @@
 
 namespace rematlab {
 
-void record_outcome(PointOutcome outcome, SweepRunResult& result, RunWriter* writer) {
+void record_outcome(PointOutcome outcome, SweepRunResult& result, const RunRecorder& recorder) {
   const bool engine_failed = outcome.engine_failed;
   result.summary = std::move(outcome.summary);
   result.search = std::move(outcome.search);
   result.summary.run_id = result.run_id;
-  if (!writer) return;
   if (engine_failed) {
-    writer->fail_run(*result.run_id, result.summary.message);
+    recorder.fail(result.summary.message);
   } else {
-    writer->finish_run(*result.run_id, result.summary);
+    recorder.finish(result.summary);
   }
 }
 namespace {
@@ -95,6 +94,7 @@ void SweepRunner::report(const std::string& activity, const StepMetrics* step,
   progress.label = points_[current_].label;
   progress.activity = activity;
   progress.step = step;
+  progress.training_batch = training_batch_;
   progress.eta_s = eta_seconds(step);
   callbacks.on_progress(progress);
 }
@@ -102,11 +102,11 @@ void SweepRunner::report(const std::string& activity, const StepMetrics* step,
 SweepRunResult SweepRunner::run_point(const SweepCallbacks& callbacks) {
   SweepRunResult result;
   result.point = points_[current_];
+  training_batch_ = 0;
   RunConfig config = result.point.config;
-  if (writer_) {
-    result.run_id =
-        writer_->begin_run(experiment_id_, result.point.label, config, result.point.request);
-  }
+  const RunRecorder recorder(writer_, experiment_id_, result.point.label, config,
+                             result.point.request);
+  result.run_id = recorder.id();
   PointOutcome outcome;
   try {
     // Before any training: the machine is as quiet as this sweep will leave it. A plan's chain
@@ -135,18 +135,18 @@ SweepRunResult SweepRunner::run_point(const SweepCallbacks& callbacks) {
     hooks.on_activity = [&](const std::string& activity, const StepMetrics* step) {
       report(activity, step, callbacks);
     };
+    hooks.on_training = [this](int64_t batch) { training_batch_ = batch; };
     hooks.on_probe = [&](int64_t index, const BatchProbe& probe) {
-      if (writer_)
-        writer_->add_probe(*result.run_id, index, probe.batch, probe.status, probe.peak_bytes);
+      recorder.add_probe(index, probe.batch, probe.status, probe.peak_bytes);
     };
     hooks.on_step = [&](const StepMetrics& step) {
       trained_seconds_ += step.step_ms / 1000.0;
       ++trained_steps_;
-      if (writer_) writer_->add_step(*result.run_id, step);
+      recorder.add_step(step);
     };
     outcome = run_sweep_point(result.point, config, hooks);
   }
-  record_outcome(std::move(outcome), result, writer_);
+  record_outcome(std::move(outcome), result, recorder);
   return result;
 }
 

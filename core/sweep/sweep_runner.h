@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "run/run_summary.h"
+#include "store/run_recorder.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
 #include "sweep/max_batch.h"
@@ -26,6 +27,7 @@ struct SweepProgress {
   std::string label;
   std::string activity;               // "probing batch 16", "training at batch 12", …
   const StepMetrics* step = nullptr;  // the step just finished, if any
+  int64_t training_batch = 0;         // the batch the run trains at once known; 0 while searching
   double eta_s = -1.0;                // whole sweep; negative until there is a step to go by
 };
 
@@ -39,9 +41,9 @@ struct SweepRunResult {
   RunRecord record() const;
 };
 
-// A point's outcome into its result and, with a writer, into the database: the same for a
-// point trained here and one a worker process trained (core/launch/sweep_coordinator.cpp).
-void record_outcome(PointOutcome outcome, SweepRunResult& result, RunWriter* writer);
+// A point's outcome into its result and its record: the same for a point trained here and one a
+// worker process trained (core/launch/sweep_coordinator.cpp).
+void record_outcome(PointOutcome outcome, SweepRunResult& result, const RunRecorder& recorder);
 
 struct SweepCallbacks {
   std::function<void(const SweepProgress&)> on_progress;  // on the sweep's thread
@@ -79,7 +81,8 @@ class SweepRunner {
   int64_t trained_steps_ = 0;
   double finished_run_seconds_ = 0.0;
   int64_t finished_runs_ = 0;
-  int64_t current_ = 0;  // the point being run
+  int64_t current_ = 0;         // the point being run
+  int64_t training_batch_ = 0;  // its batch, once it trains
   std::chrono::steady_clock::time_point run_started_;
 };
 

@@ -210,16 +210,23 @@ SweepPoint point_at(const SweepSpec& spec, const RunConfig& base,
   }
   // A lone point is named after what it trains (its policy), not the experiment; a searched
   // batch is not known yet, so the name says it will be the largest that fits.
-  if (point.label.empty()) {
-    point.label = describe_run(point.config);
-    const std::string batch = " b" + std::to_string(point.config.batch);
-    const auto at = point.label.find(batch);
-    if (spec.max_batch && at != std::string::npos) point.label.replace(at, batch.size(), " b=max");
-  }
+  if (point.label.empty()) point.label = point_legend(point);
   return point;
 }
 
 }  // namespace
+
+std::string point_legend(const SweepPoint& point, int64_t found_batch) {
+  std::string legend;
+  if (!point.request.max_batch) {
+    legend = describe_run(point.config);
+  } else if (found_batch <= 0) {
+    legend = describe_run(point.config, "b=max");
+  } else {
+    legend = describe_run(point.config, "b" + std::to_string(found_batch) + " (max)");
+  }
+  return point.repeat > 0 ? legend + " #" + std::to_string(point.repeat + 1) : legend;
+}
 
 std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, std::vector<std::string>* skipped) {
   if (count_sweep_points(spec) > kMaxSweepPoints) {

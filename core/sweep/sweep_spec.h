@@ -35,6 +35,10 @@ struct SweepPoint {
   RunRequest request;  // request.max_batch: config.batch is chosen by the max-batch search
 };
 
+// What a legend calls the point's run: policy, offload, batch, precision (describe_run), and
+// its repeat. A searched batch is "b=max" until the search finds `found_batch`, then "b25 (max)".
+std::string point_legend(const SweepPoint& point, int64_t found_batch = 0);
+
 // Throws InvalidInput naming the key ("spec: axes.checkpoint[1]", "spec: repeats", …) for an
 // unknown key, a wrong type, an empty axis or a value that does not validate.
 SweepSpec parse_sweep_spec(const nlohmann::ordered_json& spec);

@@ -14,6 +14,7 @@
 #include "offload/host_offload.h"
 #include "runtime/device.h"
 #include "runtime/peak_flops.h"
+#include "update/parameter_update.h"
 
 namespace rematlab {
 namespace {
@@ -59,8 +60,7 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
     param.mutable_grad() = torch::zeros_like(param);
     params_.push_back(param);
   }
-  optimizer_ = std::make_unique<torch::optim::AdamW>(
-      params_, torch::optim::AdamWOptions(config_.lr).weight_decay(config_.weight_decay));
+  optimizer_ = make_optimizer(params_, config_);
   autocast_ = AutocastSnapshot::for_precision(config_.precision, device_);
   if (config_.precision == Precision::kFp16) {
     scaler_.emplace(config_.loss_scale, config_.loss_scale_growth_interval);
@@ -142,25 +142,18 @@ void Trainer::update_parameters(StepMetrics& metrics) {
     metrics.loss_scale = scaler_->current();
   }
   if (finite) {
-    const double max_norm = config_.grad_clip > 0.0 ? config_.grad_clip : INFINITY;
+    const double max_norm = max_grad_norm(config_);
     const std::optional<double> norm =
         exchange_ ? exchange_->step(*optimizer_, max_norm) : std::nullopt;
     if (norm) {
       metrics.grad_norm = *norm;
     } else {
-      metrics.grad_norm = torch::nn::utils::clip_grad_norm_(params_, max_norm);
-      optimizer_->step();
+      metrics.grad_norm = clip_and_step(*optimizer_, params_, max_norm);
     }
   }
   metrics.skipped = !finite;
   if (scaler_) scaler_->update(finite);
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& param : params_) {
-      // Sharded gradients leave none between steps.
-      if (param.grad().defined()) param.mutable_grad().zero_();
-    }
-  }
+  zero_gradients(params_);  // sharded gradients leave none between steps
   device_memory::synchronize(device_);
   metrics.optimizer_ms = elapsed_ms(start);
 }
