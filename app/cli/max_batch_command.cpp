@@ -39,11 +39,7 @@ Command add_max_batch_command(CLI::App& app, const std::atomic<bool>& cancel) {
               return probe;
             });
             nlohmann::json trials = nlohmann::json::array();
-            for (const BatchProbe& probe : result.probes) {
-              trials.push_back({{"batch", probe.batch},
-                                {"status", to_string(probe.status)},
-                                {"peak_bytes", probe.peak_bytes}});
-            }
+            for (const BatchProbe& probe : result.probes) trials.push_back(to_json(probe));
             if (result.cancelled)
               std::cerr << "cancelled; the answer below is a lower bound" << std::endl;
             if (options->json) {

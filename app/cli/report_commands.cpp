@@ -83,23 +83,19 @@ Command add_show(CLI::App& app) {
   auto* command = app.add_subcommand("show", "One run: its config, request, result and probes");
   add_common(*command, *options);
   command->add_option("ID", *id, "Run id")->required();
-  return {
-      command, [options, id]() {
-        RunStore store = options->open();
-        nlohmann::json json = run_json(store.run(*id));
-        nlohmann::json trials = nlohmann::json::array();
-        for (const ProbeRecord& p : store.probes(*id)) {
-          trials.push_back(
-              {{"batch", p.batch}, {"status", to_string(p.status)}, {"peak_bytes", p.peak_bytes}});
-        }
-        json["trials"] = trials;
-        if (options->json) {
-          print_json_line(json);
-        } else {
-          std::cout << dump_json(json, 2) << "\n";
-        }
-        return 0;
-      }};
+  return {command, [options, id]() {
+            RunStore store = options->open();
+            nlohmann::json json = run_json(store.run(*id));
+            nlohmann::json trials = nlohmann::json::array();
+            for (const BatchProbe& probe : store.probes(*id)) trials.push_back(to_json(probe));
+            json["trials"] = trials;
+            if (options->json) {
+              print_json_line(json);
+            } else {
+              std::cout << dump_json(json, 2) << "\n";
+            }
+            return 0;
+          }};
 }
 
 Command add_compare(CLI::App& app) {

@@ -137,10 +137,7 @@ nlohmann::json strategy_rows_json(const std::vector<SweepRunResult>& results) {
     if (r.search) {
       row["max_batch"] = r.search->max_batch;
       nlohmann::json trials = nlohmann::json::array();
-      for (const BatchProbe& p : r.search->probes) {
-        trials.push_back(
-            {{"batch", p.batch}, {"status", to_string(p.status)}, {"peak_bytes", p.peak_bytes}});
-      }
+      for (const BatchProbe& probe : r.search->probes) trials.push_back(to_json(probe));
       row["trials"] = trials;
     }
     rows.push_back(row);

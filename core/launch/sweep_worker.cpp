@@ -189,8 +189,10 @@ class Worker {
       send({{"kind", "activity"}, {"point", index}, {"text", activity}});
     };
     hooks.on_probe = [&](int64_t probe_index, const BatchProbe& probe) {
-      send(
-          {{"kind", "probe"}, {"point", index}, {"index", probe_index}, {"probe", to_json(probe)}});
+      send({{"kind", "probe"},
+            {"point", index},
+            {"index", probe_index},
+            {"probe", probe_on_the_wire(probe)}});
     };
     hooks.on_step = [&](const StepMetrics& step) {
       send({{"kind", "step"}, {"point", index}, {"step", step_to_json(step)}});

@@ -262,15 +262,16 @@ std::vector<TimelinePoint> RunStore::timeline(int64_t run_id) {
   return result;
 }
 
-std::vector<ProbeRecord> RunStore::probes(int64_t run_id) {
+std::vector<BatchProbe> RunStore::probes(int64_t run_id) {
   Statement query(*db_,
                   "SELECT batch, status, peak_bytes FROM probes WHERE run_id = ? ORDER BY probe");
   query.bind(1, run_id);
-  std::vector<ProbeRecord> result;
+  std::vector<BatchProbe> result;
   while (query.step()) {
     result.push_back({query.column_int(0),
                       parse_run_status(query.column_text(1)).value_or(RunStatus::kFailed),
-                      query.column_int(2)});
+                      query.column_int(2),
+                      {}});
   }
   return result;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "memory/timeline_point.h"
+#include "run/batch_probe.h"
 #include "run/run_config.h"
 #include "run/run_request.h"
 #include "run/run_status.h"
@@ -50,12 +51,6 @@ struct RunRecord {
 
   // "#12 every:1 b8" for legends and lists.
   std::string label() const;
-};
-
-struct ProbeRecord {
-  int64_t batch = 0;
-  RunStatus status = RunStatus::kOk;
-  int64_t peak_bytes = 0;
 };
 
 struct RunFilter {
@@ -115,7 +110,7 @@ class RunStore {
   RunRecord run(int64_t id);
   std::vector<StepMetrics> steps(int64_t run_id);
   std::vector<TimelinePoint> timeline(int64_t run_id);
-  std::vector<ProbeRecord> probes(int64_t run_id);
+  std::vector<BatchProbe> probes(int64_t run_id);  // without their messages
   // Removes the runs with their steps, timelines and probes, in one transaction. Refuses (throws
   // InvalidInput naming the run) a run that a live process of this host is still training (one
   // of another host cannot be checked: the user decides), and any deletion in a read-only store.

@@ -9,17 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "run/batch_probe.h"
 #include "run/run_config.h"
 #include "run/run_summary.h"
 
 namespace rematlab {
-
-struct BatchProbe {
-  int64_t batch = 0;
-  RunStatus status = RunStatus::kOk;  // kOom: did not fit
-  int64_t peak_bytes = 0;
-  std::string message;
-};
 
 struct MaxBatchResult {
   int64_t max_batch = 0;   // 0: not even batch 1 fits

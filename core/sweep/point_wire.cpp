@@ -17,20 +17,10 @@ RunStatus status_from(const nlohmann::json& json) {
 
 }  // namespace
 
-nlohmann::json to_json(const BatchProbe& probe) {
-  return {{"batch", probe.batch},
-          {"status", to_string(probe.status)},
-          {"peak_bytes", probe.peak_bytes},
-          {"message", probe.message}};
-}
-
-BatchProbe batch_probe_from_json(const nlohmann::json& json) {
-  BatchProbe probe;
-  probe.batch = json.at("batch").get<int64_t>();
-  probe.status = status_from(json.at("status"));
-  probe.peak_bytes = json.at("peak_bytes").get<int64_t>();
-  probe.message = json.at("message").get<std::string>();
-  return probe;
+nlohmann::json probe_on_the_wire(const BatchProbe& probe) {
+  nlohmann::json json = to_json(probe);
+  json["message"] = probe.message;
+  return json;
 }
 
 nlohmann::json to_json(const PointOutcome& outcome) {
@@ -48,7 +38,9 @@ nlohmann::json to_json(const PointOutcome& outcome) {
                          {"timeline_step", summary.timeline_step}};
   if (outcome.search) {
     nlohmann::json probes = nlohmann::json::array();
-    for (const BatchProbe& probe : outcome.search->probes) probes.push_back(to_json(probe));
+    for (const BatchProbe& probe : outcome.search->probes) {
+      probes.push_back(probe_on_the_wire(probe));
+    }
     json["search"] = {{"max_batch", outcome.search->max_batch},
                       {"peak_bytes", outcome.search->peak_bytes},
                       {"cancelled", outcome.search->cancelled},

@@ -13,7 +13,7 @@ nlohmann::json to_json(const PointOutcome& outcome);
 // Throws std::invalid_argument (or nlohmann's type_error) for a message that is not one.
 PointOutcome point_outcome_from_json(const nlohmann::json& json);
 
-nlohmann::json to_json(const BatchProbe& probe);
-BatchProbe batch_probe_from_json(const nlohmann::json& json);
+// A probe with its message, which the worker's record of it needs (run/batch_probe.h reads it).
+nlohmann::json probe_on_the_wire(const BatchProbe& probe);
 
 }  // namespace rematlab
