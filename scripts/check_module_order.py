@@ -2,13 +2,15 @@
 """Checks the layering that docs/architecture.md draws, from the sources themselves.
 
 1. Module order: a file in core/M may include headers of M and of modules below M, never of a
-   module above it, nor of ui/ or app/. Every folder under core/ must have a place in the order
-   and every name in the order must be a folder: a module added without a place fails.
+   module above it, nor of ui/ or app/, and may not declare into a higher module's namespace
+   (`namespace plan { struct X; }`). Every folder under core/ must have a place in the order and
+   every name in the order must be a folder: a module added without a place fails.
 2. ui/ includes core and its own headers, never app/; app/cli includes core and its own.
 3. The source lists that skip LibTorch's precompiled header (*_PLAIN_SOURCES in a CMakeLists.txt)
    hold only files that include nothing of LibTorch, directly or through a project header, and
    the *_TORCH_SOURCES lists only files that do: a wrong entry costs build time, not correctness,
-   so nothing else would notice it.
+   so nothing else would notice it. A target with that header takes its sources from the two
+   lists alone.
 
 Usage: check_module_order.py [SOURCE_ROOT]       (exit 1 and one line per violation)
        check_module_order.py --self-test         (shows that each rule catches its violation)

@@ -58,21 +58,10 @@ std::vector<std::string> split(const std::string& text) {
 // The processes whose parent is `parent`, with the RANK their environment gives them.
 std::map<int, pid_t> ranks_of(pid_t parent) {
   std::map<int, pid_t> ranks;
-  for (const std::string& name : files::list("/proc")) {
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat("/proc/" + name + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    const auto close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream fields(line.substr(close + 2));
-    std::string state;
-    pid_t ppid = 0;
-    fields >> state >> ppid;
-    if (ppid != parent) continue;
-    std::ifstream environ("/proc/" + name + "/environ", std::ios::binary);
+  for (const pid_t pid : testing::children_of(parent)) {
+    std::ifstream environ("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
     for (std::string entry; std::getline(environ, entry, '\0');) {
-      if (entry.rfind("RANK=", 0) == 0) ranks[std::stoi(entry.substr(5))] = std::stoi(name);
+      if (entry.rfind("RANK=", 0) == 0) ranks[std::stoi(entry.substr(5))] = pid;
     }
   }
   return ranks;

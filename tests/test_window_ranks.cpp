@@ -5,15 +5,13 @@
 #include <unistd.h>
 
 #include <QComboBox>
-#include <QDir>
 #include <QElapsedTimer>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTableView>
 #include <QTest>
-#include <fstream>
-#include <sstream>
 
+#include "child_process.h"
 #include "live_charts.h"
 #include "runs_view.h"
 #include "window_bench.h"
@@ -29,25 +27,7 @@ using rematlab::ui::testing::Bench;
 using rematlab::ui::testing::kTimeoutMs;
 
 // The processes whose parent is this one (the ranks a data-parallel run started).
-std::vector<pid_t> children_of_this_process() {
-  std::vector<pid_t> children;
-  for (const QString& name : QDir("/proc").entryList(QDir::Dirs)) {
-    bool number = false;
-    const pid_t pid = name.toInt(&number);
-    if (!number) continue;
-    std::ifstream stat(("/proc/" + name + "/stat").toStdString());
-    std::string line;
-    std::getline(stat, line);
-    const auto close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream fields(line.substr(close + 2));
-    std::string state;
-    pid_t parent = 0;
-    fields >> state >> parent;
-    if (parent == ::getpid()) children.push_back(pid);
-  }
-  return children;
-}
+std::vector<pid_t> children_of_this_process() { return rematlab::testing::children_of(::getpid()); }
 
 // Two ranks of the tiny model (set by Bench), whose steps take milliseconds.
 void two_tiny_ranks(ExperimentPanel* panel, const char* shard) {
