@@ -10,6 +10,7 @@
 
 #include "common/errors.h"
 #include "common/posix_files.h"
+#include "run/batch_probe.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
 #include "store/step_fields.h"
@@ -334,6 +335,20 @@ TEST(PointWire, AStepAndAnOutcomeCrossToTheCoordinatorExactly) {
   EXPECT_EQ(read.search->probes[0].status, RunStatus::kOom);
   EXPECT_EQ(read.search->probes[0].message, "over the budget");
   EXPECT_EQ(to_json(read).dump(), to_json(outcome).dump());
+}
+
+TEST(PointWire, AProbeWithoutWholeNonNegativeCountsIsRefused) {
+  // A float batch or a negative peak from a broken worker would otherwise convert silently.
+  const nlohmann::json good = probe_on_the_wire({3, RunStatus::kOk, 4096, ""});
+  EXPECT_EQ(batch_probe_from_json(good).peak_bytes, 4096);
+  for (const char* key : {"batch", "peak_bytes"}) {
+    for (const nlohmann::json& bad :
+         {nlohmann::json(2.5), nlohmann::json(-1), nlohmann::json(1e30), nlohmann::json("8")}) {
+      nlohmann::json probe = good;
+      probe[key] = bad;
+      EXPECT_THROW(batch_probe_from_json(probe), std::invalid_argument) << key << " " << bad;
+    }
+  }
 }
 
 }  // namespace

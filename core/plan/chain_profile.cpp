@@ -15,6 +15,7 @@
 #include "model/transformer.h"
 #include "runtime/device.h"
 #include "runtime/numerics.h"
+#include "runtime/runtime_info.h"
 #include "update/parameter_update.h"
 
 namespace rematlab::plan {
@@ -54,7 +55,7 @@ class Bench {
       : numerics_({config.tf32, config.deterministic}),
         device_(parse_device(config.device)),
         tracker_(device_) {
-    if (config.threads > 0) at::set_num_threads(config.threads);
+    set_intra_op_threads(config.threads);
     torch::manual_seed(config.seed);
     model_ = Transformer(config.model);
     model_->to(device_);

@@ -13,6 +13,13 @@ nlohmann::json to_json(const BatchProbe& probe) {
 }
 
 BatchProbe batch_probe_from_json(const nlohmann::json& json) {
+  // From another process: integers in range, or no probe (a float or 1e30 would convert silently).
+  for (const char* key : {"batch", "peak_bytes"}) {
+    if (!json.at(key).is_number_integer() || json.at(key).get<int64_t>() < 0) {
+      throw std::invalid_argument(std::string("probe ") + key + " " + brief_json(json.at(key)) +
+                                  " is not a count");
+    }
+  }
   BatchProbe probe;
   probe.batch = json.at("batch").get<int64_t>();
   const std::optional<RunStatus> status = parse_run_status(json.at("status").get<std::string>());

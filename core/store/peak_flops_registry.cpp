@@ -33,7 +33,7 @@ PeakFlopsRecord peak_flops_key(const RunConfig& config) {
 
 PeakFlopsRecord measure_peak_flops_record(const RunConfig& config, int repeats) {
   PeakFlopsRecord peak = peak_flops_key(config);
-  if (config.threads > 0) at::set_num_threads(config.threads);
+  set_intra_op_threads(config.threads);
   // The run's own numerics: with TF32 on, its fp32 matmuls run on tensor cores.
   const ScopedNumerics numerics({peak.tf32, false});
   const PeakFlopsProbe probe =

@@ -14,6 +14,7 @@
 #include "offload/host_offload.h"
 #include "runtime/device.h"
 #include "runtime/peak_flops.h"
+#include "runtime/runtime_info.h"
 #include "update/parameter_update.h"
 
 namespace rematlab {
@@ -48,7 +49,7 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
                                       "torchrun or srun); this process has " +
                                       std::to_string(world));
   }
-  if (config_.threads > 0) at::set_num_threads(config_.threads);
+  set_intra_op_threads(config_.threads);
   data_ = make_batch_source(config_.data, config_.model.seq_len, config_.model.vocab,
                             config_.seed ^ kDataSeedSalt);
   torch::manual_seed(config_.seed);
