@@ -10,6 +10,7 @@
 
 #include "advice_panel.h"
 #include "advice_words.h"
+#include "common/wording.h"
 #include "runs_view.h"
 #include "window_bench.h"
 
@@ -21,32 +22,60 @@ using rematlab::ui::testing::Bench;
 using rematlab::ui::testing::kTimeoutMs;
 
 TEST(AdviceWords, NextStepsAreSaidAsTheFormAndTheTabsNameThem) {
-  EXPECT_EQ(in_form_words("--checkpoint every:1 (selective pays only with --attention math, whose "
-                          "s×s scores it recomputes)"),
+  using rematlab::command;
+  using rematlab::runs_settings;
+  using rematlab::setting;
+  using rematlab::Wording;
+  // Each next step as core words it, said first as the command line says it, then as the window.
+  const auto said = [](const Wording& words, const std::string& command_line) {
+    EXPECT_EQ(words.command_line(), command_line);
+    return in_form_words(words);
+  };
+  EXPECT_EQ(said(setting("checkpoint", "every:1") + " (selective pays only with " +
+                     setting("attention", "math") + ", whose s×s scores it recomputes)",
+                 "--checkpoint every:1 (selective pays only with --attention math, whose s×s "
+                 "scores it recomputes)"),
             "Policies every:1 (selective pays only with Attention math, whose s×s scores it "
             "recomputes)");
-  EXPECT_EQ(in_form_words("--precision bf16 halves the weights and gradients; --nproc 2 --shard "
-                          "optimizer splits the optimizer's moments between processes"),
+  EXPECT_EQ(said(setting("precision", "bf16") + " halves the weights and gradients; " +
+                     setting("nproc", "2") + " " + setting("shard", "optimizer") +
+                     " splits the optimizer's moments between processes",
+                 "--precision bf16 halves the weights and gradients; --nproc 2 --shard "
+                 "optimizer splits the optimizer's moments between processes"),
             "Precision bf16 halves the weights and gradients; Ranks 2, Shard optimizer splits "
             "the optimizer's moments between processes");
-  EXPECT_EQ(in_form_words("--checkpoint plan:13MiB trains the fastest segment list that fits the "
-                          "activation memory this run used (`rematlab-cli plan --budget 13MiB` "
-                          "with the run's settings shows it first)"),
+  EXPECT_EQ(said(setting("checkpoint", "plan:13MiB") +
+                     " trains the fastest segment list that fits the activation memory this run "
+                     "used (" +
+                     command("plan", setting("budget", "13MiB")) + " " + runs_settings() +
+                     " shows it first)",
+                 "--checkpoint plan:13MiB trains the fastest segment list that fits the "
+                 "activation memory this run used (`rematlab-cli plan --budget 13MiB` with the "
+                 "run's settings shows it first)"),
             "Policies plan:13MiB trains the fastest segment list that fits the activation memory "
             "this run used (the Plan tab for the run's configuration shows it first)");
   // A setting the form does not have stays the command line's, said so.
-  EXPECT_EQ(in_form_words("train again with a lower learning rate (--lr 0.0001 --grad-clip 1)"),
+  EXPECT_EQ(said("train again with a lower learning rate (" + setting("lr", "0.0001") + " " +
+                     setting("grad_clip", "1") + ")",
+                 "train again with a lower learning rate (--lr 0.0001 --grad-clip 1)"),
             "train again with a lower learning rate (Learning rate 0.0001, the command line's "
             "--grad-clip 1)");
   // A command the window has no place for is kept whole, its flags untouched.
-  EXPECT_EQ(in_form_words("`rematlab-cli check --checkpoint every:1 --at-step 7` with the run's "
-                          "flags shows the difference; train with --checkpoint none until it is "
-                          "fixed"),
-            "the command line's `rematlab-cli check --checkpoint every:1 --at-step 7` for the "
-            "run's configuration shows the difference; train with Policies none until it is "
-            "fixed");
-  EXPECT_EQ(in_form_words("--budget 2MiB (the smallest that fits batch 8), or --batch 3"),
+  EXPECT_EQ(
+      said(command("check", setting("checkpoint", "every:1") + " " + setting("at_step", "7")) +
+               " " + runs_settings("flags") + " shows the difference; train with " +
+               setting("checkpoint", "none") + " until it is fixed",
+           "`rematlab-cli check --checkpoint every:1 --at-step 7` with the run's flags "
+           "shows the difference; train with --checkpoint none until it is fixed"),
+      "the command line's `rematlab-cli check --checkpoint every:1 --at-step 7` for the "
+      "run's configuration shows the difference; train with Policies none until it is "
+      "fixed");
+  EXPECT_EQ(said(setting("budget", "2MiB") + " (the smallest that fits batch 8), or " +
+                     setting("batch", "3"),
+                 "--budget 2MiB (the smallest that fits batch 8), or --batch 3"),
             "Budget 2MiB (the smallest that fits batch 8), or Micro-batch 3");
+  // Plain words are said as they are, flags in them included: only parts name settings.
+  EXPECT_EQ(in_form_words(Wording("use --batch 3")), "use --batch 3");
 }
 
 AdvicePanel* advise(Bench& bench, int64_t id) {

@@ -180,7 +180,8 @@ TEST_F(AdviseDb, DivergedRunNamesTheFirstNonFiniteSublayerAndClearsRecomputation
       << finding->title;
   EXPECT_EQ(evidence(*finding, "recomputation").rfind("innocent", 0), 0u)
       << evidence(*finding, "recomputation");
-  EXPECT_NE(finding->next_step.find("--lr 100000"), std::string::npos) << finding->next_step;
+  EXPECT_NE(finding->next_step.command_line().find("--lr 100000"), std::string::npos)
+      << finding->next_step.command_line();
   // The sublayer named is the one the walk of that step finds, independently replayed here.
   RunConfig config = store.run(id).config;
   Trainer trainer(config);
@@ -216,7 +217,7 @@ TEST_F(AdviseDb, SelectiveUnderSdpaIsMemoryNotReduced) {
   EXPECT_NE(finding->title.find("selective under fused attention"), std::string::npos);
   EXPECT_NE(evidence(*finding, "peak under none").find("run #" + std::to_string(none)),
             std::string::npos);
-  EXPECT_NE(finding->next_step.find("--checkpoint every:1"), std::string::npos);
+  EXPECT_NE(finding->next_step.command_line().find("--checkpoint every:1"), std::string::npos);
 }
 
 TEST_F(AdviseDb, EveryBlockRecomputedWithLargeActivationsIsNotFlagged) {
@@ -292,9 +293,10 @@ TEST_F(AdviseDb, RecomputationIsSplitOutOfTheStepFromTheTimeline) {
   // prediction's margin, in whole MiB).
   const auto used_mib = static_cast<int64_t>(std::ceil(
       static_cast<double>(store.run(every).result.peak_activation_bytes) * 1.05 / 1048576.0));
-  EXPECT_NE(estimated->next_step.find("--checkpoint plan:" + std::to_string(used_mib) + "MiB"),
+  EXPECT_NE(estimated->next_step.command_line().find(
+                "--checkpoint plan:" + std::to_string(used_mib) + "MiB"),
             std::string::npos)
-      << estimated->next_step;
+      << estimated->next_step.command_line();
   // Not for what a plan cannot stand in for: offload, several ranks, no measured peak.
   for (const auto& change : std::vector<std::function<void(RunRecord&)>>{
            [](RunRecord& r) { r.config.offload = "disk"; },
@@ -305,7 +307,8 @@ TEST_F(AdviseDb, RecomputationIsSplitOutOfTheStepFromTheTimeline) {
     const auto unplannable =
         diagnose_throughput(other, quiet, store.timeline(every), std::nullopt, {});
     ASSERT_TRUE(unplannable);
-    EXPECT_EQ(unplannable->next_step.find("plan:"), std::string::npos) << unplannable->next_step;
+    EXPECT_EQ(unplannable->next_step.command_line().find("plan:"), std::string::npos)
+        << unplannable->next_step.command_line();
   }
   // A planned run is already that plan: more memory is what helps.
   RunRecord planned = store.run(every);
@@ -315,8 +318,9 @@ TEST_F(AdviseDb, RecomputationIsSplitOutOfTheStepFromTheTimeline) {
   const std::optional<Finding> of_plan =
       diagnose_throughput(planned, quiet, store.timeline(every), std::nullopt, {});
   ASSERT_TRUE(of_plan);
-  EXPECT_NE(of_plan->next_step.find("fastest plan found for plan:5MiB"), std::string::npos)
-      << of_plan->next_step;
+  EXPECT_NE(of_plan->next_step.command_line().find("fastest plan found for plan:5MiB"),
+            std::string::npos)
+      << of_plan->next_step.command_line();
 }
 
 // Steps whose phases take these times (ms), the step time alternating by ±jitter around their
@@ -364,8 +368,10 @@ TEST(ThroughputFinding, AgreesWithItsEvidenceAndHasANoiseMargin) {
   EXPECT_NE(quiet->title.find("backward adds 0.71 ms per step, recompute 0.70 ms"),
             std::string::npos)
       << quiet->title;
-  EXPECT_EQ(quiet->next_step.find("not recomputation"), std::string::npos) << quiet->next_step;
-  EXPECT_NE(quiet->next_step.find("--checkpoint plan:"), std::string::npos) << quiet->next_step;
+  EXPECT_EQ(quiet->next_step.command_line().find("not recomputation"), std::string::npos)
+      << quiet->next_step.command_line();
+  EXPECT_NE(quiet->next_step.command_line().find("--checkpoint plan:"), std::string::npos)
+      << quiet->next_step.command_line();
   bool backward_said_apart = false, noise_said = false;
   for (const Evidence& item : quiet->evidence) {
     backward_said_apart =
@@ -381,9 +387,10 @@ TEST(ThroughputFinding, AgreesWithItsEvidenceAndHasANoiseMargin) {
   ASSERT_TRUE(noisy);
   EXPECT_NE(noisy->title.find("no phase adds more than the runs' own noise"), std::string::npos)
       << noisy->title;
-  EXPECT_NE(noisy->next_step.find("not recomputation (it adds 0.70 ms, within the noise)"),
-            std::string::npos)
-      << noisy->next_step;
+  EXPECT_NE(
+      noisy->next_step.command_line().find("not recomputation (it adds 0.70 ms, within the noise)"),
+      std::string::npos)
+      << noisy->next_step.command_line();
 }
 
 TEST(ReferenceRun, TheNoneRunIsMatchedOnWhatChangesAStepsCostAndTheRestIsSaid) {
@@ -442,7 +449,7 @@ TEST_F(AdviseDb, AnOomRunIsExplainedWithABudgetAndABatchThatFit) {
   // the budget is smaller than 64, and trains within it.
   RunStore store(db_, StoreAccess::kReadOnly, false);
   const int64_t measured = store.steps(oom).front().peak_bytes;
-  const std::string& next = finding->next_step;
+  const std::string& next = finding->next_step.command_line();
   const auto budget_at = next.find("--budget ");
   ASSERT_NE(budget_at, std::string::npos) << next;
   EXPECT_GE(

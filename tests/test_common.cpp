@@ -14,6 +14,7 @@
 #include "common/errors.h"
 #include "common/json_text.h"
 #include "common/posix_files.h"
+#include "common/wording.h"
 #include "scratch_dir.h"
 
 namespace rematlab {
@@ -183,5 +184,42 @@ TEST(WriteFileDurably, WritesThroughDevicesPipesAndLinksAndReplacesOnlyRegularFi
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"dangling.csv", "link.csv", "new.csv", "pipe"}));
 }
+TEST(Wording, SettingsAndCommandsAreSaidAsTheCommandLineGivesThem) {
+  const Wording words = "use " + setting("d_model", "64") + " or " + setting("checkpoint") + "; " +
+                        command("plan", setting("budget", "2MiB")) + " " + runs_settings() + ", " +
+                        command("estimate");
+  EXPECT_EQ(words.command_line(),
+            "use --d-model 64 or --checkpoint; `rematlab-cli plan --budget 2MiB` with the run's "
+            "settings, `rematlab-cli estimate`");
+  // Parts a reader can walk: plain words next to each other are one phrase.
+  ASSERT_EQ(words.phrases().size(), 10u);
+  EXPECT_EQ(words.phrases()[0].text, "use ");
+  EXPECT_EQ(words.phrases()[5].kind, Phrase::Kind::kCommand);
+  EXPECT_EQ(words.phrases()[5].arguments.at(0).value, "2MiB");
+  EXPECT_TRUE(Wording("").empty());
+}
+
+TEST(InvalidInputWords, NameTheSettingAtFaultWhereverItWasFound) {
+  EXPECT_EQ(setting_named_by("--d-model"), "d_model");
+  EXPECT_EQ(setting_named_by("spec: base.heads"), "heads");
+  EXPECT_EQ(setting_named_by("spec: axes.checkpoint[1]"), "checkpoint");
+  EXPECT_EQ(setting_named_by("spec: max_batch.budget"), "budget");
+  EXPECT_EQ(setting_named_by("spec: axes (every:1 b8)"), "");
+  EXPECT_EQ(setting_named_by("sweep"), "sweep");
+
+  const InvalidInput direct("--heads", "7 heads do not divide " + setting("d_model", "64"));
+  EXPECT_STREQ(direct.what(), "--heads: 7 heads do not divide --d-model 64");
+  EXPECT_EQ(direct.reason(), "7 heads do not divide --d-model 64");
+  EXPECT_EQ(direct.setting(), "heads");
+  EXPECT_EQ(direct.words().command_line(), direct.what());
+  EXPECT_EQ(direct.words().phrases().front().kind, Phrase::Kind::kSetting);
+
+  const InvalidInput found("spec: base.heads", "heads", direct.reason_words());
+  EXPECT_STREQ(found.what(), "spec: base.heads: --heads 7 heads do not divide --d-model 64");
+  EXPECT_EQ(found.reason(), "--heads 7 heads do not divide --d-model 64");
+  EXPECT_EQ(found.words().command_line(), found.what());
+  EXPECT_EQ(found.reason_words().command_line(), "7 heads do not divide --d-model 64");
+}
+
 }  // namespace
 }  // namespace rematlab

@@ -263,10 +263,21 @@ TEST(FieldErrors, CoreErrorsAreSaidInTheFormsWords) {
   EXPECT_EQ(batch.message(), "Micro-batch: must be positive, got 0");
   const auto budget = explain(InvalidInput("spec: max_batch.budget", "needs a budget"));
   EXPECT_EQ(budget.key, "budget");
-  const auto kv = explain(
-      InvalidInput("spec: axes (every:1 b8)", "--kv-heads 3 key/value heads do not divide 4"));
+  const InvalidInput wrapped("spec: axes (every:1 b8)", "kv_heads",
+                             "3 key/value heads do not divide 4");
+  EXPECT_STREQ(wrapped.what(),
+               "spec: axes (every:1 b8): --kv-heads 3 key/value heads do not divide 4");
+  const auto kv = explain(wrapped);
   EXPECT_EQ(kv.key, "kv_heads");
   EXPECT_EQ(kv.message(), "KV heads: 3 key/value heads do not divide 4");
+  // As the spec's validation words it: the setting at fault, and the one its reason names.
+  try {
+    rematlab::expand_sweep(rematlab::parse_sweep_spec(nlohmann::ordered_json::parse(
+        R"({"base": {"preset": "tiny", "heads": 3, "d_model": 64}, "axes": {"batch": [2]}})")));
+    ADD_FAILURE() << "3 heads of a d_model of 64 were accepted";
+  } catch (const InvalidInput& error) {
+    EXPECT_EQ(explain(error).message(), "Heads: 3 heads do not divide d_model 64");
+  }
 }
 
 TEST(Window, TheFormIsAsTheUserLeftItAfterARestart) {

@@ -205,7 +205,7 @@ void AdvicePanel::show_diagnosis(qint64 request, const advise::Diagnosis& diagno
       add_row(QString::fromStdString(evidence.label), QString::fromStdString(evidence.value));
     }
     // The window's words for what to do: its fields and tabs, not command-line flags.
-    add_row("next step", in_form_words(QString::fromStdString(finding.next_step)));
+    add_row("next step", in_form_words(finding.next_step));
     item->setExpanded(true);
   }
   // The labels whole, unless they would take more than 40 % of the panel: the values need it
@@ -230,11 +230,11 @@ void AdvicePanel::show_diagnosis(qint64 request, const advise::Diagnosis& diagno
   replaying_ = false;
   status_->setText(status);
   QStringList notes;
-  for (const std::string& line : diagnosis.checked) {
-    notes << "✓ " + in_form_words(QString::fromStdString(line));
+  for (const Wording& line : diagnosis.checked) {
+    notes << "✓ " + in_form_words(line);
   }
-  for (const std::string& note : diagnosis.notes) {
-    notes << "• " + in_form_words(QString::fromStdString(note));
+  for (const Wording& note : diagnosis.notes) {
+    notes << "• " + in_form_words(note);
   }
   notes_->setText(notes.join("\n"));
   emit diagnosisShown(diagnosis.run_id);

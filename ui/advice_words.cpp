@@ -1,74 +1,115 @@
 #include "advice_words.h"
 
-#include <QRegularExpression>
-
-#include "field_errors.h"
+#include "common/wording.h"
 
 namespace rematlab::ui {
 namespace {
 
+// Run settings as the form labels them.
+struct Label {
+  const char* key;
+  const char* label;
+};
+constexpr Label kLabels[] = {
+    {"preset", "Preset"},
+    {"arch", "Family"},
+    {"layers", "Blocks"},
+    {"d_model", "d_model"},
+    {"heads", "Heads"},
+    {"kv_heads", "KV heads"},
+    {"mlp_hidden", "MLP width"},
+    {"loss_chunks", "Loss slices"},
+    {"seq_len", "Sequence"},
+    {"vocab", "Vocabulary"},
+    {"attention", "Attention"},
+    {"dropout", "Dropout"},
+    {"data", "Text file"},
+    {"accum", "Accumulation"},
+    {"steps", "Steps"},
+    {"lr", "Learning rate"},
+    {"seed", "Seed"},
+    {"threads", "Threads"},
+    {"device", "Device"},
+    {"ranks", "Ranks"},
+    {"nproc", "Ranks"},
+    {"shard", "Shard"},
+    {"name", "Experiment"},
+    {"checkpoint", "Policies"},
+    {"offload", "Offload"},
+    {"batch", "Micro-batch"},
+    {"precision", "Precision"},
+    {"budget", "Budget"},
+    {"max_batch", "Budget"},
+};
+
+QString setting_in_form_words(const Phrase& setting) {
+  const std::optional<QString> label = form_label(QString::fromStdString(setting.text));
+  const QString value = QString::fromStdString(setting.value);
+  const QString name =
+      label ? *label : "the command line's " + QString::fromStdString(flag_of(setting.text));
+  return value.isEmpty() ? name : name + " " + value;
+}
+
+bool has_setting(const std::vector<Phrase>& phrases, const std::string& key) {
+  for (const Phrase& phrase : phrases) {
+    if (phrase.kind == Phrase::Kind::kSetting && phrase.text == key) return true;
+  }
+  return false;
+}
+
 // Where the window does what a command does; a command it has no place for stays as written.
-QString place_of(const QString& command) {
-  static const QRegularExpression kSubcommand("^rematlab-cli\\s+(\\w[\\w-]*)");
-  const auto match = kSubcommand.match(command);
-  const QString subcommand = match.hasMatch() ? match.captured(1) : QString();
+QString place_of(const Phrase& command) {
+  const std::string& subcommand = command.text;
   if (subcommand == "plan" || subcommand == "estimate" || subcommand == "profile")
     return "the Plan tab";
-  if (subcommand == "check" && !command.contains("--at-step")) return "Check gradients";
+  if (subcommand == "check" && !has_setting(command.arguments, "at_step")) return "Check gradients";
   if (subcommand == "max-batch") return "the form's Max batch under budget";
   if (subcommand == "diagnose") return "this advisor";
-  return "the command line's `" + command + "`";
+  Wording whole;
+  for (const Phrase& phrase : command.arguments) whole += Wording(phrase);
+  const std::string arguments = whole.command_line();
+  return QString::fromStdString("the command line's `rematlab-cli " + subcommand +
+                                (arguments.empty() ? "" : " " + arguments) + "`");
 }
 
-// "--precision" → "Precision"; empty for a flag the form has no field for.
-QString form_label(const QString& flag) {
-  const QString key = flag.mid(2).replace('-', '_');
-  const QString label = field_label(flag);
-  return label == key && key != "d_model" ? QString() : label;
-}
-
-QString flags_in_form_words(const QString& text) {
-  static const QRegularExpression kFlag("--([a-z][a-z0-9-]*)(?: ([^\\s,;()]+))?");
-  QString said;
-  qsizetype from = 0;
-  for (auto it = kFlag.globalMatch(text); it.hasNext();) {
-    const auto match = it.next();
-    const QString between = text.mid(from, match.capturedStart() - from);
-    const QString label = form_label("--" + match.captured(1));
-    const QString value = match.captured(2);
-    const QString words = label.isEmpty()   ? "the command line's " + match.captured(0)
-                          : value.isEmpty() ? label
-                                            : label + " " + value;
-    said += (from > 0 && between == " " ? QString(", ") : between) + words;
-    from = match.capturedEnd();
-  }
-  return said + text.mid(from);
+bool is_setting(const std::vector<Phrase>& phrases, std::size_t i) {
+  return i < phrases.size() && phrases[i].kind == Phrase::Kind::kSetting;
 }
 
 }  // namespace
 
-QString in_form_words(const QString& command_line_text) {
-  QString text = command_line_text;
-  // Commands first (their flags are theirs), then what qualifies them.
-  static const QRegularExpression kCommand("`(rematlab-cli[^`]*)`");
-  QString placed;
-  qsizetype from = 0;
-  for (auto it = kCommand.globalMatch(text); it.hasNext();) {
-    const auto match = it.next();
-    placed += text.mid(from, match.capturedStart() - from) + place_of(match.captured(1));
-    from = match.capturedEnd();
+std::optional<QString> form_label(const QString& key) {
+  for (const Label& entry : kLabels) {
+    if (key == QLatin1String(entry.key)) return QString(entry.label);
   }
-  text = placed + text.mid(from);
-  static const QRegularExpression kQualifier(
-      " with the run's (settings|flags|--preset and --batch)");
-  text.replace(kQualifier, " for the run's configuration");
-  text.replace("the same flags", "the same settings");
-  // "--flag value": the field's label and the value, several in a row joined by commas; not
-  // inside a command left as the command line's (between backticks).
-  QStringList parts = text.split('`');
-  for (qsizetype part = 0; part < parts.size(); part += 2)
-    parts[part] = flags_in_form_words(parts[part]);
-  return parts.join('`');
+  return std::nullopt;
+}
+
+QString in_form_words(const Wording& words) {
+  const std::vector<Phrase>& phrases = words.phrases();
+  QString said;
+  for (std::size_t i = 0; i < phrases.size(); ++i) {
+    const Phrase& phrase = phrases[i];
+    switch (phrase.kind) {
+      case Phrase::Kind::kText:
+        // Settings in a row, as flags are given, read as a list: "Ranks 2, Shard optimizer".
+        said +=
+            phrase.text == " " && i > 0 && is_setting(phrases, i - 1) && is_setting(phrases, i + 1)
+                ? QStringLiteral(", ")
+                : QString::fromStdString(phrase.text);
+        break;
+      case Phrase::Kind::kSetting:
+        said += setting_in_form_words(phrase);
+        break;
+      case Phrase::Kind::kCommand:
+        said += place_of(phrase);
+        break;
+      case Phrase::Kind::kRunSettings:
+        said += "for the run's configuration";
+        break;
+    }
+  }
+  return said;
 }
 
 }  // namespace rematlab::ui

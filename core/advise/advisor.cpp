@@ -35,7 +35,7 @@ Finding missing_gradients_finding(const ChainWalk& walk, const std::string& whic
 
 // One step of the run's configuration from its first state, walked for gradients that never
 // arrive. Replayed rather than recorded during training: it costs a step here, nothing there.
-std::optional<ChainWalk> replay_first_step(const RunRecord& run, std::vector<std::string>& notes) {
+std::optional<ChainWalk> replay_first_step(const RunRecord& run, std::vector<Wording>& notes) {
   if (run.config.world_size > 1) {
     notes.push_back("missing gradients: a data-parallel run is not replayed (one process here)");
     return std::nullopt;
@@ -45,8 +45,7 @@ std::optional<ChainWalk> replay_first_step(const RunRecord& run, std::vector<std
     Trainer trainer(config);
     return walk_chain(trainer);
   } catch (const InvalidInput& error) {
-    notes.push_back(std::string("missing gradients: cannot replay on this machine: ") +
-                    error.what());
+    notes.push_back("missing gradients: cannot replay on this machine: " + error.words());
     return std::nullopt;
   }
 }

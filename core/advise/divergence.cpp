@@ -86,16 +86,19 @@ Finding stored_evidence(const RunRecord& run, const std::vector<StepMetrics>& st
 
   char lower_lr[32];
   std::snprintf(lower_lr, sizeof lower_lr, "%g", run.config.lr / 10.0);
-  finding.next_step = "train again with a lower learning rate (--lr " + std::string(lower_lr) +
-                      (run.config.grad_clip > 0.0 ? "" : " --grad-clip 1") +
-                      (run.config.precision == Precision::kFp16 ? " --precision bf16" : "") + ")";
+  finding.next_step = "train again with a lower learning rate (" + setting("lr", lower_lr);
+  if (run.config.grad_clip <= 0.0) finding.next_step += " " + setting("grad_clip", "1");
+  if (run.config.precision == Precision::kFp16) {
+    finding.next_step += " " + setting("precision", "bf16");
+  }
+  finding.next_step += ")";
   return finding;
 }
 
 // Replays the run up to step `bad` and walks that step sublayer by sublayer, naming the first
 // that went non-finite. False, with a note, when the replay could not be made.
 bool replay_and_walk(const RunConfig& config, const std::vector<StepMetrics>& steps, int64_t bad,
-                     const AdviseOptions& options, std::vector<std::string>& notes,
+                     const AdviseOptions& options, std::vector<Wording>& notes,
                      std::optional<ChainWalk>& walk, Finding& finding) {
   try {
     Trainer trainer(config);
@@ -117,14 +120,14 @@ bool replay_and_walk(const RunConfig& config, const std::vector<StepMetrics>& st
   } catch (const ReplayCancelled&) {
     notes.push_back("divergence: replay cancelled");
   } catch (const InvalidInput& error) {
-    notes.push_back(std::string("divergence: cannot replay on this machine: ") + error.what());
+    notes.push_back("divergence: cannot replay on this machine: " + error.words());
   }
   return false;
 }
 
 // Whether recomputation changed step `bad`: its gradients under the run's policy against none's.
 void check_recomputation(const RunRecord& run, const RunConfig& config, int64_t bad,
-                         const AdviseOptions& options, std::vector<std::string>& notes,
+                         const AdviseOptions& options, std::vector<Wording>& notes,
                          Finding& finding) {
   try {
     const GradientCheckResult check = check_gradients(config, options.cancel, std::nullopt, bad);
@@ -138,10 +141,10 @@ void check_recomputation(const RunRecord& run, const RunConfig& config, int64_t 
           {"recomputation", "NOT innocent: step " + std::to_string(bad) + " under " +
                                 run.config.checkpoint + " differs from none (max |diff| " +
                                 number(check.max_abs_diff) + " in " + check.worst_param + ")"});
-      finding.next_step = "`rematlab-cli check --checkpoint " + run.config.checkpoint +
-                          " --at-step " + std::to_string(bad) +
-                          "` with the run's flags shows the difference; train with --checkpoint "
-                          "none until it is fixed";
+      finding.next_step = command("check", setting("checkpoint", run.config.checkpoint) + " " +
+                                               setting("at_step", std::to_string(bad))) +
+                          " " + runs_settings("flags") + " shows the difference; train with " +
+                          setting("checkpoint", "none") + " until it is fixed";
     }
   } catch (const GradientCheckCancelled&) {
     notes.push_back("divergence: exactness check cancelled");
@@ -153,7 +156,7 @@ void check_recomputation(const RunRecord& run, const RunConfig& config, int64_t 
 std::optional<Finding> diagnose_divergence(const RunRecord& run,
                                            const std::vector<StepMetrics>& steps,
                                            const AdviseOptions& options,
-                                           std::vector<std::string>& notes,
+                                           std::vector<Wording>& notes,
                                            std::optional<ChainWalk>& walk) {
   const std::optional<int64_t> bad = first_nonfinite_step(steps);
   if (!bad) {

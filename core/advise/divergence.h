@@ -21,7 +21,7 @@ std::optional<int64_t> first_nonfinite_step(const std::vector<StepMetrics>& step
 std::optional<Finding> diagnose_divergence(const RunRecord& run,
                                            const std::vector<StepMetrics>& steps,
                                            const AdviseOptions& options,
-                                           std::vector<std::string>& notes,
+                                           std::vector<Wording>& notes,
                                            std::optional<ChainWalk>& walk);
 
 }  // namespace rematlab::advise

@@ -48,9 +48,10 @@ void out_of_memory(const RunRecord& run, const std::vector<StepMetrics>& steps, 
     const int64_t smallest = run.request.plan->smallest_feasible_bytes;
     finding.evidence.push_back({"asked", run.request.plan->requested});
     finding.evidence.push_back({"smallest budget a plan fits", format_bytes(smallest)});
-    finding.next_step = "--checkpoint plan:" + budget_flag(smallest) +
+    finding.next_step = setting("checkpoint", "plan:" + budget_flag(smallest)) +
                         " (the least activation memory any plan of this model and batch fits), "
-                        "or a smaller --batch";
+                        "or a smaller " +
+                        setting("batch");
     return;
   }
   if (run.request.max_batch && config.batch == 0) {
@@ -59,19 +60,20 @@ void out_of_memory(const RunRecord& run, const std::vector<StepMetrics>& steps, 
     const auto fit = estimated_fit(config, 1, budget);
     if (fit)
       finding.evidence.push_back({"batch 1 needs (estimated)", format_bytes(fit->needed_bytes)});
-    finding.next_step = fit ? "--budget " + budget_flag(fit->needed_bytes) +
-                                  " or more (what batch 1 needs, estimated), or a policy that "
-                                  "recomputes more (--checkpoint every:1)"
-                            : "a larger --budget, or a policy that recomputes more "
-                              "(--checkpoint every:1)";
+    const Wording more_recomputation =
+        "a policy that recomputes more (" + setting("checkpoint", "every:1") + ")";
+    finding.next_step = fit ? setting("budget", budget_flag(fit->needed_bytes)) +
+                                  " or more (what batch 1 needs, estimated), or " +
+                                  more_recomputation
+                            : "a larger " + setting("budget") + ", or " + more_recomputation;
     return;
   }
   const int64_t budget = config.budget_bytes;
   if (budget <= 0) {  // the device itself ran out
     finding.evidence.push_back({"device", config.device});
-    finding.next_step =
-        "a smaller --batch, or a policy that recomputes more (--checkpoint every:1); "
-        "`rematlab-cli estimate` with the run's settings shows what fits";
+    finding.next_step = "a smaller " + setting("batch") + ", or a policy that recomputes more (" +
+                        setting("checkpoint", "every:1") + "); " + command("estimate") + " " +
+                        runs_settings() + " shows what fits";
     return;
   }
   // The step that went over, as measured, and the estimator's figures for this batch and budget.
@@ -88,14 +90,14 @@ void out_of_memory(const RunRecord& run, const std::vector<StepMetrics>& steps, 
     // The first steps miss the optimizer's moments: the larger figure is what a whole run needs.
     needed = std::max(needed, fit->needed_bytes);
   }
-  std::string step = "--budget " + budget_flag(needed) + " (the smallest that fits batch " +
-                     std::to_string(config.batch) + ")";
+  Wording step = setting("budget", budget_flag(needed)) + " (the smallest that fits batch " +
+                 std::to_string(config.batch) + ")";
   if (fit && fit->max_batch && *fit->max_batch > 0 && *fit->max_batch < config.batch) {
     finding.evidence.push_back(
         {"largest batch under the budget (estimated)", std::to_string(*fit->max_batch)});
-    step += ", or --batch " + std::to_string(*fit->max_batch) +
-            " (the largest the estimator fits under " + format_bytes(budget) +
-            "; `rematlab-cli max-batch` measures it)";
+    step += ", or " + setting("batch", std::to_string(*fit->max_batch)) +
+            " (the largest the estimator fits under " + format_bytes(budget) + "; " +
+            command("max-batch") + " measures it)";
   } else if (fit && (!fit->max_batch || *fit->max_batch == 0)) {
     step += "; not even batch 1 fits the budget by the estimate";
   }

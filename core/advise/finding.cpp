@@ -33,6 +33,16 @@ std::string format_percent(double fraction) {
   return text;
 }
 
+namespace {
+
+std::vector<std::string> command_lines(const std::vector<Wording>& lines) {
+  std::vector<std::string> said;
+  for (const Wording& line : lines) said.push_back(line.command_line());
+  return said;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const Finding& finding) {
   nlohmann::json evidence = nlohmann::json::array();
   for (const Evidence& item : finding.evidence) {
@@ -41,7 +51,7 @@ nlohmann::json to_json(const Finding& finding) {
   return {{"kind", to_string(finding.kind)},
           {"title", finding.title},
           {"evidence", evidence},
-          {"next_step", finding.next_step}};
+          {"next_step", finding.next_step.command_line()}};
 }
 
 nlohmann::json to_json(const Diagnosis& diagnosis) {
@@ -50,8 +60,8 @@ nlohmann::json to_json(const Diagnosis& diagnosis) {
   return {{"run_id", diagnosis.run_id},
           {"run", diagnosis.run_label},
           {"findings", findings},
-          {"notes", diagnosis.notes},
-          {"checked", diagnosis.checked}};
+          {"notes", command_lines(diagnosis.notes)},
+          {"checked", command_lines(diagnosis.checked)}};
 }
 
 std::string format_diagnosis(const Diagnosis& diagnosis) {
@@ -71,15 +81,15 @@ std::string format_diagnosis(const Diagnosis& diagnosis) {
       out << "  " << item.label << std::string(width - item.label.size() + 2, ' ') << item.value
           << "\n";
     }
-    out << "  next: " << finding.next_step << "\n";
+    out << "  next: " << finding.next_step.command_line() << "\n";
   }
   if (!diagnosis.notes.empty()) {
     out << "\nNot checked or approximate:\n";
-    for (const std::string& note : diagnosis.notes) out << "  - " << note << "\n";
+    for (const Wording& note : diagnosis.notes) out << "  - " << note.command_line() << "\n";
   }
   if (!diagnosis.checked.empty()) {
     out << "\nChecked and fine:\n";
-    for (const std::string& line : diagnosis.checked) out << "  - " << line << "\n";
+    for (const Wording& line : diagnosis.checked) out << "  - " << line.command_line() << "\n";
   }
   return out.str();
 }

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "common/wording.h"
+
 namespace rematlab::advise {
 
 enum class FindingKind {
@@ -29,7 +31,7 @@ struct Finding {
   FindingKind kind = FindingKind::kDiverged;
   std::string title;
   std::vector<Evidence> evidence;
-  std::string next_step;  // a command or setting to try
+  Wording next_step;  // a command or setting to try
 };
 
 // Everything the advisor found about one run, what it could not check (and why), and what it
@@ -38,8 +40,8 @@ struct Diagnosis {
   int64_t run_id = 0;
   std::string run_label;
   std::vector<Finding> findings;
-  std::vector<std::string> notes;
-  std::vector<std::string> checked;
+  std::vector<Wording> notes;
+  std::vector<Wording> checked;
 };
 
 nlohmann::json to_json(const Finding& finding);

@@ -13,7 +13,7 @@ namespace {
 struct Cause {
   std::string title;
   std::vector<Evidence> evidence;
-  std::string next_step;
+  Wording next_step;
 };
 
 std::optional<Cause> specific_cause(const RunRecord& run,
@@ -28,14 +28,15 @@ std::optional<Cause> specific_cause(const RunRecord& run,
         {{"saved for backward (measured)", format_bytes(run.result.saved_activation_bytes)},
          {"saved under none (estimated)", format_bytes(estimated_none.saved_bytes)},
          {"saved under selective (estimated)", format_bytes(estimated_run.saved_bytes)}},
-        "--checkpoint every:1 (selective pays only with --attention math, whose s×s "
-        "scores it recomputes)"};
+        setting("checkpoint", "every:1") + " (selective pays only with " +
+            setting("attention", "math") + ", whose s×s scores it recomputes)"};
   }
   if (parse_offload(config.offload).kind == OffloadKind::kHost && config.device == "cpu") {
     return Cause{"host offload on a CPU device moves tensors within the same memory",
                  {{"offloaded at once (measured)", format_bytes(run.result.offloaded_peak_bytes)},
                   {"device", config.device}},
-                 "--offload none on CPU (offload saves device memory on CUDA), or --offload disk"};
+                 setting("offload", "none") + " on CPU (offload saves device memory on CUDA), or " +
+                     setting("offload", "disk")};
   }
   return std::nullopt;
 }
@@ -52,16 +53,18 @@ Cause dominant_cause(const RunRecord& run, int64_t logits_bytes, int64_t kept_by
     return Cause{"the model states dominate the peak, and checkpointing reduces activations only",
                  {{"model states (live when a step begins)", share(states)}},
                  run.config.precision == Precision::kFp32
-                     ? "--precision bf16 halves the weights and gradients; --nproc 2 --shard "
-                       "optimizer splits the optimizer's moments between processes"
-                     : "--nproc 2 --shard optimizer (or gradients) splits the model states "
-                       "between processes"};
+                     ? setting("precision", "bf16") + " halves the weights and gradients; " +
+                           setting("nproc", "2") + " " + setting("shard", "optimizer") +
+                           " splits the optimizer's moments between processes"
+                     : setting("nproc", "2") + " " + setting("shard", "optimizer") +
+                           " (or gradients) splits the model states between processes"};
   }
   if (logits_bytes >= kept_bytes) {
-    return Cause{"the logits and loss dominate the activations",
-                 {{"logits with their softmax (estimated)", share(logits_bytes)},
-                  {"loss slices", std::to_string(run.config.model.loss_chunk_count())}},
-                 "--loss-chunks auto (the head and loss in slices no wider than the MLP)"};
+    return Cause{
+        "the logits and loss dominate the activations",
+        {{"logits with their softmax (estimated)", share(logits_bytes)},
+         {"loss slices", std::to_string(run.config.model.loss_chunk_count())}},
+        setting("loss_chunks", "auto") + " (the head and loss in slices no wider than the MLP)"};
   }
   const CheckpointPolicy policy = CheckpointPolicy::parse(run.config.checkpoint);
   if (!policy.is_plan() && policy.plan_for(run.config.model.layers, 0.0).keep.any()) {
@@ -72,14 +75,14 @@ Cause dominant_cause(const RunRecord& run, int64_t logits_bytes, int64_t kept_by
   }
   return Cause{"the segments the plan keeps dominate the activations",
                {{"kept beyond every:1 (estimated)", share(kept_bytes)}, {"plan", kept_plan}},
-               "--checkpoint every:1 (recompute every block), or a smaller K"};
+               setting("checkpoint", "every:1") + " (recompute every block), or a smaller K"};
 }
 
 }  // namespace
 
 std::optional<Finding> diagnose_memory(const RunRecord& run,
                                        const std::optional<RunRecord>& none_run,
-                                       std::vector<std::string>& notes) {
+                                       std::vector<Wording>& notes) {
   const RunConfig& config = run.config;
   const estimate::Architecture arch = estimate::from_model_config(config.model);
   const bool offload = config.offload != "none";
@@ -102,9 +105,9 @@ std::optional<Finding> diagnose_memory(const RunRecord& run,
     reference_peak = states + estimated_none.peak_bytes;
     reference_text = format_bytes(reference_peak) + " (estimated)";
     notes.push_back(
-        "memory: no `none` run of the same configuration in the database, so its "
-        "peak is the estimator's (run the same flags with --checkpoint none to "
-        "measure it)");
+        "memory: no `none` run of the same configuration in the database, so its peak is the "
+        "estimator's (run the same settings with " +
+        setting("checkpoint", "none") + " to measure it)");
   }
   if (reference_peak <= 0) return std::nullopt;
   const double reduction =

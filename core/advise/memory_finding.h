@@ -19,6 +19,6 @@ inline constexpr double kMemoryReductionThreshold = 0.10;
 // device, the model states, the logits, or the segments the plan keeps.
 std::optional<Finding> diagnose_memory(const RunRecord& run,
                                        const std::optional<RunRecord>& none_run,
-                                       std::vector<std::string>& notes);
+                                       std::vector<Wording>& notes);
 
 }  // namespace rematlab::advise

@@ -64,12 +64,13 @@ bool plannable(const RunRecord& run) {
 
 // What to do about a drop whose largest significant cost is `name` ("recompute",
 // "offload waits", or empty when neither costs more than the noise).
-std::string next_step_for(const RunRecord& run, const std::string& name, double added_recompute) {
+Wording next_step_for(const RunRecord& run, const std::string& name, double added_recompute) {
   if (name == "recompute" && run.request.plan && !run.request.plan->chosen.empty()) {
     // Already the fastest plan its profile found for its budget: only more memory helps.
     return "this is the fastest plan found for " + run.request.plan->requested +
-           ": a larger budget recomputes less (the Plan tab, or `rematlab-cli plan "
-           "--ladder 6` with the run's settings, shows what each budget buys)";
+           ": a larger budget recomputes less (the Plan tab, or " +
+           command("plan", setting("ladder", "6")) + " " + runs_settings() +
+           ", shows what each budget buys)";
   } else if (name == "recompute" && plannable(run)) {
     // The memory this run used, as a budget, with room for the prediction's few percent (on the
     // smallest plans it predicts a little above what it then measures): the planner recomputes
@@ -78,23 +79,24 @@ std::string next_step_for(const RunRecord& run, const std::string& name, double 
         std::to_string(static_cast<int64_t>(std::ceil(
             static_cast<double>(run.result.peak_activation_bytes) * kPlanHeadroom / 1048576.0))) +
         "MiB";
-    return "--checkpoint plan:" + budget +
-           " trains the fastest segment list that fits the activation memory this "
-           "run used (`rematlab-cli plan --budget " +
-           budget +
-           "` with the run's settings shows it first); or recompute less where "
-           "memory allows, a larger K (--checkpoint every:K)";
+    return setting("checkpoint", "plan:" + budget) +
+           " trains the fastest segment list that fits the activation memory this run used (" +
+           command("plan", setting("budget", budget)) + " " + runs_settings() +
+           " shows it first); or recompute less where memory allows, a larger K (" +
+           setting("checkpoint", "every:K") + ")";
   } else if (name == "recompute") {
-    return "recompute less where memory allows: a larger K (--checkpoint every:K); `rematlab-cli "
-           "estimate` with the run's --preset and --batch shows each K's peak";
+    return "recompute less where memory allows: a larger K (" + setting("checkpoint", "every:K") +
+           "); " + command("estimate") + " " + runs_settings("--preset and --batch") +
+           " shows each K's peak";
   } else if (name == "offload waits") {
-    return "--offload none where the memory allows it (on CUDA, host offload overlaps its copies "
-           "with backward; disk offload waits on the disk)";
+    return setting("offload", "none") +
+           " where the memory allows it (on CUDA, host offload overlaps its copies with "
+           "backward; disk offload waits on the disk)";
   } else {
     return "the added time is not recomputation (it adds " +
            format_ms(std::max(0.0, added_recompute)) +
-           ", within the noise): rerun both with the same --threads on a quiet "
-           "machine (contention or noise)";
+           ", within the noise): rerun both with the same " + setting("threads") +
+           " on a quiet machine (contention or noise)";
   }
 }
 

@@ -101,13 +101,13 @@ void validate(const Architecture& arch) {
   require_at_most(arch.vocab, kMaxVocab, "--vocab");
   require_at_most(arch.mlp_hidden, kMaxMlpHidden, "--mlp-hidden");
   if (arch.d_model % arch.heads != 0) {
-    throw InvalidInput("--heads", std::to_string(arch.heads) + " heads do not divide --d-model " +
-                                      std::to_string(arch.d_model));
+    throw InvalidInput("--heads", std::to_string(arch.heads) + " heads do not divide " +
+                                      setting("d_model", std::to_string(arch.d_model)));
   }
   if (arch.kv_heads > arch.heads || arch.heads % arch.kv_heads != 0) {
     throw InvalidInput("--kv-heads", std::to_string(arch.kv_heads) +
-                                         " key/value heads do not divide --heads " +
-                                         std::to_string(arch.heads));
+                                         " key/value heads do not divide " +
+                                         setting("heads", std::to_string(arch.heads)));
   }
   if (arch.rotary && arch.head_dim() % 2 != 0) {
     throw InvalidInput("--heads", "rotary positions need an even head width, got " +

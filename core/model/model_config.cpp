@@ -154,8 +154,8 @@ void validate(const ModelConfig& config) {
   if (config.kv_heads < 0) throw InvalidInput("--kv-heads", "must not be negative");
   if (config.mlp_hidden < 0) throw InvalidInput("--mlp-hidden", "must not be negative");
   if (config.d_model % config.heads != 0) {
-    throw InvalidInput("--heads", std::to_string(config.heads) + " heads do not divide --d-model " +
-                                      std::to_string(config.d_model));
+    throw InvalidInput("--heads", std::to_string(config.heads) + " heads do not divide " +
+                                      setting("d_model", std::to_string(config.d_model)));
   }
   if (config.heads % config.key_value_heads() != 0) {
     throw InvalidInput("--kv-heads", std::to_string(config.key_value_heads()) +

@@ -93,9 +93,8 @@ void validate_data_parallel(const RunConfig& config) {
     throw InvalidInput("--bucket-size", "must be between 1 byte and 1 TiB");
   }
   if (shard == ShardMode::kGradients && config.precision == Precision::kFp16) {
-    throw InvalidInput("--shard",
-                       "gradients cannot be sharded with fp16 loss scaling yet; use "
-                       "--shard optimizer or bf16");
+    throw InvalidInput("--shard", "gradients cannot be sharded with fp16 loss scaling yet; use " +
+                                      setting("shard", "optimizer") + " or bf16");
   }
 }
 
@@ -165,7 +164,8 @@ void validate(const RunConfig& config) {
   if (offload.kind != OffloadKind::kNone && policy.is_none()) {
     throw InvalidInput("--offload",
                        "offload moves the inputs that recomputed segments save; "
-                       "choose a --checkpoint policy other than none");
+                       "choose a " +
+                           setting("checkpoint") + " policy other than none");
   }
   validate_data_parallel(config);
 }

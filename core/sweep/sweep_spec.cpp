@@ -53,20 +53,14 @@ MaxBatchSpec parse_max_batch(const nlohmann::ordered_json& object) {
   return spec;
 }
 
-// The run field an engine error names: "--d-model" → "d_model".
-std::string field_key(const std::string& flag) {
-  std::string key = flag.rfind("--", 0) == 0 ? flag.substr(2) : flag;
-  std::replace(key.begin(), key.end(), '-', '_');
-  return key;
-}
-
 // Validates a config; `blame` turns the run field at fault into the spec key to name.
 template <typename Blame>
 void validate_as(const RunConfig& config, const Blame& blame) {
   try {
     validate(config);
   } catch (const InvalidInput& error) {
-    throw InvalidInput(blame(field_key(error.field())), error.field() + " " + error.reason());
+    if (error.setting().empty()) throw InvalidInput(blame(error.field()), error.what());
+    throw InvalidInput(blame(error.setting()), error.setting(), error.reason_words());
   }
   // Points are spread over workers (sweep --workers, torchrun, Slurm), but each point is
   // trained by one process: a point that is itself data parallel would need a group of workers.
