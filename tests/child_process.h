@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -21,6 +22,34 @@
 extern char** environ;
 
 namespace rematlab::testing {
+
+// Polls `condition` every 20 ms until it holds or `timeout` passes; its last answer.
+inline bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return condition();
+}
+
+// Every process whose environment holds `entry` ("TMPDIR=/tmp/x": a case's own marker), from
+// /proc.
+inline std::vector<pid_t> processes_with(const std::string& entry) {
+  std::vector<pid_t> found;
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return found;
+  while (const dirent* process = ::readdir(proc)) {
+    const std::string name = process->d_name;
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream environment("/proc/" + name + "/environ", std::ios::binary);
+    for (std::string each; std::getline(environment, each, '\0');) {
+      if (each == entry) found.push_back(std::stoi(name));
+    }
+  }
+  ::closedir(proc);
+  return found;
+}
 
 // The processes whose parent is `parent`, from /proc.
 inline std::vector<pid_t> children_of(pid_t parent) {

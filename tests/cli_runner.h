@@ -13,21 +13,20 @@
 #include <string>
 
 #include "common/posix_files.h"
+#include "scratch_dir.h"
 
 namespace rematlab::testing {
+
+// The smallest model the data-parallel and signal suites train on several ranks.
+inline constexpr const char* kTiny =
+    "--preset tiny --layers 2 --d-model 32 --heads 2 --seq-len 16 --vocab 64 --batch 2 "
+    "--threads 1";
 
 struct CliResult {
   int exit_code = -1;
   std::string out;
   std::string err;
 };
-
-inline std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 // `arguments` go through the shell (quote as a shell would); `wrapper` (e.g. strace …) runs the
 // binary.

@@ -1,16 +1,26 @@
-// Test helpers for the data-parallel suites: a scratch directory removed with its contents, and
-// a port no process listens on now (for rendezvous variables that need a number up front).
+// Test helpers: a scratch directory removed with its contents, a file's bytes, and a port no
+// process listens on now (for rendezvous variables that need a number up front).
 #pragma once
 
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "common/posix_files.h"
 
 namespace rematlab::testing {
+
+// A file's bytes, whatever they are (empty when it cannot be read).
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
 
 class ScratchDir {
  public:

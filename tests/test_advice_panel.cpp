@@ -18,6 +18,7 @@ namespace {
 
 using rematlab::ui::AdvicePanel;
 using rematlab::ui::in_form_words;
+using rematlab::ui::testing::advise;
 using rematlab::ui::testing::Bench;
 using rematlab::ui::testing::kTimeoutMs;
 
@@ -76,14 +77,6 @@ TEST(AdviceWords, NextStepsAreSaidAsTheFormAndTheTabsNameThem) {
             "Budget 2MiB (the smallest that fits batch 8), or Micro-batch 3");
   // Plain words are said as they are, flags in them included: only parts name settings.
   EXPECT_EQ(in_form_words(Wording("use --batch 3")), "use --batch 3");
-}
-
-AdvicePanel* advise(Bench& bench, int64_t id) {
-  AdvicePanel* advice = bench.window.runs_view()->advice_panel();
-  QSignalSpy shown(advice, &AdvicePanel::diagnosisShown);
-  bench.window.runs_view()->select_ids({id});
-  EXPECT_TRUE(shown.wait(kTimeoutMs));
-  return advice;
 }
 
 QString next_steps(const AdvicePanel* advice) {

@@ -32,21 +32,19 @@ using testing::ChildProcess;
 using testing::cli;
 using testing::cli_through;
 using testing::count_lines;
+using testing::kTiny;
 using testing::last_line_json;
 using testing::slurp;
 using Clock = std::chrono::steady_clock;
 
 using testing::free_port;
 using testing::ScratchDir;
+using testing::wait_until;
 
-std::string rank_env(int rank, int world, int port) {
+std::string shell_rank_env(int rank, int world, int port) {
   return "env RANK=" + std::to_string(rank) + " WORLD_SIZE=" + std::to_string(world) +
          " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port);
 }
-
-const char* kTiny =
-    "--preset tiny --layers 2 --d-model 32 --heads 2 --seq-len 16 --vocab 64 "
-    "--batch 2 --threads 1";
 
 std::vector<std::string> split(const std::string& text) {
   std::istringstream in(text);
@@ -68,15 +66,6 @@ std::map<int, pid_t> ranks_of(pid_t parent) {
 }
 
 bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
-
-bool wait_until(const std::function<bool()>& condition, std::chrono::seconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return condition();
-}
 
 // The launcher's ranks once rank 0 has trained 3 steps; empty if the launcher ended first or
 // that took more than two minutes.
@@ -278,7 +267,7 @@ TEST(DistCli, APortInUseIsOneLineNamingIt) {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
   const int port = ntohs(address.sin_port);
   const auto result =
-      cli_through(rank_env(0, 2, port), "run " + std::string(kTiny) + " --dist-timeout 5");
+      cli_through(shell_rank_env(0, 2, port), "run " + std::string(kTiny) + " --dist-timeout 5");
   ::close(fd);
   EXPECT_EQ(result.exit_code, 2) << result.err;
   EXPECT_EQ(count_lines(result.err), 1) << result.err;
@@ -289,8 +278,8 @@ TEST(DistCli, APortInUseIsOneLineNamingIt) {
 
 TEST(DistCli, AMissingPeerIsReportedAfterTheTimeout) {
   const auto start = Clock::now();
-  const auto result =
-      cli_through(rank_env(0, 3, free_port()), "run " + std::string(kTiny) + " --dist-timeout 2");
+  const auto result = cli_through(shell_rank_env(0, 3, free_port()),
+                                  "run " + std::string(kTiny) + " --dist-timeout 2");
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(30));
   EXPECT_EQ(result.exit_code, 4) << result.err;
   EXPECT_EQ(count_lines(result.err), 1) << result.err;
@@ -311,7 +300,7 @@ TEST(DistCli, BadDistributedFlagsAreRefusedBeforeAnythingStarts) {
     EXPECT_EQ(count_lines(result.err), 1) << arguments << ": " << result.err;
     EXPECT_NE(result.err.find(flag), std::string::npos) << arguments << ": " << result.err;
   }
-  const auto inside = cli_through(rank_env(0, 2, free_port()), "run --nproc 2");
+  const auto inside = cli_through(shell_rank_env(0, 2, free_port()), "run --nproc 2");
   EXPECT_EQ(inside.exit_code, 2) << inside.err;
   EXPECT_NE(inside.err.find("--nproc: this process is already rank 0 of 2"), std::string::npos)
       << inside.err;
@@ -524,7 +513,7 @@ TEST(DistSweep, BadWorkerFlagsAreRefusedBeforeAnythingStarts) {
     EXPECT_NE(result.err.find(flag), std::string::npos) << arguments << ": " << result.err;
   }
   const auto inside =
-      cli_through(rank_env(0, 2, free_port()), "sweep --spec " + spec + " --workers 2");
+      cli_through(shell_rank_env(0, 2, free_port()), "sweep --spec " + spec + " --workers 2");
   EXPECT_EQ(inside.exit_code, 2) << inside.err;
   EXPECT_NE(inside.err.find("--workers: this process is already worker 0 of 2"), std::string::npos)
       << inside.err;

@@ -31,29 +31,19 @@ namespace {
 
 using testing::ChildProcess;
 using testing::count_lines;
+using testing::kTiny;
 using testing::last_line_json;
+using testing::processes_with;
 using testing::ScratchDir;
 using testing::slurp;
+using testing::wait_until;
 using Clock = std::chrono::steady_clock;
-
-const char* kTiny =
-    "--preset tiny --layers 2 --d-model 32 --heads 2 --seq-len 16 --vocab 64 --batch 2 "
-    "--threads 1";
 
 std::vector<std::string> command(const std::string& arguments) {
   std::vector<std::string> args = {REMATLAB_CLI_PATH};
   std::istringstream in(arguments);
   for (std::string word; in >> word;) args.push_back(word);
   return args;
-}
-
-bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return condition();
 }
 
 // Waits for `text` in the file a process writes its stderr to (false if it ended first).
@@ -65,19 +55,6 @@ bool wait_for_output(ChildProcess& process, const std::string& err, const std::s
              },
              std::chrono::seconds(120)) &&
          slurp(err).find(text) != std::string::npos;
-}
-
-// Every process whose environment carries `marker` (a case's own TMPDIR).
-std::vector<pid_t> processes_with(const std::string& marker) {
-  std::vector<pid_t> found;
-  for (const std::string& pid : files::list("/proc")) {
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream environ("/proc/" + pid + "/environ", std::ios::binary);
-    for (std::string entry; std::getline(environ, entry, '\0');) {
-      if (entry == marker) found.push_back(std::stoi(pid));
-    }
-  }
-  return found;
 }
 
 // The socket inodes a process holds open.
@@ -121,9 +98,9 @@ std::vector<Listener> listeners(const std::set<std::string>& inodes) {
   return found;
 }
 
-class Case {
+class SignalCase {
  public:
-  explicit Case(const std::string& name) : dir_(name), tmp_(dir_.file("tmp")) {
+  explicit SignalCase(const std::string& name) : dir_(name), tmp_(dir_.file("tmp")) {
     files::make_directories(tmp_);
   }
   std::string file(const std::string& name) const { return dir_.file(name); }
@@ -167,7 +144,7 @@ int64_t last_step_printed(const std::string& err) {
 // A run stopped by `signal` mid-training: exit 0, recorded cancelled with every step it printed,
 // and no offload folder left.
 void expect_stopped_and_recorded(int signal) {
-  Case scratch("signal-run-" + std::to_string(signal));
+  SignalCase scratch("signal-run-" + std::to_string(signal));
   const std::string offload = scratch.file("offload");
   files::make_directories(offload);
   auto run = scratch.start("run " + std::string(kTiny) +
@@ -196,7 +173,7 @@ TEST(Signals, SigtermMidRunRecordsEveryStepCancelledAndRemovesTheOffloadFolder) 
 TEST(Signals, SighupMidRunDoesTheSame) { expect_stopped_and_recorded(SIGHUP); }
 
 TEST(Signals, SigtermMidLaunchEndsEveryRankCancelled) {
-  Case scratch("signal-launch");
+  SignalCase scratch("signal-launch");
   auto launcher =
       scratch.start("run " + std::string(kTiny) +
                     " --nproc 2 --steps 100000 --checkpoint every:1 --db " + scratch.db());
@@ -215,7 +192,7 @@ TEST(Signals, SigtermMidLaunchEndsEveryRankCancelled) {
 }
 
 TEST(Signals, SigtermMidSweepCancelsThePointWithItsSteps) {
-  Case scratch("signal-sweep");
+  SignalCase scratch("signal-sweep");
   std::ofstream(scratch.file("spec.json"))
       << R"({"base": {"preset": "tiny", "steps": 100000, "threads": 1},
              "axes": {"checkpoint": ["every:1", "none"]}})";
@@ -242,7 +219,7 @@ TEST(Signals, SigtermMidSweepCancelsThePointWithItsSteps) {
 TEST(Signals, CtrlCAtAnyMomentOfALaunchEndsItCancelled) {
   int launches_answered = 0;
   for (const int delay_ms : {0, 100, 200, 300, 400, 500, 650, 800, 1000, 1300, 1700}) {
-    Case scratch("signal-early-" + std::to_string(delay_ms));
+    SignalCase scratch("signal-early-" + std::to_string(delay_ms));
     auto launcher =
         scratch.start("run " + std::string(kTiny) +
                       " --nproc 2 --steps 100000 --dist-timeout 20 --db " + scratch.db());
@@ -280,7 +257,7 @@ TEST(Signals, CtrlCAtAnyMomentOfALaunchEndsItCancelled) {
 }
 
 TEST(Signals, TheFirstCtrlCStopsAProfileAndKeepsNothing) {
-  Case scratch("signal-profile");
+  SignalCase scratch("signal-profile");
   for (const std::string& arguments :
        {std::string("plan --preset small --threads 1 --repeats 50 --budget 100MiB --db "),
         std::string("run --preset small --threads 1 --checkpoint plan:100MiB --db ")}) {
@@ -306,7 +283,7 @@ TEST(Signals, TheFirstCtrlCStopsAProfileAndKeepsNothing) {
 }
 
 TEST(Signals, ASweepPointThatProfilesIsCancelledByTheFirstCtrlC) {
-  Case scratch("signal-sweep-profile");
+  SignalCase scratch("signal-sweep-profile");
   std::ofstream(scratch.file("spec.json"))
       << R"({"base": {"preset": "small", "steps": 3, "threads": 1},
              "axes": {"checkpoint": ["plan:100MiB", "none"]}})";
@@ -329,7 +306,7 @@ TEST(Signals, ASweepPointThatProfilesIsCancelledByTheFirstCtrlC) {
 // A rank waiting for the others (rank 0 never comes) heeds a SIGTERM, as torchrun's or Slurm's
 // single stop signal sends it, instead of waiting out the timeout.
 TEST(Signals, ARankWaitingForTheOthersStopsAtTheFirstSigterm) {
-  Case scratch("signal-waiting");
+  SignalCase scratch("signal-waiting");
   const int port = testing::free_port();
   auto rank1 = scratch.start(
       "run " + std::string(kTiny) + " --steps 2 --dist-timeout 60",
@@ -349,7 +326,7 @@ TEST(Signals, ARankWaitingForTheOthersStopsAtTheFirstSigterm) {
 }
 
 TEST(Exposure, ALaunchListensOnLoopbackOnly) {
-  Case scratch("exposure");
+  SignalCase scratch("exposure");
   auto launcher =
       scratch.start("run " + std::string(kTiny) +
                     " --nproc 2 --steps 100000 --checkpoint every:1 --db " + scratch.db());
@@ -377,7 +354,7 @@ std::vector<std::string> rank_env(int rank, int world, int port, const std::stri
 }
 
 TEST(Exposure, ARankWithAnotherSecretIsRefused) {
-  Case scratch("secret");
+  SignalCase scratch("secret");
   const int port = testing::free_port();
   const std::string run = "run " + std::string(kTiny) + " --steps 2 --dist-timeout 5";
   auto rank0 = scratch.start(run, rank_env(0, 2, port, "0123456789abcdef0123"), 0);
@@ -403,7 +380,7 @@ TEST(Exposure, ARankWithAnotherSecretIsRefused) {
 }
 
 TEST(Exposure, RanksToldOtherWorldSizesNameTheSetting) {
-  Case scratch("world-sizes");
+  SignalCase scratch("world-sizes");
   const int port = testing::free_port();
   const std::string run = "run " + std::string(kTiny) + " --steps 2 --dist-timeout 10";
   auto rank0 = scratch.start(run, rank_env(0, 2, port), 0);
@@ -458,7 +435,7 @@ class SilentServer {
 };
 
 TEST(Exposure, ARendezvousThatNeverAnswersEndsWithinTheTimeoutInOneLine) {
-  Case scratch("silent");
+  SignalCase scratch("silent");
   SilentServer server;
   const auto start = Clock::now();
   auto rank1 = scratch.start("run " + std::string(kTiny) + " --steps 2 --dist-timeout 3",

@@ -38,13 +38,6 @@ using testing::slurp;
 
 const char* kTinyRun = "--preset tiny --steps 2 --threads 1";
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
 std::vector<std::string> words(const std::string& text) {
   std::istringstream in(text);
   std::vector<std::string> out;
@@ -55,21 +48,6 @@ std::vector<std::string> words(const std::string& text) {
 std::set<std::string> names_in(const std::string& folder) {
   const std::vector<std::string> listed = files::list(folder);
   return {listed.begin(), listed.end()};
-}
-
-// Processes whose environment names `tmpdir`: every process a case started carries it.
-std::vector<std::string> processes_with(const std::string& tmpdir) {
-  const std::string marker = "TMPDIR=" + tmpdir;
-  std::vector<std::string> found;
-  for (const std::string& pid : files::list("/proc")) {
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    const std::string environ = read_bytes("/proc/" + pid + "/environ");
-    std::istringstream entries(environ);
-    for (std::string entry; std::getline(entries, entry, '\0');) {
-      if (entry == marker) found.push_back(pid);
-    }
-  }
-  return found;
 }
 
 struct Outcome {
@@ -133,8 +111,8 @@ class Bench {
     std::set<std::string> scratch, tmp;
   };
   Snapshot snapshot() const {
-    return {read_bytes(db_), read_bytes(db_ + "-wal"), read_bytes(db_ + "-shm"),
-            names_in(dir_.path()), names_in(tmp_)};
+    return {slurp(db_), slurp(db_ + "-wal"), slurp(db_ + "-shm"), names_in(dir_.path()),
+            names_in(tmp_)};
   }
   void expect_unchanged(const Snapshot& before) const {
     const Snapshot after = snapshot();
@@ -145,7 +123,7 @@ class Bench {
   }
   void expect_nothing_left() const {
     EXPECT_TRUE(names_in(tmp_).empty()) << "a temporary file was left";
-    EXPECT_TRUE(processes_with(tmp_).empty()) << "a process was left running";
+    EXPECT_TRUE(testing::processes_with("TMPDIR=" + tmp_).empty()) << "a process was left running";
   }
 
  private:
@@ -220,7 +198,7 @@ void write(const std::string& path, const std::string& text) { std::ofstream(pat
 // The database cut to half its size, as a copy interrupted halfway leaves it.
 void truncate_database(Bench& bench) {
   bench.tamper("PRAGMA wal_checkpoint(TRUNCATE)");
-  const std::string bytes = read_bytes(bench.db());
+  const std::string bytes = slurp(bench.db());
   files::remove_file(bench.db() + "-wal");
   files::remove_file(bench.db() + "-shm");
   std::ofstream(bench.db(), std::ios::binary | std::ios::trunc)
@@ -611,7 +589,7 @@ TEST(HostileExport, DevicesPipesStdoutAndLinksAreWrittenThroughNotReplaced) {
   struct stat link {};
   ASSERT_EQ(::lstat(bench.file("latest.csv").c_str(), &link), 0);
   EXPECT_TRUE(S_ISLNK(link.st_mode)) << "the link was replaced by a file";
-  EXPECT_EQ(read_bytes(bench.file("report.csv")).rfind("id,", 0), 0u);
+  EXPECT_EQ(slurp(bench.file("report.csv")).rfind("id,", 0), 0u);
 
   // A pipe with a reader gets the CSV.
   ASSERT_EQ(::mkfifo(bench.file("pipe").c_str(), 0600), 0);

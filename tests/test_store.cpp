@@ -22,6 +22,7 @@
 #include "common/posix_files.h"
 #include "common/process_identity.h"
 #include "runtime/runtime_info.h"
+#include "scratch_dir.h"
 #include "store/csv_export.h"
 #include "store/peak_flops_registry.h"
 #include "store/run_comparison.h"
@@ -50,13 +51,6 @@ class TempDir {
   static inline int counter_ = 0;
   std::string path_;
 };
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 std::string pragma_text(const std::string& path, const std::string& pragma) {
   Database db(path, Database::Mode::kReadOnly);
@@ -168,7 +162,7 @@ TEST(Store, RefusesAFileThatIsNotADatabaseAndLeavesItAlone) {
   TempDir dir;
   const std::string path = dir.file("notes.txt");
   std::ofstream(path) << "these are my notes, not a database\n";
-  const std::string before = read_bytes(path);
+  const std::string before = testing::slurp(path);
   try {
     RunStore store(path);
     FAIL() << "a text file was accepted";
@@ -176,7 +170,7 @@ TEST(Store, RefusesAFileThatIsNotADatabaseAndLeavesItAlone) {
     EXPECT_EQ(error.field(), "--db");
     EXPECT_NE(std::string(error.what()).find("not a RematLab database"), std::string::npos);
   }
-  EXPECT_EQ(read_bytes(path), before);
+  EXPECT_EQ(testing::slurp(path), before);
   EXPECT_EQ(dir.names(), std::vector<std::string>{"notes.txt"});  // no -wal, no -journal
 }
 
@@ -187,9 +181,9 @@ TEST(Store, RefusesAnotherProgramsSqliteDatabase) {
     Database db(path, Database::Mode::kReadWriteCreate);
     db.exec("CREATE TABLE invoices (id INTEGER PRIMARY KEY); INSERT INTO invoices VALUES (1);");
   }
-  const std::string before = read_bytes(path);
+  const std::string before = testing::slurp(path);
   EXPECT_THROW(RunStore store(path), InvalidInput);
-  EXPECT_EQ(read_bytes(path), before);
+  EXPECT_EQ(testing::slurp(path), before);
 }
 
 // A RematLab database cut short (a copy interrupted halfway) is said to be damaged, with how to
@@ -207,10 +201,10 @@ TEST(Store, ATruncatedDatabaseIsCalledDamagedAndLeftAlone) {
     Database db(path, Database::Mode::kReadWrite);
     db.exec("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE;");
   }
-  const std::string whole = read_bytes(path);
+  const std::string whole = testing::slurp(path);
   ASSERT_GT(whole.size(), 8192u);
   std::ofstream(path, std::ios::binary | std::ios::trunc) << whole.substr(0, whole.size() / 2);
-  const std::string cut = read_bytes(path);
+  const std::string cut = testing::slurp(path);
   for (const StoreAccess access : {StoreAccess::kReadWrite, StoreAccess::kReadOnly}) {
     try {
       RunStore store(path, access, false);
@@ -222,7 +216,7 @@ TEST(Store, ATruncatedDatabaseIsCalledDamagedAndLeftAlone) {
     }
   }
   EXPECT_THROW(check_database_path(path), InvalidInput);
-  EXPECT_EQ(read_bytes(path), cut);
+  EXPECT_EQ(testing::slurp(path), cut);
   EXPECT_EQ(dir.names(), std::vector<std::string>{"runs.sqlite"});
 }
 
@@ -235,7 +229,7 @@ TEST(Store, AnEmptySqliteDatabaseIsNotTakenForOneToUpgrade) {
     Database db(path, Database::Mode::kReadWriteCreate);
     db.exec("VACUUM");
   }
-  const std::string before = read_bytes(path);
+  const std::string before = testing::slurp(path);
   ASSERT_GT(before.size(), 0u) << "no SQLite header was written";
   try {
     RunStore store(path, StoreAccess::kReadWrite, /*create=*/false);
@@ -244,7 +238,7 @@ TEST(Store, AnEmptySqliteDatabaseIsNotTakenForOneToUpgrade) {
     EXPECT_NE(std::string(error.what()).find("empty SQLite database"), std::string::npos)
         << error.what();
   }
-  EXPECT_EQ(read_bytes(path), before);
+  EXPECT_EQ(testing::slurp(path), before);
 }
 
 // What rank 0 checks before the rendezvous: everything that would refuse the database, with
@@ -280,13 +274,13 @@ TEST(Store, ReadingAQuietDatabaseLeavesNoFilesBesideIt) {
     writer.begin_run(std::nullopt, "one", RunConfig{});
   }
   ASSERT_EQ(dir.names(), std::vector<std::string>{"runs.sqlite"}) << "a writer left its files";
-  const std::string before = read_bytes(path);
+  const std::string before = testing::slurp(path);
   {
     RunStore reader(path, StoreAccess::kReadOnly, false);
     EXPECT_EQ(reader.runs().size(), 1u);
   }
   EXPECT_EQ(dir.names(), std::vector<std::string>{"runs.sqlite"});
-  EXPECT_EQ(read_bytes(path), before);
+  EXPECT_EQ(testing::slurp(path), before);
 }
 
 // A reader of a database nobody had open still takes SQLite's locks: a writer that starts, writes,
@@ -341,14 +335,14 @@ TEST(Store, RefusesANewerSchemaAndLeavesItAlone) {
     Database db(path, Database::Mode::kReadWrite);
     db.exec("PRAGMA journal_mode = DELETE; PRAGMA user_version = 99;");
   }
-  const std::string before = read_bytes(path);
+  const std::string before = testing::slurp(path);
   try {
     RunStore store(path);
     FAIL() << "a newer schema was accepted";
   } catch (const InvalidInput& error) {
     EXPECT_NE(std::string(error.what()).find("newer"), std::string::npos) << error.what();
   }
-  EXPECT_EQ(read_bytes(path), before);
+  EXPECT_EQ(testing::slurp(path), before);
 }
 
 TEST(Store, RunsAndStepsRoundTripExactly) {
@@ -624,7 +618,7 @@ TEST(Comparison, RunsWithoutResultsHaveNoValuesAndNoRatios) {
 TEST(Store, CsvIsWrittenWholeOrNotAtAll) {
   TempDir dir;
   write_file_atomically(dir.file("out.csv"), "a,b\r\n1,2\r\n");
-  EXPECT_EQ(read_bytes(dir.file("out.csv")), "a,b\r\n1,2\r\n");
+  EXPECT_EQ(testing::slurp(dir.file("out.csv")), "a,b\r\n1,2\r\n");
   EXPECT_THROW(write_file_atomically(dir.file("no/such/dir/out.csv"), "x"), InvalidInput);
   EXPECT_EQ(dir.names(), std::vector<std::string>{"out.csv"});  // no temporary left
 }
@@ -831,7 +825,7 @@ TEST(Store, ReadOnlyAccessReadsAWriteProtectedCopyWithoutChangingIt) {
     writer.finish_run(run, sample_summary(RunConfig{}));
   }
   ASSERT_EQ(::chmod(path.c_str(), 0444), 0);
-  const std::string before = read_bytes(path);
+  const std::string before = testing::slurp(path);
   {
     RunStore store(path, StoreAccess::kReadOnly, /*create=*/false);
     EXPECT_TRUE(store.read_only());
@@ -839,7 +833,7 @@ TEST(Store, ReadOnlyAccessReadsAWriteProtectedCopyWithoutChangingIt) {
     EXPECT_EQ(store.steps(1).size(), 1u);
     EXPECT_THROW(store.delete_runs({1}), InvalidInput);
   }
-  EXPECT_EQ(read_bytes(path), before);
+  EXPECT_EQ(testing::slurp(path), before);
   EXPECT_THROW(RunStore(dir.file("missing.sqlite"), StoreAccess::kReadOnly, false), InvalidInput);
 }
 
@@ -847,14 +841,14 @@ TEST(Store, ReadOnlyAccessRefusesAnOlderSchemaInsteadOfMigratingIt) {
   TempDir dir;
   const std::string path = dir.file("old.sqlite");
   create_store_database_at_version(path, kStoreSchemaVersion - 1);
-  const std::string before = read_bytes(path);
+  const std::string before = testing::slurp(path);
   try {
     RunStore store(path, StoreAccess::kReadOnly, false);
     ADD_FAILURE() << "an older schema was read without its migration";
   } catch (const InvalidInput& error) {
     EXPECT_NE(std::string(error.what()).find("upgrades it"), std::string::npos) << error.what();
   }
-  EXPECT_EQ(read_bytes(path), before);
+  EXPECT_EQ(testing::slurp(path), before);
 }
 
 TEST(Store, ALockedDatabaseIsReportedAsLocked) {

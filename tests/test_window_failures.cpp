@@ -23,18 +23,10 @@ using rematlab::StoreAccess;
 using rematlab::ui::AdvicePanel;
 using rematlab::ui::LiveCharts;
 using rematlab::ui::MainWindow;
+using rematlab::ui::testing::advise;
 using rematlab::ui::testing::Bench;
 using rematlab::ui::testing::kTimeoutMs;
 using rematlab::ui::testing::show_at;
-
-// The advisor's findings for `id`, selected in the Runs tab as a user would.
-AdvicePanel* advise(Bench& bench, int64_t id) {
-  AdvicePanel* advice = bench.window.runs_view()->advice_panel();
-  QSignalSpy shown(advice, &AdvicePanel::diagnosisShown);
-  bench.window.runs_view()->select_ids({id});
-  EXPECT_TRUE(shown.wait(kTimeoutMs));
-  return advice;
-}
 
 // The text of every row of the advisor's findings, evidence and next steps.
 QString advice_text(AdvicePanel* advice) {

@@ -18,8 +18,10 @@
 #include <QTimer>
 #include <memory>
 
+#include "advice_panel.h"
 #include "experiment_panel.h"
 #include "main_window.h"
+#include "runs_view.h"
 #include "store/run_store.h"
 
 namespace rematlab::ui::testing {
@@ -91,6 +93,15 @@ inline void answer_next_dialog(const QString& button_text, QString* seen = nullp
     box->reject();
   });
   timer->start(20);
+}
+
+// The advisor's findings for `id`, selected in the Runs tab as a user would.
+inline AdvicePanel* advise(Bench& bench, int64_t id) {
+  AdvicePanel* advice = bench.window.runs_view()->advice_panel();
+  QSignalSpy shown(advice, &AdvicePanel::diagnosisShown);
+  bench.window.runs_view()->select_ids({id});
+  EXPECT_TRUE(shown.wait(kTimeoutMs));
+  return advice;
 }
 
 }  // namespace rematlab::ui::testing

@@ -40,15 +40,6 @@ QSpinBox* spin(int minimum, int maximum, int value) {
   return box;
 }
 
-// "a; b; c" → ["a", "b", "c"]; blank entries are dropped.
-QStringList split_list(const QLineEdit* field, QChar separator) {
-  QStringList items;
-  for (const QString& item : field->text().split(separator)) {
-    if (!item.trimmed().isEmpty()) items << item.trimmed();
-  }
-  return items;
-}
-
 }  // namespace
 
 ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {

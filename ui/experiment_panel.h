@@ -105,6 +105,8 @@ class ExperimentPanel : public QWidget {
   void request_run();
 
  private:
+  // "a; b; c" → ["a", "b", "c"]; blank entries are dropped.
+  static QStringList split_list(const QLineEdit* field, QChar separator);
   // load_spec's parts: the model and training fields from the spec's base, the swept lists and
   // the budget, the ranks and shard.
   void load_base_fields(const nlohmann::ordered_json& base);

@@ -15,16 +15,16 @@
 #include "sweep/sweep_spec.h"
 
 namespace rematlab::ui {
-namespace {
 
-// "a; b; c" → ["a", "b", "c"]; blank entries are dropped.
-QStringList split_list(const QLineEdit* field, QChar separator) {
+QStringList ExperimentPanel::split_list(const QLineEdit* field, QChar separator) {
   QStringList items;
   for (const QString& item : field->text().split(separator)) {
     if (!item.trimmed().isEmpty()) items << item.trimmed();
   }
   return items;
 }
+
+namespace {
 
 QString text_of(const nlohmann::ordered_json& value) {
   return QString::fromStdString(value.is_string() ? value.get<std::string>() : value.dump());

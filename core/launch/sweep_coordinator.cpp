@@ -17,9 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string text_of(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
-std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
-
 }  // namespace
 
 SweepCoordinator::SweepCoordinator(c10::intrusive_ptr<c10d::Store> store, const SweepSpec& spec,

@@ -23,8 +23,6 @@
 namespace rematlab::launch {
 namespace {
 
-std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
-
 // Calls `beat` every `every`, at most `count` times, on a thread of its own until destroyed. For
 // the stretch where the training thread builds a model or profiles it for a plan: work that
 // sends nothing for a while and waits on no other process. Capped all the same, so that a build
