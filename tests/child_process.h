@@ -23,12 +23,13 @@ extern char** environ;
 
 namespace rematlab::testing {
 
-// Polls `condition` every 20 ms until it holds or `timeout` passes; its last answer.
-inline bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+// Polls `condition` every `every` until it holds or `timeout` passes; its last answer.
+inline bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout,
+                       std::chrono::milliseconds every = std::chrono::milliseconds(20)) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(every);
   }
   return condition();
 }

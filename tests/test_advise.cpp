@@ -182,6 +182,16 @@ TEST_F(AdviseDb, DivergedRunNamesTheFirstNonFiniteSublayerAndClearsRecomputation
       << evidence(*finding, "recomputation");
   EXPECT_NE(finding->next_step.command_line().find("--lr 100000"), std::string::npos)
       << finding->next_step.command_line();
+  // Each setting it names is a part a front end can say its own way, not text with a flag in it.
+  std::vector<std::string> settings;
+  for (const Phrase& phrase : finding->next_step.phrases()) {
+    if (phrase.kind == Phrase::Kind::kSetting) settings.push_back(phrase.text + " " + phrase.value);
+    if (phrase.kind == Phrase::Kind::kText) {
+      EXPECT_EQ(phrase.text.find("--"), std::string::npos) << phrase.text;
+    }
+  }
+  ASSERT_FALSE(settings.empty());
+  EXPECT_EQ(settings.front(), "lr 100000");
   // The sublayer named is the one the walk of that step finds, independently replayed here.
   RunConfig config = store.run(id).config;
   Trainer trainer(config);

@@ -398,13 +398,8 @@ Result cli_unprivileged(const std::string& arguments) {
                                         arguments);
 }
 
-std::string bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void expect_refused(const Result& result, const std::string& must_mention,
-                    const std::string& what) {
+void expect_one_line_refusal(const Result& result, const std::string& must_mention,
+                             const std::string& what) {
   EXPECT_EQ(result.exit_code, 2) << what << ": " << result.err;
   EXPECT_EQ(count_lines(result.err), 1) << what << ": " << result.err;
   EXPECT_NE(result.err.find(must_mention), std::string::npos) << what << ": " << result.err;
@@ -415,7 +410,7 @@ TEST(CliBadInputFiles, EachIsRefusedBeforeAnythingRunsAndTheDatabaseIsUntouched)
   Scratch scratch;
   const std::string db = scratch.file("runs.sqlite");
   ASSERT_EQ(cli("run --preset tiny --steps 2 --threads 1 --db " + db).exit_code, 0);
-  const std::string before = bytes_of(db);
+  const std::string before = slurp(db);
   const std::string regular_file = scratch.write("file.txt", "x");
   const std::vector<std::pair<std::string, std::string>> specs = {
       {R"({"base": {"preset": "tiny", "data": "text:/no/such/corpus.txt"}})", "spec: base.data"},
@@ -439,15 +434,15 @@ TEST(CliBadInputFiles, EachIsRefusedBeforeAnythingRunsAndTheDatabaseIsUntouched)
   };
   for (const auto& [text, must_mention] : specs) {
     const std::string spec = scratch.write("spec.json", text);
-    expect_refused(cli("sweep --spec " + spec + " --db " + db), must_mention, text);
-    EXPECT_EQ(bytes_of(db), before) << text;
+    expect_one_line_refusal(cli("sweep --spec " + spec + " --db " + db), must_mention, text);
+    EXPECT_EQ(slurp(db), before) << text;
   }
-  expect_refused(
+  expect_one_line_refusal(
       cli("export --db " + db + " --csv \"" + scratch.path() + "/$(printf '\\377').csv\""), "--csv",
       "a CSV path that is not UTF-8");
-  expect_refused(cli("export --db " + db + " --csv " + scratch.file("no/such/dir/x.csv")), "--csv",
-                 "a CSV in a missing folder");
-  EXPECT_EQ(bytes_of(db), before);
+  expect_one_line_refusal(cli("export --db " + db + " --csv " + scratch.file("no/such/dir/x.csv")),
+                          "--csv", "a CSV in a missing folder");
+  EXPECT_EQ(slurp(db), before);
   for (const std::string& name : rematlab::files::list(scratch.path())) {
     EXPECT_EQ(name.find("tmp"), std::string::npos) << "a temporary file was left: " << name;
   }
@@ -457,15 +452,15 @@ TEST(CliBadInputFiles, ALockedDatabaseSaysLockedAndStaysAsItWas) {
   Scratch scratch;
   const std::string db = scratch.file("runs.sqlite");
   ASSERT_EQ(cli("run --preset tiny --steps 2 --threads 1 --db " + db).exit_code, 0);
-  const std::string before = bytes_of(db);
+  const std::string before = slurp(db);
   {
     rematlab::Database holder(db, rematlab::Database::Mode::kReadWrite);
     holder.exec("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE;");
-    expect_refused(cli("run --preset tiny --steps 2 --db " + db), "locked", "run");
-    expect_refused(cli("runs --db " + db), "locked", "runs");
+    expect_one_line_refusal(cli("run --preset tiny --steps 2 --db " + db), "locked", "run");
+    expect_one_line_refusal(cli("runs --db " + db), "locked", "runs");
     holder.exec("COMMIT");
   }
-  EXPECT_EQ(bytes_of(db), before);
+  EXPECT_EQ(slurp(db), before);
 }
 
 TEST(CliBadInputFiles, WriteProtectedPlacesAreNamedAndLeftAlone) {
@@ -473,31 +468,33 @@ TEST(CliBadInputFiles, WriteProtectedPlacesAreNamedAndLeftAlone) {
   const std::string folder = scratch.file("locked-folder");
   ASSERT_EQ(rematlab::files::make_directories(folder), "");
   ASSERT_EQ(::chmod(folder.c_str(), 0555), 0);
-  expect_refused(cli_unprivileged("run --preset tiny --steps 2 --db " + folder + "/new.sqlite"),
-                 "not writable", "a new database in a read-only folder");
+  expect_one_line_refusal(
+      cli_unprivileged("run --preset tiny --steps 2 --db " + folder + "/new.sqlite"),
+      "not writable", "a new database in a read-only folder");
   EXPECT_TRUE(rematlab::files::list(folder).empty());
   ::chmod(folder.c_str(), 0755);
 
   const std::string db = scratch.file("runs.sqlite");
   ASSERT_EQ(cli("run --preset tiny --steps 2 --threads 1 --db " + db).exit_code, 0);
   ASSERT_EQ(::chmod(db.c_str(), 0444), 0);
-  const std::string before = bytes_of(db);
-  expect_refused(cli_unprivileged("run --preset tiny --steps 2 --db " + db), "write-protected",
-                 "a run into a write-protected database");
+  const std::string before = slurp(db);
+  expect_one_line_refusal(cli_unprivileged("run --preset tiny --steps 2 --db " + db),
+                          "write-protected", "a run into a write-protected database");
   // Reading it is fine: reports never write.
   const Result listed = cli_unprivileged("runs --db " + db + " --json");
   EXPECT_EQ(listed.exit_code, 0) << listed.err;
   EXPECT_EQ(last_line_json(listed.out).at("runs").size(), 1u);
-  EXPECT_EQ(bytes_of(db), before);
+  EXPECT_EQ(slurp(db), before);
 }
 
 TEST(CliBadInputFiles, AnExportOntoTheDatabaseItselfIsRefused) {
   Scratch scratch;
   const std::string db = scratch.file("runs.sqlite");
   ASSERT_EQ(cli("run --preset tiny --steps 2 --threads 1 --db " + db).exit_code, 0);
-  const std::string before = bytes_of(db);
-  expect_refused(cli("export --db " + db + " --csv " + db), "--csv", "the database as the CSV");
-  EXPECT_EQ(bytes_of(db), before);
+  const std::string before = slurp(db);
+  expect_one_line_refusal(cli("export --db " + db + " --csv " + db), "--csv",
+                          "the database as the CSV");
+  EXPECT_EQ(slurp(db), before);
 }
 
 // Plain `disk` offloads under $TMPDIR: a folder there that cannot be written is found out before
@@ -506,7 +503,7 @@ TEST(CliBadInputFiles, AnOffloadFolderThatCannotBeMadeStopsTheSweepBeforeItRuns)
   Scratch scratch;
   const std::string db = scratch.file("runs.sqlite");
   ASSERT_EQ(cli("run --preset tiny --steps 2 --threads 1 --db " + db).exit_code, 0);
-  const std::string before = bytes_of(db);
+  const std::string before = slurp(db);
   const std::string tmp = scratch.file("read-only-tmp");
   ASSERT_EQ(rematlab::files::make_directories(tmp), "");
   ASSERT_EQ(::chmod(tmp.c_str(), 0555), 0);
@@ -514,10 +511,10 @@ TEST(CliBadInputFiles, AnOffloadFolderThatCannotBeMadeStopsTheSweepBeforeItRuns)
       "checkpoint": "every:1", "offload": "disk"}})");
   const std::string privilege =
       ::geteuid() == 0 ? "setpriv --bounding-set=-dac_override,-dac_read_search" : "";
-  expect_refused(rematlab::testing::cli_through("env TMPDIR=" + tmp + " " + privilege,
-                                                "sweep --spec " + spec + " --db " + db),
-                 "--offload", "plain disk offload under a read-only $TMPDIR");
-  EXPECT_EQ(bytes_of(db), before);
+  expect_one_line_refusal(rematlab::testing::cli_through("env TMPDIR=" + tmp + " " + privilege,
+                                                         "sweep --spec " + spec + " --db " + db),
+                          "--offload", "plain disk offload under a read-only $TMPDIR");
+  EXPECT_EQ(slurp(db), before);
   ::chmod(tmp.c_str(), 0755);
 }
 
@@ -526,9 +523,9 @@ TEST(CliReports, AnOlderDatabaseIsUpgradedOnlyWhenAsked) {
   Scratch scratch;
   const std::string db = scratch.file("old.sqlite");
   rematlab::create_store_database_at_version(db, rematlab::kStoreSchemaVersion - 1);
-  const std::string before = bytes_of(db);
-  expect_refused(cli("runs --db " + db), "upgrade --db", "a report on an older schema");
-  EXPECT_EQ(bytes_of(db), before);
+  const std::string before = slurp(db);
+  expect_one_line_refusal(cli("runs --db " + db), "upgrade --db", "a report on an older schema");
+  EXPECT_EQ(slurp(db), before);
   const Result upgraded = cli("upgrade --db " + db);
   EXPECT_EQ(upgraded.exit_code, 0) << upgraded.err;
   EXPECT_EQ(cli("runs --db " + db).exit_code, 0);
@@ -538,10 +535,11 @@ TEST(CliReports, UpgradeRefusesAnEmptyFileInsteadOfMakingADatabaseOfIt) {
   Scratch scratch;
   const std::string db = scratch.file("typo.sqlite");
   std::ofstream(db).flush();
-  expect_refused(cli("upgrade --db " + db), "--db", "upgrade of an empty file");
-  EXPECT_EQ(bytes_of(db), "");
+  expect_one_line_refusal(cli("upgrade --db " + db), "--db", "upgrade of an empty file");
+  EXPECT_EQ(slurp(db), "");
   const std::string absent = scratch.file("absent.sqlite");
-  expect_refused(cli("upgrade --db " + absent), "no database", "upgrade of a missing file");
+  expect_one_line_refusal(cli("upgrade --db " + absent), "no database",
+                          "upgrade of a missing file");
   EXPECT_NE(::access(absent.c_str(), F_OK), 0) << "upgrade made a database where there was none";
 }
 

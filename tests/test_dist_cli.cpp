@@ -41,6 +41,9 @@ using testing::free_port;
 using testing::ScratchDir;
 using testing::wait_until;
 
+// These waits read /proc and a growing stderr file while ranks train: not too often.
+constexpr std::chrono::milliseconds kPoll{50};
+
 std::string shell_rank_env(int rank, int world, int port) {
   return "env RANK=" + std::to_string(rank) + " WORLD_SIZE=" + std::to_string(world) +
          " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port);
@@ -78,7 +81,7 @@ std::map<int, pid_t> ranks_training(ChildProcess& launcher, std::size_t count,
         ranks = ranks_of(launcher.pid());
         return ranks.size() == count && slurp(err).find("[rank 0] step 3/") != std::string::npos;
       },
-      std::chrono::seconds(120));
+      std::chrono::seconds(120), kPoll);
   if (!training || launcher.wait_for(std::chrono::milliseconds(0))) return {};
   return ranks;
 }
@@ -431,7 +434,7 @@ TEST(DistSweep, AKilledWorkerFailsItsPointAndTheSweepGoesOn) {
         victim = workers.at("steps=100000");
         return true;
       },
-      std::chrono::seconds(120)))
+      std::chrono::seconds(120), kPoll))
       << slurp(dir.file("err"));
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
   const std::optional<int> code = parent.exit_code(std::chrono::seconds(120));

@@ -39,7 +39,7 @@ using testing::slurp;
 using testing::wait_until;
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::string> command(const std::string& arguments) {
+std::vector<std::string> cli_command(const std::string& arguments) {
   std::vector<std::string> args = {REMATLAB_CLI_PATH};
   std::istringstream in(arguments);
   for (std::string word; in >> word;) args.push_back(word);
@@ -110,7 +110,7 @@ class SignalCase {
   std::unique_ptr<ChildProcess> start(const std::string& arguments,
                                       std::vector<std::string> env = {}, int i = 0) const {
     env.push_back("TMPDIR=" + tmp_);
-    return std::make_unique<ChildProcess>(command(arguments), env, out(i), err(i));
+    return std::make_unique<ChildProcess>(cli_command(arguments), env, out(i), err(i));
   }
   // Nothing of the case is left: no process, no temporary file.
   void expect_nothing_left() const {

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "advice_words.h"
 #include "chart_export.h"
 #include "chart_style.h"
 #include "common/byte_size.h"
@@ -460,7 +461,7 @@ void PlanView::on_budget_edited() {
       slider_->setValue(static_cast<int>(std::lround(within * kSliderSteps)));
     }
   } catch (const InvalidInput& error) {
-    budget_problem_ = QString::fromStdString(error.reason());
+    budget_problem_ = in_form_words(error.reason_words());
   }
   budget_->setStyleSheet(budget_problem_.isEmpty() ? QString() : "color: #b00020;");
   replan();

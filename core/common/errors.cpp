@@ -5,25 +5,27 @@
 namespace rematlab {
 
 InvalidInput::InvalidInput(std::string field, Wording reason)
-    : std::runtime_error(field + ": " + reason.command_line()),
-      field_(std::move(field)),
-      setting_(setting_named_by(field_)),
-      reason_(std::move(reason)),
-      reason_text_(reason_.command_line()) {}
+    : std::runtime_error(field + ": " + reason.command_line()) {
+  std::string setting = setting_named_by(field);
+  std::string text = reason.command_line();
+  said_ = std::make_shared<const Said>(
+      Said{std::move(field), std::move(setting), std::move(reason), false, std::move(text)});
+}
 
 InvalidInput::InvalidInput(std::string field, std::string setting, Wording reason)
-    : std::runtime_error(field + ": " + flag_of(setting) + " " + reason.command_line()),
-      field_(std::move(field)),
-      setting_(std::move(setting)),
-      reason_(std::move(reason)),
-      setting_said_first_(true),
-      reason_text_(flag_of(setting_) + " " + reason_.command_line()) {}
+    : std::runtime_error(field + ": " + flag_of(setting) + " " + reason.command_line()) {
+  std::string text = flag_of(setting) + " " + reason.command_line();
+  said_ = std::make_shared<const Said>(
+      Said{std::move(field), std::move(setting), std::move(reason), true, std::move(text)});
+}
 
 Wording InvalidInput::words() const {
-  Wording said = field_.rfind("--", 0) == 0 ? rematlab::setting(setting_) : Wording(field_);
-  said += ": ";
-  if (setting_said_first_) said += rematlab::setting(setting_) + " ";
-  return said + reason_;
+  const Said& said = *said_;
+  Wording whole = said.field.rfind("--", 0) == 0 ? rematlab::setting(setting_named_by(said.field))
+                                                 : Wording(said.field);
+  whole += ": ";
+  if (said.setting_said_first) whole += rematlab::setting(said.setting) + " ";
+  return whole + said.reason;
 }
 
 std::string setting_named_by(const std::string& field) {

@@ -2,6 +2,7 @@
 // anything else that escapes is an internal failure (exit code 1).
 #pragma once
 
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -11,6 +12,7 @@ namespace rematlab {
 
 // Bad input, attributed to the flag or field that carries it ("--heads", "spec: base.heads"),
 // with the run setting it is about ("heads") so that a front end can name it its own way.
+// Copies share what they hold: copying one, as throwing and catching do, cannot throw.
 class InvalidInput : public std::runtime_error {
  public:
   InvalidInput(std::string field, Wording reason);
@@ -18,21 +20,26 @@ class InvalidInput : public std::runtime_error {
   // the setting's flag before the reason ("spec: base.heads: --heads 7 heads do not divide …").
   InvalidInput(std::string field, std::string setting, Wording reason);
 
-  const std::string& field() const { return field_; }
-  // The run setting at fault by its key ("d_model"); empty when the field names none.
-  const std::string& setting() const { return setting_; }
-  // The reason as the command line says it, and in its parts.
-  const std::string& reason() const { return reason_text_; }
-  const Wording& reason_words() const { return reason_; }
-  // The whole of what() in parts: the field (as a setting where it is one), then the reason.
+  const std::string& field() const { return said_->field; }
+  // The run setting at fault by its key ("d_model"), read from the field unless given; a field
+  // that is neither a flag nor a spec key gives its own name ("sweep"), a spec's point none.
+  const std::string& setting() const { return said_->setting; }
+  // The reason as the command line says it, and in its parts (without the flag the second
+  // constructor puts before it).
+  const std::string& reason() const { return said_->reason_text; }
+  const Wording& reason_words() const { return said_->reason; }
+  // The whole of what() in parts: the field (as a setting where it is a flag), then the reason.
   Wording words() const;
 
  private:
-  std::string field_;
-  std::string setting_;
-  Wording reason_;
-  bool setting_said_first_ = false;  // the second constructor's: the flag before the reason
-  std::string reason_text_;
+  struct Said {
+    std::string field;
+    std::string setting;
+    Wording reason;
+    bool setting_said_first = false;  // the second constructor's: the flag before the reason
+    std::string reason_text;
+  };
+  std::shared_ptr<const Said> said_;
 };
 
 // The setting a field names: "--d-model" → "d_model", "spec: axes.batch[1]" → "batch", "spec:

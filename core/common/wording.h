@@ -38,9 +38,6 @@ class Wording {
 
   Wording& operator+=(const Wording& more);
   friend Wording operator+(Wording left, const Wording& right) { return left += right; }
-  friend bool operator==(const Wording& a, const Wording& b) {
-    return a.command_line() == b.command_line();
-  }
 
  private:
   std::vector<Phrase> phrases_;

@@ -82,7 +82,7 @@ const std::map<std::string, Setter>& setters() {
          try {
            c.model = model_preset(name);
          } catch (const InvalidInput& error) {
-           throw InvalidInput(f, error.reason());
+           throw InvalidInput(f, error.reason_words());
          }
          c.preset = name;
        }},
@@ -91,7 +91,7 @@ const std::map<std::string, Setter>& setters() {
          try {
            c.model.switch_family(parse_family(as_text(v, f)));
          } catch (const InvalidInput& error) {
-           throw InvalidInput(f, error.reason());
+           throw InvalidInput(f, error.reason_words());
          }
        }},
       {"kv_heads", model_integer(&ModelConfig::kv_heads)},
@@ -109,7 +109,7 @@ const std::map<std::string, Setter>& setters() {
            try {
              c.model.loss_chunks = parse_loss_chunks(v.get<std::string>());
            } catch (const InvalidInput& error) {
-             throw InvalidInput(f, error.reason());
+             throw InvalidInput(f, error.reason_words());
            }
          } else {
            c.model.loss_chunks = narrow<int64_t>(as_integer(v, f), f);
@@ -127,7 +127,7 @@ const std::map<std::string, Setter>& setters() {
          try {
            c.model.attention = parse_attention(as_text(v, f));
          } catch (const InvalidInput& error) {
-           throw InvalidInput(f, error.reason());
+           throw InvalidInput(f, error.reason_words());
          }
        }},
       {"batch", integer(&RunConfig::batch)},
@@ -149,7 +149,7 @@ const std::map<std::string, Setter>& setters() {
          try {
            c.precision = parse_precision(as_text(v, f));
          } catch (const InvalidInput& error) {
-           throw InvalidInput(f, error.reason());
+           throw InvalidInput(f, error.reason_words());
          }
        }},
       {"device", text(&RunConfig::device)},

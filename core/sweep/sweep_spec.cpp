@@ -59,7 +59,10 @@ void validate_as(const RunConfig& config, const Blame& blame) {
   try {
     validate(config);
   } catch (const InvalidInput& error) {
-    if (error.setting().empty()) throw InvalidInput(blame(error.field()), error.what());
+    // Every field validate() names is a flag, hence a setting; anything else keeps its words.
+    if (error.field().rfind("--", 0) != 0) {
+      throw InvalidInput(blame(error.setting()), error.field() + " " + error.reason_words());
+    }
     throw InvalidInput(blame(error.setting()), error.setting(), error.reason_words());
   }
   // Points are spread over workers (sweep --workers, torchrun, Slurm), but each point is
