@@ -34,33 +34,37 @@ inline bool wait_until(const std::function<bool()>& condition, std::chrono::mill
   return condition();
 }
 
-// Every process whose environment holds `entry` ("TMPDIR=/tmp/x": a case's own marker), from
-// /proc.
-inline std::vector<pid_t> processes_with(const std::string& entry) {
-  std::vector<pid_t> found;
+// Every process's id, from /proc.
+inline std::vector<pid_t> all_processes() {
+  std::vector<pid_t> pids;
   DIR* proc = ::opendir("/proc");
-  if (!proc) return found;
-  while (const dirent* process = ::readdir(proc)) {
-    const std::string name = process->d_name;
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream environment("/proc/" + name + "/environ", std::ios::binary);
-    for (std::string each; std::getline(environment, each, '\0');) {
-      if (each == entry) found.push_back(std::stoi(name));
-    }
-  }
-  ::closedir(proc);
-  return found;
-}
-
-// The processes whose parent is `parent`, from /proc.
-inline std::vector<pid_t> children_of(pid_t parent) {
-  std::vector<pid_t> children;
-  DIR* proc = ::opendir("/proc");
-  if (!proc) return children;
+  if (!proc) return pids;
   while (const dirent* entry = ::readdir(proc)) {
     const std::string name = entry->d_name;
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat("/proc/" + name + "/stat");
+    pids.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  ::closedir(proc);
+  return pids;
+}
+
+// Every process whose environment holds `entry` ("TMPDIR=/tmp/x": a case's own marker).
+inline std::vector<pid_t> processes_with(const std::string& entry) {
+  std::vector<pid_t> found;
+  for (const pid_t pid : all_processes()) {
+    std::ifstream environment("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+    for (std::string each; std::getline(environment, each, '\0');) {
+      if (each == entry) found.push_back(pid);
+    }
+  }
+  return found;
+}
+
+// The processes whose parent is `parent`.
+inline std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> children;
+  for (const pid_t pid : all_processes()) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
     std::string line;
     std::getline(stat, line);
     const auto close = line.rfind(')');
@@ -69,9 +73,8 @@ inline std::vector<pid_t> children_of(pid_t parent) {
     std::string state;
     pid_t ppid = 0;
     fields >> state >> ppid;
-    if (ppid == parent) children.push_back(static_cast<pid_t>(std::stol(name)));
+    if (ppid == parent) children.push_back(pid);
   }
-  ::closedir(proc);
   return children;
 }
 
