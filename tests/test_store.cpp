@@ -29,6 +29,7 @@
 #include "store/run_store.h"
 #include "store/run_writer.h"
 #include "store/schema.h"
+#include "store/sqlite_db.h"
 #include "store/step_fields.h"
 
 namespace rematlab {
@@ -778,7 +779,10 @@ TEST(Writer, TheRunWhoseWriteFailedEndsFailedWithTheReason) {
   RunWriter writer(path, {std::chrono::milliseconds(60000)});
   const int64_t healthy = writer.begin_run(std::nullopt, "healthy", RunConfig{});
   const int64_t broken = writer.begin_run(std::nullopt, "broken", RunConfig{});
-  writer.fail_steps_of_run_for_tests(broken);
+  // Every step of that run is refused by the database itself, as a broken row would be.
+  Database(path, Database::Mode::kReadWrite)
+      .exec("CREATE TRIGGER refuse_steps BEFORE INSERT ON steps WHEN NEW.run_id = " +
+            std::to_string(broken) + " BEGIN SELECT RAISE(ABORT, 'injected failure'); END;");
   for (int i = 0; i < 3; ++i) {
     writer.add_step(healthy, sample_step(i));
     writer.add_step(broken, sample_step(i));

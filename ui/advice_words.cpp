@@ -65,11 +65,7 @@ QString place_of(const Phrase& command) {
   if (subcommand == "check" && !has_setting(command.arguments, "at_step")) return "Check gradients";
   if (subcommand == "max-batch") return "the form's Max batch under budget";
   if (subcommand == "diagnose") return "this advisor";
-  Wording whole;
-  for (const Phrase& phrase : command.arguments) whole += Wording(phrase);
-  const std::string arguments = whole.command_line();
-  return QString::fromStdString("the command line's `rematlab-cli " + subcommand +
-                                (arguments.empty() ? "" : " " + arguments) + "`");
+  return "the command line's " + QString::fromStdString(Wording(command).command_line());
 }
 
 bool is_setting(const std::vector<Phrase>& phrases, std::size_t i) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/rank_launch.h"
 #include "parallel/rendezvous_store.h"
 #include "run/step_metrics.h"
 
@@ -38,13 +39,7 @@ class LiveChildren {
   std::set<int> pids_;
 };
 
-struct LocalLaunch {
-  int nproc = 2;
-  std::vector<std::string> args;  // every rank's command line; args[0] is the program
-  // After a rank failed, or a cancel was forwarded: how long the others have to end on their
-  // own before whatever is left is killed.
-  std::chrono::milliseconds grace{std::chrono::seconds(30)};
-  const std::atomic<bool>* cancel = nullptr;  // forwarded to every rank as SIGINT
+struct LocalLaunch : ProcessLaunch {
   // Served by the caller, which then uses it too (a sweep's coordinator); null: served here.
   const parallel::LauncherStore* store = nullptr;
   std::string label = "rank";        // what the output and its messages call a process: "[rank 1] "
@@ -58,17 +53,10 @@ struct LocalLaunch {
   std::function<bool(int rank, int pid, bool clean, const std::string& how)> on_ended;
   // Called at least every 100 ms while processes run, on the launcher's thread.
   std::function<void()> on_tick;
-  // Given: every rank publishes each of its steps (launch/step_feed.h), handed over here on the
-  // launcher's thread as they arrive.
-  std::function<void(int rank, const StepMetrics& step)> on_rank_step;
 };
 
-struct LaunchOutcome {
-  bool ok = true;        // every rank exited with 0
+struct LaunchOutcome : ProcessLaunchOutcome {
   int failed_rank = -1;  // the rank that failed first (or stopped responding)
-  int failed_exit_code = 0;
-  bool failed_by_signal = false;
-  std::string failure;  // one line, e.g. "rank 1 (pid 4242) was killed by signal 9 (Killed)"
   // The first failure was a rank killed because it did not stop in time after a cancel was
   // forwarded (nothing had failed before): the stop caused it.
   bool killed_after_stop = false;
@@ -76,9 +64,6 @@ struct LaunchOutcome {
   bool rank0_signalled = false;  // rank 0 died without recording anything itself
   // Whether rank 0 was still running when the failure was named (and could record the name).
   bool named_while_rank0_alive = false;
-  std::optional<int64_t> run_id;  // the run rank 0 recorded, if it published one
-  // The stop reached a rank before it had a run to record (it exited parallel::kExitInterrupted).
-  bool stopped_before_start = false;
 };
 
 LaunchOutcome launch_local(const LocalLaunch& launch);

@@ -32,11 +32,7 @@ void check_local_ranks(const std::string& device, int ranks, const std::string& 
 
 RankLaunchOutcome launch_ranks(const RankLaunch& launch) {
   LocalLaunch local;
-  local.nproc = launch.nproc;
-  local.args = launch.args;
-  local.grace = launch.grace;
-  local.cancel = launch.cancel;
-  local.on_rank_step = launch.on_rank_step;
+  static_cast<ProcessLaunch&>(local) = launch;
   const LaunchOutcome outcome = launch_local(local);
   if (!outcome.ok && (outcome.rank0_signalled || !outcome.named_while_rank0_alive) &&
       outcome.run_id && !launch.db.empty()) {
@@ -48,14 +44,7 @@ RankLaunchOutcome launch_ranks(const RankLaunch& launch) {
     RunWriter writer(launch.db);
     RunRecorder::begun_elsewhere(&writer, *outcome.run_id).end(end.status, end.message);
   }
-  RankLaunchOutcome result;
-  result.ok = outcome.ok;
-  result.failure = outcome.failure;
-  result.failed_by_signal = outcome.failed_by_signal;
-  result.failed_exit_code = outcome.failed_exit_code;
-  result.run_id = outcome.run_id;
-  result.stopped_before_start = outcome.stopped_before_start;
-  return result;
+  return outcome;  // what the caller needs of it
 }
 
 }  // namespace rematlab::launch

@@ -16,24 +16,35 @@
 
 namespace rematlab::launch {
 
-struct RankLaunch {
+// What every launch of processes on this host is given (launch/local_launcher.h adds what a
+// sweep's workers need).
+struct ProcessLaunch {
   int nproc = 2;
-  std::vector<std::string> args;  // every rank's command line; args[0] is the program
-  std::chrono::milliseconds grace{std::chrono::seconds(30)};  // see LocalLaunch::grace
-  const std::atomic<bool>* cancel = nullptr;                  // forwarded to every rank as SIGINT
-  std::string db;  // where rank 0 records the run (empty: not recorded)
-  // Given: each rank's steps as they come, on the launching thread (launch/step_feed.h).
+  std::vector<std::string> args;  // every process's command line; args[0] is the program
+  // After a rank failed, or a cancel was forwarded: how long the others have to end on their
+  // own before whatever is left is killed.
+  std::chrono::milliseconds grace{std::chrono::seconds(30)};
+  const std::atomic<bool>* cancel = nullptr;  // forwarded to every process as SIGINT
+  // Given: every rank publishes each of its steps (launch/step_feed.h), handed over here on the
+  // launching thread as they arrive.
   std::function<void(int rank, const StepMetrics& step)> on_rank_step;
 };
 
-struct RankLaunchOutcome {
-  bool ok = true;       // every rank exited with 0
-  std::string failure;  // one line naming the rank that failed and how
-  bool failed_by_signal = false;
+// How a launch ended, as its caller needs it (launch/local_launcher.h adds the launcher's own).
+struct ProcessLaunchOutcome {
+  bool ok = true;  // every process exited with 0
   int failed_exit_code = 0;
-  std::optional<int64_t> run_id;      // the run rank 0 recorded, if it did
-  bool stopped_before_start = false;  // the stop came before any rank had a run to record
+  bool failed_by_signal = false;
+  std::string failure;  // one line, e.g. "rank 1 (pid 4242) was killed by signal 9 (Killed)"
+  std::optional<int64_t> run_id;  // the run rank 0 recorded, if it published one
+  // The stop reached a rank before it had a run to record (it exited parallel::kExitInterrupted).
+  bool stopped_before_start = false;
 };
+
+struct RankLaunch : ProcessLaunch {
+  std::string db;  // where rank 0 records the run (empty: not recorded)
+};
+using RankLaunchOutcome = ProcessLaunchOutcome;
 
 RankLaunchOutcome launch_ranks(const RankLaunch& launch);
 

@@ -231,10 +231,6 @@ int64_t RunWriter::begin_run(std::optional<int64_t> experiment_id, const std::st
 void RunWriter::add_step(int64_t run_id, const StepMetrics& step) {
   enqueue({run_id,
            [this, run_id, step](Database& db) {
-             if (run_id == fail_steps_of_run_.load()) {
-               throw StoreError("step " + std::to_string(step.step) +
-                                " could not be written (injected failure)");
-             }
              if (!insert_step_) insert_step_ = std::make_unique<Statement>(db, insert_step_sql());
              Statement& insert = *insert_step_;
              insert.bind(1, run_id);

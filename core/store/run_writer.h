@@ -7,7 +7,6 @@
 // still commits. The writer stays usable after any failure.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -73,9 +72,6 @@ class RunWriter {
   void add_probe(int64_t run_id, int64_t probe, int64_t batch, RunStatus status,
                  int64_t peak_bytes);
 
-  // Tests only: from now on, writing a step of this run fails, as a broken row would.
-  void fail_steps_of_run_for_tests(int64_t run_id) { fail_steps_of_run_ = run_id; }
-
   // Waits until everything queued so far is committed. Throws StoreError if a commit failed since
   // the last flush (a database that cannot be written any more); once, not forever after.
   void flush();
@@ -93,7 +89,6 @@ class RunWriter {
   Transaction begin_patiently();
 
   const RunWriterOptions options_;
-  std::atomic<int64_t> fail_steps_of_run_{0};
   std::unique_ptr<Database> db_;            // used by the worker thread only
   std::unique_ptr<Statement> insert_step_;  // prepared once, on the worker thread
   std::mutex mutex_;
