@@ -74,6 +74,7 @@ Setter text(std::string RunConfig::*member) {
   };
 }
 
+// How each run field is set from its JSON value (a data table: one entry per field).
 const std::map<std::string, Setter>& setters() {
   static const std::map<std::string, Setter> table = {
       {"preset",

@@ -15,7 +15,7 @@ namespace {
 constexpr int kApplicationId = 0x524D4C42;
 
 // Migration N brings a database from version N to N + 1. Never edit a released migration:
-// add another.
+// add another. (A data table: one list, as long as the schema's history.)
 const std::vector<const char*>& migrations() {
   static const std::vector<const char*> list = {
       // 0 → 1: experiments, runs and their steps.
