@@ -21,7 +21,6 @@ import tempfile
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 80
 DIRECTORIES = ("core", "app", "ui")
-HEAD = re.compile(r"^( {0,2})(\S.*)\{\s*$")
 NOT_A_FUNCTION = re.compile(r"(namespace|struct|class|enum|union|extern)\b")
 
 
@@ -35,23 +34,48 @@ def is_data_table(lines, head):
     return False
 
 
+START = re.compile(r"^( {0,2})(\S.*\(.*)$")
+
+
+def head_end(lines, i):
+    """The line that ends a function's head starting at line `i` (a parameter list or an
+    initializer list may wrap over several lines), or None when it is a declaration."""
+    for j in range(i, min(i + 30, len(lines))):
+        code = re.sub(r"\s*//.*$", "", lines[j]).rstrip()
+        if code.endswith((";", "}")):  # a declaration, or a body on one line
+            return None
+        if code.endswith("{"):
+            return j
+    return None
+
+
 def long_functions(lines):
     found = []
     i = 0
     while i < len(lines):
-        match = HEAD.match(lines[i])
+        match = START.match(lines[i])
         text = match.group(2) if match else ""
-        if match and ")" in text and not NOT_A_FUNCTION.match(text) and "= {" not in text:
+        last = head_end(lines, i) if match and not NOT_A_FUNCTION.match(text) else None
+        if last is not None and "= {" not in lines[last] and not text.startswith(("//", "#")):
             close = re.compile("^" + match.group(1) + r"\}")
-            end = i + 1
+            end = last + 1
             while end < len(lines) and not close.match(lines[end]):
                 end += 1
             length = end - i + 1
             if length > MAX_FUNCTION_LINES and not is_data_table(lines, i):
-                found.append((i + 1, length, text.strip()[:60]))
+                found.append((i + 1, length, text.strip()))
             i = end
         i += 1
     return found
+
+
+# Widget constructors that grew past the limit before this check could see wrapped heads: to be
+# split (#26). Listed by file and head so that nothing else can hide behind them.
+KNOWN_OVER = {
+    ("ui/plan_view.cpp", "PlanView::PlanView(QWidget* parent)"),
+    ("ui/runs_view.cpp", "RunsView::RunsView(QWidget* parent)"),
+    ("ui/main_window.cpp", "MainWindow::MainWindow(const QString& database, QWidget* parent)"),
+}
 
 
 def check(root):
@@ -71,6 +95,8 @@ def check(root):
                     problems.append(f"{shown}: {len(lines)} lines, more than {MAX_FILE_LINES}: "
                                     "split it by job")
                 for line, length, head in long_functions(lines):
+                    if (shown, head) in KNOWN_OVER:
+                        continue
                     problems.append(f"{shown}:{line}: {head} … is {length} lines, more than "
                                     f"{MAX_FUNCTION_LINES}: split it into named steps")
     return problems
@@ -83,6 +109,8 @@ def self_test():
         "core/table.cpp": (f"// Every field (a data table).\nconst int* table() {{\n{body}\n}}\n"),
         "ui/big.h": "\n".join("// filler" for _ in range(MAX_FILE_LINES + 1)) + "\n",
         "ui/fine.cpp": "void short_one() {\n  return;\n}\n",
+        "ui/wrapped.cpp": (f"Panel::Panel(QWidget* parent)\n    : QWidget(parent),\n"
+                           f"      field_(new QLineEdit) {{\n{body}\n}}\n"),
     }
     with tempfile.TemporaryDirectory() as root:
         for name, text in files.items():
@@ -90,13 +118,15 @@ def self_test():
             with open(os.path.join(root, name), "w", encoding="utf-8") as out:
                 out.write(text)
         problems = check(root)
-    expected = ["core/long.cpp:3: void too_long(int a)", "ui/big.h: 601 lines"]
+    expected = ["core/long.cpp:3: void too_long(int a)", "ui/big.h: 601 lines",
+                "ui/wrapped.cpp:1: Panel::Panel(QWidget* parent)"]
     missed = [e for e in expected if not any(p.startswith(e) for p in problems)]
     extra = [p for p in problems if not any(p.startswith(e) for e in expected)]
     if missed or extra:
         print("check_sizes self-test: missed", missed, "unexpected", extra)
         return 1
-    print("check_sizes self-test: both limits caught, the data table and the short file left alone")
+    print("check_sizes self-test: each limit caught (a wrapped head too), the data table and the "
+          "short file left alone")
     return 0
 
 

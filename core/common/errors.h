@@ -19,6 +19,9 @@ class InvalidInput : public std::runtime_error {
   // An error about `setting`, found in `field` (a sweep spec's point): the command line names
   // the setting's flag before the reason ("spec: base.heads: --heads 7 heads do not divide …").
   InvalidInput(std::string field, std::string setting, Wording reason);
+  // Copied, never moved: a moved-from error would hold nothing to answer field() with.
+  InvalidInput(const InvalidInput&) = default;
+  InvalidInput& operator=(const InvalidInput&) = default;
 
   const std::string& field() const { return said_->field; }
   // The run setting at fault by its key ("d_model"), read from the field unless given; a field

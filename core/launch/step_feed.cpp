@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/json_text.h"
+#include "parallel/rendezvous_store.h"
 #include "store/step_fields.h"
 
 namespace rematlab::launch {
@@ -21,14 +22,14 @@ bool step_feed_requested() {
 
 void publish_step(c10d::Store& store, int rank, const StepMetrics& step) {
   const std::string text = nlohmann::json{{"rank", rank}, {"step", step_to_json(step)}}.dump();
-  store.queuePush(kQueue, std::vector<uint8_t>(text.begin(), text.end()));
+  store.queuePush(kQueue, parallel::bytes_of(text));
 }
 
 std::vector<std::pair<int, StepMetrics>> take_published_steps(c10d::Store& store) {
   std::vector<std::pair<int, StepMetrics>> steps;
   for (int64_t left = store.queueLen(kQueue); left > 0; --left) {
     const std::vector<uint8_t> bytes = store.queuePop(kQueue, false);
-    const nlohmann::json event = parse_json(std::string(bytes.begin(), bytes.end()));
+    const nlohmann::json event = parse_json(parallel::text_of(bytes));
     steps.emplace_back(event.at("rank").get<int>(), step_from_json(event.at("step")));
   }
   return steps;

@@ -33,7 +33,7 @@ SweepCoordinator::SweepCoordinator(c10::intrusive_ptr<c10d::Store> store, const 
   if (writer_) experiment_id_ = writer_->create_experiment(spec.name, spec.source);
   const nlohmann::json plan = {
       {"protocol", kSweepProtocol}, {"spec", spec.source.dump()}, {"points", plan_points}};
-  store_->set(kPlanKey, bytes_of(plan.dump()));
+  store_->set(kPlanKey, parallel::bytes_of(plan.dump()));
   started_ = last_done_ = workers_checked_ = Clock::now();
 }
 
@@ -75,7 +75,7 @@ void SweepCoordinator::pump() {
   if (!stop_seen_ && options_.cancel && options_.cancel->load()) stop_seen_ = Clock::now();
   try {
     while (store_->queueLen(kEventsQueue) > 0) {
-      handle(text_of(store_->queuePop(kEventsQueue, false)));
+      handle(parallel::text_of(store_->queuePop(kEventsQueue, false)));
     }
   } catch (const StoreError&) {
     throw;
@@ -89,7 +89,7 @@ void SweepCoordinator::pump() {
 
 void SweepCoordinator::abandon(const std::string& why) {
   try {
-    store_->set(kCoordinatorFailureKey, bytes_of(why));
+    store_->set(kCoordinatorFailureKey, parallel::bytes_of(why));
   } catch (const std::exception&) {
     // The store is gone too: the workers find that out themselves.
   }
@@ -100,7 +100,7 @@ bool SweepCoordinator::abandon_heard() {
     // Only their goodbyes count now: nothing else can be recorded any more.
     while (store_->queueLen(kEventsQueue) > 0) {
       const nlohmann::json event =
-          parse_json_or_null(text_of(store_->queuePop(kEventsQueue, false)));
+          parse_json_or_null(parallel::text_of(store_->queuePop(kEventsQueue, false)));
       if (event.is_object() && event.value("kind", "") == "bye" &&
           event.value("worker", int64_t{-1}) >= 0) {
         workers_[event["worker"].get<int64_t>()].released = true;
@@ -172,7 +172,7 @@ void SweepCoordinator::on_ready(int64_t id, const nlohmann::json& event) {
     asked_after_end_ = true;
   }
   if (worker.lost || worker.ended || !work_left()) {
-    store_->set(assign_key(id, ask), bytes_of("-1"));
+    store_->set(assign_key(id, ask), parallel::bytes_of("-1"));
     return;
   }
   const std::size_t index = next_++;
@@ -187,7 +187,7 @@ void SweepCoordinator::on_ready(int64_t id, const nlohmann::json& event) {
   point.result.run_id = point.recorder.id();
   worker.point = static_cast<int64_t>(index);
   worker.heard = Clock::now();
-  store_->set(assign_key(id, ask), bytes_of(std::to_string(index)));
+  store_->set(assign_key(id, ask), parallel::bytes_of(std::to_string(index)));
   if (options_.on_note) {
     options_.on_note("point " + std::to_string(index + 1) + "/" + std::to_string(points_.size()) +
                      " (" + point.point.label + ") -> " + who(id));

@@ -29,7 +29,6 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 namespace rematlab::launch {
 
@@ -40,12 +39,6 @@ inline constexpr const char* kWorkerIdsKey = "sweep/worker_ids";
 inline constexpr const char* kEventsQueue = "sweep/events";
 inline constexpr const char* kCoordinatorFailureKey = "sweep/coordinator_failed";
 inline constexpr const char* kFailureHeardKey = "sweep/coordinator_failed_heard";  // a counter
-
-// The store holds bytes; the protocol's messages are JSON text.
-inline std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
-inline std::string text_of(const std::vector<uint8_t>& bytes) {
-  return {bytes.begin(), bytes.end()};
-}
 
 inline std::string assign_key(int64_t worker, int64_t ask) {
   return "sweep/assign/" + std::to_string(worker) + "/" + std::to_string(ask);

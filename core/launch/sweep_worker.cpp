@@ -98,7 +98,8 @@ class Worker {
     event["worker"] = id_;
     const std::string text = event.dump();
     check_coordinator("sending to the coordinator");
-    talk("sending to the coordinator", [&] { store_->queuePush(kEventsQueue, bytes_of(text)); });
+    talk("sending to the coordinator",
+         [&] { store_->queuePush(kEventsQueue, parallel::bytes_of(text)); });
   }
 
   // Waits for `key` as the coordinator's answer, watching for its failure meanwhile.

@@ -14,10 +14,17 @@
 #include <exception>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
 
 #include "parallel/dist_env.h"
 
 namespace rematlab::parallel {
+
+// The store holds bytes; what we keep in it is text (JSON, numbers).
+inline std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
+inline std::string text_of(const std::vector<uint8_t>& bytes) {
+  return {bytes.begin(), bytes.end()};
+}
 
 struct RendezvousStore {
   c10::intrusive_ptr<c10d::Store> server;  // the TCPStore itself (served here or a client)
