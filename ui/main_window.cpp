@@ -97,6 +97,23 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   progress_->setFormat("%p%");
   build_menus();
 
+  connect_worker();
+  connect_views();
+  worker_thread_.start();
+
+  const WorkbenchSettings settings;
+  restoreGeometry(settings.geometry());
+  fit_to_screen(settings.geometry().isEmpty());
+  restore_form(settings);
+  QString path = database;
+  if (path.isEmpty()) path = settings.last_database();
+  if (path.isEmpty() || !open_database(path)) {
+    open_database(QString::fromStdString(default_database_path()));
+  }
+  runs_->select_experiment(settings.last_experiment());
+}
+
+void MainWindow::connect_worker() {
   worker_->moveToThread(&worker_thread_);
   connect(&worker_thread_, &QThread::finished, worker_, &QObject::deleteLater);
   connect(this, &MainWindow::startSweep, worker_, &SweepWorker::run_sweep);
@@ -115,6 +132,9 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   connect(worker_, &SweepWorker::profileFinished, this, &MainWindow::on_profile_finished);
   connect(worker_, &SweepWorker::profileStopped, this, &MainWindow::on_profile_stopped);
   connect(worker_, &SweepWorker::profileFailed, this, &MainWindow::on_profile_failed);
+}
+
+void MainWindow::connect_views() {
   connect(plan_, &PlanView::profileRequested, this, &MainWindow::on_profile_requested);
   connect(plan_, &PlanView::runRequested, this, &MainWindow::on_plan_chosen);
   connect(plan_, &PlanView::chartExported, this,
@@ -136,18 +156,6 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   connect(runs_, &RunsView::compareRequested, this, &MainWindow::compare);
   connect(runs_, &RunsView::experimentChanged, this,
           [](qint64 id) { WorkbenchSettings().set_last_experiment(id); });
-  worker_thread_.start();
-
-  const WorkbenchSettings settings;
-  restoreGeometry(settings.geometry());
-  fit_to_screen(settings.geometry().isEmpty());
-  restore_form(settings);
-  QString path = database;
-  if (path.isEmpty()) path = settings.last_database();
-  if (path.isEmpty() || !open_database(path)) {
-    open_database(QString::fromStdString(default_database_path()));
-  }
-  runs_->select_experiment(settings.last_experiment());
 }
 
 MainWindow::~MainWindow() {

@@ -88,6 +88,9 @@ class MainWindow : public QMainWindow {
 
  private:
   void build_menus();
+  // The worker's signals to this window's slots, and the views' to each other's.
+  void connect_worker();
+  void connect_views();
   void fit_to_screen(bool first_start);
   void restore_form(const WorkbenchSettings& settings);
   void update_actions();

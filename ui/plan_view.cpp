@@ -76,6 +76,14 @@ PlanView::PlanView(QWidget* parent)
       plan_label_(new QLabel),
       run_(new QPushButton("Run this plan")),
       export_(new QPushButton("Export chart…")) {
+  set_up_fields();
+  set_up_chart();
+  lay_out();
+  connect_signals();
+  show_profile();
+}
+
+void PlanView::set_up_fields() {
   configuration_->setObjectName("plan-configuration");
   configuration_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   configuration_->setMinimumContentsLength(18);  // each item's tooltip has it whole
@@ -96,7 +104,9 @@ PlanView::PlanView(QWidget* parent)
   run_->setToolTip(
       "Add plan:BUDGET to the form's policies (or make the form train this configuration): "
       "the run plans again when it starts, from this profile when it is this host's");
+}
 
+void PlanView::set_up_chart() {
   frontier_ = chart_->addGraph();
   frontier_->setName("plans (predicted)");
   frontier_->setPen(QPen(QColor(40, 90, 180), 2));
@@ -126,15 +136,9 @@ PlanView::PlanView(QWidget* parent)
   chosen_->setScatterStyle(
       QCPScatterStyle(QCPScatterStyle::ssStar, QPen(QColor(230, 140, 40), 2), Qt::NoBrush, 14));
   chart_->setMouseTracking(true);
-  connect(chart_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) {
-    const QString text = describe_point_at(event->position());
-    if (text.isEmpty()) {
-      QToolTip::hideText();
-    } else {
-      QToolTip::showText(event->globalPosition().toPoint(), text, chart_);
-    }
-  });
+}
 
+void PlanView::lay_out() {
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel("Configuration"));
   top->addWidget(configuration_, 1);
@@ -154,7 +158,17 @@ PlanView::PlanView(QWidget* parent)
   layout->addWidget(chart_, 1);
   layout->addWidget(strip_);
   layout->addLayout(bottom);
+}
 
+void PlanView::connect_signals() {
+  connect(chart_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) {
+    const QString text = describe_point_at(event->position());
+    if (text.isEmpty()) {
+      QToolTip::hideText();
+    } else {
+      QToolTip::showText(event->globalPosition().toPoint(), text, chart_);
+    }
+  });
   connect(configuration_, &QComboBox::currentIndexChanged, this, &PlanView::show_profile);
   connect(profile_, &QPushButton::clicked, this, &PlanView::profileRequested);
   connect(slider_, &QSlider::valueChanged, this, &PlanView::on_slider_moved);
@@ -164,7 +178,6 @@ PlanView::PlanView(QWidget* parent)
     const QString directory = QFileDialog::getExistingDirectory(this, "Export the chart to");
     if (!directory.isEmpty()) export_chart_to(directory);
   });
-  show_profile();
 }
 
 PlanView::Profile PlanView::profile_of(const std::string& key,

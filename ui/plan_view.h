@@ -106,6 +106,12 @@ class PlanView : public QWidget {
   void exportKept(const QString& directory);
 
  private:
+  // The constructor's steps, in order.
+  void set_up_fields();
+  void set_up_chart();
+  void lay_out();
+  void connect_signals();
+
   struct Profile {
     std::string key;
     ChainCosts costs;

@@ -158,29 +158,7 @@ RunsView::RunsView(QWidget* parent)
       compare_(new QPushButton("Compare selected")),
       delete_(new QPushButton("Delete selected…")),
       advice_(new AdvicePanel) {
-  // A long experiment name must not widen the window: the list is as wide as the row allows.
-  experiment_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-  experiment_->setMinimumContentsLength(12);
-  status_->addItem("any status", QString());
-  for (RunStatus status : all_run_statuses()) {
-    const QString name = QString::fromStdString(to_string(status));
-    status_->addItem(name, name);
-  }
-  sorted_->setSourceModel(model_);
-  sorted_->setSortRole(Qt::UserRole);
-  table_->setModel(sorted_);
-  table_->setSortingEnabled(true);
-  table_->sortByColumn(kId, Qt::AscendingOrder);
-  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
-  table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
-  // Every column as wide as its contents each time the runs are read (the long ones cut, whole
-  // in the tooltip); the user may drag them in between; the last takes what is left.
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
-  table_->horizontalHeader()->setStretchLastSection(true);
-  table_->setTextElideMode(Qt::ElideRight);
-  table_->verticalHeader()->hide();
-  // Rows as tall as a line of text: a laptop's height shows more runs.
-  table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 8);
+  set_up_filters_and_table();
   auto* export_runs = new QPushButton("Export runs CSV…");
   export_runs->setToolTip("The selected runs, or every run shown when none is selected");
   auto* export_steps = new QPushButton("Export steps CSV…");
@@ -234,6 +212,32 @@ RunsView::RunsView(QWidget* parent)
   connect(delete_, &QPushButton::clicked, this, [this] { delete_runs(selected_ids(), false); });
   connect(export_runs, &QPushButton::clicked, this, [this] { ask_and_export(false); });
   connect(export_steps, &QPushButton::clicked, this, [this] { ask_and_export(true); });
+}
+
+void RunsView::set_up_filters_and_table() {
+  // A long experiment name must not widen the window: the list is as wide as the row allows.
+  experiment_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  experiment_->setMinimumContentsLength(12);
+  status_->addItem("any status", QString());
+  for (RunStatus status : all_run_statuses()) {
+    const QString name = QString::fromStdString(to_string(status));
+    status_->addItem(name, name);
+  }
+  sorted_->setSourceModel(model_);
+  sorted_->setSortRole(Qt::UserRole);
+  table_->setModel(sorted_);
+  table_->setSortingEnabled(true);
+  table_->sortByColumn(kId, Qt::AscendingOrder);
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  // Every column as wide as its contents each time the runs are read (the long ones cut, whole
+  // in the tooltip); the user may drag them in between; the last takes what is left.
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
+  table_->horizontalHeader()->setStretchLastSection(true);
+  table_->setTextElideMode(Qt::ElideRight);
+  table_->verticalHeader()->hide();
+  // Rows as tall as a line of text: a laptop's height shows more runs.
+  table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 8);
 }
 
 template <typename Action>

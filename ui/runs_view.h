@@ -85,6 +85,8 @@ class RunsView : public QWidget {
   void exported(const QString& message);
 
  private:
+  void set_up_filters_and_table();
+
   RunStore* store_ = nullptr;
   QComboBox* experiment_;
   QComboBox* status_;
