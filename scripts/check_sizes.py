@@ -11,7 +11,7 @@ members) that holds a parameter list and ends with "{", up to the line that clos
 same indent. Lambdas and blocks inside a function count towards it.
 
   check_sizes.py ROOT      exit 1 listing every file or function over its limit
-  check_sizes.py --self-test   breaks each rule once in a scratch tree and expects both found
+  check_sizes.py --self-test   breaks each rule once in a scratch tree and expects each found
 """
 import os
 import re
@@ -67,7 +67,6 @@ def long_functions(lines):
             i = end
         i += 1
     return found
-
 
 
 def check(root):

@@ -88,7 +88,7 @@ class MainWindow : public QMainWindow {
 
  private:
   void build_menus();
-  // The worker's signals to this window's slots, and the views' to each other's.
+  // Moves the worker to its thread and wires it both ways; the views' signals to this window.
   void connect_worker();
   void connect_views();
   void fit_to_screen(bool first_start);

@@ -106,7 +106,7 @@ class PlanView : public QWidget {
   void exportKept(const QString& directory);
 
  private:
-  // The constructor's steps, in order.
+  // The constructor's steps, in order (then it shows the selected profile).
   void set_up_fields();
   void set_up_chart();
   void lay_out();

@@ -85,6 +85,7 @@ class RunsView : public QWidget {
   void exported(const QString& message);
 
  private:
+  // The status filter's choices and the table's model, sorting and sizing.
   void set_up_filters_and_table();
 
   RunStore* store_ = nullptr;
