@@ -18,6 +18,7 @@
 #include "child_process.h"
 #include "common/errors.h"
 #include "common/posix_files.h"
+#include "dist_workers.h"
 #include "estimate/model_state.h"
 #include "estimate/sharded_states.h"
 #include "launch/local_launcher.h"
@@ -39,83 +40,7 @@ int run_dist_test_worker(const std::string& spec_path);
 namespace {
 
 using testing::ChildProcess;
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-// A model small enough that a case costs milliseconds; 4 KiB buckets, so it has several.
-nlohmann::json tiny_fields() {
-  return {{"preset", "tiny"}, {"layers", 2},   {"d_model", 32},
-          {"heads", 2},       {"seq_len", 16}, {"vocab", 64},
-          {"batch", 2},       {"threads", 1},  {"bucket_bytes", 4096}};
-}
-
-nlohmann::json with(nlohmann::json fields, const nlohmann::json& changes) {
-  for (const auto& item : changes.items()) fields[item.key()] = item.value();
-  return fields;
-}
-
-RunConfig config_from(const nlohmann::json& fields) {
-  nlohmann::ordered_json ordered = nlohmann::ordered_json::object();
-  ordered["preset"] = fields.at("preset");
-  for (const auto& item : fields.items()) {
-    if (item.key() != "preset") ordered[item.key()] = item.value();
-  }
-  return run_config_from_fields(ordered, "case");
-}
-
-using testing::free_port;
-using testing::ScratchDir;
-
-std::string self_path() {
-  char path[4096] = {};
-  const ssize_t length = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
-  return std::string(path, static_cast<std::size_t>(std::max<ssize_t>(0, length)));
-}
-
-std::vector<std::string> rank_environment(int rank, int world, int port) {
-  return {"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world),
-          "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)};
-}
-
-// Runs `spec` on `world` worker processes; a worker that fails fails the test with its stderr.
-void run_workers(const nlohmann::json& spec, int world, const ScratchDir& dir) {
-  const std::string spec_path = dir.file("spec.json");
-  std::ofstream(spec_path) << spec.dump();
-  const int port = free_port();
-  std::vector<std::unique_ptr<ChildProcess>> workers;
-  for (int rank = 0; rank < world; ++rank) {
-    std::vector<std::string> env = rank_environment(rank, world, port);
-    env.push_back("REMATLAB_TEST_DIST_WORKER=" + spec_path);
-    const std::string base = dir.file("worker" + std::to_string(rank));
-    workers.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{self_path()}, env,
-                                                     base + ".out", base + ".err"));
-  }
-  for (int rank = 0; rank < world; ++rank) {
-    const std::optional<int> code = workers[rank]->exit_code(std::chrono::seconds(300));
-    const std::string err = read_text(dir.file("worker" + std::to_string(rank) + ".err"));
-    ASSERT_TRUE(code.has_value()) << "worker " << rank << " did not finish: " << err;
-    ASSERT_EQ(*code, 0) << "worker " << rank << ": " << err;
-  }
-}
-
-std::vector<torch::Tensor> load(const std::string& path) {
-  std::vector<torch::Tensor> tensors;
-  torch::load(tensors, path);
-  return tensors;
-}
-
-std::string result_file(const std::string& directory, const std::string& name, int rank) {
-  return files::join(directory, name + "." + std::to_string(rank) + ".pt");
-}
-
-double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
-}
+using namespace testing::dist;
 
 // ---- the worker: one rank, run by this binary in its own process ----
 
@@ -142,6 +67,7 @@ std::vector<torch::Tensor> run_case(const std::shared_ptr<parallel::DistContext>
                                     const nlohmann::json& item) {
   const std::string mode = item.at("mode");
   if (mode == "late") return accumulated_twice(context, item.at("bucket_bytes").get<int64_t>());
+  if (mode.rfind("tensor_", 0) == 0) return run_tensor_parallel_case(context, item);
   RunConfig config = config_from(item.at("run"));
   config.world_size = context->world_size();
   auto exchange = std::make_shared<parallel::DataParallel>(

@@ -170,18 +170,20 @@ TEST(DistCli, ASlicedLossSendsTheHeadsGradientOnceAndCostsNoExtraMemory) {
   EXPECT_LE(peak_of("4"), peak_of("1"));
 }
 
-TEST(DistCli, KillingARankFailsTheRunNamingItWithinTheTimeoutAndLeavesNothingBehind) {
+// Runs `layout` (--nproc N …) until its ranks train, kills rank 1, and expects the run failed
+// naming it, every rank gone and the database whole.
+void expect_a_killed_rank_fails_the_run(const std::string& layout, int world) {
   ScratchDir dir("distcli-kill");
   const std::string db = dir.file("runs.sqlite");
   std::vector<std::string> args = {REMATLAB_CLI_PATH, "run"};
   for (const std::string& word : split(kTiny)) args.push_back(word);
   for (const std::string& word :
-       split("--nproc 3 --steps 100000 --checkpoint every:1 --dist-timeout 10 --db " + db)) {
+       split(layout + " --steps 100000 --checkpoint every:1 --dist-timeout 10 --db " + db)) {
     args.push_back(word);
   }
   ChildProcess launcher(args, {}, dir.file("out"), dir.file("err"));
-  const std::map<int, pid_t> ranks = ranks_training(launcher, 3, dir.file("err"));
-  ASSERT_EQ(ranks.size(), 3u) << slurp(dir.file("err"));
+  const std::map<int, pid_t> ranks = ranks_training(launcher, world, dir.file("err"));
+  ASSERT_EQ(ranks.size(), static_cast<std::size_t>(world)) << slurp(dir.file("err"));
   ASSERT_EQ(::kill(ranks.at(1), SIGKILL), 0);
   const auto killed = Clock::now();
   const std::optional<int> code = launcher.exit_code(std::chrono::seconds(40));
@@ -202,6 +204,15 @@ TEST(DistCli, KillingARankFailsTheRunNamingItWithinTheTimeoutAndLeavesNothingBeh
   EXPECT_EQ(runs[0].status, RunStatus::kFailed);
   EXPECT_NE(runs[0].message.find("rank 1"), std::string::npos) << runs[0].message;
   EXPECT_GE(store.steps(runs[0].id).size(), 1u);
+}
+
+TEST(DistCli, KillingARankFailsTheRunNamingItWithinTheTimeoutAndLeavesNothingBehind) {
+  expect_a_killed_rank_fails_the_run("--nproc 3", 3);
+}
+
+// Its tensor partner waits inside a layer's collective, not between steps: the same ending.
+TEST(DistCli, KillingATensorParallelRankFailsTheRunTheSameWay) {
+  expect_a_killed_rank_fails_the_run("--nproc 2 --tp 2", 2);
 }
 
 TEST(DistCli, AHungRankIsKilledAfterTheTimeoutAndNamed) {

@@ -16,6 +16,9 @@ void DistOptions::add_to(CLI::App& command) {
                   "Data parallel: none, optimizer (ZeRO-1: AdamW state partitioned) or "
                   "gradients (ZeRO-2: gradients too)")
       ->capture_default_str();
+  command.add_option("--tp", tp_,
+                     "Tensor parallel: ranks that split every layer of one model (attention "
+                     "heads, MLP width, vocabulary); --nproc must be a multiple (default 1)");
   command.add_option("--bucket-size", bucket_size_,
                      "Data parallel: gradient bucket size (bytes, KiB, MiB; default 25MiB)");
   command.add_option("--dist-timeout", timeout_s_,
@@ -29,8 +32,11 @@ void DistOptions::apply(RunConfig& config) const {
       throw InvalidInput("--nproc", "must be between 1 and " + std::to_string(kMaxWorldSize));
     }
     config.world_size = *nproc_;
+  } else if (const parallel::DistEnv env = parallel::dist_env_from_process(); env.distributed()) {
+    config.world_size = env.world_size;  // a rank its launcher started: the run's size is known
   }
   config.shard = shard_;
+  if (tp_) config.tp = *tp_;
   if (!bucket_size_.empty()) config.bucket_bytes = parse_byte_size(bucket_size_, "--bucket-size");
   if (timeout_s_ && !(*timeout_s_ >= 1.0 && *timeout_s_ <= 86400.0)) {
     throw InvalidInput("--dist-timeout", "must be between 1 and 86400 seconds");

@@ -24,6 +24,7 @@ class DistOptions {
 
  private:
   std::optional<int> nproc_;
+  std::optional<int64_t> tp_;
   std::string shard_ = "none";
   std::string bucket_size_;
   std::optional<double> timeout_s_;

@@ -98,10 +98,19 @@ class TailFunction : public torch::autograd::Function<TailFunction> {
 }  // namespace
 
 torch::Tensor SublayerTail::complete() const {
-  return residual +
-         torch::dropout(projection(kept_as, projection_input, weight, bias), dropout, training);
+  if (!sum_over) {
+    return residual +
+           torch::dropout(projection(kept_as, projection_input, weight, bias), dropout, training);
+  }
+  torch::Tensor output =
+      out_of_region(projection(kept_as, projection_input, weight, torch::Tensor()), sum_over);
+  // As a linear under autocast would add it: in the output's dtype.
+  if (bias.defined()) output = output + bias.to(output.scalar_type());
+  return residual + torch::dropout(output, dropout, training);
 }
 
+// A row-parallel tail needs no collective here: the sum's backward hands every rank the output's
+// gradient as it is, so the gradients of h and of this rank's columns are formed as without it.
 torch::Tensor tail_without_projection(const SublayerTail& tail) {
   // h, the weight and the bias as the projection saw them (autocast's copies under autocast).
   const LinearOperands operands =

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "checkpoint/checkpoint_policy.h"
+#include "collective/parallel_region.h"
 
 namespace rematlab {
 
@@ -20,8 +21,12 @@ struct SublayerTail {
   bool training = false;
   // Set when a keep: policy may keep the projection's output (kept_outputs.h).
   std::optional<KeptOutput> kept_as;
+  // Row-parallel (tensor parallelism): h and the weight's columns are this rank's part, and the
+  // projection's output is summed over these ranks before the bias is added.
+  TensorParallel sum_over;
 
-  // residual + dropout(linear(h)), as the sublayer's forward computes it.
+  // residual + dropout(linear(h)), as the sublayer's forward computes it (with sum_over:
+  // residual + dropout(Σ_ranks h·Wᵀ + bias)).
   torch::Tensor complete() const;
 };
 

@@ -14,6 +14,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/dist_context.h"
 #include "parallel/dist_errors.h"
+#include "parallel/tensor_parallel_exchange.h"
 #include "runtime/device.h"
 #include "store/peak_flops_registry.h"
 #include "store/profile_registry.h"
@@ -142,6 +143,24 @@ void share_peak_flops(parallel::DistContext& context, bool leader, RunStore* sto
   config.peak_flops_source = chosen.at("source").get<std::string>();
 }
 
+// Data parallelism, or tensor parallelism with data parallelism over its groups.
+struct RankExchange {
+  std::shared_ptr<parallel::GradientExchange> exchange;
+  std::function<parallel::ModelStateBytes()> state_bytes;
+};
+
+RankExchange make_exchange(const std::shared_ptr<parallel::DistContext>& context,
+                           const RunConfig& config) {
+  const parallel::DataParallelOptions options{parse_shard(config.shard), config.bucket_bytes};
+  if (config.tp > 1) {
+    auto tensor = std::make_shared<parallel::TensorParallelExchange>(
+        context, static_cast<int>(config.tp), options);
+    return {tensor, [tensor] { return tensor->model_state_bytes(); }};
+  }
+  auto data = std::make_shared<parallel::DataParallel>(context, options);
+  return {data, [data] { return data->model_state_bytes(); }};
+}
+
 }  // namespace
 
 std::optional<RunSummary> run_as_rank(RunConfig config, const parallel::DistEnv& env,
@@ -166,8 +185,7 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const parallel::DistEnv&
   resolve_chain_costs(rank_config, store.get(), &cancel);
   share_peak_flops(*context, leader, store.get(), rank_config);
 
-  auto exchange = std::make_shared<parallel::DataParallel>(
-      context, parallel::DataParallelOptions{parse_shard(config.shard), config.bucket_bytes});
+  const RankExchange exchange = make_exchange(context, config);
   std::unique_ptr<RunWriter> writer;
   RunRecorder recorder;
   // `peer`: this rank stopped because another did. After Stop, that other may have been killed
@@ -178,7 +196,7 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const parallel::DistEnv&
     recorder.end(end.status, end.message);
   };
   try {
-    Trainer trainer(rank_config, exchange, &cancel);
+    Trainer trainer(rank_config, exchange.exchange, &cancel);
     if (store) {
       writer = std::make_unique<RunWriter>(options.db);
       recorder = RunRecorder(
@@ -188,7 +206,7 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const parallel::DistEnv&
     }
     RunSummary summary =
         trainer.run(rank_callbacks(env, options, recorder, context->store(), cancel));
-    const RankResult mine = rank_result(summary, exchange->model_state_bytes(), env.rank);
+    const RankResult mine = rank_result(summary, exchange.state_bytes(), env.rank);
     const std::vector<std::string> all = context->exchange("result", to_json(mine).dump());
     // Nobody leaves while another may still read the store rank 0 may serve.
     context->wait(context->backend().barrier(), "finishing the run");

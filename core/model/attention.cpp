@@ -55,10 +55,15 @@ torch::Tensor attention_core(const torch::Tensor& qkv, const AttentionShape& sha
   auto split_heads = [&](const torch::Tensor& t, int64_t heads) {
     return t.view({batch, seq, heads, hd}).transpose(1, 2);
   };
-  const auto parts = qkv.split({shape.heads * hd, shape.kv_heads * hd, shape.kv_heads * hd}, 2);
+  const int64_t projected = shape.kv_projected;
+  const auto parts = qkv.split({shape.heads * hd, projected * hd, projected * hd}, 2);
   torch::Tensor q = split_heads(parts[0], shape.heads);
-  torch::Tensor k = split_heads(parts[1], shape.kv_heads);
-  const torch::Tensor v = split_heads(parts[2], shape.kv_heads);
+  torch::Tensor k = split_heads(parts[1], projected);
+  torch::Tensor v = split_heads(parts[2], projected);
+  if (projected != shape.kv_heads) {
+    k = k.narrow(1, shape.kv_first, shape.kv_heads);
+    v = v.narrow(1, shape.kv_first, shape.kv_heads);
+  }
   if (rotary) {
     q = apply_rotary(q, *rotary);
     k = apply_rotary(k, *rotary);
@@ -93,7 +98,8 @@ torch::Tensor attention_core(const torch::Tensor& qkv, const AttentionShape& sha
 
 AttentionSublayer::AttentionSublayer(const ModelConfig& config,
                                      std::shared_ptr<const RotaryTables> rotary)
-    : shape_{config.heads, config.key_value_heads(), config.head_dim()},
+    : shape_{config.heads, config.key_value_heads(), config.head_dim(), config.key_value_heads(),
+             0},
       rotary_(std::move(rotary)),
       dropout_(config.dropout),
       kind_(config.attention) {
@@ -109,8 +115,43 @@ AttentionSublayer::AttentionSublayer(const ModelConfig& config,
   initialise_linear(out_, residual_projection_std(config));
 }
 
+void AttentionSublayer::split_for_tensor_parallel(const TensorParallel& group,
+                                                  TensorParallelLayout& layout) {
+  const int64_t ranks = group->size();
+  const int64_t rank = group->rank();
+  const int64_t hd = shape_.head_dim;
+  const int64_t heads = shape_.heads / ranks;
+  const int64_t kv_all = shape_.kv_projected;
+  std::vector<RowRange> rows = {{rank * heads * hd, heads * hd}};
+  AttentionShape local{heads, 0, hd, 0, 0};
+  if (kv_all % ranks == 0) {
+    local.kv_heads = local.kv_projected = kv_all / ranks;
+    rows.push_back({(shape_.heads + rank * local.kv_heads) * hd, local.kv_heads * hd});
+    rows.push_back({(shape_.heads + kv_all + rank * local.kv_heads) * hd, local.kv_heads * hd});
+  } else {
+    // Every key/value head on every rank; this rank's query heads all share one of them. The
+    // rows of the others get no gradient here, and the ranks' gradients are summed.
+    local.kv_heads = 1;
+    local.kv_projected = kv_all;
+    local.kv_first = rank * kv_all / ranks;
+    rows.push_back({shape_.heads * hd, 2 * kv_all * hd});
+    layout.partial.push_back({qkv_->weight, {heads * hd, 2 * kv_all * hd}});
+    if (qkv_->bias.defined()) layout.partial.push_back({qkv_->bias, {heads * hd, 2 * kv_all * hd}});
+  }
+  keep_rows(qkv_->weight, rows);
+  if (qkv_->bias.defined()) keep_rows(qkv_->bias, rows);
+  keep_columns(out_->weight, {rank * heads * hd, heads * hd});
+  layout.split.push_back(qkv_->weight);
+  if (qkv_->bias.defined()) layout.split.push_back(qkv_->bias);
+  layout.split.push_back(out_->weight);
+  shape_ = local;
+  group_ = group;
+}
+
 SublayerTail AttentionSublayer::forward_until_tail(const torch::Tensor& x) {
-  const torch::Tensor qkv = projection(KeptOutput::kQkv, norm_(x), qkv_->weight, qkv_->bias);
+  torch::Tensor normed = norm_(x);
+  if (group_) normed = into_region(normed, group_);
+  const torch::Tensor qkv = projection(KeptOutput::kQkv, normed, qkv_->weight, qkv_->bias);
   const bool training = is_training();
   // The closure holds what it needs by value: a pending recomputation never dangles.
   auto core = [shape = shape_, rotary = rotary_, dropout = dropout_, training,
@@ -118,7 +159,8 @@ SublayerTail AttentionSublayer::forward_until_tail(const torch::Tensor& x) {
     return attention_core(fused, shape, rotary.get(), dropout, training, kind);
   };
   const torch::Tensor context = recompute_core_ ? checkpoint_segment(core, qkv, {}) : core(qkv);
-  return {x, context, out_->weight, out_->bias, dropout_, training, KeptOutput::kAttentionOut};
+  return {x,     context, out_->weight, out_->bias, dropout_, training, KeptOutput::kAttentionOut,
+          group_};
 }
 
 }  // namespace rematlab

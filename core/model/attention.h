@@ -13,6 +13,7 @@
 #include "model/norm.h"
 #include "model/rotary.h"
 #include "model/sublayer.h"
+#include "model/tensor_parallel_layout.h"
 
 namespace rematlab {
 
@@ -20,7 +21,12 @@ struct AttentionShape {
   int64_t heads = 0;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
-  int64_t qkv_width() const { return (heads + 2 * kv_heads) * head_dim; }
+  // Tensor parallelism with fewer key/value heads than ranks: the projection makes
+  // `kv_projected` of them (all, replicated on every rank) and this rank's query heads use
+  // kv_heads (one) from `kv_first`. Otherwise kv_projected == kv_heads and kv_first == 0.
+  int64_t kv_projected = 0;
+  int64_t kv_first = 0;
+  int64_t qkv_width() const { return (heads + 2 * kv_projected) * head_dim; }
 };
 
 // The attention core on a fused projection (batch, seq, (heads + 2·kv_heads)·head_dim) →
@@ -35,6 +41,10 @@ class AttentionSublayer : public Sublayer {
   // `rotary` (Llama) is shared by every block's attention; it may be null (GPT).
   AttentionSublayer(const ModelConfig& config, std::shared_ptr<const RotaryTables> rotary);
   SublayerTail forward_until_tail(const torch::Tensor& x) override;
+  // Keeps this rank's query heads (and key/value heads: split when the ranks divide them, else
+  // all of them, each rank using the one its query heads share), the projections' rows and the
+  // output projection's columns; the projection's bias stays whole, added after the sum.
+  void split_for_tensor_parallel(const TensorParallel& group, TensorParallelLayout& layout);
   // `selective` recompute: keep the projections, recompute only the attention core.
   void set_recompute_core(bool recompute) { recompute_core_ = recompute; }
 
@@ -47,6 +57,7 @@ class AttentionSublayer : public Sublayer {
   double dropout_;
   AttentionKind kind_;
   bool recompute_core_ = false;
+  TensorParallel group_;  // null: the whole layer on this process
 };
 
 // Tests only: while one exists, every fused-attention call records whether grad mode was on

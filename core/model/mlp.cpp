@@ -20,15 +20,33 @@ MlpSublayer::MlpSublayer(const ModelConfig& config)
   initialise_linear(down_, residual_projection_std(config));
 }
 
+void MlpSublayer::split_for_tensor_parallel(const TensorParallel& group,
+                                            TensorParallelLayout& layout) {
+  const int64_t hidden = down_->weight.size(1);
+  const RowRange mine = part_of(hidden, group->size(), group->rank());
+  std::vector<RowRange> rows = {mine};
+  // Llama's [gate; up]: this rank's rows of each half.
+  if (family_ == ModelFamily::kLlama) rows.push_back({hidden + mine.first, mine.count});
+  keep_rows(up_->weight, rows);
+  if (up_->bias.defined()) keep_rows(up_->bias, rows);
+  keep_columns(down_->weight, mine);
+  layout.split.push_back(up_->weight);
+  if (up_->bias.defined()) layout.split.push_back(up_->bias);
+  layout.split.push_back(down_->weight);
+  group_ = group;
+}
+
 SublayerTail MlpSublayer::forward_until_tail(const torch::Tensor& x) {
-  torch::Tensor hidden = projection(KeptOutput::kMlpIn, norm_(x), up_->weight, up_->bias);
+  torch::Tensor normed = norm_(x);
+  if (group_) normed = into_region(normed, group_);
+  torch::Tensor hidden = projection(KeptOutput::kMlpIn, normed, up_->weight, up_->bias);
   if (family_ == ModelFamily::kLlama) {
     const auto halves = hidden.chunk(2, /*dim=*/-1);
     hidden = torch::silu(halves[0]) * halves[1];
   } else {
     hidden = torch::gelu(hidden);
   }
-  return {x, hidden, down_->weight, down_->bias, dropout_, is_training(), std::nullopt};
+  return {x, hidden, down_->weight, down_->bias, dropout_, is_training(), std::nullopt, group_};
 }
 
 }  // namespace rematlab

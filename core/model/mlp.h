@@ -8,6 +8,7 @@
 #include "model/model_config.h"
 #include "model/norm.h"
 #include "model/sublayer.h"
+#include "model/tensor_parallel_layout.h"
 
 namespace rematlab {
 
@@ -15,6 +16,9 @@ class MlpSublayer : public Sublayer {
  public:
   explicit MlpSublayer(const ModelConfig& config);
   SublayerTail forward_until_tail(const torch::Tensor& x) override;
+  // Keeps this rank's part of the hidden width: the up (and gate) projection's rows and bias,
+  // the down projection's columns; the down projection's bias stays whole, added after the sum.
+  void split_for_tensor_parallel(const TensorParallel& group, TensorParallelLayout& layout);
 
  private:
   Norm norm_{nullptr};
@@ -22,6 +26,7 @@ class MlpSublayer : public Sublayer {
   torch::nn::Linear down_{nullptr};
   ModelFamily family_;
   double dropout_;
+  TensorParallel group_;  // null: the whole layer on this process
 };
 
 }  // namespace rematlab

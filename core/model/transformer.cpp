@@ -46,6 +46,28 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
   }
 }
 
+TensorParallelLayout TransformerImpl::split_for_tensor_parallel(const TensorParallel& group) {
+  if (group_) throw std::logic_error("split_for_tensor_parallel called twice");
+  TensorParallelLayout layout;
+  for (const auto& sublayer : sublayers_) {
+    if (auto attention = std::dynamic_pointer_cast<AttentionSublayer>(sublayer)) {
+      attention->split_for_tensor_parallel(group, layout);
+    } else if (auto mlp = std::dynamic_pointer_cast<MlpSublayer>(sublayer)) {
+      mlp->split_for_tensor_parallel(group, layout);
+    }
+  }
+  const RowRange rows = part_of(config_.vocab, group->size(), group->rank());
+  vocab_shard_ = {rows.first, rows.count};
+  keep_rows(token_embedding_->weight, {rows});
+  layout.split.push_back(token_embedding_->weight);
+  if (head_) {
+    keep_rows(head_->weight, {rows});
+    layout.split.push_back(head_->weight);
+  }
+  group_ = group;
+  return layout;
+}
+
 const torch::Tensor& TransformerImpl::head_weight() const {
   return config_.tie_head ? token_embedding_->weight : head_->weight;
 }
@@ -77,7 +99,9 @@ torch::Tensor TransformerImpl::run_segment(const Segment& segment, const torch::
 torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens) {
   TORCH_CHECK(tokens.dim() == 2, "tokens must be (batch, seq)");
   TORCH_CHECK(tokens.size(1) <= config_.seq_len, "sequence longer than the model's seq_len");
-  torch::Tensor h = token_embedding_(tokens);
+  torch::Tensor h =
+      group_ ? vocab_parallel_embedding(tokens, token_embedding_->weight, vocab_shard_, group_)
+             : token_embedding_(tokens);
   if (position_embedding_) {
     const torch::Tensor positions = torch::arange(
         tokens.size(1), torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
@@ -97,12 +121,18 @@ torch::Tensor TransformerImpl::chain_output(const torch::Tensor& tokens,
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens, const CheckpointPlan& plan) {
+  if (group_) throw std::logic_error("no rank forms the logits under tensor parallelism");
   return torch::nn::functional::linear(final_norm_(chain_output(tokens, plan)), head_weight());
 }
 
 torch::Tensor TransformerImpl::head_loss(const torch::Tensor& chain_end,
                                          const torch::Tensor& targets) {
   const torch::Tensor hidden = final_norm_(chain_end);
+  if (group_) {
+    return vocab_parallel_cross_entropy(hidden.reshape({-1, config_.d_model}), head_weight(),
+                                        targets.reshape({-1}), vocab_shard_,
+                                        config_.loss_chunk_count(), group_);
+  }
   return chunked_cross_entropy(hidden.reshape({-1, config_.d_model}), head_weight(),
                                targets.reshape({-1}), config_.loss_chunk_count());
 }

@@ -15,6 +15,8 @@
 #include "model/norm.h"
 #include "model/rotary.h"
 #include "model/sublayer.h"
+#include "model/tensor_parallel_layout.h"
+#include "model/vocab_parallel.h"
 
 namespace rematlab {
 
@@ -22,7 +24,8 @@ class TransformerImpl : public torch::nn::Module {
  public:
   explicit TransformerImpl(const ModelConfig& config);
 
-  // Logits (batch, seq, vocab) for token ids (batch, seq), run under `plan`.
+  // Logits (batch, seq, vocab) for token ids (batch, seq), run under `plan` (not under tensor
+  // parallelism, where no rank forms them).
   torch::Tensor forward(const torch::Tensor& tokens, const CheckpointPlan& plan);
   // Mean cross-entropy of predicting `targets`; the head and loss run in
   // config().loss_chunk_count() slices of the tokens.
@@ -33,6 +36,14 @@ class TransformerImpl : public torch::nn::Module {
   // the chain's input for `tokens` (the embeddings), and the loss from the chain's output.
   torch::Tensor embed(const torch::Tensor& tokens);
   torch::Tensor head_loss(const torch::Tensor& chain_end, const torch::Tensor& targets);
+
+  // Tensor parallelism: keeps this rank's part of every split layer (attention heads, MLP width,
+  // the vocabulary rows of the embedding and the head), from the whole model built alike on
+  // every rank, so that the ranks together hold exactly one process's model. Call once, before
+  // anything holds the parameters. Returns which parameters were split and which gradients the
+  // ranks must sum. The config must have been checked (validate_tensor_parallel).
+  TensorParallelLayout split_for_tensor_parallel(const TensorParallel& group);
+  const TensorParallel& tensor_parallel() const { return group_; }
 
   const ModelConfig& config() const { return config_; }
   // attn0, mlp0, attn1, mlp1, …
@@ -54,6 +65,8 @@ class TransformerImpl : public torch::nn::Module {
   std::vector<std::shared_ptr<AttentionSublayer>> attention_sublayers_;
   Norm final_norm_{nullptr};
   torch::nn::Linear head_{nullptr};  // untied heads only
+  TensorParallel group_;             // null: the whole model on this process
+  VocabShard vocab_shard_;           // the embedding's and head's rows here, under group_
 };
 TORCH_MODULE(Transformer);
 

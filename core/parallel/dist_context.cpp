@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -45,6 +46,23 @@ std::shared_ptr<DistContext> DistContext::connect(const DistEnv& env, const c10:
   context->wait_for_everyone(cancel);
   context->create_backend();
   return context;
+}
+
+std::shared_ptr<DistContext> DistContext::subgroup(const std::string& name,
+                                                   const std::vector<int>& ranks) {
+  const auto me = std::find(ranks.begin(), ranks.end(), env_.rank);
+  if (me == ranks.end()) throw std::logic_error("subgroup: this rank is not a member");
+  DistEnv env = env_;
+  env.rank = static_cast<int>(me - ranks.begin());
+  env.world_size = static_cast<int>(ranks.size());
+  std::shared_ptr<DistContext> group(new DistContext(env, device_, timeout_));
+  group->server_ = server_;  // rank 0's store lives as long as any group uses it
+  // A name used again (a second exchange in one process, as the tests make) must not meet the
+  // keys the first rendezvous left: every member numbers its groups alike.
+  group->store_ = c10::make_intrusive<c10d::PrefixStore>(
+      name + "#" + std::to_string(++subgroups_made_), store_);
+  group->create_backend();
+  return group;
 }
 
 std::string DistContext::backend_name() const { return device_.is_cuda() ? "nccl" : "gloo"; }

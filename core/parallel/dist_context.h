@@ -49,6 +49,12 @@ class DistContext {
   // it holds are freed on the caller's thread: the memory tracker counts frees only there.
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what);
 
+  // A group of some of this run's ranks (`ranks`, world ranks in the group's order) with a
+  // backend of its own, on the same store under `name`. Only the members call it, each with the
+  // same name and ranks, in the same order as their other subgroups; this rank must be one of
+  // them.
+  std::shared_ptr<DistContext> subgroup(const std::string& name, const std::vector<int>& ranks);
+
   // Small collectives, blocking.
   double sum(double local);
   bool any(bool local);
@@ -70,6 +76,7 @@ class DistContext {
   c10::intrusive_ptr<c10d::Store> server_;  // the TCPStore itself (rank 0 unless agent store)
   c10::intrusive_ptr<c10d::Store> store_;   // what everything uses (prefixed)
   c10::intrusive_ptr<c10d::Backend> backend_;
+  int subgroups_made_ = 0;
 };
 
 // Creates the NCCL backend for `device` (CUDA builds; elsewhere throws InvalidInput("--device")).

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "model/tensor_parallel_layout.h"
 #include "run/step_metrics.h"
 
 namespace rematlab::parallel {
@@ -16,6 +17,11 @@ namespace rematlab::parallel {
 class GradientExchange {
  public:
   virtual ~GradientExchange() = default;
+
+  // Tensor parallelism: the group the model's split layers use (null: none), and, once the
+  // Trainer split the model (before attach), what it split.
+  virtual TensorParallel tensor_parallel() const { return nullptr; }
+  virtual void use_layout(TensorParallelLayout /*layout*/) {}
 
   // Once, after the model is built: every process must start from the same parameters, and the
   // gradient hooks are registered here. `params` outlive the exchange's use of them.

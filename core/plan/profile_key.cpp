@@ -29,6 +29,8 @@ std::string profile_key(const RunConfig& config, int repeats, const std::string&
         "world_size", "shard", "bucket_bytes"}) {
     profiled.erase(unrelated);
   }
+  // One process's chain, as before tensor parallelism was a setting (kept profiles stay found).
+  if (profiled["tp"] == 1) profiled.erase("tp");
   // "LibTorch's default" is as many threads as this thread computes with: the number, not the
   // default.
   if (profiled["threads"] == 0) profiled["threads"] = at::get_num_threads();

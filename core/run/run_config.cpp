@@ -100,6 +100,48 @@ void validate_data_parallel(const RunConfig& config) {
 
 }  // namespace
 
+namespace {
+
+// Tensor parallelism splits heads, key/value heads, the MLP's width and the vocabulary into
+// equal parts: each must divide, and what it cannot do yet is refused before anything starts.
+void validate_tensor_parallel(const RunConfig& config) {
+  const int64_t tp = config.tp;
+  if (tp < 1 || tp > kMaxWorldSize) {
+    throw InvalidInput("--tp", "must be between 1 and " + std::to_string(kMaxWorldSize) + ", got " +
+                                   std::to_string(tp));
+  }
+  if (tp == 1) return;
+  auto divides = [tp](int64_t value, const std::string& what) {
+    if (value % tp != 0) {
+      throw InvalidInput("--tp", std::to_string(tp) + " tensor ranks cannot split " + what + " " +
+                                     std::to_string(value) + " into equal parts");
+    }
+  };
+  if (config.world_size % tp != 0) {
+    throw InvalidInput("--tp", std::to_string(tp) + " tensor ranks need a multiple of " +
+                                   std::to_string(tp) + " ranks in all, got " +
+                                   setting("nproc", std::to_string(config.world_size)));
+  }
+  const ModelConfig& model = config.model;
+  divides(model.heads, "heads");
+  const int64_t kv = model.key_value_heads();
+  if (kv % tp != 0 && tp % kv != 0) {
+    throw InvalidInput("--tp", std::to_string(tp) + " tensor ranks can neither split nor share " +
+                                   std::to_string(kv) +
+                                   " key/value heads (one must divide the other)");
+  }
+  divides(model.mlp_width(), "the MLP width");
+  divides(model.vocab, "the vocabulary");
+  if (config.shard != "none") {
+    throw InvalidInput("--shard",
+                       "tensor parallelism does not shard model states over the data "
+                       "ranks yet; use " +
+                           setting("shard", "none"));
+  }
+}
+
+}  // namespace
+
 void validate(const RunConfig& config) {
   validate(config.model);
   auto positive = [](int64_t value, const char* flag) {
@@ -168,6 +210,7 @@ void validate(const RunConfig& config) {
                            setting("checkpoint") + " policy other than none");
   }
   validate_data_parallel(config);
+  validate_tensor_parallel(config);
 }
 
 OffloadSpec parse_offload(const std::string& text) {
@@ -220,6 +263,7 @@ nlohmann::json to_json(const RunConfig& config) {
       {"world_size", config.world_size},
       {"shard", config.shard},
       {"bucket_bytes", config.bucket_bytes},
+      {"tp", config.tp},
   };
 }
 
@@ -240,6 +284,7 @@ std::string describe_run(const RunConfig& config, const std::string& batch) {
   text += " " + batch;
   if (config.precision != Precision::kFp32) text += " " + to_string(config.precision);
   if (config.world_size > 1) text += " x" + std::to_string(config.world_size);
+  if (config.tp > 1) text += " tp" + std::to_string(config.tp);
   if (config.shard != "none") text += " shard:" + config.shard;
   return text;
 }

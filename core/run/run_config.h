@@ -71,6 +71,9 @@ struct RunConfig {
   int64_t world_size = 1;
   std::string shard = "none";
   int64_t bucket_bytes = int64_t{25} << 20;
+  // Tensor parallelism: ranks that split every layer of one model (attention heads, MLP width,
+  // vocabulary); world_size / tp of those groups train as data parallelism does.
+  int64_t tp = 1;
   // For `plan:`: the chain's costs measured earlier for this configuration, kept in the runs
   // database (store/profile_registry.h), so that the run plans without profiling again. Used
   // only while its key still matches the config (a max-batch probe changes the batch). Not
@@ -78,7 +81,8 @@ struct RunConfig {
   std::shared_ptr<const KnownChainCosts> known_chain_costs;
 
   int64_t timed_warmup_steps() const;
-  int64_t tokens_per_step() const { return batch * accum * model.seq_len; }  // per process
+  // Per data-parallel rank: the tensor ranks of one data rank train the same tokens.
+  int64_t tokens_per_step() const { return batch * accum * model.seq_len; }
 };
 
 // Throws InvalidInput naming the offending flag. Checks that the device exists, that fp16 runs

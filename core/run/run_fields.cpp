@@ -178,6 +178,7 @@ const std::map<std::string, Setter>& setters() {
       {"world_size", integer(&RunConfig::world_size)},
       {"shard", text(&RunConfig::shard)},
       {"bucket_bytes", integer(&RunConfig::bucket_bytes)},
+      {"tp", integer(&RunConfig::tp)},
   };
   return table;
 }

@@ -42,7 +42,7 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
       policy_(CheckpointPolicy::parse(config_.checkpoint)),
       tracker_(device_),
       exchange_(std::move(exchange)) {
-  const int64_t world = exchange_ ? exchange_->world_size() : 1;
+  const int64_t world = exchange_ ? exchange_->world_size() * config_.tp : 1;
   if (config_.world_size != world) {
     throw InvalidInput("--nproc", "a run over " + std::to_string(config_.world_size) +
                                       " ranks needs its launcher (rematlab-cli run --nproc, "
@@ -54,6 +54,10 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
                             config_.seed ^ kDataSeedSalt);
   torch::manual_seed(config_.seed);
   model_ = Transformer(config_.model);
+  // Every rank built the whole model from the same seed: each keeps its part.
+  if (exchange_ && exchange_->tensor_parallel()) {
+    exchange_->use_layout(model_->split_for_tensor_parallel(exchange_->tensor_parallel()));
+  }
   model_->to(device_);
   model_->train();
   for (auto& param : model_->parameters()) {
@@ -69,7 +73,8 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
   if (exchange_) {
     exchange_->attach(params_);
     // Dropout draws from the default generator: each rank its own stream (rank 0 keeps the
-    // run's), or every rank would drop the same positions of its different rows.
+    // run's), or every rank would drop the same positions of its different rows. The tensor
+    // ranks of one data rank share its stream: they drop the same positions of the same rows.
     if (exchange_->rank() > 0) {
       torch::manual_seed(config_.seed ^ (kRankSeedSalt * static_cast<uint64_t>(exchange_->rank())));
     }

@@ -1,0 +1,31 @@
+// The token embedding and the output head split over the vocabulary between tensor ranks: rank
+// r holds rows [first, first + rows) of the (vocab, d) matrix. Neither forms the full logits, or
+// any (tokens, vocab) tensor, on any rank.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "collective/parallel_region.h"
+
+namespace rematlab {
+
+struct VocabShard {
+  int64_t first = 0;  // the first vocabulary row this rank holds
+  int64_t rows = 0;
+};
+
+// The embeddings of `tokens` (batch, seq) → (batch, seq, d), summed over ranks: each rank looks
+// up the tokens it holds and gives zeros for the others.
+torch::Tensor vocab_parallel_embedding(const torch::Tensor& tokens, const torch::Tensor& weight,
+                                       const VocabShard& shard, const TensorParallel& group);
+
+// Mean cross-entropy of `targets` (tokens) from `hidden` (tokens, d), identical on every rank,
+// through the head shard `weight` (rows, d), in `chunks` slices of the tokens: per slice the
+// maximum logit, the sum of exponentials and the target's logit are combined over ranks (three
+// small all-reduces of one value per token), and backward recomputes each slice's logits and
+// sums the hidden states' gradient over ranks. `hidden` must be the same on every rank.
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                           const torch::Tensor& targets, const VocabShard& shard,
+                                           int64_t chunks, const TensorParallel& group);
+
+}  // namespace rematlab
