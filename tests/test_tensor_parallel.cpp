@@ -65,6 +65,7 @@ struct Reference {
 Reference one_process(const nlohmann::json& fields, int data_ranks, bool steps) {
   RunConfig config = config_from(fields);
   config.tp = 1;
+  config.sequence_parallel = false;
   config.batch *= data_ranks;
   Trainer trainer(config);
   Reference reference;
@@ -171,6 +172,10 @@ TEST(TensorParallel, EveryGradientMatchesOneProcessForBothFamiliesAndBothKeyValu
       {"llama_kv_shared", with(small_fields("llama"), {{"kv_heads", 1}})},
       {"gpt_sliced_loss", with(small_fields("gpt"), {{"loss_chunks", 4}})},
       {"llama_accum2", with(small_fields("llama"), {{"kv_heads", 1}, {"accum", 2}})},
+      {"gpt_sp", with(small_fields("gpt"), {{"sequence_parallel", true}})},
+      {"llama_sp", with(small_fields("llama"), {{"kv_heads", 1}, {"sequence_parallel", true}})},
+      {"gpt_sp_sliced_loss",
+       with(small_fields("gpt"), {{"sequence_parallel", true}, {"loss_chunks", 4}})},
   };
   nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
   for (const auto& [name, fields] : cases) {
@@ -190,6 +195,8 @@ TEST(TensorParallel, EveryGradientMatchesOneProcessForBothFamiliesAndBothKeyValu
 constexpr double kStepsTolerance = 1e-4;
 
 TEST(TensorParallel, TenStepsMatchOneProcessAndTwoByTwoRanksMatchOneProcessAtTwiceTheBatch) {
+  // With and without sequence parallelism; clipped (each rank's part of the norm counted once)
+  // and not.
   ScratchDir dir("tp-steps");
   const std::map<std::string, nlohmann::json> two = {
       {"gpt", with(small_fields("gpt"), {{"steps", 10}})},
@@ -197,6 +204,9 @@ TEST(TensorParallel, TenStepsMatchOneProcessAndTwoByTwoRanksMatchOneProcessAtTwi
       {"gpt_unclipped", with(small_fields("gpt"), {{"steps", 10}, {"grad_clip", 0}})},
       {"llama_unclipped",
        with(small_fields("llama"), {{"kv_heads", 1}, {"steps", 10}, {"grad_clip", 0}})},
+      {"gpt_sp", with(small_fields("gpt"), {{"steps", 10}, {"sequence_parallel", true}})},
+      {"llama_sp",
+       with(small_fields("llama"), {{"kv_heads", 1}, {"steps", 10}, {"sequence_parallel", true}})},
   };
   nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
   for (const auto& [name, fields] : two)
@@ -207,13 +217,23 @@ TEST(TensorParallel, TenStepsMatchOneProcessAndTwoByTwoRanksMatchOneProcessAtTwi
     expect_parts_match(dir, name, fields, 2, true, kStepsTolerance);
 
   ScratchDir four_dir("tp-steps-4");
-  const nlohmann::json four = with(small_fields("llama"), {{"kv_heads", 2}, {"steps", 10}});
-  run_workers({{"output", four_dir.path()}, {"cases", {case_of("tp2_dp2", "tensor_steps", four)}}},
-              4, four_dir);
+  const std::map<std::string, nlohmann::json> four = {
+      {"tp2_dp2", with(small_fields("llama"), {{"kv_heads", 2}, {"steps", 10}})},
+      {"tp2_sp_dp2", with(small_fields("gpt"), {{"steps", 10}, {"sequence_parallel", true}})},
+  };
+  nlohmann::json four_spec = {{"output", four_dir.path()}, {"cases", nlohmann::json::array()}};
+  for (const auto& [name, fields] : four) {
+    four_spec["cases"].push_back(case_of(name, "tensor_steps", fields));
+  }
+  run_workers(four_spec, 4, four_dir);
   if (HasFatalFailure()) return;
-  expect_parts_match(four_dir, "tp2_dp2", four, 4, true, kStepsTolerance);
+  for (const auto& [name, fields] : four) {
+    expect_parts_match(four_dir, name, fields, 4, true, kStepsTolerance);
+  }
 }
 
+// Under tensor parallelism with and without sequence parallelism (where the tail of a recomputed
+// segment runs whole: its scatter's backward gathers first).
 TEST(TensorParallel, EveryPolicyGivesTheGradientsOfNoneBitForBitUnderTheSameLayout) {
   ScratchDir dir("tp-policies");
   const std::vector<std::string> policies = {"none",        "every:1",
@@ -221,8 +241,11 @@ TEST(TensorParallel, EveryPolicyGivesTheGradientsOfNoneBitForBitUnderTheSameLayo
                                              "selective",   "keep:qkv,mlp-in,attn-out",
                                              "keep:matmul", "segments:a0-m0,m1"};
   nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
-  for (const std::string arch : {"gpt", "llama"}) {
-    const nlohmann::json base = with(small_fields(arch), {{"kv_heads", arch == "gpt" ? 4 : 1}});
+  for (const std::string arch : {"gpt", "llama", "gpt_sp", "llama_sp"}) {
+    const bool gpt = arch.rfind("gpt", 0) == 0;
+    const nlohmann::json base = with(
+        small_fields(gpt ? "gpt" : "llama"),
+        {{"kv_heads", gpt ? 4 : 1}, {"sequence_parallel", arch.find("_sp") != std::string::npos}});
     for (const std::string& policy : policies) {
       spec["cases"].push_back(
           case_of(arch + " " + policy, "tensor_gradients", with(base, {{"checkpoint", policy}})));
@@ -259,10 +282,14 @@ TEST(TensorParallel, LayoutsThatCannotSplitAreRefusedBeforeAnythingStarts) {
       {"--nproc 2 --tp 2 --shard optimizer",
        "--shard: tensor parallelism does not shard model states over the data ranks yet"},
       {"--nproc 2 --tp 0", "--tp: must be between 1 and 4096, got 0"},
+      {"--nproc 2 --sequence-parallel",
+       "--sequence-parallel: splits the sequence between tensor ranks: give --tp 2 or more"},
+      {"--nproc 2 --tp 2 --sequence-parallel --seq-len 15",
+       "--tp: 2 tensor ranks cannot split the sequence length 15"},
   };
   for (const auto& [flags, message] : refused) {
     const testing::CliResult result = testing::cli(
-        "run --preset tiny --layers 2 --seq-len 16 --batch 2 --threads 1 --steps 1 "
+        "run --preset tiny --layers 2 --batch 2 --threads 1 --steps 1 "
         "--db " +
         db + " " + flags);
     EXPECT_EQ(result.exit_code, 2) << flags << ": " << result.err;

@@ -19,6 +19,9 @@ void DistOptions::add_to(CLI::App& command) {
   command.add_option("--tp", tp_,
                      "Tensor parallel: ranks that split every layer of one model (attention "
                      "heads, MLP width, vocabulary); --nproc must be a multiple (default 1)");
+  command.add_flag("--sequence-parallel", sequence_parallel_,
+                   "Tensor parallel: split the residual stream, norms and dropout between the "
+                   "layers along the sequence (needs --tp 2 or more)");
   command.add_option("--bucket-size", bucket_size_,
                      "Data parallel: gradient bucket size (bytes, KiB, MiB; default 25MiB)");
   command.add_option("--dist-timeout", timeout_s_,
@@ -37,6 +40,7 @@ void DistOptions::apply(RunConfig& config) const {
   }
   config.shard = shard_;
   if (tp_) config.tp = *tp_;
+  if (sequence_parallel_) config.sequence_parallel = true;
   if (!bucket_size_.empty()) config.bucket_bytes = parse_byte_size(bucket_size_, "--bucket-size");
   if (timeout_s_ && !(*timeout_s_ >= 1.0 && *timeout_s_ <= 86400.0)) {
     throw InvalidInput("--dist-timeout", "must be between 1 and 86400 seconds");

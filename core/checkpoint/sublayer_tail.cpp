@@ -102,8 +102,9 @@ torch::Tensor SublayerTail::complete() const {
     return residual +
            torch::dropout(projection(kept_as, projection_input, weight, bias), dropout, training);
   }
-  torch::Tensor output =
-      out_of_region(projection(kept_as, projection_input, weight, torch::Tensor()), sum_over);
+  const torch::Tensor partial = projection(kept_as, projection_input, weight, torch::Tensor());
+  torch::Tensor output = scatter_sequence ? rematlab::scatter_sequence(partial, sum_over)
+                                          : out_of_region(partial, sum_over);
   // As a linear under autocast would add it: in the output's dtype.
   if (bias.defined()) output = output + bias.to(output.scalar_type());
   return residual + torch::dropout(output, dropout, training);
@@ -111,7 +112,9 @@ torch::Tensor SublayerTail::complete() const {
 
 // A row-parallel tail needs no collective here: the sum's backward hands every rank the output's
 // gradient as it is, so the gradients of h and of this rank's columns are formed as without it.
+// A scattered one's backward gathers the sequence first: not replicated, the tail runs whole.
 torch::Tensor tail_without_projection(const SublayerTail& tail) {
+  if (tail.scatter_sequence) return {};
   // h, the weight and the bias as the projection saw them (autocast's copies under autocast).
   const LinearOperands operands =
       autocast_linear_operands(tail.projection_input, tail.weight, tail.bias);

@@ -24,6 +24,9 @@ struct SublayerTail {
   // Row-parallel (tensor parallelism): h and the weight's columns are this rank's part, and the
   // projection's output is summed over these ranks before the bias is added.
   TensorParallel sum_over;
+  // Sequence parallelism: the sum is scattered along the sequence, each rank keeping its slice
+  // (the residual is that slice).
+  bool scatter_sequence = false;
 
   // residual + dropout(linear(h)), as the sublayer's forward computes it (with sum_over:
   // residual + dropout(Σ_ranks h·Wᵀ + bias)).

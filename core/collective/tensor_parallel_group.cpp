@@ -47,11 +47,15 @@ torch::Tensor TensorParallelGroup::max(const torch::Tensor& local, const char* w
 torch::Tensor TensorParallelGroup::gather(const torch::Tensor& local, int64_t dim,
                                           const char* what) {
   torch::Tensor input = local.contiguous();
+  // The ranks' tensors one after another along dimension 0, as the backend lays them out.
   std::vector<int64_t> sizes = input.sizes().vec();
-  sizes.insert(sizes.begin(), size());
-  torch::Tensor stacked = torch::empty(sizes, input.options());
-  run(connected()._allgather_base(stacked, input), what);
-  if (dim == 0) return stacked.flatten(0, 1);
+  sizes.front() *= size();
+  torch::Tensor all = torch::empty(sizes, input.options());
+  run(connected()._allgather_base(all, input), what);
+  if (dim == 0) return all;
+  std::vector<int64_t> stacked_sizes = input.sizes().vec();
+  stacked_sizes.insert(stacked_sizes.begin(), size());
+  const torch::Tensor stacked = all.view(stacked_sizes);
   return torch::cat(stacked.unbind(0), dim);
 }
 

@@ -116,7 +116,8 @@ AttentionSublayer::AttentionSublayer(const ModelConfig& config,
 }
 
 void AttentionSublayer::split_for_tensor_parallel(const TensorParallel& group,
-                                                  TensorParallelLayout& layout) {
+                                                  TensorParallelLayout& layout,
+                                                  bool sequence_parallel) {
   const int64_t ranks = group->size();
   const int64_t rank = group->rank();
   const int64_t hd = shape_.head_dim;
@@ -146,11 +147,14 @@ void AttentionSublayer::split_for_tensor_parallel(const TensorParallel& group,
   layout.split.push_back(out_->weight);
   shape_ = local;
   group_ = group;
+  sequence_parallel_ = sequence_parallel;
 }
 
 SublayerTail AttentionSublayer::forward_until_tail(const torch::Tensor& x) {
   torch::Tensor normed = norm_(x);
-  if (group_) normed = into_region(normed, group_);
+  if (group_) {
+    normed = sequence_parallel_ ? gather_sequence(normed, group_) : into_region(normed, group_);
+  }
   const torch::Tensor qkv = projection(KeptOutput::kQkv, normed, qkv_->weight, qkv_->bias);
   const bool training = is_training();
   // The closure holds what it needs by value: a pending recomputation never dangles.
@@ -159,8 +163,15 @@ SublayerTail AttentionSublayer::forward_until_tail(const torch::Tensor& x) {
     return attention_core(fused, shape, rotary.get(), dropout, training, kind);
   };
   const torch::Tensor context = recompute_core_ ? checkpoint_segment(core, qkv, {}) : core(qkv);
-  return {x,     context, out_->weight, out_->bias, dropout_, training, KeptOutput::kAttentionOut,
-          group_};
+  return {x,
+          context,
+          out_->weight,
+          out_->bias,
+          dropout_,
+          training,
+          KeptOutput::kAttentionOut,
+          group_,
+          sequence_parallel_};
 }
 
 }  // namespace rematlab

@@ -44,7 +44,8 @@ class AttentionSublayer : public Sublayer {
   // Keeps this rank's query heads (and key/value heads: split when the ranks divide them, else
   // all of them, each rank using the one its query heads share), the projections' rows and the
   // output projection's columns; the projection's bias stays whole, added after the sum.
-  void split_for_tensor_parallel(const TensorParallel& group, TensorParallelLayout& layout);
+  void split_for_tensor_parallel(const TensorParallel& group, TensorParallelLayout& layout,
+                                 bool sequence_parallel);
   // `selective` recompute: keep the projections, recompute only the attention core.
   void set_recompute_core(bool recompute) { recompute_core_ = recompute; }
 
@@ -57,7 +58,8 @@ class AttentionSublayer : public Sublayer {
   double dropout_;
   AttentionKind kind_;
   bool recompute_core_ = false;
-  TensorParallel group_;  // null: the whole layer on this process
+  TensorParallel group_;            // null: the whole layer on this process
+  bool sequence_parallel_ = false;  // x is this rank's slice of the sequence
 };
 
 // Tests only: while one exists, every fused-attention call records whether grad mode was on

@@ -21,7 +21,7 @@ MlpSublayer::MlpSublayer(const ModelConfig& config)
 }
 
 void MlpSublayer::split_for_tensor_parallel(const TensorParallel& group,
-                                            TensorParallelLayout& layout) {
+                                            TensorParallelLayout& layout, bool sequence_parallel) {
   const int64_t hidden = down_->weight.size(1);
   const RowRange mine = part_of(hidden, group->size(), group->rank());
   std::vector<RowRange> rows = {mine};
@@ -34,11 +34,14 @@ void MlpSublayer::split_for_tensor_parallel(const TensorParallel& group,
   if (up_->bias.defined()) layout.split.push_back(up_->bias);
   layout.split.push_back(down_->weight);
   group_ = group;
+  sequence_parallel_ = sequence_parallel;
 }
 
 SublayerTail MlpSublayer::forward_until_tail(const torch::Tensor& x) {
   torch::Tensor normed = norm_(x);
-  if (group_) normed = into_region(normed, group_);
+  if (group_) {
+    normed = sequence_parallel_ ? gather_sequence(normed, group_) : into_region(normed, group_);
+  }
   torch::Tensor hidden = projection(KeptOutput::kMlpIn, normed, up_->weight, up_->bias);
   if (family_ == ModelFamily::kLlama) {
     const auto halves = hidden.chunk(2, /*dim=*/-1);
@@ -46,7 +49,15 @@ SublayerTail MlpSublayer::forward_until_tail(const torch::Tensor& x) {
   } else {
     hidden = torch::gelu(hidden);
   }
-  return {x, hidden, down_->weight, down_->bias, dropout_, is_training(), std::nullopt, group_};
+  return {x,
+          hidden,
+          down_->weight,
+          down_->bias,
+          dropout_,
+          is_training(),
+          std::nullopt,
+          group_,
+          sequence_parallel_};
 }
 
 }  // namespace rematlab

@@ -18,7 +18,8 @@ class MlpSublayer : public Sublayer {
   SublayerTail forward_until_tail(const torch::Tensor& x) override;
   // Keeps this rank's part of the hidden width: the up (and gate) projection's rows and bias,
   // the down projection's columns; the down projection's bias stays whole, added after the sum.
-  void split_for_tensor_parallel(const TensorParallel& group, TensorParallelLayout& layout);
+  void split_for_tensor_parallel(const TensorParallel& group, TensorParallelLayout& layout,
+                                 bool sequence_parallel);
 
  private:
   Norm norm_{nullptr};
@@ -26,7 +27,8 @@ class MlpSublayer : public Sublayer {
   torch::nn::Linear down_{nullptr};
   ModelFamily family_;
   double dropout_;
-  TensorParallel group_;  // null: the whole layer on this process
+  TensorParallel group_;            // null: the whole layer on this process
+  bool sequence_parallel_ = false;  // x is this rank's slice of the sequence
 };
 
 }  // namespace rematlab

@@ -1,5 +1,7 @@
 #include "model/transformer.h"
 
+#include <unordered_set>
+
 #include "checkpoint/segment_checkpoint.h"
 #include "model/chunked_loss.h"
 #include "model/initialisation.h"
@@ -46,14 +48,15 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
   }
 }
 
-TensorParallelLayout TransformerImpl::split_for_tensor_parallel(const TensorParallel& group) {
+TensorParallelLayout TransformerImpl::split_for_tensor_parallel(const TensorParallel& group,
+                                                                bool sequence_parallel) {
   if (group_) throw std::logic_error("split_for_tensor_parallel called twice");
   TensorParallelLayout layout;
   for (const auto& sublayer : sublayers_) {
     if (auto attention = std::dynamic_pointer_cast<AttentionSublayer>(sublayer)) {
-      attention->split_for_tensor_parallel(group, layout);
+      attention->split_for_tensor_parallel(group, layout, sequence_parallel);
     } else if (auto mlp = std::dynamic_pointer_cast<MlpSublayer>(sublayer)) {
-      mlp->split_for_tensor_parallel(group, layout);
+      mlp->split_for_tensor_parallel(group, layout, sequence_parallel);
     }
   }
   const RowRange rows = part_of(config_.vocab, group->size(), group->rank());
@@ -64,7 +67,17 @@ TensorParallelLayout TransformerImpl::split_for_tensor_parallel(const TensorPara
     keep_rows(head_->weight, {rows});
     layout.split.push_back(head_->weight);
   }
+  if (sequence_parallel) {
+    // Norms, biases after a sum and positions see this rank's tokens only.
+    std::unordered_set<const void*> split;
+    for (const torch::Tensor& param : layout.split) split.insert(param.unsafeGetTensorImpl());
+    for (const torch::Tensor& param : parameters()) {
+      if (!split.count(param.unsafeGetTensorImpl()))
+        layout.partial.push_back({param, {0, param.size(0)}});
+    }
+  }
   group_ = group;
+  sequence_parallel_ = sequence_parallel;
   return layout;
 }
 
@@ -99,12 +112,15 @@ torch::Tensor TransformerImpl::run_segment(const Segment& segment, const torch::
 torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens) {
   TORCH_CHECK(tokens.dim() == 2, "tokens must be (batch, seq)");
   TORCH_CHECK(tokens.size(1) <= config_.seq_len, "sequence longer than the model's seq_len");
-  torch::Tensor h =
-      group_ ? vocab_parallel_embedding(tokens, token_embedding_->weight, vocab_shard_, group_)
-             : token_embedding_(tokens);
+  torch::Tensor h = group_ ? vocab_parallel_embedding(tokens, token_embedding_->weight,
+                                                      vocab_shard_, group_, sequence_parallel_)
+                           : token_embedding_(tokens);
   if (position_embedding_) {
+    // Under sequence parallelism h holds this rank's slice of the positions.
+    const int64_t count = h.size(1);
+    const int64_t first = sequence_parallel_ ? group_->rank() * count : 0;
     const torch::Tensor positions = torch::arange(
-        tokens.size(1), torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
+        first, first + count, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
     h = h + position_embedding_(positions);
   }
   return h;
@@ -127,8 +143,11 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens, const Checkp
 
 torch::Tensor TransformerImpl::head_loss(const torch::Tensor& chain_end,
                                          const torch::Tensor& targets) {
-  const torch::Tensor hidden = final_norm_(chain_end);
+  torch::Tensor hidden = final_norm_(chain_end);
   if (group_) {
+    // Every rank's head needs every token's hidden state; the edge's backward sums the ranks'
+    // parts of its gradient.
+    hidden = sequence_parallel_ ? gather_sequence(hidden, group_) : into_region(hidden, group_);
     return vocab_parallel_cross_entropy(hidden.reshape({-1, config_.d_model}), head_weight(),
                                         targets.reshape({-1}), vocab_shard_,
                                         config_.loss_chunk_count(), group_);

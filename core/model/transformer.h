@@ -39,10 +39,13 @@ class TransformerImpl : public torch::nn::Module {
 
   // Tensor parallelism: keeps this rank's part of every split layer (attention heads, MLP width,
   // the vocabulary rows of the embedding and the head), from the whole model built alike on
-  // every rank, so that the ranks together hold exactly one process's model. Call once, before
-  // anything holds the parameters. Returns which parameters were split and which gradients the
-  // ranks must sum. The config must have been checked (validate_tensor_parallel).
-  TensorParallelLayout split_for_tensor_parallel(const TensorParallel& group);
+  // every rank, so that the ranks together hold exactly one process's model. With
+  // `sequence_parallel` the residual stream, norms and dropout between the layers hold this
+  // rank's slice of the sequence, so every replicated parameter's gradient is partial. Call
+  // once, before anything holds the parameters. Returns which parameters were split and which
+  // gradients the ranks must sum. The config must have been checked (run_config's validate).
+  TensorParallelLayout split_for_tensor_parallel(const TensorParallel& group,
+                                                 bool sequence_parallel = false);
   const TensorParallel& tensor_parallel() const { return group_; }
 
   const ModelConfig& config() const { return config_; }
@@ -67,6 +70,7 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::Linear head_{nullptr};  // untied heads only
   TensorParallel group_;             // null: the whole model on this process
   VocabShard vocab_shard_;           // the embedding's and head's rows here, under group_
+  bool sequence_parallel_ = false;
 };
 TORCH_MODULE(Transformer);
 

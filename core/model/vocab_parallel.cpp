@@ -102,10 +102,6 @@ class VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallel
       row += h.size(0);
     }
     state->log_normals.clear();
-    // Each rank's columns give part of every hidden state's gradient.
-    if (hidden_wanted) {
-      grad_hidden = state->group->sum(grad_hidden, "summing the head's input gradient");
-    }
     return {grad_hidden, grad_weight, torch::Tensor(), torch::Tensor()};
   }
 };
@@ -113,11 +109,12 @@ class VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallel
 }  // namespace
 
 torch::Tensor vocab_parallel_embedding(const torch::Tensor& tokens, const torch::Tensor& weight,
-                                       const VocabShard& shard, const TensorParallel& group) {
+                                       const VocabShard& shard, const TensorParallel& group,
+                                       bool sequence_parallel) {
   const LocalTargets local = local_targets(tokens, shard);
   const torch::Tensor mine =
       F::embedding(local.rows, weight) * local.held.unsqueeze(-1).to(weight.scalar_type());
-  return out_of_region(mine, group);
+  return sequence_parallel ? scatter_sequence(mine, group) : out_of_region(mine, group);
 }
 
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,

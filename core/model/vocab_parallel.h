@@ -15,15 +15,18 @@ struct VocabShard {
 };
 
 // The embeddings of `tokens` (batch, seq) → (batch, seq, d), summed over ranks: each rank looks
-// up the tokens it holds and gives zeros for the others.
+// up the tokens it holds and gives zeros for the others. With `sequence_parallel` the sum is
+// scattered: this rank gets its slice of the sequence (batch, seq / ranks, d).
 torch::Tensor vocab_parallel_embedding(const torch::Tensor& tokens, const torch::Tensor& weight,
-                                       const VocabShard& shard, const TensorParallel& group);
+                                       const VocabShard& shard, const TensorParallel& group,
+                                       bool sequence_parallel);
 
 // Mean cross-entropy of `targets` (tokens) from `hidden` (tokens, d), identical on every rank,
 // through the head shard `weight` (rows, d), in `chunks` slices of the tokens: per slice the
 // maximum logit, the sum of exponentials and the target's logit are combined over ranks (three
-// small all-reduces of one value per token), and backward recomputes each slice's logits and
-// sums the hidden states' gradient over ranks. `hidden` must be the same on every rank.
+// small all-reduces of one value per token), and backward recomputes each slice's logits. `hidden`
+// must be the same on every rank; its gradient here is this rank's columns' part only, which the
+// caller's region edge (into_region, gather_sequence) sums over the ranks.
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
                                            const torch::Tensor& targets, const VocabShard& shard,
                                            int64_t chunks, const TensorParallel& group);

@@ -80,6 +80,7 @@ std::optional<double> TensorParallelExchange::step(torch::optim::Optimizer& opti
   }
   // Rows every rank holds whole (shared key/value heads) inside a split parameter count once.
   for (const PartialRows& partial : layout_.partial) {
+    if (!split.count(partial.param.unsafeGetTensorImpl())) continue;  // replicated already
     const double norm = partial.param.grad()
                             .narrow(0, partial.rows.first, partial.rows.count)
                             .norm()

@@ -31,6 +31,7 @@ std::string profile_key(const RunConfig& config, int repeats, const std::string&
   }
   // One process's chain, as before tensor parallelism was a setting (kept profiles stay found).
   if (profiled["tp"] == 1) profiled.erase("tp");
+  if (profiled["sequence_parallel"] == false) profiled.erase("sequence_parallel");
   // "LibTorch's default" is as many threads as this thread computes with: the number, not the
   // default.
   if (profiled["threads"] == 0) profiled["threads"] = at::get_num_threads();

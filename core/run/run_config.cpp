@@ -110,7 +110,13 @@ void validate_tensor_parallel(const RunConfig& config) {
     throw InvalidInput("--tp", "must be between 1 and " + std::to_string(kMaxWorldSize) + ", got " +
                                    std::to_string(tp));
   }
-  if (tp == 1) return;
+  if (tp == 1) {
+    if (config.sequence_parallel) {
+      throw InvalidInput("--sequence-parallel", "splits the sequence between tensor ranks: give " +
+                                                    setting("tp", "2") + " or more");
+    }
+    return;
+  }
   auto divides = [tp](int64_t value, const std::string& what) {
     if (value % tp != 0) {
       throw InvalidInput("--tp", std::to_string(tp) + " tensor ranks cannot split " + what + " " +
@@ -132,6 +138,7 @@ void validate_tensor_parallel(const RunConfig& config) {
   }
   divides(model.mlp_width(), "the MLP width");
   divides(model.vocab, "the vocabulary");
+  if (config.sequence_parallel) divides(model.seq_len, "the sequence length");
   if (config.shard != "none") {
     throw InvalidInput("--shard",
                        "tensor parallelism does not shard model states over the data "
@@ -264,6 +271,7 @@ nlohmann::json to_json(const RunConfig& config) {
       {"shard", config.shard},
       {"bucket_bytes", config.bucket_bytes},
       {"tp", config.tp},
+      {"sequence_parallel", config.sequence_parallel},
   };
 }
 
@@ -285,6 +293,7 @@ std::string describe_run(const RunConfig& config, const std::string& batch) {
   if (config.precision != Precision::kFp32) text += " " + to_string(config.precision);
   if (config.world_size > 1) text += " x" + std::to_string(config.world_size);
   if (config.tp > 1) text += " tp" + std::to_string(config.tp);
+  if (config.sequence_parallel) text += " sp";
   if (config.shard != "none") text += " shard:" + config.shard;
   return text;
 }

@@ -179,6 +179,7 @@ const std::map<std::string, Setter>& setters() {
       {"shard", text(&RunConfig::shard)},
       {"bucket_bytes", integer(&RunConfig::bucket_bytes)},
       {"tp", integer(&RunConfig::tp)},
+      {"sequence_parallel", flag(&RunConfig::sequence_parallel)},
   };
   return table;
 }

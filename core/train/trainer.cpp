@@ -56,7 +56,8 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
   model_ = Transformer(config_.model);
   // Every rank built the whole model from the same seed: each keeps its part.
   if (exchange_ && exchange_->tensor_parallel()) {
-    exchange_->use_layout(model_->split_for_tensor_parallel(exchange_->tensor_parallel()));
+    exchange_->use_layout(
+        model_->split_for_tensor_parallel(exchange_->tensor_parallel(), config_.sequence_parallel));
   }
   model_->to(device_);
   model_->train();
