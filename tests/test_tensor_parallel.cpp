@@ -282,6 +282,8 @@ TEST(TensorParallel, LayoutsThatCannotSplitAreRefusedBeforeAnythingStarts) {
       {"--nproc 2 --tp 2 --shard optimizer",
        "--shard: tensor parallelism does not shard model states over the data ranks yet"},
       {"--nproc 2 --tp 0", "--tp: must be between 1 and 4096, got 0"},
+      {"--nproc 2 --tp 2 --dropout 0.1",
+       "--dropout: is not drawn per shard under tensor parallelism yet; train with --dropout 0"},
       {"--nproc 2 --sequence-parallel",
        "--sequence-parallel: splits the sequence between tensor ranks: give --tp 2 or more"},
       {"--nproc 2 --tp 2 --sequence-parallel --seq-len 15",

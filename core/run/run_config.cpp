@@ -139,6 +139,14 @@ void validate_tensor_parallel(const RunConfig& config) {
   divides(model.mlp_width(), "the MLP width");
   divides(model.vocab, "the vocabulary");
   if (config.sequence_parallel) divides(model.seq_len, "the sequence length");
+  // Inside a head- or sequence-sharded region each rank would draw its local mask from the
+  // stream the tensor ranks share: the shards' masks would repeat one another.
+  if (model.dropout > 0.0) {
+    throw InvalidInput("--dropout",
+                       "is not drawn per shard under tensor parallelism yet; train "
+                       "with " +
+                           setting("dropout", "0") + " (as every preset does)");
+  }
   if (config.shard != "none") {
     throw InvalidInput("--shard",
                        "tensor parallelism does not shard model states over the data "
