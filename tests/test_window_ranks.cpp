@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QElapsedTimer>
 #include <QPushButton>
@@ -122,6 +123,46 @@ TEST(WindowRanks, ADataParallelRunIsRecordedUnderItsExperiment) {
       EXPECT_EQ(model->index(0, c).data().toString(), "ranks study");
     }
   }
+}
+
+// Tensor ranks from the form: two ranks split each layer and the sequence; the run is recorded
+// with that layout and both ranks' figures, each holding half the split parameters.
+TEST(WindowRanks, ATensorParallelRunFromTheFormIsRecordedWithItsLayout) {
+  Bench bench;
+  bench.panel->batch_field()->setText("2");
+  bench.panel->ranks_field()->setValue(2);
+  bench.panel->tensor_ranks_field()->setValue(2);
+  bench.panel->sequence_parallel_field()->setChecked(true);
+  bench.panel->steps_field()->setValue(3);
+  ASSERT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
+  ASSERT_EQ(bench.run_sweep(), "ok") << bench.window.status_text().toStdString();
+  const auto runs = bench.reader().runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].config.world_size, 2);
+  EXPECT_EQ(runs[0].config.tp, 2);
+  EXPECT_TRUE(runs[0].config.sequence_parallel);
+  ASSERT_EQ(runs[0].result.ranks.size(), 2u);
+  const int64_t whole = 4 * runs[0].config.model.parameter_count();
+  for (const rematlab::RankResult& rank : runs[0].result.ranks) {
+    EXPECT_LT(rank.param_bytes, whole) << "rank " << rank.rank << " holds the whole model";
+    EXPECT_GT(rank.param_bytes, whole / 2 - whole / 8) << "rank " << rank.rank;
+  }
+}
+
+// Tensor ranks that the ranks cannot hold are refused at the field, before Run.
+TEST(WindowRanks, TensorRanksThatDoNotDivideTheRanksAreMarkedAtTheirField) {
+  Bench bench;
+  bench.panel->tensor_ranks_field()->setValue(2);
+  EXPECT_TRUE(bench.panel->problem().contains("need a multiple of 2 ranks in all"))
+      << bench.panel->problem().toStdString();
+  EXPECT_TRUE(bench.panel->tensor_ranks_field()->property("invalid").toBool());
+  bench.panel->ranks_field()->setValue(2);
+  EXPECT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
+  bench.panel->tensor_ranks_field()->setValue(1);
+  bench.panel->sequence_parallel_field()->setChecked(true);
+  EXPECT_TRUE(bench.panel->problem().contains("Tensor ranks 2 or more"))
+      << bench.panel->problem().toStdString();
+  EXPECT_TRUE(bench.panel->sequence_parallel_field()->property("invalid").toBool());
 }
 
 }  // namespace

@@ -33,6 +33,8 @@ constexpr Label kLabels[] = {
     {"ranks", "Ranks"},
     {"nproc", "Ranks"},
     {"shard", "Shard"},
+    {"tp", "Tensor ranks"},
+    {"sequence_parallel", "Sequence parallel"},
     {"name", "Experiment"},
     {"checkpoint", "Policies"},
     {"offload", "Offload"},

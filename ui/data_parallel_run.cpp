@@ -41,41 +41,48 @@ QString rank_program() {
   return program;
 }
 
-// The form's one run, as `ranks` ranks train it (validated as the CLI would).
-RunConfig run_on_ranks(const nlohmann::ordered_json& spec, int ranks, const QString& shard) {
+// The form's one run, as the layout's ranks train it (validated as the CLI would).
+RunConfig run_on_ranks(const nlohmann::ordered_json& spec, const RankLayout& layout) {
   const std::vector<SweepPoint> points = expand_sweep(parse_sweep_spec(spec));
   if (points.size() != 1 || points.front().request.max_batch) {
     throw InvalidInput("ranks", "ranks train one run together, not a sweep");
   }
   RunConfig config = points.front().config;
-  config.world_size = ranks;
-  config.shard = shard.toStdString();
+  config.world_size = layout.ranks;
+  config.shard = layout.shard.toStdString();
+  config.tp = layout.tensor_ranks;
+  config.sequence_parallel = layout.sequence_parallel;
   validate(config);
   return config;
 }
 
 // Every rank's command line: `run` of the one-point spec in `config_file`, recorded in `database`.
 std::vector<std::string> rank_arguments(const QString& program, const QString& config_file,
-                                        const QString& database, const QString& shard) {
-  return {program.toStdString(),
-          "run",
-          "--config",
-          config_file.toStdString(),
-          "--db",
-          database.toStdString(),
-          "--shard",
-          shard.toStdString(),
-          "--dist-timeout",
-          std::to_string(kRankTimeoutSeconds)};
+                                        const QString& database, const RankLayout& layout) {
+  std::vector<std::string> arguments = {program.toStdString(),
+                                        "run",
+                                        "--config",
+                                        config_file.toStdString(),
+                                        "--db",
+                                        database.toStdString(),
+                                        "--shard",
+                                        layout.shard.toStdString(),
+                                        "--tp",
+                                        std::to_string(layout.tensor_ranks),
+                                        "--dist-timeout",
+                                        std::to_string(kRankTimeoutSeconds)};
+  if (layout.sequence_parallel) arguments.push_back("--sequence-parallel");
+  return arguments;
 }
 
 }  // namespace
 
-void SweepWorker::run_data_parallel(const QString& spec_json, int ranks, const QString& shard,
+void SweepWorker::run_data_parallel(const QString& spec_json, const RankLayout& layout,
                                     const QString& database) {
   try {
     nlohmann::ordered_json spec = nlohmann::ordered_json::parse(spec_json.toStdString());
-    const RunConfig config = run_on_ranks(spec, ranks, shard);
+    const RunConfig config = run_on_ranks(spec, layout);
+    const int ranks = layout.ranks;
     const QString program = rank_program();
     { RunStore opened(database.toStdString()); }  // refused here, before any rank starts
 
@@ -88,7 +95,7 @@ void SweepWorker::run_data_parallel(const QString& spec_json, int ranks, const Q
     }
     launch::RankLaunch launch;
     launch.nproc = ranks;
-    launch.args = rank_arguments(program, config_file.fileName(), database, shard);
+    launch.args = rank_arguments(program, config_file.fileName(), database, layout);
     launch.grace = kStopGrace;
     launch.cancel = &cancel_;
     launch.db = database.toStdString();

@@ -130,6 +130,16 @@ void ExperimentPanel::create_training_fields() {
       "Data-parallel ranks on this host, one process each: every rank trains its own "
       "micro-batch and the gradients are averaged (1: one process). Several ranks train one "
       "run, and the live view shows each rank's memory.");
+  tensor_ranks_ = spin(1, 4096, 1);
+  tensor_ranks_->setObjectName("tp");
+  tensor_ranks_->setToolTip(
+      "Tensor parallelism: of the ranks, how many split every layer of one model between them "
+      "(attention heads, MLP width, vocabulary); Ranks must be a multiple (1: none)");
+  sequence_parallel_ = new QCheckBox("Sequence parallel");
+  sequence_parallel_->setObjectName("sequence_parallel");
+  sequence_parallel_->setToolTip(
+      "With tensor ranks: the activations between the layers (residual stream, norms) split "
+      "along the sequence too");
   shard_ = new QComboBox;
   shard_->addItems({"none", "optimizer", "gradients"});
   shard_->setToolTip(
@@ -257,6 +267,8 @@ QLayout* ExperimentPanel::training_fields() {
   training->addRow("Device", device_);
   training->addRow("Ranks", ranks_);
   training->addRow("Shard", shard_);
+  training->addRow("Tensor ranks", tensor_ranks_);
+  training->addRow("", sequence_parallel_);
   return training;
 }
 
@@ -309,9 +321,10 @@ void ExperimentPanel::connect_fields() {
   connect(preset_, &QComboBox::currentTextChanged, this, &ExperimentPanel::on_preset_chosen);
   connect(arch_, &QComboBox::currentTextChanged, this, &ExperimentPanel::revalidate);
   connect(tie_head_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
+  connect(sequence_parallel_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
   connect(loss_chunks_, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
   for (auto* box : {layers_, d_model_, heads_, kv_heads_, mlp_hidden_, seq_len_, vocab_, accum_,
-                    steps_, seed_, threads_, ranks_, max_batch_limit_}) {
+                    steps_, seed_, threads_, ranks_, tensor_ranks_, max_batch_limit_}) {
     connect(box, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
   }
   for (auto* box : {dropout_, lr_}) {
@@ -372,6 +385,8 @@ QWidget* ExperimentPanel::field_for(const QString& key) const {
       {"device", device_},
       {"ranks", ranks_},
       {"shard", shard_},
+      {"tp", tensor_ranks_},
+      {"sequence_parallel", sequence_parallel_},
       {"checkpoint", policies_},
       {"offload", offload_},
       {"batch", batch_},
@@ -428,10 +443,11 @@ void ExperimentPanel::mark_field(QWidget* bad_field) {
 void ExperimentPanel::revalidate() {
   if (help_.isEmpty()) {  // first call: every field's own help, before any reason is added
     for (const char* key :
-         {"name",       "preset",      "arch",    "layers", "d_model",   "heads",   "kv_heads",
-          "mlp_hidden", "loss_chunks", "seq_len", "vocab",  "attention", "dropout", "data",
-          "accum",      "steps",       "lr",      "seed",   "threads",   "device",  "ranks",
-          "shard",      "checkpoint",  "offload", "batch",  "precision", "budget"}) {
+         {"name",       "preset",     "arch",        "layers",    "d_model", "heads",
+          "kv_heads",   "mlp_hidden", "loss_chunks", "seq_len",   "vocab",   "attention",
+          "dropout",    "data",       "accum",       "steps",     "lr",      "seed",
+          "threads",    "device",     "ranks",       "shard",     "tp",      "sequence_parallel",
+          "checkpoint", "offload",    "batch",       "precision", "budget"}) {
       if (QWidget* field = field_for(key)) help_.insert(field, field->toolTip());
     }
   }
@@ -453,6 +469,11 @@ void ExperimentPanel::revalidate() {
     if (data_parallel()) {
       runs += QString(" on %1 rank%2").arg(ranks()).arg(ranks() == 1 ? "" : "s");
       if (shard() != "none") runs += QString(", %1 sharded").arg(shard());
+      if (tensor_ranks() > 1) {
+        runs += QString(", layers split over %1%2")
+                    .arg(tensor_ranks())
+                    .arg(sequence_parallel() ? " with the sequence" : "");
+      }
     }
     if (!skipped.empty()) {
       runs += skipped.size() == 1
@@ -497,6 +518,8 @@ void ExperimentPanel::revalidate() {
 
 int ExperimentPanel::ranks() const { return ranks_->value(); }
 QString ExperimentPanel::shard() const { return shard_->currentText(); }
+int ExperimentPanel::tensor_ranks() const { return tensor_ranks_->value(); }
+bool ExperimentPanel::sequence_parallel() const { return sequence_parallel_->isChecked(); }
 
 bool ExperimentPanel::can_start() const {
   return problem_.isEmpty() && !running_ && read_only_reason_.isEmpty();

@@ -43,7 +43,12 @@ class ExperimentPanel : public QWidget {
   // rank without sharding is a plain run in the window's own worker.
   int ranks() const;
   QString shard() const;
-  bool data_parallel() const { return ranks() > 1 || shard() != "none"; }
+  // Of the ranks, how many split each layer (tensor parallelism), and whether the sequence too.
+  int tensor_ranks() const;
+  bool sequence_parallel() const;
+  bool data_parallel() const {
+    return ranks() > 1 || shard() != "none" || tensor_ranks() > 1 || sequence_parallel();
+  }
   // The first combination that checkpoints: what the gradient check compares against none.
   // nullopt when the form is invalid or every policy is none (check_problem() says which).
   std::optional<RunConfig> check_config() const;
@@ -87,6 +92,8 @@ class ExperimentPanel : public QWidget {
   QLineEdit* loss_chunks_field() const { return loss_chunks_; }
   QSpinBox* ranks_field() const { return ranks_; }
   QComboBox* shard_field() const { return shard_; }
+  QSpinBox* tensor_ranks_field() const { return tensor_ranks_; }
+  QCheckBox* sequence_parallel_field() const { return sequence_parallel_; }
   QPushButton* run_button() const { return run_; }
   QPushButton* stop_button() const { return stop_; }
   QPushButton* check_button() const { return check_; }
@@ -164,6 +171,8 @@ class ExperimentPanel : public QWidget {
   QComboBox* device_;
   QSpinBox* ranks_;
   QComboBox* shard_;
+  QSpinBox* tensor_ranks_;
+  QCheckBox* sequence_parallel_;
   QLineEdit* policies_;
   QLineEdit* offload_;
   QLineEdit* batch_;

@@ -105,7 +105,10 @@ nlohmann::ordered_json ExperimentPanel::build_spec() const {
 nlohmann::ordered_json ExperimentPanel::form_values() const {
   try {
     nlohmann::ordered_json values = build_spec();
-    values["data_parallel"] = {{"ranks", ranks()}, {"shard", shard().toStdString()}};
+    values["data_parallel"] = {{"ranks", ranks()},
+                               {"shard", shard().toStdString()},
+                               {"tp", tensor_ranks()},
+                               {"sequence_parallel", sequence_parallel()}};
     return values;
   } catch (const InvalidInput&) {
     return {};
@@ -126,6 +129,8 @@ void ExperimentPanel::check_data_parallel(const std::vector<SweepPoint>& points)
   launch::check_local_ranks(config.device, ranks(), "ranks", "device");
   config.world_size = ranks();
   config.shard = shard().toStdString();
+  config.tp = tensor_ranks();
+  config.sequence_parallel = sequence_parallel();
   validate(config);  // a shard the run refuses names --shard, which the form calls Shard
 }
 
@@ -256,6 +261,12 @@ void ExperimentPanel::load_parallel_fields(const nlohmann::ordered_json& spec) {
       parallel.is_object() && parallel.contains("shard") && parallel["shard"].is_string();
   const int shard = shard_->findText(has_shard ? text_of(parallel["shard"]) : "none");
   shard_->setCurrentIndex(std::max(0, shard));
+  const bool has_tp =
+      parallel.is_object() && parallel.contains("tp") && parallel["tp"].is_number_integer();
+  tensor_ranks_->setValue(has_tp ? parallel["tp"].get<int>() : 1);
+  sequence_parallel_->setChecked(parallel.is_object() && parallel.contains("sequence_parallel") &&
+                                 parallel["sequence_parallel"].is_boolean() &&
+                                 parallel["sequence_parallel"].get<bool>());
 }
 
 void ExperimentPanel::add_policy(const QString& policy) {

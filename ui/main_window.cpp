@@ -79,6 +79,7 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   qRegisterMetaType<rematlab::RunStatus>();
   qRegisterMetaType<rematlab::ui::SweepPosition>();
   qRegisterMetaType<rematlab::ui::Timeline>();
+  qRegisterMetaType<rematlab::ui::RankLayout>();
   tabs_->addTab(charts_, "Live");
   tabs_->addTab(runs_, "Runs");
   tabs_->addTab(compare_, "Compare");
@@ -336,7 +337,10 @@ void MainWindow::on_sweep_requested(const QString& spec_json) {
   remember_form();
   worker_->arm();
   if (panel_->data_parallel()) {
-    emit startDataParallel(spec_json, panel_->ranks(), panel_->shard(), database_);
+    emit startDataParallel(
+        spec_json,
+        {panel_->ranks(), panel_->shard(), panel_->tensor_ranks(), panel_->sequence_parallel()},
+        database_);
   } else {
     emit startSweep(spec_json, database_);
   }

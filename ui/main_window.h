@@ -73,7 +73,7 @@ class MainWindow : public QMainWindow {
 
  signals:
   void startSweep(const QString& spec_json, const QString& database);
-  void startDataParallel(const QString& spec_json, int ranks, const QString& shard,
+  void startDataParallel(const QString& spec_json, const rematlab::ui::RankLayout& layout,
                          const QString& database);
   void startCheck(const rematlab::RunConfig& config);
   void startProfile(const rematlab::RunConfig& config, const QString& database);

@@ -25,6 +25,15 @@ struct SweepPosition {
 
 using Timeline = std::vector<rematlab::TimelinePoint>;
 
+// How the ranks of a multi-process run split it: `ranks` processes, what the data ranks shard,
+// and how many ranks split each layer (tensor parallelism), the sequence too or not.
+struct RankLayout {
+  int ranks = 1;
+  QString shard = "none";
+  int tensor_ranks = 1;
+  bool sequence_parallel = false;
+};
+
 }  // namespace rematlab::ui
 
 Q_DECLARE_METATYPE(rematlab::StepMetrics)
@@ -32,3 +41,4 @@ Q_DECLARE_METATYPE(rematlab::RunConfig)
 Q_DECLARE_METATYPE(rematlab::RunStatus)
 Q_DECLARE_METATYPE(rematlab::ui::SweepPosition)
 Q_DECLARE_METATYPE(rematlab::ui::Timeline)
+Q_DECLARE_METATYPE(rematlab::ui::RankLayout)

@@ -26,9 +26,9 @@ class SweepWorker : public QObject {
   // `spec_json`: a sweep spec as core's parse_sweep_spec reads it; `database`: an existing
   // RematLab database (the window opened it).
   void run_sweep(const QString& spec_json, const QString& database);
-  // The sweep's one run trained by `ranks` processes of rematlab-cli, sharding `shard`
+  // The sweep's one run trained by the layout's processes of rematlab-cli
   // (data_parallel_run.cpp). Rank r's steps come as stepFinished(r, …); the run as run 0.
-  void run_data_parallel(const QString& spec_json, int ranks, const QString& shard,
+  void run_data_parallel(const QString& spec_json, const rematlab::ui::RankLayout& layout,
                          const QString& database);
   // One step under the config's policy and under none, compared parameter by parameter.
   void check(const rematlab::RunConfig& config);
