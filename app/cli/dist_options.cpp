@@ -8,9 +8,10 @@
 namespace rematlab::cli {
 
 void DistOptions::add_to(CLI::App& command) {
-  command.add_option("--nproc", nproc_,
-                     "Data parallel: start N ranks on this host, each training --batch rows of "
-                     "every global batch (docs/distributed.md)");
+  command.add_option(
+      "--nproc", nproc_,
+      "Start N ranks on this host; each group of --tp of them trains --batch rows of "
+      "every global batch (docs/distributed.md, docs/parallel.md)");
   command
       .add_option("--shard", shard_,
                   "Data parallel: none, optimizer (ZeRO-1: AdamW state partitioned) or "
@@ -20,7 +21,7 @@ void DistOptions::add_to(CLI::App& command) {
                      "Tensor parallel: ranks that split every layer of one model (attention "
                      "heads, MLP width, vocabulary); --nproc must be a multiple (default 1)");
   command.add_flag("--sequence-parallel", sequence_parallel_,
-                   "Tensor parallel: split the residual stream, norms and dropout between the "
+                   "Tensor parallel: split the residual stream and the norms between the "
                    "layers along the sequence (needs --tp 2 or more)");
   command.add_option("--bucket-size", bucket_size_,
                      "Data parallel: gradient bucket size (bytes, KiB, MiB; default 25MiB)");

@@ -9,10 +9,10 @@ namespace {
 // What a step costs in memory and time depends on these (to_json's keys), and on nothing else a
 // run records.
 const char* const kCostKeys[] = {
-    "arch",          "layers",     "d_model",   "heads",       "kv_heads", "mlp_hidden",
-    "seq_len",       "vocab",      "dropout",   "attention",   "tie_head", "loss_chunks",
-    "batch",         "accum",      "precision", "threads",     "device",   "tf32",
-    "deterministic", "world_size", "shard",     "bucket_bytes"};
+    "arch",          "layers",     "d_model",   "heads",        "kv_heads", "mlp_hidden",
+    "seq_len",       "vocab",      "dropout",   "attention",    "tie_head", "loss_chunks",
+    "batch",         "accum",      "precision", "threads",      "device",   "tf32",
+    "deterministic", "world_size", "shard",     "bucket_bytes", "tp",       "sequence_parallel"};
 
 // Expected to differ between a run and its reference, so never said.
 const char* const kPolicyKeys[] = {"checkpoint", "offload", "timeline", "budget_bytes", "preset"};

@@ -1,8 +1,9 @@
 // The ranks that split each layer of one model between them (tensor parallelism), and the
-// collectives those layers call on a c10d backend of that group alone. Each collective is
-// blocking: the layer needs its result before it goes on. The backend, and how a failed wait is
-// reported, come from the caller (core/parallel builds the group), so that the model's pieces
-// depend on c10d's types only.
+// collectives those layers call on a c10d backend of that group alone. Each is waited for at
+// once: the layer needs its result before it goes on (on Gloo the host waits; on NCCL the
+// stream does, so the wait time measured here is the host's only and reads near zero there). The
+// backend, and how a failed wait is reported, come from the caller (core/parallel builds the
+// group), so that the model's pieces depend on c10d's types only.
 #pragma once
 
 #include <torch/torch.h>
@@ -35,8 +36,8 @@ class TensorParallelGroup {
   torch::Tensor gather(const torch::Tensor& local, int64_t dim, const char* what);
   torch::Tensor sum_and_scatter(const torch::Tensor& partial, int64_t dim, const char* what);
 
-  // Collectives issued and the time spent waiting for them since the last call (all are
-  // waited on: none is hidden under compute).
+  // Collectives issued and the host's time waiting for them since the last call (all are
+  // waited on at once: none is hidden under compute).
   struct Figures {
     int64_t collectives = 0;
     double wait_ms = 0.0;

@@ -43,7 +43,7 @@ class AttentionSublayer : public Sublayer {
   SublayerTail forward_until_tail(const torch::Tensor& x) override;
   // Keeps this rank's query heads (and key/value heads: split when the ranks divide them, else
   // all of them, each rank using the one its query heads share), the projections' rows and the
-  // output projection's columns; the projection's bias stays whole, added after the sum.
+  // output projection's columns; the output projection's bias stays whole, added after the sum.
   void split_for_tensor_parallel(const TensorParallel& group, TensorParallelLayout& layout,
                                  bool sequence_parallel);
   // `selective` recompute: keep the projections, recompute only the attention core.

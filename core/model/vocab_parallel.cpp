@@ -80,6 +80,8 @@ class VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallel
     const auto hidden_slices = hidden.chunk(state->chunks, /*dim=*/0);
     const auto target_slices = saved[2].chunk(state->chunks, /*dim=*/0);
     int64_t row = 0;
+    TORCH_CHECK(state->log_normals.size() == hidden_slices.size(),
+                "the vocabulary-parallel loss's backward runs once per forward");
     const ScopedAutocast autocast(state->autocast);
     torch::AutoGradMode enable_grad(true);
     for (std::size_t i = 0; i < hidden_slices.size(); ++i) {

@@ -57,10 +57,14 @@ std::shared_ptr<DistContext> DistContext::subgroup(const std::string& name,
   env.world_size = static_cast<int>(ranks.size());
   std::shared_ptr<DistContext> group(new DistContext(env, device_, timeout_));
   group->server_ = server_;  // rank 0's store lives as long as any group uses it
-  // A name used again (a second exchange in one process, as the tests make) must not meet the
-  // keys the first rendezvous left: every member numbers its groups alike.
+  // A group made again (a second exchange in one process, as the tests make) must not meet the
+  // keys the first rendezvous left: the members of a group count its uses alike. The members are
+  // part of the key, so that one name for other ranks is another group.
+  std::string key = name + "[";
+  for (int member : ranks) key += std::to_string(member) + ",";
+  key += "]";
   group->store_ = c10::make_intrusive<c10d::PrefixStore>(
-      name + "#" + std::to_string(++subgroups_made_), store_);
+      key + "#" + std::to_string(++subgroup_uses_[key]), store_);
   group->create_backend();
   return group;
 }

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -51,8 +52,7 @@ class DistContext {
 
   // A group of some of this run's ranks (`ranks`, world ranks in the group's order) with a
   // backend of its own, on the same store under `name`. Only the members call it, each with the
-  // same name and ranks, in the same order as their other subgroups; this rank must be one of
-  // them.
+  // same name and ranks, as often as the others; this rank must be one of them.
   std::shared_ptr<DistContext> subgroup(const std::string& name, const std::vector<int>& ranks);
 
   // Small collectives, blocking.
@@ -76,7 +76,7 @@ class DistContext {
   c10::intrusive_ptr<c10d::Store> server_;  // the TCPStore itself (rank 0 unless agent store)
   c10::intrusive_ptr<c10d::Store> store_;   // what everything uses (prefixed)
   c10::intrusive_ptr<c10d::Backend> backend_;
-  int subgroups_made_ = 0;
+  std::map<std::string, int> subgroup_uses_;  // by name and members
 };
 
 // Creates the NCCL backend for `device` (CUDA builds; elsewhere throws InvalidInput("--device")).

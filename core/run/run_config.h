@@ -74,7 +74,7 @@ struct RunConfig {
   // Tensor parallelism: ranks that split every layer of one model (attention heads, MLP width,
   // vocabulary); world_size / tp of those groups train as data parallelism does.
   int64_t tp = 1;
-  // With tp: the residual stream, norms and dropout between the layers split along the sequence.
+  // With tp: the residual stream and the norms between the layers split along the sequence.
   bool sequence_parallel = false;
   // For `plan:`: the chain's costs measured earlier for this configuration, kept in the runs
   // database (store/profile_registry.h), so that the run plans without profiling again. Used

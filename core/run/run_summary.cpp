@@ -203,6 +203,8 @@ nlohmann::json to_json(const RunSummary& summary) {
       {"accum", config.accum},
       {"world_size", config.world_size},
       {"shard", config.shard},
+      {"tp", config.tp},
+      {"sequence_parallel", config.sequence_parallel},
       {"steps", summary.steps_completed},
   };
   json.update(to_json(static_cast<const RunResult&>(summary)));

@@ -190,9 +190,11 @@ StepMetrics Trainer::step(int64_t index, const TrainerCallbacks& callbacks) {
   metrics.step_ms = elapsed_ms(start);
 
   metrics.loss = loss_sum / static_cast<double>(config_.accum);
-  // Every process trains tokens_per_step() tokens in the same step: tokens/s of the whole run.
+  // Every data rank trains tokens_per_step() tokens in the same step (its tensor ranks the same
+  // ones): tokens/s of the whole run.
+  const int64_t data_ranks = config_.world_size / config_.tp;
   metrics.tokens_per_s =
-      static_cast<double>(config_.tokens_per_step() * config_.world_size) / (metrics.step_ms / 1e3);
+      static_cast<double>(config_.tokens_per_step() * data_ranks) / (metrics.step_ms / 1e3);
   if (exchange_) exchange_->report(metrics);
   metrics.current_bytes = tracker_.current_bytes();
   metrics.peak_bytes = tracker_.peak_bytes();
@@ -292,6 +294,10 @@ void Trainer::record_flops(RunSummary& summary) const {
   }
   estimate::StepFlops flops = estimate::step_flops(arch, config_.tokens_per_step(), {});
   if (counted > 0) flops.hardware = hardware / static_cast<double>(counted);
+  // Each tensor rank does its part of its data rank's work (the split layers' share; the norms
+  // each does whole are a rounding error against the matrix products).
+  flops.model /= static_cast<double>(config_.tp);
+  flops.hardware /= static_cast<double>(config_.tp);
   summary.model_flops = flops.model;
   summary.hardware_flops = flops.hardware;
   summary.peak_flops = config_.peak_flops;
