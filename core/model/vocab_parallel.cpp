@@ -53,12 +53,16 @@ class VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallel
       const torch::Tensor logits = slice_logits(hidden_slices[i], weight);
       const torch::Tensor top =
           group.max(std::get<0>(logits.max(-1)), "the largest logit over tensor ranks");
-      const torch::Tensor normal = group.sum((logits - top.unsqueeze(-1)).exp().sum(-1),
-                                             "the softmax's normaliser over tensor ranks");
       const LocalTargets local = local_targets(target_slices[i], state->shard);
       const torch::Tensor picked =
           logits.gather(-1, local.rows.unsqueeze(-1)).squeeze(-1) * local.held;
-      const torch::Tensor target_logit = group.sum(picked, "the target's logit over tensor ranks");
+      // This rank's part of the softmax's normaliser and of the target's logit, summed over the
+      // ranks in one collective.
+      const torch::Tensor parts =
+          group.sum(torch::stack({(logits - top.unsqueeze(-1)).exp().sum(-1), picked}),
+                    "the softmax's normaliser and the target's logit over tensor ranks");
+      const torch::Tensor normal = parts[0];
+      const torch::Tensor target_logit = parts[1];
       const torch::Tensor log_normal = normal.log() + top;
       state->log_normals.push_back(log_normal);
       total = total + (log_normal - target_logit).sum();

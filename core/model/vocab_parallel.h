@@ -23,10 +23,10 @@ torch::Tensor vocab_parallel_embedding(const torch::Tensor& tokens, const torch:
 
 // Mean cross-entropy of `targets` (tokens) from `hidden` (tokens, d), identical on every rank,
 // through the head shard `weight` (rows, d), in `chunks` slices of the tokens: per slice the
-// maximum logit, the sum of exponentials and the target's logit are combined over ranks (three
-// small all-reduces of one value per token), and backward recomputes each slice's logits. `hidden`
-// must be the same on every rank; its gradient here is this rank's columns' part only, which the
-// caller's region edge (into_region, gather_sequence) sums over the ranks.
+// maximum logit, the sum of exponentials and the target's logit are combined over ranks (two
+// small all-reduces: a maximum, then both sums together), and backward recomputes each slice's
+// logits. `hidden` must be the same on every rank; its gradient here is this rank's columns' part
+// only, which the caller's region edge (into_region, gather_sequence) sums over the ranks.
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
                                            const torch::Tensor& targets, const VocabShard& shard,
                                            int64_t chunks, const TensorParallel& group);

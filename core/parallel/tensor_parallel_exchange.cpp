@@ -59,10 +59,21 @@ void TensorParallelExchange::before_backward(bool last) { data_->before_backward
 void TensorParallelExchange::after_backward(bool last) {
   data_->after_backward(last);
   if (!last) return;
+  if (layout_.partial.empty()) return;
   torch::NoGradGuard no_grad;
+  // One collective for all of them (under sequence parallelism every norm and bias is one).
+  std::vector<torch::Tensor> rows;
   for (const PartialRows& partial : layout_.partial) {
-    torch::Tensor rows = partial.param.grad().narrow(0, partial.rows.first, partial.rows.count);
-    rows.copy_(tensor_->sum(rows, "summing a replicated layer's gradient over tensor ranks"));
+    rows.push_back(partial.param.grad().narrow(0, partial.rows.first, partial.rows.count));
+  }
+  std::vector<torch::Tensor> flat;
+  for (const torch::Tensor& part : rows) flat.push_back(part.reshape({-1}));
+  const torch::Tensor summed =
+      tensor_->sum(torch::cat(flat), "summing replicated layers' gradients over tensor ranks");
+  int64_t offset = 0;
+  for (torch::Tensor& part : rows) {
+    part.copy_(summed.narrow(0, offset, part.numel()).view_as(part));
+    offset += part.numel();
   }
 }
 
