@@ -23,8 +23,7 @@ c10d::Backend& TensorParallelGroup::connected() {
 void TensorParallelGroup::run(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
   const auto start = std::chrono::steady_clock::now();
   wait_(work, what);
-  figures_.collectives += 1;
-  figures_.wait_ms +=
+  wait_ms_ +=
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -69,8 +68,6 @@ torch::Tensor TensorParallelGroup::sum_and_scatter(const torch::Tensor& partial,
   return whole.narrow(dim, rank() * width, width).contiguous();
 }
 
-TensorParallelGroup::Figures TensorParallelGroup::take_figures() {
-  return std::exchange(figures_, Figures{});
-}
+double TensorParallelGroup::take_wait_ms() { return std::exchange(wait_ms_, 0.0); }
 
 }  // namespace rematlab

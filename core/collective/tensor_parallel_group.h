@@ -36,13 +36,9 @@ class TensorParallelGroup {
   torch::Tensor gather(const torch::Tensor& local, int64_t dim, const char* what);
   torch::Tensor sum_and_scatter(const torch::Tensor& partial, int64_t dim, const char* what);
 
-  // Collectives issued and the host's time waiting for them since the last call (all are
-  // waited on at once: none is hidden under compute).
-  struct Figures {
-    int64_t collectives = 0;
-    double wait_ms = 0.0;
-  };
-  Figures take_figures();
+  // The host's time waiting for collectives since the last call (all are waited on at once:
+  // none is hidden under compute).
+  double take_wait_ms();
 
  private:
   c10d::Backend& connected();
@@ -52,7 +48,7 @@ class TensorParallelGroup {
   Wait wait_;
   int rank_;
   int size_;
-  Figures figures_;
+  double wait_ms_ = 0.0;
 };
 
 }  // namespace rematlab

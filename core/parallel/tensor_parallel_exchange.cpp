@@ -37,6 +37,7 @@ TensorParallelExchange::TensorParallelExchange(const std::shared_ptr<DistContext
 
 void TensorParallelExchange::use_layout(TensorParallelLayout layout) {
   layout_ = std::move(layout);
+  for (const torch::Tensor& param : layout_.split) split_.insert(param.unsafeGetTensorImpl());
 }
 
 void TensorParallelExchange::attach(const std::vector<torch::Tensor>& params) {
@@ -63,11 +64,11 @@ void TensorParallelExchange::after_backward(bool last) {
   torch::NoGradGuard no_grad;
   // One collective for all of them (under sequence parallelism every norm and bias is one).
   std::vector<torch::Tensor> rows;
+  std::vector<torch::Tensor> flat;
   for (const PartialRows& partial : layout_.partial) {
     rows.push_back(partial.param.grad().narrow(0, partial.rows.first, partial.rows.count));
+    flat.push_back(rows.back().reshape({-1}));
   }
-  std::vector<torch::Tensor> flat;
-  for (const torch::Tensor& part : rows) flat.push_back(part.reshape({-1}));
   const torch::Tensor summed =
       tensor_->sum(torch::cat(flat), "summing replicated layers' gradients over tensor ranks");
   int64_t offset = 0;
@@ -80,18 +81,16 @@ void TensorParallelExchange::after_backward(bool last) {
 std::optional<double> TensorParallelExchange::step(torch::optim::Optimizer& optimizer,
                                                    double max_norm) {
   torch::NoGradGuard no_grad;
-  std::unordered_set<const void*> split;
-  for (const torch::Tensor& param : layout_.split) split.insert(param.unsafeGetTensorImpl());
   double split_squares = 0.0;
   double replicated_squares = 0.0;
   for (const torch::Tensor& param : params_) {
     if (!param.grad().defined()) continue;
     const double norm = param.grad().norm().item<double>();
-    (split.count(param.unsafeGetTensorImpl()) ? split_squares : replicated_squares) += norm * norm;
+    (split_.count(param.unsafeGetTensorImpl()) ? split_squares : replicated_squares) += norm * norm;
   }
   // Rows every rank holds whole (shared key/value heads) inside a split parameter count once.
   for (const PartialRows& partial : layout_.partial) {
-    if (!split.count(partial.param.unsafeGetTensorImpl())) continue;  // replicated already
+    if (!split_.count(partial.param.unsafeGetTensorImpl())) continue;  // replicated already
     const double norm = partial.param.grad()
                             .narrow(0, partial.rows.first, partial.rows.count)
                             .norm()
@@ -119,10 +118,10 @@ std::optional<double> TensorParallelExchange::step(torch::optim::Optimizer& opti
 
 void TensorParallelExchange::report(StepMetrics& metrics) {
   data_->report(metrics);
-  const TensorParallelGroup::Figures tensor = tensor_->take_figures();
   // Every tensor-parallel collective blocks the layer that needs it: none is hidden.
-  metrics.comm_ms += tensor.wait_ms;
-  metrics.comm_wait_ms += tensor.wait_ms;
+  const double tensor_wait_ms = tensor_->take_wait_ms();
+  metrics.comm_ms += tensor_wait_ms;
+  metrics.comm_wait_ms += tensor_wait_ms;
 }
 
 }  // namespace rematlab::parallel

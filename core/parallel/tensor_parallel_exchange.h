@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <unordered_set>
 
 #include "collective/tensor_parallel_group.h"
 #include "model/tensor_parallel_layout.h"
@@ -43,6 +44,7 @@ class TensorParallelExchange final : public GradientExchange {
   TensorParallel tensor_;
   std::shared_ptr<DataParallel> data_;
   TensorParallelLayout layout_;
+  std::unordered_set<const void*> split_;  // layout_.split's tensors, to tell them in a step
   std::vector<torch::Tensor> params_;
 };
 
