@@ -127,9 +127,9 @@ void ExperimentPanel::create_training_fields() {
   ranks_ = spin(1, 4096, 1);
   ranks_->setObjectName("ranks");
   ranks_->setToolTip(
-      "Data-parallel ranks on this host, one process each: every rank trains its own "
-      "micro-batch and the gradients are averaged (1: one process). Several ranks train one "
-      "run, and the live view shows each rank's memory.");
+      "Ranks on this host, one process each: every rank (every group of Tensor ranks) trains "
+      "its own micro-batch and the gradients are averaged (1: one process). Several ranks "
+      "train one run, and the live view shows each rank's memory.");
   tensor_ranks_ = spin(1, 4096, 1);
   tensor_ranks_->setObjectName("tp");
   tensor_ranks_->setToolTip(
