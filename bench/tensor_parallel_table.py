@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Per-rank memory and time under tensor and sequence parallelism: --tp 1, 2, 4, with and
-without --sequence-parallel, for none, selective and every:1.
+"""Per-rank memory and time under tensor and sequence parallelism, measured and predicted: --tp 1,
+2, 4, with and without --sequence-parallel, for none, selective and every:1.
 
     python3 bench/tensor_parallel_table.py --cli build/app/rematlab-cli --preset small
 
@@ -8,7 +8,9 @@ Each cell is a real `rematlab-cli run --nproc T --tp T --json` (one process for 
 share this host's cores, so step times compare layouts only where ranks do not outnumber cores.
 Bytes are rank 0's: its activation peak above the model states, the model states it holds
 (parameters, gradients, AdamW state), and the allocator's peak; `÷` is the activation peak's
-ratio to the single process's under the same policy.
+ratio to the single process's under the same policy. Beside each measured figure, what
+`rematlab-cli estimate` predicts for the same rank (`--tp T [--sequence-parallel]`) and the ratio
+predicted / measured.
 """
 import argparse
 import json
@@ -32,8 +34,9 @@ def main():
     print(f"{args.preset}, batch {args.batch}, fp32 AdamW, {args.steps} steps (1 warm-up), "
           f"{args.threads} thread(s) per rank; MiB, rank 0")
     print()
-    print("| policy | tp | sp | activation peak | ÷ | model states | peak | step ms | comm ms |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("| policy | tp | sp | activation peak | ÷ | predicted | pred/meas | model states | "
+          "predicted | peak | step ms | comm ms |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for policy in ("none", "selective", "every:1"):
         alone = None
         for tp in (1, 2, 4):
@@ -46,6 +49,9 @@ def main():
                 if sp:
                     command.append("--sequence-parallel")
                 result = last_json(command)
+                layout = ["--tp", str(tp)] + (["--sequence-parallel"] if sp else [])
+                predicted = last_json([args.cli, "estimate", "--model", args.preset, "--batch",
+                                       str(args.batch), "--checkpoint", policy, "--json"] + layout)
                 rank = result["ranks"][0] if result.get("ranks") else None
                 activations = result["peak_activation_bytes"] if rank is None \
                     else rank["peak_activation_bytes"]
@@ -57,8 +63,11 @@ def main():
                 peak = result["peak_bytes"] if rank is None else rank["peak_bytes"]
                 step = result["step_ms"] if rank is None else rank["step_ms"]
                 comm = 0.0 if rank is None else rank["comm_ms"]
+                predicted_activations = predicted["activation_peak_bytes"]
                 print(f"| {policy} | {tp} | {'on' if sp else 'off'} | {mib(activations)} | "
-                      f"{alone / activations:.2f} | {mib(states)} | {mib(peak)} | {step:.1f} | "
+                      f"{alone / activations:.2f} | {mib(predicted_activations)} | "
+                      f"{predicted_activations / activations:.3f} | {mib(states)} | "
+                      f"{mib(predicted['model_state_bytes'])} | {mib(peak)} | {step:.1f} | "
                       f"{comm:.1f} |", flush=True)
 
 

@@ -477,5 +477,32 @@ TEST_F(AdviseDb, AnOomRunIsExplainedWithABudgetAndABatchThatFit) {
   EXPECT_EQ(fits.at("status"), "ok") << "the batch the advisor gave does not fit: " << next;
 }
 
+// The same under tensor parallelism: the estimator's figures are one tensor rank's, as the
+// budget and the measured peak are, so the batch it gives trains within the budget on 2 ranks.
+TEST_F(AdviseDb, ATensorParallelOomRunIsAdvisedFromOneRanksFigures) {
+  const std::string layout = " --nproc 2 --tp 2";
+  nlohmann::json ok;
+  run("--steps 2 --batch 8" + layout, &ok);
+  const std::string budget = std::to_string(ok.at("peak_bytes").get<int64_t>() * 6 / 5);
+  const int64_t oom = run("--steps 2 --batch 64 --budget " + budget + layout);
+  const Diagnosis diagnosis = diagnose(oom, false);
+  const Finding* finding = find(diagnosis, FindingKind::kDidNotFinish);
+  ASSERT_NE(finding, nullptr) << to_json(diagnosis).dump();
+  bool estimated = false;
+  for (const auto& evidence : finding->evidence) {
+    estimated = estimated || evidence.label == "a step at batch 64 needs (estimated)";
+  }
+  EXPECT_TRUE(estimated) << to_json(diagnosis).dump();
+  const std::string& next = finding->next_step.command_line();
+  const auto batch_at = next.find("--batch ");
+  ASSERT_NE(batch_at, std::string::npos) << next;
+  const int64_t batch = std::stoll(next.substr(batch_at + 8));
+  EXPECT_GE(batch, 8) << next;
+  EXPECT_LT(batch, 64) << next;
+  nlohmann::json fits;
+  run("--steps 2 --batch " + std::to_string(batch) + " --budget " + budget + layout, &fits);
+  EXPECT_EQ(fits.at("status"), "ok") << "the batch the advisor gave does not fit: " << next;
+}
+
 }  // namespace
 }  // namespace rematlab::advise

@@ -483,6 +483,12 @@ TEST(EstimateCli, BadShapesExit2WithOneLineNamingTheFlag) {
       {"estimate --model gpt5", "--model"},
       {"estimate --model tiny --checkpoint every:0", "--checkpoint"},
       {"estimate", "--model"},
+      {"estimate --model small --tp 3", "--tp"},
+      {"estimate --model small --tp 2 --nproc 3", "--tp"},
+      {"estimate --model small --sequence-parallel", "--sequence-parallel"},
+      {"estimate --params 70e9 --tp 8", "--tp"},
+      {"estimate --model small --tp 2 --sequence-parallel --seq-len 15", "--tp"},
+      {"estimate --model small --tp 2 --nproc 4 --shard optimizer", "--shard"},
   };
   for (const auto& [arguments, flag] : cases) {
     const CliResult result = cli(arguments);
@@ -507,6 +513,43 @@ TEST(EstimateCli, ShapeFlagsMeanWhatTheyMeanToRun) {
     EXPECT_EQ(last_line_json(estimated.out)["params"], last_line_json(trained.out)["params"])
         << shape;
   }
+}
+
+// Split over tensor ranks every figure is one rank's: its parameters (exact against the split
+// model in test_tensor_parallel.cpp), its model states (the same with several groups), FLOPs
+// divided with what a rank repeats on top, and activations that do not all divide (without
+// sequence parallelism the residual stream stays whole).
+TEST(EstimateCli, TensorRanksGiveOneRanksFigures) {
+  auto estimate = [](const std::string& flags) {
+    const CliResult result = cli("estimate --model llama-small --batch 4 --json " + flags);
+    EXPECT_EQ(result.exit_code, 0) << flags << ": " << result.err;
+    return last_line_json(result.out);
+  };
+  const nlohmann::json alone = estimate("");
+  const nlohmann::json split = estimate("--tp 4");
+  const nlohmann::json sequence = estimate("--tp 4 --sequence-parallel");
+  EXPECT_EQ(split.at("tp"), 4);
+  EXPECT_EQ(split.at("world_size"), 4);  // --nproc defaults to the tensor ranks
+  EXPECT_EQ(split.at("params"), alone.at("params"));
+  const auto arch = estimate::architecture_preset("llama-small");
+  EXPECT_EQ(split.at("rank_params"), estimate::rank_parameter_count(arch, 4));
+  EXPECT_EQ(split.at("model_state_bytes"), 16 * estimate::rank_parameter_count(arch, 4));
+  const double activations = alone.at("activation_peak_bytes").get<double>();
+  EXPECT_LT(split.at("activation_peak_bytes").get<double>(), activations / 1.5);
+  EXPECT_GT(split.at("activation_peak_bytes").get<double>(), activations / 4);
+  EXPECT_LT(sequence.at("activation_peak_bytes").get<double>(),
+            split.at("activation_peak_bytes").get<double>());
+  EXPECT_GE(split.at("rank_hardware_flops").get<double>(),
+            alone.at("hardware_flops").get<double>() / 4);
+  EXPECT_DOUBLE_EQ(split.at("rank_model_flops").get<double>(),
+                   alone.at("model_flops").get<double>() / 4);
+  // Two groups of 4 ranks: the same figures per rank.
+  EXPECT_EQ(estimate("--tp 4 --nproc 8").at("model_state_bytes"), split.at("model_state_bytes"));
+  const CliResult text = cli("estimate --model llama-small --tp 4 --sequence-parallel");
+  EXPECT_NE(text.out.find("4 tensor ranks with sequence parallelism × 1 data-parallel"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("per tensor rank"), std::string::npos) << text.out;
 }
 
 TEST(EstimateCli, PeakMeasuresAMatmulRate) {

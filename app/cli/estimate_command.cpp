@@ -29,6 +29,8 @@ struct EstimateOptions {
   std::vector<std::string> device_memory;
   int64_t nproc = 1;
   std::string shard = "none";
+  int64_t tp = 1;
+  bool sequence_parallel = false;
   bool json = false;
 
   estimate::EstimateRequest resolve() const {
@@ -64,7 +66,9 @@ struct EstimateOptions {
     if (nproc < 1 || nproc > kMaxWorldSize) {
       throw InvalidInput("--nproc", "must be between 1 and " + std::to_string(kMaxWorldSize));
     }
-    request.world_size = nproc;
+    // Tensor ranks alone are one tensor group: --nproc defaults to them.
+    request.world_size = nproc == 1 ? tp : nproc;
+    request.layout = {tp, sequence_parallel};
     parse_shard(shard);  // names --shard when unknown
     request.shard = shard;
     return request;
@@ -104,6 +108,13 @@ Command add_estimate_command(CLI::App& app) {
                    "none, optimizer (optimizer state and master copy divided among ranks) or "
                    "gradients (gradients too)")
       ->capture_default_str();
+  command
+      ->add_option("--tp", options->tp,
+                   "Tensor-parallel ranks (heads, MLP width and vocabulary split; figures per "
+                   "rank)")
+      ->capture_default_str();
+  command->add_flag("--sequence-parallel", options->sequence_parallel,
+                    "Split the residual stream and norms along the sequence between tensor ranks");
   command->add_flag("--json", options->json, "Print one JSON object as the last line of stdout");
   return {command, [options]() {
             const estimate::Estimate result = estimate::make_estimate(options->resolve());

@@ -45,8 +45,12 @@ std::string fit_advice_text(const estimate::Estimate& estimate) {
     out << format_bytes(fit.memory_bytes) << ": ";
     if (!fit.advice) {
       out << "nothing fits at batch " << estimate.request.batch
-          << ", not even every block recomputed with the loss in slices and offload, on up to "
-          << estimate::kAdviceMaxRanks << " ranks sharding gradients\n";
+          << ", not even every block recomputed with the loss in slices and offload, ";
+      if (estimate.request.layout.split()) {
+        out << "on these " << estimate.request.layout.tp << " tensor ranks\n";
+      } else {
+        out << "on up to " << estimate::kAdviceMaxRanks << " ranks sharding gradients\n";
+      }
       continue;
     }
     out << "fits with " << advice_flags(*fit.advice, estimate) << " (needs "
@@ -55,9 +59,8 @@ std::string fit_advice_text(const estimate::Estimate& estimate) {
   return out.str();
 }
 
-}  // namespace
-
-std::string estimate_to_text(const estimate::Estimate& estimate) {
+// What was asked: the shape, its size, the training settings and the ranks.
+std::string request_text(const estimate::Estimate& estimate) {
   using estimate::to_string;
   const estimate::EstimateRequest& request = estimate.request;
   std::ostringstream out;
@@ -70,7 +73,12 @@ std::string estimate_to_text(const estimate::Estimate& estimate) {
         << arch.seq_len << ", vocab " << arch.vocab << ", " << rematlab::to_string(arch.attention)
         << " attention\n";
     out << "parameters  " << *estimate.architecture_params << " ("
-        << count(*estimate.architecture_params) << ")\n";
+        << count(*estimate.architecture_params) << ")";
+    if (request.layout.split()) {
+      out << ", " << estimate.rank_params << " (" << count(estimate.rank_params)
+          << ") per tensor rank";
+    }
+    out << "\n";
   }
   if (request.nominal_params > 0) {
     out << "nominal     " << request.nominal_params << " (" << count(request.nominal_params)
@@ -79,11 +87,24 @@ std::string estimate_to_text(const estimate::Estimate& estimate) {
   out << "training    " << rematlab::to_string(request.precision) << ", "
       << to_string(request.optimizer) << ", checkpoint " << request.checkpoint
       << (request.offload ? " + disk offload" : "") << ", batch " << request.batch << "\n";
-  if (request.world_size > 1 || request.shard != "none") {
+  if (request.layout.split()) {
+    out << "per rank    " << request.world_size << " rank(s): " << request.layout.tp
+        << " tensor ranks" << (request.layout.sequence_parallel ? " with sequence parallelism" : "")
+        << " × " << request.world_size / request.layout.tp << " data-parallel, shard "
+        << request.shard << ": every figure below is one rank's\n";
+  } else if (request.world_size > 1 || request.shard != "none") {
     out << "per rank    " << request.world_size << " rank(s), shard " << request.shard
         << ": the model states below are one rank's\n";
   }
-  out << "\n";
+  return out.str();
+}
+
+}  // namespace
+
+std::string estimate_to_text(const estimate::Estimate& estimate) {
+  const estimate::EstimateRequest& request = estimate.request;
+  std::ostringstream out;
+  out << request_text(estimate) << "\n";
 
   std::vector<std::vector<std::string>> rows = {
       bytes_row("weights", estimate.states.weights),
@@ -118,6 +139,12 @@ std::string estimate_to_text(const estimate::Estimate& estimate) {
                   "FLOPs/step    model %.3e, hardware %.3e (+%.1f%% recompute)\n",
                   estimate.flops->model, estimate.flops->hardware,
                   100.0 * (estimate.flops->hardware / estimate.flops->model - 1.0));
+    out << line;
+  }
+  if (estimate.rank_flops && request.layout.split()) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  per rank    model %.3e, hardware %.3e\n",
+                  estimate.rank_flops->model, estimate.rank_flops->hardware);
     out << line;
   }
   out << "\n";

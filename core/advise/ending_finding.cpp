@@ -20,11 +20,9 @@ std::string budget_flag(int64_t bytes) {
 
 // What the estimator says a step of `config` needs at its batch, and the largest batch that fits
 // `budget` (a plan is estimated as what it can fall back to, every:1); nothing when the
-// configuration cannot be estimated. The estimator does not split layers over tensor ranks yet:
-// its figures would be a whole model's, wrong for such a rank, so none is given.
+// configuration cannot be estimated. Split over tensor ranks, the figures are one rank's.
 std::optional<estimate::DeviceFit> estimated_fit(const RunConfig& config, int64_t batch,
                                                  int64_t budget) {
-  if (config.tp > 1) return std::nullopt;
   try {
     estimate::EstimateRequest request;
     request.arch = estimate::from_model_config(config.model);
@@ -36,6 +34,7 @@ std::optional<estimate::DeviceFit> estimated_fit(const RunConfig& config, int64_
     request.device_memories = {budget};
     request.world_size = config.world_size;
     request.shard = config.shard;
+    request.layout = {config.tp, config.sequence_parallel};
     const estimate::Estimate made = estimate::make_estimate(request);
     if (made.fits.empty()) return std::nullopt;
     return made.fits.front();

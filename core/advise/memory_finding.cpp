@@ -86,10 +86,14 @@ std::optional<Finding> diagnose_memory(const RunRecord& run,
   const RunConfig& config = run.config;
   const estimate::Architecture arch = estimate::from_model_config(config.model);
   const bool offload = config.offload != "none";
-  const estimate::ActivationEstimate estimated_none =
-      estimate::estimate_policy_activations(arch, config.batch, config.precision, "none", false);
-  const estimate::ActivationEstimate estimated_run = estimate::estimate_policy_activations(
-      arch, config.batch, config.precision, config.checkpoint, offload);
+  // One rank's figures under tensor parallelism, as the run's peaks are.
+  const estimate::TensorLayout layout{config.tp, config.sequence_parallel};
+  auto estimated = [&](const std::string& policy, bool offloaded) {
+    return estimate::estimate_policy_activations(arch, config.batch, config.precision, policy,
+                                                 offloaded, estimate::Optimizer::kAdamW, layout);
+  };
+  const estimate::ActivationEstimate estimated_none = estimated("none", false);
+  const estimate::ActivationEstimate estimated_run = estimated(config.checkpoint, offload);
 
   int64_t reference_peak = 0;
   std::string reference_text;
@@ -99,8 +103,8 @@ std::optional<Finding> diagnose_memory(const RunRecord& run,
         format_bytes(reference_peak) + " (run #" + std::to_string(none_run->id) + ", measured)";
   } else {
     const int64_t states =
-        estimate::model_state_bytes(config.model.parameter_count(), config.precision,
-                                    estimate::Optimizer::kAdamW)
+        estimate::model_state_bytes(estimate::rank_parameter_count(arch, config.tp),
+                                    config.precision, estimate::Optimizer::kAdamW)
             .total();
     reference_peak = states + estimated_none.peak_bytes;
     reference_text = format_bytes(reference_peak) + " (estimated)";
@@ -118,8 +122,7 @@ std::optional<Finding> diagnose_memory(const RunRecord& run,
   const int64_t chunks = std::max<int64_t>(1, config.model.loss_chunk_count());
   // fp32 logits of one slice and the softmax kept for backward.
   const int64_t logits_bytes = 2 * tokens * ((config.model.vocab + chunks - 1) / chunks) * 4;
-  const estimate::ActivationEstimate estimated_every = estimate::estimate_policy_activations(
-      arch, config.batch, config.precision, "every:1", offload);
+  const estimate::ActivationEstimate estimated_every = estimated("every:1", offload);
   const int64_t kept_bytes =
       std::max<int64_t>(0, estimated_run.saved_bytes - estimated_every.saved_bytes);
   const std::string kept_plan =

@@ -17,6 +17,7 @@
 #include "common/precision.h"
 #include "estimate/architecture.h"
 #include "estimate/model_state.h"
+#include "estimate/tensor_layout.h"
 
 namespace rematlab::estimate {
 
@@ -30,6 +31,8 @@ struct ActivationInput {
   // of the second moment, and that divided by its bias correction): for a wide model at a small
   // batch, its largest weight's two copies are more than any activation.
   Optimizer optimizer = Optimizer::kAdamW;
+  // One rank's share under tensor (and sequence) parallelism; the figures are that rank's.
+  TensorLayout layout;
 };
 
 struct ActivationEstimate {
@@ -46,8 +49,10 @@ ActivationEstimate estimate_activations(const ActivationInput& input);
 
 // Korthikanti et al.'s bytes per layer: explicit attention keeps the s×s scores (5·a·s/h),
 // fused attention does not. fp32 doubles every 2-byte tensor; 1-byte dropout masks stay, and
-// without dropout there are no masks and no dropped copy of the scores.
-int64_t literature_layer_bytes(const Architecture& arch, int64_t batch, Precision precision);
+// without dropout there are no masks and no dropped copy of the scores. Split over tensor ranks,
+// their Table 2's per-rank forms.
+int64_t literature_layer_bytes(const Architecture& arch, int64_t batch, Precision precision,
+                               const TensorLayout& layout = {});
 
 // The K of every:K with the smallest estimated peak. Every K recomputes each block once, so the
 // peak alone decides; ties go to the smaller K.

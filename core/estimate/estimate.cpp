@@ -16,7 +16,7 @@ int64_t max_batch(const Estimate& estimate, int64_t memory_bytes) {
   auto needed = [&](int64_t batch) {
     return estimate.states.total() +
            estimate_policy_activations(*request.arch, batch, request.precision, request.checkpoint,
-                                       request.offload, request.optimizer)
+                                       request.offload, request.optimizer, request.layout)
                .peak_bytes;
   };
   if (needed(1) > memory_bytes) return 0;
@@ -41,9 +41,11 @@ int64_t max_batch(const Estimate& estimate, int64_t memory_bytes) {
 
 ActivationEstimate estimate_policy_activations(const Architecture& arch, int64_t batch,
                                                Precision precision, const std::string& checkpoint,
-                                               bool offload, Optimizer optimizer) {
+                                               bool offload, Optimizer optimizer,
+                                               const TensorLayout& layout) {
   const CheckpointPolicy policy = CheckpointPolicy::parse(checkpoint);
   ActivationInput input;
+  input.layout = layout;
   input.arch = arch;
   input.batch = batch;
   input.precision = precision;
@@ -72,30 +74,49 @@ Estimate make_estimate(const EstimateRequest& request) {
   if (estimate.request.device_memories.empty())
     estimate.request.device_memories = default_memories();
   const CheckpointPolicy policy = CheckpointPolicy::parse(request.checkpoint);  // validates
+  const TensorLayout& layout = request.layout;
+  if (layout.split() && !request.arch) {
+    throw InvalidInput("--tp", "splits a model's layers: give its shape (--model or shape flags)");
+  }
+  if (request.world_size % layout.tp != 0) {
+    throw InvalidInput("--tp", std::to_string(layout.tp) + " tensor ranks need a multiple of " +
+                                   std::to_string(layout.tp) + " ranks in all, got --nproc " +
+                                   std::to_string(request.world_size));
+  }
+  if (layout.split() && request.shard != "none") {
+    throw InvalidInput("--shard",
+                       "tensor parallelism does not shard model states over the data ranks yet "
+                       "(as `run` refuses it)");
+  }
   if (request.arch) {
     const Architecture& arch = *request.arch;
     validate(arch);
+    validate(arch, layout);
     estimate.architecture_params = parameter_count(arch);
     estimate.activations =
         estimate_policy_activations(arch, request.batch, request.precision, request.checkpoint,
-                                    request.offload, request.optimizer);
+                                    request.offload, request.optimizer, layout);
     ActivationInput input;
     input.arch = arch;
     input.batch = request.batch;
     input.precision = request.precision;
     input.offload = request.offload;
     input.optimizer = request.optimizer;
+    input.layout = layout;
     int64_t best_peak = 0;
     estimate.best_interval = best_interval(input, &best_peak);
     estimate.best_interval_peak_bytes = best_peak;
-    estimate.flops =
-        step_flops(arch, request.batch * arch.seq_len, policy.plan_for(arch.layers, 0.0));
+    const CheckpointPlan plan = policy.plan_for(arch.layers, 0.0);
+    estimate.flops = step_flops(arch, request.batch * arch.seq_len, plan);
+    estimate.rank_flops = rank_step_flops(arch, request.batch * arch.seq_len, plan, layout.tp);
   }
   estimate.params =
       request.nominal_params > 0 ? request.nominal_params : *estimate.architecture_params;
+  estimate.rank_params =
+      layout.split() ? rank_parameter_count(*request.arch, layout.tp) : estimate.params;
   estimate.states = per_rank_model_states(
-      model_state_bytes(estimate.params, request.precision, request.optimizer), request.world_size,
-      request.shard);
+      model_state_bytes(estimate.rank_params, request.precision, request.optimizer),
+      request.world_size / layout.tp, request.shard);
   for (const int64_t memory : estimate.request.device_memories) {
     DeviceFit fit;
     fit.memory_bytes = memory;
@@ -109,7 +130,8 @@ Estimate make_estimate(const EstimateRequest& request) {
       question.batch = request.batch;
       question.precision = request.precision;
       question.optimizer = request.optimizer;
-      question.params = estimate.params;
+      question.params = estimate.rank_params;
+      question.layout = layout;
       question.world_size = request.world_size;
       question.shard = request.shard;
       question.best_interval = *estimate.best_interval;
@@ -138,6 +160,9 @@ nlohmann::json to_json(const Estimate& estimate) {
       {"batch", request.batch},
       {"world_size", request.world_size},
       {"shard", request.shard},
+      {"tp", request.layout.tp},
+      {"sequence_parallel", request.layout.sequence_parallel},
+      {"rank_params", estimate.rank_params},
       {"weights_bytes", estimate.states.weights},
       {"master_bytes", estimate.states.master},
       {"gradients_bytes", estimate.states.gradients},
@@ -174,6 +199,10 @@ nlohmann::json to_json(const Estimate& estimate) {
       estimate.flops ? nlohmann::json(estimate.flops->model) : nlohmann::json(nullptr);
   json["hardware_flops"] =
       estimate.flops ? nlohmann::json(estimate.flops->hardware) : nlohmann::json(nullptr);
+  json["rank_model_flops"] =
+      estimate.rank_flops ? nlohmann::json(estimate.rank_flops->model) : nlohmann::json(nullptr);
+  json["rank_hardware_flops"] =
+      estimate.rank_flops ? nlohmann::json(estimate.rank_flops->hardware) : nlohmann::json(nullptr);
   nlohmann::json fits = nlohmann::json::array();
   for (const DeviceFit& fit : estimate.fits) {
     fits.push_back(

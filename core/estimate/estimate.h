@@ -14,6 +14,7 @@
 #include "estimate/fit_advice.h"
 #include "estimate/flops.h"
 #include "estimate/model_state.h"
+#include "estimate/tensor_layout.h"
 
 namespace rematlab::estimate {
 
@@ -27,9 +28,11 @@ struct EstimateRequest {
   int64_t batch = 1;
   std::vector<int64_t> device_memories;  // bytes; empty: 24, 40, 80 and 141 GiB
   int64_t max_batch_limit = 1 << 20;
-  // Data parallel: ranks and what they shard (estimate/sharded_states.h); states are per rank.
+  // Ranks in all, and what the data-parallel ranks (world_size / layout.tp of them) shard
+  // (estimate/sharded_states.h); states, activations and FLOPs are one rank's.
   int64_t world_size = 1;
   std::string shard = "none";
+  TensorLayout layout;  // tensor parallelism: needs a shape
 };
 
 struct DeviceFit {
@@ -45,12 +48,14 @@ struct DeviceFit {
 struct Estimate {
   EstimateRequest request;
   std::optional<int64_t> architecture_params;  // exact count from the shape
-  int64_t params = 0;                          // what the model states are computed from
+  int64_t params = 0;                          // the whole model's
+  int64_t rank_params = 0;                     // one tensor rank's share (params when tp = 1)
   ModelStateBytes states;                      // one rank's (all of them for one process)
   std::optional<ActivationEstimate> activations;
   std::optional<int64_t> best_interval;
   std::optional<int64_t> best_interval_peak_bytes;
-  std::optional<StepFlops> flops;
+  std::optional<StepFlops> flops;       // the whole step's, over every rank of a tensor group
+  std::optional<StepFlops> rank_flops;  // one tensor rank's (the same when tp = 1)
   std::vector<DeviceFit> fits;
 };
 
@@ -61,7 +66,8 @@ Estimate make_estimate(const EstimateRequest& request);
 ActivationEstimate estimate_policy_activations(const Architecture& arch, int64_t batch,
                                                Precision precision, const std::string& checkpoint,
                                                bool offload,
-                                               Optimizer optimizer = Optimizer::kAdamW);
+                                               Optimizer optimizer = Optimizer::kAdamW,
+                                               const TensorLayout& layout = {});
 
 nlohmann::json to_json(const Estimate& estimate);
 

@@ -50,7 +50,7 @@ std::vector<Rung> ladder(const FitQuestion& question, int64_t best_k) {
     rung.activation_bytes =
         estimate_policy_activations(with_loss(question.arch, rung.sliced_loss), question.batch,
                                     question.precision, rung.checkpoint, rung.offload,
-                                    question.optimizer)
+                                    question.optimizer, question.layout)
             .peak_bytes;
   }
   return rungs;
@@ -61,9 +61,11 @@ std::vector<Rung> ladder(const FitQuestion& question, int64_t best_k) {
 std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_bytes) {
   const ModelStateBytes whole =
       model_state_bytes(question.params, question.precision, question.optimizer);
-  // The ranks asked for as asked; then more ranks, each sharding gradients and optimizer state.
+  // The ranks asked for as asked; then more ranks, each sharding gradients and optimizer state
+  // (which `run` does not combine with tensor parallelism yet: a split model tries its own).
   std::vector<std::pair<int64_t, std::string>> layouts = {{question.world_size, question.shard}};
-  for (int64_t ranks = 2; ranks <= question.max_world_size; ranks *= 2) {
+  for (int64_t ranks = 2; ranks <= question.max_world_size && !question.layout.split();
+       ranks *= 2) {
     if (ranks > question.world_size) layouts.emplace_back(ranks, "gradients");
   }
   int64_t best_k = question.best_interval;
@@ -72,11 +74,12 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
     input.arch = question.arch;
     input.batch = question.batch;
     input.precision = question.precision;
+    input.layout = question.layout;
     best_k = best_interval(input, nullptr);
   }
   const std::vector<Rung> rungs = ladder(question, best_k);
   for (const auto& [ranks, shard] : layouts) {
-    const int64_t states = per_rank_model_states(whole, ranks, shard).total();
+    const int64_t states = per_rank_model_states(whole, ranks / question.layout.tp, shard).total();
     if (states >= memory_bytes) continue;
     for (const Rung& rung : rungs) {
       const int64_t needed = states + rung.activation_bytes;

@@ -10,6 +10,7 @@
 
 #include "estimate/architecture.h"
 #include "estimate/model_state.h"
+#include "estimate/tensor_layout.h"
 
 namespace rematlab::estimate {
 
@@ -30,7 +31,8 @@ struct FitQuestion {
   int64_t batch = 1;
   Precision precision = Precision::kFp32;
   Optimizer optimizer = Optimizer::kAdamW;
-  int64_t params = 0;  // model states are counted from this many parameters
+  int64_t params = 0;   // model states are counted from this many parameters (one tensor rank's)
+  TensorLayout layout;  // split over tensor ranks: only the layout asked for is tried
   int64_t world_size = 1;
   std::string shard = "none";
   int64_t max_world_size = kAdviceMaxRanks;

@@ -60,6 +60,26 @@ StepFlops step_flops(const Architecture& arch, int64_t tokens_per_step,
   return flops;
 }
 
+StepFlops rank_step_flops(const Architecture& arch, int64_t tokens_per_step,
+                          const CheckpointPlan& plan, int64_t tp) {
+  const StepFlops whole = step_flops(arch, tokens_per_step, plan);
+  if (tp <= 1) return whole;
+  const double ranks = static_cast<double>(tp);
+  const double tokens = static_cast<double>(tokens_per_step);
+  const double d = static_cast<double>(arch.d_model);
+  StepFlops rank{whole.model / ranks, whole.hardware / ranks};
+  if (arch.kv_heads % tp != 0) {
+    // Forward and backward (3×) of the k and v projections the other ranks would have run.
+    const double kv = static_cast<double>(arch.kv_dim());
+    rank.hardware +=
+        3.0 * static_cast<double>(arch.layers) * 4.0 * d * kv * (1.0 - 1.0 / ranks) * tokens;
+  }
+  if (arch.loss_chunks <= 1) {
+    rank.hardware += 2.0 * static_cast<double>(arch.vocab) / ranks * d * tokens;
+  }
+  return rank;
+}
+
 Utilisation utilisation(const StepFlops& flops, double step_seconds, double peak_flops) {
   Utilisation result;
   if (step_seconds <= 0.0) return result;

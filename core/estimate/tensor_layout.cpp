@@ -1,0 +1,77 @@
+#include "estimate/tensor_layout.h"
+
+#include <algorithm>
+#include <string>
+
+#include "common/errors.h"
+#include "run/run_config.h"
+
+namespace rematlab::estimate {
+namespace {
+
+bool kv_split(const Architecture& arch, int64_t tp) { return arch.kv_heads % tp == 0; }
+
+}  // namespace
+
+void validate(const Architecture& arch, const TensorLayout& layout) {
+  const int64_t tp = layout.tp;
+  if (tp < 1 || tp > kMaxWorldSize) {
+    throw InvalidInput("--tp", "must be between 1 and " + std::to_string(kMaxWorldSize) + ", got " +
+                                   std::to_string(tp));
+  }
+  if (tp == 1) {
+    if (layout.sequence_parallel) {
+      throw InvalidInput("--sequence-parallel",
+                         "splits the sequence between tensor ranks: give --tp 2 or more");
+    }
+    return;
+  }
+  auto divides = [tp](int64_t value, const std::string& what) {
+    if (value % tp != 0) {
+      throw InvalidInput("--tp", std::to_string(tp) + " tensor ranks cannot split " + what + " " +
+                                     std::to_string(value) + " into equal parts");
+    }
+  };
+  divides(arch.heads, "heads");
+  if (arch.kv_heads % tp != 0 && tp % arch.kv_heads != 0) {
+    throw InvalidInput("--tp", std::to_string(tp) + " tensor ranks can neither split nor share " +
+                                   std::to_string(arch.kv_heads) +
+                                   " key/value heads (one must divide the other)");
+  }
+  divides(arch.mlp_hidden, "the MLP width");
+  divides(arch.vocab, "the vocabulary");
+  if (layout.sequence_parallel) divides(arch.seq_len, "the sequence length");
+}
+
+int64_t rank_kv_projected(const Architecture& arch, int64_t tp) {
+  return kv_split(arch, tp) ? arch.kv_dim() / tp : arch.kv_dim();
+}
+
+int64_t rank_kv_used(const Architecture& arch, int64_t tp) {
+  return kv_split(arch, tp) ? arch.kv_dim() / tp : arch.head_dim();
+}
+
+int64_t rank_parameter_count(const Architecture& arch, int64_t tp) {
+  if (tp == 1) return parameter_count(arch);
+  const int64_t d = arch.d_model;
+  const int64_t norm = arch.rms_norm ? d : 2 * d;
+  const int64_t qkv = d / tp + 2 * rank_kv_projected(arch, tp);
+  const int64_t up = (arch.gated_mlp ? 2 : 1) * arch.mlp_hidden / tp;
+  // Column-parallel layers keep their rows of the bias; row-parallel ones the whole bias.
+  const int64_t biases = arch.biases ? qkv + d + up + d : 0;
+  const int64_t block = d * qkv + (d / tp) * d + d * up + (arch.mlp_hidden / tp) * d + 2 * norm;
+  const int64_t vocab_rows = arch.vocab / tp * d;
+  const int64_t embeddings =
+      vocab_rows * (arch.tied_head ? 1 : 2) + (arch.learned_positions ? arch.seq_len * d : 0);
+  return arch.layers * (block + biases) + embeddings + norm;
+}
+
+int64_t rank_largest_parameter_count(const Architecture& arch, int64_t tp) {
+  if (tp == 1) return largest_parameter_count(arch);
+  const int64_t d = arch.d_model;
+  return std::max({arch.vocab / tp * d, arch.learned_positions ? arch.seq_len * d : 0,
+                   (d / tp + 2 * rank_kv_projected(arch, tp)) * d, d / tp * d,
+                   (arch.gated_mlp ? 2 : 1) * arch.mlp_hidden / tp * d});
+}
+
+}  // namespace rematlab::estimate
