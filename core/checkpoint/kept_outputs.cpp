@@ -96,10 +96,14 @@ int ProjectionLog::count(const torch::Tensor& weight, bool grad_mode) const {
   return it == runs_.end() ? 0 : it->second;
 }
 
+bool projection_is_kept(std::optional<KeptOutput> which) {
+  return which && t_current && t_current->keeps(*which);
+}
+
 torch::Tensor projection(std::optional<KeptOutput> which, const torch::Tensor& input,
                          const torch::Tensor& weight, const torch::Tensor& bias) {
   const ScopedKeeping* scope = t_current;
-  if (!which || !scope || !scope->keeps(*which)) return run_linear(input, weight, bias);
+  if (!projection_is_kept(which)) return run_linear(input, weight, bias);
   if (scope->mode_ == ScopedKeeping::Mode::kRecord) {
     torch::Tensor output = run_linear(input, weight, bias);
     scope->store_->tensors.push_back(output);

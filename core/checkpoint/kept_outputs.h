@@ -26,6 +26,10 @@ struct KeptTensors {
 torch::Tensor projection(std::optional<KeptOutput> which, const torch::Tensor& input,
                          const torch::Tensor& weight, const torch::Tensor& bias);
 
+// Whether projection(which, …) would record or replay its output here (inside a checkpointed
+// segment whose plan keeps `which`).
+bool projection_is_kept(std::optional<KeptOutput> which);
+
 // Tests only: while one exists, every projection projection() really runs records its weight and
 // whether grad mode was on (off: a checkpointed segment's forward; on: a recomputation or a plain
 // forward). One handed back from a keep, or skipped by an early stop, is not run.

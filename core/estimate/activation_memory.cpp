@@ -125,7 +125,7 @@ class EngineAccounting {
   // over the vocabulary the loss always works in slices (one when not asked for more) and keeps
   // each token's log-normaliser besides (fp32).
   int64_t loss_saved() const {
-    if (tp_ > 1) return norm_bytes() + tokens_ * 4;
+    if (tp_ > 1) return final_norm_bytes() + tokens_ * 4;
     return norm_bytes() + (sliced() ? 0 : per_token(arch_.vocab));
   }
   // The logits, briefly beside the log-probabilities (of one slice when sliced); split, the
@@ -176,12 +176,17 @@ class EngineAccounting {
   // two statistics. RMSNorm runs in fp32 (the engine's Llama does): the fp32 copy of the input
   // (the input itself when it is fp32), the reciprocal RMS, the normalised values and the
   // scaled output, both in the activations' precision. Under sequence parallelism the norm runs
-  // on the rank's tokens, and what the matmul keeps is its output gathered over all of them.
+  // on the rank's tokens, and the projection after it keeps its input as sliced
+  // (gathered_projection).
   int64_t norm_bytes() const {
     const int64_t d = arch_.d_model;
-    if (!arch_.rms_norm) return per_token(d) + per_local(2);
+    if (!arch_.rms_norm) return per_local(d + 2);
     const int64_t fp32_copy = v_ == 4 ? 0 : d * 4;
-    return (fp32_copy + 4) * local_tokens_ + per_local(d) + per_token(d);
+    return (fp32_copy + 4) * local_tokens_ + per_local(2 * d);
+  }
+  // The final norm's: what the loss keeps is its output gathered over the whole sequence.
+  int64_t final_norm_bytes() const {
+    return norm_bytes() + per_token(arch_.d_model) - per_local(arch_.d_model);
   }
   int64_t weight(int64_t values) const { return values * v_; }
   int64_t backward_core(int64_t qkv, int64_t scores, bool math) const {

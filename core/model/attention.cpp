@@ -7,6 +7,7 @@
 #include "checkpoint/kept_outputs.h"
 #include "checkpoint/segment_checkpoint.h"
 #include "compat/torch_compat.h"
+#include "model/gathered_projection.h"
 #include "model/initialisation.h"
 
 namespace rematlab {
@@ -151,11 +152,8 @@ void AttentionSublayer::split_for_tensor_parallel(const TensorParallel& group,
 }
 
 SublayerTail AttentionSublayer::forward_until_tail(const torch::Tensor& x) {
-  torch::Tensor normed = norm_(x);
-  if (group_) {
-    normed = sequence_parallel_ ? gather_sequence(normed, group_) : into_region(normed, group_);
-  }
-  const torch::Tensor qkv = projection(KeptOutput::kQkv, normed, qkv_->weight, qkv_->bias);
+  const torch::Tensor qkv = column_projection(KeptOutput::kQkv, norm_(x), qkv_->weight, qkv_->bias,
+                                              group_, sequence_parallel_);
   const bool training = is_training();
   // The closure holds what it needs by value: a pending recomputation never dangles.
   auto core = [shape = shape_, rotary = rotary_, dropout = dropout_, training,

@@ -1,6 +1,7 @@
 #include "model/mlp.h"
 
 #include "checkpoint/kept_outputs.h"
+#include "model/gathered_projection.h"
 #include "model/initialisation.h"
 
 namespace rematlab {
@@ -38,11 +39,8 @@ void MlpSublayer::split_for_tensor_parallel(const TensorParallel& group,
 }
 
 SublayerTail MlpSublayer::forward_until_tail(const torch::Tensor& x) {
-  torch::Tensor normed = norm_(x);
-  if (group_) {
-    normed = sequence_parallel_ ? gather_sequence(normed, group_) : into_region(normed, group_);
-  }
-  torch::Tensor hidden = projection(KeptOutput::kMlpIn, normed, up_->weight, up_->bias);
+  torch::Tensor hidden = column_projection(KeptOutput::kMlpIn, norm_(x), up_->weight, up_->bias,
+                                           group_, sequence_parallel_);
   if (family_ == ModelFamily::kLlama) {
     const auto halves = hidden.chunk(2, /*dim=*/-1);
     hidden = torch::silu(halves[0]) * halves[1];
