@@ -89,6 +89,26 @@ TEST(ExperimentPanel, ASpecWithFieldsOfTheWrongTypeIsTakenFieldByField) {
   EXPECT_FALSE(panel->max_batch_box()->isChecked());
 }
 
+// Integers beyond a field's range (hand-edited) are held to it, never wrapped to another value:
+// 2^32 + 2 tensor ranks are the most the field takes, not 2.
+TEST(ExperimentPanel, IntegersBeyondAFieldsRangeAreHeldToItNotWrapped) {
+  Bench bench;
+  ExperimentPanel* panel = bench.panel;
+  const auto spec = nlohmann::ordered_json::parse(R"({
+      "base": {"steps": 4294967298, "layers": -4294967295},
+      "max_batch": {"budget": "64MiB", "limit": 18446744073709551615},
+      "data_parallel": {"ranks": 4294967300, "tp": 4294967298, "sequence_parallel": true}})");
+  EXPECT_NO_THROW(panel->load_spec(spec));
+  EXPECT_EQ(panel->steps_field()->value(), panel->steps_field()->maximum());
+  EXPECT_EQ(panel->findChild<QSpinBox*>("layers")->value(),
+            panel->findChild<QSpinBox*>("layers")->minimum());
+  EXPECT_EQ(panel->tensor_ranks(), 4096);
+  EXPECT_EQ(panel->ranks(), 4096);
+  EXPECT_TRUE(panel->sequence_parallel());
+  EXPECT_EQ(panel->findChild<QSpinBox*>("max_batch_limit")->value(),
+            panel->findChild<QSpinBox*>("max_batch_limit")->maximum());
+}
+
 TEST(ExperimentPanel, LoadsTheDefaultStudyAsTheSameSweep) {
   Bench bench;
   bench.panel->load_spec(rematlab::default_study_spec());

@@ -178,6 +178,7 @@ void ExperimentPanel::create_sweep_fields() {
       "Instead of the batch sizes: find, for each combination, the largest "
       "batch whose step fits the budget (doubling, then bisection)");
   max_batch_limit_ = spin(1, 65536, 256);
+  max_batch_limit_->setObjectName("max_batch_limit");
   max_batch_limit_->setPrefix("up to ");
 }
 

@@ -30,6 +30,19 @@ QString text_of(const nlohmann::ordered_json& value) {
   return QString::fromStdString(value.is_string() ? value.get<std::string>() : value.dump());
 }
 
+// An integer of a saved spec into its box, held to the box's range as 64-bit (read as an int, a
+// hand-edited 4294967298 would wrap to 2); anything else leaves the box as it was.
+void set_integer(QSpinBox* box, const nlohmann::ordered_json& value) {
+  if (value.is_number_unsigned()) {
+    box->setValue(value.get<uint64_t>() > static_cast<uint64_t>(box->maximum())
+                      ? box->maximum()
+                      : static_cast<int>(value.get<uint64_t>()));
+  } else if (value.is_number_integer()) {
+    box->setValue(static_cast<int>(
+        std::clamp<int64_t>(value.get<int64_t>(), box->minimum(), box->maximum())));
+  }
+}
+
 }  // namespace
 
 nlohmann::ordered_json ExperimentPanel::build_spec() const {
@@ -186,7 +199,7 @@ void ExperimentPanel::load_base_fields(const nlohmann::ordered_json& base) {
       {"vocab", vocab_},       {"accum", accum_},           {"steps", steps_},
       {"seed", seed_},         {"threads", threads_}};
   for (const auto& [key, box] : numbers) {
-    if (base.contains(key) && base[key].is_number_integer()) box->setValue(base[key].get<int>());
+    if (base.contains(key)) set_integer(box, base[key]);
   }
   if (base.contains("dropout") && base["dropout"].is_number()) {
     dropout_->setValue(base["dropout"].get<double>());
@@ -240,9 +253,7 @@ void ExperimentPanel::load_sweep_fields(const nlohmann::ordered_json& spec,
   if (search) {
     const auto& max_batch = spec["max_batch"];
     budget_->setText(max_batch.contains("budget") ? text_of(max_batch["budget"]) : QString());
-    if (max_batch.contains("limit") && max_batch["limit"].is_number_integer()) {
-      max_batch_limit_->setValue(max_batch["limit"].get<int>());
-    }
+    if (max_batch.contains("limit")) set_integer(max_batch_limit_, max_batch["limit"]);
   } else {
     const auto budget = base.value("budget", nlohmann::ordered_json());
     budget_->setText(budget.is_string()   ? QString::fromStdString(budget.get<std::string>())
@@ -256,14 +267,16 @@ void ExperimentPanel::load_parallel_fields(const nlohmann::ordered_json& spec) {
   const auto parallel = spec.value("data_parallel", nlohmann::ordered_json::object());
   const bool has_ranks =
       parallel.is_object() && parallel.contains("ranks") && parallel["ranks"].is_number_integer();
-  ranks_->setValue(has_ranks ? parallel["ranks"].get<int>() : 1);
+  ranks_->setValue(1);
+  if (has_ranks) set_integer(ranks_, parallel["ranks"]);
   const bool has_shard =
       parallel.is_object() && parallel.contains("shard") && parallel["shard"].is_string();
   const int shard = shard_->findText(has_shard ? text_of(parallel["shard"]) : "none");
   shard_->setCurrentIndex(std::max(0, shard));
   const bool has_tp =
       parallel.is_object() && parallel.contains("tp") && parallel["tp"].is_number_integer();
-  tensor_ranks_->setValue(has_tp ? parallel["tp"].get<int>() : 1);
+  tensor_ranks_->setValue(1);
+  if (has_tp) set_integer(tensor_ranks_, parallel["tp"]);
   sequence_parallel_->setChecked(parallel.is_object() && parallel.contains("sequence_parallel") &&
                                  parallel["sequence_parallel"].is_boolean() &&
                                  parallel["sequence_parallel"].get<bool>());

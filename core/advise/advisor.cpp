@@ -37,7 +37,7 @@ Finding missing_gradients_finding(const ChainWalk& walk, const std::string& whic
 // arrive. Replayed rather than recorded during training: it costs a step here, nothing there.
 std::optional<ChainWalk> replay_first_step(const RunRecord& run, std::vector<Wording>& notes) {
   if (run.config.world_size > 1) {
-    notes.push_back("missing gradients: a data-parallel run is not replayed (one process here)");
+    notes.push_back("missing gradients: a run on several ranks is not replayed (one process here)");
     return std::nullopt;
   }
   const RunConfig config = replay_config(run.config);

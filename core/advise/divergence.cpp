@@ -175,7 +175,7 @@ std::optional<Finding> diagnose_divergence(const RunRecord& run,
     return finding;
   }
   if (run.config.world_size > 1) {
-    notes.push_back("divergence: a data-parallel run is not replayed (one process here)");
+    notes.push_back("divergence: a run on several ranks is not replayed (one process here)");
     return finding;
   }
   const RunConfig config = replay_config(run.config);
