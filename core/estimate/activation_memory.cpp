@@ -53,15 +53,18 @@ class EngineAccounting {
     // projection's input). The fused core writes its output already in (b, s, a, hd) order, so
     // making it contiguous copies nothing.
     const int64_t outside_core = norm_bytes() + per_token(dq);
-    // The core. Fused: q, k, v and the log-sum-exp; v is a view of the QKV tensor and keeps all
-    // of it alive, and rotated q and k are new tensors beside it (the rotation itself keeps only
-    // views of the cos/sin tables; a rank sharing the key/value heads rotates only the one it
-    // uses). Explicit: the scaled q, contiguous copies of k and v (batched matmul's copies of
+    // The core. Fused: q, k, v and the log-sum-exp. Without rotation v is a view of the QKV
+    // tensor and keeps all of it alive; rotated q and k are new tensors, and v a compact copy, so
+    // the QKV tensor goes (the rotation itself keeps only views of the cos/sin tables; a rank
+    // sharing the key/value heads rotates and copies only the one it uses). Explicit: the scaled q, contiguous copies of k and v (batched matmul's copies of
     // strided heads, or the copies that repeat shared K/V heads) and the softmax probabilities —
     // the s×s term; the QKV tensor itself is then freed.
-    const int64_t rotated = arch_.rotary ? dq + rank_kv_used(arch_, tp_) : 0;
+    const int64_t kv_used = rank_kv_used(arch_, tp_);
+    const int64_t rotated = arch_.rotary ? dq + kv_used : 0;
     const int64_t math_core = (qkv_kept() ? dq + qkv + (arch_.rotary ? dq : 0) : 3 * dq) + scores;
-    const int64_t core = math ? math_core : qkv + rotated + arch_.heads / tp_;
+    // Rotated, the fused core keeps a compact copy of v instead of the QKV tensor it was a view of.
+    const int64_t fused_input = arch_.rotary ? kv_used : qkv;
+    const int64_t core = math ? math_core : fused_input + rotated + arch_.heads / tp_;
     // The explicit core's causal mask (s×s booleans, one per call), kept by the in-place fill's
     // backward.
     const int64_t mask = math ? arch_.seq_len * arch_.seq_len : 0;
@@ -71,7 +74,8 @@ class EngineAccounting {
       // fused core's q, k and v are views of that input. The explicit core's are copies (a
       // single sequence's k and v fold as views of the kept input instead), and its
       // recomputed output, the inner backward's root, is a copy too (its heads made contiguous).
-      const int64_t recomputed = math ? core - (qkv_kept() ? qkv : 0) + dq : core - qkv;
+      const int64_t recomputed =
+          math ? core - (qkv_kept() ? qkv : 0) + dq : core - (arch_.rotary ? 0 : qkv);
       cost.backward_extra = per_token(recomputed) + mask + backward_core(qkv, scores, math);
     } else {
       cost.interior = outside_core + per_token(core) + mask;

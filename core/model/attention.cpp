@@ -68,6 +68,10 @@ torch::Tensor attention_core(const torch::Tensor& qkv, const AttentionShape& sha
   if (rotary) {
     q = apply_rotary(q, *rotary);
     k = apply_rotary(k, *rotary);
+    // Rotated, q and k are new tensors; v alone would keep the whole fused QKV tensor alive as
+    // the core's saved input. A compact copy of v (laid out as the view was: sequence before
+    // heads) lets it go: the fused core then keeps q + k + v rather than q + k + the QKV tensor.
+    if (kind == AttentionKind::kSdpa) v = v.transpose(1, 2).contiguous().transpose(1, 2);
   }
   const double p = training ? dropout : 0.0;
   const bool grouped = shape.kv_heads != shape.heads;
