@@ -9,7 +9,8 @@
 #      auto), each against the estimator's prediction;
 #   5. the NCCL path (docs/distributed.md): data parallel runs on CUDA, sharded, over a world of
 #      one (which still runs every collective through NCCL) and one rank per GPU where there are
-#      more;
+#      more; then two tensor ranks (docs/parallel.md), with and without sequence parallelism,
+#      each rank's activation peak against the estimator's, where there are two GPUs;
 #   6. measure the article's table: gpt2-350m, seq_len 1024, bf16, under a 40 GiB budget;
 #   7. the same table for llama3.2-1b at seq_len 2048, if time is left (optional: last);
 #   8. run the rest of the suite (CPU tests, already green in CI) if time is left.
@@ -368,6 +369,52 @@ done
 md "" "Ranks is the run's \`world_size\`. In a world of one the losses of the three rows should agree:" \
    "the same batch, only the gradients' route differs." ""
 say "data parallel done"
+
+# --- 5b. tensor parallelism over NCCL -----------------------------------------------------------
+
+# Two tensor ranks (and sequence parallelism), each rank's activation peak beside the estimator's
+# for that rank. NCCL refuses two ranks on one device, so a one-GPU machine skips it (the dry run
+# runs it on Gloo).
+if [[ "$MODE" == "gpu" ]]; then
+  TP_ARGS="--preset llama-small --device cuda --batch 4 --steps 4 --checkpoint every:1"
+else
+  TP_ARGS="--preset llama-tiny --threads 1 --batch 4 --steps 4 --checkpoint every:1"
+fi
+md "" "## Tensor parallelism ($DEVICE: NCCL on CUDA, Gloo on the CPU)" ""
+if (( RANKS < 2 )); then
+  md "Not run: $RANKS device(s); two tensor ranks need two (NCCL refuses two ranks on one)."
+else
+  md "\`rematlab-cli run $TP_ARGS --nproc 2 --tp 2 [--sequence-parallel] --json\` against" \
+     "\`rematlab-cli estimate\` with the same flags" "" \
+     "| sp | status | final loss | rank 0 activation peak | predicted | predicted/measured | comm ms | tokens/s |" \
+     "|---|---|---|---|---|---|---|---|"
+  for sp in off on; do
+    sp_flag=()
+    [[ "$sp" == "on" ]] && sp_flag=(--sequence-parallel)
+    if (( $(left) < 90 )); then md "| $sp | not run (time) | | | | | | |"; continue; fi
+    preset="$(sed -E 's/.*--preset ([^ ]+).*/\1/' <<<"$TP_ARGS")"
+    # shellcheck disable=SC2086  # TP_ARGS is a list of flags
+    if line="$(timeout 300 "$CLI" run $TP_ARGS --nproc 2 --tp 2 "${sp_flag[@]}" --dist-timeout 60 \
+                  --json 2>>"$LOG" | tail -1)" &&
+       predicted="$("$CLI" estimate --model "$preset" --batch 4 --checkpoint every:1 --tp 2 \
+                      "${sp_flag[@]}" --json 2>>"$LOG" | tail -1)"; then
+      row="$(python3 -c '
+import json, sys
+r = json.loads(sys.argv[1]); p = json.loads(sys.argv[2]); k = r["ranks"][0]
+mib = lambda b: "%.2f MiB" % (b / 2**20)
+print("%s | %.4f | %s | %s | %.3f | %.1f | %.0f" % (r["status"], r["final_loss"],
+      mib(k["peak_activation_bytes"]), mib(p["activation_peak_bytes"]),
+      p["activation_peak_bytes"] / k["peak_activation_bytes"], k.get("comm_ms", 0),
+      r["tokens_per_s"]))' "$line" "$predicted")"
+      [[ "$row" == ok* ]] || fail "tensor parallel --tp 2 (sp $sp) did not end ok"
+    else
+      row="error (see log) | | | | | | |"
+      fail "tensor parallel --tp 2 (sp $sp) failed to run"
+    fi
+    md "| $sp | $row |"
+  done
+fi
+say "tensor parallel done"
 
 # --- 6 and 7. the article's table ------------------------------------------------------------
 

@@ -489,6 +489,12 @@ TEST(EstimateCli, BadShapesExit2WithOneLineNamingTheFlag) {
       {"estimate --params 70e9 --tp 8", "--tp"},
       {"estimate --model small --tp 2 --sequence-parallel --seq-len 15", "--tp"},
       {"estimate --model small --tp 2 --nproc 4 --shard optimizer", "--shard"},
+      {"estimate --model small --tp 0", "--tp"},
+      {"estimate --params 1e9 --tp 0", "--tp"},
+      {"estimate --params 1e9 --tp -1", "--tp"},
+      {"estimate --params 1e9 --sequence-parallel", "--sequence-parallel"},
+      {"estimate --model small --tp 2 --nproc 1", "--tp"},
+      {"estimate --model small --tp 2 --params 1e9", "--params"},
   };
   for (const auto& [arguments, flag] : cases) {
     const CliResult result = cli(arguments);

@@ -332,6 +332,13 @@ TEST(TensorParallel, PredictedActivationPeakPerRankWithinFivePercentOfMeasured) 
   }
   cases["llama shared kv every:1 sp"] =
       with(llama, {{"kv_heads", 1}, {"checkpoint", "every:1"}, {"sequence_parallel", true}});
+  // A kept projection re-enters a recomputation on its input gathered whole.
+  for (const std::string policy : {"keep:qkv", "keep:matmul"}) {
+    cases["llama " + policy + " sp"] =
+        with(llama, {{"checkpoint", policy}, {"sequence_parallel", true}});
+    cases["gpt " + policy + " sp"] =
+        with(gpt, {{"checkpoint", policy}, {"sequence_parallel", true}});
+  }
   nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
   for (const auto& [name, fields] : cases) {
     spec["cases"].push_back(case_of(name, "tensor_peak", fields));

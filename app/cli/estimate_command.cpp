@@ -27,7 +27,7 @@ struct EstimateOptions {
   std::string offload = "none";
   int64_t batch = 1;
   std::vector<std::string> device_memory;
-  int64_t nproc = 1;
+  std::optional<int64_t> nproc;  // absent: one process, or the tensor ranks of --tp
   std::string shard = "none";
   int64_t tp = 1;
   bool sequence_parallel = false;
@@ -63,11 +63,11 @@ struct EstimateOptions {
     for (const auto& size : device_memory) {
       request.device_memories.push_back(parse_byte_size(size, "--device-memory"));
     }
-    if (nproc < 1 || nproc > kMaxWorldSize) {
+    if (nproc && (*nproc < 1 || *nproc > kMaxWorldSize)) {
       throw InvalidInput("--nproc", "must be between 1 and " + std::to_string(kMaxWorldSize));
     }
     // Tensor ranks alone are one tensor group: --nproc defaults to them.
-    request.world_size = nproc == 1 ? tp : nproc;
+    request.world_size = nproc.value_or(tp);
     request.layout = {tp, sequence_parallel};
     parse_shard(shard);  // names --shard when unknown
     request.shard = shard;
@@ -101,8 +101,8 @@ Command add_estimate_command(CLI::App& app) {
   command->add_option("--batch", options->batch, "Micro-batch size")->capture_default_str();
   command->add_option("--device-memory", options->device_memory,
                       "Device memory to fit (repeatable; default 24GiB 40GiB 80GiB 141GiB)");
-  command->add_option("--nproc", options->nproc, "Data-parallel ranks (model states per rank)")
-      ->capture_default_str();
+  command->add_option("--nproc", options->nproc,
+                      "Ranks in all (default 1, or the --tp ranks): model states per rank");
   command
       ->add_option("--shard", options->shard,
                    "none, optimizer (optimizer state and master copy divided among ranks) or "

@@ -91,7 +91,7 @@ std::string request_text(const estimate::Estimate& estimate) {
     out << "per rank    " << request.world_size << " rank(s): " << request.layout.tp
         << " tensor ranks" << (request.layout.sequence_parallel ? " with sequence parallelism" : "")
         << " × " << request.world_size / request.layout.tp << " data-parallel, shard "
-        << request.shard << ": every figure below is one rank's\n";
+        << request.shard << ": the figures below are one rank's\n";
   } else if (request.world_size > 1 || request.shard != "none") {
     out << "per rank    " << request.world_size << " rank(s), shard " << request.shard
         << ": the model states below are one rank's\n";
@@ -136,7 +136,9 @@ std::string estimate_to_text(const estimate::Estimate& estimate) {
   if (estimate.flops) {
     char line[160];
     std::snprintf(line, sizeof line,
-                  "FLOPs/step    model %.3e, hardware %.3e (+%.1f%% recompute)\n",
+                  request.layout.split()
+                      ? "FLOPs/step    model %.3e, hardware %.3e (+%.1f%% recompute), the group's\n"
+                      : "FLOPs/step    model %.3e, hardware %.3e (+%.1f%% recompute)\n",
                   estimate.flops->model, estimate.flops->hardware,
                   100.0 * (estimate.flops->hardware / estimate.flops->model - 1.0));
     out << line;

@@ -4,6 +4,7 @@
 
 #include "checkpoint/checkpoint_policy.h"
 #include "common/byte_size.h"
+#include "common/errors.h"
 #include "estimate/estimate.h"
 #include "model/model_config.h"
 
@@ -50,14 +51,20 @@ Cause dominant_cause(const RunRecord& run, int64_t logits_bytes, int64_t kept_by
            format_percent(static_cast<double>(bytes) / static_cast<double>(peak)) + " of the peak)";
   };
   if (states >= logits_bytes && states >= kept_bytes) {
-    return Cause{"the model states dominate the peak, and checkpointing reduces activations only",
-                 {{"model states (live when a step begins)", share(states)}},
-                 run.config.precision == Precision::kFp32
-                     ? setting("precision", "bf16") + " halves the weights and gradients; " +
-                           setting("nproc", "2") + " " + setting("shard", "optimizer") +
-                           " splits the optimizer's moments between processes"
-                     : setting("nproc", "2") + " " + setting("shard", "optimizer") +
-                           " (or gradients) splits the model states between processes"};
+    // Split over tensor ranks, more of them divide the states (sharding does not combine yet).
+    const RunConfig& config = run.config;
+    const Wording split_states =
+        config.tp > 1 ? setting("nproc", std::to_string(2 * config.world_size)) + " " +
+                            setting("tp", std::to_string(2 * config.tp)) +
+                            " splits the model states over twice the tensor ranks"
+                      : setting("nproc", "2") + " " + setting("shard", "optimizer") +
+                            " (or gradients) splits the model states between processes";
+    return Cause{
+        "the model states dominate the peak, and checkpointing reduces activations only",
+        {{"model states (live when a step begins)", share(states)}},
+        config.precision == Precision::kFp32
+            ? setting("precision", "bf16") + " halves the weights and gradients; " + split_states
+            : split_states};
   }
   if (logits_bytes >= kept_bytes) {
     return Cause{
@@ -88,6 +95,14 @@ std::optional<Finding> diagnose_memory(const RunRecord& run,
   const bool offload = config.offload != "none";
   // One rank's figures under tensor parallelism, as the run's peaks are.
   const estimate::TensorLayout layout{config.tp, config.sequence_parallel};
+  try {
+    estimate::validate(arch, layout);
+  } catch (const InvalidInput& error) {  // a record no run of this version could have made
+    notes.push_back(Wording("memory: not estimated, the run's tensor layout cannot split its "
+                            "model (") +
+                    error.what() + ")");
+    return std::nullopt;
+  }
   auto estimated = [&](const std::string& policy, bool offloaded) {
     return estimate::estimate_policy_activations(arch, config.batch, config.precision, policy,
                                                  offloaded, estimate::Optimizer::kAdamW, layout);
@@ -121,7 +136,8 @@ std::optional<Finding> diagnose_memory(const RunRecord& run,
   const int64_t tokens = config.batch * config.model.seq_len;
   const int64_t chunks = std::max<int64_t>(1, config.model.loss_chunk_count());
   // fp32 logits of one slice and the softmax kept for backward.
-  const int64_t logits_bytes = 2 * tokens * ((config.model.vocab + chunks - 1) / chunks) * 4;
+  const int64_t vocab = config.model.vocab / layout.tp;  // a tensor rank's columns
+  const int64_t logits_bytes = 2 * tokens * ((vocab + chunks - 1) / chunks) * 4;
   const estimate::ActivationEstimate estimated_every = estimated("every:1", offload);
   const int64_t kept_bytes =
       std::max<int64_t>(0, estimated_run.saved_bytes - estimated_every.saved_bytes);

@@ -21,6 +21,9 @@ struct SublayerCost {
   int64_t backward_extra = 0;  // live on top of what is saved while its backward runs
   int64_t kept = 0;            // saved in a recomputed segment's forward by a keep: policy
   int64_t kept_tail = 0;       // of `kept`: its output projection's, never kept at a segment end
+  // In a recomputation, held on top of `interior`: under sequence parallelism a kept projection
+  // re-enters the graph on its input gathered whole rather than the rank's slice.
+  int64_t rebuilt_extra = 0;
 };
 
 // The engine's saved tensors, per token, counted from what each LibTorch op keeps for backward
@@ -56,9 +59,10 @@ class EngineAccounting {
     // The core. Fused: q, k, v and the log-sum-exp. Without rotation v is a view of the QKV
     // tensor and keeps all of it alive; rotated q and k are new tensors, and v a compact copy, so
     // the QKV tensor goes (the rotation itself keeps only views of the cos/sin tables; a rank
-    // sharing the key/value heads rotates and copies only the one it uses). Explicit: the scaled q, contiguous copies of k and v (batched matmul's copies of
-    // strided heads, or the copies that repeat shared K/V heads) and the softmax probabilities —
-    // the s×s term; the QKV tensor itself is then freed.
+    // sharing the key/value heads rotates and copies only the one it uses). Explicit: the scaled q,
+    // contiguous copies of k and v (batched matmul's copies of strided heads, or the copies that
+    // repeat shared K/V heads) and the softmax probabilities — the s×s term; the QKV tensor itself
+    // is then freed.
     const int64_t kv_used = rank_kv_used(arch_, tp_);
     const int64_t rotated = arch_.rotary ? dq + kv_used : 0;
     const int64_t math_core = (qkv_kept() ? dq + qkv + (arch_.rotary ? dq : 0) : 3 * dq) + scores;
@@ -92,6 +96,7 @@ class EngineAccounting {
     // keep: the QKV tensor and the output projection's output (the sum's operand).
     cost.kept_tail = keep_.attention_out ? per_token(d) : 0;
     cost.kept = (keep_.qkv ? per_token(qkv) : 0) + cost.kept_tail;
+    cost.rebuilt_extra = keep_.qkv ? gathered_input_extra() : 0;
     return cost;
   }
 
@@ -120,6 +125,7 @@ class EngineAccounting {
                               : down;
     // keep: the up (or fused gate-and-up) projection's output.
     cost.kept = keep_.mlp_in ? per_token(arch_.gated_mlp ? 2 * f : f) : 0;
+    cost.rebuilt_extra = keep_.mlp_in ? gathered_input_extra() : 0;
     return cost;
   }
 
@@ -157,6 +163,10 @@ class EngineAccounting {
   // that whole gradient.
   int64_t gathered_gradient() const {
     return local_tokens_ < tokens_ ? per_token(arch_.d_model) : 0;
+  }
+  // What a column projection's input gathered whole holds beyond the rank's slice.
+  int64_t gathered_input_extra() const {
+    return per_token(arch_.d_model) - per_local(arch_.d_model);
   }
   // A tied head's weight gradient is one input of the shared weight's accumulator, which waits
   // for the embedding's: it stays live from the loss's backward through the whole chain's.
@@ -354,7 +364,7 @@ class StepReplay {
       // backward needs its scatter's conjugate and the tail runs whole.
       // Kept outputs re-enter the rebuilt interior; those it does not hold (the attention's
       // projection output, the QKV tensor beside the explicit core's copies) are freed.
-      live_ += saved(segment) - kept(segment) -
+      live_ += saved(segment) + rebuilt_extra(segment) - kept(segment) -
                (input_.layout.sequence_parallel ? 0 : costs_[segment.end - 1].output);
       gradients = 2 * residual_;  // the segment's output gradient and the inner one
     }
@@ -367,7 +377,7 @@ class StepReplay {
       // residual add hands it on as it is); an inner one is made where the branch rejoins.
       const int64_t held = early_stopped ? residual_ : gradients;
       replay_.at(live_ + held + costs_[i].backward_extra + prefetch, phase);
-      live_ -= costs_[i].interior;
+      live_ -= costs_[i].interior + (segment.recompute ? costs_[i].rebuilt_extra : 0);
     }
     if (input_offloaded(j)) live_ -= residual_;
     if (segment.recompute) live_ -= kReplayStateBytes;
@@ -379,6 +389,11 @@ class StepReplay {
     int64_t bytes = 0;
     for (int64_t i = segment.begin; i < segment.end; ++i) bytes += costs_[i].kept;
     return bytes - costs_[segment.end - 1].kept_tail;
+  }
+  int64_t rebuilt_extra(const Segment& segment) const {
+    int64_t bytes = 0;
+    for (int64_t i = segment.begin; i < segment.end; ++i) bytes += costs_[i].rebuilt_extra;
+    return bytes;
   }
   int64_t saved(const Segment& segment) const {
     int64_t bytes = 0;
@@ -402,6 +417,7 @@ class StepReplay {
 }  // namespace
 
 ActivationEstimate estimate_activations(const ActivationInput& input) {
+  validate(input.arch, input.layout);  // a width divided by tp must be one
   StepReplay step(input);
   ActivationEstimate estimate;
   estimate.saved_bytes = step.forward();

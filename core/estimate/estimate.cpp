@@ -62,21 +62,26 @@ ActivationEstimate estimate_policy_activations(const Architecture& arch, int64_t
   return worst;
 }
 
-Estimate make_estimate(const EstimateRequest& request) {
+namespace {
+
+// What a request must say before anything is counted; throws InvalidInput naming the flag.
+void validate_request(const EstimateRequest& request) {
   if (!request.arch && request.nominal_params <= 0) {
     throw InvalidInput("--model", "give a model (--model or shape flags) or a size (--params)");
   }
   if (request.batch <= 0) {
     throw InvalidInput("--batch", "must be positive, got " + std::to_string(request.batch));
   }
-  Estimate estimate;
-  estimate.request = request;
-  if (estimate.request.device_memories.empty())
-    estimate.request.device_memories = default_memories();
-  const CheckpointPolicy policy = CheckpointPolicy::parse(request.checkpoint);  // validates
+  CheckpointPolicy::parse(request.checkpoint);  // names --checkpoint when it cannot be read
   const TensorLayout& layout = request.layout;
+  validate(layout);
   if (layout.split() && !request.arch) {
     throw InvalidInput("--tp", "splits a model's layers: give its shape (--model or shape flags)");
+  }
+  if (layout.split() && request.nominal_params > 0) {
+    throw InvalidInput("--params",
+                       "is a whole model's size; split over --tp ranks every figure "
+                       "is one rank's, counted from the shape: leave --params out");
   }
   if (request.world_size % layout.tp != 0) {
     throw InvalidInput("--tp", std::to_string(layout.tp) + " tensor ranks need a multiple of " +
@@ -89,9 +94,23 @@ Estimate make_estimate(const EstimateRequest& request) {
                        "(as `run` refuses it)");
   }
   if (request.arch) {
+    validate(*request.arch);
+    validate(*request.arch, layout);
+  }
+}
+
+}  // namespace
+
+Estimate make_estimate(const EstimateRequest& request) {
+  validate_request(request);
+  Estimate estimate;
+  estimate.request = request;
+  if (estimate.request.device_memories.empty())
+    estimate.request.device_memories = default_memories();
+  const CheckpointPolicy policy = CheckpointPolicy::parse(request.checkpoint);
+  const TensorLayout& layout = request.layout;
+  if (request.arch) {
     const Architecture& arch = *request.arch;
-    validate(arch);
-    validate(arch, layout);
     estimate.architecture_params = parameter_count(arch);
     estimate.activations =
         estimate_policy_activations(arch, request.batch, request.precision, request.checkpoint,

@@ -28,8 +28,9 @@ StepFlops step_flops(const Architecture& arch, int64_t tokens_per_step, const Ch
 
 // One of `tp` tensor ranks' share: the step's FLOPs divided by tp, and on top in hardware FLOPs
 // what a rank runs that one process would not: the key/value projections of every head when the
-// ranks share them (tp does not divide the key/value heads), and the head's forward again in the
-// vocabulary-parallel loss's backward when the loss is not already in slices.
+// ranks share them (tp does not divide the key/value heads; forward and backward once, not again
+// in a recomputed segment), and the head's forward again in the vocabulary-parallel loss's
+// backward when the loss is not already in slices.
 StepFlops rank_step_flops(const Architecture& arch, int64_t tokens_per_step,
                           const CheckpointPlan& plan, int64_t tp);
 

@@ -13,34 +13,28 @@ bool kv_split(const Architecture& arch, int64_t tp) { return arch.kv_heads % tp 
 
 }  // namespace
 
-void validate(const Architecture& arch, const TensorLayout& layout) {
-  const int64_t tp = layout.tp;
-  if (tp < 1 || tp > kMaxWorldSize) {
+void validate(const TensorLayout& layout) {
+  if (layout.tp < 1 || layout.tp > kMaxWorldSize) {
     throw InvalidInput("--tp", "must be between 1 and " + std::to_string(kMaxWorldSize) + ", got " +
-                                   std::to_string(tp));
+                                   std::to_string(layout.tp));
   }
-  if (tp == 1) {
-    if (layout.sequence_parallel) {
-      throw InvalidInput("--sequence-parallel",
-                         "splits the sequence between tensor ranks: give --tp 2 or more");
-    }
-    return;
+  if (layout.tp == 1 && layout.sequence_parallel) {
+    throw InvalidInput("--sequence-parallel", "splits the sequence between tensor ranks: give " +
+                                                  setting("tp", "2") + " or more");
   }
-  auto divides = [tp](int64_t value, const std::string& what) {
-    if (value % tp != 0) {
-      throw InvalidInput("--tp", std::to_string(tp) + " tensor ranks cannot split " + what + " " +
-                                     std::to_string(value) + " into equal parts");
-    }
-  };
-  divides(arch.heads, "heads");
-  if (arch.kv_heads % tp != 0 && tp % arch.kv_heads != 0) {
-    throw InvalidInput("--tp", std::to_string(tp) + " tensor ranks can neither split nor share " +
-                                   std::to_string(arch.kv_heads) +
-                                   " key/value heads (one must divide the other)");
-  }
-  divides(arch.mlp_hidden, "the MLP width");
-  divides(arch.vocab, "the vocabulary");
-  if (layout.sequence_parallel) divides(arch.seq_len, "the sequence length");
+}
+
+void validate(const Architecture& arch, const TensorLayout& layout) {
+  validate(layout);
+  const int64_t tp = layout.tp;
+  if (tp == 1) return;
+  ModelConfig shape;
+  shape.heads = arch.heads;
+  shape.kv_heads = arch.kv_heads;
+  shape.mlp_hidden = arch.mlp_hidden;
+  shape.vocab = arch.vocab;
+  shape.seq_len = arch.seq_len;
+  validate_tensor_split(shape, tp, layout.sequence_parallel);
 }
 
 int64_t rank_kv_projected(const Architecture& arch, int64_t tp) {

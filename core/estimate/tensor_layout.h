@@ -18,7 +18,9 @@ struct TensorLayout {
   bool split() const { return tp > 1; }
 };
 
-// Throws InvalidInput("--tp" or "--sequence-parallel", …) with the rules `run` applies.
+// Throws InvalidInput("--tp" or "--sequence-parallel", …) with the rules `run` applies: the
+// degree alone, then with the shape it splits.
+void validate(const TensorLayout& layout);
 void validate(const Architecture& arch, const TensorLayout& layout);
 
 // Key/value width (values per token) one rank projects, and the width its attention uses.

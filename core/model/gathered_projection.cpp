@@ -42,7 +42,6 @@ class GatheredProjection : public torch::autograd::Function<GatheredProjection> 
     if (params.size() > 1) state->bias_dtype = params[1].scalar_type();
     ctx->save_for_backward({local});
     ctx->saved_data[kStateKey] = c10::IValue::make_capsule(state);
-    ProjectionLog::record(params[0]);
     return torch::nn::functional::linear(operands.input, operands.weight, operands.bias);
   }
 
@@ -75,6 +74,7 @@ torch::Tensor gathered_projection(std::optional<KeptOutput> which, const torch::
   if (projection_is_kept(which) || !torch::GradMode::is_enabled()) {
     return projection(which, gather_sequence(local, group), weight, bias);
   }
+  ProjectionLog::record(weight);  // here, where grad mode is the caller's (off in forward())
   auto state = c10::make_intrusive<GatheredState>();
   state->group = group;
   std::vector<torch::Tensor> params = {weight};

@@ -100,6 +100,25 @@ void validate_data_parallel(const RunConfig& config) {
 
 }  // namespace
 
+void validate_tensor_split(const ModelConfig& model, int64_t tp, bool sequence_parallel) {
+  auto divides = [tp](int64_t value, const std::string& what) {
+    if (value % tp != 0) {
+      throw InvalidInput("--tp", std::to_string(tp) + " tensor ranks cannot split " + what + " " +
+                                     std::to_string(value) + " into equal parts");
+    }
+  };
+  divides(model.heads, "heads");
+  const int64_t kv = model.key_value_heads();
+  if (kv % tp != 0 && tp % kv != 0) {
+    throw InvalidInput("--tp", std::to_string(tp) + " tensor ranks can neither split nor share " +
+                                   std::to_string(kv) +
+                                   " key/value heads (one must divide the other)");
+  }
+  divides(model.mlp_width(), "the MLP width");
+  divides(model.vocab, "the vocabulary");
+  if (sequence_parallel) divides(model.seq_len, "the sequence length");
+}
+
 namespace {
 
 // Tensor parallelism splits heads, key/value heads, the MLP's width and the vocabulary into
@@ -117,28 +136,13 @@ void validate_tensor_parallel(const RunConfig& config) {
     }
     return;
   }
-  auto divides = [tp](int64_t value, const std::string& what) {
-    if (value % tp != 0) {
-      throw InvalidInput("--tp", std::to_string(tp) + " tensor ranks cannot split " + what + " " +
-                                     std::to_string(value) + " into equal parts");
-    }
-  };
   if (config.world_size % tp != 0) {
     throw InvalidInput("--tp", std::to_string(tp) + " tensor ranks need a multiple of " +
                                    std::to_string(tp) + " ranks in all, got " +
                                    setting("nproc", std::to_string(config.world_size)));
   }
   const ModelConfig& model = config.model;
-  divides(model.heads, "heads");
-  const int64_t kv = model.key_value_heads();
-  if (kv % tp != 0 && tp % kv != 0) {
-    throw InvalidInput("--tp", std::to_string(tp) + " tensor ranks can neither split nor share " +
-                                   std::to_string(kv) +
-                                   " key/value heads (one must divide the other)");
-  }
-  divides(model.mlp_width(), "the MLP width");
-  divides(model.vocab, "the vocabulary");
-  if (config.sequence_parallel) divides(model.seq_len, "the sequence length");
+  validate_tensor_split(model, tp, config.sequence_parallel);
   // Inside a head- or sequence-sharded region each rank would draw its local mask from the
   // stream the tensor ranks share: the shards' masks would repeat one another.
   if (model.dropout > 0.0) {

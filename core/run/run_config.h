@@ -87,6 +87,12 @@ struct RunConfig {
   int64_t tokens_per_step() const { return batch * accum * model.seq_len; }
 };
 
+// Whether `model` splits over tp ≥ 2 tensor ranks (and its sequence too, under sequence
+// parallelism): tp divides the heads, the MLP width and the vocabulary, and divides the
+// key/value heads or is a multiple of them. Throws InvalidInput("--tp", …) naming the first that
+// does not. `run` and `estimate` share it.
+void validate_tensor_split(const ModelConfig& model, int64_t tp, bool sequence_parallel);
+
 // Throws InvalidInput naming the offending flag. Checks that the device exists, that fp16 runs
 // on CUDA only, that the checkpoint policy parses and that the offload mode is available.
 void validate(const RunConfig& config);

@@ -289,15 +289,14 @@ void Trainer::record_flops(RunSummary& summary) const {
     if (step.warmup && summary.steps.size() > 1) continue;
     const CheckpointPlan plan =
         policy_.plan_for(config_.model.layers, static_cast<double>(step.step) / config_.steps);
-    hardware += estimate::step_flops(arch, config_.tokens_per_step(), plan).hardware;
+    // Each tensor rank does its part of its data rank's work, and what the split repeats.
+    hardware +=
+        estimate::rank_step_flops(arch, config_.tokens_per_step(), plan, config_.tp).hardware;
     ++counted;
   }
-  estimate::StepFlops flops = estimate::step_flops(arch, config_.tokens_per_step(), {});
+  estimate::StepFlops flops =
+      estimate::rank_step_flops(arch, config_.tokens_per_step(), {}, config_.tp);
   if (counted > 0) flops.hardware = hardware / static_cast<double>(counted);
-  // Each tensor rank does its part of its data rank's work (the split layers' share; the norms
-  // each does whole are a rounding error against the matrix products).
-  flops.model /= static_cast<double>(config_.tp);
-  flops.hardware /= static_cast<double>(config_.tp);
   summary.model_flops = flops.model;
   summary.hardware_flops = flops.hardware;
   summary.peak_flops = config_.peak_flops;
