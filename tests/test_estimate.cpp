@@ -104,7 +104,9 @@ TEST(Estimate, BestIntervalMinimisesTheEveryKCurve) {
   // A block keeps ~16 residual-sized tensors, so the bottom sits near √(L/16), not √L.
   for (const char* name : {"llama2-70b", "gpt3-175b"}) {
     const Architecture arch = preset(name);
-    const int64_t best = estimate::best_interval({arch, 1, Precision::kFp32, {}, false});
+    estimate::ActivationInput input;
+    input.arch = arch;
+    const int64_t best = estimate::best_interval(input);
     EXPECT_GT(best, 1) << name;
     EXPECT_LT(every_k_peak(arch, best, 1), every_k_peak(arch, 1, 1)) << name;
     EXPECT_LT(every_k_peak(arch, best, 1), every_k_peak(arch, 2 * best + 2, 1)) << name;
