@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "child_process.h"
 #include "cli_runner.h"
@@ -246,27 +247,35 @@ TEST(DistCli, AHungRankIsKilledAfterTheTimeoutAndNamed) {
 }
 
 TEST(DistCli, RanksStartedWithDifferentFlagsRefuseNamingTheFlag) {
-  ScratchDir dir("distcli-mismatch");
-  const int port = free_port();
-  std::vector<std::unique_ptr<ChildProcess>> ranks;
-  for (int rank = 0; rank < 2; ++rank) {
-    std::vector<std::string> args = {REMATLAB_CLI_PATH, "run"};
-    for (const std::string& word : split(kTiny)) args.push_back(word);
-    args.push_back("--steps");
-    args.push_back(rank == 0 ? "2" : "3");
-    ranks.push_back(std::make_unique<ChildProcess>(
-        args,
-        std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=2",
-                                 "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)},
-        dir.file("out" + std::to_string(rank)), dir.file("err" + std::to_string(rank))));
-  }
-  for (int rank = 0; rank < 2; ++rank) {
-    const std::optional<int> code = ranks[rank]->exit_code(std::chrono::seconds(60));
-    const std::string err = slurp(dir.file("err" + std::to_string(rank)));
-    ASSERT_TRUE(code.has_value());
-    EXPECT_EQ(*code, 2) << err;
-    EXPECT_EQ(count_lines(err), 1) << err;
-    EXPECT_NE(err.find("--steps: rank 1 was given 3 but rank 0 2"), std::string::npos) << err;
+  // Rank 0 is given the first flags, rank 1 the second; the message names what differs.
+  const std::vector<std::tuple<std::vector<std::string>, std::vector<std::string>, std::string>>
+      cases = {{{"--steps", "2"}, {"--steps", "3"}, "--steps: rank 1 was given 3 but rank 0 2"},
+               {{"--tp", "2"}, {"--tp", "1"}, "--tp: rank 1 was given 1 but rank 0 2"},
+               {{"--tp", "2", "--sequence-parallel"},
+                {"--tp", "2"},
+                "--sequence-parallel: rank 1 was given false but rank 0 true"}};
+  for (const auto& [first, second, message] : cases) {
+    ScratchDir dir("distcli-mismatch");
+    const int port = free_port();
+    std::vector<std::unique_ptr<ChildProcess>> ranks;
+    for (int rank = 0; rank < 2; ++rank) {
+      std::vector<std::string> args = {REMATLAB_CLI_PATH, "run"};
+      for (const std::string& word : split(kTiny)) args.push_back(word);
+      for (const std::string& word : rank == 0 ? first : second) args.push_back(word);
+      ranks.push_back(std::make_unique<ChildProcess>(
+          args,
+          std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=2",
+                                   "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)},
+          dir.file("out" + std::to_string(rank)), dir.file("err" + std::to_string(rank))));
+    }
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::optional<int> code = ranks[rank]->exit_code(std::chrono::seconds(60));
+      const std::string err = slurp(dir.file("err" + std::to_string(rank)));
+      ASSERT_TRUE(code.has_value()) << message;
+      EXPECT_EQ(*code, 2) << err;
+      EXPECT_EQ(count_lines(err), 1) << err;
+      EXPECT_NE(err.find(message), std::string::npos) << err;
+    }
   }
 }
 
