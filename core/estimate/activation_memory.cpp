@@ -123,6 +123,15 @@ class EngineAccounting {
                               ? std::max({down, per_token(2 * f),
                                           weight(2 * d * f) + per_token(d) - per_token(2 * f)})
                               : down;
+    // Under sequence parallelism the up projection's backward gathers its input again, and sums
+    // and scatters its input's gradient: the whole input, its gradient and the sum's copy (three
+    // s·d tensors) and the slice kept, beside its weight's gradient and its output's gradient,
+    // once the activations' saved tensors have gone (measured on `small`, TP 4, every:1).
+    if (gathered_gradient() > 0) {
+      const int64_t up = arch_.gated_mlp ? 2 * f : f;
+      cost.backward_extra = std::max(
+          cost.backward_extra, weight(d * up) + 3 * per_token(d) + per_local(d) - per_token(up));
+    }
     // keep: the up (or fused gate-and-up) projection's output.
     cost.kept = keep_.mlp_in ? per_token(arch_.gated_mlp ? 2 * f : f) : 0;
     cost.rebuilt_extra = keep_.mlp_in ? gathered_input_extra() : 0;
