@@ -47,6 +47,19 @@ class AdviseDb : public ::testing::Test {
     if (json) *json = out;
     return out.at("run_id").get<int64_t>();
   }
+  // The batch an oom finding's next step gives lies between the batch that fitted (8) and the
+  // one that did not (64), and trains within `budget` with `flags`.
+  void expect_advised_batch_fits(const std::string& next, const std::string& budget,
+                                 const std::string& flags) {
+    const auto batch_at = next.find("--batch ");
+    ASSERT_NE(batch_at, std::string::npos) << next;
+    const int64_t batch = std::stoll(next.substr(batch_at + 8));
+    EXPECT_GE(batch, 8) << next;
+    EXPECT_LT(batch, 64) << next;
+    nlohmann::json fits;
+    run(flags + " --batch " + std::to_string(batch) + " --budget " + budget, &fits);
+    EXPECT_EQ(fits.at("status"), "ok") << "the batch the advisor gave does not fit: " << next;
+  }
   Diagnosis diagnose(int64_t id, bool replay = true) {
     RunStore store(db_, StoreAccess::kReadOnly, false);
     AdviseOptions options;
@@ -467,14 +480,7 @@ TEST_F(AdviseDb, AnOomRunIsExplainedWithABudgetAndABatchThatFit) {
                       "budget"),
       measured)
       << next;
-  const auto batch_at = next.find("--batch ");
-  ASSERT_NE(batch_at, std::string::npos) << next;
-  const int64_t batch = std::stoll(next.substr(batch_at + 8));
-  EXPECT_GE(batch, 8) << next;
-  EXPECT_LT(batch, 64) << next;
-  nlohmann::json fits;
-  run("--steps 3 --batch " + std::to_string(batch) + " --budget " + budget, &fits);
-  EXPECT_EQ(fits.at("status"), "ok") << "the batch the advisor gave does not fit: " << next;
+  expect_advised_batch_fits(next, budget, "--steps 3");
 }
 
 // The same under tensor parallelism: the estimator's figures are one tensor rank's, as the
@@ -494,14 +500,7 @@ TEST_F(AdviseDb, ATensorParallelOomRunIsAdvisedFromOneRanksFigures) {
   }
   EXPECT_TRUE(estimated) << to_json(diagnosis).dump();
   const std::string& next = finding->next_step.command_line();
-  const auto batch_at = next.find("--batch ");
-  ASSERT_NE(batch_at, std::string::npos) << next;
-  const int64_t batch = std::stoll(next.substr(batch_at + 8));
-  EXPECT_GE(batch, 8) << next;
-  EXPECT_LT(batch, 64) << next;
-  nlohmann::json fits;
-  run("--steps 2 --batch " + std::to_string(batch) + " --budget " + budget + layout, &fits);
-  EXPECT_EQ(fits.at("status"), "ok") << "the batch the advisor gave does not fit: " << next;
+  expect_advised_batch_fits(next, budget, "--steps 2" + layout);
 }
 
 }  // namespace
