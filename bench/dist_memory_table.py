@@ -9,13 +9,8 @@ gradients, AdamW state; unique storages), the allocator's live bytes when a step
 (baseline) and its peak, and what `estimate --nproc N --shard S` predicts for the model states.
 """
 import argparse
-import json
-import subprocess
 
-
-def last_json(command):
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+from cli_json import last_json
 
 
 def main():

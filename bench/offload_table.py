@@ -4,16 +4,15 @@
     python3 bench/offload_table.py --cli build/app/rematlab-cli --threads 2
 """
 import argparse
-import json
-import subprocess
+
+from cli_json import last_json
 
 
 def run(cli, args, checkpoint, offload):
     command = [cli, "run", "--preset", args.preset, "--batch", str(args.batch), "--steps",
                str(args.steps), "--warmup-steps", str(args.warmup), "--threads", str(args.threads),
                "--checkpoint", checkpoint, "--offload", offload, "--json"]
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return last_json(command)
 
 
 def main():

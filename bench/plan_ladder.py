@@ -18,14 +18,10 @@ frontier from it (`rematlab --db … --plan-chart …`, offscreen).
 """
 import os
 import argparse
-import json
 import statistics
 import subprocess
 
-
-def last_json(command):
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+from cli_json import last_json
 
 
 def main():

@@ -13,13 +13,8 @@ ratio to the single process's under the same policy. Beside each measured figure
 predicted / measured.
 """
 import argparse
-import json
-import subprocess
 
-
-def last_json(command):
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+from cli_json import last_json
 
 
 def main():

@@ -40,6 +40,7 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInp
 from torch.utils.checkpoint import checkpoint
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_json import last_json  # noqa: E402
 from vs_pytorch import RmsNorm, peer_peak_activation, rotary_tables, rotate  # noqa: E402
 
 
@@ -239,8 +240,7 @@ def run_rematlab(args, tp, sequence_parallel, policy):
                "--tp", str(tp), "--json"]
     if sequence_parallel:
         command.append("--sequence-parallel")
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    result = json.loads(out.strip().splitlines()[-1])
+    result = last_json(command)
     rank = result["ranks"][0]
     return {"step_ms": rank["step_ms"], "tokens_per_s": result["tokens_per_s"],
             "peak_activation_bytes": rank["peak_activation_bytes"],
