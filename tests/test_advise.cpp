@@ -15,6 +15,7 @@
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "scratch_dir.h"
+#include "store/sqlite_db.h"
 #include "train/gradient_check.h"
 #include "train/trainer_replay.h"
 
@@ -481,6 +482,27 @@ TEST_F(AdviseDb, AnOomRunIsExplainedWithABudgetAndABatchThatFit) {
       measured)
       << next;
   expect_advised_batch_fits(next, budget, "--steps 3");
+}
+
+// A stored configuration no run of this version could have made (edited by hand: no heads, or a
+// tensor layout that cannot split the model) is named as not checked, never divided by.
+TEST_F(AdviseDb, AStoredShapeOrLayoutTheEstimatorRefusesIsNotCheckedNotDividedBy) {
+  const int64_t id = run("--steps 2 --checkpoint every:1");
+  for (const char* edit : {"json_set(config, '$.heads', 0, '$.kv_heads', 0)",
+                           "json_set(config, '$.heads', 4, '$.kv_heads', 4, '$.tp', -3)"}) {
+    Database(db_, Database::Mode::kReadWrite)
+        .exec("UPDATE runs SET config = " + std::string(edit) +
+              " WHERE id = " + std::to_string(id));
+    const Diagnosis diagnosis = diagnose(id, false);
+    bool named = false;
+    for (const Wording& note : diagnosis.notes) {
+      named = named || note.command_line().find("memory: not checked") != std::string::npos;
+    }
+    EXPECT_TRUE(named) << edit << ": " << to_json(diagnosis).dump();
+    for (const Wording& checked : diagnosis.checked) {
+      EXPECT_EQ(checked.command_line().find("memory:"), std::string::npos) << edit;
+    }
+  }
 }
 
 // The same under tensor parallelism: the estimator's figures are one tensor rank's, as the

@@ -79,7 +79,12 @@ Diagnosis diagnose_run(RunStore& store, int64_t run_id, const AdviseOptions& opt
                              : ", which also differs in " + differs +
                                    ": settings that change neither a step's memory nor its time"));
       }
-      if (auto finding = diagnose_memory(run, none_run, diagnosis.notes)) {
+      if (const auto why = unestimable(run.config)) {
+        diagnosis.notes.push_back(
+            "memory: not checked, the run's stored model or layout is not "
+            "one RematLab trains (" +
+            *why + ")");
+      } else if (auto finding = diagnose_memory(run, none_run, diagnosis.notes)) {
         diagnosis.findings.push_back(std::move(*finding));
       } else {
         diagnosis.checked.push_back("memory: the peak is at least " +

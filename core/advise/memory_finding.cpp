@@ -7,6 +7,7 @@
 #include "common/errors.h"
 #include "estimate/estimate.h"
 #include "model/model_config.h"
+#include "run/run_config.h"
 
 namespace rematlab::advise {
 namespace {
@@ -42,6 +43,15 @@ std::optional<Cause> specific_cause(const RunRecord& run,
   return std::nullopt;
 }
 
+bool splits_over(const ModelConfig& model, int64_t tp, bool sequence_parallel) {
+  try {
+    validate_tensor_split(model, tp, sequence_parallel);
+    return true;
+  } catch (const InvalidInput&) {
+    return false;
+  }
+}
+
 Cause dominant_cause(const RunRecord& run, int64_t logits_bytes, int64_t kept_bytes,
                      const std::string& kept_plan) {
   const int64_t states = run.result.baseline_bytes;
@@ -51,12 +61,17 @@ Cause dominant_cause(const RunRecord& run, int64_t logits_bytes, int64_t kept_by
            format_percent(static_cast<double>(bytes) / static_cast<double>(peak)) + " of the peak)";
   };
   if (states >= logits_bytes && states >= kept_bytes) {
-    // Split over tensor ranks, more of them divide the states (sharding does not combine yet).
+    // Split over tensor ranks, more of them divide the states (sharding does not combine yet),
+    // where twice as many still split the model evenly.
     const RunConfig& config = run.config;
     const Wording split_states =
-        config.tp > 1 ? setting("nproc", std::to_string(2 * config.world_size)) + " " +
-                            setting("tp", std::to_string(2 * config.tp)) +
-                            " splits the model states over twice the tensor ranks"
+        config.tp > 1 ? (splits_over(config.model, 2 * config.tp, config.sequence_parallel) &&
+                                 2 * config.world_size <= kMaxWorldSize
+                             ? setting("nproc", std::to_string(2 * config.world_size)) + " " +
+                                   setting("tp", std::to_string(2 * config.tp)) +
+                                   " splits the model states over twice the tensor ranks"
+                             : Wording("twice the tensor ranks would not split this model "
+                                       "evenly: a device with more memory"))
                       : setting("nproc", "2") + " " + setting("shard", "optimizer") +
                             " (or gradients) splits the model states between processes";
     return Cause{
@@ -87,6 +102,17 @@ Cause dominant_cause(const RunRecord& run, int64_t logits_bytes, int64_t kept_by
 
 }  // namespace
 
+std::optional<std::string> unestimable(const RunConfig& config) {
+  try {
+    const estimate::Architecture arch = estimate::from_model_config(config.model);
+    estimate::validate(arch);
+    estimate::validate(arch, {config.tp, config.sequence_parallel});
+    return std::nullopt;
+  } catch (const InvalidInput& error) {
+    return std::string(error.what());
+  }
+}
+
 std::optional<Finding> diagnose_memory(const RunRecord& run,
                                        const std::optional<RunRecord>& none_run,
                                        std::vector<Wording>& notes) {
@@ -95,14 +121,6 @@ std::optional<Finding> diagnose_memory(const RunRecord& run,
   const bool offload = config.offload != "none";
   // One rank's figures under tensor parallelism, as the run's peaks are.
   const estimate::TensorLayout layout{config.tp, config.sequence_parallel};
-  try {
-    estimate::validate(arch, layout);
-  } catch (const InvalidInput& error) {  // a record no run of this version could have made
-    notes.push_back(Wording("memory: not estimated, the run's tensor layout cannot split its "
-                            "model (") +
-                    error.what() + ")");
-    return std::nullopt;
-  }
   auto estimated = [&](const std::string& policy, bool offloaded) {
     return estimate::estimate_policy_activations(arch, config.batch, config.precision, policy,
                                                  offloaded, estimate::Optimizer::kAdamW, layout);

@@ -13,10 +13,14 @@ namespace rematlab::advise {
 // A run is flagged when its measured peak is less than this fraction below `none`'s.
 inline constexpr double kMemoryReductionThreshold = 0.10;
 
-// For a finished run that checkpoints or offloads: compares its peak with the `none` run of the
-// same configuration (`none_run`) or, without one, with the estimator's `none` peak, and when
-// it is not reduced names what dominates: selective under fused attention, offload on a CPU
-// device, the model states, the logits, or the segments the plan keeps.
+// Why the estimator cannot describe a run's stored configuration (a shape or tensor layout it
+// refuses: a record no run of this version could have made), or nothing when it can.
+std::optional<std::string> unestimable(const RunConfig& config);
+
+// For a finished run that checkpoints or offloads, whose configuration is estimable: compares its
+// peak with the `none` run of the same configuration (`none_run`) or, without one, with the
+// estimator's `none` peak, and when it is not reduced names what dominates: selective under fused
+// attention, offload on a CPU device, the model states, the logits, or the segments the plan keeps.
 std::optional<Finding> diagnose_memory(const RunRecord& run,
                                        const std::optional<RunRecord>& none_run,
                                        std::vector<Wording>& notes);
