@@ -30,6 +30,9 @@ namespace rematlab::testing::dist {
 // One rank's side of a tensor-parallel case (test_tensor_parallel.cpp).
 std::vector<torch::Tensor> run_tensor_parallel_case(
     const std::shared_ptr<parallel::DistContext>& context, const nlohmann::json& item);
+// One rank's side of a fully sharded case (test_fully_sharded.cpp).
+std::vector<torch::Tensor> run_fully_sharded_case(
+    const std::shared_ptr<parallel::DistContext>& context, const nlohmann::json& item);
 
 inline std::string read_text(const std::string& path) {
   std::ifstream in(path);

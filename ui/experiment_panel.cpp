@@ -141,12 +141,14 @@ void ExperimentPanel::create_training_fields() {
       "With tensor ranks: the activations between the layers (residual stream, norms) split "
       "along the sequence too");
   shard_ = new QComboBox;
-  shard_->addItems({"none", "optimizer", "gradients"});
+  shard_->addItems({"none", "optimizer", "gradients", "parameters"});
   shard_->setToolTip(
       "What the ranks split between them instead of each holding it whole:\n"
       "none: every rank holds every model state\n"
       "optimizer: each rank keeps and updates 1/N of the optimizer state\n"
-      "gradients: that, and each rank receives only its 1/N of the gradients");
+      "gradients: that, and each rank receives only its 1/N of the gradients\n"
+      "parameters: that, and each rank keeps 1/N of the weights, gathering each layer whole "
+      "only while it runs");
 }
 
 void ExperimentPanel::create_sweep_fields() {

@@ -14,8 +14,9 @@ void DistOptions::add_to(CLI::App& command) {
       "every global batch (docs/distributed.md, docs/parallel.md)");
   command
       .add_option("--shard", shard_,
-                  "Data parallel: none, optimizer (ZeRO-1: AdamW state partitioned) or "
-                  "gradients (ZeRO-2: gradients too)")
+                  "Data parallel: none, optimizer (ZeRO-1: AdamW state partitioned), "
+                  "gradients (ZeRO-2: gradients too) or parameters (ZeRO-3: weights too, each "
+                  "layer gathered whole while it runs)")
       ->capture_default_str();
   command.add_option("--tp", tp_,
                      "Tensor parallel: ranks that split every layer of one model (attention "

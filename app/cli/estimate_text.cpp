@@ -49,7 +49,9 @@ std::string fit_advice_text(const estimate::Estimate& estimate) {
       if (estimate.request.layout.split()) {
         out << "on these " << estimate.request.layout.tp << " tensor ranks\n";
       } else {
-        out << "on up to " << estimate::kAdviceMaxRanks << " ranks sharding gradients\n";
+        out << "on up to " << estimate::kAdviceMaxRanks
+            << " ranks sharding gradients or parameters (which needs the whole model's fp32 "
+               "weights to fit one device while it is built)\n";
       }
       continue;
     }
@@ -114,7 +116,10 @@ std::string estimate_to_text(const estimate::Estimate& estimate) {
                 estimate.states.optimizer),
       bytes_row("model states", estimate.states.total()),
   };
-  int64_t total = estimate.states.total();
+  int64_t total = estimate.fixed_bytes();
+  if (estimate.gathered_bytes > 0) {
+    rows.push_back(bytes_row("gathered units", estimate.gathered_bytes));
+  }
   if (estimate.activations) {
     const auto& act = *estimate.activations;
     rows.push_back(bytes_row("activations (peak)", act.peak_bytes));

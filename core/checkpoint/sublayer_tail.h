@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <optional>
 
 #include "checkpoint/checkpoint_policy.h"
@@ -27,6 +28,9 @@ struct SublayerTail {
   // Sequence parallelism: the sum is scattered along the sequence, each rank keeping its slice
   // (the residual is that slice).
   bool scatter_sequence = false;
+  // Released with the tail: what must stay alive until the projection ran (the hold a sharding
+  // of the parameters keeps on the projection's weight, model/parameter_units.h).
+  std::shared_ptr<void> held;
 
   // residual + dropout(linear(h)), as the sublayer's forward computes it (with sum_over:
   // residual + dropout(Σ_ranks h·Wᵀ + bias)).

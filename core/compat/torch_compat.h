@@ -58,6 +58,22 @@ inline void set_autocast_dtype(at::DeviceType type, at::ScalarType dtype) {
 
 inline std::string torch_version() { return TORCH_VERSION; }
 
+// Fully sharded parameters free a flat buffer's memory between its uses while every view of it
+// (the parameters, what autograd saved of them) keeps its shape; the storage object itself stays,
+// so allocate_storage() gives every view its memory back. Freed, a view refuses to be read
+// ("data is not allocated yet") rather than reading freed memory.
+inline void free_storage(const at::Tensor& tensor) {
+  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(at::DataPtr(nullptr, tensor.device()));
+  storage->set_nbytes(0);
+}
+
+inline void allocate_storage(const at::Tensor& tensor, std::size_t nbytes) {
+  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(nbytes));
+  storage->set_nbytes(nbytes);
+}
+
 // The fused-attention kernel LibTorch's dispatcher picks for q, k, v as if they required grad
 // (whether they do is one of its criteria, and it counts only with grad mode on, so the choice is
 // asked for in grad mode): at::SDPBackend's value, or -1 where this LibTorch cannot tell (< 2.4).

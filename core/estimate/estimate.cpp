@@ -2,6 +2,8 @@
 
 #include "common/errors.h"
 #include "estimate/sharded_states.h"
+#include "estimate/sharded_units.h"
+#include "run/shard_mode.h"
 
 namespace rematlab::estimate {
 namespace {
@@ -14,7 +16,7 @@ std::vector<int64_t> default_memories() { return {24 * kGiB, 40 * kGiB, 80 * kGi
 int64_t max_batch(const Estimate& estimate, int64_t memory_bytes) {
   const EstimateRequest& request = estimate.request;
   auto needed = [&](int64_t batch) {
-    return estimate.states.total() +
+    return estimate.fixed_bytes() +
            estimate_policy_activations(*request.arch, batch, request.precision, request.checkpoint,
                                        request.offload, request.optimizer, request.layout)
                .peak_bytes;
@@ -136,11 +138,14 @@ Estimate make_estimate(const EstimateRequest& request) {
   estimate.states = per_rank_model_states(
       model_state_bytes(estimate.rank_params, request.precision, request.optimizer),
       request.world_size / layout.tp, request.shard);
+  if (request.arch && parse_shard(request.shard) == ShardMode::kParameters) {
+    estimate.gathered_bytes = gathered_unit_bytes(*request.arch, request.precision);
+  }
   for (const int64_t memory : estimate.request.device_memories) {
     DeviceFit fit;
     fit.memory_bytes = memory;
     fit.needed_bytes =
-        estimate.states.total() + (estimate.activations ? estimate.activations->peak_bytes : 0);
+        estimate.fixed_bytes() + (estimate.activations ? estimate.activations->peak_bytes : 0);
     fit.fits = fit.needed_bytes <= memory;
     if (request.arch) {
       fit.max_batch = max_batch(estimate, memory);
@@ -187,6 +192,7 @@ nlohmann::json to_json(const Estimate& estimate) {
       {"gradients_bytes", estimate.states.gradients},
       {"optimizer_bytes", estimate.states.optimizer},
       {"model_state_bytes", estimate.states.total()},
+      {"gathered_bytes", estimate.gathered_bytes},
   };
   if (request.arch) {
     const Architecture& arch = *request.arch;
@@ -207,10 +213,10 @@ nlohmann::json to_json(const Estimate& estimate) {
     json["activation_peak_phase"] = act.peak_phase;
     json["literature_layer_bytes"] = act.literature_layer_bytes;
     json["literature_activation_bytes"] = act.literature_bytes;
-    json["total_bytes"] = estimate.states.total() + act.peak_bytes;
+    json["total_bytes"] = estimate.fixed_bytes() + act.peak_bytes;
   } else {
     json["activation_peak_bytes"] = nullptr;
-    json["total_bytes"] = estimate.states.total();
+    json["total_bytes"] = estimate.fixed_bytes();
   }
   json["best_interval"] = optional(estimate.best_interval);
   json["best_interval_peak_bytes"] = optional(estimate.best_interval_peak_bytes);

@@ -51,6 +51,10 @@ struct Estimate {
   int64_t params = 0;                          // the whole model's
   int64_t rank_params = 0;                     // one tensor rank's share (params when tp = 1)
   ModelStateBytes states;                      // one rank's (all of them for one process)
+  // --shard parameters: whole units and their gradients beside the activations (sharded_units.h)
+  int64_t gathered_bytes = 0;
+  // What one rank needs besides its activations: states + gathered_bytes.
+  int64_t fixed_bytes() const { return states.total() + gathered_bytes; }
   std::optional<ActivationEstimate> activations;
   std::optional<int64_t> best_interval;
   std::optional<int64_t> best_interval_peak_bytes;

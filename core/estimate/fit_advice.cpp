@@ -8,6 +8,8 @@
 #include "estimate/estimate.h"
 #include "estimate/flops.h"
 #include "estimate/sharded_states.h"
+#include "estimate/sharded_units.h"
+#include "run/shard_mode.h"
 
 namespace rematlab::estimate {
 namespace {
@@ -61,12 +63,15 @@ std::vector<Rung> ladder(const FitQuestion& question, int64_t best_k) {
 std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_bytes) {
   const ModelStateBytes whole =
       model_state_bytes(question.params, question.precision, question.optimizer);
-  // The ranks asked for as asked; then more ranks, each sharding gradients and optimizer state
-  // (which `run` does not combine with tensor parallelism yet: a split model tries its own).
+  // The ranks asked for as asked; then more ranks, each sharding gradients and optimizer state,
+  // then the parameters too (which `run` does not combine with tensor parallelism yet: a split
+  // model tries its own layout only).
   std::vector<std::pair<int64_t, std::string>> layouts = {{question.world_size, question.shard}};
   for (int64_t ranks = 2; ranks <= question.max_world_size && !question.layout.split();
        ranks *= 2) {
-    if (ranks > question.world_size) layouts.emplace_back(ranks, "gradients");
+    if (ranks <= question.world_size) continue;
+    layouts.emplace_back(ranks, "gradients");
+    layouts.emplace_back(ranks, "parameters");
   }
   int64_t best_k = question.best_interval;
   if (best_k <= 0) {
@@ -79,7 +84,12 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
   }
   const std::vector<Rung> rungs = ladder(question, best_k);
   for (const auto& [ranks, shard] : layouts) {
-    const int64_t states = per_rank_model_states(whole, ranks / question.layout.tp, shard).total();
+    int64_t states = per_rank_model_states(whole, ranks / question.layout.tp, shard).total();
+    if (parse_shard(shard) == ShardMode::kParameters) {
+      // Every rank builds the whole model in fp32 before it shards it (as `run` checks).
+      if (4 * question.params > memory_bytes) continue;
+      states += gathered_unit_bytes(question.arch, question.precision);
+    }
     if (states >= memory_bytes) continue;
     for (const Rung& rung : rungs) {
       const int64_t needed = states + rung.activation_bytes;

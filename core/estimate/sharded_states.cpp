@@ -19,7 +19,10 @@ ModelStateBytes per_rank_model_states(const ModelStateBytes& whole, int64_t worl
   if (mode == ShardMode::kNone) return rank;
   rank.optimizer = share(whole.optimizer, world_size);
   rank.master = share(whole.master, world_size);
-  if (mode == ShardMode::kGradients) rank.gradients = share(whole.gradients, world_size);
+  if (mode == ShardMode::kGradients || mode == ShardMode::kParameters) {
+    rank.gradients = share(whole.gradients, world_size);
+  }
+  if (mode == ShardMode::kParameters) rank.weights = share(whole.weights, world_size);
   return rank;
 }
 

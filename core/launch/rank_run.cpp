@@ -14,6 +14,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/dist_context.h"
 #include "parallel/dist_errors.h"
+#include "parallel/fully_sharded.h"
 #include "parallel/tensor_parallel_exchange.h"
 #include "runtime/device.h"
 #include "store/peak_flops_registry.h"
@@ -152,6 +153,10 @@ struct RankExchange {
 RankExchange make_exchange(const std::shared_ptr<parallel::DistContext>& context,
                            const RunConfig& config) {
   const parallel::DataParallelOptions options{parse_shard(config.shard), config.bucket_bytes};
+  if (options.shard == ShardMode::kParameters) {
+    auto sharded = std::make_shared<parallel::FullyShardedParameters>(context);
+    return {sharded, [sharded] { return sharded->model_state_bytes(); }};
+  }
   if (config.tp > 1) {
     auto tensor = std::make_shared<parallel::TensorParallelExchange>(
         context, static_cast<int>(config.tp), options);

@@ -173,7 +173,8 @@ SublayerTail AttentionSublayer::forward_until_tail(const torch::Tensor& x) {
           training,
           KeptOutput::kAttentionOut,
           group_,
-          sequence_parallel_};
+          sequence_parallel_,
+          nullptr};
 }
 
 }  // namespace rematlab

@@ -55,7 +55,8 @@ SublayerTail MlpSublayer::forward_until_tail(const torch::Tensor& x) {
           is_training(),
           std::nullopt,
           group_,
-          sequence_parallel_};
+          sequence_parallel_,
+          nullptr};
 }
 
 }  // namespace rematlab

@@ -85,14 +85,29 @@ const torch::Tensor& TransformerImpl::head_weight() const {
   return config_.tie_head ? token_embedding_->weight : head_->weight;
 }
 
+namespace {
+
+// Sublayer i is unit 1 + i (model/parameter_units.h).
+std::size_t unit_of(std::size_t sublayer) { return 1 + sublayer; }
+
+torch::Tensor run_sublayer(const std::shared_ptr<ParameterUnits>& units, std::size_t index,
+                           Sublayer& sublayer, const torch::Tensor& x) {
+  if (!units) return sublayer.forward(x);
+  units->gather(unit_of(index));
+  return units->release(unit_of(index), sublayer.forward(x));
+}
+
+}  // namespace
+
 torch::Tensor TransformerImpl::run_segment(const Segment& segment, const torch::Tensor& input,
                                            const KeptOutputs& keep) {
   // The closure holds the sublayers it runs, so a pending recomputation never dangles.
   std::vector<std::shared_ptr<Sublayer>> span(sublayers_.begin() + segment.begin,
                                               sublayers_.begin() + segment.end);
-  auto run = [span](const torch::Tensor& x) {
+  const std::size_t first = static_cast<std::size_t>(segment.begin);
+  auto run = [span, first, units = units_](const torch::Tensor& x) {
     torch::Tensor h = x;
-    for (const auto& sublayer : span) h = sublayer->forward(h);
+    for (std::size_t i = 0; i < span.size(); ++i) h = run_sublayer(units, first + i, *span[i], h);
     return h;
   };
   if (!segment.recompute) return run(input);
@@ -101,12 +116,39 @@ torch::Tensor TransformerImpl::run_segment(const Segment& segment, const torch::
     for (const auto& param : sublayer->parameters()) params.push_back(param);
   }
   // The recomputation stops at the last sublayer's tail: its projection is not run again.
-  auto until_tail = [span](const torch::Tensor& x) {
+  auto until_tail = [span, first, units = units_](const torch::Tensor& x) {
     torch::Tensor h = x;
-    for (std::size_t i = 0; i + 1 < span.size(); ++i) h = span[i]->forward(h);
-    return span.back()->forward_until_tail(h);
+    for (std::size_t i = 0; i + 1 < span.size(); ++i) {
+      h = run_sublayer(units, first + i, *span[i], h);
+    }
+    const std::size_t last = unit_of(first + span.size() - 1);
+    if (units) units->gather(last);
+    SublayerTail tail = span.back()->forward_until_tail(h);
+    // Without grad (the checkpoint's forward) the unit is freed once the tail's projection ran;
+    // in a recomputation its backward comes next, and it stays whole for it.
+    if (units && !torch::GradMode::is_enabled()) tail.held = units->hold(last);
+    return tail;
   };
   return checkpoint_segment(run, input, params, until_tail, keep);
+}
+
+std::vector<std::vector<torch::Tensor>> TransformerImpl::parameter_units() const {
+  std::vector<std::vector<torch::Tensor>> units(1 + sublayers_.size());
+  std::unordered_set<const void*> in_sublayers;
+  for (std::size_t index = 0; index < sublayers_.size(); ++index) {
+    for (const torch::Tensor& param : sublayers_[index]->parameters()) {
+      units[unit_of(index)].push_back(param);
+      in_sublayers.insert(param.unsafeGetTensorImpl());
+    }
+  }
+  for (const torch::Tensor& param : parameters()) {
+    if (!in_sublayers.count(param.unsafeGetTensorImpl())) units[0].push_back(param);
+  }
+  return units;
+}
+
+void TransformerImpl::use_parameter_units(std::shared_ptr<ParameterUnits> units) {
+  units_ = std::move(units);
 }
 
 torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens) {
@@ -131,6 +173,9 @@ torch::Tensor TransformerImpl::chain_output(const torch::Tensor& tokens,
   for (const auto& attention : attention_sublayers_) {
     attention->set_recompute_core(plan.recompute_attention_core);
   }
+  // Unit 0 (embeddings, final norm, head) stays whole from here until its gradients are reduced:
+  // the head's forward ends the step's forward and its backward begins backward.
+  if (units_) units_->gather(0);
   torch::Tensor h = embed(tokens);
   for (const Segment& segment : plan.segments) h = run_segment(segment, h, plan.keep);
   return h;

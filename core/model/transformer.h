@@ -13,6 +13,7 @@
 #include "model/mlp.h"
 #include "model/model_config.h"
 #include "model/norm.h"
+#include "model/parameter_units.h"
 #include "model/rotary.h"
 #include "model/sublayer.h"
 #include "model/tensor_parallel_layout.h"
@@ -48,6 +49,12 @@ class TransformerImpl : public torch::nn::Module {
                                                  bool sequence_parallel = false);
   const TensorParallel& tensor_parallel() const { return group_; }
 
+  // Fully sharded parameters: the units the model asks to have whole (model/parameter_units.h),
+  // each unit's parameters in registration order; unit 0 is every parameter outside the
+  // sublayers. From use_parameter_units() on, forward and backward gather and release them.
+  std::vector<std::vector<torch::Tensor>> parameter_units() const;
+  void use_parameter_units(std::shared_ptr<ParameterUnits> units);
+
   const ModelConfig& config() const { return config_; }
   // attn0, mlp0, attn1, mlp1, …
   const std::vector<std::shared_ptr<Sublayer>>& sublayers() const { return sublayers_; }
@@ -71,6 +78,7 @@ class TransformerImpl : public torch::nn::Module {
   TensorParallel group_;             // null: the whole model on this process
   VocabShard vocab_shard_;           // the embedding's and head's rows here, under group_
   bool sequence_parallel_ = false;
+  std::shared_ptr<ParameterUnits> units_;  // null: every parameter is whole all the time
 };
 TORCH_MODULE(Transformer);
 

@@ -25,6 +25,16 @@ class CommTimer {
   void waited(const c10::intrusive_ptr<c10d::Work>& work);
   // A span the training thread was blocked on communication.
   void blocked(Clock::time_point start, Clock::time_point end);
+  // Runs `fn`, which the training thread waits on communication in, and records it as blocked.
+  template <typename Fn>
+  auto blocking(Fn&& fn) {
+    struct Record {
+      CommTimer& timer;
+      Clock::time_point start;
+      ~Record() { timer.blocked(start, Clock::now()); }
+    } record{*this, Clock::now()};
+    return fn();
+  }
 
   double comm_ms() const;
   double wait_ms() const;

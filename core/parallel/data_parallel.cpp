@@ -1,58 +1,18 @@
 #include "parallel/data_parallel.h"
 
 #include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include <cmath>
-#include <functional>
 #include <stdexcept>
 #include <unordered_set>
 
 #include "common/errors.h"
+#include "parallel/autograd_hooks.h"
 
 namespace rematlab::parallel {
 namespace {
 
 using torch::autograd::variable_list;
-using Clock = CommTimer::Clock;
-
-// The hooks hold only a weak pointer to what they call: a graph that outlives the exchange (a
-// backward run after it is gone) then finds nothing to do rather than a dangling pointer.
-class PreHook final : public torch::autograd::FunctionPreHook {
- public:
-  explicit PreHook(std::function<variable_list(const variable_list&)> call)
-      : call_(std::move(call)) {}
-  variable_list operator()(const variable_list& grads) override { return call_(grads); }
-
- private:
-  std::function<variable_list(const variable_list&)> call_;
-};
-
-class PostHook final : public torch::autograd::FunctionPostHook {
- public:
-  explicit PostHook(std::function<void()> call) : call_(std::move(call)) {}
-  variable_list operator()(const variable_list& outputs, const variable_list&) override {
-    call_();
-    return outputs;
-  }
-
- private:
-  std::function<void()> call_;
-};
-
-int64_t optimizer_state_bytes(torch::optim::Optimizer& optimizer) {
-  int64_t bytes = 0;
-  for (const auto& entry : optimizer.state()) {
-    const auto* state = dynamic_cast<const torch::optim::AdamWParamState*>(entry.second.get());
-    if (!state) continue;
-    for (const torch::Tensor& tensor :
-         {state->exp_avg(), state->exp_avg_sq(), state->max_exp_avg_sq()}) {
-      if (tensor.defined()) bytes += static_cast<int64_t>(tensor.nbytes());
-    }
-  }
-  return bytes;
-}
 
 }  // namespace
 
@@ -168,24 +128,13 @@ struct DataParallel::Engine {
     timer.launched(bucket.work, device_timed());
   }
 
-  template <typename Fn>
-  auto blocking(Fn&& fn) {
-    const auto start = Clock::now();
-    struct Record {
-      CommTimer& timer;
-      Clock::time_point start;
-      ~Record() { timer.blocked(start, Clock::now()); }
-    } record{timer, start};
-    return fn();
-  }
-
   void finish() {
     armed = false;
     // Buckets with a parameter that got no gradient (unused in this graph) go now.
     while (next_to_send < buckets.size()) send(next_to_send++);
     for (std::size_t index = 0; index < buckets.size(); ++index) {
       Bucket& bucket = buckets[index];
-      blocking([&] { context->wait(bucket.work, "averaging gradients"); });
+      timer.blocking([&] { context->wait(bucket.work, "averaging gradients"); });
       timer.waited(bucket.work);
       bucket.work.reset();
       if (scatter_by_all_reduce()) {
@@ -220,7 +169,7 @@ struct DataParallel::Engine {
       if (buckets[index].late.defined()) flags[static_cast<int64_t>(index)] = 1.0;
     }
     std::vector<at::Tensor> vote{flags};
-    blocking(
+    timer.blocking(
         [&] { context->wait(context->backend().allreduce(vote), "agreeing on late gradients"); });
     const torch::Tensor any_rank = flags.cpu();
     for (std::size_t index = 0; index < buckets.size(); ++index) {
@@ -233,7 +182,8 @@ struct DataParallel::Engine {
       torch::Tensor reduced = shard == ShardMode::kGradients && !scatter_by_all_reduce()
                                   ? torch::empty_like(target)
                                   : bucket.late;
-      blocking([&] { context->wait(reduce(bucket.late, reduced), "averaging late gradients"); });
+      timer.blocking(
+          [&] { context->wait(reduce(bucket.late, reduced), "averaging late gradients"); });
       torch::NoGradGuard no_grad;
       target.add_(shard == ShardMode::kGradients ? take_shard(index, bucket.late, reduced)
                                                  : reduced);
@@ -324,11 +274,12 @@ void DataParallel::attach(const std::vector<torch::Tensor>& params) {
     std::shared_ptr<torch::autograd::Node> accumulator =
         torch::autograd::impl::grad_accumulator(params[index]);
     if (!accumulator) throw std::logic_error("DataParallel: a parameter does not require grad");
-    accumulator->add_pre_hook(std::make_unique<PreHook>([weak, index](const variable_list& grads) {
-      if (auto locked = weak.lock()) return locked->before_accumulate(index, grads);
-      return grads;
-    }));
-    accumulator->add_post_hook(std::make_unique<PostHook>([weak, index] {
+    accumulator->add_pre_hook(
+        std::make_unique<AccumulatorPreHook>([weak, index](const variable_list& grads) {
+          if (auto locked = weak.lock()) return locked->before_accumulate(index, grads);
+          return grads;
+        }));
+    accumulator->add_post_hook(std::make_unique<AccumulatorPostHook>([weak, index] {
       if (auto locked = weak.lock()) locked->after_accumulate(index);
     }));
     engine.accumulators.push_back(std::move(accumulator));
@@ -336,11 +287,11 @@ void DataParallel::attach(const std::vector<torch::Tensor>& params) {
 }
 
 bool DataParallel::any_rank(bool local) {
-  return engine_->blocking([&] { return context_->any(local); });
+  return engine_->timer.blocking([&] { return context_->any(local); });
 }
 
 double DataParallel::mean(double local) {
-  return engine_->blocking([&] { return context_->sum(local); }) /
+  return engine_->timer.blocking([&] { return context_->sum(local); }) /
          static_cast<double>(context_->world_size());
 }
 
@@ -356,45 +307,24 @@ std::optional<double> DataParallel::step(torch::optim::Optimizer& optimizer, dou
   Engine& engine = *engine_;
   const int rank = context_->rank();
   torch::NoGradGuard no_grad;
-  if (!shard_optimizer_) {
-    auto* adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer);
-    if (!adamw) throw std::logic_error("sharded optimizer states need AdamW");
-    std::vector<torch::Tensor> shards;
-    for (auto& bucket : engine.buckets) shards.push_back(bucket.shard_param);
-    shard_optimizer_ = std::make_unique<torch::optim::AdamW>(
-        shards, static_cast<const torch::optim::AdamWOptions&>(adamw->defaults()));
-  }
-  std::vector<torch::Tensor> shard_grads;
+  std::vector<torch::Tensor> shards;
   for (std::size_t index = 0; index < engine.buckets.size(); ++index) {
     auto& bucket = engine.buckets[index];
     const BucketLayout& layout = engine.layout[index];
-    torch::Tensor grad = options_.shard == ShardMode::kGradients
-                             ? bucket.shard_grad
-                             : bucket.grads.narrow(0, layout.shard_begin(rank), layout.shard_numel);
-    bucket.shard_param.mutable_grad() = grad;
-    shard_grads.push_back(grad);
+    bucket.shard_param.mutable_grad() =
+        options_.shard == ShardMode::kGradients
+            ? bucket.shard_grad
+            : bucket.grads.narrow(0, layout.shard_begin(rank), layout.shard_numel);
+    shards.push_back(bucket.shard_param);
   }
-  // The global norm from every rank's shards; then the same clipping as clip_grad_norm_.
-  double local_squares = 0.0;
-  for (const torch::Tensor& grad : shard_grads) {
-    const double norm = grad.norm().item<double>();
-    local_squares += norm * norm;
-  }
-  const double total = std::sqrt(engine.blocking([&] { return context_->sum(local_squares); }));
-  if (std::isfinite(max_norm)) {
-    const double coefficient = max_norm / (total + 1e-6);
-    if (coefficient < 1.0) {
-      for (torch::Tensor& grad : shard_grads) grad.mul_(coefficient);
-    }
-  }
-  shard_optimizer_->step();
+  const double total = shard_update_.step(*context_, shards, optimizer, max_norm, engine.timer);
   // Every rank's updated shard, to everyone.
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   for (auto& bucket : engine.buckets) {
     torch::Tensor shard = bucket.shard_param.clone();
     works.push_back(context_->backend()._allgather_base(bucket.params_flat, shard));
   }
-  engine.blocking([&] {
+  engine.timer.blocking([&] {
     for (auto& work : works) context_->wait(work, "gathering updated parameters");
   });
   return total;
@@ -417,8 +347,8 @@ void DataParallel::report(StepMetrics& metrics) {
   for (const torch::Tensor& param : engine.params) count(param, bytes.params);
   for (const torch::Tensor& param : engine.params) count(param.grad(), bytes.grads);
   for (const auto& bucket : engine.buckets) count(bucket.shard_grad, bytes.grads);
-  if (shard_optimizer_) {
-    bytes.optimizer = optimizer_state_bytes(*shard_optimizer_);
+  if (options_.shard != ShardMode::kNone) {
+    bytes.optimizer = shard_update_.state_bytes();
   } else if (last_optimizer_) {
     bytes.optimizer = optimizer_state_bytes(*last_optimizer_);
   }

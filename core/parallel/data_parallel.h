@@ -23,6 +23,7 @@
 #include "parallel/comm_timer.h"
 #include "parallel/dist_context.h"
 #include "parallel/gradient_exchange.h"
+#include "parallel/shard_update.h"
 #include "run/shard_mode.h"
 
 namespace rematlab::parallel {
@@ -32,13 +33,6 @@ inline constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
 struct DataParallelOptions {
   ShardMode shard = ShardMode::kNone;
   int64_t bucket_bytes = kDefaultBucketBytes;
-};
-
-// Bytes of model states this rank holds between steps (unique storages).
-struct ModelStateBytes {
-  int64_t params = 0;
-  int64_t grads = 0;
-  int64_t optimizer = 0;
 };
 
 class DataParallel final : public GradientExchange {
@@ -70,7 +64,7 @@ class DataParallel final : public GradientExchange {
   std::shared_ptr<DistContext> context_;
   DataParallelOptions options_;
   std::shared_ptr<Engine> engine_;
-  std::unique_ptr<torch::optim::AdamW> shard_optimizer_;
+  ShardUpdate shard_update_;  // sharded modes
   torch::optim::Optimizer* last_optimizer_ = nullptr;
   ModelStateBytes state_bytes_;
 };

@@ -6,9 +6,11 @@
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "model/parameter_units.h"
 #include "model/tensor_parallel_layout.h"
 #include "run/step_metrics.h"
 
@@ -22,6 +24,14 @@ class GradientExchange {
   // Trainer split the model (before attach), what it split.
   virtual TensorParallel tensor_parallel() const { return nullptr; }
   virtual void use_layout(TensorParallelLayout /*layout*/) {}
+
+  // Fully sharded parameters: given the model's units (TransformerImpl::parameter_units) before
+  // attach, what the model must call to have them whole while it runs; null when every rank
+  // keeps every parameter whole.
+  virtual std::shared_ptr<ParameterUnits> shard_parameters(
+      const std::vector<std::vector<torch::Tensor>>& /*units*/) {
+    return nullptr;
+  }
 
   // Once, after the model is built: every process must start from the same parameters, and the
   // gradient hooks are registered here. `params` outlive the exchange's use of them.

@@ -70,9 +70,16 @@ void validate_offload_location(const OffloadSpec& offload) {
 
 // Weights, gradients and AdamW's two moments are 16 bytes a parameter in fp32: a model whose
 // states alone exceed the device's memory cannot take one step, so it is refused before it is
-// built (building it would only hang the machine or die in the allocator).
-void validate_model_states_fit(const ModelConfig& model, const c10::Device& device) {
-  const double states = 16.0 * static_cast<double>(model.parameter_count());
+// built (building it would only hang the machine or die in the allocator). Fully sharded, a rank
+// holds its 1/N of them, but first builds the whole model's weights before it shards them.
+void validate_model_states_fit(const RunConfig& config, const c10::Device& device) {
+  const ModelConfig& model = config.model;
+  const double params = static_cast<double>(model.parameter_count());
+  const double states =
+      parse_shard(config.shard) == ShardMode::kParameters
+          ? std::max(4.0 * params,
+                     16.0 * params / static_cast<double>(std::max<int64_t>(1, config.world_size)))
+          : 16.0 * params;
   const double memory = static_cast<double>(device_memory_bytes(device));
   if (memory > 0.0 && states > memory) {
     throw InvalidInput("--preset",
@@ -92,8 +99,10 @@ void validate_data_parallel(const RunConfig& config) {
   if (config.bucket_bytes <= 0 || config.bucket_bytes > (int64_t{1} << 40)) {
     throw InvalidInput("--bucket-size", "must be between 1 byte and 1 TiB");
   }
-  if (shard == ShardMode::kGradients && config.precision == Precision::kFp16) {
-    throw InvalidInput("--shard", "gradients cannot be sharded with fp16 loss scaling yet; use " +
+  if ((shard == ShardMode::kGradients || shard == ShardMode::kParameters) &&
+      config.precision == Precision::kFp16) {
+    throw InvalidInput("--shard", to_string(shard) +
+                                      " cannot be sharded with fp16 loss scaling yet; use " +
                                       setting("shard", "optimizer") + " or bf16");
   }
 }
@@ -206,7 +215,7 @@ void validate(const RunConfig& config) {
   if (config.precision == Precision::kFp16 && !device.is_cuda()) {
     throw InvalidInput("--precision", "fp16 needs a CUDA device (on CPU use bf16)");
   }
-  validate_model_states_fit(config.model, device);
+  validate_model_states_fit(config, device);
   const CheckpointPolicy policy = CheckpointPolicy::parse(config.checkpoint);
   if (!policy.is_plan()) policy.plan_for(config.model.layers, 0.0);  // a list must fit the model
   if (policy.is_plan() && config.world_size > 1) {

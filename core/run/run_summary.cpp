@@ -48,6 +48,8 @@ const std::vector<ResultField>& result_fields() {
       {"comm_ms", &RunResult::comm_ms, U::kMilliseconds},
       {"comm_wait_ms", &RunResult::comm_wait_ms, U::kMilliseconds},
       {"comm_hidden_ms", &RunResult::comm_hidden_ms, U::kMilliseconds, true},
+      {"parameter_gathers", &RunResult::parameter_gathers, U::kCount},
+      {"recompute_gathers", &RunResult::recompute_gathers, U::kCount},
   };
   return fields;
 }
@@ -93,6 +95,7 @@ void RunSummary::summarize() {
   comm_hidden_ms = median(hidden);
   peak_bytes = baseline_bytes = peak_activation_bytes = saved_activation_bytes = 0;
   offloaded_peak_bytes = rss_peak_bytes = reserved_bytes = device_used_bytes = 0;
+  parameter_gathers = recompute_gathers = 0;
   for (const auto* step : timed) {
     peak_bytes = std::max(peak_bytes, step->peak_bytes);
     baseline_bytes = std::max(baseline_bytes, step->baseline_bytes);
@@ -102,6 +105,8 @@ void RunSummary::summarize() {
     rss_peak_bytes = std::max(rss_peak_bytes, step->rss_peak_bytes);
     reserved_bytes = std::max(reserved_bytes, step->reserved_bytes);
     device_used_bytes = std::max(device_used_bytes, step->device_used_bytes);
+    parameter_gathers = std::max(parameter_gathers, step->parameter_gathers);
+    recompute_gathers = std::max(recompute_gathers, step->recompute_gathers);
   }
 }
 
@@ -130,7 +135,9 @@ nlohmann::json to_json(const StepMetrics& step) {
           {"checkpoint_interval", step.checkpoint_interval},
           {"recomputed_segments", step.recomputed_segments},
           {"comm_ms", step.comm_ms},
-          {"comm_wait_ms", step.comm_wait_ms}};
+          {"comm_wait_ms", step.comm_wait_ms},
+          {"parameter_gathers", step.parameter_gathers},
+          {"recompute_gathers", step.recompute_gathers}};
 }
 
 nlohmann::json to_json(const RunResult& result) {

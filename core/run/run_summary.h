@@ -55,6 +55,10 @@ struct RunResult {
   double comm_ms = 0.0;
   double comm_wait_ms = 0.0;
   double comm_hidden_ms = 0.0;
+  // Fully sharded parameters (0 otherwise), the most in one timed step: all-gathers of parameter
+  // units, and those recomputation added.
+  int64_t parameter_gathers = 0;
+  int64_t recompute_gathers = 0;
   // Data parallel: every rank's figures, in rank order (empty for a run of one process).
   std::vector<RankResult> ranks;
 };

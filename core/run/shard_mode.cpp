@@ -8,7 +8,9 @@ ShardMode parse_shard(const std::string& text) {
   if (text == "none") return ShardMode::kNone;
   if (text == "optimizer") return ShardMode::kOptimizer;
   if (text == "gradients") return ShardMode::kGradients;
-  throw InvalidInput("--shard", "unknown mode '" + text + "' (use none, optimizer or gradients)");
+  if (text == "parameters") return ShardMode::kParameters;
+  throw InvalidInput("--shard",
+                     "unknown mode '" + text + "' (use none, optimizer, gradients or parameters)");
 }
 
 std::string to_string(ShardMode mode) {
@@ -17,6 +19,8 @@ std::string to_string(ShardMode mode) {
       return "optimizer";
     case ShardMode::kGradients:
       return "gradients";
+    case ShardMode::kParameters:
+      return "parameters";
     case ShardMode::kNone:
       break;
   }

@@ -43,6 +43,10 @@ struct StepMetrics {
   // hidden behind backward and recomputation.
   double comm_ms = 0.0;
   double comm_wait_ms = 0.0;
+  // Fully sharded parameters (0 otherwise): all-gathers of parameter units in the step, and how
+  // many of them recomputation added (model/parameter_units.h).
+  int64_t parameter_gathers = 0;
+  int64_t recompute_gathers = 0;
 };
 
 }  // namespace rematlab

@@ -177,6 +177,12 @@ const std::vector<const char*>& migrations() {
         WHERE json_valid(summary) AND json_type(summary, '$.steps_completed') = 'integer'
           AND json_extract(summary, '$.steps_completed') = 0;
       )sql",
+      // 6 → 7: fully sharded parameters count the all-gathers of parameter units per step, and
+      // those recomputation added.
+      R"sql(
+      ALTER TABLE steps ADD COLUMN parameter_gathers INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE steps ADD COLUMN recompute_gathers INTEGER NOT NULL DEFAULT 0;
+      )sql",
   };
   return list;
 }

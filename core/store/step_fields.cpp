@@ -37,6 +37,9 @@ const std::vector<StepField>& step_fields() {
       // Schema 5.
       {"comm_ms", &StepMetrics::comm_ms},
       {"comm_wait_ms", &StepMetrics::comm_wait_ms},
+      // Schema 7.
+      {"parameter_gathers", &StepMetrics::parameter_gathers},
+      {"recompute_gathers", &StepMetrics::recompute_gathers},
   };
   return fields;
 }

@@ -61,9 +61,12 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
   }
   model_->to(device_);
   model_->train();
+  std::shared_ptr<ParameterUnits> units =
+      exchange_ ? exchange_->shard_parameters(model_->parameter_units()) : nullptr;
   for (auto& param : model_->parameters()) {
-    // Gradients exist from the start so every step begins with the same model states.
-    param.mutable_grad() = torch::zeros_like(param);
+    // Gradients exist from the start so every step begins with the same model states (sharded
+    // parameters keep only their shards' gradients: no whole ones to build first).
+    if (!units) param.mutable_grad() = torch::zeros_like(param);
     params_.push_back(param);
   }
   optimizer_ = make_optimizer(params_, config_);
@@ -72,6 +75,7 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
     scaler_.emplace(config_.loss_scale, config_.loss_scale_growth_interval);
   }
   if (exchange_) {
+    if (units) model_->use_parameter_units(std::move(units));
     exchange_->attach(params_);
     // Dropout draws from the default generator: each rank its own stream (rank 0 keeps the
     // run's), or every rank would drop the same positions of its different rows. The tensor

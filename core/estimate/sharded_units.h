@@ -1,0 +1,33 @@
+// What fully sharded parameters (--shard parameters, core/parallel/fully_sharded.h) hold whole
+// beside the activations: the units the engine gathers (model/parameter_units.h) are unit 0 (the
+// embeddings, the final norm and the head) and one unit per sublayer. Unit 0 is whole from the
+// start of forward to the end of backward, its gradients from the head's backward to the
+// embedding's. Besides it, two sublayer units' worth: in forward the running unit and the next
+// one being gathered; in backward a unit's weights and the gradients it forms (the previous
+// unit's sum ends before those take memory), or, once it is done, its gradients being summed and
+// the next unit being gathered.
+#pragma once
+
+#include <cstdint>
+
+#include "common/precision.h"
+#include "estimate/architecture.h"
+
+namespace rematlab::estimate {
+
+struct UnitParameters {
+  int64_t ends = 0;       // unit 0
+  int64_t attention = 0;  // one attention sublayer (its norm included)
+  int64_t mlp = 0;        // one MLP sublayer (its norm included)
+};
+
+// Exact, as the engine's units hold them: ends + layers × (attention + mlp) = parameter_count.
+UnitParameters unit_parameter_counts(const Architecture& arch);
+
+// Bytes of whole units and their gradients a rank holds at most beside its activations under
+// --shard parameters, with weights in `precision` (as model_state_bytes counts them; the engine
+// keeps fp32 weights under autocast, twice this under bf16): unit 0 and its gradients, and the
+// largest sublayer unit twice over.
+int64_t gathered_unit_bytes(const Architecture& arch, Precision precision);
+
+}  // namespace rematlab::estimate

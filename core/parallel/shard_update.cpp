@@ -1,0 +1,51 @@
+#include "parallel/shard_update.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace rematlab::parallel {
+
+int64_t optimizer_state_bytes(torch::optim::Optimizer& optimizer) {
+  int64_t bytes = 0;
+  for (const auto& entry : optimizer.state()) {
+    const auto* state = dynamic_cast<const torch::optim::AdamWParamState*>(entry.second.get());
+    if (!state) continue;
+    for (const torch::Tensor& tensor :
+         {state->exp_avg(), state->exp_avg_sq(), state->max_exp_avg_sq()}) {
+      if (tensor.defined()) bytes += static_cast<int64_t>(tensor.nbytes());
+    }
+  }
+  return bytes;
+}
+
+double ShardUpdate::step(DistContext& context, const std::vector<torch::Tensor>& shards,
+                         torch::optim::Optimizer& model_optimizer, double max_norm,
+                         CommTimer& timer) {
+  torch::NoGradGuard no_grad;
+  if (!optimizer_) {
+    auto* adamw = dynamic_cast<torch::optim::AdamW*>(&model_optimizer);
+    if (!adamw) throw std::logic_error("sharded optimizer states need AdamW");
+    optimizer_ = std::make_unique<torch::optim::AdamW>(
+        shards, static_cast<const torch::optim::AdamWOptions&>(adamw->defaults()));
+  }
+  double local_squares = 0.0;
+  for (const torch::Tensor& shard : shards) {
+    const double norm = shard.grad().norm().item<double>();
+    local_squares += norm * norm;
+  }
+  const double total = std::sqrt(timer.blocking([&] { return context.sum(local_squares); }));
+  if (std::isfinite(max_norm)) {
+    const double coefficient = max_norm / (total + 1e-6);
+    if (coefficient < 1.0) {
+      for (const torch::Tensor& shard : shards) shard.grad().mul_(coefficient);
+    }
+  }
+  optimizer_->step();
+  return total;
+}
+
+int64_t ShardUpdate::state_bytes() const {
+  return optimizer_ ? optimizer_state_bytes(*optimizer_) : 0;
+}
+
+}  // namespace rematlab::parallel
