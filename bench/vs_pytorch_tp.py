@@ -230,27 +230,20 @@ def run_peer(args, tp, sequence_parallel, policy):
             return json.load(result)
 
 
-def run_rematlab(args, tp, sequence_parallel, policy):
-    command = [args.cli, "run", "--arch", "llama", "--kv-heads", str(args.kv_heads),
-               "--mlp-hidden", str(args.mlp_hidden), "--tie-head", "false", "--layers",
-               str(args.layers), "--d-model", str(args.d_model), "--heads", str(args.heads),
-               "--seq-len", str(args.seq_len), "--vocab", str(args.vocab), "--batch",
-               str(args.batch), "--steps", str(args.warmup + args.steps), "--warmup-steps",
-               str(args.warmup), "--threads", "1", "--checkpoint", policy, "--nproc", str(tp),
-               "--tp", str(tp), "--json"]
-    if sequence_parallel:
-        command.append("--sequence-parallel")
-    result = last_json(command)
-    rank = result["ranks"][0]
-    return {"step_ms": rank["step_ms"], "tokens_per_s": result["tokens_per_s"],
-            "peak_activation_bytes": rank["peak_activation_bytes"],
-            "model_state_bytes": rank["param_bytes"] + rank["grad_bytes"] + rank["optimizer_bytes"]}
+def rematlab_run_command(args, policy, ranks):
+    """`rematlab-cli run` of the peers' Llama shape on `ranks` processes, one thread each."""
+    return [args.cli, "run", "--arch", "llama", "--kv-heads", str(args.kv_heads),
+            "--mlp-hidden", str(args.mlp_hidden), "--tie-head", "false", "--layers",
+            str(args.layers), "--d-model", str(args.d_model), "--heads", str(args.heads),
+            "--seq-len", str(args.seq_len), "--vocab", str(args.vocab), "--batch",
+            str(args.batch), "--steps", str(args.warmup + args.steps), "--warmup-steps",
+            str(args.warmup), "--threads", "1", "--checkpoint", policy, "--nproc", str(ranks),
+            "--json"]
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_shape_arguments(parser):
+    """The peers' Llama shape and run length, the same flags in both benchmarks."""
     parser.add_argument("--cli", default="build/app/rematlab-cli")
-    parser.add_argument("--tp", default="2,4", help="comma-separated tensor-parallel degrees")
     parser.add_argument("--policies", default="none,every:1", help="none and/or every:1")
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--d-model", type=int, default=256)
@@ -263,10 +256,33 @@ def main():
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
-    args = parser.parse_args()
-    for policy in args.policies.split(","):
+
+
+def checked_policies(args):
+    policies = args.policies.split(",")
+    for policy in policies:
         if policy not in ("none", "every:1"):
             raise SystemExit(f"--policies: the peer has no counterpart for '{policy}'")
+    return policies
+
+
+def run_rematlab(args, tp, sequence_parallel, policy):
+    command = rematlab_run_command(args, policy, tp) + ["--tp", str(tp)]
+    if sequence_parallel:
+        command.append("--sequence-parallel")
+    result = last_json(command)
+    rank = result["ranks"][0]
+    return {"step_ms": rank["step_ms"], "tokens_per_s": result["tokens_per_s"],
+            "peak_activation_bytes": rank["peak_activation_bytes"],
+            "model_state_bytes": rank["param_bytes"] + rank["grad_bytes"] + rank["optimizer_bytes"]}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tp", default="2,4", help="comma-separated tensor-parallel degrees")
+    add_shape_arguments(parser)
+    args = parser.parse_args()
+    policies = checked_policies(args)
     mib = lambda b: f"{b / 2**20:.2f}"
     print(f"PyTorch {torch.__version__}; llama, {args.layers} blocks, d {args.d_model}, "
           f"{args.heads} heads ({args.kv_heads} key/value), SwiGLU {args.mlp_hidden}, seq "
@@ -279,7 +295,7 @@ def main():
     print("|" + "---|" * len(header))
     for tp in (int(t) for t in args.tp.split(",")):
         for sequence_parallel in (False, True):
-            for policy in args.policies.split(","):
+            for policy in policies:
                 ours = run_rematlab(args, tp, sequence_parallel, policy)
                 peer = run_peer(args, tp, sequence_parallel, policy)
                 ratio = lambda key: ours[key] / peer[key]
