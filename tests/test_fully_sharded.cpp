@@ -234,7 +234,7 @@ TEST(ShardedUnitsEstimate, UnitsAddUpToTheModelAndTheGatheredBytesAreTheLargestT
   EXPECT_EQ(estimate::per_rank_model_states(whole, 8, "parameters").total(), whole.total() / 8);
 }
 
-TEST(ShardedParametersCli, EstimateAddsTheGatheredUnitsAndRunRefusesTensorRanks) {
+TEST(ShardedParametersCli, EstimateAddsTheGatheredUnitsAndRunRefusesWhatItCannotShard) {
   const testing::CliResult estimate =
       testing::cli("estimate --model small --nproc 4 --shard parameters --json");
   ASSERT_EQ(estimate.exit_code, 0) << estimate.err;
@@ -244,10 +244,13 @@ TEST(ShardedParametersCli, EstimateAddsTheGatheredUnitsAndRunRefusesTensorRanks)
             estimate::gathered_unit_bytes(arch, Precision::kFp32));
   EXPECT_EQ(json.at("weights_bytes").get<int64_t>(), (estimate::parameter_count(arch) * 4 + 3) / 4);
 
-  const testing::CliResult refused =
-      testing::cli("run --preset tiny --nproc 2 --tp 2 --shard parameters");
-  EXPECT_EQ(refused.exit_code, 2);
-  EXPECT_NE(refused.err.find("--shard"), std::string::npos) << refused.err;
+  EXPECT_EQ(json.at("build_bytes").get<int64_t>(), 4 * estimate::parameter_count(arch));
+  for (const std::string refused_flags : {"--tp 2", "--precision bf16"}) {
+    const testing::CliResult refused =
+        testing::cli("run --preset tiny --nproc 2 --shard parameters " + refused_flags);
+    EXPECT_EQ(refused.exit_code, 2) << refused_flags;
+    EXPECT_NE(refused.err.find("--shard"), std::string::npos) << refused.err;
+  }
 }
 
 }  // namespace fully_sharded_suite

@@ -128,6 +128,10 @@ std::string estimate_to_text(const estimate::Estimate& estimate) {
     total += act.peak_bytes;
   }
   rows.push_back(bytes_row("total", total));
+  if (estimate.build_bytes > 0) {
+    // Fully sharded: a device must first hold the whole fp32 model while it is built.
+    rows.push_back(bytes_row("building (whole fp32)", estimate.build_bytes));
+  }
   out << format_table({"memory", "bytes", "GB", "GiB"}, rows);
   if (estimate.activations) {
     out << "peak during " << estimate.activations->peak_phase << "\n";

@@ -1,5 +1,7 @@
 #include "estimate/estimate.h"
 
+#include <algorithm>
+
 #include "common/errors.h"
 #include "estimate/sharded_states.h"
 #include "estimate/sharded_units.h"
@@ -21,7 +23,7 @@ int64_t max_batch(const Estimate& estimate, int64_t memory_bytes) {
                                        request.offload, request.optimizer, request.layout)
                .peak_bytes;
   };
-  if (needed(1) > memory_bytes) return 0;
+  if (needed(1) > memory_bytes || estimate.build_bytes > memory_bytes) return 0;
   int64_t low = 1;  // fits
   int64_t high = 2;
   while (high <= request.max_batch_limit && needed(high) <= memory_bytes) {
@@ -138,14 +140,17 @@ Estimate make_estimate(const EstimateRequest& request) {
   estimate.states = per_rank_model_states(
       model_state_bytes(estimate.rank_params, request.precision, request.optimizer),
       request.world_size / layout.tp, request.shard);
-  if (request.arch && parse_shard(request.shard) == ShardMode::kParameters) {
-    estimate.gathered_bytes = gathered_unit_bytes(*request.arch, request.precision);
+  if (parse_shard(request.shard) == ShardMode::kParameters) {
+    if (request.arch)
+      estimate.gathered_bytes = gathered_unit_bytes(*request.arch, request.precision);
+    estimate.build_bytes = fully_sharded_build_bytes(estimate.rank_params);
   }
   for (const int64_t memory : estimate.request.device_memories) {
     DeviceFit fit;
     fit.memory_bytes = memory;
-    fit.needed_bytes =
-        estimate.fixed_bytes() + (estimate.activations ? estimate.activations->peak_bytes : 0);
+    fit.needed_bytes = std::max(
+        estimate.build_bytes,
+        estimate.fixed_bytes() + (estimate.activations ? estimate.activations->peak_bytes : 0));
     fit.fits = fit.needed_bytes <= memory;
     if (request.arch) {
       fit.max_batch = max_batch(estimate, memory);
@@ -165,6 +170,29 @@ Estimate make_estimate(const EstimateRequest& request) {
   }
   return estimate;
 }
+
+namespace {
+
+nlohmann::json fits_to_json(const std::vector<DeviceFit>& fits) {
+  nlohmann::json json = nlohmann::json::array();
+  for (const DeviceFit& fit : fits) {
+    json.push_back(
+        {{"memory_bytes", fit.memory_bytes},
+         {"needed_bytes", fit.needed_bytes},
+         {"fits", fit.fits},
+         {"max_batch", fit.max_batch ? nlohmann::json(*fit.max_batch) : nlohmann::json(nullptr)},
+         {"advice", fit.advice ? nlohmann::json{{"checkpoint", fit.advice->checkpoint},
+                                                {"loss_chunks", fit.advice->loss_chunks},
+                                                {"offload", fit.advice->offload},
+                                                {"world_size", fit.advice->world_size},
+                                                {"shard", fit.advice->shard},
+                                                {"needed_bytes", fit.advice->needed_bytes}}
+                               : nlohmann::json(nullptr)}});
+  }
+  return json;
+}
+
+}  // namespace
 
 nlohmann::json to_json(const Estimate& estimate) {
   const EstimateRequest& request = estimate.request;
@@ -193,6 +221,7 @@ nlohmann::json to_json(const Estimate& estimate) {
       {"optimizer_bytes", estimate.states.optimizer},
       {"model_state_bytes", estimate.states.total()},
       {"gathered_bytes", estimate.gathered_bytes},
+      {"build_bytes", estimate.build_bytes},
   };
   if (request.arch) {
     const Architecture& arch = *request.arch;
@@ -228,22 +257,7 @@ nlohmann::json to_json(const Estimate& estimate) {
       estimate.rank_flops ? nlohmann::json(estimate.rank_flops->model) : nlohmann::json(nullptr);
   json["rank_hardware_flops"] =
       estimate.rank_flops ? nlohmann::json(estimate.rank_flops->hardware) : nlohmann::json(nullptr);
-  nlohmann::json fits = nlohmann::json::array();
-  for (const DeviceFit& fit : estimate.fits) {
-    fits.push_back(
-        {{"memory_bytes", fit.memory_bytes},
-         {"needed_bytes", fit.needed_bytes},
-         {"fits", fit.fits},
-         {"max_batch", optional(fit.max_batch)},
-         {"advice", fit.advice ? nlohmann::json{{"checkpoint", fit.advice->checkpoint},
-                                                {"loss_chunks", fit.advice->loss_chunks},
-                                                {"offload", fit.advice->offload},
-                                                {"world_size", fit.advice->world_size},
-                                                {"shard", fit.advice->shard},
-                                                {"needed_bytes", fit.advice->needed_bytes}}
-                               : nlohmann::json(nullptr)}});
-  }
-  json["devices"] = std::move(fits);
+  json["devices"] = fits_to_json(estimate.fits);
   return json;
 }
 

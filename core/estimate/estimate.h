@@ -37,7 +37,8 @@ struct EstimateRequest {
 
 struct DeviceFit {
   int64_t memory_bytes = 0;
-  int64_t needed_bytes = 0;  // model states + activation peak at the request's batch
+  // Model states + activation peak at the request's batch (at least the build's bytes).
+  int64_t needed_bytes = 0;
   bool fits = false;
   std::optional<int64_t> max_batch;  // largest batch predicted to fit; absent without a shape
   // With a shape: the least recomputation (then the fewest ranks) that fits at the request's
@@ -55,6 +56,8 @@ struct Estimate {
   int64_t gathered_bytes = 0;
   // What one rank needs besides its activations: states + gathered_bytes.
   int64_t fixed_bytes() const { return states.total() + gathered_bytes; }
+  // --shard parameters: what a rank holds while it builds the model, before sharding (0 else).
+  int64_t build_bytes = 0;
   std::optional<ActivationEstimate> activations;
   std::optional<int64_t> best_interval;
   std::optional<int64_t> best_interval_peak_bytes;

@@ -86,8 +86,11 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
   for (const auto& [ranks, shard] : layouts) {
     int64_t states = per_rank_model_states(whole, ranks / question.layout.tp, shard).total();
     if (parse_shard(shard) == ShardMode::kParameters) {
-      // Every rank builds the whole model in fp32 before it shards it (as `run` checks).
-      if (4 * question.params > memory_bytes) continue;
+      // As `run` takes it: in fp32 only, with the whole model built before it is sharded.
+      if (question.precision != Precision::kFp32 ||
+          fully_sharded_build_bytes(question.params) > memory_bytes) {
+        continue;
+      }
       states += gathered_unit_bytes(question.arch, question.precision);
     }
     if (states >= memory_bytes) continue;

@@ -30,4 +30,8 @@ UnitParameters unit_parameter_counts(const Architecture& arch);
 // largest sublayer unit twice over.
 int64_t gathered_unit_bytes(const Architecture& arch, Precision precision);
 
+// What every rank holds while it builds the model, before it shards it: the whole model's fp32
+// weights (the engine builds them on every rank alike).
+inline int64_t fully_sharded_build_bytes(int64_t params) { return 4 * params; }
+
 }  // namespace rematlab::estimate

@@ -99,11 +99,17 @@ void validate_data_parallel(const RunConfig& config) {
   if (config.bucket_bytes <= 0 || config.bucket_bytes > (int64_t{1} << 40)) {
     throw InvalidInput("--bucket-size", "must be between 1 byte and 1 TiB");
   }
-  if ((shard == ShardMode::kGradients || shard == ShardMode::kParameters) &&
-      config.precision == Precision::kFp16) {
-    throw InvalidInput("--shard", to_string(shard) +
-                                      " cannot be sharded with fp16 loss scaling yet; use " +
+  if (shard == ShardMode::kGradients && config.precision == Precision::kFp16) {
+    throw InvalidInput("--shard", "gradients cannot be sharded with fp16 loss scaling yet; use " +
                                       setting("shard", "optimizer") + " or bf16");
+  }
+  // Autocast keeps a 16-bit copy of every weight it casts (until forward ends, or saved for
+  // backward), which would undo sharding them: gathering in 16 bits is not built yet.
+  if (shard == ShardMode::kParameters && config.precision != Precision::kFp32) {
+    throw InvalidInput("--shard",
+                       "parameters are sharded in fp32 only for now (autocast would "
+                       "keep 16-bit copies of the gathered weights); use " +
+                           setting("precision", "fp32") + " or " + setting("shard", "gradients"));
   }
 }
 
