@@ -144,8 +144,9 @@ void migrates_keeping_runs(int from) {
         "SELECT tokens_per_s IS NULL AND peak_bytes IS NULL AND "
         "peak_activation_bytes IS NULL AND final_loss IS NULL FROM runs WHERE id = 2");
     ASSERT_TRUE(figures.step());
-    if (from <= 5)
+    if (from <= 5) {
       EXPECT_EQ(figures.column_int(0), 1) << "zeros that read as measurements were kept";
+    }
   }
   const RunRecord run = store.run(1);
   EXPECT_EQ(run.name, "old run");
