@@ -14,6 +14,7 @@
 #include "common/posix_files.h"
 #include "estimate/estimate.h"
 #include "estimate/sharded_states.h"
+#include "estimate/sharded_units.h"
 #include "model/transformer.h"
 #include "train/trainer.h"
 
@@ -386,6 +387,41 @@ TEST(Estimate, SlicedLossAddsOneHeadForwardToHardwareFlops) {
   EXPECT_EQ(sliced.model, whole.model);
   EXPECT_DOUBLE_EQ(sliced.hardware - whole.hardware,
                    2.0 * static_cast<double>(arch.vocab * arch.d_model) * 512);
+}
+
+// On the ranks asked for, gradients and then parameters are sharded before more ranks are added;
+// parameters only where `run` shards them (fp32).
+TEST(FitAdvice, ShardsMoreOnTheRanksAskedForBeforeAddingRanks) {
+  estimate::FitQuestion question;
+  question.arch = estimate::architecture_preset("llama3-8b");
+  question.params = estimate::parameter_count(question.arch);
+  question.world_size = 2;
+  const int64_t memory = int64_t{80} << 30;
+  question.arch.seq_len = 2048;
+  const auto short_sequence = estimate::advise_fit(question, memory);
+  ASSERT_TRUE(short_sequence.has_value());
+  EXPECT_EQ(short_sequence->world_size, 2);
+  EXPECT_EQ(short_sequence->shard, "gradients");
+  question.arch.seq_len = 4096;
+  const auto longer = estimate::advise_fit(question, memory);
+  ASSERT_TRUE(longer.has_value());
+  EXPECT_EQ(longer->world_size, 2);
+  EXPECT_EQ(longer->shard, "parameters");
+  const int64_t states =
+      estimate::per_rank_model_states(
+          estimate::model_state_bytes(question.params, question.precision, question.optimizer), 2,
+          "parameters")
+          .total();
+  EXPECT_EQ(longer->needed_bytes,
+            states + estimate::gathered_unit_bytes(question.arch, question.precision) +
+                estimate::estimate_policy_activations(question.arch, 1, question.precision,
+                                                      longer->checkpoint, longer->offload)
+                    .peak_bytes);
+  estimate::FitQuestion bf16 = question;
+  bf16.precision = Precision::kBf16;
+  const auto mixed = estimate::advise_fit(bf16, memory);
+  ASSERT_TRUE(mixed.has_value());
+  EXPECT_NE(mixed->shard, "parameters");
 }
 
 TEST(FitAdvice, AskedLayoutFirstAndNothingWhenNothingFits) {

@@ -32,7 +32,7 @@ std::string advice_flags(const estimate::FitAdvice& advice, const estimate::Esti
   if (advice.loss_chunks != request.arch->loss_chunks)
     flags += " --loss-chunks " + std::to_string(advice.loss_chunks);
   if (advice.offload && !request.offload) flags += " --offload disk";
-  if (advice.world_size != request.world_size) {
+  if (advice.world_size != request.world_size || advice.shard != request.shard) {
     flags += " --nproc " + std::to_string(advice.world_size) + " --shard " + advice.shard;
   }
   return flags;

@@ -63,10 +63,16 @@ std::vector<Rung> ladder(const FitQuestion& question, int64_t best_k) {
 std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_bytes) {
   const ModelStateBytes whole =
       model_state_bytes(question.params, question.precision, question.optimizer);
-  // The ranks asked for as asked; then more ranks, each sharding gradients and optimizer state,
-  // then the parameters too (which `run` does not combine with tensor parallelism yet: a split
-  // model tries its own layout only).
+  // The ranks asked for as asked, then sharding more of the model states on them; then more
+  // ranks, each sharding gradients and optimizer state, then the parameters too (which `run`
+  // does not combine with tensor parallelism yet: a split model tries its own layout only).
   std::vector<std::pair<int64_t, std::string>> layouts = {{question.world_size, question.shard}};
+  const ShardMode asked = parse_shard(question.shard);
+  for (const ShardMode more : {ShardMode::kGradients, ShardMode::kParameters}) {
+    if (question.world_size > 1 && asked < more && !question.layout.split()) {
+      layouts.emplace_back(question.world_size, to_string(more));
+    }
+  }
   for (int64_t ranks = 2; ranks <= question.max_world_size && !question.layout.split();
        ranks *= 2) {
     if (ranks <= question.world_size) continue;
