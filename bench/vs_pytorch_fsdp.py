@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_json import last_json  # noqa: E402
 from vs_pytorch import peer_peak_activation  # noqa: E402
 from vs_pytorch_tp import (Llama, add_shape_arguments, checked_policies, free_port,  # noqa: E402
-                           local_bytes, rematlab_run_command)
+                           local_bytes, rank0_figures, rematlab_run_command)
 
 
 def peer_rank(rank, args, ranks, policy, port, output):
@@ -94,11 +94,8 @@ def run_peer(args, ranks, policy):
 
 
 def run_rematlab(args, ranks, policy):
-    result = last_json(rematlab_run_command(args, policy, ranks) + ["--shard", "parameters"])
-    rank = result["ranks"][0]
-    return {"step_ms": rank["step_ms"], "tokens_per_s": result["tokens_per_s"],
-            "peak_activation_bytes": rank["peak_activation_bytes"],
-            "model_state_bytes": rank["param_bytes"] + rank["grad_bytes"] + rank["optimizer_bytes"]}
+    return rank0_figures(
+        last_json(rematlab_run_command(args, policy, ranks) + ["--shard", "parameters"]))
 
 
 def main():

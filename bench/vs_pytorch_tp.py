@@ -270,7 +270,11 @@ def run_rematlab(args, tp, sequence_parallel, policy):
     command = rematlab_run_command(args, policy, tp) + ["--tp", str(tp)]
     if sequence_parallel:
         command.append("--sequence-parallel")
-    result = last_json(command)
+    return rank0_figures(last_json(command))
+
+
+def rank0_figures(result):
+    """Rank 0's figures from `rematlab-cli run --nproc … --json`, as the peers report theirs."""
     rank = result["ranks"][0]
     return {"step_ms": rank["step_ms"], "tokens_per_s": result["tokens_per_s"],
             "peak_activation_bytes": rank["peak_activation_bytes"],

@@ -87,4 +87,10 @@ void CommTimer::reset() {
   blocked_.clear();
 }
 
+void CommTimer::report(StepMetrics& metrics) {
+  metrics.comm_ms = comm_ms();
+  metrics.comm_wait_ms = wait_ms();
+  reset();
+}
+
 }  // namespace rematlab::parallel

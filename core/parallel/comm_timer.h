@@ -10,6 +10,8 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
+#include "run/step_metrics.h"
+
 namespace rematlab::parallel {
 
 class CommTimer {
@@ -39,6 +41,8 @@ class CommTimer {
   double comm_ms() const;
   double wait_ms() const;
   void reset();
+  // The step's comm_ms and comm_wait_ms into `metrics`, and a new step begins.
+  void report(StepMetrics& metrics);
 
  private:
   struct Launched {

@@ -332,9 +332,7 @@ std::optional<double> DataParallel::step(torch::optim::Optimizer& optimizer, dou
 
 void DataParallel::report(StepMetrics& metrics) {
   Engine& engine = *engine_;
-  metrics.comm_ms = engine.timer.comm_ms();
-  metrics.comm_wait_ms = engine.timer.wait_ms();
-  engine.timer.reset();
+  engine.timer.report(metrics);
 
   ModelStateBytes bytes;
   std::unordered_set<const void*> seen;

@@ -422,9 +422,7 @@ std::optional<double> FullyShardedParameters::step(torch::optim::Optimizer& opti
 
 void FullyShardedParameters::report(StepMetrics& metrics) {
   Engine& engine = *engine_;
-  metrics.comm_ms = engine.timer.comm_ms();
-  metrics.comm_wait_ms = engine.timer.wait_ms();
-  engine.timer.reset();
+  engine.timer.report(metrics);
   metrics.parameter_gathers = engine.gathers.total();
   metrics.recompute_gathers = engine.gathers.recompute;
   last_gathers_ = engine.gathers;

@@ -67,7 +67,7 @@ struct RunConfig {
   bool tf32 = false;           // CUDA fp32 matmuls on TF32 tensor cores; no effect on CPU
   bool deterministic = false;  // deterministic algorithms only (an error where none exists)
   // Data parallel (core/parallel): processes that each train `batch` rows of every global batch,
-  // what they partition (none | optimizer | gradients) and the gradient bucket size.
+  // what they partition (none | optimizer | gradients | parameters) and the gradient bucket size.
   int64_t world_size = 1;
   std::string shard = "none";
   int64_t bucket_bytes = int64_t{25} << 20;
