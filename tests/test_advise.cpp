@@ -267,6 +267,36 @@ TEST_F(AdviseDb, ModelStatesDominatingIsNamedWithBytes) {
             std::string::npos);
 }
 
+// Sharded runs are advised from what they shard already: gradients on 2 ranks shard the
+// parameters next; parameters on 2 ranks add ranks, and never bf16 (fully sharded trains in
+// fp32). Without a `none` run the reference is the estimator's for the same sharding.
+TEST_F(AdviseDb, ShardedRunsAreAdvisedTheNextShardingStep) {
+  const std::string flags = "--steps 2 --batch 1 --seq-len 16 --checkpoint every:1 --nproc 2 ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--shard gradients",
+       "--precision bf16 halves the weights and gradients; --shard "
+       "parameters shards the weights over its 2 data ranks too"},
+      {"--shard parameters",
+       "--nproc 4 --shard parameters shards the model states over twice "
+       "the data ranks"}};
+  for (const auto& [shard, next] : cases) {
+    const int64_t id = run(flags + shard);
+    const Diagnosis diagnosis = diagnose(id, false);
+    const Finding* finding = find(diagnosis, FindingKind::kMemoryNotReduced);
+    ASSERT_NE(finding, nullptr) << shard << ": " << to_json(diagnosis).dump();
+    EXPECT_NE(finding->title.find("model states dominate"), std::string::npos) << finding->title;
+    EXPECT_EQ(finding->next_step.command_line(), next) << shard;
+    // The estimated reference holds the states as sharded: less than one rank's whole states.
+    RunStore store(db_, StoreAccess::kReadOnly, false);
+    const int64_t whole_states = 16 * store.run(id).config.model.parameter_count();
+    const std::string reference = evidence(*finding, "peak under none");
+    ASSERT_NE(reference.find(" (estimated)"), std::string::npos) << reference;
+    std::string bytes = reference.substr(0, reference.find(" ("));
+    bytes.erase(std::remove(bytes.begin(), bytes.end(), ' '), bytes.end());  // "1.39 MiB"
+    EXPECT_LT(parse_byte_size(bytes, "reference"), whole_states) << reference;
+  }
+}
+
 TEST_F(AdviseDb, RecomputationIsSplitOutOfTheStepFromTheTimeline) {
   const int64_t none = run("--steps 6 --batch 16 --seq-len 128 --attention math --timeline");
   const int64_t every =

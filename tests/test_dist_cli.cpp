@@ -157,6 +157,36 @@ TEST(DistCli, AShardedPlannedRunKeepsItsProfileAndTheNextOnePlansFromIt) {
   }
 }
 
+// plan: over 2 tensor ranks: both measure their chain at once and agree on it, rank 0 keeps it,
+// and the next run of the same layout plans from the kept profile without measuring; a run of
+// one process is not handed the profile the ranks measured.
+TEST(DistCli, APlanOverTensorRanksIsMeasuredOnAllAndKeptForTheNextRun) {
+  ScratchDir dir("distcli-plan-ranks");
+  const std::string db = dir.file("runs.sqlite");
+  const std::string run =
+      "run --preset tiny --batch 8 --threads 1 --steps 2 --checkpoint plan:3MiB --json --db " + db;
+  const std::string ranks = " --nproc 2 --tp 2 --sequence-parallel";
+  const auto first = cli(run + ranks);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const nlohmann::json measured = last_line_json(first.out)["plan"];
+  EXPECT_EQ(measured["profile_source"], "measured on each of 2 ranks, the largest of each figure")
+      << measured.dump();
+  EXPECT_EQ(measured["chosen"].get<std::string>().rfind("segments:", 0), 0u) << measured.dump();
+  const auto second = cli(run + ranks);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const nlohmann::json reused = last_line_json(second.out)["plan"];
+  EXPECT_EQ(reused["profile_source"].get<std::string>().rfind("runs database: measured ", 0), 0u)
+      << reused.dump();
+  EXPECT_EQ(reused["chosen"], measured["chosen"]);
+  const auto alone = cli(run);
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  EXPECT_NE(
+      last_line_json(alone.out)["plan"]["profile_source"].get<std::string>().find("(kept now)"),
+      std::string::npos);
+  RunStore store(db, StoreAccess::kReadOnly, false);
+  EXPECT_EQ(store.chain_profiles().size(), 2u);
+}
+
 // The sliced loss hands the head's gradient to the graph once, as the whole loss does: with
 // small buckets it is sent with its bucket, not after it in a bucket of its own per slice.
 TEST(DistCli, ASlicedLossSendsTheHeadsGradientOnceAndCostsNoExtraMemory) {

@@ -16,6 +16,7 @@
 #include "estimate/estimate.h"
 #include "estimate/sharded_states.h"
 #include "estimate/sharded_units.h"
+#include "estimate/tensor_layout.h"
 #include "parallel/fully_sharded.h"
 #include "train/trainer.h"
 
@@ -245,11 +246,28 @@ TEST(ShardedParametersCli, EstimateAddsTheGatheredUnitsAndRunRefusesWhatItCannot
   EXPECT_EQ(json.at("weights_bytes").get<int64_t>(), (estimate::parameter_count(arch) * 4 + 3) / 4);
 
   EXPECT_EQ(json.at("build_bytes").get<int64_t>(), 4 * estimate::parameter_count(arch));
-  for (const std::string refused_flags : {"--tp 2", "--precision bf16"}) {
+
+  // Under TP 2 × DP 2: one tensor rank's units, its part of the model over 2 data ranks, and
+  // the whole model built first.
+  const testing::CliResult split =
+      testing::cli("estimate --model small --nproc 4 --tp 2 --shard parameters --json");
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  const nlohmann::json split_json = testing::last_line_json(split.out);
+  EXPECT_EQ(split_json.at("gathered_bytes").get<int64_t>(),
+            estimate::gathered_unit_bytes(arch, Precision::kFp32, 2));
+  EXPECT_LT(split_json.at("gathered_bytes").get<int64_t>(), json.at("gathered_bytes"));
+  EXPECT_EQ(split_json.at("weights_bytes").get<int64_t>(),
+            (estimate::rank_parameter_count(arch, 2) * 4 + 1) / 2);
+  EXPECT_EQ(split_json.at("build_bytes").get<int64_t>(), 4 * estimate::parameter_count(arch));
+
+  for (const std::string refused_flags :
+       {"--nproc 2 --precision bf16", "--nproc 4 --tp 2 --precision bf16"}) {
     const testing::CliResult refused =
-        testing::cli("run --preset tiny --nproc 2 --shard parameters " + refused_flags);
+        testing::cli("run --preset tiny --shard parameters " + refused_flags);
     EXPECT_EQ(refused.exit_code, 2) << refused_flags;
-    EXPECT_NE(refused.err.find("--shard"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("--shard: parameters are sharded in fp32 only"), std::string::npos)
+        << refused.err;
+    EXPECT_EQ(testing::count_lines(refused.err), 1) << refused.err;
   }
 }
 

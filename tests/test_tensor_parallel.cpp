@@ -15,8 +15,10 @@
 #include "collective/tensor_parallel_group.h"
 #include "dist_workers.h"
 #include "estimate/estimate.h"
+#include "estimate/sharded_units.h"
 #include "estimate/tensor_layout.h"
 #include "model/transformer.h"
+#include "parallel/fully_sharded.h"
 #include "parallel/tensor_parallel_exchange.h"
 #include "run/shard_mode.h"
 #include "train/trainer.h"
@@ -29,7 +31,7 @@ std::vector<torch::Tensor> testing::dist::run_tensor_parallel_case(
   config.world_size = context->world_size();
   auto exchange = std::make_shared<parallel::TensorParallelExchange>(
       context, static_cast<int>(config.tp),
-      parallel::DataParallelOptions{ShardMode::kNone, config.bucket_bytes});
+      parallel::DataParallelOptions{parse_shard(config.shard), config.bucket_bytes});
   Trainer trainer(config, exchange);
   std::vector<torch::Tensor> result;
   if (item.at("mode") == "tensor_gradients") {
@@ -46,6 +48,10 @@ std::vector<torch::Tensor> testing::dist::run_tensor_parallel_case(
   std::vector<double> losses;
   for (const StepMetrics& step : summary.steps) losses.push_back(step.loss);
   result.push_back(torch::tensor(losses, torch::kFloat64));
+  if (auto* sharded = dynamic_cast<parallel::FullyShardedParameters*>(&exchange->data())) {
+    for (torch::Tensor& param : sharded->whole_parameters()) result.push_back(param);
+    return result;
+  }
   for (const auto& param : trainer.model()->parameters()) result.push_back(param.detach().clone());
   return result;
 }
@@ -255,14 +261,87 @@ TEST(TensorParallel, TenStepsMatchOneProcessAndTwoByTwoRanksMatchOneProcessAtTwi
   expect_parts_match(four_dir, "tp4_kv2", shared_by_pairs, 4, false, kGradientTolerance);
 }
 
+// Model states sharded over the data ranks of TP 2 × DP 2 (each data rank pair holds one tensor
+// part): each shard mode, with key/value heads shared (rows of a split parameter every tensor
+// rank holds alike, summed over them and counted once in the norm) and under sequence
+// parallelism (every norm summed), clipped and not; held to one process at twice the batch as
+// the unsharded layout is above, and to that layout itself (the same sums in the same order but
+// the norm's, which clipping then carries into the parameters' last bits).
+TEST(TensorParallel, ShardedModelStatesOverTheDataRanksTrainLikeOneProcess) {
+  ScratchDir dir("tp-sharded");
+  std::map<std::string, nlohmann::json> cases;
+  const nlohmann::json llama =
+      with(small_fields("llama"), {{"kv_heads", 1}, {"steps", 10}, {"accum", 2}});
+  const nlohmann::json gpt_sp =
+      with(small_fields("gpt"), {{"steps", 10}, {"sequence_parallel", true}});
+  for (const std::string shard : {"none", "optimizer", "gradients", "parameters"}) {
+    cases["llama " + shard] = with(llama, {{"shard", shard}});
+    cases["gpt_sp " + shard] = with(gpt_sp, {{"shard", shard}});
+    cases["gpt_sp_unclipped " + shard] = with(gpt_sp, {{"shard", shard}, {"grad_clip", 0}});
+  }
+  nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
+  for (const auto& [name, fields] : cases) {
+    spec["cases"].push_back(case_of(name, "tensor_steps", fields));
+  }
+  run_workers(spec, 4, dir);
+  if (HasFatalFailure()) return;
+  for (const auto& [name, fields] : cases) {
+    expect_parts_match(dir, name, fields, 4, true, kStepsTolerance);
+    const std::string layout = name.substr(0, name.find(' '));
+    if (name == layout + " none") continue;
+    if (layout != "gpt_sp_unclipped") continue;
+    for (int rank = 0; rank < 4; ++rank) {
+      const auto got = load(result_file(dir.path(), name, rank));
+      const auto unsharded = load(result_file(dir.path(), layout + " none", rank));
+      ASSERT_EQ(got.size(), unsharded.size()) << name;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        EXPECT_TRUE(torch::equal(got[i], unsharded[i])) << name << ", rank " << rank << ", " << i;
+      }
+    }
+  }
+}
+
+// Fully sharded parameters under TP 2 + SP × DP 2: every policy gathers what it recomputes and
+// trains to the parameters of `none`, bit for bit.
+TEST(TensorParallel, EveryPolicyTrainsLikeNoneWithParametersShardedOverTheDataRanks) {
+  ScratchDir dir("tp-sharded-policies");
+  // plan: measures the rank's chain on every rank at once (its gathers left out) and plans.
+  const std::vector<std::string> policies = {
+      "none",      "every:1",         "every:2",           "sublayer:1,2",
+      "selective", "keep:qkv,mlp-in", "segments:a0-m0,m1", "plan:80KiB"};
+  const nlohmann::json base =
+      with(small_fields("llama"),
+           {{"kv_heads", 1}, {"sequence_parallel", true}, {"steps", 2}, {"shard", "parameters"}});
+  nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
+  for (const std::string& policy : policies) {
+    spec["cases"].push_back(case_of(policy, "tensor_steps", with(base, {{"checkpoint", policy}})));
+  }
+  spec["cases"].push_back(case_of("every:1+disk", "tensor_steps",
+                                  with(base, {{"checkpoint", "every:1"}, {"offload", "disk"}})));
+  run_workers(spec, 4, dir);
+  if (HasFatalFailure()) return;
+  for (const auto& item : spec["cases"]) {
+    const std::string name = item.at("name");
+    for (int rank = 0; rank < 4; ++rank) {
+      const auto got = load(result_file(dir.path(), name, rank));
+      const auto expected = load(result_file(dir.path(), "none", rank));
+      ASSERT_EQ(got.size(), expected.size()) << name;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        EXPECT_TRUE(torch::equal(got[i], expected[i])) << name << ", rank " << rank << ", " << i;
+      }
+    }
+  }
+}
+
 // Under tensor parallelism with and without sequence parallelism (where the tail of a recomputed
 // segment runs whole: its scatter's backward gathers first).
 TEST(TensorParallel, EveryPolicyGivesTheGradientsOfNoneBitForBitUnderTheSameLayout) {
   ScratchDir dir("tp-policies");
-  const std::vector<std::string> policies = {"none",        "every:1",
-                                             "every:2",     "sublayer:1,2",
-                                             "selective",   "keep:qkv,mlp-in,attn-out",
-                                             "keep:matmul", "segments:a0-m0,m1"};
+  // plan: measures its chain on both ranks at once and plans from the largest of each figure.
+  const std::vector<std::string> policies = {
+      "none",         "every:1",           "every:2",
+      "sublayer:1,2", "selective",         "keep:qkv,mlp-in,attn-out",
+      "keep:matmul",  "segments:a0-m0,m1", "plan:90KiB"};
   nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
   for (const std::string arch : {"gpt", "llama", "gpt_sp", "llama_sp"}) {
     const bool gpt = arch.rfind("gpt", 0) == 0;
@@ -310,6 +389,18 @@ TEST(TensorParallel, EstimatedParametersPerRankEqualTheSplitModel) {
       EXPECT_EQ(estimate::rank_parameter_count(estimate::from_model_config(config), tp), held)
           << arch << " kv " << kv << " over " << tp << " ranks, rank " << rank;
       EXPECT_LT(held, whole);
+      // The units --shard parameters gathers, as the estimator sizes them.
+      const estimate::UnitParameters units =
+          estimate::unit_parameter_counts(estimate::from_model_config(config), tp);
+      const auto model_units = model->parameter_units();
+      ASSERT_EQ(model_units.size(), 1 + 2 * static_cast<std::size_t>(config.layers));
+      for (std::size_t unit = 0; unit < model_units.size(); ++unit) {
+        int64_t numel = 0;
+        for (const auto& param : model_units[unit]) numel += param.numel();
+        const int64_t expected =
+            unit == 0 ? units.ends : (unit % 2 == 1 ? units.attention : units.mlp);
+        EXPECT_EQ(numel, expected) << arch << " kv " << kv << " over " << tp << ", unit " << unit;
+      }
     }
   }
 }
@@ -371,8 +462,8 @@ TEST(TensorParallel, LayoutsThatCannotSplitAreRefusedBeforeAnythingStarts) {
       {"--nproc 3 --tp 2", "--tp: 2 tensor ranks need a multiple of 2 ranks in all, got --nproc 3"},
       {"--tp 2", "--tp: 2 tensor ranks need a multiple of 2 ranks in all, got --nproc 1"},
       {"--nproc 2 --tp 2 --vocab 63", "--tp: 2 tensor ranks cannot split the vocabulary 63"},
-      {"--nproc 2 --tp 2 --shard optimizer",
-       "--shard: tensor parallelism does not shard model states over the data ranks yet"},
+      {"--nproc 4 --tp 2 --shard parameters --precision bf16",
+       "--shard: parameters are sharded in fp32 only for now"},
       {"--nproc 2 --tp 0", "--tp: must be between 1 and 4096, got 0"},
       {"--nproc 2 --tp 2 --dropout 0.1",
        "--dropout: is not drawn per shard under tensor parallelism yet; train with --dropout 0"},

@@ -143,7 +143,8 @@ void ExperimentPanel::create_training_fields() {
   shard_ = new QComboBox;
   shard_->addItems({"none", "optimizer", "gradients", "parameters"});
   shard_->setToolTip(
-      "What the ranks split between them instead of each holding it whole:\n"
+      "What the ranks split between them instead of each holding it whole (with tensor "
+      "ranks, the ranks holding the same part of the model):\n"
       "none: every rank holds every model state\n"
       "optimizer: each rank keeps and updates 1/N of the optimizer state\n"
       "gradients: that, and each rank receives only its 1/N of the gradients\n"

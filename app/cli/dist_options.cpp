@@ -16,7 +16,8 @@ void DistOptions::add_to(CLI::App& command) {
       .add_option("--shard", shard_,
                   "Data parallel: none, optimizer (ZeRO-1: AdamW state partitioned), "
                   "gradients (ZeRO-2: gradients too) or parameters (ZeRO-3: weights too, each "
-                  "layer gathered whole while it runs)")
+                  "layer gathered whole while it runs); with --tp, over the ranks that hold the "
+                  "same tensor part (--nproc / --tp)")
       ->capture_default_str();
   command.add_option("--tp", tp_,
                      "Tensor parallel: ranks that split every layer of one model (attention "

@@ -105,8 +105,9 @@ Command add_estimate_command(CLI::App& app) {
                       "Ranks in all (default 1, or the --tp ranks): model states per rank");
   command
       ->add_option("--shard", options->shard,
-                   "none, optimizer (optimizer state and master copy divided among ranks), "
-                   "gradients (gradients too) or parameters (weights too)")
+                   "none, optimizer (optimizer state and master copy divided among the data "
+                   "ranks, --nproc / --tp), gradients (gradients too) or parameters (weights "
+                   "too)")
       ->capture_default_str();
   command
       ->add_option("--tp", options->tp,

@@ -6,6 +6,8 @@
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "estimate/estimate.h"
+#include "estimate/sharded_states.h"
+#include "estimate/sharded_units.h"
 #include "model/model_config.h"
 #include "run/run_config.h"
 
@@ -52,6 +54,40 @@ bool splits_over(const ModelConfig& model, int64_t tp, bool sequence_parallel) {
   }
 }
 
+// What divides the model states further, from what the run already does: shard more of them
+// over its data ranks, then (fully sharded) over twice the data ranks; or, split over tensor
+// ranks, split over twice as many where the model splits evenly. bf16 halves the weights and
+// gradients where the shard mode trains in it.
+Wording states_advice(const RunConfig& config) {
+  const ShardMode shard = parse_shard(config.shard);
+  const int64_t data_ranks = config.world_size / std::max<int64_t>(1, config.tp);
+  const bool fp32 = config.precision == Precision::kFp32;
+  const std::string ranks = std::to_string(data_ranks) + " data ranks";
+  Wording more;
+  if (data_ranks > 1 && shard < ShardMode::kGradients) {
+    more = setting("shard", "gradients") + " shards the gradients and optimizer state over its " +
+           ranks;
+  } else if (data_ranks > 1 && shard == ShardMode::kGradients && fp32) {
+    more = setting("shard", "parameters") + " shards the weights over its " + ranks + " too";
+  } else if (2 * config.world_size <= kMaxWorldSize) {
+    more = setting("nproc", std::to_string(2 * config.world_size)) + " " +
+           setting("shard", fp32 ? "parameters" : "gradients") +
+           " shards the model states over twice the data ranks";
+  } else {
+    more = Wording("a device with more memory");
+  }
+  if (config.tp > 1 && splits_over(config.model, 2 * config.tp, config.sequence_parallel) &&
+      2 * config.world_size <= kMaxWorldSize) {
+    more = more + "; or " + setting("nproc", std::to_string(2 * config.world_size)) + " " +
+           setting("tp", std::to_string(2 * config.tp)) +
+           " splits them over twice the tensor ranks";
+  }
+  if (fp32 && shard != ShardMode::kParameters) {
+    return setting("precision", "bf16") + " halves the weights and gradients; " + more;
+  }
+  return more;
+}
+
 Cause dominant_cause(const RunRecord& run, int64_t logits_bytes, int64_t kept_bytes,
                      const std::string& kept_plan) {
   const int64_t states = run.result.baseline_bytes;
@@ -61,25 +97,9 @@ Cause dominant_cause(const RunRecord& run, int64_t logits_bytes, int64_t kept_by
            format_percent(static_cast<double>(bytes) / static_cast<double>(peak)) + " of the peak)";
   };
   if (states >= logits_bytes && states >= kept_bytes) {
-    // Split over tensor ranks, more of them divide the states (sharding does not combine yet),
-    // where twice as many still split the model evenly.
-    const RunConfig& config = run.config;
-    const Wording split_states =
-        config.tp > 1 ? (splits_over(config.model, 2 * config.tp, config.sequence_parallel) &&
-                                 2 * config.world_size <= kMaxWorldSize
-                             ? setting("nproc", std::to_string(2 * config.world_size)) + " " +
-                                   setting("tp", std::to_string(2 * config.tp)) +
-                                   " splits the model states over twice the tensor ranks"
-                             : Wording("twice the tensor ranks would not split this model "
-                                       "evenly: a device with more memory"))
-                      : setting("nproc", "2") + " " + setting("shard", "optimizer") +
-                            " (or gradients) splits the model states between processes";
-    return Cause{
-        "the model states dominate the peak, and checkpointing reduces activations only",
-        {{"model states (live when a step begins)", share(states)}},
-        config.precision == Precision::kFp32
-            ? setting("precision", "bf16") + " halves the weights and gradients; " + split_states
-            : split_states};
+    return Cause{"the model states dominate the peak, and checkpointing reduces activations only",
+                 {{"model states (live when a step begins)", share(states)}},
+                 states_advice(run.config)};
   }
   if (logits_bytes >= kept_bytes) {
     return Cause{
@@ -135,10 +155,16 @@ std::optional<Finding> diagnose_memory(const RunRecord& run,
     reference_text =
         format_bytes(reference_peak) + " (run #" + std::to_string(none_run->id) + ", measured)";
   } else {
-    const int64_t states =
-        estimate::model_state_bytes(estimate::rank_parameter_count(arch, config.tp),
-                                    config.precision, estimate::Optimizer::kAdamW)
+    // What this layout keeps of them (sharded over the data ranks as the run was).
+    int64_t states =
+        estimate::per_rank_model_states(
+            estimate::model_state_bytes(estimate::rank_parameter_count(arch, config.tp),
+                                        config.precision, estimate::Optimizer::kAdamW),
+            config.world_size / std::max<int64_t>(1, config.tp), config.shard)
             .total();
+    if (parse_shard(config.shard) == ShardMode::kParameters) {
+      states += estimate::gathered_unit_bytes(arch, config.precision, config.tp);
+    }
     reference_peak = states + estimated_none.peak_bytes;
     reference_text = format_bytes(reference_peak) + " (estimated)";
     notes.push_back(

@@ -5,6 +5,7 @@
 #include "common/errors.h"
 #include "estimate/sharded_states.h"
 #include "estimate/sharded_units.h"
+#include "run/run_config.h"
 #include "run/shard_mode.h"
 
 namespace rematlab::estimate {
@@ -82,6 +83,13 @@ void validate_request(const EstimateRequest& request) {
   if (layout.split() && !request.arch) {
     throw InvalidInput("--tp", "splits a model's layers: give its shape (--model or shape flags)");
   }
+  const ShardMode shard = parse_shard(request.shard);
+  validate_shard_precision(shard, request.precision);
+  if (shard == ShardMode::kParameters && !request.arch) {
+    throw InvalidInput("--shard",
+                       "parameters are gathered a unit at a time: give the model's "
+                       "shape (--model or shape flags) to size the units");
+  }
   if (layout.split() && request.nominal_params > 0) {
     throw InvalidInput("--params",
                        "is a whole model's size; split over --tp ranks every figure "
@@ -91,11 +99,6 @@ void validate_request(const EstimateRequest& request) {
     throw InvalidInput("--tp", std::to_string(layout.tp) + " tensor ranks need a multiple of " +
                                    std::to_string(layout.tp) + " ranks in all, got --nproc " +
                                    std::to_string(request.world_size));
-  }
-  if (layout.split() && request.shard != "none") {
-    throw InvalidInput("--shard",
-                       "tensor parallelism does not shard model states over the data ranks yet "
-                       "(as `run` refuses it)");
   }
   if (request.arch) {
     validate(*request.arch);
@@ -140,11 +143,12 @@ Estimate make_estimate(const EstimateRequest& request) {
   estimate.states = per_rank_model_states(
       model_state_bytes(estimate.rank_params, request.precision, request.optimizer),
       request.world_size / layout.tp, request.shard);
-  if (parse_shard(request.shard) == ShardMode::kParameters) {
-    if (request.arch)
-      estimate.gathered_bytes = gathered_unit_bytes(*request.arch, request.precision);
-    estimate.build_bytes = fully_sharded_build_bytes(estimate.rank_params);
+  const bool fully_sharded = parse_shard(request.shard) == ShardMode::kParameters;
+  if (fully_sharded && request.arch) {
+    estimate.gathered_bytes = gathered_unit_bytes(*request.arch, request.precision, layout.tp);
   }
+  // Only these layouts hold less than the whole model's weights once built.
+  if (fully_sharded || layout.split()) estimate.build_bytes = model_build_bytes(estimate.params);
   for (const int64_t memory : estimate.request.device_memories) {
     DeviceFit fit;
     fit.memory_bytes = memory;

@@ -56,7 +56,8 @@ struct Estimate {
   int64_t gathered_bytes = 0;
   // What one rank needs besides its activations: states + gathered_bytes.
   int64_t fixed_bytes() const { return states.total() + gathered_bytes; }
-  // --shard parameters: what a rank holds while it builds the model, before sharding (0 else).
+  // --shard parameters or --tp: the whole fp32 model a rank builds before it splits or shards
+  // it (0 for other layouts, whose states need more).
   int64_t build_bytes = 0;
   std::optional<ActivationEstimate> activations;
   std::optional<int64_t> best_interval;

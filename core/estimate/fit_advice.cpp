@@ -63,22 +63,25 @@ std::vector<Rung> ladder(const FitQuestion& question, int64_t best_k) {
 std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_bytes) {
   const ModelStateBytes whole =
       model_state_bytes(question.params, question.precision, question.optimizer);
-  // The ranks asked for as asked, then sharding more of the model states on them; then more
-  // ranks, each sharding gradients and optimizer state, then the parameters too (which `run`
-  // does not combine with tensor parallelism yet: a split model tries its own layout only).
+  // The ranks asked for as asked, then sharding more of the model states over their data ranks;
+  // then more ranks (keeping the tensor-parallel degree), each sharding gradients and optimizer
+  // state, then the parameters too.
+  const int64_t tp = question.layout.tp;
   std::vector<std::pair<int64_t, std::string>> layouts = {{question.world_size, question.shard}};
   const ShardMode asked = parse_shard(question.shard);
   for (const ShardMode more : {ShardMode::kGradients, ShardMode::kParameters}) {
-    if (question.world_size > 1 && asked < more && !question.layout.split()) {
+    if (question.world_size / tp > 1 && asked < more) {
       layouts.emplace_back(question.world_size, to_string(more));
     }
   }
-  for (int64_t ranks = 2; ranks <= question.max_world_size && !question.layout.split();
-       ranks *= 2) {
+  for (int64_t ranks = 2 * tp; ranks <= question.max_world_size; ranks *= 2) {
     if (ranks <= question.world_size) continue;
     layouts.emplace_back(ranks, "gradients");
     layouts.emplace_back(ranks, "parameters");
   }
+  // Every rank builds the whole model's weights before it splits or shards them.
+  const int64_t build_bytes =
+      model_build_bytes(question.layout.split() ? parameter_count(question.arch) : question.params);
   int64_t best_k = question.best_interval;
   if (best_k <= 0) {
     ActivationInput input;
@@ -90,14 +93,13 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
   }
   const std::vector<Rung> rungs = ladder(question, best_k);
   for (const auto& [ranks, shard] : layouts) {
-    int64_t states = per_rank_model_states(whole, ranks / question.layout.tp, shard).total();
-    if (parse_shard(shard) == ShardMode::kParameters) {
-      // As `run` takes it: in fp32 only, with the whole model built before it is sharded.
-      if (question.precision != Precision::kFp32 ||
-          fully_sharded_build_bytes(question.params) > memory_bytes) {
-        continue;
-      }
-      states += gathered_unit_bytes(question.arch, question.precision);
+    int64_t states = per_rank_model_states(whole, ranks / tp, shard).total();
+    const bool fully_sharded = parse_shard(shard) == ShardMode::kParameters;
+    if ((fully_sharded || question.layout.split()) && build_bytes > memory_bytes) continue;
+    if (fully_sharded) {
+      // As `run` takes it: in fp32 only.
+      if (question.precision != Precision::kFp32) continue;
+      states += gathered_unit_bytes(question.arch, question.precision, tp);
     }
     if (states >= memory_bytes) continue;
     for (const Rung& rung : rungs) {

@@ -32,7 +32,7 @@ struct FitQuestion {
   Precision precision = Precision::kFp32;
   Optimizer optimizer = Optimizer::kAdamW;
   int64_t params = 0;   // model states are counted from this many parameters (one tensor rank's)
-  TensorLayout layout;  // split over tensor ranks: only the layout asked for is tried
+  TensorLayout layout;  // kept: more ranks are more data ranks of this tensor-parallel degree
   int64_t world_size = 1;
   std::string shard = "none";
   int64_t max_world_size = kAdviceMaxRanks;

@@ -3,24 +3,26 @@
 #include <algorithm>
 
 #include "estimate/model_state.h"
+#include "estimate/tensor_layout.h"
 
 namespace rematlab::estimate {
 
-UnitParameters unit_parameter_counts(const Architecture& arch) {
+UnitParameters unit_parameter_counts(const Architecture& arch, int64_t tp) {
   const int64_t d = arch.d_model;
-  const int64_t norm = arch.rms_norm ? d : 2 * d;
-  const int64_t qkv = d + 2 * arch.kv_dim();
-  const int64_t up = (arch.gated_mlp ? 2 : 1) * arch.mlp_hidden;
+  const int64_t norm = arch.rms_norm ? d : 2 * d;  // replicated on every tensor rank
+  const int64_t qkv = d / tp + 2 * rank_kv_projected(arch, tp);
+  const int64_t up = (arch.gated_mlp ? 2 : 1) * arch.mlp_hidden / tp;
+  // Column-parallel layers keep their rows of the bias; row-parallel ones the whole bias.
   UnitParameters units;
-  units.attention = norm + d * qkv + d * d + (arch.biases ? qkv + d : 0);
-  units.mlp = norm + d * up + arch.mlp_hidden * d + (arch.biases ? up + d : 0);
-  units.ends = arch.vocab * d * (arch.tied_head ? 1 : 2) +
+  units.attention = norm + d * qkv + (d / tp) * d + (arch.biases ? qkv + d : 0);
+  units.mlp = norm + d * up + (arch.mlp_hidden / tp) * d + (arch.biases ? up + d : 0);
+  units.ends = arch.vocab / tp * d * (arch.tied_head ? 1 : 2) +
                (arch.learned_positions ? arch.seq_len * d : 0) + norm;
   return units;
 }
 
-int64_t gathered_unit_bytes(const Architecture& arch, Precision precision) {
-  const UnitParameters units = unit_parameter_counts(arch);
+int64_t gathered_unit_bytes(const Architecture& arch, Precision precision, int64_t tp) {
+  const UnitParameters units = unit_parameter_counts(arch, tp);
   return 2 * bytes_per_value(precision) * (units.ends + std::max(units.attention, units.mlp));
 }
 

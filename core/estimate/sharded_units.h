@@ -21,17 +21,18 @@ struct UnitParameters {
   int64_t mlp = 0;        // one MLP sublayer (its norm included)
 };
 
-// Exact, as the engine's units hold them: ends + layers × (attention + mlp) = parameter_count.
-UnitParameters unit_parameter_counts(const Architecture& arch);
+// Exact, as the engine's units hold them on one of `tp` tensor ranks:
+// ends + layers × (attention + mlp) = rank_parameter_count (parameter_count when tp is 1).
+UnitParameters unit_parameter_counts(const Architecture& arch, int64_t tp = 1);
 
 // Bytes of whole units and their gradients a rank holds at most beside its activations under
 // --shard parameters, with weights in `precision` (as model_state_bytes counts them; the engine
 // keeps fp32 weights under autocast, twice this under bf16): unit 0 and its gradients, and the
-// largest sublayer unit twice over.
-int64_t gathered_unit_bytes(const Architecture& arch, Precision precision);
+// largest sublayer unit twice over; each of them one tensor rank's part of it.
+int64_t gathered_unit_bytes(const Architecture& arch, Precision precision, int64_t tp = 1);
 
-// What every rank holds while it builds the model, before it shards it: the whole model's fp32
-// weights (the engine builds them on every rank alike).
-inline int64_t fully_sharded_build_bytes(int64_t params) { return 4 * params; }
+// What every rank holds while it builds the model, before it splits it over tensor ranks or
+// shards it: the whole model's fp32 weights (the engine builds them on every rank alike).
+inline int64_t model_build_bytes(int64_t params) { return 4 * params; }
 
 }  // namespace rematlab::estimate

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/errors.h"
+#include "estimate/sharded_units.h"
 #include "run/run_config.h"
 
 namespace rematlab::estimate {
@@ -47,17 +48,8 @@ int64_t rank_kv_used(const Architecture& arch, int64_t tp) {
 
 int64_t rank_parameter_count(const Architecture& arch, int64_t tp) {
   if (tp == 1) return parameter_count(arch);
-  const int64_t d = arch.d_model;
-  const int64_t norm = arch.rms_norm ? d : 2 * d;
-  const int64_t qkv = d / tp + 2 * rank_kv_projected(arch, tp);
-  const int64_t up = (arch.gated_mlp ? 2 : 1) * arch.mlp_hidden / tp;
-  // Column-parallel layers keep their rows of the bias; row-parallel ones the whole bias.
-  const int64_t biases = arch.biases ? qkv + d + up + d : 0;
-  const int64_t block = d * qkv + (d / tp) * d + d * up + (arch.mlp_hidden / tp) * d + 2 * norm;
-  const int64_t vocab_rows = arch.vocab / tp * d;
-  const int64_t embeddings =
-      vocab_rows * (arch.tied_head ? 1 : 2) + (arch.learned_positions ? arch.seq_len * d : 0);
-  return arch.layers * (block + biases) + embeddings + norm;
+  const UnitParameters units = unit_parameter_counts(arch, tp);
+  return units.ends + arch.layers * (units.attention + units.mlp);
 }
 
 int64_t rank_largest_parameter_count(const Architecture& arch, int64_t tp) {

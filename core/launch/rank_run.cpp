@@ -4,6 +4,7 @@
 #include <memory>
 #include <thread>
 
+#include "checkpoint/checkpoint_policy.h"
 #include "common/current_exception.h"
 #include "common/errors.h"
 #include "common/json_text.h"
@@ -16,6 +17,8 @@
 #include "parallel/dist_errors.h"
 #include "parallel/fully_sharded.h"
 #include "parallel/tensor_parallel_exchange.h"
+#include "plan/chain_costs_json.h"
+#include "plan/profile_key.h"
 #include "runtime/device.h"
 #include "store/peak_flops_registry.h"
 #include "store/profile_registry.h"
@@ -144,6 +147,44 @@ void share_peak_flops(parallel::DistContext& context, bool leader, RunStore* sto
   config.peak_flops_source = chosen.at("source").get<std::string>();
 }
 
+// A plan's chain costs: one rank alone measures and keeps them as one process does. Over several
+// ranks the database's, when rank 0 has them kept for this configuration, go to every rank;
+// else the Trainer measures them on all of them at once (parallel/ranks_profile.h), and rank 0
+// keeps what they agreed on (keep_measured_chain_costs).
+void share_kept_chain_costs(parallel::DistContext& context, bool leader, RunStore* store,
+                            RunConfig& config, const std::atomic<bool>* cancel) {
+  if (!CheckpointPolicy::parse(config.checkpoint).is_plan()) return;
+  if (context.world_size() == 1) {
+    resolve_chain_costs(config, store, cancel);
+    return;
+  }
+  std::string kept_text;
+  if (leader && store) {
+    if (const auto kept = kept_chain_costs(config, *store, plan::ProfileOptions{}.repeats)) {
+      kept_text = nlohmann::json{{"costs", plan::to_json(kept->costs)},
+                                 {"profile_ms", kept->profile_ms},
+                                 {"source", kept->source}}
+                      .dump();
+    }
+  }
+  const std::string shared = context.exchange("kept_chain_costs", kept_text).front();
+  if (shared.empty()) return;
+  const nlohmann::json json = parse_json(shared);
+  KnownChainCosts known;
+  known.key = plan::profile_key(config, plan::ProfileOptions{}.repeats);
+  known.costs = plan::chain_costs_from_json(json.at("costs"));
+  known.profile_ms = json.at("profile_ms").get<double>();
+  known.source = json.at("source").get<std::string>();
+  config.known_chain_costs = std::make_shared<const KnownChainCosts>(std::move(known));
+}
+
+void keep_measured_chain_costs(const Trainer& trainer, RunStore* store) {
+  const std::shared_ptr<const KnownChainCosts>& known = trainer.config().known_chain_costs;
+  if (!store || !known || known->source.rfind("measured on each", 0) != 0) return;
+  KnownChainCosts kept = *known;
+  keep_chain_costs(store, kept);
+}
+
 // Data parallelism, or tensor parallelism with data parallelism over its groups.
 struct RankExchange {
   std::shared_ptr<parallel::GradientExchange> exchange;
@@ -153,16 +194,17 @@ struct RankExchange {
 RankExchange make_exchange(const std::shared_ptr<parallel::DistContext>& context,
                            const RunConfig& config) {
   const parallel::DataParallelOptions options{parse_shard(config.shard), config.bucket_bytes};
-  if (options.shard == ShardMode::kParameters) {
-    auto sharded = std::make_shared<parallel::FullyShardedParameters>(context);
-    return {sharded, [sharded] { return sharded->model_state_bytes(); }};
-  }
   if (config.tp > 1) {
     auto tensor = std::make_shared<parallel::TensorParallelExchange>(
         context, static_cast<int>(config.tp), options);
     return {tensor, [tensor] { return tensor->model_state_bytes(); }};
   }
-  auto data = std::make_shared<parallel::DataParallel>(context, options);
+  std::shared_ptr<parallel::DataExchange> data;
+  if (options.shard == ShardMode::kParameters) {
+    data = std::make_shared<parallel::FullyShardedParameters>(context);
+  } else {
+    data = std::make_shared<parallel::DataParallel>(context, options);
+  }
   return {data, [data] { return data->model_state_bytes(); }};
 }
 
@@ -186,8 +228,7 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const parallel::DistEnv&
   if (leader && !options.db.empty()) store = std::make_unique<RunStore>(options.db);
   RunConfig rank_config = config;
   rank_config.device = device.str();
-  // A plan's chain costs, kept or measured and kept (only a run of one rank may plan).
-  resolve_chain_costs(rank_config, store.get(), &cancel);
+  share_kept_chain_costs(*context, leader, store.get(), rank_config, &cancel);
   share_peak_flops(*context, leader, store.get(), rank_config);
 
   const RankExchange exchange = make_exchange(context, config);
@@ -202,6 +243,7 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const parallel::DistEnv&
   };
   try {
     Trainer trainer(rank_config, exchange.exchange, &cancel);
+    keep_measured_chain_costs(trainer, store.get());
     if (store) {
       writer = std::make_unique<RunWriter>(options.db);
       recorder = RunRecorder(

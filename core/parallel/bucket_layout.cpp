@@ -1,6 +1,7 @@
 #include "parallel/bucket_layout.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "common/errors.h"
 
@@ -28,6 +29,36 @@ std::vector<BucketLayout> plan_buckets(const std::vector<int64_t>& numels, int64
   }
   close();
   return buckets;
+}
+
+std::vector<ShardPiece> pieces_in_shards(const std::vector<BucketLayout>& buckets, int rank,
+                                         const std::vector<ElementRange>& ranges) {
+  struct Place {
+    std::size_t bucket;
+    int64_t offset;
+  };
+  std::vector<Place> place_of;  // per parameter
+  for (std::size_t index = 0; index < buckets.size(); ++index) {
+    for (const BucketSlot& slot : buckets[index].slots) {
+      if (place_of.size() <= slot.param) place_of.resize(slot.param + 1, Place{0, -1});
+      place_of[slot.param] = Place{index, slot.offset};
+    }
+  }
+  std::vector<ShardPiece> pieces;
+  for (const ElementRange& range : ranges) {
+    if (range.count <= 0) continue;
+    if (range.param >= place_of.size() || place_of[range.param].offset < 0) {
+      throw std::logic_error("pieces_in_shards: a parameter in no bucket");
+    }
+    const Place place = place_of[range.param];
+    const BucketLayout& bucket = buckets[place.bucket];
+    const int64_t shard_begin = bucket.shard_begin(rank);
+    const int64_t first = std::max(place.offset + range.begin, shard_begin);
+    const int64_t end =
+        std::min(place.offset + range.begin + range.count, shard_begin + bucket.shard_numel);
+    if (first < end) pieces.push_back({place.bucket, first - shard_begin, end - first});
+  }
+  return pieces;
 }
 
 }  // namespace rematlab::parallel

@@ -24,6 +24,24 @@ struct BucketLayout {
   int64_t shard_begin(int rank) const { return rank * shard_numel; }
 };
 
+// Elements [begin, begin + count) of parameter `param` in its flattened (row-major) order.
+struct ElementRange {
+  std::size_t param = 0;
+  int64_t begin = 0;
+  int64_t count = 0;
+};
+
+// A run of elements in one rank's shard of bucket `bucket`: [offset, offset + count) of it.
+struct ShardPiece {
+  std::size_t bucket = 0;
+  int64_t offset = 0;
+  int64_t count = 0;
+};
+
+// The parts of `ranges` that lie in `rank`'s shards of `buckets`, in the order of `ranges`.
+std::vector<ShardPiece> pieces_in_shards(const std::vector<BucketLayout>& buckets, int rank,
+                                         const std::vector<ElementRange>& ranges);
+
 // A parameter larger than `bucket_bytes` gets a bucket of its own. Parameters of zero elements
 // are left out. Throws InvalidInput("--bucket-size") when bucket_bytes is not positive.
 std::vector<BucketLayout> plan_buckets(const std::vector<int64_t>& numels, int64_t element_size,

@@ -205,6 +205,29 @@ int64_t DataParallel::rank() const { return context_->rank(); }
 const std::vector<BucketLayout>& DataParallel::buckets() const { return engine_->layout; }
 int64_t DataParallel::late_gradients() const { return engine_->late_gradients; }
 
+const std::vector<BucketLayout>& DataParallel::shard_layouts() const {
+  static const std::vector<BucketLayout> kNone;
+  return options_.shard == ShardMode::kNone ? kNone : engine_->layout;
+}
+
+std::vector<torch::Tensor> DataParallel::gradient_shards() {
+  std::vector<torch::Tensor> shards;
+  if (options_.shard == ShardMode::kNone) return shards;
+  const int rank = context_->rank();
+  for (std::size_t index = 0; index < engine_->buckets.size(); ++index) {
+    const Engine::Bucket& bucket = engine_->buckets[index];
+    const BucketLayout& layout = engine_->layout[index];
+    shards.push_back(options_.shard == ShardMode::kGradients
+                         ? bucket.shard_grad
+                         : bucket.grads.narrow(0, layout.shard_begin(rank), layout.shard_numel));
+  }
+  return shards;
+}
+
+void DataParallel::count_squares_with(ShardSquares squares) {
+  shard_update_.count_squares_with(std::move(squares));
+}
+
 void DataParallel::attach(const std::vector<torch::Tensor>& params) {
   Engine& engine = *engine_;
   if (!engine.params.empty()) throw std::logic_error("DataParallel::attach called twice");
@@ -295,6 +318,10 @@ double DataParallel::mean(double local) {
          static_cast<double>(context_->world_size());
 }
 
+std::vector<double> DataParallel::max_over_ranks(const std::vector<double>& local) {
+  return context_->max(local);
+}
+
 void DataParallel::before_backward(bool last) { engine_->armed = last; }
 
 void DataParallel::after_backward(bool last) {
@@ -305,16 +332,12 @@ std::optional<double> DataParallel::step(torch::optim::Optimizer& optimizer, dou
   last_optimizer_ = &optimizer;
   if (options_.shard == ShardMode::kNone) return std::nullopt;
   Engine& engine = *engine_;
-  const int rank = context_->rank();
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> shards;
+  const std::vector<torch::Tensor> grads = gradient_shards();
   for (std::size_t index = 0; index < engine.buckets.size(); ++index) {
     auto& bucket = engine.buckets[index];
-    const BucketLayout& layout = engine.layout[index];
-    bucket.shard_param.mutable_grad() =
-        options_.shard == ShardMode::kGradients
-            ? bucket.shard_grad
-            : bucket.grads.narrow(0, layout.shard_begin(rank), layout.shard_numel);
+    bucket.shard_param.mutable_grad() = grads[index];
     shards.push_back(bucket.shard_param);
   }
   const double total = shard_update_.step(*context_, shards, optimizer, max_norm, engine.timer);

@@ -21,8 +21,8 @@
 
 #include "parallel/bucket_layout.h"
 #include "parallel/comm_timer.h"
+#include "parallel/data_exchange.h"
 #include "parallel/dist_context.h"
-#include "parallel/gradient_exchange.h"
 #include "parallel/shard_update.h"
 #include "run/shard_mode.h"
 
@@ -35,7 +35,7 @@ struct DataParallelOptions {
   int64_t bucket_bytes = kDefaultBucketBytes;
 };
 
-class DataParallel final : public GradientExchange {
+class DataParallel final : public DataExchange {
  public:
   DataParallel(std::shared_ptr<DistContext> context, DataParallelOptions options);
   ~DataParallel() override;
@@ -47,13 +47,17 @@ class DataParallel final : public GradientExchange {
   int64_t rank() const override;
   bool any_rank(bool local) override;
   double mean(double local) override;
+  std::vector<double> max_over_ranks(const std::vector<double>& local) override;
   void before_backward(bool last) override;
   void after_backward(bool last) override;
   std::optional<double> step(torch::optim::Optimizer& optimizer, double max_norm) override;
   void report(StepMetrics& metrics) override;
 
-  // As measured after the last step's update.
-  const ModelStateBytes& model_state_bytes() const { return state_bytes_; }
+  const ModelStateBytes& model_state_bytes() const override { return state_bytes_; }
+  const std::vector<BucketLayout>& shard_layouts() const override;
+  std::vector<torch::Tensor> gradient_shards() override;
+  void count_squares_with(ShardSquares squares) override;
+
   const std::vector<BucketLayout>& buckets() const;
   // Gradients that arrived for a bucket already sent, over the run (tests).
   int64_t late_gradients() const;

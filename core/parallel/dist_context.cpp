@@ -196,6 +196,15 @@ double DistContext::sum(double local) {
 
 bool DistContext::any(bool local) { return sum(local ? 1.0 : 0.0) > 0.5; }
 
+std::vector<double> DistContext::max(const std::vector<double>& local) {
+  std::vector<at::Tensor> values{torch::tensor(local, torch::dtype(torch::kFloat64)).to(device_)};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  wait(backend_->allreduce(values, options), "taking the largest of values over ranks");
+  const torch::Tensor result = values[0].cpu();
+  return std::vector<double>(result.data_ptr<double>(), result.data_ptr<double>() + result.numel());
+}
+
 std::vector<std::string> DistContext::exchange(const std::string& key, const std::string& value) {
   std::vector<std::string> values;
   try {

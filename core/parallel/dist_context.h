@@ -58,6 +58,8 @@ class DistContext {
   // Small collectives, blocking.
   double sum(double local);
   bool any(bool local);
+  // Element by element, the largest over ranks; every rank passes as many values.
+  std::vector<double> max(const std::vector<double>& local);
 
   // Every rank publishes `value` under `key`; returns all ranks' values, in rank order. Waits at
   // most the timeout for each.

@@ -393,6 +393,10 @@ double FullyShardedParameters::mean(double local) {
          static_cast<double>(context_->world_size());
 }
 
+std::vector<double> FullyShardedParameters::max_over_ranks(const std::vector<double>& local) {
+  return context_->max(local);
+}
+
 void FullyShardedParameters::before_backward(bool /*last*/) {
   Engine& engine = *engine_;
   engine.in_backward = true;
@@ -402,6 +406,16 @@ void FullyShardedParameters::before_backward(bool /*last*/) {
 
 // Every micro-batch's gradients are reduced as backward forms them (the class comment says why).
 void FullyShardedParameters::after_backward(bool last) { engine_->finish_backward(last); }
+
+std::vector<torch::Tensor> FullyShardedParameters::gradient_shards() {
+  std::vector<torch::Tensor> shards;
+  for (const Engine::Unit& unit : engine_->units) shards.push_back(unit.shard_grad);
+  return shards;
+}
+
+void FullyShardedParameters::count_squares_with(ShardSquares squares) {
+  update_.count_squares_with(std::move(squares));
+}
 
 std::optional<double> FullyShardedParameters::step(torch::optim::Optimizer& optimizer,
                                                    double max_norm) {

@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "parallel/bucket_layout.h"
+#include "parallel/data_exchange.h"
 #include "parallel/dist_context.h"
-#include "parallel/gradient_exchange.h"
 #include "parallel/shard_update.h"
 
 namespace rematlab::parallel {
@@ -41,7 +41,7 @@ struct ParameterGathers {
   int64_t total() const { return forward + backward + recompute; }
 };
 
-class FullyShardedParameters final : public GradientExchange {
+class FullyShardedParameters final : public DataExchange {
  public:
   explicit FullyShardedParameters(std::shared_ptr<DistContext> context);
   ~FullyShardedParameters() override;
@@ -55,13 +55,16 @@ class FullyShardedParameters final : public GradientExchange {
   int64_t rank() const override;
   bool any_rank(bool local) override;
   double mean(double local) override;
+  std::vector<double> max_over_ranks(const std::vector<double>& local) override;
   void before_backward(bool last) override;
   void after_backward(bool last) override;
   std::optional<double> step(torch::optim::Optimizer& optimizer, double max_norm) override;
   void report(StepMetrics& metrics) override;
 
-  // As measured after the last step's update.
-  const ModelStateBytes& model_state_bytes() const { return state_bytes_; }
+  const ModelStateBytes& model_state_bytes() const override { return state_bytes_; }
+  const std::vector<BucketLayout>& shard_layouts() const override { return units(); }
+  std::vector<torch::Tensor> gradient_shards() override;
+  void count_squares_with(ShardSquares squares) override;
   // The last reported step's gathers.
   const ParameterGathers& gathers() const { return last_gathers_; }
   // Each unit's layout; unit i's slots index attach()'s parameters.

@@ -47,6 +47,8 @@ class GradientExchange {
   virtual bool any_rank(bool local) = 0;
   // The mean over processes (the step's loss).
   virtual double mean(double local) = 0;
+  // Element by element, the largest over every process of the run (a plan's measured costs).
+  virtual std::vector<double> max_over_ranks(const std::vector<double>& local) = 0;
 
   // Around each micro-batch's backward; gradients are communicated only for the step's last
   // micro-batch (`last`). after_backward returns once they are averaged over processes.

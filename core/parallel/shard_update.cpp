@@ -18,6 +18,15 @@ int64_t optimizer_state_bytes(torch::optim::Optimizer& optimizer) {
   return bytes;
 }
 
+double sum_of_squares(const std::vector<torch::Tensor>& tensors) {
+  double squares = 0.0;
+  for (const torch::Tensor& tensor : tensors) {
+    const double norm = tensor.norm().item<double>();
+    squares += norm * norm;
+  }
+  return squares;
+}
+
 double ShardUpdate::step(DistContext& context, const std::vector<torch::Tensor>& shards,
                          torch::optim::Optimizer& model_optimizer, double max_norm,
                          CommTimer& timer) {
@@ -28,11 +37,9 @@ double ShardUpdate::step(DistContext& context, const std::vector<torch::Tensor>&
     optimizer_ = std::make_unique<torch::optim::AdamW>(
         shards, static_cast<const torch::optim::AdamWOptions&>(adamw->defaults()));
   }
-  double local_squares = 0.0;
-  for (const torch::Tensor& shard : shards) {
-    const double norm = shard.grad().norm().item<double>();
-    local_squares += norm * norm;
-  }
+  std::vector<torch::Tensor> grads;
+  for (const torch::Tensor& shard : shards) grads.push_back(shard.grad());
+  const double local_squares = squares_ ? squares_(grads) : sum_of_squares(grads);
   const double total = std::sqrt(timer.blocking([&] { return context.sum(local_squares); }));
   if (std::isfinite(max_norm)) {
     const double coefficient = max_norm / (total + 1e-6);

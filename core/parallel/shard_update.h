@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -24,8 +25,17 @@ struct ModelStateBytes {
 // AdamW moments held by `optimizer`, in bytes.
 int64_t optimizer_state_bytes(torch::optim::Optimizer& optimizer);
 
+// The sum of the tensors' squared norms, each computed in its own dtype and added in double.
+double sum_of_squares(const std::vector<torch::Tensor>& tensors);
+
+// This rank's contribution to the squared gradient norm, summed over the data ranks, from its
+// shards' gradients. By default every element counts; under tensor parallelism
+// (TensorParallelExchange) elements every tensor rank holds alike count once.
+using ShardSquares = std::function<double(const std::vector<torch::Tensor>& shard_grads)>;
+
 class ShardUpdate {
  public:
+  void count_squares_with(ShardSquares squares) { squares_ = std::move(squares); }
   // Steps this rank's `shards`, whose .grad must hold their averaged gradients, with the
   // hyperparameters of `model_optimizer` (AdamW); the norm's sum over ranks is timed as waited
   // on `timer`. Returns the global gradient norm.
@@ -36,6 +46,7 @@ class ShardUpdate {
 
  private:
   std::unique_ptr<torch::optim::AdamW> optimizer_;
+  ShardSquares squares_;
 };
 
 }  // namespace rematlab::parallel

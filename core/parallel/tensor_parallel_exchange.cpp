@@ -2,20 +2,17 @@
 
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
 #include <unordered_set>
 
 #include "common/errors.h"
+#include "parallel/fully_sharded.h"
 
 namespace rematlab::parallel {
 
 TensorParallelExchange::TensorParallelExchange(const std::shared_ptr<DistContext>& world,
                                                int tensor_ranks, DataParallelOptions data_options)
     : world_(world) {
-  if (data_options.shard != ShardMode::kNone) {
-    throw InvalidInput("--shard",
-                       "tensor parallelism does not shard model states over the data "
-                       "ranks yet");
-  }
   const int rank = world->rank();
   const int data_ranks = world->world_size() / tensor_ranks;
   std::vector<int> tensor_members(static_cast<std::size_t>(tensor_ranks));
@@ -31,8 +28,13 @@ TensorParallelExchange::TensorParallelExchange(const std::shared_ptr<DistContext
   };
   tensor_ = std::make_shared<TensorParallelGroup>(
       c10::intrusive_ptr<c10d::Backend>::reclaim_copy(&tensor_context->backend()), wait);
-  data_ = std::make_shared<DataParallel>(
-      world->subgroup("data" + std::to_string(rank % tensor_ranks), data_members), data_options);
+  const auto data_context =
+      world->subgroup("data" + std::to_string(rank % tensor_ranks), data_members);
+  if (data_options.shard == ShardMode::kParameters) {
+    data_ = std::make_shared<FullyShardedParameters>(data_context);
+  } else {
+    data_ = std::make_shared<DataParallel>(data_context, data_options);
+  }
 }
 
 void TensorParallelExchange::use_layout(TensorParallelLayout layout) {
@@ -40,9 +42,68 @@ void TensorParallelExchange::use_layout(TensorParallelLayout layout) {
   for (const torch::Tensor& param : layout_.split) split_.insert(param.unsafeGetTensorImpl());
 }
 
+std::shared_ptr<ParameterUnits> TensorParallelExchange::shard_parameters(
+    const std::vector<std::vector<torch::Tensor>>& units) {
+  return data_->shard_parameters(units);
+}
+
 void TensorParallelExchange::attach(const std::vector<torch::Tensor>& params) {
   params_ = params;
   data_->attach(params);
+  const std::vector<BucketLayout>& shards = data_->shard_layouts();
+  if (shards.empty()) return;
+  const int data_rank = static_cast<int>(data_->rank());
+  replicated_pieces_ = pieces_in_shards(shards, data_rank, replicated_elements());
+  partial_pieces_ = pieces_in_shards(shards, data_rank, partial_elements());
+  data_->count_squares_with(
+      [this](const std::vector<torch::Tensor>& grads) { return sharded_squares(grads); });
+}
+
+namespace {
+
+ElementRange rows_of(std::size_t param, const torch::Tensor& tensor, RowRange rows) {
+  const int64_t row_numel = tensor.dim() == 0 ? 1 : tensor.numel() / tensor.size(0);
+  return {param, rows.first * row_numel, rows.count * row_numel};
+}
+
+std::vector<torch::Tensor> views_of(const std::vector<torch::Tensor>& shards,
+                                    const std::vector<ShardPiece>& pieces) {
+  std::vector<torch::Tensor> views;
+  for (const ShardPiece& piece : pieces) {
+    views.push_back(shards[piece.bucket].narrow(0, piece.offset, piece.count));
+  }
+  return views;
+}
+
+}  // namespace
+
+std::size_t TensorParallelExchange::index_of(const torch::Tensor& param) const {
+  for (std::size_t index = 0; index < params_.size(); ++index) {
+    if (params_[index].unsafeGetTensorImpl() == param.unsafeGetTensorImpl()) return index;
+  }
+  throw std::logic_error("TensorParallelExchange: a layout's parameter was not attached");
+}
+
+std::vector<ElementRange> TensorParallelExchange::replicated_elements() const {
+  std::vector<ElementRange> ranges;
+  for (std::size_t index = 0; index < params_.size(); ++index) {
+    if (!split_.count(params_[index].unsafeGetTensorImpl())) {
+      ranges.push_back({index, 0, params_[index].numel()});
+    }
+  }
+  for (const PartialRows& partial : layout_.partial) {
+    if (!split_.count(partial.param.unsafeGetTensorImpl())) continue;  // replicated already
+    ranges.push_back(rows_of(index_of(partial.param), partial.param, partial.rows));
+  }
+  return ranges;
+}
+
+std::vector<ElementRange> TensorParallelExchange::partial_elements() const {
+  std::vector<ElementRange> ranges;
+  for (const PartialRows& partial : layout_.partial) {
+    ranges.push_back(rows_of(index_of(partial.param), partial.param, partial.rows));
+  }
+  return ranges;
 }
 
 int64_t TensorParallelExchange::world_size() const { return data_->world_size(); }
@@ -55,31 +116,69 @@ double TensorParallelExchange::mean(double local) {
   return world_->sum(local) / static_cast<double>(world_->world_size());
 }
 
+std::vector<double> TensorParallelExchange::max_over_ranks(const std::vector<double>& local) {
+  return world_->max(local);
+}
+
 void TensorParallelExchange::before_backward(bool last) { data_->before_backward(last); }
 
 void TensorParallelExchange::after_backward(bool last) {
   data_->after_backward(last);
-  if (!last) return;
-  if (layout_.partial.empty()) return;
-  torch::NoGradGuard no_grad;
-  // One collective for all of them (under sequence parallelism every norm and bias is one).
-  std::vector<torch::Tensor> rows;
-  std::vector<torch::Tensor> flat;
-  for (const PartialRows& partial : layout_.partial) {
-    rows.push_back(partial.param.grad().narrow(0, partial.rows.first, partial.rows.count));
-    flat.push_back(rows.back().reshape({-1}));
+  if (!last || layout_.partial.empty()) return;
+  if (data_->shard_layouts().empty()) {
+    sum_partial_rows();
+  } else {
+    sum_partial_shards();
   }
+}
+
+namespace {
+
+// Sums `parts` over the tensor ranks in place, in one collective (under sequence parallelism
+// every norm and bias is one part).
+void sum_in_place(TensorParallelGroup& tensor, const std::vector<torch::Tensor>& parts) {
+  // The tensor ranks of one data rank hold the same shards of equally shaped parts: all of them
+  // have parts to sum here, or none has.
+  if (parts.empty()) return;
+  std::vector<torch::Tensor> flat;
+  for (const torch::Tensor& part : parts) flat.push_back(part.reshape({-1}));
   const torch::Tensor summed =
-      tensor_->sum(torch::cat(flat), "summing replicated layers' gradients over tensor ranks");
+      tensor.sum(torch::cat(flat), "summing replicated layers' gradients over tensor ranks");
   int64_t offset = 0;
-  for (torch::Tensor& part : rows) {
+  for (const torch::Tensor& part : parts) {
     part.copy_(summed.narrow(0, offset, part.numel()).view_as(part));
     offset += part.numel();
   }
 }
 
-std::optional<double> TensorParallelExchange::step(torch::optim::Optimizer& optimizer,
-                                                   double max_norm) {
+}  // namespace
+
+void TensorParallelExchange::sum_partial_rows() {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> rows;
+  for (const PartialRows& partial : layout_.partial) {
+    rows.push_back(partial.param.grad().narrow(0, partial.rows.first, partial.rows.count));
+  }
+  sum_in_place(*tensor_, rows);
+}
+
+void TensorParallelExchange::sum_partial_shards() {
+  torch::NoGradGuard no_grad;
+  sum_in_place(*tensor_, views_of(data_->gradient_shards(), partial_pieces_));
+}
+
+// Split elements are different on every tensor rank and sum over them; replicated ones are the
+// same on each and count once. The data exchange sums the result over its ranks.
+double TensorParallelExchange::sharded_squares(const std::vector<torch::Tensor>& grads) const {
+  const double replicated = sum_of_squares(views_of(grads, replicated_pieces_));
+  const double split = sum_of_squares(grads) - replicated;
+  const torch::Tensor parts =
+      tensor_->sum(torch::tensor({split}, torch::dtype(torch::kFloat64).device(world_->device())),
+                   "the gradient norm over tensor ranks");
+  return parts.item<double>() + replicated;
+}
+
+double TensorParallelExchange::whole_norm() {
   torch::NoGradGuard no_grad;
   double split_squares = 0.0;
   double replicated_squares = 0.0;
@@ -101,11 +200,20 @@ std::optional<double> TensorParallelExchange::step(torch::optim::Optimizer& opti
   const torch::Tensor parts = tensor_->sum(
       torch::tensor({split_squares}, torch::dtype(torch::kFloat64).device(world_->device())),
       "the gradient norm over tensor ranks");
-  const double total = std::sqrt(parts.item<double>() + replicated_squares);
+  return std::sqrt(parts.item<double>() + replicated_squares);
+}
+
+std::optional<double> TensorParallelExchange::step(torch::optim::Optimizer& optimizer,
+                                                   double max_norm) {
+  // Sharded: the data exchange clips and steps the shards, counting the norm as
+  // sharded_squares() says.
+  if (!data_->shard_layouts().empty()) return data_->step(optimizer, max_norm);
+  const double total = whole_norm();
   // As clip_grad_norm_ clips.
   if (std::isfinite(max_norm)) {
     const double coefficient = max_norm / (total + 1e-6);
     if (coefficient < 1.0) {
+      torch::NoGradGuard no_grad;
       for (const torch::Tensor& param : params_) {
         if (param.grad().defined()) param.grad().mul_(coefficient);
       }

@@ -4,7 +4,9 @@
 // [g·T, (g+1)·T) together hold one whole model (Megatron's order: a layer's collectives go to
 // its neighbours). After backward the rows whose gradients each tensor rank formed only part of
 // are summed over the tensor group; the gradient norm counts every split parameter's parts once
-// and every replicated parameter once.
+// and every replicated parameter once. The data-parallel side may shard model states
+// (--shard optimizer|gradients|parameters, over the ranks with the same part): then the sums and
+// the norm work on the shards of this rank's part.
 #pragma once
 
 #include <memory>
@@ -12,6 +14,7 @@
 
 #include "collective/tensor_parallel_group.h"
 #include "model/tensor_parallel_layout.h"
+#include "parallel/data_exchange.h"
 #include "parallel/data_parallel.h"
 #include "parallel/dist_context.h"
 #include "parallel/gradient_exchange.h"
@@ -26,26 +29,46 @@ class TensorParallelExchange final : public GradientExchange {
 
   TensorParallel tensor_parallel() const override { return tensor_; }
   void use_layout(TensorParallelLayout layout) override;
+  std::shared_ptr<ParameterUnits> shard_parameters(
+      const std::vector<std::vector<torch::Tensor>>& units) override;
   void attach(const std::vector<torch::Tensor>& params) override;
   // The data-parallel degree and this rank's place in it: which rows it trains.
   int64_t world_size() const override;
   int64_t rank() const override;
   bool any_rank(bool local) override;
   double mean(double local) override;
+  std::vector<double> max_over_ranks(const std::vector<double>& local) override;
   void before_backward(bool last) override;
   void after_backward(bool last) override;
   std::optional<double> step(torch::optim::Optimizer& optimizer, double max_norm) override;
   void report(StepMetrics& metrics) override;
 
   const ModelStateBytes& model_state_bytes() const { return data_->model_state_bytes(); }
+  // The exchange over the ranks holding this rank's tensor part.
+  DataExchange& data() { return *data_; }
 
  private:
+  // Elements of attach()'s parameters: those every tensor rank holds alike (replicated
+  // parameters, and rows of split ones every rank keeps whole), and the rows whose gradients
+  // each rank formed only part of.
+  std::vector<ElementRange> replicated_elements() const;
+  std::size_t index_of(const torch::Tensor& param) const;  // in attach()'s order
+  std::vector<ElementRange> partial_elements() const;
+  double sharded_squares(const std::vector<torch::Tensor>& shard_grads) const;
+  void sum_partial_rows();
+  void sum_partial_shards();
+  double whole_norm();
+
   std::shared_ptr<DistContext> world_;
   TensorParallel tensor_;
-  std::shared_ptr<DataParallel> data_;
+  std::shared_ptr<DataExchange> data_;
   TensorParallelLayout layout_;
   std::unordered_set<const void*> split_;  // layout_.split's tensors, to tell them in a step
   std::vector<torch::Tensor> params_;
+  // Sharded data side: where replicated_elements() and partial_elements() lie in this rank's
+  // shards.
+  std::vector<ShardPiece> replicated_pieces_;
+  std::vector<ShardPiece> partial_pieces_;
 };
 
 }  // namespace rematlab::parallel

@@ -51,13 +51,16 @@ struct PieceCost {
 // sees every tensor made after it.
 class Bench {
  public:
-  explicit Bench(const RunConfig& config)
+  Bench(const RunConfig& config, const TensorParallel& tensor_parallel)
       : numerics_({config.tf32, config.deterministic}),
         device_(parse_device(config.device)),
         tracker_(device_) {
     set_intra_op_threads(config.threads);
     torch::manual_seed(config.seed);
     model_ = Transformer(config.model);
+    // This rank's part, as the Trainer splits it.
+    if (tensor_parallel)
+      model_->split_for_tensor_parallel(tensor_parallel, config.sequence_parallel);
     model_->to(device_);
     model_->train();
     for (auto& param : model_->parameters()) {
@@ -206,7 +209,12 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
   validate(config);
   const int repeats = std::max(1, options.repeats);
   const double micro_batches = static_cast<double>(config.accum);
-  Bench bench(config);
+  if ((config.tp > 1) != static_cast<bool>(options.tensor_parallel)) {
+    throw InvalidInput("--tp",
+                       "a chain split over tensor ranks is profiled by all of its ranks "
+                       "at once, in the run: give --checkpoint plan:BUDGET to `run`");
+  }
+  Bench bench(config, options.tensor_parallel);
   bench.cancel_ = options.cancel;
   Transformer& model = bench.model_;
   ChainCosts costs;

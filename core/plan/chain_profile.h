@@ -6,12 +6,17 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "common/errors.h"
 #include "run/chain_costs.h"
 #include "run/run_config.h"
+
+namespace rematlab {
+class TensorParallelGroup;  // collective/tensor_parallel_group.h; no LibTorch here (the window)
+}
 
 namespace rematlab::plan {
 
@@ -21,6 +26,10 @@ struct ProfileOptions {
   std::function<void(int64_t, int64_t)> on_progress;
   // Read between pieces (a Stop in the window): when set, profile_chain throws ProfileCancelled.
   const std::atomic<bool>* cancel = nullptr;
+  // Under tensor parallelism (config.tp > 1, required then): the group this rank's part of the
+  // model runs its collectives on. Every rank of it profiles at once: the pieces' collectives
+  // meet, and their time is in the pieces'.
+  std::shared_ptr<TensorParallelGroup> tensor_parallel;
 };
 
 struct ProfileCancelled : Interrupted {

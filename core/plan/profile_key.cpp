@@ -29,6 +29,9 @@ std::string profile_key(const RunConfig& config, int repeats, const std::string&
         "world_size", "shard", "bucket_bytes"}) {
     profiled.erase(unrelated);
   }
+  // Measured by several ranks at once (parallel/ranks_profile.h), a chain is not one process's:
+  // they share the host. One process's key stays as it was, so kept profiles stay found.
+  if (config.world_size > 1) profiled["ranks"] = config.world_size;
   // One process's chain, as before tensor parallelism was a setting (kept profiles stay found).
   if (profiled["tp"] == 1) profiled.erase("tp");
   if (profiled["sequence_parallel"] == false) profiled.erase("sequence_parallel");
@@ -51,8 +54,12 @@ std::optional<ProfiledConfiguration> read_profile_key(const std::string& key) {
       !json["config"].is_object()) {
     return std::nullopt;
   }
-  ProfiledConfiguration profiled{run_config_from_record(json["config"]), json.value("repeats", 0),
+  nlohmann::json config = json["config"];
+  const int64_t ranks = config.value("ranks", int64_t{1});
+  config.erase("ranks");
+  ProfiledConfiguration profiled{run_config_from_record(config), json.value("repeats", 0),
                                  json.value("host", ""), json.value("libtorch", "")};
+  profiled.config.world_size = ranks;
   // The key leaves the preset out (it changes nothing measured); a model of a preset's shape is
   // named by it again, any other is "custom".
   profiled.config.preset = "custom";

@@ -70,23 +70,36 @@ void validate_offload_location(const OffloadSpec& offload) {
 
 // Weights, gradients and AdamW's two moments are 16 bytes a parameter in fp32: a model whose
 // states alone exceed the device's memory cannot take one step, so it is refused before it is
-// built (building it would only hang the machine or die in the allocator). Fully sharded, a rank
-// holds its 1/N of them, but first builds the whole model's weights before it shards them.
+// built (building it would only hang the machine or die in the allocator). A rank keeps 1/T of
+// them under tensor parallelism and shards them over its D data ranks as --shard says, but
+// every rank first builds the whole model's weights, then splits and shards them.
 void validate_model_states_fit(const RunConfig& config, const c10::Device& device) {
   const ModelConfig& model = config.model;
   const double params = static_cast<double>(model.parameter_count());
-  const double states =
-      parse_shard(config.shard) == ShardMode::kParameters
-          ? std::max(4.0 * params,
-                     16.0 * params / static_cast<double>(std::max<int64_t>(1, config.world_size)))
-          : 16.0 * params;
+  const double tp = static_cast<double>(std::max<int64_t>(1, config.tp));
+  const double data_ranks = std::max(1.0, static_cast<double>(config.world_size) / tp);
+  double per_param = 16.0;  // weights 4, gradients 4, moments 8
+  switch (parse_shard(config.shard)) {
+    case ShardMode::kNone:
+      break;
+    case ShardMode::kOptimizer:
+      per_param = 8.0 + 8.0 / data_ranks;
+      break;
+    case ShardMode::kGradients:
+      per_param = 4.0 + 12.0 / data_ranks;
+      break;
+    case ShardMode::kParameters:
+      per_param = 16.0 / data_ranks;
+      break;
+  }
+  const double states = std::max(4.0 * params, per_param * params / tp);
   const double memory = static_cast<double>(device_memory_bytes(device));
   if (memory > 0.0 && states > memory) {
-    throw InvalidInput("--preset",
-                       "this model's weights, gradients and optimizer state need " +
-                           format_bytes(static_cast<int64_t>(states)) + ", more than the " +
-                           format_bytes(static_cast<int64_t>(memory)) + " of " + device.str() +
-                           " (estimate --model … --device-memory sizes it)");
+    throw InvalidInput(
+        "--preset", "this model's weights, gradients and optimizer state need " +
+                        format_bytes(static_cast<int64_t>(states)) + " per rank, more than the " +
+                        format_bytes(static_cast<int64_t>(memory)) + " of " + device.str() +
+                        " (estimate --model … --device-memory sizes it)");
   }
 }
 
@@ -99,18 +112,7 @@ void validate_data_parallel(const RunConfig& config) {
   if (config.bucket_bytes <= 0 || config.bucket_bytes > (int64_t{1} << 40)) {
     throw InvalidInput("--bucket-size", "must be between 1 byte and 1 TiB");
   }
-  if (shard == ShardMode::kGradients && config.precision == Precision::kFp16) {
-    throw InvalidInput("--shard", "gradients cannot be sharded with fp16 loss scaling yet; use " +
-                                      setting("shard", "optimizer") + " or bf16");
-  }
-  // Autocast keeps a 16-bit copy of every weight it casts (until forward ends, or saved for
-  // backward), which would undo sharding them: gathering in 16 bits is not built yet.
-  if (shard == ShardMode::kParameters && config.precision != Precision::kFp32) {
-    throw InvalidInput("--shard",
-                       "parameters are sharded in fp32 only for now (autocast would "
-                       "keep 16-bit copies of the gathered weights); use " +
-                           setting("precision", "fp32") + " or " + setting("shard", "gradients"));
-  }
+  validate_shard_precision(shard, config.precision);
 }
 
 }  // namespace
@@ -166,15 +168,24 @@ void validate_tensor_parallel(const RunConfig& config) {
                        "with " +
                            setting("dropout", "0") + " (as every preset does)");
   }
-  if (config.shard != "none") {
-    throw InvalidInput("--shard",
-                       "tensor parallelism does not shard model states over the data "
-                       "ranks yet; use " +
-                           setting("shard", "none"));
-  }
 }
 
 }  // namespace
+
+void validate_shard_precision(ShardMode shard, Precision precision) {
+  if (shard == ShardMode::kGradients && precision == Precision::kFp16) {
+    throw InvalidInput("--shard", "gradients cannot be sharded with fp16 loss scaling yet; use " +
+                                      setting("shard", "optimizer") + " or bf16");
+  }
+  // Autocast keeps a 16-bit copy of every weight it casts (until forward ends, or saved for
+  // backward), which would undo sharding them: gathering in 16 bits is not built yet.
+  if (shard == ShardMode::kParameters && precision != Precision::kFp32) {
+    throw InvalidInput("--shard",
+                       "parameters are sharded in fp32 only for now (autocast would "
+                       "keep 16-bit copies of the gathered weights); use " +
+                           setting("precision", "fp32") + " or " + setting("shard", "gradients"));
+  }
+}
 
 void validate(const RunConfig& config) {
   validate(config.model);
@@ -224,11 +235,6 @@ void validate(const RunConfig& config) {
   validate_model_states_fit(config, device);
   const CheckpointPolicy policy = CheckpointPolicy::parse(config.checkpoint);
   if (!policy.is_plan()) policy.plan_for(config.model.layers, 0.0);  // a list must fit the model
-  if (policy.is_plan() && config.world_size > 1) {
-    throw InvalidInput("--checkpoint",
-                       "plan:BUDGET trains one process for now; give its plan (rematlab-cli plan) "
-                       "to every rank as segments:…");
-  }
   const OffloadSpec offload = parse_offload(config.offload);
   validate_data_source(config.data);
   validate_offload_location(offload);

@@ -9,6 +9,7 @@
 
 #include "common/precision.h"
 #include "model/model_config.h"
+#include "run/shard_mode.h"
 
 namespace rematlab {
 
@@ -92,6 +93,8 @@ struct RunConfig {
 // key/value heads or is a multiple of them. Throws InvalidInput("--tp", …) naming the first that
 // does not. `run` and `estimate` share it.
 void validate_tensor_split(const ModelConfig& model, int64_t tp, bool sequence_parallel);
+// The precisions each shard mode trains in (InvalidInput("--shard") else); estimate asks too.
+void validate_shard_precision(ShardMode shard, Precision precision);
 
 // Throws InvalidInput naming the offending flag. Checks that the device exists, that fp16 runs
 // on CUDA only, that the checkpoint policy parses and that the offload mode is available.

@@ -11,31 +11,30 @@
 
 namespace rematlab {
 
-KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store,
-                                  const plan::ProfileOptions& options, bool fresh) {
-  KnownChainCosts known;
-  known.key = plan::profile_key(config, options.repeats);
-  if (store && !fresh) {
-    if (const auto kept = store->chain_profile(known.key)) {
-      try {
-        known.costs = plan::chain_costs_from_json(parse_json(kept->costs));
-        // Two stages a block: a row of another shape was not written by a profile of this key.
-        if (static_cast<int64_t>(known.costs.stages.size()) == 2 * config.model.layers &&
-            kept->profile_ms >= 0.0 && kept->profile_ms < 1e9) {
-          known.profile_ms = kept->profile_ms;
-          known.source = "runs database: measured " + kept->measured;
-          return known;
-        }
-      } catch (const std::exception&) {
-        // A row this build cannot read, or with figures no measurement gives (chain_costs_json.h):
-        // measured again below, and replaced.
-      }
+std::optional<KnownChainCosts> kept_chain_costs(const RunConfig& config, RunStore& store,
+                                                int repeats) {
+  const std::string key = plan::profile_key(config, repeats);
+  const auto kept = store.chain_profile(key);
+  if (!kept) return std::nullopt;
+  try {
+    KnownChainCosts known;
+    known.key = key;
+    known.costs = plan::chain_costs_from_json(parse_json(kept->costs));
+    // Two stages a block: a row of another shape was not written by a profile of this key.
+    if (static_cast<int64_t>(known.costs.stages.size()) == 2 * config.model.layers &&
+        kept->profile_ms >= 0.0 && kept->profile_ms < 1e9) {
+      known.profile_ms = kept->profile_ms;
+      known.source = "runs database: measured " + kept->measured;
+      return known;
     }
+  } catch (const std::exception&) {
+    // A row this build cannot read, or with figures no measurement gives (chain_costs_json.h):
+    // to be measured again, and replaced.
   }
-  const auto start = std::chrono::steady_clock::now();
-  known.costs = plan::profile_chain(config, options);
-  known.profile_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return std::nullopt;
+}
+
+void keep_chain_costs(RunStore* store, KnownChainCosts& known) {
   const std::string measured = utc_now();
   if (store && !store->read_only()) {
     store->save_chain_profile(known.key,
@@ -46,6 +45,20 @@ KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store,
         "measured " + measured +
         (store ? " (not kept: the database is open read-only)" : " (not kept: no database)");
   }
+}
+
+KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store,
+                                  const plan::ProfileOptions& options, bool fresh) {
+  if (store && !fresh) {
+    if (auto kept = kept_chain_costs(config, *store, options.repeats)) return *kept;
+  }
+  KnownChainCosts known;
+  known.key = plan::profile_key(config, options.repeats);
+  const auto start = std::chrono::steady_clock::now();
+  known.costs = plan::profile_chain(config, options);
+  known.profile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  keep_chain_costs(store, known);
   return known;
 }
 

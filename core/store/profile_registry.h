@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 
 #include "plan/chain_profile.h"
 #include "run/chain_costs.h"
@@ -18,6 +19,12 @@ namespace rematlab {
 // measured now and kept when the store is writable (replacing a kept one).
 KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store,
                                   const plan::ProfileOptions& options = {}, bool fresh = false);
+
+// The costs kept in `store` for `config` at `repeats`, when it has readable ones.
+std::optional<KnownChainCosts> kept_chain_costs(const RunConfig& config, RunStore& store,
+                                                int repeats);
+// Keeps `known` (measured just now) in `store` when it is writable, and says so in its source.
+void keep_chain_costs(RunStore* store, KnownChainCosts& known);
 
 // For a `plan:` config: sets config.known_chain_costs, so that the trainer plans without
 // profiling when the database kept its costs. Nothing for any other policy. A profile is

@@ -12,6 +12,9 @@
 #include "memory/process_memory.h"
 #include "offload/disk_offload.h"
 #include "offload/host_offload.h"
+#include "parallel/ranks_profile.h"
+#include "plan/chain_profile.h"
+#include "plan/profile_key.h"
 #include "runtime/device.h"
 #include "runtime/peak_flops.h"
 #include "runtime/runtime_info.h"
@@ -31,6 +34,21 @@ constexpr uint64_t kDataSeedSalt = 0x9E3779B97F4A7C15ull;
 // Data parallel: rank r > 0 draws its dropout from seed ^ (r × this).
 constexpr uint64_t kRankSeedSalt = 0xD1B54A32D192ED03ull;
 
+// plan:BUDGET. Over several ranks the chain is measured on every one at once and agreed on
+// (parallel/ranks_profile.h), unless the run brings costs kept for it; then planned as one
+// process plans.
+std::optional<PlannedPolicy> resolve_plan(RunConfig& config, parallel::GradientExchange* exchange,
+                                          const std::atomic<bool>* cancel) {
+  if (exchange && CheckpointPolicy::parse(config.checkpoint).is_plan()) {
+    const std::shared_ptr<const KnownChainCosts>& known = config.known_chain_costs;
+    if (!known || known->key != plan::profile_key(config, plan::ProfileOptions{}.repeats)) {
+      config.known_chain_costs = std::make_shared<const KnownChainCosts>(
+          parallel::profile_over_ranks(config, *exchange, cancel));
+    }
+  }
+  return plan::resolve_planned_policy(config, cancel);
+}
+
 }  // namespace
 
 Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> exchange,
@@ -38,7 +56,7 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
     : config_((validate(config), std::move(config))),  // nothing is built from invalid input
       numerics_({config_.tf32, config_.deterministic}),
       device_(parse_device(config_.device)),
-      planned_(plan::resolve_planned_policy(config_, cancel)),
+      planned_(resolve_plan(config_, exchange.get(), cancel)),
       policy_(CheckpointPolicy::parse(config_.checkpoint)),
       tracker_(device_),
       exchange_(std::move(exchange)) {
