@@ -7,9 +7,9 @@
 #   3. run the gradient check for every policy on CUDA, deterministic, for GPT and for Llama;
 #   4. one llama3.2-1b bf16 run at seq_len 2048 with the loss whole and in slices (--loss-chunks
 #      auto), each against the estimator's prediction;
-#   5. the NCCL path (docs/distributed.md): data parallel runs on CUDA, sharded, over a world of
-#      one (which still runs every collective through NCCL) and one rank per GPU where there are
-#      more; then two tensor ranks (docs/parallel.md), with and without sequence parallelism,
+#   5. the NCCL path (docs/distributed.md): data parallel runs on CUDA, sharded (parameters too,
+#      in fp32), over a world of one (which still runs every collective through NCCL) and one
+#      rank per GPU where there are more; then two tensor ranks (docs/parallel.md), with and without sequence parallelism,
 #      each rank's activation peak against the estimator's, where there are two GPUs;
 #   6. measure the article's table: gpt2-350m, seq_len 1024, bf16, under a 40 GiB budget;
 #   7. the same table for llama3.2-1b at seq_len 2048, if time is left (optional: last);
@@ -341,14 +341,17 @@ md "## Data parallel ($DEVICE: NCCL on CUDA, Gloo on the CPU)" "" \
    "|---|---|---|---|---|---|---|---|---|---|---|---|"
 say "data parallel (worlds: ${WORLDS[*]})"
 for world in "${WORLDS[@]}"; do
-  for shard in none optimizer gradients; do
+  for shard in none optimizer gradients parameters; do
     path="process group"
     (( world == 1 )) && [[ "$shard" == "none" ]] && path="plain run"
+    # Fully sharded parameters train in fp32 only (docs/distributed.md says why).
+    args="${DP_ARGS/--precision bf16/--precision fp32}"
     if (( $(left) < 90 )); then md "| $world | $shard | $path | not run (time) | | | | | | | | |"; continue; fi
     nproc_flag=()
     (( world > 1 )) && nproc_flag=(--nproc "$world")
-    # shellcheck disable=SC2086  # DP_ARGS is a list of flags
-    if line="$(timeout 300 "$CLI" run $DP_ARGS --shard "$shard" "${nproc_flag[@]}" --dist-timeout 60 \
+    [[ "$shard" == "parameters" ]] || args="$DP_ARGS"
+    # shellcheck disable=SC2086  # args is a list of flags
+    if line="$(timeout 300 "$CLI" run $args --shard "$shard" "${nproc_flag[@]}" --dist-timeout 60 \
                   --json 2>>"$LOG" | tail -1)"; then
       row="$(python3 -c '
 import json, sys
@@ -366,8 +369,8 @@ print("%s | %d | %.4f | %s | %s | %.1f | %.1f | %.1f | %.0f" % (r["status"], r.g
     md "| $world | $shard | $path | $row |"
   done
 done
-md "" "Ranks is the run's \`world_size\`. In a world of one the losses of the three rows should agree:" \
-   "the same batch, only the gradients' route differs." ""
+md "" "Ranks is the run's \`world_size\`. In a world of one the losses of the first three rows should" \
+   "agree: the same batch, only the gradients' route differs (\`parameters\` runs in fp32)." ""
 say "data parallel done"
 
 # --- 5b. tensor parallelism over NCCL -----------------------------------------------------------

@@ -90,7 +90,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"profile --preset tiny --repeats 0", "--repeats"},
         BadInput{"run --checkpoint segments:a0,m9", "m9 is past"},
         BadInput{"run --checkpoint plan:lots", "plan:lots"},
-        BadInput{"run --nproc 2 --checkpoint plan:3MiB", "--checkpoint"},
+        BadInput{"run --nproc 2 --shard parameters --precision bf16", "--shard"},
         BadInput{"teleport", "teleport"}),
     [](const ::testing::TestParamInfo<BadInput>& param_info) {
       std::string name;

@@ -188,6 +188,7 @@ TEST(FullyShardedParametersPolicies, EveryPolicyTrainsAsNoneBitForBitAndCountsIt
       }
       const int64_t extra = static_cast<int64_t>(result[2][5].item<double>());
       const torch::Tensor gathers = result[1];
+      ASSERT_EQ(gathers.numel(), 2 * config_from(base).steps) << policy;  // two counts a step
       for (int64_t step = 0; step < gathers.numel() / 2; ++step) {
         EXPECT_EQ(gathers[2 * step].item<double>(), 2 * sublayers + 1 + extra)
             << policy << ", step " << step;
@@ -248,7 +249,7 @@ TEST(ShardedParametersCli, EstimateAddsTheGatheredUnitsAndRunRefusesWhatItCannot
   EXPECT_EQ(json.at("build_bytes").get<int64_t>(), 4 * estimate::parameter_count(arch));
 
   // Under TP 2 × DP 2: one tensor rank's units, its part of the model over 2 data ranks, and
-  // the whole model built first.
+  // that part whole on the device before it is sharded.
   const testing::CliResult split =
       testing::cli("estimate --model small --nproc 4 --tp 2 --shard parameters --json");
   ASSERT_EQ(split.exit_code, 0) << split.err;
@@ -258,7 +259,8 @@ TEST(ShardedParametersCli, EstimateAddsTheGatheredUnitsAndRunRefusesWhatItCannot
   EXPECT_LT(split_json.at("gathered_bytes").get<int64_t>(), json.at("gathered_bytes"));
   EXPECT_EQ(split_json.at("weights_bytes").get<int64_t>(),
             (estimate::rank_parameter_count(arch, 2) * 4 + 1) / 2);
-  EXPECT_EQ(split_json.at("build_bytes").get<int64_t>(), 4 * estimate::parameter_count(arch));
+  EXPECT_EQ(split_json.at("build_bytes").get<int64_t>(),
+            4 * estimate::rank_parameter_count(arch, 2));
 
   for (const std::string refused_flags :
        {"--nproc 2 --precision bf16", "--nproc 4 --tp 2 --precision bf16"}) {

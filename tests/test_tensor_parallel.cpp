@@ -45,8 +45,10 @@ std::vector<torch::Tensor> testing::dist::run_tensor_parallel_case(
   if (item.at("mode") == "tensor_peak") {
     return {torch::tensor({static_cast<double>(summary.peak_activation_bytes)}, torch::kFloat64)};
   }
+  // The steps' losses, then their gradient norms.
   std::vector<double> losses;
   for (const StepMetrics& step : summary.steps) losses.push_back(step.loss);
+  for (const StepMetrics& step : summary.steps) losses.push_back(step.grad_norm);
   result.push_back(torch::tensor(losses, torch::kFloat64));
   if (auto* sharded = dynamic_cast<parallel::FullyShardedParameters*>(&exchange->data())) {
     for (torch::Tensor& param : sharded->whole_parameters()) result.push_back(param);
@@ -70,6 +72,7 @@ nlohmann::json small_fields(const std::string& arch) {
 // their gradients).
 struct Reference {
   std::vector<double> losses;
+  std::vector<double> norms;  // steps only
   std::vector<torch::Tensor> tensors;
 };
 
@@ -81,7 +84,10 @@ Reference one_process(const nlohmann::json& fields, int data_ranks, bool steps) 
   Trainer trainer(config);
   Reference reference;
   if (steps) {
-    for (const StepMetrics& step : trainer.run().steps) reference.losses.push_back(step.loss);
+    for (const StepMetrics& step : trainer.run().steps) {
+      reference.losses.push_back(step.loss);
+      reference.norms.push_back(step.grad_norm);
+    }
     for (const auto& param : trainer.model()->parameters()) {
       reference.tensors.push_back(param.detach().clone());
     }
@@ -126,6 +132,10 @@ bool is_qkv_bias(const nlohmann::json& fields, std::size_t index) {
   return key.size() >= 8 && key.compare(key.size() - 8, 8, "qkv.bias") == 0;
 }
 
+// A step's gradient norm against one process's: its squares summed in another order, over
+// parameters whose own values differ by the bound below after a few steps.
+constexpr double kNormTolerance = 1e-4;
+
 // The gradients and loss of each rank against its part of one process's, within `tolerance` of
 // each tensor's largest element; returns the largest relative difference seen.
 double expect_parts_match(const ScratchDir& dir, const std::string& name,
@@ -144,6 +154,15 @@ double expect_parts_match(const ScratchDir& dir, const std::string& name,
       EXPECT_NEAR(got[0][static_cast<int64_t>(step)].item<double>(), reference.losses[step],
                   1e-6 * std::abs(reference.losses[step]))
           << name << ", rank " << rank << ", loss " << step;
+    }
+    // The gradient norm each step clips with: every element counted once over the ranks.
+    for (std::size_t step = 0; step < reference.norms.size(); ++step) {
+      const int64_t at = static_cast<int64_t>(reference.losses.size() + step);
+      EXPECT_GT(got[0].numel(), at) << name;
+      if (got[0].numel() <= at) return INFINITY;
+      EXPECT_NEAR(got[0][at].item<double>(), reference.norms[step],
+                  kNormTolerance * reference.norms[step])
+          << name << ", rank " << rank << ", gradient norm " << step;
     }
     for (std::size_t i = 0; i < expected.size(); ++i) {
       EXPECT_EQ(got[i + 1].sizes(), expected[i].sizes()) << name << ", tensor " << i;
@@ -290,11 +309,15 @@ TEST(TensorParallel, ShardedModelStatesOverTheDataRanksTrainLikeOneProcess) {
     const std::string layout = name.substr(0, name.find(' '));
     if (name == layout + " none") continue;
     if (layout != "gpt_sp_unclipped") continue;
+    const int64_t steps = fields.at("steps").get<int64_t>();
     for (int rank = 0; rank < 4; ++rank) {
       const auto got = load(result_file(dir.path(), name, rank));
       const auto unsharded = load(result_file(dir.path(), layout + " none", rank));
       ASSERT_EQ(got.size(), unsharded.size()) << name;
-      for (std::size_t i = 0; i < got.size(); ++i) {
+      // The losses and parameters; the norms (summed shard by shard) are held above.
+      EXPECT_TRUE(torch::equal(got[0].narrow(0, 0, steps), unsharded[0].narrow(0, 0, steps)))
+          << name << ", rank " << rank << ", losses";
+      for (std::size_t i = 1; i < got.size(); ++i) {
         EXPECT_TRUE(torch::equal(got[i], unsharded[i])) << name << ", rank " << rank << ", " << i;
       }
     }

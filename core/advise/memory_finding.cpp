@@ -63,15 +63,21 @@ Wording states_advice(const RunConfig& config) {
   const int64_t data_ranks = config.world_size / std::max<int64_t>(1, config.tp);
   const bool fp32 = config.precision == Precision::kFp32;
   const std::string ranks = std::to_string(data_ranks) + " data ranks";
+  // fp16 shards the optimizer state only (its loss scaling needs whole gradients).
+  const bool gradients = shard_trains_in(ShardMode::kGradients, config.precision);
+  const ShardMode most =
+      fp32 ? ShardMode::kParameters : (gradients ? ShardMode::kGradients : ShardMode::kOptimizer);
   Wording more;
-  if (data_ranks > 1 && shard < ShardMode::kGradients) {
+  if (data_ranks > 1 && shard < ShardMode::kGradients && gradients) {
     more = setting("shard", "gradients") + " shards the gradients and optimizer state over its " +
            ranks;
-  } else if (data_ranks > 1 && shard == ShardMode::kGradients && fp32) {
-    more = setting("shard", "parameters") + " shards the weights over its " + ranks + " too";
+  } else if (data_ranks > 1 && shard < most) {
+    more = setting("shard", to_string(most)) + " shards " +
+           (most == ShardMode::kParameters ? "the weights" : "the optimizer state") + " over its " +
+           ranks + (most == ShardMode::kParameters ? " too" : "");
   } else if (2 * config.world_size <= kMaxWorldSize) {
     more = setting("nproc", std::to_string(2 * config.world_size)) + " " +
-           setting("shard", fp32 ? "parameters" : "gradients") +
+           setting("shard", to_string(std::max(shard, most))) +
            " shards the model states over twice the data ranks";
   } else {
     more = Wording("a device with more memory");

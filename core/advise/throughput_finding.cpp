@@ -55,7 +55,8 @@ double recompute_in_timeline(const std::vector<TimelinePoint>& timeline) {
 // Room above a run's measured activation peak for the planner's prediction, a few percent high.
 constexpr double kPlanHeadroom = 1.05;
 
-// A plan can stand in for the run's policy: one process (a data-parallel run refuses plan:),
+// A plan can stand in for the run's policy: one process (the plans suggested here are made from
+// one process's chain; over several ranks each rank's chain is measured in the run itself),
 // nothing offloaded (the planner does not model offload), and a measured activation peak.
 bool plannable(const RunRecord& run) {
   return run.config.world_size <= 1 && run.config.offload == "none" &&

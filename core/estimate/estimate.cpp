@@ -147,8 +147,8 @@ Estimate make_estimate(const EstimateRequest& request) {
   if (fully_sharded && request.arch) {
     estimate.gathered_bytes = gathered_unit_bytes(*request.arch, request.precision, layout.tp);
   }
-  // Only these layouts hold less than the whole model's weights once built.
-  if (fully_sharded || layout.split()) estimate.build_bytes = model_build_bytes(estimate.params);
+  // Only this layout keeps less than the weights it moves to the device whole.
+  if (fully_sharded) estimate.build_bytes = model_build_bytes(estimate.rank_params);
   for (const int64_t memory : estimate.request.device_memories) {
     DeviceFit fit;
     fit.memory_bytes = memory;

@@ -56,8 +56,8 @@ struct Estimate {
   int64_t gathered_bytes = 0;
   // What one rank needs besides its activations: states + gathered_bytes.
   int64_t fixed_bytes() const { return states.total() + gathered_bytes; }
-  // --shard parameters or --tp: the whole fp32 model a rank builds before it splits or shards
-  // it (0 for other layouts, whose states need more).
+  // --shard parameters: the rank's part of the model, whole in fp32, on its device before it is
+  // sharded (0 for other layouts, whose states need more).
   int64_t build_bytes = 0;
   std::optional<ActivationEstimate> activations;
   std::optional<int64_t> best_interval;

@@ -9,6 +9,7 @@
 #include "estimate/flops.h"
 #include "estimate/sharded_states.h"
 #include "estimate/sharded_units.h"
+#include "run/run_config.h"
 #include "run/shard_mode.h"
 
 namespace rematlab::estimate {
@@ -67,21 +68,24 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
   // then more ranks (keeping the tensor-parallel degree), each sharding gradients and optimizer
   // state, then the parameters too.
   const int64_t tp = question.layout.tp;
+  // (fp16 shards the optimizer state only: its loss scaling needs whole gradients.)
+  const ShardMode most = shard_trains_in(ShardMode::kGradients, question.precision)
+                             ? ShardMode::kGradients
+                             : ShardMode::kOptimizer;
   std::vector<std::pair<int64_t, std::string>> layouts = {{question.world_size, question.shard}};
   const ShardMode asked = parse_shard(question.shard);
-  for (const ShardMode more : {ShardMode::kGradients, ShardMode::kParameters}) {
+  for (const ShardMode more : {most, ShardMode::kParameters}) {
     if (question.world_size / tp > 1 && asked < more) {
       layouts.emplace_back(question.world_size, to_string(more));
     }
   }
   for (int64_t ranks = 2 * tp; ranks <= question.max_world_size; ranks *= 2) {
     if (ranks <= question.world_size) continue;
-    layouts.emplace_back(ranks, "gradients");
+    layouts.emplace_back(ranks, to_string(most));
     layouts.emplace_back(ranks, "parameters");
   }
-  // Every rank builds the whole model's weights before it splits or shards them.
-  const int64_t build_bytes =
-      model_build_bytes(question.layout.split() ? parameter_count(question.arch) : question.params);
+  // Fully sharded, a rank's part reaches its device whole before it is sharded.
+  const int64_t build_bytes = model_build_bytes(question.params);
   int64_t best_k = question.best_interval;
   if (best_k <= 0) {
     ActivationInput input;
@@ -94,11 +98,9 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
   const std::vector<Rung> rungs = ladder(question, best_k);
   for (const auto& [ranks, shard] : layouts) {
     int64_t states = per_rank_model_states(whole, ranks / tp, shard).total();
-    const bool fully_sharded = parse_shard(shard) == ShardMode::kParameters;
-    if ((fully_sharded || question.layout.split()) && build_bytes > memory_bytes) continue;
-    if (fully_sharded) {
-      // As `run` takes it: in fp32 only.
-      if (question.precision != Precision::kFp32) continue;
+    if (!shard_trains_in(parse_shard(shard), question.precision)) continue;  // as `run` refuses it
+    if (parse_shard(shard) == ShardMode::kParameters) {
+      if (build_bytes > memory_bytes) continue;
       states += gathered_unit_bytes(question.arch, question.precision, tp);
     }
     if (states >= memory_bytes) continue;

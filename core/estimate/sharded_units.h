@@ -31,8 +31,9 @@ UnitParameters unit_parameter_counts(const Architecture& arch, int64_t tp = 1);
 // largest sublayer unit twice over; each of them one tensor rank's part of it.
 int64_t gathered_unit_bytes(const Architecture& arch, Precision precision, int64_t tp = 1);
 
-// What every rank holds while it builds the model, before it splits it over tensor ranks or
-// shards it: the whole model's fp32 weights (the engine builds them on every rank alike).
-inline int64_t model_build_bytes(int64_t params) { return 4 * params; }
+// What a rank's device holds before it shards its part of the model: that part's fp32 weights
+// whole. (Every rank builds the whole model in host memory and splits it there over tensor
+// ranks; only its part reaches the device.)
+inline int64_t model_build_bytes(int64_t rank_params) { return 4 * rank_params; }
 
 }  // namespace rematlab::estimate

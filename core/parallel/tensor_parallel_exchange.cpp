@@ -1,5 +1,6 @@
 #include "parallel/tensor_parallel_exchange.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
@@ -54,6 +55,7 @@ void TensorParallelExchange::attach(const std::vector<torch::Tensor>& params) {
   if (shards.empty()) return;
   const int data_rank = static_cast<int>(data_->rank());
   replicated_pieces_ = pieces_in_shards(shards, data_rank, replicated_elements());
+  split_pieces_ = pieces_in_shards(shards, data_rank, split_elements());
   partial_pieces_ = pieces_in_shards(shards, data_rank, partial_elements());
   data_->count_squares_with(
       [this](const std::vector<torch::Tensor>& grads) { return sharded_squares(grads); });
@@ -94,6 +96,31 @@ std::vector<ElementRange> TensorParallelExchange::replicated_elements() const {
   for (const PartialRows& partial : layout_.partial) {
     if (!split_.count(partial.param.unsafeGetTensorImpl())) continue;  // replicated already
     ranges.push_back(rows_of(index_of(partial.param), partial.param, partial.rows));
+  }
+  return ranges;
+}
+
+// The split parameters' elements but their rows every rank holds alike: the complement of
+// replicated_elements() (padding aside), so that the norm adds the two without a subtraction.
+std::vector<ElementRange> TensorParallelExchange::split_elements() const {
+  std::vector<ElementRange> ranges;
+  for (std::size_t index = 0; index < params_.size(); ++index) {
+    const torch::Tensor& param = params_[index];
+    if (!split_.count(param.unsafeGetTensorImpl())) continue;
+    std::vector<ElementRange> shared;
+    for (const PartialRows& partial : layout_.partial) {
+      if (partial.param.unsafeGetTensorImpl() == param.unsafeGetTensorImpl()) {
+        shared.push_back(rows_of(index, param, partial.rows));
+      }
+    }
+    std::sort(shared.begin(), shared.end(),
+              [](const ElementRange& a, const ElementRange& b) { return a.begin < b.begin; });
+    int64_t next = 0;
+    for (const ElementRange& range : shared) {
+      if (range.begin > next) ranges.push_back({index, next, range.begin - next});
+      next = std::max(next, range.begin + range.count);
+    }
+    if (param.numel() > next) ranges.push_back({index, next, param.numel() - next});
   }
   return ranges;
 }
@@ -171,7 +198,7 @@ void TensorParallelExchange::sum_partial_shards() {
 // same on each and count once. The data exchange sums the result over its ranks.
 double TensorParallelExchange::sharded_squares(const std::vector<torch::Tensor>& grads) const {
   const double replicated = sum_of_squares(views_of(grads, replicated_pieces_));
-  const double split = sum_of_squares(grads) - replicated;
+  const double split = sum_of_squares(views_of(grads, split_pieces_));
   const torch::Tensor parts =
       tensor_->sum(torch::tensor({split}, torch::dtype(torch::kFloat64).device(world_->device())),
                    "the gradient norm over tensor ranks");

@@ -52,6 +52,7 @@ class TensorParallelExchange final : public GradientExchange {
   // parameters, and rows of split ones every rank keeps whole), and the rows whose gradients
   // each rank formed only part of.
   std::vector<ElementRange> replicated_elements() const;
+  std::vector<ElementRange> split_elements() const;
   std::size_t index_of(const torch::Tensor& param) const;  // in attach()'s order
   std::vector<ElementRange> partial_elements() const;
   double sharded_squares(const std::vector<torch::Tensor>& shard_grads) const;
@@ -68,6 +69,7 @@ class TensorParallelExchange final : public GradientExchange {
   // Sharded data side: where replicated_elements() and partial_elements() lie in this rank's
   // shards.
   std::vector<ShardPiece> replicated_pieces_;
+  std::vector<ShardPiece> split_pieces_;
   std::vector<ShardPiece> partial_pieces_;
 };
 

@@ -59,8 +59,10 @@ class Bench {
     torch::manual_seed(config.seed);
     model_ = Transformer(config.model);
     // This rank's part, as the Trainer splits it.
-    if (tensor_parallel)
+    if (tensor_parallel) {
       model_->split_for_tensor_parallel(tensor_parallel, config.sequence_parallel);
+      split_ = true;
+    }
     model_->to(device_);
     model_->train();
     for (auto& param : model_->parameters()) {
@@ -150,6 +152,7 @@ class Bench {
   }
 
   const std::atomic<bool>* cancel_ = nullptr;
+  bool split_ = false;       // over tensor ranks: its pieces run collectives
   ScopedNumerics numerics_;  // before anything touches the device
   c10::Device device_;
   MemoryTracker tracker_;
@@ -172,6 +175,9 @@ void scale_to_a_whole_step(Bench& bench, const RunConfig& config, int repeats, C
         [&] { return bench.model_->loss(bench.tokens_, bench.targets_, keep_all); }, repeats);
     whole_ms = static_cast<double>(config.accum) * (whole.forward_ms + whole.backward_ms);
   } catch (const c10::OutOfMemoryError&) {
+    // A tensor rank that stopped part-way would leave the others inside a collective: the
+    // profile fails there instead, and the run ends naming the rank.
+    if (bench.split_) throw;
     device_memory::empty_cache(bench.device_);
   }
   double pieces_ms = costs.fixed_ms;

@@ -55,8 +55,17 @@ std::optional<ProfiledConfiguration> read_profile_key(const std::string& key) {
     return std::nullopt;
   }
   nlohmann::json config = json["config"];
-  const int64_t ranks = config.value("ranks", int64_t{1});
-  config.erase("ranks");
+  int64_t ranks = 1;
+  if (config.contains("ranks")) {
+    const nlohmann::json& given = config["ranks"];
+    // A key this build wrote names 2 or more; anything else was not.
+    if (!given.is_number_integer() || given.get<int64_t>() < 2 ||
+        given.get<int64_t>() > kMaxWorldSize) {
+      return std::nullopt;
+    }
+    ranks = given.get<int64_t>();
+    config.erase("ranks");
+  }
   ProfiledConfiguration profiled{run_config_from_record(config), json.value("repeats", 0),
                                  json.value("host", ""), json.value("libtorch", "")};
   profiled.config.world_size = ranks;

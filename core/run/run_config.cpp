@@ -71,8 +71,8 @@ void validate_offload_location(const OffloadSpec& offload) {
 // Weights, gradients and AdamW's two moments are 16 bytes a parameter in fp32: a model whose
 // states alone exceed the device's memory cannot take one step, so it is refused before it is
 // built (building it would only hang the machine or die in the allocator). A rank keeps 1/T of
-// them under tensor parallelism and shards them over its D data ranks as --shard says, but
-// every rank first builds the whole model's weights, then splits and shards them.
+// them under tensor parallelism and shards them over its D data ranks as --shard says, but its
+// part reaches the device whole before it is sharded (the split happens in host memory).
 void validate_model_states_fit(const RunConfig& config, const c10::Device& device) {
   const ModelConfig& model = config.model;
   const double params = static_cast<double>(model.parameter_count());
@@ -92,7 +92,7 @@ void validate_model_states_fit(const RunConfig& config, const c10::Device& devic
       per_param = 16.0 / data_ranks;
       break;
   }
-  const double states = std::max(4.0 * params, per_param * params / tp);
+  const double states = std::max(4.0, per_param) * params / tp;
   const double memory = static_cast<double>(device_memory_bytes(device));
   if (memory > 0.0 && states > memory) {
     throw InvalidInput(
@@ -100,6 +100,16 @@ void validate_model_states_fit(const RunConfig& config, const c10::Device& devic
                         format_bytes(static_cast<int64_t>(states)) + " per rank, more than the " +
                         format_bytes(static_cast<int64_t>(memory)) + " of " + device.str() +
                         " (estimate --model … --device-memory sizes it)");
+  }
+  // plan: profiles the rank's part unsharded (parallel/ranks_profile.h).
+  const double profiled = 16.0 * params / tp;
+  if (memory > 0.0 && profiled > memory && CheckpointPolicy::parse(config.checkpoint).is_plan()) {
+    throw InvalidInput("--checkpoint",
+                       "plan: measures the rank's part of the model unsharded, whose weights, "
+                       "gradients and optimizer state need " +
+                           format_bytes(static_cast<int64_t>(profiled)) + ", more than the " +
+                           format_bytes(static_cast<int64_t>(memory)) + " of " + device.str() +
+                           "; give its plan as segments:…");
   }
 }
 
@@ -184,6 +194,15 @@ void validate_shard_precision(ShardMode shard, Precision precision) {
                        "parameters are sharded in fp32 only for now (autocast would "
                        "keep 16-bit copies of the gathered weights); use " +
                            setting("precision", "fp32") + " or " + setting("shard", "gradients"));
+  }
+}
+
+bool shard_trains_in(ShardMode shard, Precision precision) {
+  try {
+    validate_shard_precision(shard, precision);
+    return true;
+  } catch (const InvalidInput&) {
+    return false;
   }
 }
 

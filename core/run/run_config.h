@@ -95,6 +95,7 @@ struct RunConfig {
 void validate_tensor_split(const ModelConfig& model, int64_t tp, bool sequence_parallel);
 // The precisions each shard mode trains in (InvalidInput("--shard") else); estimate asks too.
 void validate_shard_precision(ShardMode shard, Precision precision);
+bool shard_trains_in(ShardMode shard, Precision precision);  // validate_shard_precision passes
 
 // Throws InvalidInput naming the offending flag. Checks that the device exists, that fp16 runs
 // on CUDA only, that the checkpoint policy parses and that the offload mode is available.
