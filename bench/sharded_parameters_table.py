@@ -10,6 +10,8 @@ host's cores. Bytes are rank 0's: the parameters it keeps between steps against 
 part of the model (the whole model without --tp) divided by its D data ranks, its model states (parameters, gradients, AdamW state), the allocator's peak, and
 what `rematlab-cli estimate --nproc D --shard parameters` predicts for that peak (model states +
 the whole units and gradients it gathers + activations) with the ratio predicted / measured.
+*Units held* is the most whole units and gradients the rank held at once (`buffer_peak_bytes`)
+beside the estimator's `gathered_bytes`.
 Gathers are the all-gathers of parameter units in one step, and how many recomputation added.
 """
 import argparse
@@ -32,8 +34,9 @@ def main():
           f"{args.steps} steps (1 warm-up), {args.threads} thread(s) per rank; MiB, rank 0")
     print()
     print("| ranks | policy | parameters | part ÷ D | model states | predicted | "
-          "peak | predicted | pred/meas | gathers (recompute) | step ms | comm ms |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "units held | predicted | peak | predicted | pred/meas | gathers (recompute) | "
+          "step ms | comm ms |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for ranks in (int(n) for n in args.nproc.split(",")):
         for policy in ("none", "selective", "every:1"):
             common = ["--batch", str(args.batch), "--checkpoint", policy, "--nproc", str(ranks),
@@ -49,6 +52,7 @@ def main():
             data_ranks = ranks // args.tp
             print(f"| {ranks} | {policy} | {mib(rank['param_bytes'])} | {mib(part / data_ranks)} | "
                   f"{mib(states)} | {mib(predicted['model_state_bytes'])} | "
+                  f"{mib(rank['buffer_peak_bytes'])} | {mib(predicted['gathered_bytes'])} | "
                   f"{mib(rank['peak_bytes'])} | {mib(predicted_peak)} | "
                   f"{predicted_peak / rank['peak_bytes']:.3f} | {result['parameter_gathers']} "
                   f"({result['recompute_gathers']}) | {rank['step_ms']:.1f} | "

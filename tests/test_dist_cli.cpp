@@ -126,7 +126,25 @@ TEST(DistCli, TwoLocalRanksReportAndRecordEveryRanksFigures) {
   EXPECT_EQ(runs[0].result.ranks[1].peak_bytes, json["ranks"][1]["peak_bytes"].get<int64_t>());
   EXPECT_EQ(runs[0].result.ranks[1].optimizer_bytes,
             json["ranks"][1]["optimizer_bytes"].get<int64_t>());
+  EXPECT_EQ(runs[0].result.ranks[1].buffer_peak_bytes,
+            json["ranks"][1]["buffer_peak_bytes"].get<int64_t>());
   EXPECT_EQ(store.steps(runs[0].id).size(), 4u);
+}
+
+// Under --shard gradients a bucket's whole gradients exist from its first gradient until
+// backward ends (each is released once all are reduced): the most held at once is at least one
+// bucket and at most the whole model's gradients, which it reaches here.
+TEST(DistCli, ShardedGradientsReportTheirWholeBucketsAsBuffers) {
+  const auto result = cli("run " + std::string(kTiny) +
+                          " --nproc 2 --steps 2 --shard gradients --bucket-size 4KiB --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = last_line_json(result.out);
+  const int64_t whole = 4 * json["params"].get<int64_t>();
+  for (const nlohmann::json& figures : json["ranks"]) {
+    const int64_t buffers = figures["buffer_peak_bytes"].get<int64_t>();
+    EXPECT_GE(buffers, 4096) << figures.dump();
+    EXPECT_LE(buffers, whole + 2 * 4 * 64) << figures.dump();  // buckets padded to 2 ranks
+  }
 }
 
 // A plan trained through the data-parallel path (one rank that shards its optimizer state)

@@ -24,8 +24,8 @@ namespace rematlab {
 
 // Returns: [0] the steps' losses, [1] per step (parameter gathers, recomputation's gathers),
 // [2] (parameter, gradient, optimizer bytes kept, baseline, units, recomputed sublayers' extra
-// gathers the step-0 plan implies, peak), [3] each unit's parameter count, then every
-// parameter, whole.
+// gathers the step-0 plan implies, peak, the most whole units and gradients held at once), [3] each
+// unit's parameter count, then every parameter, whole.
 std::vector<torch::Tensor> testing::dist::run_fully_sharded_case(
     const std::shared_ptr<parallel::DistContext>& context, const nlohmann::json& item) {
   RunConfig config = config_from(item.at("run"));
@@ -52,7 +52,8 @@ std::vector<torch::Tensor> testing::dist::run_fully_sharded_case(
           {static_cast<double>(bytes.params), static_cast<double>(bytes.grads),
            static_cast<double>(bytes.optimizer), static_cast<double>(summary.baseline_bytes),
            static_cast<double>(exchange->units().size()), static_cast<double>(extra),
-           static_cast<double>(summary.peak_bytes)},
+           static_cast<double>(summary.peak_bytes),
+           static_cast<double>(exchange->buffer_peak_bytes())},
           torch::kFloat64)};
   std::vector<double> unit_sizes;
   for (const parallel::BucketLayout& unit : exchange->units()) {
@@ -208,8 +209,16 @@ TEST(FullyShardedParametersPolicies, EveryPolicyTrainsAsNoneBitForBitAndCountsIt
         const double expected =
             static_cast<double>(predicted.fixed_bytes() + predicted.activations->peak_bytes);
         EXPECT_NEAR(expected / measured, 1.0, 0.05) << policy << ", rank " << rank;
+        // The whole units and gradients held at once, as counted where they are made and freed:
+        // the estimator's to the byte but the padding (at most one element of each of the four
+        // buffers over 2 ranks).
+        const double buffers = result[2][7].item<double>();
+        EXPECT_NEAR(buffers, static_cast<double>(predicted.gathered_bytes), 4 * 4)
+            << policy << ", rank " << rank;
         if (rank == 0) {
-          std::cout << policy << ": predicted / measured peak " << expected / measured << std::endl;
+          std::cout << policy << ": predicted / measured peak " << expected / measured
+                    << ", gathered units "
+                    << static_cast<double>(predicted.gathered_bytes) / buffers << std::endl;
         }
       }
       if (policy == "every:2") {

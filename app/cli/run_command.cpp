@@ -51,12 +51,13 @@ void print_summary(const RunSummary& summary) {
   for (const RankResult& rank : summary.ranks) {
     rows.push_back({std::to_string(rank.rank), format_bytes(rank.peak_bytes),
                     format_bytes(rank.model_state_bytes()), format_bytes(rank.optimizer_bytes),
-                    format_number(rank.step_ms, 1), format_number(rank.comm_ms, 1),
-                    format_number(rank.comm_hidden_ms, 1), format_number(rank.comm_wait_ms, 1)});
+                    format_bytes(rank.buffer_peak_bytes), format_number(rank.step_ms, 1),
+                    format_number(rank.comm_ms, 1), format_number(rank.comm_hidden_ms, 1),
+                    format_number(rank.comm_wait_ms, 1)});
   }
   std::cout << "\n"
-            << format_table({"rank", "peak", "model states", "optimizer", "step ms", "comm ms",
-                             "hidden ms", "wait ms"},
+            << format_table({"rank", "peak", "model states", "optimizer", "buffers", "step ms",
+                             "comm ms", "hidden ms", "wait ms"},
                             rows);
 }
 

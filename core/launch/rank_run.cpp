@@ -196,6 +196,7 @@ void keep_measured_chain_costs(const Trainer& trainer, RunStore* store) {
 struct RankExchange {
   std::shared_ptr<parallel::GradientExchange> exchange;
   std::function<parallel::ModelStateBytes()> state_bytes;
+  std::function<int64_t()> buffer_peak_bytes;
 };
 
 RankExchange make_exchange(const std::shared_ptr<parallel::DistContext>& context,
@@ -204,7 +205,8 @@ RankExchange make_exchange(const std::shared_ptr<parallel::DistContext>& context
   if (config.tp > 1) {
     auto tensor = std::make_shared<parallel::TensorParallelExchange>(
         context, static_cast<int>(config.tp), options);
-    return {tensor, [tensor] { return tensor->model_state_bytes(); }};
+    return {tensor, [tensor] { return tensor->model_state_bytes(); },
+            [tensor] { return tensor->buffer_peak_bytes(); }};
   }
   std::shared_ptr<parallel::DataExchange> data;
   if (options.shard == ShardMode::kParameters) {
@@ -212,7 +214,8 @@ RankExchange make_exchange(const std::shared_ptr<parallel::DistContext>& context
   } else {
     data = std::make_shared<parallel::DataParallel>(context, options);
   }
-  return {data, [data] { return data->model_state_bytes(); }};
+  return {data, [data] { return data->model_state_bytes(); },
+          [data] { return data->buffer_peak_bytes(); }};
 }
 
 }  // namespace
@@ -260,7 +263,8 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const parallel::DistEnv&
     }
     RunSummary summary =
         trainer.run(rank_callbacks(env, options, recorder, context->store(), cancel));
-    const RankResult mine = rank_result(summary, exchange.state_bytes(), env.rank);
+    RankResult mine = rank_result(summary, exchange.state_bytes(), env.rank);
+    mine.buffer_peak_bytes = exchange.buffer_peak_bytes();
     const std::vector<std::string> all = context->exchange("result", to_json(mine).dump());
     // Nobody leaves while another may still read the store rank 0 may serve.
     context->wait(context->backend().barrier(), "finishing the run");

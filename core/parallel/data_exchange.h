@@ -7,6 +7,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "parallel/bucket_layout.h"
@@ -14,6 +16,21 @@
 #include "parallel/shard_update.h"
 
 namespace rematlab::parallel {
+
+// Bytes of buffers a data exchange holds beside the model states, now and at most.
+class BufferBytes {
+ public:
+  void add(int64_t bytes) {
+    current_ += bytes;
+    peak_ = std::max(peak_, current_);
+  }
+  void remove(int64_t bytes) { current_ -= bytes; }
+  int64_t peak() const { return peak_; }
+
+ private:
+  int64_t current_ = 0;
+  int64_t peak_ = 0;
+};
 
 class DataExchange : public GradientExchange {
  public:
@@ -28,6 +45,12 @@ class DataExchange : public GradientExchange {
   virtual std::vector<torch::Tensor> gradient_shards() = 0;
   // How the sharded update counts this rank's part of the squared gradient norm.
   virtual void count_squares_with(ShardSquares squares) = 0;
+
+  // The most bytes its communication buffers held at once over the run, beyond the model
+  // states: whole units and their whole gradients (fully sharded), a bucket's whole gradients
+  // between backward and their reduction (gradients mode), gradients kept aside for a bucket
+  // already sent.
+  virtual int64_t buffer_peak_bytes() const = 0;
 };
 
 }  // namespace rematlab::parallel

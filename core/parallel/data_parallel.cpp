@@ -41,10 +41,14 @@ struct DataParallel::Engine {
   bool armed = false;  // the step's last micro-batch: gradients are sent
   std::size_t next_to_send = 0;
   int64_t late_gradients = 0;
+  BufferBytes buffers;  // gradients mode's whole buckets, late gradients
   CommTimer timer;
 
   bool device_timed() const { return context->device().is_cuda(); }
   torch::TensorOptions flat_options() const { return params.front().options(); }
+  int64_t bucket_bytes(std::size_t index) const {
+    return layout[index].padded_numel * static_cast<int64_t>(params.front().element_size());
+  }
 
   torch::Tensor view_of(std::size_t param, const torch::Tensor& flat) const {
     return flat.narrow(0, offset_of[param], params[param].numel()).view(params[param].sizes());
@@ -57,6 +61,7 @@ struct DataParallel::Engine {
     if (bucket.grads.defined()) return;
     torch::NoGradGuard no_grad;
     bucket.grads = torch::zeros({layout[index].padded_numel}, flat_options());
+    buffers.add(bucket_bytes(index));
     for (const BucketSlot& slot : layout[index].slots) {
       params[slot.param].mutable_grad() = view_of(slot.param, bucket.grads);
     }
@@ -65,6 +70,22 @@ struct DataParallel::Engine {
   void release_gradients(std::size_t index) {
     for (const BucketSlot& slot : layout[index].slots) params[slot.param].mutable_grad().reset();
     buckets[index].grads.reset();
+    buffers.remove(bucket_bytes(index));
+  }
+
+  // Gradients that arrived after their bucket was sent wait here (see before_accumulate).
+  torch::Tensor& late_buffer(std::size_t index) {
+    Bucket& bucket = buckets[index];
+    if (!bucket.late.defined()) {
+      bucket.late = torch::zeros({layout[index].padded_numel}, flat_options());
+      buffers.add(bucket_bytes(index));
+    }
+    return bucket.late;
+  }
+
+  void release_late(std::size_t index) {
+    buckets[index].late.reset();
+    buffers.remove(bucket_bytes(index));
   }
 
   variable_list before_accumulate(std::size_t param, const variable_list& grads) {
@@ -74,10 +95,9 @@ struct DataParallel::Engine {
       // The bucket is on the wire and its buffer must not change: keep this part aside for
       // finish(), and hand the accumulator nothing (it skips an undefined gradient).
       torch::NoGradGuard no_grad;
-      if (!bucket.late.defined()) {
-        bucket.late = torch::zeros({layout[index].padded_numel}, flat_options());
-      }
-      bucket.late.narrow(0, offset_of[param], params[param].numel()).add_(grads[0].reshape(-1));
+      late_buffer(index)
+          .narrow(0, offset_of[param], params[param].numel())
+          .add_(grads[0].reshape(-1));
       ++late_gradients;
       return {torch::Tensor()};
     }
@@ -175,9 +195,7 @@ struct DataParallel::Engine {
     for (std::size_t index = 0; index < buckets.size(); ++index) {
       if (any_rank[static_cast<int64_t>(index)].item<double>() == 0.0) continue;
       Bucket& bucket = buckets[index];
-      if (!bucket.late.defined()) {
-        bucket.late = torch::zeros({layout[index].padded_numel}, flat_options());
-      }
+      late_buffer(index);  // this rank's gradients may all have come in time
       torch::Tensor target = shard == ShardMode::kGradients ? bucket.shard_grad : bucket.grads;
       torch::Tensor reduced = shard == ShardMode::kGradients && !scatter_by_all_reduce()
                                   ? torch::empty_like(target)
@@ -187,7 +205,7 @@ struct DataParallel::Engine {
       torch::NoGradGuard no_grad;
       target.add_(shard == ShardMode::kGradients ? take_shard(index, bucket.late, reduced)
                                                  : reduced);
-      bucket.late.reset();
+      release_late(index);
     }
   }
 };
@@ -227,6 +245,8 @@ std::vector<torch::Tensor> DataParallel::gradient_shards() {
 void DataParallel::count_squares_with(ShardSquares squares) {
   shard_update_.count_squares_with(std::move(squares));
 }
+
+int64_t DataParallel::buffer_peak_bytes() const { return engine_->buffers.peak(); }
 
 void DataParallel::attach(const std::vector<torch::Tensor>& params) {
   Engine& engine = *engine_;

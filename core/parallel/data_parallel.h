@@ -57,6 +57,7 @@ class DataParallel final : public DataExchange {
   const std::vector<BucketLayout>& shard_layouts() const override;
   std::vector<torch::Tensor> gradient_shards() override;
   void count_squares_with(ShardSquares squares) override;
+  int64_t buffer_peak_bytes() const override;
 
   const std::vector<BucketLayout>& buckets() const;
   // Gradients that arrived for a bucket already sent, over the run (tests).

@@ -53,6 +53,7 @@ struct FullyShardedParameters::Engine {
   std::deque<std::size_t> reducing;  // units whose gradients are on the wire, oldest first
   bool in_backward = false;
   ParameterGathers gathers;
+  BufferBytes buffers;  // whole units and their whole gradients
   CommTimer timer;
 
   bool device_timed() const { return context->device().is_cuda(); }
@@ -73,6 +74,7 @@ struct FullyShardedParameters::Engine {
     Unit& unit = units[index];
     if (unit.state != State::kFree) return;
     compat::allocate_storage(unit.flat, flat_bytes(index));
+    buffers.add(static_cast<int64_t>(flat_bytes(index)));
     unit.gathering = context->backend()._allgather_base(unit.flat, unit.shard);
     timer.launched(unit.gathering, device_timed());
     unit.state = State::kGathering;
@@ -95,6 +97,7 @@ struct FullyShardedParameters::Engine {
     if (unit.state == State::kFree) return;
     wait_gather(index);  // a gather in flight writes into the memory
     compat::free_storage(unit.flat);
+    buffers.remove(static_cast<int64_t>(flat_bytes(index)));
     unit.state = State::kFree;
   }
 
@@ -130,6 +133,7 @@ struct FullyShardedParameters::Engine {
     drain_reductions();
     torch::NoGradGuard no_grad;
     unit.grads = torch::zeros({layout[index].padded_numel}, flat_options());
+    buffers.add(static_cast<int64_t>(flat_bytes(index)));
     for (const BucketSlot& slot : layout[index].slots) {
       params[slot.param].mutable_grad() = view_of(slot.param, unit.grads);
     }
@@ -202,6 +206,7 @@ struct FullyShardedParameters::Engine {
     unit.shard_grad_empty = false;
     for (const BucketSlot& slot : part.slots) params[slot.param].mutable_grad().reset();
     unit.grads.reset();
+    buffers.remove(static_cast<int64_t>(flat_bytes(index)));
   }
 
   // After each micro-batch's backward. Every rank runs the same graph, so a unit whose gradients
@@ -416,6 +421,8 @@ std::vector<torch::Tensor> FullyShardedParameters::gradient_shards() {
 void FullyShardedParameters::count_squares_with(ShardSquares squares) {
   update_.count_squares_with(std::move(squares));
 }
+
+int64_t FullyShardedParameters::buffer_peak_bytes() const { return engine_->buffers.peak(); }
 
 std::optional<double> FullyShardedParameters::step(torch::optim::Optimizer& optimizer,
                                                    double max_norm) {

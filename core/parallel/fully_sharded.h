@@ -65,6 +65,7 @@ class FullyShardedParameters final : public DataExchange {
   const std::vector<BucketLayout>& shard_layouts() const override { return units(); }
   std::vector<torch::Tensor> gradient_shards() override;
   void count_squares_with(ShardSquares squares) override;
+  int64_t buffer_peak_bytes() const override;
   // The last reported step's gathers.
   const ParameterGathers& gathers() const { return last_gathers_; }
   // Each unit's layout; unit i's slots index attach()'s parameters.

@@ -44,6 +44,7 @@ class TensorParallelExchange final : public GradientExchange {
   void report(StepMetrics& metrics) override;
 
   const ModelStateBytes& model_state_bytes() const { return data_->model_state_bytes(); }
+  int64_t buffer_peak_bytes() const { return data_->buffer_peak_bytes(); }
   // The exchange over the ranks holding this rank's tensor part.
   DataExchange& data() { return *data_; }
 

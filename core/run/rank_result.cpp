@@ -34,6 +34,7 @@ nlohmann::json to_json(const RankResult& rank) {
           {"param_bytes", rank.param_bytes},
           {"grad_bytes", rank.grad_bytes},
           {"optimizer_bytes", rank.optimizer_bytes},
+          {"buffer_peak_bytes", rank.buffer_peak_bytes},
           {"model_state_bytes", rank.model_state_bytes()},
           {"step_peak_bytes", rank.step_peak_bytes}};
 }
@@ -54,6 +55,7 @@ RankResult rank_result_from_json(const nlohmann::json& json) {
   read(json, "param_bytes", rank.param_bytes);
   read(json, "grad_bytes", rank.grad_bytes);
   read(json, "optimizer_bytes", rank.optimizer_bytes);
+  read(json, "buffer_peak_bytes", rank.buffer_peak_bytes);
   if (json.contains("step_peak_bytes") && json.at("step_peak_bytes").is_array()) {
     for (const auto& value : json.at("step_peak_bytes")) {
       rank.step_peak_bytes.push_back(value.is_number_integer() ? value.get<int64_t>() : 0);

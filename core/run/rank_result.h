@@ -26,6 +26,9 @@ struct RankResult {
   int64_t param_bytes = 0;
   int64_t grad_bytes = 0;
   int64_t optimizer_bytes = 0;
+  // The most its communication buffers held at once beside the model states (whole units and
+  // gradients under --shard parameters, whole buckets under gradients; parallel/data_exchange.h).
+  int64_t buffer_peak_bytes = 0;
   std::vector<int64_t> step_peak_bytes;  // every step's peak, for one memory curve per rank
 
   int64_t model_state_bytes() const { return param_bytes + grad_bytes + optimizer_bytes; }
