@@ -422,6 +422,15 @@ TEST(FitAdvice, ShardsMoreOnTheRanksAskedForBeforeAddingRanks) {
   const auto mixed = estimate::advise_fit(bf16, memory);
   ASSERT_TRUE(mixed.has_value());
   EXPECT_NE(mixed->shard, "parameters");
+  // fp16's loss scaling needs whole gradients: only the optimizer state is sharded, as `run`
+  // takes it, on the ranks asked for and on more.
+  estimate::FitQuestion half = question;
+  half.precision = Precision::kFp16;
+  for (const int64_t gib : {40, 80}) {
+    const auto scaled = estimate::advise_fit(half, int64_t{gib} << 30);
+    ASSERT_TRUE(scaled.has_value()) << gib;
+    EXPECT_EQ(scaled->shard, "optimizer") << gib << " GiB";
+  }
 }
 
 TEST(FitAdvice, AskedLayoutFirstAndNothingWhenNothingFits) {

@@ -76,9 +76,11 @@ Wording states_advice(const RunConfig& config) {
            (most == ShardMode::kParameters ? "the weights" : "the optimizer state") + " over its " +
            ranks + (most == ShardMode::kParameters ? " too" : "");
   } else if (2 * config.world_size <= kMaxWorldSize) {
+    const ShardMode next = std::max(shard, most);
     more = setting("nproc", std::to_string(2 * config.world_size)) + " " +
-           setting("shard", to_string(std::max(shard, most))) +
-           " shards the model states over twice the data ranks";
+           setting("shard", to_string(next)) + " shards " +
+           (next == ShardMode::kOptimizer ? "the optimizer state" : "the model states") +
+           " over twice the data ranks";
   } else {
     more = Wording("a device with more memory");
   }

@@ -1,7 +1,6 @@
 #include "launch/rank_run.h"
 
 #include <chrono>
-#include <iostream>
 #include <memory>
 #include <thread>
 
@@ -183,13 +182,7 @@ void keep_measured_chain_costs(const Trainer& trainer, RunStore* store) {
   const std::shared_ptr<const KnownChainCosts>& known = trainer.config().known_chain_costs;
   if (!store || !known || known->source.rfind("measured on each", 0) != 0) return;
   KnownChainCosts kept = *known;
-  try {
-    keep_chain_costs(store, kept);
-  } catch (const std::exception& error) {
-    // The run needs no kept profile: it goes on, and the next one measures again.
-    std::cerr << "rematlab-cli: warning: the measured chain costs were not kept: " << error.what()
-              << std::endl;
-  }
+  keep_chain_costs(store, kept);
 }
 
 // Data parallelism, or tensor parallelism with data parallelism over its groups.

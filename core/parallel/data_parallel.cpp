@@ -200,8 +200,11 @@ struct DataParallel::Engine {
       torch::Tensor reduced = shard == ShardMode::kGradients && !scatter_by_all_reduce()
                                   ? torch::empty_like(target)
                                   : bucket.late;
+      const int64_t scattered = reduced.is_same(bucket.late) ? 0 : reduced.nbytes();
+      buffers.add(scattered);
       timer.blocking(
           [&] { context->wait(reduce(bucket.late, reduced), "averaging late gradients"); });
+      buffers.remove(scattered);
       torch::NoGradGuard no_grad;
       target.add_(shard == ShardMode::kGradients ? take_shard(index, bucket.late, reduced)
                                                  : reduced);
@@ -362,14 +365,20 @@ std::optional<double> DataParallel::step(torch::optim::Optimizer& optimizer, dou
   }
   const double total = shard_update_.step(*context_, shards, optimizer, max_norm, engine.timer);
   // Every rank's updated shard, to everyone.
+  // Each shard is sent from a copy (the collective must not read what the optimizer owns).
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  int64_t copies = 0;
   for (auto& bucket : engine.buckets) {
     torch::Tensor shard = bucket.shard_param.clone();
+    copies += static_cast<int64_t>(shard.nbytes());
     works.push_back(context_->backend()._allgather_base(bucket.params_flat, shard));
   }
+  engine.buffers.add(copies);
   engine.timer.blocking([&] {
     for (auto& work : works) context_->wait(work, "gathering updated parameters");
   });
+  works.clear();  // the copies go with the collectives
+  engine.buffers.remove(copies);
   return total;
 }
 

@@ -51,11 +51,13 @@ std::shared_ptr<ParameterUnits> TensorParallelExchange::shard_parameters(
 void TensorParallelExchange::attach(const std::vector<torch::Tensor>& params) {
   params_ = params;
   data_->attach(params);
+  split_ranges_ = split_elements();
+  replicated_ranges_ = replicated_elements();
   const std::vector<BucketLayout>& shards = data_->shard_layouts();
   if (shards.empty()) return;
   const int data_rank = static_cast<int>(data_->rank());
-  replicated_pieces_ = pieces_in_shards(shards, data_rank, replicated_elements());
-  split_pieces_ = pieces_in_shards(shards, data_rank, split_elements());
+  replicated_pieces_ = pieces_in_shards(shards, data_rank, replicated_ranges_);
+  split_pieces_ = pieces_in_shards(shards, data_rank, split_ranges_);
   partial_pieces_ = pieces_in_shards(shards, data_rank, partial_elements());
   data_->count_squares_with(
       [this](const std::vector<torch::Tensor>& grads) { return sharded_squares(grads); });
@@ -197,8 +199,11 @@ void TensorParallelExchange::sum_partial_shards() {
 // Split elements are different on every tensor rank and sum over them; replicated ones are the
 // same on each and count once. The data exchange sums the result over its ranks.
 double TensorParallelExchange::sharded_squares(const std::vector<torch::Tensor>& grads) const {
-  const double replicated = sum_of_squares(views_of(grads, replicated_pieces_));
-  const double split = sum_of_squares(views_of(grads, split_pieces_));
+  return squares_over_ranks(sum_of_squares(views_of(grads, split_pieces_)),
+                            sum_of_squares(views_of(grads, replicated_pieces_)));
+}
+
+double TensorParallelExchange::squares_over_ranks(double split, double replicated) const {
   const torch::Tensor parts =
       tensor_->sum(torch::tensor({split}, torch::dtype(torch::kFloat64).device(world_->device())),
                    "the gradient norm over tensor ranks");
@@ -207,27 +212,16 @@ double TensorParallelExchange::sharded_squares(const std::vector<torch::Tensor>&
 
 double TensorParallelExchange::whole_norm() {
   torch::NoGradGuard no_grad;
-  double split_squares = 0.0;
-  double replicated_squares = 0.0;
-  for (const torch::Tensor& param : params_) {
-    if (!param.grad().defined()) continue;
-    const double norm = param.grad().norm().item<double>();
-    (split_.count(param.unsafeGetTensorImpl()) ? split_squares : replicated_squares) += norm * norm;
-  }
-  // Rows every rank holds whole (shared key/value heads) inside a split parameter count once.
-  for (const PartialRows& partial : layout_.partial) {
-    if (!split_.count(partial.param.unsafeGetTensorImpl())) continue;  // replicated already
-    const double norm = partial.param.grad()
-                            .narrow(0, partial.rows.first, partial.rows.count)
-                            .norm()
-                            .item<double>();
-    split_squares -= norm * norm;
-    replicated_squares += norm * norm;
-  }
-  const torch::Tensor parts = tensor_->sum(
-      torch::tensor({split_squares}, torch::dtype(torch::kFloat64).device(world_->device())),
-      "the gradient norm over tensor ranks");
-  return std::sqrt(parts.item<double>() + replicated_squares);
+  auto views = [this](const std::vector<ElementRange>& ranges) {
+    std::vector<torch::Tensor> parts;
+    for (const ElementRange& range : ranges) {
+      const torch::Tensor& grad = params_[range.param].grad();
+      if (grad.defined()) parts.push_back(grad.reshape({-1}).narrow(0, range.begin, range.count));
+    }
+    return parts;
+  };
+  return std::sqrt(squares_over_ranks(sum_of_squares(views(split_ranges_)),
+                                      sum_of_squares(views(replicated_ranges_))));
 }
 
 std::optional<double> TensorParallelExchange::step(torch::optim::Optimizer& optimizer,

@@ -57,6 +57,8 @@ class TensorParallelExchange final : public GradientExchange {
   std::size_t index_of(const torch::Tensor& param) const;  // in attach()'s order
   std::vector<ElementRange> partial_elements() const;
   double sharded_squares(const std::vector<torch::Tensor>& shard_grads) const;
+  // The squared norm from this rank's squares of split and of replicated elements.
+  double squares_over_ranks(double split, double replicated) const;
   void sum_partial_rows();
   void sum_partial_shards();
   double whole_norm();
@@ -67,7 +69,9 @@ class TensorParallelExchange final : public GradientExchange {
   TensorParallelLayout layout_;
   std::unordered_set<const void*> split_;  // layout_.split's tensors, to tell them in a step
   std::vector<torch::Tensor> params_;
-  // Sharded data side: where replicated_elements() and partial_elements() lie in this rank's
+  std::vector<ElementRange> split_ranges_;  // split_elements(), from attach()
+  std::vector<ElementRange> replicated_ranges_;
+  // Sharded data side: where the ranges above and partial_elements() lie in this rank's
   // shards.
   std::vector<ShardPiece> replicated_pieces_;
   std::vector<ShardPiece> split_pieces_;

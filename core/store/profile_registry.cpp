@@ -37,9 +37,14 @@ std::optional<KnownChainCosts> kept_chain_costs(const RunConfig& config, RunStor
 void keep_chain_costs(RunStore* store, KnownChainCosts& known) {
   const std::string measured = utc_now();
   if (store && !store->read_only()) {
-    store->save_chain_profile(known.key,
-                              {plan::to_json(known.costs).dump(), known.profile_ms, measured});
-    known.source = "runs database: measured " + measured + " (kept now)";
+    try {
+      store->save_chain_profile(known.key,
+                                {plan::to_json(known.costs).dump(), known.profile_ms, measured});
+      known.source = "runs database: measured " + measured + " (kept now)";
+    } catch (const std::exception& error) {
+      // The run needs no kept profile: it goes on, and the next one measures again.
+      known.source = "measured " + measured + " (not kept: " + error.what() + ")";
+    }
   } else {
     known.source =
         "measured " + measured +

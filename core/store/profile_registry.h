@@ -23,7 +23,8 @@ KnownChainCosts known_chain_costs(const RunConfig& config, RunStore* store,
 // The costs kept in `store` for `config` at `repeats`, when it has readable ones.
 std::optional<KnownChainCosts> kept_chain_costs(const RunConfig& config, RunStore& store,
                                                 int repeats);
-// Keeps `known` (measured just now) in `store` when it is writable, and says so in its source.
+// Keeps `known` (measured just now) in `store` when it is writable, and says in its source
+// whether it was kept (a write that fails is said there too, not thrown).
 void keep_chain_costs(RunStore* store, KnownChainCosts& known);
 
 // For a `plan:` config: sets config.known_chain_costs, so that the trainer plans without
