@@ -178,9 +178,11 @@ void share_kept_chain_costs(parallel::DistContext& context, bool leader, RunStor
   config.known_chain_costs = std::make_shared<const KnownChainCosts>(std::move(known));
 }
 
-void keep_measured_chain_costs(const Trainer& trainer, RunStore* store) {
+// `brought`: the costs the run started with (null when the Trainer measured them itself).
+void keep_measured_chain_costs(const Trainer& trainer, RunStore* store,
+                               const std::shared_ptr<const KnownChainCosts>& brought) {
   const std::shared_ptr<const KnownChainCosts>& known = trainer.config().known_chain_costs;
-  if (!store || !known || known->source.rfind("measured on each", 0) != 0) return;
+  if (!store || !known || known == brought) return;
   KnownChainCosts kept = *known;
   keep_chain_costs(store, kept);
 }
@@ -246,7 +248,7 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const parallel::DistEnv&
   };
   try {
     Trainer trainer(rank_config, exchange.exchange, &cancel);
-    keep_measured_chain_costs(trainer, store.get());
+    keep_measured_chain_costs(trainer, store.get(), rank_config.known_chain_costs);
     if (store) {
       writer = std::make_unique<RunWriter>(options.db);
       recorder = RunRecorder(
