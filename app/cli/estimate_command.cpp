@@ -41,7 +41,7 @@ struct EstimateOptions {
       shape.apply(config);
       estimate::Architecture arch = estimate::from_model_config(config);
       arch.name = model.empty() ? "custom" : model + (shape.changes_shape() ? "*" : "");
-      arch.engine_shape = model != "gpt3-175b";
+      arch.engine_shape = estimate::is_engine_preset(model);
       estimate::validate(arch);
       request.arch = arch;
     }

@@ -116,6 +116,7 @@ int main(int argc, char** argv) {
       add_max_batch_command(app, g_cancel),
       add_version_command(app),
       add_estimate_command(app),
+      add_layout_command(app),
       add_peak_command(app),
       add_upgrade_command(app),
       add_profile_command(app, g_cancel),

@@ -272,6 +272,11 @@ std::string describe(const std::vector<SublayerCost>& costs, const Segment& segm
 
 int64_t literature_layer_bytes(const Architecture& arch, int64_t batch, Precision precision,
                                const TensorLayout& layout) {
+  return literature_layer_bytes(arch, batch, precision, layout, LiteratureRecompute::kNone);
+}
+
+int64_t literature_layer_bytes(const Architecture& arch, int64_t batch, Precision precision,
+                               const TensorLayout& layout, LiteratureRecompute recompute) {
   const double s = static_cast<double>(arch.seq_len);
   const double b = static_cast<double>(batch);
   const double h = static_cast<double>(arch.d_model);
@@ -290,8 +295,13 @@ int64_t literature_layer_bytes(const Architecture& arch, int64_t batch, Precisio
   // column-parallel layers' inputs and the masks after the row-parallel ones stay whole: 10·sbh
   // of the 34; with it, every term divides.
   const double whole = layout.split() && !layout.sequence_parallel ? 8.0 * wide + masks : 0.0;
+  if (recompute == LiteratureRecompute::kFull) {
+    return static_cast<int64_t>(s * b * h * 2.0 * wide / (layout.sequence_parallel ? t : 1.0));
+  }
   double bytes = s * b * h * (whole + (per_sbh - whole) / t);
-  if (arch.attention == AttentionKind::kMath) bytes += score_terms * a * s * s * b / t;
+  const bool scores_kept =
+      arch.attention == AttentionKind::kMath && recompute == LiteratureRecompute::kNone;
+  if (scores_kept) bytes += score_terms * a * s * s * b / t;
   return static_cast<int64_t>(bytes);
 }
 
@@ -338,6 +348,7 @@ class StepReplay {
       live_ += costs_[segment.end - 1].output + kept(segment) + kReplayStateBytes;
       if (input_offloaded(j)) live_ -= residual_;
     }
+    if (!input_.head) return live_;
     replay_.at(live_ + engine_.loss_saved() + engine_.loss_forward_extra(), "loss");
     live_ += engine_.loss_saved();
     return live_;
@@ -346,8 +357,11 @@ class StepReplay {
   // Backward, last segment first; a residual-stream gradient is live throughout. Then the
   // update, whose temporaries come alone: every activation is gone by then.
   void backward() {
-    replay_.at(live_ + engine_.loss_backward_extra(), "loss backward");
-    live_ += engine_.held_head_gradient() - engine_.loss_saved();
+    if (input_.head) {
+      replay_.at(live_ + engine_.loss_backward_extra(), "loss backward");
+      live_ -= engine_.loss_saved();
+      if (input_.embedding) live_ += engine_.held_head_gradient();
+    }
     for (int64_t j = count_ - 1; j >= 0; --j) backward_segment(j);
     if (input_.optimizer == Optimizer::kAdamW) {
       replay_.at(2 * rank_largest_parameter_count(input_.arch, input_.layout.tp) * 4,

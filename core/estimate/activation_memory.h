@@ -33,6 +33,12 @@ struct ActivationInput {
   Optimizer optimizer = Optimizer::kAdamW;
   // One rank's share under tensor (and sequence) parallelism; the figures are that rank's.
   TensorLayout layout;
+  // A pipeline stage's part of the chain (the layout planner's): whether it embeds the tokens,
+  // and whether it runs the final norm, head and loss. A stage without the head starts its
+  // backward from the output gradient the next stage sends; a head without the embedding keeps
+  // its own copy of a tied weight, so its gradient is not held through the chain.
+  bool embedding = true;
+  bool head = true;
 };
 
 struct ActivationEstimate {
@@ -53,6 +59,13 @@ ActivationEstimate estimate_activations(const ActivationInput& input);
 // their Table 2's per-rank forms.
 int64_t literature_layer_bytes(const Architecture& arch, int64_t batch, Precision precision,
                                const TensorLayout& layout = {});
+
+// The same paper's forms under recomputation: selective recomputes the attention core and keeps
+// nothing of the s×s terms; full keeps each layer's input alone, 2·s·b·h in 16 bits (divided by t
+// under sequence parallelism).
+enum class LiteratureRecompute { kNone, kSelective, kFull };
+int64_t literature_layer_bytes(const Architecture& arch, int64_t batch, Precision precision,
+                               const TensorLayout& layout, LiteratureRecompute recompute);
 
 // The K of every:K with the smallest estimated peak. Every K recomputes each block once, so the
 // peak alone decides; ties go to the smaller K.

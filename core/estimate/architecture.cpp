@@ -17,8 +17,25 @@ ModelConfig gpt3_175b() {
   return config;
 }
 
+// Llama 3.1 405B as its paper gives it (arXiv 2407.21783, Table 3): the largest published layout
+// the layout planner must find feasible.
+ModelConfig llama3_405b() {
+  ModelConfig config;
+  config.family = ModelFamily::kLlama;
+  config.layers = 126;
+  config.d_model = 16384;
+  config.heads = 128;
+  config.kv_heads = 8;
+  config.mlp_hidden = 53248;
+  config.seq_len = 8192;
+  config.vocab = 128256;
+  config.tie_head = false;
+  config.rope_theta = 500000.0;
+  return config;
+}
+
 const std::vector<std::string>& estimation_only_names() {
-  static const std::vector<std::string> kNames = {"gpt3-175b"};
+  static const std::vector<std::string> kNames = {"gpt3-175b", "llama3-405b"};
   return kNames;
 }
 
@@ -64,6 +81,7 @@ ModelConfig architecture_model_config(const std::string& name) {
   // The engine's presets (GPT-2 and the Llama family) and GPT-3 (Brown et al. 2020), which the
   // engine could build but nobody measured here.
   if (name == "gpt3-175b") return gpt3_175b();
+  if (name == "llama3-405b") return llama3_405b();
   for (const auto& preset : preset_names()) {
     if (name == preset) return model_preset(name);
   }
@@ -72,11 +90,16 @@ ModelConfig architecture_model_config(const std::string& name) {
   throw InvalidInput("--model", "unknown model '" + name + "' (known: " + known + ")");
 }
 
+bool is_engine_preset(const std::string& name) {
+  const auto& only = estimation_only_names();
+  return std::find(only.begin(), only.end(), name) == only.end();
+}
+
 Architecture architecture_preset(const std::string& name) {
   Architecture arch = from_model_config(architecture_model_config(name));
   arch.name = name;
   // The engine could build GPT-3, but no one measured it here: no calibrated figures apply.
-  arch.engine_shape = name != "gpt3-175b";
+  arch.engine_shape = is_engine_preset(name);
   return arch;
 }
 

@@ -1,5 +1,6 @@
 // The shape of a transformer as far as counting needs it: the engine's shapes, GPT-2 and Llama
-// (exact, so the count equals the engine's), and gpt3-175b, which only the estimator knows.
+// (exact, so the count equals the engine's), and gpt3-175b and llama3-405b, which only the
+// estimator and the layout planner know.
 #pragma once
 
 #include <cstdint>
@@ -37,8 +38,10 @@ struct Architecture {
 // The engine's own shape for `config` (GPT-2 or Llama family).
 Architecture from_model_config(const ModelConfig& config);
 
-// Engine presets (GPT-2 and Llama) and gpt3-175b.
+// Engine presets (GPT-2 and Llama), then gpt3-175b and llama3-405b.
 const std::vector<std::string>& architecture_names();
+// Whether the engine trains the named shape (false for the estimation-only ones).
+bool is_engine_preset(const std::string& name);
 // Throws InvalidInput("--model", …) for an unknown name.
 Architecture architecture_preset(const std::string& name);
 // The same model as the engine's ModelConfig, for shape flags to refine before it is counted.

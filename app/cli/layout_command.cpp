@@ -1,0 +1,224 @@
+// `rematlab-cli layout`: how to train a model on a cluster, fastest within memory.
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "checkpoint/checkpoint_policy.h"
+#include "cli/cli_output.h"
+#include "cli/commands.h"
+#include "cli/layout_text.h"
+#include "cli/model_options.h"
+#include "common/byte_size.h"
+#include "common/errors.h"
+#include "estimate/architecture.h"
+#include "layout/layout_json.h"
+#include "layout/layout_rules.h"
+#include "layout/layout_search.h"
+
+namespace rematlab::cli {
+namespace {
+
+struct LayoutOptions {
+  std::string model;
+  ModelOptions shape;
+  std::string gpu;
+  std::string gpu_memory;
+  std::optional<double> peak_flops;
+  std::optional<double> efficiency;
+  std::optional<double> intra_node_bandwidth;
+  std::optional<double> inter_node_bandwidth;
+  int64_t gpus = 0;
+  std::optional<int64_t> gpus_per_node;
+  std::string host_memory;
+  std::optional<int64_t> global_batch;
+  std::optional<int64_t> global_batch_tokens;
+  std::string precision = "bf16";
+  bool fp32_gradients = false;
+  double fragmentation = 0.05;
+  std::string activation_model = "engine";
+  std::optional<int64_t> tp, pp, vp, cp, dp, micro_batch, zero;
+  bool sequence_parallel = false;
+  std::string checkpoint;
+  std::string offload;
+  int64_t top = 5;
+  bool json = false;
+
+  layout::GpuKind resolve_gpu() const {
+    layout::GpuKind kind;
+    if (!gpu.empty()) {
+      kind = layout::gpu_kind(gpu);
+    } else if (gpu_memory.empty() || !peak_flops) {
+      throw InvalidInput("--gpu", "name a GPU (" + layout::gpu_names() +
+                                      ") or describe one with --gpu-memory and --peak-flops");
+    } else {
+      // Another GPU: what is not given is a PCIe card's.
+      kind = {"custom", "custom GPU", 0, 0.0, 0.0, 1000e9, 25e9, 25e9, 25e9, 8, 1024LL << 30, 0.6};
+    }
+    if (!gpu_memory.empty()) kind.memory_bytes = parse_byte_size(gpu_memory, "--gpu-memory");
+    if (peak_flops) {
+      if (!(std::isfinite(*peak_flops) && *peak_flops > 0.0)) {
+        throw InvalidInput("--peak-flops", "must be a positive FLOP/s figure such as 989e12");
+      }
+      kind.peak_bf16 = kind.peak_fp32 = *peak_flops;
+    }
+    auto bandwidth = [](const std::optional<double>& value, const char* flag, double& into) {
+      if (!value) return;
+      if (!(std::isfinite(*value) && *value > 0.0)) {
+        throw InvalidInput(flag, "must be a positive bytes/s figure such as 300e9");
+      }
+      into = *value;
+    };
+    bandwidth(intra_node_bandwidth, "--intra-node-bandwidth", kind.intra_node_bandwidth);
+    bandwidth(inter_node_bandwidth, "--inter-node-bandwidth", kind.inter_node_bandwidth);
+    return kind;
+  }
+
+  layout::LayoutRequest resolve() const {
+    layout::LayoutRequest request;
+    if (model.empty()) throw InvalidInput("--model", "name the model to lay out");
+    ModelConfig config = estimate::architecture_model_config(model);
+    shape.apply(config);
+    request.arch = estimate::from_model_config(config);
+    // The sequence is the layout's to choose: only another shape makes the model another one.
+    ModelConfig named = estimate::architecture_model_config(model);
+    named.seq_len = config.seq_len;
+    const bool reshaped = estimate::parameter_count(estimate::from_model_config(named)) !=
+                              estimate::parameter_count(estimate::from_model_config(config)) ||
+                          named.family != config.family || named.layers != config.layers ||
+                          named.heads != config.heads ||
+                          named.key_value_heads() != config.key_value_heads();
+    request.arch.name = model + (reshaped ? "*" : "");
+    request.arch.engine_shape = estimate::is_engine_preset(model);
+    estimate::validate(request.arch);
+    request.cluster.gpu = resolve_gpu();
+    if (gpus < 1) throw InvalidInput("--gpus", "must be at least 1");
+    request.cluster.gpus = gpus;
+    request.cluster.gpus_per_node =
+        gpus_per_node.value_or(std::min(gpus, request.cluster.gpu.gpus_per_node));
+    request.cluster.host_memory_bytes = host_memory.empty()
+                                            ? request.cluster.gpu.host_memory_bytes
+                                            : parse_byte_size(host_memory, "--host-memory");
+    if (global_batch && global_batch_tokens) {
+      throw InvalidInput("--global-batch-tokens",
+                         "give the batch in sequences or in tokens, not both");
+    }
+    if (global_batch_tokens) {
+      if (*global_batch_tokens % request.arch.seq_len != 0 || *global_batch_tokens < 1) {
+        throw InvalidInput("--global-batch-tokens",
+                           std::to_string(*global_batch_tokens) + " is not a whole number of " +
+                               std::to_string(request.arch.seq_len) + "-token sequences");
+      }
+      request.global_batch = *global_batch_tokens / request.arch.seq_len;
+    } else if (global_batch) {
+      request.global_batch = *global_batch;
+    } else {
+      throw InvalidInput("--global-batch", "give the global batch in sequences (or tokens)");
+    }
+    request.precision = parse_precision(precision);
+    request.fp32_gradients = fp32_gradients;
+    request.fragmentation = fragmentation;
+    if (activation_model == "megatron") {
+      request.activation_model = layout::ActivationModel::kMegatron;
+    } else if (activation_model != "engine") {
+      throw InvalidInput("--activation-model",
+                         "unknown model '" + activation_model + "' (use engine or megatron)");
+    }
+    if (efficiency) request.matmul_efficiency = *efficiency;
+    request.top = top;
+    layout::FixedDimensions& fixed = request.fixed;
+    fixed.tp = tp;
+    fixed.pp = pp;
+    fixed.vp = vp;
+    fixed.cp = cp;
+    fixed.dp = dp;
+    fixed.micro_batch = micro_batch;
+    if (zero) fixed.zero = static_cast<int>(*zero);
+    if (sequence_parallel) fixed.sp = true;
+    if (!checkpoint.empty()) {
+      const CheckpointPolicy policy = CheckpointPolicy::parse(checkpoint);
+      if (policy.kind() != CheckpointPolicy::Kind::kNone &&
+          policy.kind() != CheckpointPolicy::Kind::kEvery &&
+          policy.kind() != CheckpointPolicy::Kind::kSelective) {
+        throw InvalidInput("--checkpoint",
+                           "the layout planner weighs none, selective and every:K "
+                           "(got " +
+                               checkpoint + ")");
+      }
+      fixed.checkpoint = policy.text();
+    }
+    if (!offload.empty()) fixed.offload = layout::parse_layout_offload(offload);
+    layout::validate(request);
+    return request;
+  }
+};
+
+}  // namespace
+
+Command add_layout_command(CLI::App& app) {
+  auto* command = app.add_subcommand(
+      "layout",
+      "How to train a model on a cluster: parallelism, ZeRO, offload, micro-batch "
+      "and checkpointing, fastest within memory");
+  auto options = std::make_shared<LayoutOptions>();
+  std::string models;
+  for (const auto& name : estimate::architecture_names()) {
+    models += (models.empty() ? "" : ", ") + name;
+  }
+  command->add_option("--model,--preset", options->model, "Named shape: " + models);
+  options->shape.add_to(*command);
+  command->add_option("--gpu", options->gpu, "GPU kind: " + layout::gpu_names());
+  command->add_option("--gpu-memory", options->gpu_memory, "Memory per GPU (replaces the kind's)");
+  command->add_option("--peak-flops", options->peak_flops,
+                      "Dense peak FLOP/s in the training precision (replaces the kind's)");
+  command->add_option("--efficiency", options->efficiency,
+                      "Share of peak a large matmul reaches (default: the kind's)");
+  command->add_option("--intra-node-bandwidth", options->intra_node_bandwidth,
+                      "Bytes/s per GPU and direction inside a node");
+  command->add_option("--inter-node-bandwidth", options->inter_node_bandwidth,
+                      "Bytes/s per GPU and direction between nodes");
+  command->add_option("--gpus", options->gpus, "GPUs in all")->required();
+  command->add_option("--gpus-per-node", options->gpus_per_node, "GPUs per node (default 8)");
+  command->add_option("--host-memory", options->host_memory, "Host memory per node");
+  command->add_option("--global-batch", options->global_batch, "Sequences per optimizer step");
+  command->add_option("--global-batch-tokens", options->global_batch_tokens,
+                      "Tokens per optimizer step (instead of --global-batch)");
+  command->add_option("--precision", options->precision, "bf16, fp16 or fp32")
+      ->capture_default_str();
+  command->add_flag("--fp32-gradients", options->fp32_gradients,
+                    "Gradients accumulated in fp32 (Megatron-LM's default)");
+  command
+      ->add_option("--fragmentation", options->fragmentation,
+                   "Allowance for the allocator's fragmentation, a share of what is allocated")
+      ->capture_default_str();
+  command
+      ->add_option("--activation-model", options->activation_model,
+                   "engine (RematLab's accounting) or megatron (Korthikanti et al.'s terms)")
+      ->capture_default_str();
+  command->add_option("--tp", options->tp, "Tensor-parallel degree (searched when absent)");
+  command->add_option("--pp", options->pp, "Pipeline stages");
+  command->add_option("--virtual-stages", options->vp, "Model chunks per pipeline rank");
+  command->add_option("--cp", options->cp, "Context-parallel degree");
+  command->add_option("--dp", options->dp, "Data-parallel degree");
+  command->add_flag("--sequence-parallel", options->sequence_parallel,
+                    "Keep sequence parallelism on (searched when absent)");
+  command->add_option("--zero", options->zero, "ZeRO stage 0-3 over the data-parallel ranks");
+  command->add_option("--micro-batch", options->micro_batch, "Sequences per micro-batch");
+  command->add_option("--checkpoint", options->checkpoint,
+                      "none, selective or every:K for every stage (chosen per stage when absent)");
+  command->add_option("--offload", options->offload, "none, optimizer, parameters or activations");
+  command->add_option("--top", options->top, "Layouts to list")->capture_default_str();
+  command->add_flag("--json", options->json, "Print one JSON object as the last line of stdout");
+  return {command, [options]() {
+            const layout::LayoutRequest request = options->resolve();
+            const layout::LayoutAnswer answer = layout::search_layouts(request);
+            if (options->json) {
+              print_json_line(layout::to_json(request, answer));
+            } else {
+              std::cout << layout_to_text(request, answer);
+            }
+            return 0;
+          }};
+}
+
+}  // namespace rematlab::cli

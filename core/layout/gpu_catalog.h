@@ -1,0 +1,39 @@
+// The accelerators the layout planner knows, from their vendors' datasheets: memory, dense
+// (no sparsity) peak FLOP/s per precision, memory bandwidth, the links a node of them usually
+// has, and the share of peak a large matmul reaches on them (a stated default; `--efficiency`
+// or a local measurement replaces it). docs/layout.md lists the sources.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/precision.h"
+
+namespace rematlab::layout {
+
+struct GpuKind {
+  std::string name;                   // as --gpu takes it: "a100-40gb"
+  std::string description;            // "NVIDIA A100 SXM4 40GB"
+  int64_t memory_bytes = 0;           // what the device has, before the allocator's own reserve
+  double peak_bf16 = 0.0;             // dense FLOP/s; fp16 is the same on every kind listed
+  double peak_fp32 = 0.0;             // FP32 without TF32 (what fp32 training runs at)
+  double memory_bandwidth = 0.0;      // bytes/s
+  double intra_node_bandwidth = 0.0;  // bytes/s per GPU and direction (NVLink, or PCIe)
+  double inter_node_bandwidth = 0.0;  // bytes/s per GPU and direction (its NIC share)
+  double host_link_bandwidth = 0.0;   // bytes/s per GPU and direction to host memory
+  int64_t gpus_per_node = 8;
+  int64_t host_memory_bytes = 0;   // per node, as its usual server has it
+  double matmul_efficiency = 0.0;  // share of peak a large matmul reaches (default)
+
+  double peak_flops(Precision precision) const {
+    return precision == Precision::kFp32 ? peak_fp32 : peak_bf16;
+  }
+};
+
+const std::vector<GpuKind>& gpu_catalog();
+// Throws InvalidInput("--gpu", …) naming the known kinds for an unknown name.
+const GpuKind& gpu_kind(const std::string& name);
+std::string gpu_names();  // "a100-40gb, a100-80gb, …" for help texts and errors
+
+}  // namespace rematlab::layout

@@ -1,0 +1,54 @@
+#include "layout/layout.h"
+
+#include "common/errors.h"
+
+namespace rematlab::layout {
+
+std::string to_string(Offload offload) {
+  switch (offload) {
+    case Offload::kOptimizer:
+      return "optimizer";
+    case Offload::kParameters:
+      return "parameters";
+    case Offload::kActivations:
+      return "activations";
+    case Offload::kNone:
+      break;
+  }
+  return "none";
+}
+
+Offload parse_layout_offload(const std::string& text) {
+  for (Offload offload :
+       {Offload::kNone, Offload::kOptimizer, Offload::kParameters, Offload::kActivations}) {
+    if (text == to_string(offload)) return offload;
+  }
+  throw InvalidInput("--offload", "unknown offload '" + text +
+                                      "' (use none, optimizer, parameters or activations)");
+}
+
+std::string Layout::checkpoint_text() const {
+  std::string text;
+  bool uniform = true;
+  for (const auto& policy : stage_checkpoints) {
+    uniform = uniform && policy == stage_checkpoints.front();
+    text += (text.empty() ? "" : "|") + policy;
+  }
+  if (uniform && !stage_checkpoints.empty()) return stage_checkpoints.front();
+  return text;
+}
+
+std::string layout_name(const Layout& layout) {
+  std::string name = "TP " + std::to_string(layout.tp);
+  if (layout.sp) name += "+SP";
+  name += " PP " + std::to_string(layout.pp);
+  if (layout.vp > 1) name += "×" + std::to_string(layout.vp);
+  if (layout.cp > 1) name += " CP " + std::to_string(layout.cp);
+  name += " DP " + std::to_string(layout.dp);
+  if (layout.zero > 0) name += " ZeRO " + std::to_string(layout.zero);
+  name += " micro-batch " + std::to_string(layout.micro_batch);
+  if (layout.offload != Offload::kNone) name += " offload " + to_string(layout.offload);
+  return name;
+}
+
+}  // namespace rematlab::layout

@@ -1,0 +1,519 @@
+#include "layout/layout_evaluator.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "checkpoint/checkpoint_policy.h"
+#include "common/byte_size.h"
+#include "estimate/activation_memory.h"
+#include "estimate/flops.h"
+#include "estimate/model_state.h"
+#include "estimate/sharded_units.h"
+#include "layout/layout_rules.h"
+#include "layout/layout_states.h"
+
+namespace rematlab::layout {
+namespace {
+
+// Gradient buckets a ZeRO-2 or offloading rank reduces through (values; Megatron-LM's default).
+constexpr int64_t kBucketValues = 40'000'000;
+// What the offloaded optimizer's CPU update reads and writes per parameter (fp32 gradient,
+// master copy and two moments read; master, moments and the 16-bit weight written).
+constexpr double kHostUpdateBytesPerParameter = 30.0;
+
+double ceil_div(int64_t a, int64_t b) { return static_cast<double>((a + b - 1) / b); }
+
+// Ring collectives over n ranks: the share of the data each rank sends.
+double all_reduce_share(int64_t n) { return n <= 1 ? 0.0 : 2.0 * (n - 1) / n; }
+double all_gather_share(int64_t n) { return n <= 1 ? 0.0 : static_cast<double>(n - 1) / n; }
+
+// In-flight micro-batch chunks on pipeline rank r (Megatron-LM's warm-up count plus the one in
+// its steady state): p − r for 1F1B, 2(p − r − 1) + (v − 1)p + 1 interleaved.
+int64_t chunks_in_flight(const Layout& layout, int64_t rank) {
+  const int64_t p = layout.pp;
+  const int64_t v = layout.vp;
+  const int64_t warmup = v == 1 ? p - rank - 1 : 2 * (p - rank - 1) + (v - 1) * p;
+  return std::min(warmup + 1, layout.accum * v);
+}
+
+bool is_recomputing(const std::string& policy) { return policy.rfind("every:", 0) == 0; }
+
+bool states_offloaded(const Layout& layout) {
+  return layout.offload == Offload::kOptimizer || layout.offload == Offload::kParameters;
+}
+
+// The policies the planner weighs, as numbers its caches compare quickly: K for every:K.
+constexpr int64_t kNonePolicy = 0;
+constexpr int64_t kSelectivePolicy = -1;
+
+int64_t policy_code(const std::string& policy) {
+  const CheckpointPolicy parsed = CheckpointPolicy::parse(policy);
+  if (parsed.kind() == CheckpointPolicy::Kind::kSelective) return kSelectivePolicy;
+  if (parsed.kind() == CheckpointPolicy::Kind::kEvery) return parsed.plan_for(1, 0.0).interval;
+  return kNonePolicy;
+}
+
+std::string policy_text(int64_t code) {
+  if (code == kNonePolicy) return "none";
+  if (code == kSelectivePolicy) return "selective";
+  return "every:" + std::to_string(code);
+}
+
+// A group of ranks `span` apart at most (tensor ranks innermost) talks over NVLink (or PCIe)
+// inside a node, over each GPU's share of the network beyond it.
+double link_bandwidth(const Cluster& cluster, int64_t span) {
+  return span <= cluster.gpus_per_node ? cluster.gpu.intra_node_bandwidth
+                                       : cluster.gpu.inter_node_bandwidth;
+}
+
+// Key/value values per token one tensor rank holds (all of one head's when it shares them).
+int64_t kv_rank_width(const estimate::Architecture& arch, int64_t tp) {
+  return arch.kv_heads % tp == 0 ? arch.kv_dim() / tp : arch.head_dim();
+}
+
+// Why a layout's figures do not fit, in one line; empty when they do.
+std::string shortfall(const LayoutRequest& request, const LayoutEvaluation& result) {
+  const int64_t device = request.cluster.gpu.memory_bytes;
+  const MemoryParts& memory = result.memory;
+  const std::string where =
+      " per GPU at " + layout_name(result.layout) + " over " + format_bytes(device);
+  if (memory.total() > device) {
+    const std::pair<const char*, int64_t> parts[] = {
+        {"weights", memory.weights},         {"gradients", memory.gradients},
+        {"master copy", memory.master},      {"optimizer state", memory.optimizer},
+        {"activations", memory.activations}, {"buffers", memory.buffers}};
+    const auto largest =
+        *std::max_element(std::begin(parts), std::end(parts),
+                          [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (largest.second > device) {
+      return largest.first + (" " + format_bytes(largest.second)) + where + " (" +
+             format_bytes(memory.total()) + " in all)";
+    }
+    return "needs " + format_bytes(memory.total()) + " (" + largest.first + " " +
+           format_bytes(largest.second) + " the most)" + where;
+  }
+  const int64_t node_host = result.host_bytes * request.cluster.gpus_per_node;
+  if (node_host > request.cluster.host_memory_bytes) {
+    return "host memory " + format_bytes(node_host) + " per node at " + layout_name(result.layout) +
+           " over " + format_bytes(request.cluster.host_memory_bytes);
+  }
+  return "";
+}
+
+}  // namespace
+
+struct LayoutEvaluator::Stage {
+  int64_t layers = 0;           // blocks on this rank, all chunks
+  std::vector<int64_t> chunks;  // blocks of each of its model chunks
+  int64_t chunk_layers = 0;     // the largest chunk's
+  bool embedding = false;
+  bool head = false;
+  int64_t in_flight = 0;         // micro-batch chunks it holds at its peak
+  int64_t parameters = 0;        // this rank's share of the model's parameters
+  int64_t layer_parameters = 0;  // one block's (one tensor rank's part)
+};
+
+LayoutEvaluator::LayoutEvaluator(const LayoutRequest& request) : request_(request) {}
+
+const CheckpointPlan& LayoutEvaluator::plan(int64_t policy, int64_t layers) {
+  const auto key = std::make_pair(policy, layers);
+  const auto found = plan_cache_.find(key);
+  if (found != plan_cache_.end()) return found->second;
+  const CheckpointPlan made = CheckpointPolicy::parse(policy_text(policy)).plan_for(layers, 0.0);
+  return plan_cache_.emplace(key, made).first->second;
+}
+
+LayoutEvaluator::ChunkActivations LayoutEvaluator::chunk_activations(const Layout& layout,
+                                                                     int64_t chunk_layers,
+                                                                     int64_t policy, bool embedding,
+                                                                     bool head) {
+  const bool offload = layout.offload == Offload::kActivations;
+  const Key key{layout.tp, layout.sp, layout.cp, layout.micro_batch, chunk_layers, policy,
+                embedding, head,      offload};
+  const auto found = activation_cache_.find(key);
+  if (found != activation_cache_.end()) return found->second;
+
+  estimate::Architecture arch = request_.arch;
+  arch.layers = chunk_layers;
+  arch.seq_len = request_.arch.seq_len / layout.cp;  // each context rank's tokens
+  arch.vocab = padded_vocab(arch.vocab, layout.tp);
+  const estimate::TensorLayout split{layout.tp, layout.sp};
+  const int64_t value_bytes = estimate::bytes_per_value(request_.precision);
+  const int64_t residual =
+      layout.micro_batch * arch.seq_len * arch.d_model * value_bytes / (layout.sp ? layout.tp : 1);
+  const CheckpointPlan& plan = this->plan(policy, chunk_layers);
+
+  ChunkActivations figures;
+  if (request_.activation_model == ActivationModel::kEngine) {
+    estimate::ActivationInput input;
+    input.arch = arch;
+    input.batch = layout.micro_batch;
+    input.precision = request_.precision;
+    input.plan = plan;
+    input.offload = offload;
+    input.layout = split;
+    input.embedding = embedding;
+    input.head = head;
+    const estimate::ActivationEstimate estimate = estimate::estimate_activations(input);
+    figures.saved = estimate.saved_bytes;
+    figures.peak = estimate.peak_bytes;
+  } else {
+    using estimate::LiteratureRecompute;
+    auto layer = [&](LiteratureRecompute recompute) {
+      return estimate::literature_layer_bytes(arch, layout.micro_batch, request_.precision, split,
+                                              recompute);
+    };
+    if (plan.interval > 0) {
+      const int64_t groups = (chunk_layers + plan.interval - 1) / plan.interval;
+      figures.saved = groups * layer(LiteratureRecompute::kFull);
+      figures.peak = figures.saved + plan.interval * layer(LiteratureRecompute::kNone);
+    } else {
+      figures.saved =
+          chunk_layers * layer(plan.recompute_attention_core ? LiteratureRecompute::kSelective
+                                                             : LiteratureRecompute::kNone);
+      figures.peak = figures.saved;
+    }
+  }
+  if (offload) figures.offloaded = plan.recomputed_segments() * residual;
+  activation_cache_.emplace(key, figures);
+  return figures;
+}
+
+estimate::StepFlops LayoutEvaluator::chunk_flops(const Layout& layout, int64_t chunk_layers,
+                                                 int64_t policy, bool head) {
+  const int64_t tokens = layout.micro_batch * request_.arch.seq_len / layout.cp;
+  const FlopsKey key{layout.tp, tokens, chunk_layers, policy, head};
+  const auto found = flops_cache_.find(key);
+  if (found != flops_cache_.end()) return found->second;
+  estimate::Architecture arch = request_.arch;
+  arch.layers = chunk_layers;
+  arch.vocab = head ? padded_vocab(arch.vocab, layout.tp) : 0;  // no head, no head's FLOPs
+  const estimate::StepFlops flops =
+      estimate::rank_step_flops(arch, tokens, plan(policy, chunk_layers), layout.tp);
+  flops_cache_.emplace(key, flops);
+  return flops;
+}
+
+LayoutEvaluator::StageWork LayoutEvaluator::make_stage_work(const Layout& layout,
+                                                            const Stage& stage, int64_t policy) {
+  const estimate::Architecture& arch = request_.arch;
+  const Cluster& cluster = request_.cluster;
+  const GpuKind& gpu = cluster.gpu;
+  const int64_t w = estimate::bytes_per_value(request_.precision);
+  StageWork work;
+  work.own = chunk_activations(layout, stage.chunk_layers, policy, stage.embedding, stage.head);
+  work.plain = layout.vp > 1 && (stage.embedding || stage.head)
+                   ? chunk_activations(layout, stage.chunk_layers, policy, false, false)
+                   : work.own;
+
+  // One micro-batch through the stage's chunks.
+  const double speed = gpu.peak_flops(request_.precision) * request_.efficiency();
+  double model = 0.0;
+  double hardware = 0.0;
+  for (size_t chunk = 0; chunk < stage.chunks.size(); ++chunk) {
+    const bool head = stage.head && chunk + 1 == stage.chunks.size();
+    const estimate::StepFlops flops = chunk_flops(layout, stage.chunks[chunk], policy, head);
+    model += flops.model;
+    hardware += flops.hardware;
+  }
+  work.compute_s = model / speed;
+  work.recompute_s = (hardware - model) / speed;
+  const double rerun = policy > 0 ? 1.0 : 0.0;  // every:K runs forward's collectives again
+  auto link = [&](int64_t span) { return link_bandwidth(cluster, span); };
+  const int64_t tokens = layout.micro_batch * arch.seq_len / layout.cp;
+  const double activation_bytes = static_cast<double>(tokens * arch.d_model * w);
+  work.tensor_s = static_cast<double>(stage.layers) * (4.0 + 2.0 * rerun) *
+                  all_reduce_share(layout.tp) * activation_bytes / gpu.intra_node_bandwidth;
+  if (layout.cp > 1) {
+    const double kv_bytes =
+        2.0 * layout.micro_batch * arch.seq_len * kv_rank_width(arch, layout.tp) * w;
+    const double exchange = static_cast<double>(stage.layers) * (2.0 + rerun) *
+                            all_gather_share(layout.cp) * kv_bytes / link(layout.tp * layout.cp);
+    const double core = static_cast<double>(stage.layers) * 3.0 *
+                        estimate::attention_core_flops_per_token(arch) / layout.tp * tokens / speed;
+    work.context_s = std::max(0.0, exchange - core);  // ring attention overlaps the two
+  }
+  if (layout.pp > 1) {
+    const int64_t span = layout.tp * layout.cp * layout.dp * layout.pp;
+    work.pipeline_s = 2.0 * layout.vp * activation_bytes / (layout.sp ? layout.tp : 1) / link(span);
+  }
+  return work;
+}
+
+const LayoutEvaluator::StageWork& LayoutEvaluator::stage_work(const Layout& layout,
+                                                              const Stage& stage, int64_t policy) {
+  const WorkKey key{stage.chunks, stage.embedding, stage.head, policy};
+  const auto found = work_cache_.find(key);
+  if (found != work_cache_.end()) return found->second;
+  return work_cache_.emplace(key, make_stage_work(layout, stage, policy)).first->second;
+}
+
+int64_t LayoutEvaluator::buffer_bytes(const Layout& layout, const Stage& stage) const {
+  const estimate::Architecture& arch = request_.arch;
+  const int64_t w = estimate::bytes_per_value(request_.precision);
+  const int64_t g = request_.fp32_gradients ? 4 : w;
+  int64_t bytes = 0;
+  if (layout.zero == 3) {
+    // Gathered whole: the running block and the next one prefetched, and one block's gradients.
+    bytes += (2 * w + g) * stage.layer_parameters;
+  } else if (layout.zero == 2 || states_offloaded(layout)) {
+    bytes += 2 * std::min(kBucketValues, stage.parameters) * g;  // buckets being reduced
+  }
+  const int64_t tokens = layout.micro_batch * arch.seq_len / layout.cp;
+  if (layout.pp > 1) bytes += 2 * tokens * arch.d_model * w / (layout.sp ? layout.tp : 1);
+  if (layout.cp > 1) {  // the whole sequence's keys and values, and their gradients
+    bytes += 2 * 2 * layout.micro_batch * arch.seq_len * kv_rank_width(arch, layout.tp) * w;
+  }
+  return bytes;
+}
+
+double LayoutEvaluator::exposed_transfers(const Layout& layout, const Stage& stage, int64_t policy,
+                                          const StageWork& work, TimeParts& time) const {
+  const GpuKind& gpu = request_.cluster.gpu;
+  const int64_t w = estimate::bytes_per_value(request_.precision);
+  const int64_t g = request_.fp32_gradients ? 4 : w;
+  const int64_t shard = layout.dp * layout.cp;
+  const double P = static_cast<double>(stage.parameters);
+  const double busy = work.compute_s + work.recompute_s;
+  // ZeRO-3 gathers the weights for forward, backward and a recomputation, and reduce-scatters
+  // the gradients, every micro-batch; prefetching hides what the compute covers.
+  if (layout.zero == 3) {
+    const double passes = policy > 0 ? 3.0 : 2.0;
+    const double volume =
+        passes * all_gather_share(shard) * P * w + all_gather_share(shard) * P * g;
+    double seconds = volume / link_bandwidth(request_.cluster, layout.tp * layout.cp * layout.dp);
+    if (layout.offload == Offload::kParameters) {
+      seconds = std::max(seconds, passes * P * w / shard / gpu.host_link_bandwidth);
+    }
+    time.data = std::max(0.0, seconds - busy) + seconds / std::max<int64_t>(stage.layers, 1);
+  }
+  if (layout.offload == Offload::kActivations) {
+    const double moved = 2.0 * static_cast<double>(work.own.offloaded);
+    time.offload = std::max(0.0, moved / gpu.host_link_bandwidth - busy);
+  }
+  return time.data + time.offload;
+}
+
+LayoutEvaluator::StageCost LayoutEvaluator::stage_cost(const Layout& layout, const Stage& stage,
+                                                       int64_t policy) {
+  StageCost cost;
+  StageFigures& figures = cost.at_one;
+  figures.checkpoint = policy_text(policy);
+  figures.layers = stage.layers;
+  figures.in_flight = 1;
+  const ModelStates states =
+      model_states(stage.parameters, layout, request_.precision, request_.fp32_gradients);
+  figures.memory = states.device;
+  // Activations: the chunks in flight keep what their forward saved; one of them (the one with
+  // the embedding or the head, if the rank has it) runs through its peak.
+  const StageWork& work = stage_work(layout, stage, policy);
+  figures.memory.activations = work.own.peak;
+  cost.host_at_one = states.host_bytes + work.own.offloaded;
+  cost.saved_per_chunk = work.plain.saved;
+  cost.offloaded_per_chunk = work.plain.offloaded;
+  figures.memory.buffers = buffer_bytes(layout, stage);
+
+  TimeParts& time = cost.time;
+  time.compute = work.compute_s;
+  time.recompute = work.recompute_s;
+  time.tensor = work.tensor_s;
+  time.context = work.context_s;
+  time.pipeline = work.pipeline_s;
+  figures.microbatch_s = work.compute_s + work.recompute_s + work.tensor_s + work.context_s +
+                         work.pipeline_s + exposed_transfers(layout, stage, policy, work, time);
+  return cost;
+}
+
+int64_t LayoutEvaluator::total_in_flight(const StageCost& cost, int64_t chunks) const {
+  const int64_t allocated = cost.at_one.memory.total() + (chunks - 1) * cost.saved_per_chunk;
+  return allocated + static_cast<int64_t>(
+                         std::llround(request_.fragmentation * static_cast<double>(allocated)));
+}
+
+StageFigures LayoutEvaluator::in_flight(const StageCost& cost, int64_t chunks,
+                                        int64_t& host_bytes) const {
+  StageFigures figures = cost.at_one;
+  figures.in_flight = chunks;
+  figures.memory.activations += (chunks - 1) * cost.saved_per_chunk;
+  figures.memory.allowance = 0;
+  figures.memory.allowance = static_cast<int64_t>(
+      std::llround(request_.fragmentation * static_cast<double>(figures.memory.total())));
+  host_bytes = cost.host_at_one + (chunks - 1) * cost.offloaded_per_chunk;
+  return figures;
+}
+
+std::vector<LayoutEvaluator::Stage> LayoutEvaluator::stages_of(const Layout& layout) const {
+  const estimate::Architecture& arch = request_.arch;
+  const int64_t vocab = padded_vocab(arch.vocab, layout.tp);
+  const int64_t d = arch.d_model;
+  estimate::Architecture split_arch = arch;
+  split_arch.vocab = vocab;
+  const estimate::UnitParameters units = estimate::unit_parameter_counts(split_arch, layout.tp);
+  const int64_t norm = arch.rms_norm ? d : 2 * d;
+  const int64_t embedding = vocab / layout.tp * d + (arch.learned_positions ? arch.seq_len * d : 0);
+  // Split over stages a tied head keeps its own copy of the embedding's weight.
+  const int64_t head = (arch.tied_head && layout.pp == 1 ? 0 : vocab / layout.tp * d) + norm;
+  std::vector<Stage> stages;
+  const std::vector<std::vector<int64_t>> chunks = chunk_layers(arch.layers, layout.pp, layout.vp);
+  for (int64_t rank = 0; rank < layout.pp; ++rank) {
+    Stage stage;
+    stage.chunks = chunks[static_cast<size_t>(rank)];
+    for (int64_t size : stage.chunks) stage.layers += size;
+    stage.chunk_layers = *std::max_element(stage.chunks.begin(), stage.chunks.end());
+    stage.embedding = rank == 0;
+    stage.head = rank == layout.pp - 1;
+    stage.in_flight = chunks_in_flight(layout, rank);
+    stage.layer_parameters = units.attention + units.mlp;
+    stage.parameters = stage.layers * stage.layer_parameters + (stage.embedding ? embedding : 0) +
+                       (stage.head ? head : 0);
+    stages.push_back(stage);
+  }
+  return stages;
+}
+
+const LayoutEvaluator::StageCost& LayoutEvaluator::choose_policy(
+    const std::vector<StageCost>& costs, int64_t in_flight_chunks) const {
+  const int64_t device = request_.cluster.gpu.memory_bytes;
+  const StageCost* chosen = nullptr;
+  int64_t chosen_total = 0;
+  bool fits = false;
+  for (const StageCost& cost : costs) {
+    const int64_t total = total_in_flight(cost, in_flight_chunks);
+    const bool trial_fits = total <= device;
+    const bool better =
+        !chosen ||
+        (trial_fits && (!fits || cost.at_one.microbatch_s < chosen->at_one.microbatch_s)) ||
+        (!trial_fits && !fits && total < chosen_total);
+    if (better) {
+      chosen = &cost;
+      chosen_total = total;
+      fits = trial_fits;
+    }
+  }
+  return *chosen;
+}
+
+LayoutEvaluator::Placed LayoutEvaluator::place_stages(const Layout& layout, bool detail,
+                                                      LayoutEvaluation& result) {
+  // The search varies ZeRO and offload innermost: what does not depend on them is kept.
+  const WorkLayout work_layout{
+      layout.tp, layout.sp, layout.cp,          layout.dp,
+      layout.pp, layout.vp, layout.micro_batch, layout.offload == Offload::kActivations};
+  if (work_layout != work_layout_) {
+    work_cache_.clear();
+    work_layout_ = work_layout;
+  }
+  // Ranks of one shape (the same chunks, embedding and head) cost the same but for the chunks
+  // they hold in flight: each shape's policies are costed once.
+  std::map<std::tuple<std::vector<int64_t>, bool, bool>, std::vector<StageCost>> shapes;
+  if (detail) result.layout.stage_checkpoints.resize(static_cast<size_t>(layout.pp));
+  Placed placed;
+  size_t index = 0;
+  for (const Stage& stage : stages_of(layout)) {
+    placed.most_parameters = std::max(placed.most_parameters, stage.parameters);
+    std::vector<StageCost>& costs = shapes[{stage.chunks, stage.embedding, stage.head}];
+    if (costs.empty() && index < layout.stage_checkpoints.size()) {
+      costs.push_back(stage_cost(layout, stage, policy_code(layout.stage_checkpoints[index])));
+    } else if (costs.empty()) {
+      costs.push_back(stage_cost(layout, stage, kNonePolicy));
+      costs.push_back(stage_cost(layout, stage, kSelectivePolicy));
+      for (int64_t k = 1; k <= stage.chunk_layers; k *= 2) {
+        costs.push_back(stage_cost(layout, stage, k));
+      }
+    }
+    const StageCost& chosen = choose_policy(costs, stage.in_flight);
+    int64_t host_bytes = 0;
+    const StageFigures figures = in_flight(chosen, stage.in_flight, host_bytes);
+    result.recomputes = result.recomputes || is_recomputing(figures.checkpoint);
+    if (figures.memory.total() > result.memory.total()) result.memory = figures.memory;
+    result.host_bytes = std::max(result.host_bytes, host_bytes);
+    if (figures.microbatch_s > placed.slowest) {
+      placed.slowest = figures.microbatch_s;
+      placed.slowest_time = chosen.time;
+    }
+    if (detail) {
+      result.layout.stage_checkpoints[index] = figures.checkpoint;
+      result.stages.push_back(figures);
+    }
+    ++index;
+  }
+  return placed;
+}
+
+void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
+                                  LayoutEvaluation& result) const {
+  const Cluster& cluster = request_.cluster;
+  const GpuKind& gpu = cluster.gpu;
+  const int64_t w = estimate::bytes_per_value(request_.precision);
+  const int64_t g = request_.fp32_gradients ? 4 : w;
+  const int64_t shard = layout.dp * layout.cp;
+  // m micro-batches at the slowest stage's pace, plus the fill and drain.
+  const double m = static_cast<double>(layout.accum);
+  const TimeParts& one = placed.slowest_time;
+  TimeParts& time = result.time;
+  time.compute = m * one.compute;
+  time.recompute = m * one.recompute;
+  time.tensor = m * one.tensor;
+  time.context = m * one.context;
+  time.pipeline = m * one.pipeline;
+  time.data = m * one.data;
+  time.offload = m * one.offload;
+  time.bubble = static_cast<double>(layout.pp - 1) / layout.vp * placed.slowest;
+  double step_s = m * placed.slowest + time.bubble;
+
+  // Data-parallel gradient reduction (and, with a distributed optimizer, the weights' gather),
+  // overlapped with the last micro-batch's backward except for the last bucket.
+  const double P = static_cast<double>(placed.most_parameters);
+  if (layout.zero < 3 && shard > 1) {
+    const double volume =
+        layout.zero == 0 ? all_reduce_share(shard) * P * g : all_gather_share(shard) * P * (g + w);
+    const double seconds = volume / link_bandwidth(cluster, layout.tp * layout.cp * layout.dp);
+    const double bucket = seconds * std::min(1.0, static_cast<double>(kBucketValues) / P);
+    const double backward = (2.0 / 3.0) * one.compute + one.recompute;
+    const double exposed = std::max(bucket, seconds - backward);
+    time.data += exposed;
+    step_s += exposed;
+  }
+  // The update: on the GPU bound by memory bandwidth; offloaded, the gradients' shards go to the
+  // host and the weights' come back over the host link, and the node's CPUs update every GPU's.
+  const double updated = ceil_div(placed.most_parameters, layout.zero >= 1 ? shard : 1);
+  if (states_offloaded(layout)) {
+    const double host = updated * (g + w) / gpu.host_link_bandwidth +
+                        updated * kHostUpdateBytesPerParameter *
+                            static_cast<double>(cluster.gpus_per_node) /
+                            cluster.host_memory_bandwidth;
+    time.offload += host;
+    step_s += host;
+  } else {
+    const double master = w < 4 ? 4.0 : 0.0;
+    const double touched = (g + (master > 0 ? master : w) + 8.0) + (master + w + 8.0);
+    time.optimizer = updated * touched / gpu.memory_bandwidth;
+    step_s += time.optimizer;
+  }
+  result.step_s = step_s;
+  const estimate::Architecture& arch = request_.arch;
+  const double step_tokens = static_cast<double>(request_.global_batch * arch.seq_len);
+  result.tokens_per_s = step_tokens / step_s;
+  const CheckpointPlan none = CheckpointPolicy::none().plan_for(arch.layers, 0.0);
+  const double model_flops =
+      estimate::step_flops(arch, request_.global_batch * arch.seq_len, none).model;
+  result.mfu = model_flops /
+               (step_s * static_cast<double>(cluster.gpus) * gpu.peak_flops(request_.precision));
+}
+
+LayoutEvaluation LayoutEvaluator::evaluate(const Layout& layout, bool detail) {
+  const Cluster& cluster = request_.cluster;
+  LayoutEvaluation result;
+  result.layout = layout;
+  if (layout.pp > 1) result.engine_lacks.push_back("pipeline parallelism");
+  if (layout.cp > 1) result.engine_lacks.push_back("context parallelism");
+  if (states_offloaded(layout)) result.engine_lacks.push_back("model states in host memory");
+  finish_step(layout, place_stages(layout, detail, result), result);
+  result.device_fits = result.memory.total() <= cluster.gpu.memory_bytes;
+  result.fits =
+      result.device_fits && result.host_bytes * cluster.gpus_per_node <= cluster.host_memory_bytes;
+  if (detail) result.reason = shortfall(request_, result);
+  return result;
+}
+
+}  // namespace rematlab::layout

@@ -1,0 +1,100 @@
+// The layout planner's model of one layout: memory per GPU by part, stage by stage, and the
+// step's time by what it is spent on. docs/layout.md writes the model out.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "checkpoint/checkpoint_policy.h"
+#include "estimate/flops.h"
+#include "layout/layout.h"
+
+namespace rematlab::layout {
+
+class LayoutEvaluator {
+ public:
+  // `request` must outlive the evaluator; validate(request) first.
+  explicit LayoutEvaluator(const LayoutRequest& request);
+
+  // The figures of a layout that structural_problem() accepts. Stages without a policy in
+  // layout.stage_checkpoints get the fastest that fits their memory among none, selective and
+  // every:K for K = 1, 2, 4, … up to their chunk (every:1 is Megatron-LM's full recomputation; a
+  // larger K keeps fewer inputs and recomputes as much); the smallest when none fits, and then
+  // the layout does not fit.
+  // Without `detail` the stages and their policies are left out (the search's pass over every
+  // layout); the figures are the same.
+  LayoutEvaluation evaluate(const Layout& layout, bool detail = true);
+
+ private:
+  struct ChunkActivations {
+    int64_t saved = 0;      // kept per micro-batch once its forward is done
+    int64_t peak = 0;       // the highest point of one micro-batch's forward and backward
+    int64_t offloaded = 0;  // per micro-batch, in host memory (activation offload)
+  };
+  struct Stage;  // one pipeline rank as the evaluator sees it (layout_evaluator.cpp)
+
+  // A stage under one policy with one micro-batch chunk in flight, and what each more adds.
+  struct StageCost {
+    StageFigures at_one;
+    int64_t host_at_one = 0;
+    TimeParts time;  // one micro-batch's
+    int64_t saved_per_chunk = 0;
+    int64_t offloaded_per_chunk = 0;
+  };
+
+  // Policies are numbers here: 0 none, -1 selective, K every:K.
+  const CheckpointPlan& plan(int64_t policy, int64_t layers);
+  ChunkActivations chunk_activations(const Layout& layout, int64_t chunk_layers, int64_t policy,
+                                     bool embedding, bool head);
+  // One tensor rank's FLOPs of one micro-batch through a chunk (the head's only when it has it).
+  estimate::StepFlops chunk_flops(const Layout& layout, int64_t chunk_layers, int64_t policy,
+                                  bool head);
+  // What a stage's policy costs whatever the ZeRO stage and the model states' offload.
+  struct StageWork {
+    ChunkActivations own;    // the chunk with the embedding or head, if the rank has one
+    ChunkActivations plain;  // any other chunk
+    double compute_s = 0.0, recompute_s = 0.0, tensor_s = 0.0, context_s = 0.0, pipeline_s = 0.0;
+  };
+  StageWork make_stage_work(const Layout& layout, const Stage& stage, int64_t policy);
+  const StageWork& stage_work(const Layout& layout, const Stage& stage, int64_t policy);
+  int64_t buffer_bytes(const Layout& layout, const Stage& stage) const;
+  // ZeRO-3's gathers and activation offload's transfers left exposed in one micro-batch, into
+  // time.data and time.offload; returns their sum.
+  double exposed_transfers(const Layout& layout, const Stage& stage, int64_t policy,
+                           const StageWork& work, TimeParts& time) const;
+  StageCost stage_cost(const Layout& layout, const Stage& stage, int64_t policy);
+
+  // The pipeline ranks' parts of the model.
+  std::vector<Stage> stages_of(const Layout& layout) const;
+  // The fastest policy that fits holding `in_flight_chunks`; the smallest when none does.
+  const StageCost& choose_policy(const std::vector<StageCost>& costs,
+                                 int64_t in_flight_chunks) const;
+  struct Placed {
+    double slowest = 0.0;  // the slowest stage's micro-batch
+    TimeParts slowest_time;
+    int64_t most_parameters = 0;
+  };
+  // Chooses each stage's policy into `result` (memory, host bytes, stages when `detail`).
+  Placed place_stages(const Layout& layout, bool detail, LayoutEvaluation& result);
+  // The step's time, tokens/s and MFU.
+  void finish_step(const Layout& layout, const Placed& placed, LayoutEvaluation& result) const;
+  StageFigures in_flight(const StageCost& cost, int64_t chunks, int64_t& host_bytes) const;
+  int64_t total_in_flight(const StageCost& cost, int64_t chunks) const;  // in_flight's total
+
+  const LayoutRequest& request_;
+  std::map<std::pair<int64_t, int64_t>, CheckpointPlan> plan_cache_;
+  using Key = std::tuple<int64_t, bool, int64_t, int64_t, int64_t, int64_t, bool, bool, bool>;
+  std::map<Key, ChunkActivations> activation_cache_;
+  using FlopsKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool>;
+  std::map<FlopsKey, estimate::StepFlops> flops_cache_;
+  // Kept while the degrees, micro-batch and activation offload stay the same.
+  using WorkLayout = std::tuple<int64_t, bool, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+  WorkLayout work_layout_{};
+  using WorkKey = std::tuple<std::vector<int64_t>, bool, bool, int64_t>;
+  std::map<WorkKey, StageWork> work_cache_;
+};
+
+}  // namespace rematlab::layout

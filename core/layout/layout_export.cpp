@@ -1,0 +1,242 @@
+#include "layout/layout_export.h"
+
+#include <algorithm>
+
+#include "checkpoint/checkpoint_policy.h"
+#include "model/model_config.h"
+#include "run/run_config.h"
+#include "run/shard_mode.h"
+
+namespace rematlab::layout {
+namespace {
+
+std::string number(int64_t value) { return std::to_string(value); }
+
+// The policy the exports name: the stages' own when they agree, else the most recomputing one
+// (a tool with one setting for all stages must fit the stage that needs the most).
+std::string uniform_policy(const Layout& layout, std::vector<std::string>& unsaid) {
+  std::string chosen = layout.stage_checkpoints.empty() ? "none" : layout.stage_checkpoints[0];
+  auto weight = [](const std::string& policy) {
+    if (policy == "none") return 0;
+    if (policy == "selective") return 1;
+    return 2;
+  };
+  bool mixed = false;
+  for (const auto& policy : layout.stage_checkpoints) {
+    mixed = mixed || policy != chosen;
+    if (weight(policy) > weight(chosen) ||
+        (weight(policy) == weight(chosen) && policy.size() < chosen.size())) {
+      chosen = policy;
+    }
+  }
+  if (mixed) {
+    unsaid.push_back("a policy per pipeline stage (" + layout.checkpoint_text() + "): " + chosen +
+                     " is given for all");
+  }
+  return chosen;
+}
+
+int64_t every_interval(const std::string& policy) {
+  return CheckpointPolicy::parse(policy).plan_for(1 << 20, 0.0).interval;
+}
+
+}  // namespace
+
+LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvaluation& evaluation) {
+  const Layout& layout = evaluation.layout;
+  const estimate::Architecture& arch = request.arch;
+  LayoutExport out;
+  std::string& a = out.text;
+  a = "pretrain_gpt.py --num-layers " + number(arch.layers) + " --hidden-size " +
+      number(arch.d_model) + " --num-attention-heads " + number(arch.heads) +
+      " --ffn-hidden-size " + number(arch.mlp_hidden) + " --seq-length " + number(arch.seq_len) +
+      " --max-position-embeddings " + number(arch.seq_len);
+  if (arch.kv_heads < arch.heads) {
+    a += " --group-query-attention --num-query-groups " + number(arch.kv_heads);
+  }
+  if (arch.gated_mlp) a += " --swiglu";
+  if (arch.rms_norm) a += " --normalization RMSNorm";
+  if (arch.rotary) a += " --position-embedding-type rope";
+  if (!arch.biases) a += " --disable-bias-linear";
+  if (!arch.tied_head) a += " --untie-embeddings-and-output-weights";
+  a += " --tensor-model-parallel-size " + number(layout.tp) + " --pipeline-model-parallel-size " +
+       number(layout.pp);
+  const bool even = arch.layers % (layout.pp * layout.vp) == 0;
+  if (layout.vp > 1) {
+    a += " --num-layers-per-virtual-pipeline-stage " +
+         number((arch.layers + layout.pp * layout.vp - 1) / (layout.pp * layout.vp));
+    if (!even) out.unsaid.push_back("model chunks of unequal size with virtual stages");
+  } else if (layout.pp > 1 && evaluation.stages.size() == static_cast<size_t>(layout.pp) && !even) {
+    a += " --decoder-first-pipeline-num-layers " + number(evaluation.stages.front().layers) +
+         " --decoder-last-pipeline-num-layers " + number(evaluation.stages.back().layers);
+  }
+  if (layout.sp) a += " --sequence-parallel";
+  if (layout.cp > 1) a += " --context-parallel-size " + number(layout.cp);
+  if (layout.zero == 1 || layout.zero == 2) a += " --use-distributed-optimizer";
+  if (layout.zero == 2) {
+    out.unsaid.push_back(
+        "ZeRO 2: the distributed optimizer keeps the whole gradient buffer "
+        "(ZeRO 1's gradient memory)");
+  }
+  if (layout.zero == 3) a += " --use-torch-fsdp2";
+  a += " --micro-batch-size " + number(layout.micro_batch) + " --global-batch-size " +
+       number(request.global_batch);
+  if (request.precision == Precision::kBf16) a += " --bf16";
+  if (request.precision == Precision::kFp16) a += " --fp16";
+  if (request.fp32_gradients) a += " --accumulate-allreduce-grads-in-fp32";
+  const std::string policy = uniform_policy(layout, out.unsaid);
+  if (policy == "selective") {
+    a += " --recompute-granularity selective";
+  } else if (policy != "none") {
+    a += " --recompute-granularity full --recompute-method uniform --recompute-num-layers " +
+         number(every_interval(policy));
+  }
+  if (layout.offload == Offload::kOptimizer) a += " --optimizer-cpu-offload";
+  if (layout.offload == Offload::kParameters) {
+    out.unsaid.push_back("parameters in host memory (ZeRO-Infinity's offload_param)");
+  }
+  if (layout.offload == Offload::kActivations) {
+    out.unsaid.push_back("recomputed segments' inputs in host memory");
+  }
+  return out;
+}
+
+LayoutExport torchtitan_toml(const LayoutRequest& request, const LayoutEvaluation& evaluation) {
+  const Layout& layout = evaluation.layout;
+  LayoutExport out;
+  const bool shard = layout.zero == 3;
+  if (layout.zero == 1 || layout.zero == 2) {
+    out.unsaid.push_back("ZeRO " + number(layout.zero) +
+                         ": torchtitan replicates (ZeRO 0) or fully shards (FSDP, ZeRO 3)");
+  }
+  std::string& t = out.text;
+  t = "[parallelism]\n";
+  t += "data_parallel_replicate_degree = " + number(shard ? 1 : layout.dp) + "\n";
+  t += "data_parallel_shard_degree = " + number(shard ? layout.dp : 1) + "\n";
+  t += "tensor_parallel_degree = " + number(layout.tp) + "\n";
+  t += std::string("enable_sequence_parallel = ") + (layout.sp ? "true" : "false") + "\n";
+  t += "pipeline_parallel_degree = " + number(layout.pp) + "\n";
+  if (layout.pp > 1) {
+    t += std::string("pipeline_parallel_schedule = \"") +
+         (layout.vp > 1 ? "Interleaved1F1B" : "1F1B") + "\"\n";
+    t += "pipeline_parallel_microbatch_size = " + number(layout.micro_batch) + "\n";
+    if (layout.vp > 1) {
+      t += "pipeline_parallel_layers_per_stage = " +
+           number((request.arch.layers + layout.pp * layout.vp - 1) / (layout.pp * layout.vp)) +
+           "\n";
+    }
+  }
+  t += "context_parallel_degree = " + number(layout.cp) + "\n";
+  t += "\n[training]\n";
+  t += "local_batch_size = " + number(layout.micro_batch * layout.accum) + "\n";
+  t += "global_batch_size = " + number(request.global_batch) + "\n";
+  t += "seq_len = " + number(request.arch.seq_len) + "\n";
+  t += std::string("mixed_precision_param = \"") +
+       (request.precision == Precision::kFp32 ? "float32" : "bfloat16") + "\"\n";
+  if (layout.offload == Offload::kOptimizer || layout.offload == Offload::kParameters) {
+    t += "enable_cpu_offload = true\n";
+    if (!shard) out.unsaid.push_back("host offload without FSDP");
+  }
+  if (layout.offload == Offload::kActivations) {
+    out.unsaid.push_back("recomputed segments' inputs in host memory");
+  }
+  t += "\n[activation_checkpoint]\n";
+  const std::string policy = uniform_policy(layout, out.unsaid);
+  if (policy == "none") {
+    t += "mode = \"none\"\n";
+  } else if (policy == "selective") {
+    t += "mode = \"selective\"\nselective_ac_option = \"op\"\n";
+  } else if (every_interval(policy) == 1) {
+    t += "mode = \"full\"\n";
+  } else {
+    t += "mode = \"selective\"\nselective_ac_option = \"" + number(every_interval(policy)) + "\"\n";
+    out.unsaid.push_back(policy + ": torchtitan's layer option recomputes every " +
+                         number(every_interval(policy)) +
+                         "th block whole and keeps the others, not segments of " +
+                         number(every_interval(policy)) + " blocks");
+  }
+  return out;
+}
+
+LayoutExport deepspeed_json(const LayoutRequest& request, const LayoutEvaluation& evaluation) {
+  const Layout& layout = evaluation.layout;
+  LayoutExport out;
+  nlohmann::json config;
+  config["train_batch_size"] = request.global_batch;
+  config["train_micro_batch_size_per_gpu"] = layout.micro_batch;
+  config["gradient_accumulation_steps"] = layout.accum;
+  if (request.precision == Precision::kBf16) config["bf16"] = {{"enabled", true}};
+  if (request.precision == Precision::kFp16) config["fp16"] = {{"enabled", true}};
+  nlohmann::json zero = {{"stage", layout.zero}};
+  if (layout.offload == Offload::kOptimizer || layout.offload == Offload::kParameters) {
+    zero["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
+  }
+  if (layout.offload == Offload::kParameters) {
+    zero["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
+  }
+  config["zero_optimization"] = zero;
+  const std::string policy = uniform_policy(layout, out.unsaid);
+  config["activation_checkpointing"] = {
+      {"partition_activations", layout.sp},
+      {"cpu_checkpointing", layout.offload == Offload::kActivations},
+      {"contiguous_memory_optimization", false},
+      {"synchronize_checkpoint_boundary", false},
+      {"profile", false}};
+  out.text = config.dump(2);
+  out.unsaid.push_back("tensor " + number(layout.tp) + ", pipeline " + number(layout.pp) +
+                       " and context " + number(layout.cp) +
+                       " degrees: set by the model code (Megatron-DeepSpeed), not the JSON");
+  if (policy != "none") {
+    out.unsaid.push_back("which blocks recompute (" + policy +
+                         "): chosen by the model code's calls to deepspeed.checkpointing");
+  }
+  return out;
+}
+
+LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& evaluation) {
+  const Layout& layout = evaluation.layout;
+  LayoutExport out;
+  const estimate::Architecture& arch = request.arch;
+  for (const auto& lack : evaluation.engine_lacks) out.unsaid.push_back(lack);
+  static const char* kShard[] = {"none", "optimizer", "gradients", "parameters"};
+  const std::string shard = layout.dp > 1 ? kShard[layout.zero] : "none";
+  if (!shard_trains_in(parse_shard(shard), request.precision)) {
+    out.unsaid.push_back("--shard " + shard + " in " + to_string(request.precision));
+  }
+  if (!arch.engine_shape) out.unsaid.push_back("the shape of " + arch.name + " (estimates only)");
+  if (!out.unsaid.empty()) return out;
+  std::string& r = out.text;
+  r = "rematlab-cli run";
+  const auto& presets = preset_names();
+  if (std::find(presets.begin(), presets.end(), arch.name) != presets.end()) {
+    r += " --preset " + arch.name;
+  } else {
+    r += std::string(" --arch ") + (arch.rotary ? "llama" : "gpt") + " --layers " +
+         number(arch.layers) + " --d-model " + number(arch.d_model) + " --heads " +
+         number(arch.heads) + " --kv-heads " + number(arch.kv_heads) + " --mlp-hidden " +
+         number(arch.mlp_hidden) + " --vocab " + number(arch.vocab);
+  }
+  r += " --seq-len " + number(arch.seq_len) + " --nproc " + number(layout.tp * layout.dp) +
+       " --tp " + number(layout.tp);
+  if (layout.sp) r += " --sequence-parallel";
+  if (shard != "none") r += " --shard " + shard;
+  r += " --batch " + number(layout.micro_batch) + " --accum " + number(layout.accum) +
+       " --precision " + to_string(request.precision) + " --checkpoint " +
+       uniform_policy(layout, out.unsaid);
+  if (layout.offload == Offload::kActivations) r += " --offload host";
+  return out;
+}
+
+nlohmann::json export_json(const LayoutRequest& request, const LayoutEvaluation& layout) {
+  nlohmann::json json;
+  auto add = [&json](const char* name, const LayoutExport& out) {
+    json[name] = {{"text", out.text}, {"unsaid", out.unsaid}};
+  };
+  add("megatron", megatron_arguments(request, layout));
+  add("torchtitan", torchtitan_toml(request, layout));
+  add("deepspeed", deepspeed_json(request, layout));
+  add("rematlab", rematlab_run(request, layout));
+  return json;
+}
+
+}  // namespace rematlab::layout

@@ -1,0 +1,140 @@
+#include "layout/layout_rules.h"
+
+#include "common/errors.h"
+
+namespace rematlab::layout {
+namespace {
+
+std::string degree(const char* name, int64_t value) {
+  return std::string(name) + " " + std::to_string(value);
+}
+
+void require_positive(const std::optional<int64_t>& value, const char* flag) {
+  if (value && *value < 1)
+    throw InvalidInput(flag, "must be at least 1, got " + std::to_string(*value));
+}
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> chunk_layers(int64_t layers, int64_t pp, int64_t vp) {
+  const int64_t chunks = pp * vp;
+  const int64_t base = (layers + chunks - 1) / chunks;
+  std::vector<int64_t> sizes(static_cast<size_t>(chunks), base);  // in pipeline order
+  int64_t deficit = base * chunks - layers;
+  for (int64_t i = 0; deficit > 0; i = (i + 1) % chunks) {
+    const int64_t from_start = i / 2;
+    const size_t chunk = static_cast<size_t>(i % 2 == 0 ? from_start : chunks - 1 - from_start);
+    if (sizes[chunk] > 1) {
+      --sizes[chunk];
+      --deficit;
+    }
+  }
+  std::vector<std::vector<int64_t>> by_rank(static_cast<size_t>(pp));
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    by_rank[static_cast<size_t>(chunk % pp)].push_back(sizes[static_cast<size_t>(chunk)]);
+  }
+  return by_rank;
+}
+
+int64_t padded_vocab(int64_t vocab, int64_t tp) {
+  const int64_t multiple = 128 * tp;
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
+std::string structural_problem(const LayoutRequest& request, const Layout& layout) {
+  const estimate::Architecture& arch = request.arch;
+  const Cluster& cluster = request.cluster;
+  const int64_t model_ranks = layout.tp * layout.pp * layout.cp;
+  if (layout.dp < 1) {
+    return degree("TP", layout.tp) + " × " + degree("PP", layout.pp) + " × " +
+           degree("CP", layout.cp) + " does not divide " + std::to_string(cluster.gpus) + " GPUs";
+  }
+  if (model_ranks * layout.dp != cluster.gpus) {
+    return degree("TP", layout.tp) + " × " + degree("PP", layout.pp) + " × " +
+           degree("CP", layout.cp) + " × " + degree("DP", layout.dp) + " is not " +
+           std::to_string(cluster.gpus) + " GPUs";
+  }
+  if (layout.tp > cluster.gpus_per_node || cluster.gpus_per_node % layout.tp != 0) {
+    return degree("TP", layout.tp) + " does not fit inside a node of " +
+           std::to_string(cluster.gpus_per_node) + " GPUs";
+  }
+  if (arch.heads % layout.tp != 0) {
+    return degree("TP", layout.tp) + " does not divide " + std::to_string(arch.heads) + " heads";
+  }
+  if (arch.kv_heads % layout.tp != 0 && layout.tp % arch.kv_heads != 0) {
+    return degree("TP", layout.tp) + " can neither split nor share " +
+           std::to_string(arch.kv_heads) + " key/value heads";
+  }
+  if (arch.mlp_hidden % layout.tp != 0) {
+    return degree("TP", layout.tp) + " does not divide the MLP width " +
+           std::to_string(arch.mlp_hidden);
+  }
+  if (layout.sp && layout.tp == 1) return "sequence parallelism needs TP 2 or more";
+  if (layout.pp > arch.layers) {
+    return degree("PP", layout.pp) + " is more stages than " + std::to_string(arch.layers) +
+           " layers";
+  }
+  if (layout.vp > 1) {
+    if (layout.pp == 1) return "virtual stages need PP 2 or more";
+    if (layout.pp * layout.vp > arch.layers) {
+      return degree("PP", layout.pp) + " × " + std::to_string(layout.vp) +
+             " virtual stages is more chunks than " + std::to_string(arch.layers) + " layers";
+    }
+    if (layout.accum % layout.pp != 0) {
+      return "the interleaved schedule needs micro-batches (" + std::to_string(layout.accum) +
+             ") in multiples of " + degree("PP", layout.pp);
+    }
+  }
+  if (layout.cp > 1 && arch.seq_len % (2 * layout.cp) != 0) {
+    return degree("CP", layout.cp) + " cannot split " + std::to_string(arch.seq_len) +
+           " tokens into 2 · CP balanced chunks";
+  }
+  const int64_t local_tokens = arch.seq_len / layout.cp;
+  if (layout.sp && local_tokens % layout.tp != 0) {
+    return degree("TP", layout.tp) + " cannot split " + std::to_string(local_tokens) +
+           " tokens per rank for sequence parallelism";
+  }
+  if (request.global_batch % (layout.micro_batch * layout.dp) != 0) {
+    return "global batch " + std::to_string(request.global_batch) + " is not a multiple of " +
+           "micro-batch " + std::to_string(layout.micro_batch) + " × " + degree("DP", layout.dp);
+  }
+  if (layout.zero < 0 || layout.zero > 3) return "ZeRO stage must be 0 to 3";
+  if (layout.offload == Offload::kParameters && layout.zero != 3) {
+    return "offloading parameters needs ZeRO 3";
+  }
+  return "";
+}
+
+void validate(const LayoutRequest& request) {
+  const Cluster& cluster = request.cluster;
+  if (cluster.gpus < 1) throw InvalidInput("--gpus", "must be at least 1");
+  if (cluster.gpus_per_node < 1) throw InvalidInput("--gpus-per-node", "must be at least 1");
+  if (cluster.gpus % cluster.gpus_per_node != 0 && cluster.gpus > cluster.gpus_per_node) {
+    throw InvalidInput("--gpus", std::to_string(cluster.gpus) + " GPUs are not whole nodes of " +
+                                     std::to_string(cluster.gpus_per_node));
+  }
+  if (cluster.gpu.memory_bytes <= 0) throw InvalidInput("--gpu-memory", "must be positive");
+  if (!(cluster.gpu.peak_bf16 > 0.0 && cluster.gpu.peak_fp32 > 0.0)) {
+    throw InvalidInput("--peak-flops", "must be positive");
+  }
+  if (request.global_batch < 1) throw InvalidInput("--global-batch", "must be at least 1");
+  if (!(request.efficiency() > 0.0 && request.efficiency() <= 1.0)) {
+    throw InvalidInput("--efficiency", "must be in (0, 1]");
+  }
+  if (!(request.fragmentation >= 0.0 && request.fragmentation < 1.0)) {
+    throw InvalidInput("--fragmentation", "must be in [0, 1)");
+  }
+  if (request.top < 1) throw InvalidInput("--top", "must be at least 1");
+  const FixedDimensions& fixed = request.fixed;
+  require_positive(fixed.tp, "--tp");
+  require_positive(fixed.pp, "--pp");
+  require_positive(fixed.vp, "--virtual-stages");
+  require_positive(fixed.cp, "--cp");
+  require_positive(fixed.dp, "--dp");
+  require_positive(fixed.micro_batch, "--micro-batch");
+  if (fixed.zero && (*fixed.zero < 0 || *fixed.zero > 3)) {
+    throw InvalidInput("--zero", "must be 0, 1, 2 or 3, got " + std::to_string(*fixed.zero));
+  }
+}
+
+}  // namespace rematlab::layout

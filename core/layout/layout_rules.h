@@ -1,0 +1,28 @@
+// What makes a layout possible at all, before memory: degrees that divide what they split.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "layout/layout.h"
+
+namespace rematlab::layout {
+
+// Empty when the layout can be built; else one line naming the first rule it breaks ("TP 3 does
+// not divide 64 heads").
+std::string structural_problem(const LayoutRequest& request, const Layout& layout);
+
+// The blocks of each model chunk, by pipeline rank then chunk: rank r holds chunks r, r + p, …
+// (v of them). Each holds ⌈L / (p · v)⌉ blocks, and where that is too many the first chunk and
+// the last give one up first, then the second and the second-to-last, … (those ranks also hold
+// the embedding and the head, as Llama 3 405B's first and last stages held one layer less).
+std::vector<std::vector<int64_t>> chunk_layers(int64_t layers, int64_t pp, int64_t vp);
+
+// The vocabulary as Megatron-LM pads it: to a multiple of 128 · tp.
+int64_t padded_vocab(int64_t vocab, int64_t tp);
+
+// Checks the request itself (cluster, batch, fixed degrees); throws InvalidInput naming the flag.
+void validate(const LayoutRequest& request);
+
+}  // namespace rematlab::layout

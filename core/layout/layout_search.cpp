@@ -1,0 +1,197 @@
+#include "layout/layout_search.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/errors.h"
+#include "layout/layout_evaluator.h"
+#include "layout/layout_rules.h"
+
+namespace rematlab::layout {
+namespace {
+
+// Limits of what the search tries unless the request fixes the dimension: virtual stages per
+// pipeline rank, sequences per micro-batch, and the fewest tokens a context rank keeps (below
+// it the key/value exchange outweighs the attention it splits).
+constexpr int64_t kMaxVirtualStages = 16;
+constexpr int64_t kMaxMicroBatch = 64;
+constexpr int64_t kMinContextTokens = 1024;
+
+std::vector<int64_t> values_or(const std::optional<int64_t>& fixed, std::vector<int64_t> all) {
+  if (fixed) return {*fixed};
+  return all;
+}
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> found;
+  for (int64_t i = 1; i <= n; ++i) {
+    if (n % i == 0) found.push_back(i);
+  }
+  return found;
+}
+
+std::vector<int64_t> powers_of_two_up_to(int64_t n) {  // 1, 2, 4, … ≤ n
+  std::vector<int64_t> found;
+  for (int64_t i = 1; i <= n; i *= 2) found.push_back(i);
+  return found;
+}
+
+Layout degrees(int64_t tp, int64_t pp, int64_t cp, int64_t dp, bool sp) {
+  Layout layout;
+  layout.tp = tp;
+  layout.pp = pp;
+  layout.cp = cp;
+  layout.dp = dp;
+  layout.sp = sp;
+  return layout;
+}
+
+// Every combination the request leaves open, in a fixed order.
+template <typename Visit>
+void for_each_layout(const LayoutRequest& request, Visit visit) {
+  const FixedDimensions& fixed = request.fixed;
+  const int64_t gpus = request.cluster.gpus;
+  const int64_t layers = request.arch.layers;
+  std::vector<Offload> offloads = {Offload::kNone, Offload::kOptimizer, Offload::kParameters,
+                                   Offload::kActivations};
+  if (fixed.offload) offloads = {*fixed.offload};
+  for (int64_t tp : values_or(fixed.tp, divisors(request.cluster.gpus_per_node))) {
+    std::vector<bool> sps = {false, true};
+    if (fixed.sp) sps = {*fixed.sp};
+    for (bool sp : sps) {
+      if (sp && tp == 1 && !fixed.sp) continue;
+      std::vector<int64_t> cps;
+      for (int64_t cp : powers_of_two_up_to(gpus)) {
+        if (cp == 1 || request.arch.seq_len / cp >= kMinContextTokens) cps.push_back(cp);
+      }
+      for (int64_t cp : values_or(fixed.cp, cps)) {
+        std::vector<int64_t> pps;
+        for (int64_t pp = 1; pp <= std::min(layers, gpus); ++pp) pps.push_back(pp);
+        for (int64_t pp : values_or(fixed.pp, pps)) {
+          const int64_t model_ranks = tp * cp * pp;
+          if (model_ranks <= 0 || gpus % model_ranks != 0) {
+            if (fixed.tp && fixed.pp && fixed.cp) visit(degrees(tp, pp, cp, 0, sp));
+            continue;
+          }
+          const int64_t dp = gpus / model_ranks;
+          if (fixed.dp && *fixed.dp != dp) {
+            visit(degrees(tp, pp, cp, *fixed.dp, sp));
+            continue;
+          }
+          std::vector<int64_t> vps = {1};
+          for (int64_t v = 2; pp > 1 && v <= kMaxVirtualStages && pp * v <= layers; ++v) {
+            vps.push_back(v);
+          }
+          const int64_t per_replica =
+              request.global_batch % dp == 0 ? request.global_batch / dp : 0;
+          std::vector<int64_t> batches = {1};
+          if (per_replica > 0) batches = divisors(std::min(per_replica, kMaxMicroBatch));
+          batches.erase(std::remove_if(batches.begin(), batches.end(),
+                                       [&](int64_t b) { return per_replica % b != 0; }),
+                        batches.end());
+          for (int64_t vp : values_or(fixed.vp, vps)) {
+            for (int64_t b : values_or(fixed.micro_batch, batches)) {
+              const int64_t accum = std::max<int64_t>(1, request.global_batch / (b * dp));
+              std::vector<int64_t> zeros = {0, 1, 2, 3};
+              if (fixed.zero) zeros = {*fixed.zero};
+              for (int64_t zero : zeros) {
+                // Over one data-parallel rank every stage shards nothing: one is enough.
+                if (!fixed.zero && dp * cp == 1 && zero > 0) continue;
+                for (Offload offload : offloads) {
+                  Layout layout = degrees(tp, pp, cp, dp, sp);
+                  layout.vp = vp;
+                  layout.zero = static_cast<int>(zero);
+                  layout.micro_batch = b;
+                  layout.accum = accum;
+                  layout.offload = offload;
+                  if (fixed.checkpoint) {
+                    layout.stage_checkpoints.assign(static_cast<size_t>(pp), *fixed.checkpoint);
+                  }
+                  visit(layout);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+LayoutPoint point_of(const LayoutEvaluation& evaluation, const Layout& layout) {
+  return {layout, evaluation.memory.total(), evaluation.step_s, evaluation.fits,
+          evaluation.device_fits};
+}
+
+// Offloading activations when no stage recomputes moves nothing: the same layout as without.
+bool offloads_nothing(const LayoutEvaluation& evaluation) {
+  return evaluation.layout.offload == Offload::kActivations && !evaluation.recomputes;
+}
+
+}  // namespace
+
+LayoutAnswer search_layouts(const LayoutRequest& request) {
+  validate(request);
+  const auto started = std::chrono::steady_clock::now();
+  LayoutEvaluator evaluator(request);
+  LayoutAnswer answer;
+  std::string first_problem;
+  for_each_layout(request, [&](const Layout& layout) {
+    const std::string problem = structural_problem(request, layout);
+    if (!problem.empty()) {
+      ++answer.impossible;
+      if (first_problem.empty()) first_problem = problem;
+      return;
+    }
+    const LayoutEvaluation evaluation = evaluator.evaluate(layout, /*detail=*/false);
+    if (!offloads_nothing(evaluation)) answer.points.push_back(point_of(evaluation, layout));
+  });
+  if (answer.points.empty()) {
+    throw InvalidInput("layout", first_problem.empty() ? "no layout to evaluate" : first_problem);
+  }
+
+  std::vector<const LayoutPoint*> fitting;
+  std::vector<const LayoutPoint*> over;
+  for (const LayoutPoint& point : answer.points) (point.fits ? fitting : over).push_back(&point);
+  // Equally fast, the smaller first; ties beyond keep the search's order (stable).
+  std::stable_sort(fitting.begin(), fitting.end(), [](const auto* a, const auto* b) {
+    return a->step_s < b->step_s || (a->step_s == b->step_s && a->memory_bytes < b->memory_bytes);
+  });
+  std::stable_sort(over.begin(), over.end(),
+                   [](const auto* a, const auto* b) { return a->memory_bytes < b->memory_bytes; });
+  const size_t top = static_cast<size_t>(request.top);
+  for (size_t i = 0; i < std::min(top, fitting.size()); ++i) {
+    answer.best.push_back(evaluator.evaluate(fitting[i]->layout));
+  }
+  for (size_t i = 0; i < std::min(top, over.size()); ++i) {
+    answer.nearest.push_back(evaluator.evaluate(over[i]->layout));
+  }
+  const LayoutPoint* host_limited = nullptr;
+  for (const LayoutPoint* point : over) {
+    if (point->layout.offload == Offload::kNone && answer.nearest_without_offload.size() < top) {
+      answer.nearest_without_offload.push_back(evaluator.evaluate(point->layout));
+    }
+    if (point->device_fits && (!host_limited || point->step_s < host_limited->step_s)) {
+      host_limited = point;
+    }
+  }
+  if (host_limited) answer.with_more_host.push_back(evaluator.evaluate(host_limited->layout));
+  // The frontier: by memory, each one faster than every smaller one.
+  std::vector<const LayoutPoint*> by_memory = fitting;
+  std::stable_sort(by_memory.begin(), by_memory.end(), [](const auto* a, const auto* b) {
+    return a->memory_bytes < b->memory_bytes ||
+           (a->memory_bytes == b->memory_bytes && a->step_s < b->step_s);
+  });
+  double fastest = 0.0;
+  for (const LayoutPoint* point : by_memory) {
+    if (answer.frontier.empty() || point->step_s < fastest) {
+      answer.frontier.push_back(evaluator.evaluate(point->layout));
+      fastest = point->step_s;
+    }
+  }
+  answer.search_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return answer;
+}
+
+}  // namespace rematlab::layout
