@@ -1,0 +1,431 @@
+// The layout planner against what is published (Korthikanti et al.'s activation forms and
+// totals, ZeRO's model-state table, Meta's Llama 3 layouts), against the estimator it builds on,
+// and through rematlab-cli layout.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cli_runner.h"
+#include "estimate/activation_memory.h"
+#include "estimate/estimate.h"
+#include "estimate/tensor_layout.h"
+#include "layout/layout_evaluator.h"
+#include "layout/layout_export.h"
+#include "layout/layout_rules.h"
+#include "layout/layout_search.h"
+#include "layout/layout_states.h"
+#include "scratch_dir.h"
+
+namespace rematlab::layout {
+namespace {
+
+using testing::cli;
+using testing::last_line_json;
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = 1024.0 * kMiB;
+
+// A GPT-3-style block as the paper counts it: explicit attention, dropout, 4h MLP.
+estimate::Architecture korthikanti_model(int64_t layers, int64_t hidden, int64_t heads) {
+  estimate::Architecture arch = estimate::architecture_preset("gpt3-175b");
+  arch.name = "korthikanti";
+  arch.layers = layers;
+  arch.d_model = hidden;
+  arch.heads = heads;
+  arch.kv_heads = heads;
+  arch.mlp_hidden = 4 * hidden;
+  arch.seq_len = 2048;
+  arch.vocab = 51200;
+  arch.attention = AttentionKind::kMath;
+  arch.dropout = 0.1;
+  return arch;
+}
+
+struct PaperConfiguration {
+  const char* name;
+  int64_t layers, hidden, heads, pp, vp, global_batch, micro_batch;
+  double layer_mib, layer_sp_selective_mib;              // per layer, t = 8 (Table 2's forms)
+  double first_stage_gib, first_stage_sp_selective_gib;  // Figure 1's totals
+};
+
+// Table 3's configurations (s = 2048, t = 8); the 175B and 530B totals use 3 model chunks per
+// pipeline rank (the interleaved schedule).
+const PaperConfiguration kPaper[] = {
+    {"22B", 48, 6144, 64, 1, 1, 4, 4, 1264, 204, 59.25, 9.56},
+    {"175B", 96, 12288, 96, 8, 3, 64, 1, 552, 102, 66.84, 12.35},
+    {"530B", 105, 20480, 128, 35, 3, 280, 1, 840, 170, 114.02, 23.08},
+    {"1T", 128, 25600, 160, 64, 1, 512, 1, 1050, 212.5, 131.25, 26.56},
+};
+
+TEST(LayoutConformance, KorthikantiPerLayerFormsOfEachConfiguration) {
+  using estimate::LiteratureRecompute;
+  for (const auto& paper : kPaper) {
+    SCOPED_TRACE(paper.name);
+    const estimate::Architecture arch = korthikanti_model(paper.layers, paper.hidden, paper.heads);
+    const double sbh = 2048.0 * paper.micro_batch * paper.hidden;
+    const double as_h = 5.0 * paper.heads * 2048.0 / paper.hidden;
+    auto bytes = [&](bool sp, LiteratureRecompute recompute) {
+      return static_cast<double>(estimate::literature_layer_bytes(
+          arch, paper.micro_batch, Precision::kBf16, {8, sp}, recompute));
+    };
+    EXPECT_EQ(bytes(false, LiteratureRecompute::kNone), paper.layer_mib * kMiB);
+    EXPECT_EQ(bytes(true, LiteratureRecompute::kSelective), paper.layer_sp_selective_mib * kMiB);
+    // The table's other rows: sequence parallel alone, selective alone, full recomputation.
+    EXPECT_NEAR(bytes(true, LiteratureRecompute::kNone), sbh * (34.0 / 8 + as_h / 8), 1.0);
+    EXPECT_NEAR(bytes(false, LiteratureRecompute::kSelective), sbh * (10.0 + 24.0 / 8), 1.0);
+    EXPECT_NEAR(bytes(false, LiteratureRecompute::kFull), 2.0 * sbh, 1.0);
+    EXPECT_NEAR(bytes(true, LiteratureRecompute::kFull), 2.0 * sbh / 8, 1.0);
+  }
+}
+
+LayoutRequest paper_request(const PaperConfiguration& paper) {
+  LayoutRequest request;
+  request.arch = korthikanti_model(paper.layers, paper.hidden, paper.heads);
+  request.cluster.gpu = gpu_kind("a100-80gb");
+  request.cluster.gpu.memory_bytes = int64_t{1} << 40;  // the figures, not whether they fit
+  request.cluster.gpus = 8 * paper.pp;
+  request.cluster.gpus_per_node = 8;
+  request.cluster.host_memory_bytes = int64_t{1} << 40;
+  request.global_batch = paper.global_batch;
+  request.activation_model = ActivationModel::kMegatron;
+  return request;
+}
+
+Layout paper_layout(const PaperConfiguration& paper, bool sp, const std::string& policy) {
+  Layout layout;
+  layout.tp = 8;
+  layout.sp = sp;
+  layout.pp = paper.pp;
+  layout.vp = paper.vp;
+  layout.micro_batch = paper.micro_batch;
+  layout.accum = paper.global_batch / paper.micro_batch;
+  layout.stage_checkpoints.assign(static_cast<size_t>(paper.pp), policy);
+  return layout;
+}
+
+TEST(LayoutConformance, KorthikantiFirstStageTotalsOfFigure1) {
+  for (const auto& paper : kPaper) {
+    SCOPED_TRACE(paper.name);
+    const LayoutRequest request = paper_request(paper);
+    LayoutEvaluator evaluator(request);
+    ASSERT_EQ(structural_problem(request, paper_layout(paper, false, "none")), "");
+    const LayoutEvaluation plain = evaluator.evaluate(paper_layout(paper, false, "none"));
+    const LayoutEvaluation lean = evaluator.evaluate(paper_layout(paper, true, "selective"));
+    // The paper prints two decimals.
+    EXPECT_NEAR(plain.stages.front().memory.activations / kGiB, paper.first_stage_gib, 0.005);
+    EXPECT_NEAR(lean.stages.front().memory.activations / kGiB, paper.first_stage_sp_selective_gib,
+                0.005);
+    // The first stage holds the most; the last one micro-batch's chunks, and under the
+    // interleaved schedule those of its warm-up, (v − 1)·p more.
+    EXPECT_EQ(plain.memory.activations, plain.stages.front().memory.activations);
+    EXPECT_EQ(plain.stages.back().in_flight, (paper.vp - 1) * paper.pp + 1);
+  }
+}
+
+TEST(LayoutConformance, KorthikantiModelStatesOf22B) {
+  // 18 bytes per parameter (16-bit weight, fp32 gradient, master copy and two moments) of the
+  // 12·L·h² block weights a tensor rank holds: 45.56 GiB.
+  const double parameters = 12.0 * 48 * 6144.0 * 6144.0 / 8;
+  Layout layout;
+  layout.tp = 8;
+  const ModelStates states =
+      model_states(static_cast<int64_t>(parameters), layout, Precision::kBf16, true);
+  EXPECT_EQ(states.device.total(), static_cast<int64_t>(18 * parameters));
+  EXPECT_NEAR(states.device.total() / kGiB, 45.56, 0.005);
+  EXPECT_EQ(states.host_bytes, 0);
+}
+
+TEST(LayoutConformance, ZeroModelStatesPerGpuOfTable1) {
+  struct Row {
+    double params;
+    int64_t ranks;
+    double gb[3];  // stages 1, 2 and 3 (the paper's P_os, P_os+g, P_os+g+p), GB
+  };
+  // Rajbhandari et al., Table 1 (mixed-precision Adam, K = 12), as printed.
+  const Row rows[] = {
+      {7.5e9, 4, {52.5, 41.3, 30}},      {7.5e9, 64, {31.4, 16.6, 1.88}},
+      {7.5e9, 1024, {30.1, 15.1, 0.12}}, {128e9, 64, {536, 284, 32}},
+      {128e9, 1024, {513, 257, 2}},      {1e12, 1024, {4011, 2013, 15.6}},
+  };
+  for (const Row& row : rows) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      Layout layout;
+      layout.dp = row.ranks;
+      layout.zero = stage;
+      const double gb =
+          model_states(static_cast<int64_t>(row.params), layout, Precision::kFp16, false)
+              .device.total() /
+          1e9;
+      const double expected = stage == 0 ? 16.0 * row.params / 1e9 : row.gb[stage - 1];
+      SCOPED_TRACE(std::to_string(row.params) + " at " + std::to_string(row.ranks) + ", stage " +
+                   std::to_string(stage));
+      // Printed to three significant figures (1% where the table rounds to whole GB).
+      EXPECT_NEAR(gb, expected, std::max(0.006 * expected, 0.005));
+    }
+  }
+}
+
+LayoutRequest request_for(const std::string& model, const std::string& gpu, int64_t gpus,
+                          int64_t seq_len, int64_t global_batch) {
+  LayoutRequest request;
+  request.arch = estimate::architecture_preset(model);
+  request.arch.seq_len = seq_len;
+  request.cluster.gpu = gpu_kind(gpu);
+  request.cluster.gpus = gpus;
+  request.cluster.gpus_per_node = std::min<int64_t>(8, gpus);
+  request.cluster.host_memory_bytes = request.cluster.gpu.host_memory_bytes;
+  request.global_batch = global_batch;
+  return request;
+}
+
+TEST(LayoutSearch, FindsMetasLlama3LayoutsFeasible) {
+  // TP 8 × PP 16 × DP 128 at 8K tokens and 16M tokens a step; at 128K, CP 16 and DP 8.
+  LayoutRequest request = request_for("llama3-405b", "h100-sxm", 16384, 8192, 2048);
+  request.fixed = {8, 16, std::nullopt, 1, 128, 1, true, 1, std::nullopt, Offload::kNone};
+  LayoutAnswer answer = search_layouts(request);
+  ASSERT_FALSE(answer.best.empty()) << answer.nearest.front().reason;
+  EXPECT_TRUE(answer.best.front().fits);
+  // The first and last stages hold one layer less (126 blocks on 16 stages of 8).
+  const auto& stages = answer.best.front().stages;
+  EXPECT_EQ(stages.front().layers + 1, stages[1].layers);
+  EXPECT_EQ(stages.back().layers + 1, stages[1].layers);
+
+  request = request_for("llama3-405b", "h100-sxm", 16384, 131072, 128);
+  request.fixed = {8, 16, 1, 16, 8, 1, true, 1, std::nullopt, Offload::kNone};
+  answer = search_layouts(request);
+  ASSERT_FALSE(answer.best.empty()) << answer.nearest.front().reason;
+  EXPECT_EQ(answer.best.front().engine_lacks,
+            (std::vector<std::string>{"pipeline parallelism", "context parallelism"}));
+}
+
+TEST(LayoutSearch, Gpt3OnEightA100sFitsOnlyWithItsStatesInMoreHostMemory) {
+  LayoutRequest request = request_for("gpt3-175b", "a100-40gb", 8, 2048, 8);
+  const LayoutAnswer answer = search_layouts(request);
+  EXPECT_TRUE(answer.best.empty());
+  ASSERT_FALSE(answer.nearest_without_offload.empty());
+  for (const auto& nearest : answer.nearest_without_offload) {
+    EXPECT_FALSE(nearest.device_fits);
+    EXPECT_NE(nearest.reason.find("per GPU at TP"), std::string::npos) << nearest.reason;
+  }
+  ASSERT_EQ(answer.with_more_host.size(), 1u);
+  const LayoutEvaluation& more = answer.with_more_host.front();
+  EXPECT_TRUE(more.device_fits);
+  EXPECT_GT(more.host_bytes * 8, request.cluster.host_memory_bytes);
+  EXPECT_NE(more.reason.find("host memory"), std::string::npos) << more.reason;
+
+  // Given that host memory, the same layout is the answer.
+  request.cluster.host_memory_bytes = more.host_bytes * 8;
+  const LayoutAnswer roomier = search_layouts(request);
+  ASSERT_FALSE(roomier.best.empty());
+  EXPECT_EQ(roomier.best.front().step_s, more.step_s);
+  for (const auto& layout : roomier.best) EXPECT_NE(layout.layout.offload, Offload::kNone);
+}
+
+TEST(LayoutSearch, BestComesFirstAndTheFrontierTradesMemoryForTime) {
+  const LayoutAnswer answer =
+      search_layouts(request_for("llama2-70b", "a100-80gb", 64, 4096, 1024));
+  ASSERT_GE(answer.best.size(), 2u);
+  for (size_t i = 1; i < answer.best.size(); ++i) {
+    EXPECT_LE(answer.best[i - 1].step_s, answer.best[i].step_s);
+  }
+  ASSERT_GE(answer.frontier.size(), 2u);
+  for (size_t i = 1; i < answer.frontier.size(); ++i) {
+    EXPECT_LT(answer.frontier[i - 1].memory.total(), answer.frontier[i].memory.total());
+    EXPECT_GT(answer.frontier[i - 1].step_s, answer.frontier[i].step_s);
+  }
+  EXPECT_EQ(answer.frontier.back().step_s, answer.best.front().step_s);
+  // No fitting point is both smaller and faster than a frontier point.
+  for (const LayoutPoint& point : answer.points) {
+    if (!point.fits) continue;
+    for (const auto& edge : answer.frontier) {
+      EXPECT_FALSE(point.memory_bytes < edge.memory.total() && point.step_s < edge.step_s);
+    }
+  }
+}
+
+TEST(LayoutRules, ChunksTakeTheRemainderFromTheEndsAndRulesNameWhatBreaks) {
+  const auto llama = chunk_layers(126, 16, 1);
+  EXPECT_EQ(llama.front(), std::vector<int64_t>{7});
+  EXPECT_EQ(llama.back(), std::vector<int64_t>{7});
+  for (size_t rank = 1; rank + 1 < llama.size(); ++rank) EXPECT_EQ(llama[rank][0], 8);
+  // Interleaved: rank r holds chunks r and r + p.
+  EXPECT_EQ(chunk_layers(10, 2, 2), (std::vector<std::vector<int64_t>>{{2, 3}, {3, 2}}));
+
+  LayoutRequest request = request_for("llama2-70b", "a100-80gb", 64, 4096, 1024);
+  Layout layout;
+  layout.tp = 3;
+  layout.dp = 64 / 3;
+  EXPECT_NE(structural_problem(request, layout).find("is not 64 GPUs"), std::string::npos);
+  layout.tp = 16;
+  layout.dp = 4;
+  EXPECT_NE(structural_problem(request, layout).find("inside a node"), std::string::npos);
+  layout.tp = 8;
+  layout.dp = 8;
+  layout.micro_batch = 3;
+  EXPECT_NE(structural_problem(request, layout).find("global batch 1024"), std::string::npos);
+  layout.micro_batch = 1;
+  layout.offload = Offload::kParameters;
+  EXPECT_NE(structural_problem(request, layout).find("ZeRO 3"), std::string::npos);
+}
+
+TEST(LayoutEvaluator, StagesHoldTheirScheduleMicroBatchesInFlight) {
+  LayoutRequest request = request_for("llama-small", "a100-80gb", 4, 256, 8);
+  LayoutEvaluator evaluator(request);
+  Layout layout;
+  layout.pp = 4;
+  layout.accum = 8;
+  const LayoutEvaluation one_f_one_b = evaluator.evaluate(layout);
+  ASSERT_EQ(one_f_one_b.stages.size(), 4u);
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(one_f_one_b.stages[static_cast<size_t>(rank)].in_flight, 4 - rank);
+  }
+  EXPECT_NEAR(one_f_one_b.time.bubble / (one_f_one_b.step_s - one_f_one_b.time.optimizer),
+              3.0 / (8 + 3), 0.02);
+  layout.pp = 2;
+  layout.vp = 3;
+  layout.dp = 2;
+  layout.accum = 4;
+  const LayoutEvaluation interleaved = evaluator.evaluate(layout);
+  // Megatron-LM's warm-up: 2(p − r − 1) + (v − 1)p, plus the one in its steady state.
+  EXPECT_EQ(interleaved.stages[0].in_flight, 2 * 1 + 2 * 2 + 1);
+  EXPECT_EQ(interleaved.stages[1].in_flight, 0 + 2 * 2 + 1);
+}
+
+TEST(LayoutEvaluator, OneRanksFiguresAreTheEstimatorsOnTheEnginesShapes) {
+  // Without a pipeline the planner's activations and model states are what `estimate` says for
+  // the rank (which docs/parallel.md checks against measured runs).
+  for (const char* model : {"small", "llama-small"}) {
+    SCOPED_TRACE(model);
+    LayoutRequest request = request_for(model, "a100-80gb", 4, 256, 8);
+    request.precision = Precision::kFp32;
+    request.fragmentation = 0.0;
+    LayoutEvaluator evaluator(request);
+    Layout layout;
+    layout.tp = 2;
+    layout.sp = true;
+    layout.dp = 2;
+    layout.zero = 1;
+    layout.micro_batch = 2;
+    layout.accum = 2;
+    layout.stage_checkpoints = {"every:2"};
+    const LayoutEvaluation evaluation = evaluator.evaluate(layout);
+
+    estimate::EstimateRequest estimate_request;
+    estimate_request.arch = request.arch;
+    estimate_request.checkpoint = "every:2";
+    estimate_request.batch = 2;
+    estimate_request.world_size = 4;
+    estimate_request.shard = "optimizer";
+    estimate_request.layout = {2, true};
+    const estimate::Estimate estimate = estimate::make_estimate(estimate_request);
+    EXPECT_EQ(evaluation.memory.activations, estimate.activations->peak_bytes);
+    const MemoryParts& m = evaluation.memory;
+    EXPECT_EQ(m.weights + m.gradients + m.master + m.optimizer, estimate.states.total());
+  }
+}
+
+TEST(LayoutExport, EachToolGetsTheLayoutInItsOwnTerms) {
+  LayoutRequest request = request_for("llama2-70b", "a100-80gb", 64, 4096, 1024);
+  request.fixed = {8, 2, 2, 1, 4, 1, true, 1, "selective", Offload::kNone};
+  const LayoutAnswer answer = search_layouts(request);
+  ASSERT_FALSE(answer.best.empty());
+  const LayoutEvaluation& best = answer.best.front();
+  const std::string megatron = megatron_arguments(request, best).text;
+  for (const char* flag :
+       {"--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 2",
+        "--num-layers-per-virtual-pipeline-stage 20", "--sequence-parallel",
+        "--use-distributed-optimizer", "--recompute-granularity selective", "--micro-batch-size 1",
+        "--global-batch-size 1024", "--num-query-groups 8", "--swiglu"}) {
+    EXPECT_NE(megatron.find(flag), std::string::npos) << flag << " in " << megatron;
+  }
+  const std::string toml = torchtitan_toml(request, best).text;
+  EXPECT_NE(toml.find("tensor_parallel_degree = 8"), std::string::npos) << toml;
+  EXPECT_NE(toml.find("pipeline_parallel_schedule = \"Interleaved1F1B\""), std::string::npos);
+  EXPECT_NE(toml.find("mode = \"selective\""), std::string::npos);
+  const LayoutExport deepspeed = deepspeed_json(request, best);
+  const nlohmann::json config = nlohmann::json::parse(deepspeed.text);
+  EXPECT_EQ(config["train_batch_size"], 1024);
+  EXPECT_EQ(config["train_micro_batch_size_per_gpu"], 1);
+  EXPECT_EQ(config["gradient_accumulation_steps"], 1024 / 4);
+  EXPECT_EQ(config["zero_optimization"]["stage"], 1);
+  EXPECT_FALSE(deepspeed.unsaid.empty());  // the degrees live in the model code
+  const LayoutExport rematlab = rematlab_run(request, best);
+  EXPECT_TRUE(rematlab.text.empty());
+  EXPECT_EQ(rematlab.unsaid, std::vector<std::string>{"pipeline parallelism"});
+}
+
+TEST(LayoutCli, RematlabsOwnCommandForALayoutItsEngineRunsRuns) {
+  const auto planned =
+      cli("layout --model tiny --seq-len 64 --gpu rtx4090 --gpus 2 --global-batch 4 --tp 2 --pp 1 "
+          "--cp 1 --zero 0 --micro-batch 2 --offload none --precision fp32 --checkpoint every:1 "
+          "--json");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const nlohmann::json json = last_line_json(planned.out);
+  ASSERT_FALSE(json["layouts"].empty());  // with and without sequence parallelism
+  EXPECT_TRUE(json["layouts"][0]["fits"].get<bool>());
+  const std::string command = json["exports"]["rematlab"]["text"];
+  ASSERT_EQ(command.rfind("rematlab-cli run ", 0), 0u) << command;
+  // Three steps: the first also makes AdamW's moments, which its activation peak would count.
+  const auto ran =
+      cli(command.substr(std::string("rematlab-cli ").size()) + " --steps 3 --threads 1 --json");
+  ASSERT_EQ(ran.exit_code, 0) << command << "\n" << ran.err;
+  const nlohmann::json run = last_line_json(ran.out);
+  EXPECT_EQ(run["status"], "ok");
+  EXPECT_EQ(run["tp"], 2);
+  // What the planner predicted for each rank is what each rank measured.
+  const nlohmann::json& predicted = json["layouts"][0]["memory_bytes"];
+  const double activations = predicted["activations"].get<double>();
+  const double states = predicted["weights"].get<double>() + predicted["gradients"].get<double>() +
+                        predicted["master"].get<double>() + predicted["optimizer"].get<double>();
+  ASSERT_EQ(run["ranks"].size(), 2u);
+  for (const auto& rank : run["ranks"]) {
+    EXPECT_NEAR(rank["peak_activation_bytes"].get<double>() / activations, 1.0, 0.05);
+    EXPECT_EQ(rank["model_state_bytes"].get<double>(), states);
+  }
+}
+
+TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
+  const auto seventy =
+      cli("layout --model llama2-70b --gpu a100-80gb --gpus 64 --gpus-per-node 8 --seq-len 4096 "
+          "--global-batch 1024 --json");
+  ASSERT_EQ(seventy.exit_code, 0) << seventy.err;
+  const nlohmann::json answer = last_line_json(seventy.out);
+  ASSERT_FALSE(answer["layouts"].empty());
+  for (const char* key :
+       {"tp", "pp", "vp", "cp", "dp", "sp", "zero", "micro_batch", "accum", "checkpoint", "offload",
+        "memory_bytes", "host_bytes", "step_s", "tokens_per_s", "mfu", "fits"}) {
+    EXPECT_TRUE(answer["layouts"][0].contains(key)) << key;
+  }
+  for (const char* part :
+       {"weights", "gradients", "optimizer", "activations", "buffers", "total"}) {
+    EXPECT_TRUE(answer["layouts"][0]["memory_bytes"].contains(part)) << part;
+  }
+
+  const auto article =
+      cli("layout --model gpt3-175b --gpu a100-40gb --gpus 8 --seq-len 2048 --global-batch 8");
+  ASSERT_EQ(article.exit_code, 0) << article.err;
+  EXPECT_NE(article.out.find("Nothing fits."), std::string::npos) << article.out;
+  EXPECT_NE(article.out.find("of host memory per node"), std::string::npos) << article.out;
+
+  const char* bad[][2] = {
+      {"--gpu a100-90gb", "--gpu"},
+      {"--gpu a100-80gb --tp 3 --pp 1 --cp 1", "TP 3"},
+      {"--gpu a100-80gb --global-batch-tokens 1000", "--global-batch-tokens"},
+      {"--gpu a100-80gb --offload disk", "--offload"},
+      {"--gpu a100-80gb --checkpoint keep:qkv", "--checkpoint"},
+      {"--gpu a100-80gb --zero 4", "--zero"},
+  };
+  for (const auto& [flags, named] : bad) {
+    const auto result =
+        cli(std::string("layout --model llama2-70b --gpus 64 --seq-len 4096 ") +
+            (std::string(flags).find("tokens") == std::string::npos ? "--global-batch 1024 " : "") +
+            flags);
+    EXPECT_EQ(result.exit_code, 2) << flags << ": " << result.err;
+    EXPECT_EQ(testing::count_lines(result.err), 1) << result.err;
+    EXPECT_NE(result.err.find(named), std::string::npos) << result.err;
+  }
+}
+
+}  // namespace
+}  // namespace rematlab::layout
