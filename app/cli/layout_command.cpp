@@ -39,6 +39,7 @@ struct LayoutOptions {
   std::string activation_model = "engine";
   std::optional<int64_t> tp, pp, vp, cp, dp, micro_batch, zero;
   bool sequence_parallel = false;
+  bool no_sequence_parallel = false;
   std::string checkpoint;
   std::string offload;
   int64_t top = 5;
@@ -134,7 +135,11 @@ struct LayoutOptions {
     fixed.dp = dp;
     fixed.micro_batch = micro_batch;
     if (zero) fixed.zero = static_cast<int>(*zero);
+    if (sequence_parallel && no_sequence_parallel) {
+      throw InvalidInput("--no-sequence-parallel", "contradicts --sequence-parallel");
+    }
     if (sequence_parallel) fixed.sp = true;
+    if (no_sequence_parallel) fixed.sp = false;
     if (!checkpoint.empty()) {
       const CheckpointPolicy policy = CheckpointPolicy::parse(checkpoint);
       if (policy.kind() != CheckpointPolicy::Kind::kNone &&
@@ -201,7 +206,9 @@ Command add_layout_command(CLI::App& app) {
   command->add_option("--cp", options->cp, "Context-parallel degree");
   command->add_option("--dp", options->dp, "Data-parallel degree");
   command->add_flag("--sequence-parallel", options->sequence_parallel,
-                    "Keep sequence parallelism on (searched when absent)");
+                    "Keep sequence parallelism on (searched when neither flag is given)");
+  command->add_flag("--no-sequence-parallel", options->no_sequence_parallel,
+                    "Keep sequence parallelism off");
   command->add_option("--zero", options->zero, "ZeRO stage 0-3 over the data-parallel ranks");
   command->add_option("--micro-batch", options->micro_batch, "Sequences per micro-batch");
   command->add_option("--checkpoint", options->checkpoint,
