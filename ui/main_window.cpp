@@ -1,12 +1,16 @@
 #include "main_window.h"
 
 #include <QAction>
+#include <QCheckBox>
+#include <QComboBox>
 #include <QDir>
 #include <QFileInfo>
+#include <QLineEdit>
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScreen>
+#include <QSpinBox>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -21,6 +25,7 @@
 #include "plan/profile_key.h"
 #include "plan_view.h"
 #include "runs_view.h"
+#include "scale_view.h"
 #include "store/run_store.h"
 #include "store/store_access.h"
 #include "store/store_error.h"
@@ -69,6 +74,7 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
       runs_(new RunsView),
       compare_(new CompareView),
       plan_(new PlanView),
+      scale_(new ScaleView),
       tabs_(new QTabWidget),
       progress_(new QProgressBar),
       status_(new ElidedLabel("Ready")),
@@ -84,6 +90,7 @@ MainWindow::MainWindow(const QString& database, QWidget* parent)
   tabs_->addTab(runs_, "Runs");
   tabs_->addTab(compare_, "Compare");
   tabs_->addTab(plan_, "Plan");
+  tabs_->addTab(scale_, "Scale");
   auto* splitter = new QSplitter;
   splitter->addWidget(panel_);  // its fields scroll; its Run/Stop footer stays in view
   splitter->addWidget(tabs_);
@@ -138,6 +145,7 @@ void MainWindow::connect_worker() {
 void MainWindow::connect_views() {
   connect(plan_, &PlanView::profileRequested, this, &MainWindow::on_profile_requested);
   connect(plan_, &PlanView::runRequested, this, &MainWindow::on_plan_chosen);
+  connect(scale_, &ScaleView::tryRequested, this, &MainWindow::on_layout_tried);
   connect(plan_, &PlanView::chartExported, this,
           [this](const QString& directory, const QStringList& written) {
             charts_exported(directory, written, 1);
@@ -502,6 +510,25 @@ void MainWindow::on_profile_failed(const QString& message) {
 
 // The form trains the plan: beside its other policies when it describes the profiled
 // configuration, else it is made to describe it (the plan is for that model and batch alone).
+void MainWindow::on_layout_tried(const TrialLayout& trial) {
+  panel_->ranks_field()->setValue(trial.ranks);
+  panel_->tensor_ranks_field()->setValue(trial.tensor_ranks);
+  panel_->sequence_parallel_field()->setChecked(trial.sequence_parallel);
+  panel_->shard_field()->setCurrentText(trial.shard);
+  panel_->policies_field()->setText(trial.policy);
+  // Segment inputs wait in host memory on a GPU; the CPU's engine keeps them on disk.
+  const auto form = panel_->first_config();
+  const bool gpu = form && form->device.rfind("cuda", 0) == 0;
+  panel_->offload_field()->setText(trial.offload_host ? (gpu ? "host" : "disk") : "none");
+  status_->setText(QString("The form trains its model with %1 ranks, %2 tensor ranks%3, shard %4, "
+                           "%5: press Run to measure the layout here")
+                       .arg(trial.ranks)
+                       .arg(trial.tensor_ranks)
+                       .arg(trial.sequence_parallel ? " (sequence parallel)" : "")
+                       .arg(trial.shard)
+                       .arg(trial.policy));
+}
+
 void MainWindow::on_plan_chosen(const QString& key, const RunConfig& config,
                                 const QString& policy) {
   // Whether the form describes the profiled configuration is judged where it was profiled (its

@@ -27,6 +27,8 @@ class ElidedLabel;
 class ExperimentPanel;
 class LiveCharts;
 class PlanView;
+class ScaleView;
+struct TrialLayout;
 class RunsView;
 class SweepWorker;
 class WorkbenchSettings;
@@ -44,6 +46,7 @@ class MainWindow : public QMainWindow {
   RunsView* runs_view() const { return runs_; }
   CompareView* compare_view() const { return compare_; }
   PlanView* plan_view() const { return plan_; }
+  ScaleView* scale_view() const { return scale_; }
   QTabWidget* tabs() const { return tabs_; }
   QProgressBar* progress_bar() const { return progress_; }
   QString status_text() const;
@@ -115,6 +118,8 @@ class MainWindow : public QMainWindow {
   void on_profile_stopped();
   void on_profile_failed(const QString& message);
   void on_plan_chosen(const QString& key, const RunConfig& config, const QString& policy);
+  // The Scale tab's "Try it here": the form takes the layout's degrees, sharding and policy.
+  void on_layout_tried(const TrialLayout& trial);
   void show_error(const QString& message);
   void export_charts();
   void show_about();
@@ -127,6 +132,7 @@ class MainWindow : public QMainWindow {
   RunsView* runs_;
   CompareView* compare_;
   PlanView* plan_;
+  ScaleView* scale_;
   QTabWidget* tabs_;
   QProgressBar* progress_;
   ElidedLabel* status_;

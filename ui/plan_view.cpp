@@ -37,7 +37,6 @@ const char* const kProfileHelp =
     "Measure each sublayer of the form's model, batch, precision and threads on this device "
     "(seconds to minutes; kept in the database and reused)";
 constexpr int kFrontierBudgets = 60;  // where the predicted frontier is sampled
-constexpr double kGiB = 1073741824.0;
 
 // A budget as the field shows it and `plan:` reads it back: MiB with one decimal (GiB with two
 // from 10 GiB), rounded up, so that the slider's smallest end stays a budget some plan fits. The

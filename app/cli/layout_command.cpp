@@ -43,6 +43,7 @@ struct LayoutOptions {
   std::string checkpoint;
   std::string offload;
   int64_t top = 5;
+  bool runnable_here = false;
   bool json = false;
 
   layout::GpuKind resolve_gpu() const {
@@ -127,6 +128,7 @@ struct LayoutOptions {
     }
     if (efficiency) request.matmul_efficiency = *efficiency;
     request.top = top;
+    request.engine_only = runnable_here;
     layout::FixedDimensions& fixed = request.fixed;
     fixed.tp = tp;
     fixed.pp = pp;
@@ -215,6 +217,9 @@ Command add_layout_command(CLI::App& app) {
                       "none, selective or every:K for every stage (chosen per stage when absent)");
   command->add_option("--offload", options->offload, "none, optimizer, parameters or activations");
   command->add_option("--top", options->top, "Layouts to list")->capture_default_str();
+  command->add_flag("--runnable-here", options->runnable_here,
+                    "Only layouts RematLab's engine runs (no pipeline or context parallelism, "
+                    "model states on the GPUs)");
   command->add_flag("--json", options->json, "Print one JSON object as the last line of stdout");
   return {command, [options]() {
             const layout::LayoutRequest request = options->resolve();

@@ -81,6 +81,9 @@ struct LayoutRequest {
   double matmul_efficiency = 0.0;  // share of peak; 0: the GPU kind's default
   double fragmentation = 0.05;     // allowance on top of what is allocated, as a share of it
   ActivationModel activation_model = ActivationModel::kEngine;
+  // Search only what RematLab's engine runs: no pipeline, no context parallelism, model states
+  // on the GPUs.
+  bool engine_only = false;
   int64_t top = 5;
 
   double efficiency() const {

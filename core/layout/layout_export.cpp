@@ -78,7 +78,8 @@ LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvalua
         "ZeRO 2: the distributed optimizer keeps the whole gradient buffer "
         "(ZeRO 1's gradient memory)");
   }
-  if (layout.zero == 3) a += " --use-torch-fsdp2";
+  // FSDP2 refuses Megatron-LM's default fused gradient accumulation.
+  if (layout.zero == 3) a += " --use-torch-fsdp2 --no-gradient-accumulation-fusion";
   a += " --micro-batch-size " + number(layout.micro_batch) + " --global-batch-size " +
        number(request.global_batch);
   if (request.precision == Precision::kBf16) a += " --bf16";
@@ -91,7 +92,10 @@ LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvalua
     a += " --recompute-granularity full --recompute-method uniform --recompute-num-layers " +
          number(every_interval(policy));
   }
-  if (layout.offload == Offload::kOptimizer) a += " --optimizer-cpu-offload";
+  // Its host optimizer runs only as the precision-aware one.
+  if (layout.offload == Offload::kOptimizer) {
+    a += " --optimizer-cpu-offload --use-precision-aware-optimizer";
+  }
   if (layout.offload == Offload::kParameters) {
     out.unsaid.push_back("parameters in host memory (ZeRO-Infinity's offload_param)");
   }
@@ -101,6 +105,8 @@ LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvalua
   return out;
 }
 
+// torchtitan 0.2's job file, the last series that reads one (0.3 takes the same settings as
+// --section.key options, its checkpointing mode as a subcommand).
 LayoutExport torchtitan_toml(const LayoutRequest& request, const LayoutEvaluation& evaluation) {
   const Layout& layout = evaluation.layout;
   LayoutExport out;
@@ -114,7 +120,10 @@ LayoutExport torchtitan_toml(const LayoutRequest& request, const LayoutEvaluatio
   t += "data_parallel_replicate_degree = " + number(shard ? 1 : layout.dp) + "\n";
   t += "data_parallel_shard_degree = " + number(shard ? layout.dp : 1) + "\n";
   t += "tensor_parallel_degree = " + number(layout.tp) + "\n";
-  t += std::string("enable_sequence_parallel = ") + (layout.sp ? "true" : "false") + "\n";
+  // torchtitan's tensor parallelism always splits the sequence too (0.2's TOML has no switch).
+  if (layout.tp > 1 && !layout.sp) {
+    out.unsaid.push_back("tensor parallelism without sequence parallelism");
+  }
   t += "pipeline_parallel_degree = " + number(layout.pp) + "\n";
   if (layout.pp > 1) {
     t += std::string("pipeline_parallel_schedule = \"") +

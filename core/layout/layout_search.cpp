@@ -54,19 +54,22 @@ void for_each_layout(const LayoutRequest& request, Visit visit) {
   const int64_t layers = request.arch.layers;
   std::vector<Offload> offloads = {Offload::kNone, Offload::kOptimizer, Offload::kParameters,
                                    Offload::kActivations};
+  if (request.engine_only) offloads = {Offload::kNone, Offload::kActivations};
   if (fixed.offload) offloads = {*fixed.offload};
+  const int64_t most_cp = request.engine_only ? 1 : gpus;
+  const int64_t most_pp = request.engine_only ? 1 : std::min(layers, gpus);
   for (int64_t tp : values_or(fixed.tp, divisors(request.cluster.gpus_per_node))) {
     std::vector<bool> sps = {false, true};
     if (fixed.sp) sps = {*fixed.sp};
     for (bool sp : sps) {
       if (sp && tp == 1 && !fixed.sp) continue;
       std::vector<int64_t> cps;
-      for (int64_t cp : powers_of_two_up_to(gpus)) {
+      for (int64_t cp : powers_of_two_up_to(most_cp)) {
         if (cp == 1 || request.arch.seq_len / cp >= kMinContextTokens) cps.push_back(cp);
       }
       for (int64_t cp : values_or(fixed.cp, cps)) {
         std::vector<int64_t> pps;
-        for (int64_t pp = 1; pp <= std::min(layers, gpus); ++pp) pps.push_back(pp);
+        for (int64_t pp = 1; pp <= most_pp; ++pp) pps.push_back(pp);
         for (int64_t pp : values_or(fixed.pp, pps)) {
           const int64_t model_ranks = tp * cp * pp;
           if (model_ranks <= 0 || gpus % model_ranks != 0) {

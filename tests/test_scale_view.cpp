@@ -1,0 +1,160 @@
+// The Scale tab through its real widgets, offscreen: a search from the fields whose list, chart,
+// grid, bar and exports are the layout planner's own answer; the article's case where nothing
+// fits; a bad field; and "Try it here" handing a layout the engine runs to the form.
+#include <qcustomplot.h>
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QTest>
+
+#include "layout/layout_export.h"
+#include "layout/layout_search.h"
+#include "scale_view.h"
+#include "window_bench.h"
+
+namespace {
+
+namespace layout = rematlab::layout;
+using rematlab::ui::ScaleView;
+using rematlab::ui::testing::Bench;
+using rematlab::ui::testing::show_at;
+
+void fill(ScaleView* view, const char* model, const char* gpu, int gpus, int seq_len, int batch) {
+  view->model_field()->setCurrentText(model);
+  view->gpu_field()->setCurrentText(gpu);
+  view->gpus_field()->setValue(gpus);
+  view->gpus_per_node_field()->setValue(8);
+  view->seq_len_field()->setValue(seq_len);
+  view->global_batch_field()->setValue(batch);
+}
+
+int points_drawn(QCustomPlot* chart, const QString& name) {
+  for (int i = 0; i < chart->graphCount(); ++i) {
+    if (chart->graph(i)->name() == name) return chart->graph(i)->data()->size();
+  }
+  return -1;
+}
+
+TEST(ScaleView, PlanShowsThePlannersAnswerInEveryPart) {
+  Bench bench;
+  show_at(bench.window, 1280, 720);
+  ScaleView* view = bench.window.scale_view();
+  bench.window.tabs()->setCurrentWidget(view);
+  fill(view, "llama2-70b", "a100-80gb", 64, 4096, 1024);
+  view->plan_button()->click();
+  ASSERT_TRUE(view->answer().has_value()) << view->status().toStdString();
+
+  // The same request through core gives the same answer.
+  const layout::LayoutAnswer expected = layout::search_layouts(*view->request());
+  ASSERT_FALSE(expected.best.empty());
+  EXPECT_EQ(view->layout_list()->rowCount(), static_cast<int>(expected.best.size()));
+  EXPECT_EQ(view->layout_list()->item(0, 0)->text().toStdString(),
+            layout::layout_name(expected.best.front().layout));
+  EXPECT_EQ(view->layout_list()->item(0, 5)->text(), "fits");
+  int64_t fitting = 0;
+  for (const auto& point : expected.points) fitting += point.fits ? 1 : 0;
+  EXPECT_EQ(points_drawn(view->frontier_chart(), "fits"), fitting);
+  EXPECT_EQ(points_drawn(view->frontier_chart(), "does not fit"),
+            static_cast<int>(expected.points.size() - fitting));
+  EXPECT_EQ(points_drawn(view->frontier_chart(), "frontier"),
+            static_cast<int>(expected.frontier.size()));
+  EXPECT_TRUE(view->status().contains(QString("%1 layouts evaluated").arg(expected.points.size())));
+
+  // The grid's cell of the best layout's degrees holds its tokens/s; the bar its memory.
+  const auto& best = expected.best.front();
+  QTableWidget* grid = view->degree_grid();
+  int row = -1, column = -1;
+  for (int r = 0; r < grid->rowCount(); ++r) {
+    if (grid->verticalHeaderItem(r)->text() == QString("TP %1").arg(best.layout.tp)) row = r;
+  }
+  for (int c = 0; c < grid->columnCount(); ++c) {
+    if (grid->horizontalHeaderItem(c)->text() == QString("PP %1").arg(best.layout.pp)) column = c;
+  }
+  ASSERT_GE(row, 0);
+  ASSERT_GE(column, 0);
+  EXPECT_EQ(grid->item(row, column)->text(),
+            QString::number(best.tokens_per_s / 1000.0, 'f', 1) + "k");
+  double stacked = 0.0;
+  for (int i = 0; i < view->memory_bar()->plottableCount(); ++i) {
+    auto* bar = qobject_cast<QCPBars*>(view->memory_bar()->plottable(i));
+    ASSERT_NE(bar, nullptr);
+    stacked += bar->data()->at(0)->value;
+  }
+  EXPECT_NEAR(stacked, best.memory.total() / 1073741824.0, 1e-9);
+
+  // Exports: the chosen layout in each tool's terms.
+  EXPECT_EQ(view->export_text().section('\n', 0, 0).toStdString(),
+            layout::megatron_arguments(*view->request(), best).text);
+  view->export_choice()->setCurrentIndex(2);
+  EXPECT_TRUE(view->export_text().contains("\"zero_optimization\""));
+  // A pipeline or context layout is predicted only: the engine cannot try it.
+  EXPECT_EQ(view->try_button()->isEnabled(), best.engine_lacks.empty());
+
+  // Choosing another row shows that one.
+  view->choose(1);
+  EXPECT_EQ(view->chosen()->step_s, expected.best[1].step_s);
+
+  // Hovering the best layout's point says what it is.
+  QCustomPlot* chart = view->frontier_chart();
+  const QPointF pixel(chart->xAxis->coordToPixel(best.memory.total() / 1073741824.0),
+                      chart->yAxis->coordToPixel(best.tokens_per_s));
+  EXPECT_FALSE(view->describe_point_at(pixel).isEmpty());
+}
+
+TEST(ScaleView, TheArticlesCaseListsWhatTheNearestLack) {
+  Bench bench;
+  ScaleView* view = bench.window.scale_view();
+  fill(view, "gpt3-175b", "a100-40gb", 8, 2048, 8);
+  view->host_memory_field()->setValue(1024);
+  ASSERT_TRUE(view->plan());
+  EXPECT_TRUE(view->answer()->best.empty());
+  ASSERT_GT(view->layout_list()->rowCount(), 0);
+  EXPECT_NE(view->layout_list()->item(0, 5)->text(), "fits");
+  EXPECT_TRUE(view->status().contains("Nothing fits")) << view->status().toStdString();
+  EXPECT_TRUE(view->status().contains("of host memory per node")) << view->status().toStdString();
+  EXPECT_FALSE(view->try_button()->isEnabled());
+}
+
+TEST(ScaleView, ABadFieldSaysWhyAndDrawsNothing) {
+  Bench bench;
+  ScaleView* view = bench.window.scale_view();
+  fill(view, "llama2-70b", "a100-80gb", 12, 4096, 1024);
+  view->gpus_per_node_field()->setValue(8);  // 12 GPUs are not whole nodes of 8
+  EXPECT_FALSE(view->plan());
+  EXPECT_TRUE(view->status().contains("--gpus")) << view->status().toStdString();
+  EXPECT_FALSE(view->answer().has_value());
+  EXPECT_EQ(view->layout_list()->rowCount(), 0);
+  EXPECT_EQ(view->chosen(), nullptr);
+}
+
+TEST(ScaleView, TryItHereGivesTheFormTheLayout) {
+  Bench bench;
+  ScaleView* view = bench.window.scale_view();
+  // A small model on four consumer GPUs at fp32, searched among the layouts the engine runs.
+  fill(view, "small", "rtx4090", 4, 256, 16);
+  view->gpus_per_node_field()->setValue(4);
+  view->precision_field()->setCurrentText("fp32");
+  view->runnable_here_field()->setChecked(true);
+  ASSERT_TRUE(view->plan());
+  ASSERT_FALSE(view->listed().empty());
+  for (const auto& listed : view->listed()) EXPECT_TRUE(listed.engine_lacks.empty());
+  view->choose(static_cast<int>(view->listed().size()) - 1);
+  ASSERT_TRUE(view->try_button()->isEnabled());
+  view->try_button()->click();
+  const layout::Layout& chosen = view->chosen()->layout;
+  EXPECT_EQ(bench.panel->ranks_field()->value(), chosen.tp * chosen.dp);
+  EXPECT_EQ(bench.panel->tensor_ranks_field()->value(), chosen.tp);
+  EXPECT_EQ(bench.panel->sequence_parallel_field()->isChecked(), chosen.sp);
+  EXPECT_EQ(bench.panel->policies_field()->text().toStdString(), chosen.stage_checkpoints[0]);
+  const char* shard[] = {"none", "optimizer", "gradients", "parameters"};
+  EXPECT_EQ(bench.panel->shard_field()->currentText(), chosen.dp > 1 ? shard[chosen.zero] : "none");
+  EXPECT_TRUE(bench.panel->first_config().has_value());  // the form takes it as it is
+}
+
+}  // namespace

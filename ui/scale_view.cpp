@@ -1,0 +1,334 @@
+#include "scale_view.h"
+
+#include <qcustomplot.h>
+
+#include <QApplication>
+#include <QCheckBox>
+#include <QClipboard>
+#include <QComboBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGridLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSaveFile>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QToolTip>
+
+#include "chart_style.h"
+#include "common/errors.h"
+#include "estimate/architecture.h"
+#include "layout/gpu_catalog.h"
+#include "layout/layout_export.h"
+#include "layout/layout_rules.h"
+#include "units.h"
+
+namespace rematlab::ui {
+namespace {
+
+const char* const kExports[] = {"Megatron-LM", "torchtitan", "DeepSpeed", "RematLab run"};
+
+QSpinBox* spin(int minimum, int maximum, int value, const QString& tip) {
+  auto* box = new QSpinBox;
+  box->setRange(minimum, maximum);
+  box->setValue(value);
+  box->setToolTip(tip);
+  return box;
+}
+
+}  // namespace
+
+ScaleView::ScaleView(QWidget* parent)
+    : QWidget(parent),
+      model_(new QComboBox),
+      gpu_(new QComboBox),
+      gpus_(spin(1, 1 << 20, 64, "GPUs in all")),
+      per_node_(spin(1, 64, 8, "GPUs per node (tensor parallelism stays inside one)")),
+      seq_len_(spin(16, 1 << 22, 4096, "Tokens per sequence")),
+      global_batch_(spin(1, 1 << 24, 1024, "Sequences per optimizer step")),
+      host_gib_(spin(1, 1 << 20, 2048, "Host memory per node, GiB (what offloading may use)")),
+      precision_(new QComboBox),
+      runnable_here_(new QCheckBox("Only what RematLab runs")),
+      plan_button_(new QPushButton("Plan")),
+      status_(new QLabel),
+      chart_(make_chart("Layouts: tokens/s against memory per GPU", "memory per GPU (GiB)",
+                        "tokens/s")),
+      grid_(new QTableWidget),
+      bar_(make_chart("Memory per GPU of the chosen layout", "GiB", "")),
+      list_(new QTableWidget),
+      export_choice_(new QComboBox),
+      export_text_(new QPlainTextEdit),
+      copy_(new QPushButton("Copy")),
+      save_(new QPushButton("Save…")),
+      try_(new QPushButton("Try it here")) {
+  for (const auto& name : estimate::architecture_names()) {
+    model_->addItem(QString::fromStdString(name));
+  }
+  model_->setCurrentText("llama2-70b");
+  for (const auto& kind : layout::gpu_catalog()) {
+    gpu_->addItem(QString::fromStdString(kind.name));
+    gpu_->setItemData(gpu_->count() - 1, QString::fromStdString(kind.description), Qt::ToolTipRole);
+  }
+  gpu_->setCurrentText("a100-80gb");
+  precision_->addItems({"bf16", "fp32"});
+  for (const char* name : kExports) export_choice_->addItem(name);
+  build();
+  connect(plan_button_, &QPushButton::clicked, this, &ScaleView::plan);
+  connect(list_, &QTableWidget::currentCellChanged, this,
+          [this](int row, int, int, int) { choose(row); });
+  connect(export_choice_, &QComboBox::currentIndexChanged, this, &ScaleView::show_export);
+  connect(copy_, &QPushButton::clicked, this,
+          [this] { QApplication::clipboard()->setText(export_text_->toPlainText()); });
+  connect(save_, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getSaveFileName(this, "Save the layout as");
+    if (path.isEmpty()) return;
+    QSaveFile file(path);  // whole or not at all
+    if (!file.open(QIODevice::WriteOnly) || file.write(export_text_->toPlainText().toUtf8()) < 0 ||
+        !file.commit()) {
+      status_->setText("Could not save " + path + ": " + file.errorString());
+    }
+  });
+  connect(try_, &QPushButton::clicked, this, &ScaleView::try_here);
+  connect(chart_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) {
+    const QString text = describe_point_at(event->position());
+    if (text.isEmpty()) {
+      QToolTip::hideText();
+    } else {
+      QToolTip::showText(event->globalPosition().toPoint(), text, chart_);
+    }
+  });
+  show_answer();
+}
+
+void ScaleView::build() {
+  auto* fields = new QGridLayout;
+  const std::pair<const char*, QWidget*> rows[] = {{"Model", model_},
+                                                   {"GPU", gpu_},
+                                                   {"GPUs", gpus_},
+                                                   {"Per node", per_node_},
+                                                   {"Sequence", seq_len_},
+                                                   {"Global batch", global_batch_},
+                                                   {"Host GiB/node", host_gib_},
+                                                   {"Precision", precision_}};
+  int index = 0;
+  for (const auto& [label, field] : rows) {
+    fields->addWidget(new QLabel(label), index / 4, (index % 4) * 2);
+    fields->addWidget(field, index / 4, (index % 4) * 2 + 1);
+    ++index;
+  }
+  fields->addWidget(runnable_here_, 2, 0, 1, 4);
+  runnable_here_->setToolTip(
+      "Search only layouts RematLab's engine runs: no pipeline or context "
+      "parallelism, model states on the GPUs");
+  fields->addWidget(plan_button_, 0, 8, 2, 1);
+  plan_button_->setToolTip("Evaluate every layout of these GPUs for this model and batch");
+  status_->setWordWrap(true);
+
+  grid_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  grid_->setToolTip(
+      "Fastest fitting layout's tokens/s for each tensor (rows) × pipeline "
+      "(columns) degree; — where none fits");
+  list_->setColumnCount(6);
+  list_->setHorizontalHeaderLabels(
+      {"layout", "checkpoint", "GiB per GPU", "tokens/s", "MFU %", "fits / lacks"});
+  list_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  list_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  list_->setSelectionMode(QAbstractItemView::SingleSelection);
+  list_->horizontalHeader()->setStretchLastSection(true);
+  list_->verticalHeader()->hide();
+  export_text_->setReadOnly(true);
+  export_text_->setLineWrapMode(QPlainTextEdit::WidgetWidth);
+  try_->setToolTip("Give the form this layout's degrees, sharding and policy (on its own model)");
+
+  auto* right = new QSplitter(Qt::Vertical);
+  right->addWidget(grid_);
+  right->addWidget(bar_);
+  auto* charts = new QSplitter;
+  charts->addWidget(chart_);
+  charts->addWidget(right);
+  charts->setStretchFactor(0, 3);
+  charts->setStretchFactor(1, 2);
+
+  auto* export_row = new QHBoxLayout;
+  export_row->addWidget(new QLabel("Export as"));
+  export_row->addWidget(export_choice_);
+  export_row->addWidget(copy_);
+  export_row->addWidget(save_);
+  export_row->addStretch(1);
+  export_row->addWidget(try_);
+  auto* bottom = new QWidget;
+  auto* bottom_layout = new QVBoxLayout(bottom);
+  bottom_layout->setContentsMargins(0, 0, 0, 0);
+  bottom_layout->addWidget(list_, 1);
+  bottom_layout->addLayout(export_row);
+  bottom_layout->addWidget(export_text_, 1);
+  auto* split = new QSplitter(Qt::Vertical);
+  split->addWidget(charts);
+  split->addWidget(bottom);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->addLayout(fields);
+  layout->addWidget(status_);
+  layout->addWidget(split, 1);
+}
+
+std::optional<layout::LayoutRequest> ScaleView::read_request() {
+  layout::LayoutRequest request;
+  request.arch = estimate::architecture_preset(model_->currentText().toStdString());
+  request.arch.seq_len = seq_len_->value();
+  request.cluster.gpu = layout::gpu_kind(gpu_->currentText().toStdString());
+  request.cluster.gpus = gpus_->value();
+  request.cluster.gpus_per_node = std::min(per_node_->value(), gpus_->value());
+  request.cluster.host_memory_bytes = static_cast<int64_t>(host_gib_->value()) << 30;
+  request.global_batch = global_batch_->value();
+  request.precision = precision_->currentText() == "fp32" ? Precision::kFp32 : Precision::kBf16;
+  request.top = 10;
+  request.engine_only = runnable_here_->isChecked();
+  estimate::validate(request.arch);
+  layout::validate(request);
+  return request;
+}
+
+bool ScaleView::plan() {
+  try {
+    const auto request = read_request();
+    QApplication::setOverrideCursor(Qt::WaitCursor);
+    layout::LayoutAnswer answer = layout::search_layouts(*request);
+    QApplication::restoreOverrideCursor();
+    request_ = request;
+    answer_ = std::move(answer);
+  } catch (const InvalidInput& error) {
+    if (QApplication::overrideCursor()) QApplication::restoreOverrideCursor();
+    request_.reset();
+    answer_.reset();
+    show_answer();
+    status_->setText(QString::fromStdString(error.what()));
+    return false;
+  }
+  show_answer();
+  return true;
+}
+
+QString ScaleView::status() const { return status_->text(); }
+
+void ScaleView::show_answer() {
+  listed_.clear();
+  if (answer_) listed_ = answer_->best.empty() ? answer_->nearest : answer_->best;
+  if (!answer_) {
+    status_->setText("Choose a model, GPUs and a batch, then Plan.");
+  } else {
+    int64_t fitting = 0;
+    for (const auto& point : answer_->points) fitting += point.fits ? 1 : 0;
+    QString text = QString("%1 layouts evaluated, %2 fit (%3 s).")
+                       .arg(answer_->points.size())
+                       .arg(fitting)
+                       .arg(answer_->search_s, 0, 'f', 2);
+    if (answer_->best.empty()) text += " Nothing fits: the nearest are listed with what they lack.";
+    if (answer_->best.empty() && !answer_->with_more_host.empty()) {
+      const auto& more = answer_->with_more_host.front();
+      text += QString(" With %1 GiB of host memory per node, %2 would fit (%3 tokens/s).")
+                  .arg(gib(more.host_bytes * request_->cluster.gpus_per_node))
+                  .arg(QString::fromStdString(layout::layout_name(more.layout)))
+                  .arg(more.tokens_per_s, 0, 'f', 0);
+    }
+    status_->setText(text);
+  }
+  fill_list();
+  draw_frontier();
+  fill_grid();
+  chosen_row_ = -1;
+  choose(listed_.empty() ? -1 : 0);
+}
+
+void ScaleView::fill_list() {
+  list_->setRowCount(static_cast<int>(listed_.size()));
+  for (int row = 0; row < static_cast<int>(listed_.size()); ++row) {
+    const auto& each = listed_[static_cast<size_t>(row)];
+    const QString cells[] = {QString::fromStdString(layout::layout_name(each.layout)),
+                             QString::fromStdString(each.layout.checkpoint_text()),
+                             gib(each.memory.total()),
+                             QString::number(each.tokens_per_s, 'f', 0),
+                             QString::number(100.0 * each.mfu, 'f', 1),
+                             each.fits ? "fits" : QString::fromStdString(each.reason)};
+    for (int column = 0; column < 6; ++column) {
+      auto* item = new QTableWidgetItem(cells[column]);
+      item->setToolTip(cells[column]);
+      list_->setItem(row, column, item);
+    }
+  }
+  list_->resizeColumnsToContents();
+}
+
+const layout::LayoutEvaluation* ScaleView::chosen() const {
+  if (chosen_row_ < 0 || chosen_row_ >= static_cast<int>(listed_.size())) return nullptr;
+  return &listed_[static_cast<size_t>(chosen_row_)];
+}
+
+void ScaleView::choose(int row) {
+  if (row == chosen_row_) return;
+  chosen_row_ = row;
+  if (row >= 0 && list_->currentRow() != row) list_->selectRow(row);
+  draw_memory_bar();
+  show_export();
+}
+
+QString ScaleView::export_text() const { return export_text_->toPlainText(); }
+
+void ScaleView::show_export() {
+  const layout::LayoutEvaluation* layout = chosen();
+  const bool have = layout != nullptr && request_.has_value();
+  copy_->setEnabled(have);
+  save_->setEnabled(have);
+  if (!have) {
+    export_text_->clear();
+    try_->setEnabled(false);
+    return;
+  }
+  layout::LayoutExport out;
+  switch (export_choice_->currentIndex()) {
+    case 1:
+      out = layout::torchtitan_toml(*request_, *layout);
+      break;
+    case 2:
+      out = layout::deepspeed_json(*request_, *layout);
+      break;
+    case 3:
+      out = layout::rematlab_run(*request_, *layout);
+      break;
+    default:
+      out = layout::megatron_arguments(*request_, *layout);
+  }
+  QString text = QString::fromStdString(out.text);
+  for (const auto& unsaid : out.unsaid) {
+    text +=
+        QString(text.isEmpty() ? "" : "\n") + "# no equivalent: " + QString::fromStdString(unsaid);
+  }
+  export_text_->setPlainText(text);
+  const bool runs_here = layout->fits && layout->engine_lacks.empty();
+  try_->setEnabled(runs_here);
+  try_->setToolTip(runs_here ? "Give the form this layout's degrees, sharding and policy (on its "
+                               "own model)"
+                             : "RematLab's engine cannot run this layout yet");
+}
+
+void ScaleView::try_here() {
+  const layout::LayoutEvaluation* layout = chosen();
+  if (!layout || !layout->engine_lacks.empty()) return;
+  static const char* kShard[] = {"none", "optimizer", "gradients", "parameters"};
+  TrialLayout trial;
+  trial.ranks = static_cast<int>(layout->layout.tp * layout->layout.dp);
+  trial.tensor_ranks = static_cast<int>(layout->layout.tp);
+  trial.sequence_parallel = layout->layout.sp;
+  trial.shard = layout->layout.dp > 1 ? kShard[layout->layout.zero] : "none";
+  trial.policy = QString::fromStdString(layout->layout.stage_checkpoints.front());
+  trial.offload_host = layout->layout.offload == layout::Offload::kActivations;
+  emit tryRequested(trial);
+}
+
+}  // namespace rematlab::ui

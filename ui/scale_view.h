@@ -1,0 +1,123 @@
+// The Scale tab: how to train a model on a cluster (core/layout). Model, GPUs and batch fields;
+// "Plan" searches every layout; the chart draws every layout evaluated (tokens/s against memory
+// per GPU, fitting and not apart, the frontier joined, the GPU's memory a line), the grid the
+// fastest fitting layout for each tensor × pipeline degree, the bar the chosen layout's memory
+// per GPU by part against the GPU's. The list holds the fastest layouts (or, when none fits, the
+// nearest with what they lack); the chosen one can be exported in Megatron-LM's, torchtitan's,
+// DeepSpeed's or RematLab's terms, and where RematLab's engine runs its layout, "Try it here"
+// hands its degrees, sharding and policy to the form (which keeps its own small model).
+#pragma once
+
+#include <QWidget>
+#include <optional>
+#include <vector>
+
+#include "layout/layout_search.h"
+
+class QCheckBox;
+class QComboBox;
+class QCustomPlot;
+class QLabel;
+class QPlainTextEdit;
+class QPushButton;
+class QSpinBox;
+class QTableWidget;
+
+namespace rematlab::ui {
+
+// What "Try it here" asks of the form: the layout's degrees, sharding, micro-batch and policy.
+struct TrialLayout {
+  int ranks = 1;
+  int tensor_ranks = 1;
+  bool sequence_parallel = false;
+  QString shard;  // none, optimizer, gradients or parameters
+  QString policy;
+  bool offload_host = false;
+};
+
+class ScaleView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ScaleView(QWidget* parent = nullptr);
+
+  // Searches the fields' request; false (and status() says why) when a field is bad.
+  bool plan();
+  const std::optional<layout::LayoutRequest>& request() const { return request_; }
+  const std::optional<layout::LayoutAnswer>& answer() const { return answer_; }
+  // The layouts the list shows: the fastest that fit, or the nearest when none does.
+  const std::vector<layout::LayoutEvaluation>& listed() const { return listed_; }
+  // The chosen row's layout (the first after a search); none before one.
+  const layout::LayoutEvaluation* chosen() const;
+  void choose(int row);
+  // The export the combo names, as shown in the text field.
+  QString export_text() const;
+  // What the chart says about the point nearest `pixel`, or empty.
+  QString describe_point_at(QPointF pixel) const;
+
+  QComboBox* model_field() const { return model_; }
+  QComboBox* gpu_field() const { return gpu_; }
+  QSpinBox* gpus_field() const { return gpus_; }
+  QSpinBox* gpus_per_node_field() const { return per_node_; }
+  QSpinBox* seq_len_field() const { return seq_len_; }
+  QSpinBox* global_batch_field() const { return global_batch_; }
+  QSpinBox* host_memory_field() const { return host_gib_; }
+  QComboBox* precision_field() const { return precision_; }
+  QCheckBox* runnable_here_field() const { return runnable_here_; }
+  QPushButton* plan_button() const { return plan_button_; }
+  QTableWidget* layout_list() const { return list_; }
+  QTableWidget* degree_grid() const { return grid_; }
+  QCustomPlot* frontier_chart() const { return chart_; }
+  QCustomPlot* memory_bar() const { return bar_; }
+  QComboBox* export_choice() const { return export_choice_; }
+  QPushButton* try_button() const { return try_; }
+  QString status() const;
+
+ signals:
+  void tryRequested(const rematlab::ui::TrialLayout& trial);
+
+ private:
+  void build();
+  std::optional<layout::LayoutRequest> read_request();
+  void show_answer();
+  void fill_list();
+  // scale_view_charts.cpp
+  void draw_frontier();
+  void fill_grid();
+  void draw_memory_bar();
+  void show_export();
+  void try_here();
+
+  QComboBox* model_;
+  QComboBox* gpu_;
+  QSpinBox* gpus_;
+  QSpinBox* per_node_;
+  QSpinBox* seq_len_;
+  QSpinBox* global_batch_;
+  QSpinBox* host_gib_;
+  QComboBox* precision_;
+  QCheckBox* runnable_here_;
+  QPushButton* plan_button_;
+  QLabel* status_;
+  QCustomPlot* chart_;
+  QTableWidget* grid_;
+  QCustomPlot* bar_;
+  QTableWidget* list_;
+  QComboBox* export_choice_;
+  QPlainTextEdit* export_text_;
+  QPushButton* copy_;
+  QPushButton* save_;
+  QPushButton* try_;
+
+  std::optional<layout::LayoutRequest> request_;
+  std::optional<layout::LayoutAnswer> answer_;
+  std::vector<layout::LayoutEvaluation> listed_;
+  int chosen_row_ = -1;
+  struct HoverPoint {
+    double x = 0.0, y = 0.0;
+    QString text;
+  };
+  std::vector<HoverPoint> hover_points_;
+};
+
+}  // namespace rematlab::ui
