@@ -76,60 +76,27 @@ struct LayoutOptions {
     return kind;
   }
 
-  layout::LayoutRequest resolve() const {
-    layout::LayoutRequest request;
-    if (model.empty()) throw InvalidInput("--model", "name the model to lay out");
-    ModelConfig config = estimate::architecture_model_config(model);
-    shape.apply(config);
-    request.arch = estimate::from_model_config(config);
-    // The sequence is the layout's to choose: only another shape makes the model another one.
-    ModelConfig named = estimate::architecture_model_config(model);
-    named.seq_len = config.seq_len;
-    const bool reshaped = estimate::parameter_count(estimate::from_model_config(named)) !=
-                              estimate::parameter_count(estimate::from_model_config(config)) ||
-                          named.family != config.family || named.layers != config.layers ||
-                          named.heads != config.heads ||
-                          named.key_value_heads() != config.key_value_heads();
-    request.arch.name = model + (reshaped ? "*" : "");
-    request.arch.engine_shape = estimate::is_engine_preset(model);
-    estimate::validate(request.arch);
-    request.cluster.gpu = resolve_gpu();
-    if (gpus < 1) throw InvalidInput("--gpus", "must be at least 1");
-    request.cluster.gpus = gpus;
-    request.cluster.gpus_per_node =
-        gpus_per_node.value_or(std::min(gpus, request.cluster.gpu.gpus_per_node));
-    request.cluster.host_memory_bytes = host_memory.empty()
-                                            ? request.cluster.gpu.host_memory_bytes
-                                            : parse_byte_size(host_memory, "--host-memory");
+  int64_t resolve_global_batch(int64_t seq_len) const {
     if (global_batch && global_batch_tokens) {
       throw InvalidInput("--global-batch-tokens",
                          "give the batch in sequences or in tokens, not both");
     }
     if (global_batch_tokens) {
-      if (*global_batch_tokens % request.arch.seq_len != 0 || *global_batch_tokens < 1) {
+      if (*global_batch_tokens % seq_len != 0 || *global_batch_tokens < 1) {
         throw InvalidInput("--global-batch-tokens",
                            std::to_string(*global_batch_tokens) + " is not a whole number of " +
-                               std::to_string(request.arch.seq_len) + "-token sequences");
+                               std::to_string(seq_len) + "-token sequences");
       }
-      request.global_batch = *global_batch_tokens / request.arch.seq_len;
-    } else if (global_batch) {
-      request.global_batch = *global_batch;
-    } else {
+      return *global_batch_tokens / seq_len;
+    }
+    if (!global_batch) {
       throw InvalidInput("--global-batch", "give the global batch in sequences (or tokens)");
     }
-    request.precision = parse_precision(precision);
-    request.fp32_gradients = fp32_gradients;
-    request.fragmentation = fragmentation;
-    if (activation_model == "megatron") {
-      request.activation_model = layout::ActivationModel::kMegatron;
-    } else if (activation_model != "engine") {
-      throw InvalidInput("--activation-model",
-                         "unknown model '" + activation_model + "' (use engine or megatron)");
-    }
-    if (efficiency) request.matmul_efficiency = *efficiency;
-    request.top = top;
-    request.engine_only = runnable_here;
-    layout::FixedDimensions& fixed = request.fixed;
+    return *global_batch;
+  }
+
+  layout::FixedDimensions resolve_fixed() const {
+    layout::FixedDimensions fixed;
     fixed.tp = tp;
     fixed.pp = pp;
     fixed.vp = vp;
@@ -155,6 +122,48 @@ struct LayoutOptions {
       fixed.checkpoint = policy.text();
     }
     if (!offload.empty()) fixed.offload = layout::parse_layout_offload(offload);
+    return fixed;
+  }
+
+  layout::LayoutRequest resolve() const {
+    layout::LayoutRequest request;
+    if (model.empty()) throw InvalidInput("--model", "name the model to lay out");
+    ModelConfig config = estimate::architecture_model_config(model);
+    shape.apply(config);
+    request.arch = estimate::from_model_config(config);
+    // The sequence is the layout's to choose: only another shape makes the model another one.
+    ModelConfig named = estimate::architecture_model_config(model);
+    named.seq_len = config.seq_len;
+    const bool reshaped = estimate::parameter_count(estimate::from_model_config(named)) !=
+                              estimate::parameter_count(estimate::from_model_config(config)) ||
+                          named.family != config.family || named.layers != config.layers ||
+                          named.heads != config.heads ||
+                          named.key_value_heads() != config.key_value_heads();
+    request.arch.name = model + (reshaped ? "*" : "");
+    request.arch.engine_shape = estimate::is_engine_preset(model);
+    estimate::validate(request.arch);
+    request.cluster.gpu = resolve_gpu();
+    if (gpus < 1) throw InvalidInput("--gpus", "must be at least 1");
+    request.cluster.gpus = gpus;
+    request.cluster.gpus_per_node =
+        gpus_per_node.value_or(std::min(gpus, request.cluster.gpu.gpus_per_node));
+    request.cluster.host_memory_bytes = host_memory.empty()
+                                            ? request.cluster.gpu.host_memory_bytes
+                                            : parse_byte_size(host_memory, "--host-memory");
+    request.global_batch = resolve_global_batch(request.arch.seq_len);
+    request.precision = parse_precision(precision);
+    request.fp32_gradients = fp32_gradients;
+    request.fragmentation = fragmentation;
+    if (activation_model == "megatron") {
+      request.activation_model = layout::ActivationModel::kMegatron;
+    } else if (activation_model != "engine") {
+      throw InvalidInput("--activation-model",
+                         "unknown model '" + activation_model + "' (use engine or megatron)");
+    }
+    if (efficiency) request.matmul_efficiency = *efficiency;
+    request.top = top;
+    request.engine_only = runnable_here;
+    request.fixed = resolve_fixed();
     layout::validate(request);
     return request;
   }
