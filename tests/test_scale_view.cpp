@@ -15,6 +15,7 @@
 
 #include "layout/layout_export.h"
 #include "layout/layout_search.h"
+#include "memory_bar.h"
 #include "scale_view.h"
 #include "window_bench.h"
 
@@ -80,13 +81,9 @@ TEST(ScaleView, PlanShowsThePlannersAnswerInEveryPart) {
   ASSERT_GE(column, 0);
   EXPECT_EQ(grid->item(row, column)->text(),
             QString::number(best.tokens_per_s / 1000.0, 'f', 1) + "k");
-  double stacked = 0.0;
-  for (int i = 0; i < view->memory_bar()->plottableCount(); ++i) {
-    auto* bar = qobject_cast<QCPBars*>(view->memory_bar()->plottable(i));
-    ASSERT_NE(bar, nullptr);
-    stacked += bar->data()->at(0)->value;
-  }
-  EXPECT_NEAR(stacked, best.memory.total() / 1073741824.0, 1e-9);
+  EXPECT_EQ(view->memory_bar()->total_bytes(), best.memory.total());
+  EXPECT_EQ(view->memory_bar()->capacity_bytes(), view->request()->cluster.gpu.memory_bytes);
+  EXPECT_EQ(view->memory_bar()->parts().size(), 7u);
 
   // Exports: the chosen layout in each tool's terms.
   EXPECT_EQ(view->export_text().section('\n', 0, 0).toStdString(),

@@ -25,6 +25,7 @@
 #include "layout/gpu_catalog.h"
 #include "layout/layout_export.h"
 #include "layout/layout_rules.h"
+#include "memory_bar.h"
 #include "units.h"
 
 namespace rematlab::ui {
@@ -58,7 +59,7 @@ ScaleView::ScaleView(QWidget* parent)
       chart_(make_chart("Layouts: tokens/s against memory per GPU", "memory per GPU (GiB)",
                         "tokens/s")),
       grid_(new QTableWidget),
-      bar_(make_chart("Memory per GPU of the chosen layout", "GiB", "")),
+      bar_(new MemoryBar),
       list_(new QTableWidget),
       export_choice_(new QComboBox),
       export_text_(new QPlainTextEdit),
@@ -114,21 +115,24 @@ void ScaleView::build() {
                                                    {"Global batch", global_batch_},
                                                    {"Host GiB/node", host_gib_},
                                                    {"Precision", precision_}};
+  // Three fields a row: the tab must fit beside the form on a 1024-pixel screen.
   int index = 0;
   for (const auto& [label, field] : rows) {
-    fields->addWidget(new QLabel(label), index / 4, (index % 4) * 2);
-    fields->addWidget(field, index / 4, (index % 4) * 2 + 1);
+    fields->addWidget(new QLabel(label), index / 3, (index % 3) * 2);
+    fields->addWidget(field, index / 3, (index % 3) * 2 + 1);
     ++index;
   }
-  fields->addWidget(runnable_here_, 2, 0, 1, 4);
+  fields->addWidget(runnable_here_, 2, 4, 1, 2);
   runnable_here_->setToolTip(
       "Search only layouts RematLab's engine runs: no pipeline or context "
       "parallelism, model states on the GPUs");
-  fields->addWidget(plan_button_, 0, 8, 2, 1);
+  fields->addWidget(plan_button_, 0, 6, 3, 1);
   plan_button_->setToolTip("Evaluate every layout of these GPUs for this model and batch");
   status_->setWordWrap(true);
 
   grid_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  // Room for "TP 8" even before a search fills the grid (the corner button gets a width too).
+  grid_->verticalHeader()->setMinimumWidth(grid_->fontMetrics().horizontalAdvance("TP 16") + 12);
   grid_->setToolTip(
       "Fastest fitting layout's tokens/s for each tensor (rows) × pipeline "
       "(columns) degree; — where none fits");
@@ -147,7 +151,12 @@ void ScaleView::build() {
   auto* right = new QSplitter(Qt::Vertical);
   right->addWidget(grid_);
   right->addWidget(bar_);
+  right->setChildrenCollapsible(false);
+  right->setStretchFactor(0, 1);  // the grid takes what the bar does not need
+  right->setStretchFactor(1, 0);
+  grid_->setMinimumHeight(90);
   auto* charts = new QSplitter;
+  charts->setChildrenCollapsible(false);
   charts->addWidget(chart_);
   charts->addWidget(right);
   charts->setStretchFactor(0, 3);
@@ -167,6 +176,7 @@ void ScaleView::build() {
   bottom_layout->addLayout(export_row);
   bottom_layout->addWidget(export_text_, 1);
   auto* split = new QSplitter(Qt::Vertical);
+  split->setChildrenCollapsible(false);
   split->addWidget(charts);
   split->addWidget(bottom);
   split->setStretchFactor(0, 3);
@@ -242,8 +252,10 @@ void ScaleView::show_answer() {
   fill_list();
   draw_frontier();
   fill_grid();
-  chosen_row_ = -1;
-  choose(listed_.empty() ? -1 : 0);
+  chosen_row_ = listed_.empty() ? -1 : 0;
+  if (chosen_row_ == 0) list_->selectRow(0);
+  draw_memory_bar();
+  show_export();
 }
 
 void ScaleView::fill_list() {

@@ -25,6 +25,8 @@ class QTableWidget;
 
 namespace rematlab::ui {
 
+class MemoryBar;
+
 // What "Try it here" asks of the form: the layout's degrees, sharding, micro-batch and policy.
 struct TrialLayout {
   int ranks = 1;
@@ -68,7 +70,7 @@ class ScaleView : public QWidget {
   QTableWidget* layout_list() const { return list_; }
   QTableWidget* degree_grid() const { return grid_; }
   QCustomPlot* frontier_chart() const { return chart_; }
-  QCustomPlot* memory_bar() const { return bar_; }
+  MemoryBar* memory_bar() const { return bar_; }
   QComboBox* export_choice() const { return export_choice_; }
   QPushButton* try_button() const { return try_; }
   QString status() const;
@@ -101,7 +103,7 @@ class ScaleView : public QWidget {
   QLabel* status_;
   QCustomPlot* chart_;
   QTableWidget* grid_;
-  QCustomPlot* bar_;
+  MemoryBar* bar_;
   QTableWidget* list_;
   QComboBox* export_choice_;
   QPlainTextEdit* export_text_;

@@ -3,6 +3,7 @@
 #include <qcustomplot.h>
 
 #include <QHeaderView>
+#include <QLabel>
 #include <QTableWidget>
 #include <algorithm>
 #include <cmath>
@@ -157,48 +158,24 @@ void ScaleView::fill_grid() {
 }
 
 void ScaleView::draw_memory_bar() {
-  bar_->clearPlottables();
-  bar_->clearItems();
   const layout::LayoutEvaluation* layout = chosen();
   if (!layout || !request_) {
-    reset_empty_axes(bar_);
-    bar_->replot();
+    bar_->set_parts({}, 0, {});
     return;
   }
   const layout::MemoryParts& m = layout->memory;
-  const std::pair<const char*, int64_t> parts[] = {
-      {"weights", m.weights},     {"gradients", m.gradients},     {"master", m.master},
-      {"optimizer", m.optimizer}, {"activations", m.activations}, {"buffers", m.buffers},
-      {"allowance", m.allowance}};
-  const QColor colors[] = {QColor(31, 119, 180), QColor(255, 127, 14),  QColor(44, 160, 44),
-                           QColor(214, 39, 40),  QColor(148, 103, 189), QColor(140, 86, 75),
-                           QColor(180, 180, 180)};
-  QCPBars* below = nullptr;
-  int index = 0;
-  for (const auto& [name, bytes] : parts) {
-    auto* bar = new QCPBars(bar_->yAxis, bar_->xAxis);  // horizontal
-    bar->setName(QString("%1 %2 GiB").arg(name).arg(static_cast<double>(bytes) / kGiB, 0, 'f', 1));
-    bar->setBrush(colors[index++]);
-    bar->setPen(Qt::NoPen);
-    bar->setWidth(0.6);
-    bar->addData(1.0, static_cast<double>(bytes) / kGiB);
-    if (below) bar->moveAbove(below);
-    below = bar;
-  }
-  const double device = static_cast<double>(request_->cluster.gpu.memory_bytes) / kGiB;
-  bar_->xAxis->setRange(0, std::max(device, static_cast<double>(m.total()) / kGiB) * 1.1);
-  bar_->yAxis->setRange(0.4, 1.6);
-  bar_->yAxis->setTickLabels(false);
-  auto* line = new QCPItemStraightLine(bar_);
-  line->point1->setCoords(device, 0);
-  line->point2->setCoords(device, 1);
-  line->setPen(QPen(Qt::black, 1.5, Qt::DashLine));
-  set_chart_title(bar_, QString("%1: %2 of %3 GiB per GPU")
-                            .arg(QString::fromStdString(layout::layout_name(layout->layout)))
-                            .arg(static_cast<double>(m.total()) / kGiB, 0, 'f', 1)
-                            .arg(device, 0, 'f', 0));
-  bar_->legend->setVisible(true);
-  bar_->replot();
+  const int64_t device = request_->cluster.gpu.memory_bytes;
+  bar_->set_parts({{"weights", m.weights, QColor(31, 119, 180)},
+                   {"gradients", m.gradients, QColor(255, 127, 14)},
+                   {"master", m.master, QColor(44, 160, 44)},
+                   {"optimizer", m.optimizer, QColor(214, 39, 40)},
+                   {"activations", m.activations, QColor(148, 103, 189)},
+                   {"buffers", m.buffers, QColor(140, 86, 75)},
+                   {"allowance", m.allowance, QColor(180, 180, 180)}},
+                  device,
+                  QString("%1 of %2 GiB per GPU: %3")
+                      .arg(gib(m.total()), gib(device),
+                           QString::fromStdString(layout::layout_name(layout->layout))));
 }
 
 }  // namespace rematlab::ui
