@@ -105,7 +105,7 @@ ScaleView::ScaleView(QWidget* parent)
   show_answer();
 }
 
-void ScaleView::build() {
+QGridLayout* ScaleView::build_fields() {
   auto* fields = new QGridLayout;
   const std::pair<const char*, QWidget*> rows[] = {{"Model", model_},
                                                    {"GPU", gpu_},
@@ -128,6 +128,11 @@ void ScaleView::build() {
       "parallelism, model states on the GPUs");
   fields->addWidget(plan_button_, 0, 6, 3, 1);
   plan_button_->setToolTip("Evaluate every layout of these GPUs for this model and batch");
+  return fields;
+}
+
+void ScaleView::build() {
+  QGridLayout* fields = build_fields();
   status_->setWordWrap(true);
 
   grid_->setEditTriggers(QAbstractItemView::NoEditTriggers);

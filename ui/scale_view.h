@@ -16,6 +16,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QGridLayout;
 class QCustomPlot;
 class QLabel;
 class QPlainTextEdit;
@@ -80,6 +81,7 @@ class ScaleView : public QWidget {
 
  private:
   void build();
+  QGridLayout* build_fields();
   std::optional<layout::LayoutRequest> read_request();
   void show_answer();
   void fill_list();
