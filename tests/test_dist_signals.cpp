@@ -218,7 +218,9 @@ TEST(Signals, SigtermMidSweepCancelsThePointWithItsSteps) {
 // and written nothing.
 TEST(Signals, CtrlCAtAnyMomentOfALaunchEndsItCancelled) {
   int launches_answered = 0;
-  for (const int delay_ms : {0, 100, 200, 300, 400, 500, 650, 800, 1000, 1300, 1700}) {
+  // The later delays land after main() even on a loaded machine (the loader then takes more
+  // than a second), so that enough of them test a launcher that answers.
+  for (const int delay_ms : {0, 100, 200, 300, 400, 500, 650, 800, 1000, 1300, 1700, 2500, 3500}) {
     SignalCase scratch("signal-early-" + std::to_string(delay_ms));
     auto launcher =
         scratch.start("run " + std::string(kTiny) +

@@ -249,6 +249,10 @@ TEST(LayoutRules, ChunksTakeTheRemainderFromTheEndsAndRulesNameWhatBreaks) {
   EXPECT_EQ(llama.front(), std::vector<int64_t>{7});
   EXPECT_EQ(llama.back(), std::vector<int64_t>{7});
   for (size_t rank = 1; rank + 1 < llama.size(); ++rank) EXPECT_EQ(llama[rank][0], 8);
+  // Megatron-LM splits the middle stages evenly and takes the ends as given: 96 on 11 stages.
+  const auto eleven = chunk_layers(96, 11, 1);
+  EXPECT_EQ(eleven.front()[0] + eleven.back()[0], 96 - 9 * 9);
+  for (size_t rank = 1; rank + 1 < eleven.size(); ++rank) EXPECT_EQ(eleven[rank][0], 9);
   // Interleaved: rank r holds chunks r and r + p.
   EXPECT_EQ(chunk_layers(10, 2, 2), (std::vector<std::vector<int64_t>>{{2, 3}, {3, 2}}));
 
@@ -290,6 +294,65 @@ TEST(LayoutEvaluator, StagesHoldTheirScheduleMicroBatchesInFlight) {
   // Megatron-LM's warm-up: 2(p − r − 1) + (v − 1)p, plus the one in its steady state.
   EXPECT_EQ(interleaved.stages[0].in_flight, 2 * 1 + 2 * 2 + 1);
   EXPECT_EQ(interleaved.stages[1].in_flight, 0 + 2 * 2 + 1);
+  // As many micro-batches as stages: every forward runs first, every rank holds all m·v chunks.
+  layout.accum = 2;
+  const LayoutEvaluation all_forward = evaluator.evaluate(layout);
+  EXPECT_EQ(all_forward.stages[0].in_flight, 2 * 3);
+  EXPECT_EQ(all_forward.stages[1].in_flight, 2 * 3);
+}
+
+TEST(LayoutEvaluator, StepTimeIsTheSumOfItsStatedParts) {
+  // llama2-70b, TP 8 × DP 8 on A100s, micro-batch 1, 16 micro-batches, no recomputation.
+  LayoutRequest request = request_for("llama2-70b", "a100-80gb", 64, 4096, 128);
+  LayoutEvaluator evaluator(request);
+  Layout layout;
+  layout.tp = 8;
+  layout.dp = 8;
+  layout.micro_batch = 1;
+  layout.accum = 16;
+  layout.stage_checkpoints = {"none"};
+  const LayoutEvaluation plain = evaluator.evaluate(layout);
+  const GpuKind& a100 = request.cluster.gpu;
+  const double m = 16;
+  // Tensor parallelism: four all-reduces of the micro-batch's activations per block, each
+  // sending 2(t − 1)/t of them over NVLink.
+  const double activations = 4096.0 * 8192 * 2;
+  EXPECT_NEAR(plain.time.tensor, m * 80 * 4 * 2 * 7.0 / 8 * activations / a100.intra_node_bandwidth,
+              1e-9);
+  // Without a policy only the vocabulary-parallel loss runs the head's forward again.
+  EXPECT_LT(plain.time.recompute, 0.01 * plain.time.compute);
+  EXPECT_EQ(plain.time.bubble, 0.0);
+  // The step is its parts: no pipeline, nothing offloaded.
+  const TimeParts& t = plain.time;
+  EXPECT_NEAR(plain.step_s, t.compute + t.recompute + t.tensor + t.data + t.optimizer, 1e-9);
+  EXPECT_GT(t.data, 0.0);  // at least the last bucket's all-reduce over the network
+  EXPECT_NEAR(plain.tokens_per_s, 128 * 4096 / plain.step_s, 1e-6);
+
+  // every:1 recomputes each block's forward and runs its all-reduces again.
+  layout.stage_checkpoints = {"every:1"};
+  const LayoutEvaluation again = evaluator.evaluate(layout);
+  // A forward is a third of forward and backward; the last projection of each block is not run
+  // again (its backward needs only its input).
+  EXPECT_GT(again.time.recompute, 0.2 * again.time.compute);
+  EXPECT_LT(again.time.recompute, 0.34 * again.time.compute);
+  EXPECT_NEAR(again.time.tensor, plain.time.tensor * 6 / 4, 1e-9);
+
+  // Optimizer offload: the update goes to the host and its link.
+  layout.stage_checkpoints = {"none"};
+  layout.zero = 1;
+  layout.offload = Offload::kOptimizer;
+  const LayoutEvaluation offloaded = evaluator.evaluate(layout);
+  EXPECT_EQ(offloaded.time.optimizer, 0.0);
+  EXPECT_GT(offloaded.time.offload, 0.0);
+  EXPECT_GT(offloaded.step_s, plain.step_s);
+  // ZeRO 3 over a slow network: the gathers no longer hide behind the compute.
+  LayoutRequest slow = request;
+  slow.cluster.gpu.inter_node_bandwidth = 1e8;
+  LayoutEvaluator slow_evaluator(slow);
+  layout.zero = 3;
+  layout.offload = Offload::kNone;
+  const LayoutEvaluation gathered = slow_evaluator.evaluate(layout);
+  EXPECT_GT(gathered.time.data, 10 * plain.time.data);
 }
 
 TEST(LayoutEvaluator, OneRanksFiguresAreTheEstimatorsOnTheEnginesShapes) {
@@ -410,17 +473,25 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
 
   const char* bad[][2] = {
       {"--gpu a100-90gb", "--gpu"},
-      {"--gpu a100-80gb --tp 3 --pp 1 --cp 1", "TP 3"},
+      {"--gpu a100-80gb --tp 3", "--tp"},
+      {"--gpu a100-80gb --cp 3", "--cp"},
+      {"--gpu a100-80gb --pp 100", "--pp"},
+      {"--gpu a100-80gb --micro-batch 4611686018427387904", "--micro-batch"},
+      {"--gpu a100-80gb --gpus 4611686018427387904", "--gpus"},
+      {"--gpu a100-80gb --efficiency 0", "--efficiency"},
+      {"--gpu a100-80gb --runnable-here --pp 2", "--runnable-here"},
+      {"--gpu a100-80gb --offload optimizer --zero 0", "ZeRO 1"},
       {"--gpu a100-80gb --global-batch-tokens 1000", "--global-batch-tokens"},
       {"--gpu a100-80gb --offload disk", "--offload"},
       {"--gpu a100-80gb --checkpoint keep:qkv", "--checkpoint"},
       {"--gpu a100-80gb --zero 4", "--zero"},
   };
   for (const auto& [flags, named] : bad) {
+    const std::string given = flags;
     const auto result =
-        cli(std::string("layout --model llama2-70b --gpus 64 --seq-len 4096 ") +
-            (std::string(flags).find("tokens") == std::string::npos ? "--global-batch 1024 " : "") +
-            flags);
+        cli(std::string("layout --model llama2-70b --seq-len 4096 ") +
+            (given.find("--gpus") == std::string::npos ? "--gpus 64 " : "") +
+            (given.find("tokens") == std::string::npos ? "--global-batch 1024 " : "") + given);
     EXPECT_EQ(result.exit_code, 2) << flags << ": " << result.err;
     EXPECT_EQ(testing::count_lines(result.err), 1) << result.err;
     EXPECT_NE(result.err.find(named), std::string::npos) << result.err;

@@ -508,9 +508,13 @@ void MainWindow::on_profile_failed(const QString& message) {
   emit profileEnded({});
 }
 
-// The form trains the plan: beside its other policies when it describes the profiled
-// configuration, else it is made to describe it (the plan is for that model and batch alone).
 void MainWindow::on_layout_tried(const TrialLayout& trial) {
+  if (trial.ranks > panel_->ranks_field()->maximum()) {
+    status_->setText(QString("The layout has %1 ranks; the form runs at most %2")
+                         .arg(trial.ranks)
+                         .arg(panel_->ranks_field()->maximum()));
+    return;
+  }
   panel_->ranks_field()->setValue(trial.ranks);
   panel_->tensor_ranks_field()->setValue(trial.tensor_ranks);
   panel_->sequence_parallel_field()->setChecked(trial.sequence_parallel);
@@ -529,6 +533,8 @@ void MainWindow::on_layout_tried(const TrialLayout& trial) {
                        .arg(trial.policy));
 }
 
+// The form trains the plan: beside its other policies when it describes the profiled
+// configuration, else it is made to describe it (the plan is for that model and batch alone).
 void MainWindow::on_plan_chosen(const QString& key, const RunConfig& config,
                                 const QString& policy) {
   // Whether the form describes the profiled configuration is judged where it was profiled (its

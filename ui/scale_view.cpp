@@ -17,6 +17,7 @@
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableWidget>
+#include <QThread>
 #include <QToolTip>
 
 #include "chart_style.h"
@@ -41,16 +42,30 @@ QSpinBox* spin(int minimum, int maximum, int value, const QString& tip) {
   return box;
 }
 
+// A bad field as the tab's labels name it ("GPUs: 12 GPUs are not whole nodes of 8").
+QString said_by_field(const InvalidInput& error) {
+  static const std::pair<const char*, const char*> kLabels[] = {{"--gpus", "GPUs"},
+                                                                {"--gpus-per-node", "Per node"},
+                                                                {"--seq-len", "Sequence"},
+                                                                {"--global-batch", "Global batch"},
+                                                                {"--host-memory", "Host GiB/node"}};
+  for (const auto& [flag, label] : kLabels) {
+    if (error.field() == flag)
+      return QString(label) + ": " + QString::fromStdString(error.reason());
+  }
+  return QString::fromStdString(error.what());
+}
+
 }  // namespace
 
 ScaleView::ScaleView(QWidget* parent)
     : QWidget(parent),
       model_(new QComboBox),
       gpu_(new QComboBox),
-      gpus_(spin(1, 1 << 20, 64, "GPUs in all")),
+      gpus_(spin(1, 1 << 16, 64, "GPUs in all")),
       per_node_(spin(1, 64, 8, "GPUs per node (tensor parallelism stays inside one)")),
-      seq_len_(spin(16, 1 << 22, 4096, "Tokens per sequence")),
-      global_batch_(spin(1, 1 << 24, 1024, "Sequences per optimizer step")),
+      seq_len_(spin(16, 1 << 20, 4096, "Tokens per sequence")),
+      global_batch_(spin(1, 1 << 20, 1024, "Sequences per optimizer step")),
       host_gib_(spin(1, 1 << 20, 2048, "Host memory per node, GiB (what offloading may use)")),
       precision_(new QComboBox),
       runnable_here_(new QCheckBox("Only what RematLab runs")),
@@ -91,7 +106,9 @@ ScaleView::ScaleView(QWidget* parent)
     if (!file.open(QIODevice::WriteOnly) || file.write(export_text_->toPlainText().toUtf8()) < 0 ||
         !file.commit()) {
       status_->setText("Could not save " + path + ": " + file.errorString());
+      return;
     }
+    status_->setText("Saved the " + export_choice_->currentText() + " export to " + path);
   });
   connect(try_, &QPushButton::clicked, this, &ScaleView::try_here);
   connect(chart_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) {
@@ -193,7 +210,7 @@ void ScaleView::build() {
   layout->addWidget(split, 1);
 }
 
-std::optional<layout::LayoutRequest> ScaleView::read_request() {
+layout::LayoutRequest ScaleView::read_request() const {
   layout::LayoutRequest request;
   request.arch = estimate::architecture_preset(model_->currentText().toStdString());
   request.arch.seq_len = seq_len_->value();
@@ -211,23 +228,50 @@ std::optional<layout::LayoutRequest> ScaleView::read_request() {
 }
 
 bool ScaleView::plan() {
+  if (search_) return false;  // one search at a time: Plan is disabled meanwhile
+  layout::LayoutRequest request;
   try {
-    const auto request = read_request();
-    QApplication::setOverrideCursor(Qt::WaitCursor);
-    layout::LayoutAnswer answer = layout::search_layouts(*request);
-    QApplication::restoreOverrideCursor();
-    request_ = request;
-    answer_ = std::move(answer);
+    request = read_request();
   } catch (const InvalidInput& error) {
-    if (QApplication::overrideCursor()) QApplication::restoreOverrideCursor();
     request_.reset();
     answer_.reset();
     show_answer();
-    status_->setText(QString::fromStdString(error.what()));
+    status_->setText(said_by_field(error));
     return false;
   }
-  show_answer();
+  // The search takes from milliseconds to tens of seconds (a million GPUs): off the window's
+  // thread, which shows its answer when it ends.
+  struct Outcome {
+    std::optional<layout::LayoutAnswer> answer;
+    QString error;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  search_ = QThread::create([request, outcome] {
+    try {
+      outcome->answer = layout::search_layouts(request);
+    } catch (const std::exception& error) {
+      outcome->error = QString::fromStdString(error.what());
+    }
+  });
+  connect(search_, &QThread::finished, this, [this, request, outcome] {
+    search_->deleteLater();
+    search_ = nullptr;
+    plan_button_->setEnabled(true);
+    request_.reset();
+    answer_ = std::move(outcome->answer);
+    if (answer_) request_ = request;
+    show_answer();
+    if (!answer_) status_->setText(outcome->error);
+    emit searchFinished(answer_.has_value());
+  });
+  plan_button_->setEnabled(false);
+  status_->setText("Searching every layout…");
+  search_->start();
   return true;
+}
+
+ScaleView::~ScaleView() {
+  if (search_) search_->wait();  // its answer has nowhere to go; the search itself is short
 }
 
 QString ScaleView::status() const { return status_->text(); }

@@ -23,12 +23,13 @@ class QPlainTextEdit;
 class QPushButton;
 class QSpinBox;
 class QTableWidget;
+class QThread;
 
 namespace rematlab::ui {
 
 class MemoryBar;
 
-// What "Try it here" asks of the form: the layout's degrees, sharding, micro-batch and policy.
+// What "Try it here" asks of the form: the layout's degrees, sharding, policy and offload.
 struct TrialLayout {
   int ranks = 1;
   int tensor_ranks = 1;
@@ -43,8 +44,10 @@ class ScaleView : public QWidget {
 
  public:
   explicit ScaleView(QWidget* parent = nullptr);
+  ~ScaleView() override;
 
-  // Searches the fields' request; false (and status() says why) when a field is bad.
+  // Starts a search of the fields' request in a thread (searchFinished when it ends); false
+  // (and status() says why) when a field is bad or a search is running.
   bool plan();
   const std::optional<layout::LayoutRequest>& request() const { return request_; }
   const std::optional<layout::LayoutAnswer>& answer() const { return answer_; }
@@ -78,11 +81,14 @@ class ScaleView : public QWidget {
 
  signals:
   void tryRequested(const rematlab::ui::TrialLayout& trial);
+  // A search ended: with an answer, or (false) with the reason in status().
+  void searchFinished(bool answered);
 
  private:
   void build();
   QGridLayout* build_fields();
-  std::optional<layout::LayoutRequest> read_request();
+  // Throws InvalidInput naming the field's flag.
+  layout::LayoutRequest read_request() const;
   void show_answer();
   void fill_list();
   // scale_view_charts.cpp
@@ -113,6 +119,7 @@ class ScaleView : public QWidget {
   QPushButton* save_;
   QPushButton* try_;
 
+  QThread* search_ = nullptr;  // the running search, if any
   std::optional<layout::LayoutRequest> request_;
   std::optional<layout::LayoutAnswer> answer_;
   std::vector<layout::LayoutEvaluation> listed_;

@@ -160,7 +160,12 @@ struct LayoutOptions {
       throw InvalidInput("--activation-model",
                          "unknown model '" + activation_model + "' (use engine or megatron)");
     }
-    if (efficiency) request.matmul_efficiency = *efficiency;
+    if (efficiency) {
+      if (!(*efficiency > 0.0 && *efficiency <= 1.0)) {
+        throw InvalidInput("--efficiency", "must be a share of peak in (0, 1]");
+      }
+      request.matmul_efficiency = *efficiency;
+    }
     request.top = top;
     request.engine_only = runnable_here;
     request.fixed = resolve_fixed();
@@ -194,7 +199,8 @@ Command add_layout_command(CLI::App& app) {
   command->add_option("--inter-node-bandwidth", options->inter_node_bandwidth,
                       "Bytes/s per GPU and direction between nodes");
   command->add_option("--gpus", options->gpus, "GPUs in all")->required();
-  command->add_option("--gpus-per-node", options->gpus_per_node, "GPUs per node (default 8)");
+  command->add_option("--gpus-per-node", options->gpus_per_node,
+                      "GPUs per node (default: the kind's usual server, 8 or 4)");
   command->add_option("--host-memory", options->host_memory, "Host memory per node");
   command->add_option("--global-batch", options->global_batch, "Sequences per optimizer step");
   command->add_option("--global-batch-tokens", options->global_batch_tokens,

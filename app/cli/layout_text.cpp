@@ -19,7 +19,8 @@ std::vector<std::string> row(const layout::LayoutEvaluation& evaluation) {
           evaluation.layout.checkpoint_text(),
           gib(m.weights + m.gradients + m.master + m.optimizer),
           gib(m.activations),
-          gib(m.buffers + m.allowance),
+          gib(m.buffers),
+          gib(m.allowance),
           gib(m.total()),
           evaluation.host_bytes > 0 ? gib(evaluation.host_bytes) : "-",
           format_number(evaluation.step_s, 2),
@@ -31,7 +32,7 @@ std::string table(const std::vector<layout::LayoutEvaluation>& evaluations) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& evaluation : evaluations) rows.push_back(row(evaluation));
   return format_table({"layout", "checkpoint", "states GiB", "activations GiB", "buffers GiB",
-                       "total GiB", "host GiB", "step s", "tokens/s", "MFU %"},
+                       "allowance GiB", "total GiB", "host GiB", "step s", "tokens/s", "MFU %"},
                       rows);
 }
 

@@ -24,14 +24,12 @@ struct Cluster {
   int64_t host_memory_bytes = 0;  // per node
   // Bytes/s a node's CPUs stream through host memory (the offloaded optimizer's update).
   double host_memory_bandwidth = 200e9;
-
-  int64_t nodes() const { return (gpus + gpus_per_node - 1) / gpus_per_node; }
 };
 
 enum class Offload {
   kNone,
-  kOptimizer,    // ZeRO-Offload: gradients' shards, master copy and moments in host memory
-  kParameters,   // ZeRO-Infinity: the weights' shards too (ZeRO stage 3 only)
+  kOptimizer,   // ZeRO-Offload: gradients' shards, master copy and moments in host memory (ZeRO 1+)
+  kParameters,  // ZeRO-Infinity: the weights' shards too (ZeRO stage 3 only)
   kActivations,  // recomputed segments' inputs wait in host memory
 };
 std::string to_string(Offload offload);

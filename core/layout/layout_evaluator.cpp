@@ -28,10 +28,13 @@ double all_reduce_share(int64_t n) { return n <= 1 ? 0.0 : 2.0 * (n - 1) / n; }
 double all_gather_share(int64_t n) { return n <= 1 ? 0.0 : static_cast<double>(n - 1) / n; }
 
 // In-flight micro-batch chunks on pipeline rank r (Megatron-LM's warm-up count plus the one in
-// its steady state): p − r for 1F1B, 2(p − r − 1) + (v − 1)p + 1 interleaved.
+// its steady state): p − r for 1F1B, 2(p − r − 1) + (v − 1)p + 1 interleaved (all m·v of them
+// when m = p), never more than the step's m·v.
 int64_t chunks_in_flight(const Layout& layout, int64_t rank) {
   const int64_t p = layout.pp;
   const int64_t v = layout.vp;
+  // Interleaved with as many micro-batches as stages, every forward runs before any backward.
+  if (v > 1 && layout.accum == p) return layout.accum * v;
   const int64_t warmup = v == 1 ? p - rank - 1 : 2 * (p - rank - 1) + (v - 1) * p;
   return std::min(warmup + 1, layout.accum * v);
 }

@@ -1,5 +1,7 @@
 #include "layout/layout_rules.h"
 
+#include <algorithm>
+
 #include "common/errors.h"
 
 namespace rematlab::layout {
@@ -16,7 +18,29 @@ void require_positive(const std::optional<int64_t>& value, const char* flag) {
 
 }  // namespace
 
+namespace {
+
+// One chunk per rank: equal middle stages (Megatron-LM splits the middle evenly and takes the
+// first and last stages' counts as given), the remainder on the first and the last.
+std::vector<std::vector<int64_t>> stage_split(int64_t layers, int64_t pp) {
+  if (pp == 1) return {{layers}};
+  if (pp == 2) return {{layers / 2}, {layers - layers / 2}};
+  int64_t middle = (layers + pp - 1) / pp;
+  int64_t ends = layers - (pp - 2) * middle;
+  if (ends < 2) {  // too few left for the ends: thinner middle stages
+    middle = (layers - 2) / (pp - 2);
+    ends = layers - (pp - 2) * middle;
+  }
+  std::vector<std::vector<int64_t>> by_rank(static_cast<size_t>(pp), {middle});
+  by_rank.front() = {ends / 2};
+  by_rank.back() = {ends - ends / 2};
+  return by_rank;
+}
+
+}  // namespace
+
 std::vector<std::vector<int64_t>> chunk_layers(int64_t layers, int64_t pp, int64_t vp) {
+  if (vp == 1) return stage_split(layers, pp);
   const int64_t chunks = pp * vp;
   const int64_t base = (layers + chunks - 1) / chunks;
   std::vector<int64_t> sizes(static_cast<size_t>(chunks), base);  // in pipeline order
@@ -102,13 +126,88 @@ std::string structural_problem(const LayoutRequest& request, const Layout& layou
   if (layout.offload == Offload::kParameters && layout.zero != 3) {
     return "offloading parameters needs ZeRO 3";
   }
+  if (layout.offload == Offload::kOptimizer && layout.zero < 1) {
+    return "offloading the optimizer needs ZeRO 1 or more";
+  }
   return "";
 }
 
+namespace {
+
+void require_between(int64_t value, int64_t low, int64_t high, const char* flag) {
+  if (value < low || value > high) {
+    throw InvalidInput(flag, "must be between " + std::to_string(low) + " and " +
+                                 std::to_string(high) + ", got " + std::to_string(value));
+  }
+}
+
+// Each fixed degree against what it splits, before any search: one line naming the flag.
+void validate_fixed(const LayoutRequest& request) {
+  const estimate::Architecture& arch = request.arch;
+  const Cluster& cluster = request.cluster;
+  const FixedDimensions& fixed = request.fixed;
+  auto divides_gpus = [&](const std::optional<int64_t>& degree, const char* flag) {
+    if (!degree) return;
+    require_between(*degree, 1, cluster.gpus, flag);
+    if (cluster.gpus % *degree != 0) {
+      throw InvalidInput(flag, std::to_string(*degree) + " does not divide " +
+                                   std::to_string(cluster.gpus) + " GPUs");
+    }
+  };
+  divides_gpus(fixed.tp, "--tp");
+  divides_gpus(fixed.pp, "--pp");
+  divides_gpus(fixed.cp, "--cp");
+  divides_gpus(fixed.dp, "--dp");
+  if (fixed.tp) {
+    Layout probe;
+    probe.tp = *fixed.tp;
+    probe.dp = cluster.gpus / *fixed.tp;
+    probe.micro_batch = 1;
+    const std::string problem = structural_problem(request, probe);
+    if (problem.find("TP") != std::string::npos) throw InvalidInput("--tp", problem);
+  }
+  if (fixed.pp && *fixed.pp > arch.layers) {
+    throw InvalidInput("--pp", std::to_string(*fixed.pp) + " stages are more than " +
+                                   std::to_string(arch.layers) + " layers");
+  }
+  if (fixed.vp) {
+    require_between(*fixed.vp, 1, arch.layers, "--virtual-stages");
+    if (*fixed.vp > 1 && fixed.pp && (*fixed.pp == 1 || *fixed.pp * *fixed.vp > arch.layers)) {
+      throw InvalidInput("--virtual-stages",
+                         std::to_string(*fixed.vp) + " chunks per stage need PP 2 or more and " +
+                             "no more chunks than the " + std::to_string(arch.layers) + " layers");
+    }
+  }
+  if (fixed.cp && *fixed.cp > 1 && arch.seq_len % (2 * *fixed.cp) != 0) {
+    throw InvalidInput("--cp", std::to_string(*fixed.cp) + " context ranks cannot split " +
+                                   std::to_string(arch.seq_len) + " tokens into 2 · CP chunks");
+  }
+  if (fixed.micro_batch) {
+    require_between(*fixed.micro_batch, 1, request.global_batch, "--micro-batch");
+    if (request.global_batch % *fixed.micro_batch != 0) {
+      throw InvalidInput("--micro-batch", std::to_string(*fixed.micro_batch) +
+                                              " does not divide the global batch " +
+                                              std::to_string(request.global_batch));
+    }
+  }
+  if (request.engine_only) {
+    const bool beyond = (fixed.pp && *fixed.pp > 1) || (fixed.cp && *fixed.cp > 1) ||
+                        (fixed.offload && (*fixed.offload == Offload::kOptimizer ||
+                                           *fixed.offload == Offload::kParameters));
+    if (beyond) {
+      throw InvalidInput("--runnable-here",
+                         "contradicts a fixed pipeline, context split or model-state offload, "
+                         "which RematLab's engine does not run");
+    }
+  }
+}
+
+}  // namespace
+
 void validate(const LayoutRequest& request) {
   const Cluster& cluster = request.cluster;
-  if (cluster.gpus < 1) throw InvalidInput("--gpus", "must be at least 1");
-  if (cluster.gpus_per_node < 1) throw InvalidInput("--gpus-per-node", "must be at least 1");
+  require_between(cluster.gpus, 1, kMaxGpus, "--gpus");
+  require_between(cluster.gpus_per_node, 1, kMaxGpusPerNode, "--gpus-per-node");
   if (cluster.gpus % cluster.gpus_per_node != 0 && cluster.gpus > cluster.gpus_per_node) {
     throw InvalidInput("--gpus", std::to_string(cluster.gpus) + " GPUs are not whole nodes of " +
                                      std::to_string(cluster.gpus_per_node));
@@ -118,6 +217,11 @@ void validate(const LayoutRequest& request) {
     throw InvalidInput("--peak-flops", "must be positive");
   }
   if (request.global_batch < 1) throw InvalidInput("--global-batch", "must be at least 1");
+  if (request.global_batch > kMaxStepTokens / std::max<int64_t>(request.arch.seq_len, 1)) {
+    throw InvalidInput("--global-batch",
+                       "a step of more than 2^40 tokens is beyond what the "
+                       "planner counts");
+  }
   if (!(request.efficiency() > 0.0 && request.efficiency() <= 1.0)) {
     throw InvalidInput("--efficiency", "must be in (0, 1]");
   }
@@ -135,6 +239,7 @@ void validate(const LayoutRequest& request) {
   if (fixed.zero && (*fixed.zero < 0 || *fixed.zero > 3)) {
     throw InvalidInput("--zero", "must be 0, 1, 2 or 3, got " + std::to_string(*fixed.zero));
   }
+  validate_fixed(request);
 }
 
 }  // namespace rematlab::layout

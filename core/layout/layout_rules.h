@@ -22,7 +22,13 @@ std::vector<std::vector<int64_t>> chunk_layers(int64_t layers, int64_t pp, int64
 // The vocabulary as Megatron-LM pads it: to a multiple of 128 · tp.
 int64_t padded_vocab(int64_t vocab, int64_t tp);
 
-// Checks the request itself (cluster, batch, fixed degrees); throws InvalidInput naming the flag.
+// Limits far beyond any cluster or batch trained today, small enough that no count overflows.
+inline constexpr int64_t kMaxGpus = int64_t{1} << 24;
+inline constexpr int64_t kMaxGpusPerNode = 1024;
+inline constexpr int64_t kMaxStepTokens = int64_t{1} << 40;
+
+// Checks the request itself (cluster, batch) and each fixed degree on its own and against the
+// others it is fixed with; throws InvalidInput naming the flag.
 void validate(const LayoutRequest& request);
 
 }  // namespace rematlab::layout

@@ -31,8 +31,8 @@ std::vector<int64_t> divisors(int64_t n) {
 }
 
 std::vector<int64_t> powers_of_two_up_to(int64_t n) {  // 1, 2, 4, … ≤ n
-  std::vector<int64_t> found;
-  for (int64_t i = 1; i <= n; i *= 2) found.push_back(i);
+  std::vector<int64_t> found = {1};
+  while (found.back() <= n / 2) found.push_back(found.back() * 2);
   return found;
 }
 
@@ -178,7 +178,12 @@ LayoutAnswer search_layouts(const LayoutRequest& request) {
       host_limited = point;
     }
   }
-  if (host_limited) answer.with_more_host.push_back(evaluator.evaluate(host_limited->layout));
+  // Worth saying only when it would beat what already fits.
+  const bool faster =
+      fitting.empty() || (host_limited && host_limited->step_s < fitting[0]->step_s);
+  if (host_limited && faster) {
+    answer.with_more_host.push_back(evaluator.evaluate(host_limited->layout));
+  }
   // The frontier: by memory, each one faster than every smaller one.
   std::vector<const LayoutPoint*> by_memory = fitting;
   std::stable_sort(by_memory.begin(), by_memory.end(), [](const auto* a, const auto* b) {

@@ -26,7 +26,8 @@ struct LayoutAnswer {
   std::vector<LayoutEvaluation> nearest;   // not fitting, the least over the GPU's memory first
   std::vector<LayoutEvaluation>
       nearest_without_offload;  // the same, among those offloading nothing
-  // The fastest layout that fits the GPUs and would fit with more host memory per node.
+  // The fastest layout that fits the GPUs and would fit with more host memory per node, when
+  // nothing fits or it would be faster than what does.
   std::vector<LayoutEvaluation> with_more_host;
   std::vector<LayoutPoint> points;  // every layout evaluated
   int64_t impossible = 0;           // combinations that break a rule (layout_rules.h)
