@@ -5,8 +5,10 @@
 
 This machine is described to `layout` by what it measures: `rematlab-cli peak --threads 1` for
 the FLOP/s one rank reaches (shared when there are more ranks than cores), a Gloo all-reduce
-between local processes for the link's bandwidth (the project's PyTorch runs it), efficiency 1
-(the peak is already a measured matmul rate), no fragmentation allowance. Each layout — data
+between local processes for the link's bandwidth (the project's PyTorch runs it), as matmul
+efficiency the share of that peak the same model and policy reach in one process (its hardware
+FLOP/s: norms, softmax, the update and the CPU's small matmuls all count against it), no
+fragmentation allowance. Each layout — data
 parallel with and without sharding, tensor parallel with and without sequence parallelism, both
 together — is run with `rematlab-cli run --nproc N … --steps 4 --threads 1 --json` and evaluated
 with the same degrees fixed. The table gives, for rank 0, the activation peak and the model
@@ -69,10 +71,23 @@ def main():
     parser.add_argument("--policies", default="none,every:1")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
-    peak = last_json([args.cli, "peak", "--threads", "1", "--json"])["peak_flops"]
+    with tempfile.TemporaryDirectory() as scratch:  # measured now, kept nowhere
+        peak = last_json([args.cli, "peak", "--threads", "1", "--json", "--db",
+                          os.path.join(scratch, "runs.sqlite")])["peak_flops"]
     bandwidth = {n: gloo_bandwidth(args.python, n) for n in (2, 4)}
     print(f"one rank's peak {peak / 1e9:.1f} GFLOP/s (fp32, 1 thread), {cores} cores; Gloo bus "
           f"bandwidth {bandwidth[2] / 1e9:.2f} GB/s at 2 ranks, {bandwidth[4] / 1e9:.2f} at 4\n")
+    # The share of the matmul peak this model's whole step reaches in one process (its hardware
+    # FLOPs per second over the peak): what `layout` calls the matmul efficiency, measured here.
+    efficiencies = {}
+    for preset in args.presets.split(","):
+        for policy in args.policies.split(","):
+            one = last_json([args.cli, "run", "--preset", preset, "--seq-len", str(args.seq_len),
+                             "--batch", str(args.batch), "--checkpoint", policy, "--steps", "4",
+                             "--threads", "1", "--peak-flops", str(peak), "--json"])
+            efficiencies[(preset, policy)] = one["hfu"]
+            print(f"{preset} {policy}: one process reaches {100 * one['hfu']:.1f} % of the peak")
+    print()
     print("| model | layout | policy | activations meas. / pred. MiB | ratio | states meas. / pred. MiB "
           "| step meas. / pred. ms | ratio |")
     print("|---|---|---|---|---|---|---|---|")
@@ -90,9 +105,11 @@ def main():
                 measured = last_json(run)
                 rank = measured["ranks"][0]
                 share = min(1.0, cores / ranks)  # ranks beyond the cores share them
+                efficiency = efficiencies[(preset, policy)]
                 plan = last_json([
                     args.cli, "layout", "--model", preset, "--seq-len", str(args.seq_len),
-                    "--gpu-memory", "16GiB", "--peak-flops", str(peak * share), "--efficiency", "1",
+                    "--gpu-memory", "16GiB", "--peak-flops", str(peak * share),
+                    "--efficiency", str(efficiency),
                     "--intra-node-bandwidth", str(bandwidth[ranks]),
                     "--inter-node-bandwidth", str(bandwidth[ranks]), "--gpus", str(ranks),
                     "--gpus-per-node", str(ranks), "--global-batch", str(args.batch * dp),

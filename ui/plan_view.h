@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "hover_point.h"
 #include "plan/frontier.h"
 #include "plan/profile_key.h"
 #include "plan/segment_planner.h"
@@ -120,11 +121,6 @@ class PlanView : public QWidget {
     std::string host;
     std::string libtorch;
     QString source;  // "runs database: measured …"
-  };
-  struct HoverPoint {
-    double x = 0.0;  // MiB
-    double y = 0.0;  // tokens/s
-    QString text;
   };
 
   static Profile profile_of(const std::string& key, const plan::ProfiledConfiguration& parts,

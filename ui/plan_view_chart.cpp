@@ -5,7 +5,6 @@
 
 #include <QLineEdit>
 #include <algorithm>
-#include <cmath>
 #include <optional>
 
 #include "chart_style.h"
@@ -116,24 +115,12 @@ void PlanView::draw_measured_runs(const Profile& profile) {
 }
 
 QString PlanView::describe_point_at(QPointF pixel) const {
-  const HoverPoint* nearest = nullptr;
-  double best = kHoverPixels;
   std::vector<const HoverPoint*> points;
   if (chosen_hover_) points.push_back(&*chosen_hover_);  // drawn on top: said first
   for (const HoverPoint& point : hover_points_) points.push_back(&point);
   // The frontier's corners last: where one meets a policy's point, the policy is named.
   for (const HoverPoint& point : frontier_hover_points_) points.push_back(&point);
-  for (const HoverPoint* each : points) {
-    const HoverPoint& point = *each;
-    const double dx = chart_->xAxis->coordToPixel(point.x) - pixel.x();
-    const double dy = chart_->yAxis->coordToPixel(point.y) - pixel.y();
-    const double distance = std::hypot(dx, dy);
-    if (distance < best) {
-      best = distance;
-      nearest = &point;
-    }
-  }
-  return nearest ? nearest->text : QString();
+  return nearest_point_text(chart_, points, pixel, kHoverPixels);
 }
 
 // Exported, the chart names everything it draws: the budget line with its value and the plan

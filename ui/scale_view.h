@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "hover_point.h"
 #include "layout/layout_search.h"
 
 class QCheckBox;
@@ -124,10 +125,6 @@ class ScaleView : public QWidget {
   std::optional<layout::LayoutAnswer> answer_;
   std::vector<layout::LayoutEvaluation> listed_;
   int chosen_row_ = -1;
-  struct HoverPoint {
-    double x = 0.0, y = 0.0;
-    QString text;
-  };
   std::vector<HoverPoint> hover_points_;
 };
 

@@ -6,7 +6,6 @@
 #include <QLabel>
 #include <QTableWidget>
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <set>
 
@@ -88,18 +87,10 @@ void ScaleView::draw_frontier() {
 }
 
 QString ScaleView::describe_point_at(QPointF pixel) const {
-  const HoverPoint* nearest = nullptr;
-  double best = kPointPixels;
-  for (const HoverPoint& point : hover_points_) {
-    const double dx = chart_->xAxis->coordToPixel(point.x) - pixel.x();
-    const double dy = chart_->yAxis->coordToPixel(point.y) - pixel.y();
-    const double distance = std::hypot(dx, dy);
-    if (distance < best) {
-      best = distance;
-      nearest = &point;
-    }
-  }
-  return nearest ? nearest->text : QString();
+  std::vector<const HoverPoint*> points;
+  points.reserve(hover_points_.size());
+  for (const HoverPoint& point : hover_points_) points.push_back(&point);
+  return nearest_point_text(chart_, points, pixel, kPointPixels);
 }
 
 void ScaleView::fill_grid() {
