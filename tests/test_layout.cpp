@@ -222,6 +222,22 @@ TEST(LayoutSearch, Gpt3OnEightA100sFitsOnlyWithItsStatesInMoreHostMemory) {
   for (const auto& layout : roomier.best) EXPECT_NE(layout.layout.offload, Offload::kNone);
 }
 
+TEST(LayoutSearch, OneGpuFitsA7BModelWithItsOptimizerInHostMemory) {
+  // 16 bytes per parameter of llama2-7b cannot sit on 24 GiB; ZeRO-Offload's single-GPU form
+  // (ZeRO 1 over one rank, optimizer in host memory) is searched and fits.
+  const LayoutAnswer answer = search_layouts(request_for("llama2-7b", "rtx4090", 1, 2048, 8));
+  ASSERT_FALSE(answer.best.empty());
+  bool zero_offload = false;
+  for (const auto& best : answer.best) {
+    EXPECT_TRUE(best.layout.offload == Offload::kOptimizer ||
+                best.layout.offload == Offload::kParameters);
+    EXPECT_GT(best.host_bytes, 0);
+    zero_offload =
+        zero_offload || (best.layout.offload == Offload::kOptimizer && best.layout.zero == 1);
+  }
+  EXPECT_TRUE(zero_offload);
+}
+
 TEST(LayoutSearch, BestComesFirstAndTheFrontierTradesMemoryForTime) {
   const LayoutAnswer answer =
       search_layouts(request_for("llama2-70b", "a100-80gb", 64, 4096, 1024));

@@ -98,9 +98,12 @@ void for_each_layout(const LayoutRequest& request, Visit visit) {
               std::vector<int64_t> zeros = {0, 1, 2, 3};
               if (fixed.zero) zeros = {*fixed.zero};
               for (int64_t zero : zeros) {
-                // Over one data-parallel rank every stage shards nothing: one is enough.
-                if (!fixed.zero && dp * cp == 1 && zero > 0) continue;
                 for (Offload offload : offloads) {
+                  // Over one data-parallel rank every stage shards nothing: ZeRO only for the
+                  // offload that needs its stage (ZeRO-Offload on a single GPU).
+                  const bool needed = (offload == Offload::kOptimizer && zero == 1) ||
+                                      (offload == Offload::kParameters && zero == 3);
+                  if (!fixed.zero && dp * cp == 1 && zero > 0 && !needed) continue;
                   Layout layout = degrees(tp, pp, cp, dp, sp);
                   layout.vp = vp;
                   layout.zero = static_cast<int>(zero);
