@@ -381,12 +381,11 @@ void ScaleView::show_export() {
 void ScaleView::try_here() {
   const layout::LayoutEvaluation* layout = chosen();
   if (!layout || !layout->engine_lacks.empty()) return;
-  static const char* kShard[] = {"none", "optimizer", "gradients", "parameters"};
   TrialLayout trial;
   trial.ranks = static_cast<int>(layout->layout.tp * layout->layout.dp);
   trial.tensor_ranks = static_cast<int>(layout->layout.tp);
   trial.sequence_parallel = layout->layout.sp;
-  trial.shard = layout->layout.dp > 1 ? kShard[layout->layout.zero] : "none";
+  trial.shard = QString::fromStdString(to_string(layout::engine_shard(layout->layout)));
   trial.policy = QString::fromStdString(layout->layout.stage_checkpoints.front());
   trial.offload_host = layout->layout.offload == layout::Offload::kActivations;
   emit tryRequested(trial);

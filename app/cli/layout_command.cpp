@@ -19,6 +19,17 @@
 namespace rematlab::cli {
 namespace {
 
+// Whether `config` is another model than the named one. The sequence is the layout's to choose:
+// only another shape makes the model another one.
+bool reshapes(const std::string& model, const ModelConfig& config) {
+  ModelConfig named = estimate::architecture_model_config(model);
+  named.seq_len = config.seq_len;
+  return estimate::parameter_count(estimate::from_model_config(named)) !=
+             estimate::parameter_count(estimate::from_model_config(config)) ||
+         named.family != config.family || named.layers != config.layers ||
+         named.heads != config.heads || named.key_value_heads() != config.key_value_heads();
+}
+
 struct LayoutOptions {
   std::string model;
   ModelOptions shape;
@@ -131,15 +142,7 @@ struct LayoutOptions {
     ModelConfig config = estimate::architecture_model_config(model);
     shape.apply(config);
     request.arch = estimate::from_model_config(config);
-    // The sequence is the layout's to choose: only another shape makes the model another one.
-    ModelConfig named = estimate::architecture_model_config(model);
-    named.seq_len = config.seq_len;
-    const bool reshaped = estimate::parameter_count(estimate::from_model_config(named)) !=
-                              estimate::parameter_count(estimate::from_model_config(config)) ||
-                          named.family != config.family || named.layers != config.layers ||
-                          named.heads != config.heads ||
-                          named.key_value_heads() != config.key_value_heads();
-    request.arch.name = model + (reshaped ? "*" : "");
+    request.arch.name = model + (reshapes(model, config) ? "*" : "");
     request.arch.engine_shape = estimate::is_engine_preset(model);
     estimate::validate(request.arch);
     request.cluster.gpu = resolve_gpu();

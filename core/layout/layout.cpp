@@ -38,6 +38,12 @@ std::string Layout::checkpoint_text() const {
   return text;
 }
 
+ShardMode engine_shard(const Layout& layout) {
+  static const ShardMode kByStage[] = {ShardMode::kNone, ShardMode::kOptimizer,
+                                       ShardMode::kGradients, ShardMode::kParameters};
+  return layout.dp > 1 ? kByStage[layout.zero] : ShardMode::kNone;
+}
+
 std::string layout_name(const Layout& layout) {
   std::string name = "TP " + std::to_string(layout.tp);
   if (layout.sp) name += "+SP";

@@ -14,6 +14,7 @@
 #include "common/precision.h"
 #include "estimate/architecture.h"
 #include "layout/gpu_catalog.h"
+#include "run/shard_mode.h"
 
 namespace rematlab::layout {
 
@@ -59,6 +60,9 @@ struct Layout {
 
 // "TP 8+SP PP 4×2 DP 2 ZeRO 1 micro-batch 1": for reasons and tables.
 std::string layout_name(const Layout& layout);
+
+// What the engine's --shard is for the layout's ZeRO stage (none without data parallelism).
+ShardMode engine_shard(const Layout& layout);
 
 // Dimensions the search must keep: each absent one is searched.
 struct FixedDimensions {

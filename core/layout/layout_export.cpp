@@ -5,7 +5,6 @@
 #include "checkpoint/checkpoint_policy.h"
 #include "model/model_config.h"
 #include "run/run_config.h"
-#include "run/shard_mode.h"
 
 namespace rematlab::layout {
 namespace {
@@ -207,9 +206,8 @@ LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& 
   LayoutExport out;
   const estimate::Architecture& arch = request.arch;
   for (const auto& lack : evaluation.engine_lacks) out.unsaid.push_back(lack);
-  static const char* kShard[] = {"none", "optimizer", "gradients", "parameters"};
-  const std::string shard = layout.dp > 1 ? kShard[layout.zero] : "none";
-  if (!shard_trains_in(parse_shard(shard), request.precision)) {
+  const std::string shard = to_string(engine_shard(layout));
+  if (!shard_trains_in(engine_shard(layout), request.precision)) {
     out.unsaid.push_back("--shard " + shard + " in " + to_string(request.precision));
   }
   if (!arch.engine_shape) out.unsaid.push_back("the shape of " + arch.name + " (estimates only)");
