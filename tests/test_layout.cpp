@@ -497,6 +497,8 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
       {"--gpu a100-80gb --efficiency 0", "--efficiency"},
       {"--gpu a100-80gb --runnable-here --pp 2", "--runnable-here"},
       {"--gpu a100-80gb --offload optimizer --zero 0", "ZeRO 1"},
+      {"--gpu a100-80gb --heads 0", "--heads"},
+      {"--gpu a100-80gb --zero 4294967297", "--zero"},
       {"--gpu a100-80gb --global-batch-tokens 1000", "--global-batch-tokens"},
       {"--gpu a100-80gb --offload disk", "--offload"},
       {"--gpu a100-80gb --checkpoint keep:qkv", "--checkpoint"},

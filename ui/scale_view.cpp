@@ -98,12 +98,12 @@ ScaleView::ScaleView(QWidget* parent)
           [this](int row, int, int, int) { choose(row); });
   connect(export_choice_, &QComboBox::currentIndexChanged, this, &ScaleView::show_export);
   connect(copy_, &QPushButton::clicked, this,
-          [this] { QApplication::clipboard()->setText(export_text_->toPlainText()); });
+          [this] { QApplication::clipboard()->setText(export_body_); });
   connect(save_, &QPushButton::clicked, this, [this] {
     const QString path = QFileDialog::getSaveFileName(this, "Save the layout as");
     if (path.isEmpty()) return;
     QSaveFile file(path);  // whole or not at all
-    if (!file.open(QIODevice::WriteOnly) || file.write(export_text_->toPlainText().toUtf8()) < 0 ||
+    if (!file.open(QIODevice::WriteOnly) || file.write(export_body_.toUtf8()) < 0 ||
         !file.commit()) {
       status_->setText("Could not save " + path + ": " + file.errorString());
       return;
@@ -271,7 +271,9 @@ bool ScaleView::plan() {
 }
 
 ScaleView::~ScaleView() {
-  if (search_) search_->wait();  // its answer has nowhere to go; the search itself is short
+  if (!search_) return;
+  search_->wait();  // its answer has nowhere to go (seconds at the fields' largest values)
+  delete search_;
 }
 
 QString ScaleView::status() const { return status_->text(); }
@@ -348,6 +350,7 @@ void ScaleView::show_export() {
   save_->setEnabled(have);
   if (!have) {
     export_text_->clear();
+    export_body_.clear();
     try_->setEnabled(false);
     return;
   }
@@ -365,7 +368,9 @@ void ScaleView::show_export() {
     default:
       out = layout::megatron_arguments(*request_, *layout);
   }
-  QString text = QString::fromStdString(out.text);
+  // Copy and Save take the export alone (a JSON file must parse); the notes are shown under it.
+  export_body_ = QString::fromStdString(out.text);
+  QString text = export_body_;
   for (const auto& unsaid : out.unsaid) {
     text +=
         QString(text.isEmpty() ? "" : "\n") + "# no equivalent: " + QString::fromStdString(unsaid);

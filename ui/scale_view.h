@@ -116,6 +116,7 @@ class ScaleView : public QWidget {
   QTableWidget* list_;
   QComboBox* export_choice_;
   QPlainTextEdit* export_text_;
+  QString export_body_;  // the export without its notes: what Copy and Save write
   QPushButton* copy_;
   QPushButton* save_;
   QPushButton* try_;

@@ -114,6 +114,9 @@ struct LayoutOptions {
     fixed.cp = cp;
     fixed.dp = dp;
     fixed.micro_batch = micro_batch;
+    if (zero && (*zero < 0 || *zero > 3)) {
+      throw InvalidInput("--zero", "must be 0, 1, 2 or 3, got " + std::to_string(*zero));
+    }
     if (zero) fixed.zero = static_cast<int>(*zero);
     if (sequence_parallel && no_sequence_parallel) {
       throw InvalidInput("--no-sequence-parallel", "contradicts --sequence-parallel");
@@ -142,9 +145,9 @@ struct LayoutOptions {
     ModelConfig config = estimate::architecture_model_config(model);
     shape.apply(config);
     request.arch = estimate::from_model_config(config);
+    estimate::validate(request.arch);  // before any count divides by its sizes
     request.arch.name = model + (reshapes(model, config) ? "*" : "");
     request.arch.engine_shape = estimate::is_engine_preset(model);
-    estimate::validate(request.arch);
     request.cluster.gpu = resolve_gpu();
     if (gpus < 1) throw InvalidInput("--gpus", "must be at least 1");
     request.cluster.gpus = gpus;
