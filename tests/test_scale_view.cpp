@@ -1,10 +1,15 @@
 // The Scale tab through its real widgets, offscreen: a search from the fields whose list, chart,
 // grid, bar and exports are the layout planner's own answer; the article's case where nothing
-// fits; a bad field; and "Try it here" handing a layout the engine runs to the form.
+// fits; a bad field; a GPU kind's server; the exports copied and saved whole; one search at a
+// time; and "Try it here" handing a layout the engine runs to the form.
 #include <qcustomplot.h>
 
+#include <QApplication>
 #include <QCheckBox>
+#include <QClipboard>
 #include <QComboBox>
+#include <QDir>
+#include <QFile>
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
@@ -12,7 +17,9 @@
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTableWidget>
+#include <QTemporaryDir>
 #include <QTest>
+#include <nlohmann/json.hpp>
 
 #include "layout/layout_export.h"
 #include "layout/layout_search.h"
@@ -141,6 +148,52 @@ TEST(ScaleView, ABadFieldSaysWhyAndDrawsNothing) {
   EXPECT_FALSE(view->answer().has_value());
   EXPECT_EQ(view->layout_list()->rowCount(), 0);
   EXPECT_EQ(view->chosen(), nullptr);
+}
+
+TEST(ScaleView, AGpuKindBringsItsUsualServer) {
+  Bench bench;
+  ScaleView* view = bench.window.scale_view();
+  for (const char* name : {"rtx4090", "h100-sxm", "a100-40gb"}) {
+    view->gpu_field()->setCurrentText(name);
+    const layout::GpuKind& kind = layout::gpu_kind(name);
+    EXPECT_EQ(view->gpus_per_node_field()->value(), kind.gpus_per_node) << name;
+    EXPECT_EQ(int64_t{view->host_memory_field()->value()} << 30, kind.host_memory_bytes) << name;
+  }
+}
+
+TEST(ScaleView, OneSearchAtATimeAndTheExportCopiedAndSavedWhole) {
+  Bench bench;
+  ScaleView* view = bench.window.scale_view();
+  fill(view, "small", "rtx4090", 4, 256, 16);
+  view->gpus_per_node_field()->setValue(4);
+  QSignalSpy finished(view, &ScaleView::searchFinished);
+  ASSERT_TRUE(view->plan());
+  EXPECT_FALSE(view->plan());  // a second Plan while the first searches starts nothing
+  ASSERT_TRUE(finished.wait(60000));
+  QTest::qWait(50);
+  EXPECT_EQ(finished.count(), 1);
+  ASSERT_TRUE(view->answer().has_value());
+
+  // DeepSpeed's JSON, copied and saved, parses: the notes under it stay in the window.
+  view->export_choice()->setCurrentIndex(2);
+  ASSERT_TRUE(view->export_text().contains("# no equivalent"));
+  view->copy_button()->click();
+  const QString copied = QApplication::clipboard()->text();
+  EXPECT_TRUE(nlohmann::json::accept(copied.toStdString())) << copied.toStdString();
+  EXPECT_TRUE(view->export_text().startsWith(copied));
+  QTemporaryDir dir;
+  const QString path = dir.filePath("layout.json");
+  ASSERT_TRUE(view->save_export(path)) << view->status().toStdString();
+  QFile saved(path);
+  ASSERT_TRUE(saved.open(QIODevice::ReadOnly));
+  EXPECT_EQ(QString::fromUtf8(saved.readAll()), copied);
+  EXPECT_TRUE(view->status().startsWith("Saved the DeepSpeed export"))
+      << view->status().toStdString();
+  // Into a folder that does not exist: said, and nothing left behind.
+  EXPECT_FALSE(view->save_export(dir.filePath("missing/layout.json")));
+  EXPECT_TRUE(view->status().startsWith("Could not save")) << view->status().toStdString();
+  EXPECT_EQ(QDir(dir.path()).entryList(QDir::NoDotAndDotDot | QDir::AllEntries),
+            QStringList{"layout.json"});
 }
 
 TEST(ScaleView, TryItHereGivesTheFormTheLayout) {

@@ -90,6 +90,15 @@ ScaleView::ScaleView(QWidget* parent)
     gpu_->setItemData(gpu_->count() - 1, QString::fromStdString(kind.description), Qt::ToolTipRole);
   }
   gpu_->setCurrentText("a100-80gb");
+  // A GPU kind comes in its usual server: its GPUs per node and host memory, which the user
+  // may still change.
+  auto follow_gpu = [this] {
+    const layout::GpuKind& kind = layout::gpu_kind(gpu_->currentText().toStdString());
+    per_node_->setValue(static_cast<int>(kind.gpus_per_node));
+    host_gib_->setValue(static_cast<int>(kind.host_memory_bytes >> 30));
+  };
+  follow_gpu();
+  connect(gpu_, &QComboBox::currentTextChanged, this, follow_gpu);
   precision_->addItems({"bf16", "fp32"});
   for (const char* name : kExports) export_choice_->addItem(name);
   build();
@@ -101,14 +110,7 @@ ScaleView::ScaleView(QWidget* parent)
           [this] { QApplication::clipboard()->setText(export_body_); });
   connect(save_, &QPushButton::clicked, this, [this] {
     const QString path = QFileDialog::getSaveFileName(this, "Save the layout as");
-    if (path.isEmpty()) return;
-    QSaveFile file(path);  // whole or not at all
-    if (!file.open(QIODevice::WriteOnly) || file.write(export_body_.toUtf8()) < 0 ||
-        !file.commit()) {
-      status_->setText("Could not save " + path + ": " + file.errorString());
-      return;
-    }
-    status_->setText("Saved the " + export_choice_->currentText() + " export to " + path);
+    if (!path.isEmpty()) save_export(path);
   });
   connect(try_, &QPushButton::clicked, this, &ScaleView::try_here);
   connect(chart_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) {
@@ -294,7 +296,7 @@ void ScaleView::show_answer() {
     if (answer_->best.empty() && !answer_->with_more_host.empty()) {
       const auto& more = answer_->with_more_host.front();
       text += QString(" With %1 GiB of host memory per node, %2 would fit (%3 tokens/s).")
-                  .arg(gib(more.host_bytes * request_->cluster.gpus_per_node))
+                  .arg(gib(more.host_bytes * request_->cluster.node_gpus()))
                   .arg(QString::fromStdString(layout::layout_name(more.layout)))
                   .arg(more.tokens_per_s, 0, 'f', 0);
     }
@@ -381,6 +383,16 @@ void ScaleView::show_export() {
   try_->setToolTip(runs_here ? "Give the form this layout's degrees, sharding and policy (on its "
                                "own model)"
                              : "RematLab's engine cannot run this layout yet");
+}
+
+bool ScaleView::save_export(const QString& path) {
+  QSaveFile file(path);  // whole or not at all
+  if (!file.open(QIODevice::WriteOnly) || file.write(export_body_.toUtf8()) < 0 || !file.commit()) {
+    status_->setText("Could not save " + path + ": " + file.errorString());
+    return false;
+  }
+  status_->setText("Saved the " + export_choice_->currentText() + " export to " + path);
+  return true;
 }
 
 void ScaleView::try_here() {

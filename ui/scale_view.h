@@ -59,6 +59,9 @@ class ScaleView : public QWidget {
   void choose(int row);
   // The export the combo names, as shown in the text field.
   QString export_text() const;
+  // The chosen export alone (no notes) into `path`, whole or not at all: what Save… writes once
+  // the user has named the file. False, and status() says why, when it cannot.
+  bool save_export(const QString& path);
   // What the chart says about the point nearest `pixel`, or empty.
   QString describe_point_at(QPointF pixel) const;
 
@@ -78,6 +81,7 @@ class ScaleView : public QWidget {
   MemoryBar* memory_bar() const { return bar_; }
   QComboBox* export_choice() const { return export_choice_; }
   QPushButton* try_button() const { return try_; }
+  QPushButton* copy_button() const { return copy_; }
   QString status() const;
 
  signals:

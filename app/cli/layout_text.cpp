@@ -47,7 +47,8 @@ std::string layout_to_text(const layout::LayoutRequest& request,
   out << request.arch.name << " at sequence " << request.arch.seq_len << ", global batch "
       << request.global_batch << " sequences, " << to_string(request.precision) << ", on "
       << cluster.gpus << " × " << cluster.gpu.name << " (" << format_bytes(cluster.gpu.memory_bytes)
-      << ", " << cluster.gpus_per_node << " per node)\n";
+      << ", " << cluster.node_gpus() << " per node)\n";
+  if (cluster.gpu.name == "local") out << "local: " << cluster.gpu.description << "\n";
   out << answer.points.size() << " layouts evaluated, " << fitting << " fit, in "
       << format_number(answer.search_s, 2) << " s (matmul efficiency "
       << format_number(request.efficiency(), 2) << ", fragmentation allowance "
@@ -75,7 +76,7 @@ std::string layout_to_text(const layout::LayoutRequest& request,
   }
   if (!answer.with_more_host.empty()) {
     const layout::LayoutEvaluation& more = answer.with_more_host.front();
-    out << "With " << format_bytes(more.host_bytes * cluster.gpus_per_node)
+    out << "With " << format_bytes(more.host_bytes * cluster.node_gpus())
         << " of host memory per node, " << layout::layout_name(more.layout) << " ("
         << more.layout.checkpoint_text() << ") would fit: " << format_number(more.tokens_per_s, 0)
         << " tokens/s, step " << format_number(more.step_s, 2) << " s.\n\n";

@@ -6,6 +6,7 @@
 // time these figures come from, and what it leaves out.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -25,6 +26,10 @@ struct Cluster {
   int64_t host_memory_bytes = 0;  // per node
   // Bytes/s a node's CPUs stream through host memory (the offloaded optimizer's update).
   double host_memory_bandwidth = 200e9;
+
+  // The GPUs that share one node's host memory and CPUs: a cluster smaller than a node fills
+  // only part of one.
+  int64_t node_gpus() const { return std::min(gpus, gpus_per_node); }
 };
 
 enum class Offload {

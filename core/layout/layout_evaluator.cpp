@@ -11,6 +11,7 @@
 #include "estimate/sharded_units.h"
 #include "layout/layout_rules.h"
 #include "layout/layout_states.h"
+#include "run/run_config.h"
 
 namespace rematlab::layout {
 namespace {
@@ -95,7 +96,7 @@ std::string shortfall(const LayoutRequest& request, const LayoutEvaluation& resu
     return "needs " + format_bytes(memory.total()) + " (" + largest.first + " " +
            format_bytes(largest.second) + " the most)" + where;
   }
-  const int64_t node_host = result.host_bytes * request.cluster.gpus_per_node;
+  const int64_t node_host = result.host_bytes * request.cluster.node_gpus();
   if (node_host > request.cluster.host_memory_bytes) {
     return "host memory " + format_bytes(node_host) + " per node at " + layout_name(result.layout) +
            " over " + format_bytes(request.cluster.host_memory_bytes);
@@ -464,16 +465,19 @@ void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
   time.bubble = static_cast<double>(layout.pp - 1) / layout.vp * placed.slowest;
   double step_s = m * placed.slowest + time.bubble;
 
-  // Data-parallel gradient reduction (and, with a distributed optimizer, the weights' gather),
-  // overlapped with the last micro-batch's backward except for the last bucket.
+  // Data-parallel gradient reduction (an all-reduce, or a distributed optimizer's
+  // reduce-scatter), overlapped with the last micro-batch's backward except for the last
+  // bucket. A distributed optimizer then gathers the updated weights before the next forward,
+  // which nothing hides (the engine's ZeRO 1 and 2; Megatron-LM without --overlap-param-gather).
   const double P = static_cast<double>(placed.most_parameters);
   if (layout.zero < 3 && shard > 1) {
-    const double volume =
-        layout.zero == 0 ? all_reduce_share(shard) * P * g : all_gather_share(shard) * P * (g + w);
-    const double seconds = volume / link_bandwidth(cluster, layout.tp * layout.cp * layout.dp);
-    const double bucket = seconds * std::min(1.0, static_cast<double>(kBucketValues) / P);
+    const double link = link_bandwidth(cluster, layout.tp * layout.cp * layout.dp);
+    const double reduce =
+        (layout.zero == 0 ? all_reduce_share(shard) : all_gather_share(shard)) * P * g / link;
+    const double bucket = reduce * std::min(1.0, static_cast<double>(kBucketValues) / P);
     const double backward = (2.0 / 3.0) * one.compute + one.recompute;
-    const double exposed = std::max(bucket, seconds - backward);
+    double exposed = std::max(bucket, reduce - backward);
+    if (layout.zero > 0) exposed += all_gather_share(shard) * P * w / link;
     time.data += exposed;
     step_s += exposed;
   }
@@ -481,10 +485,10 @@ void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
   // host and the weights' come back over the host link, and the node's CPUs update every GPU's.
   const double updated = ceil_div(placed.most_parameters, layout.zero >= 1 ? shard : 1);
   if (states_offloaded(layout)) {
-    const double host = updated * (g + w) / gpu.host_link_bandwidth +
-                        updated * kHostUpdateBytesPerParameter *
-                            static_cast<double>(cluster.gpus_per_node) /
-                            cluster.host_memory_bandwidth;
+    const double host =
+        updated * (g + w) / gpu.host_link_bandwidth + updated * kHostUpdateBytesPerParameter *
+                                                          static_cast<double>(cluster.node_gpus()) /
+                                                          cluster.host_memory_bandwidth;
     time.offload += host;
     step_s += host;
   } else {
@@ -511,10 +515,13 @@ LayoutEvaluation LayoutEvaluator::evaluate(const Layout& layout, bool detail) {
   if (layout.pp > 1) result.engine_lacks.push_back("pipeline parallelism");
   if (layout.cp > 1) result.engine_lacks.push_back("context parallelism");
   if (states_offloaded(layout)) result.engine_lacks.push_back("model states in host memory");
+  if (!shard_trains_in(engine_shard(layout), request_.precision)) {
+    result.engine_lacks.push_back("sharded parameters in " + to_string(request_.precision));
+  }
   finish_step(layout, place_stages(layout, detail, result), result);
   result.device_fits = result.memory.total() <= cluster.gpu.memory_bytes;
   result.fits =
-      result.device_fits && result.host_bytes * cluster.gpus_per_node <= cluster.host_memory_bytes;
+      result.device_fits && result.host_bytes * cluster.node_gpus() <= cluster.host_memory_bytes;
   if (detail) result.reason = shortfall(request_, result);
   return result;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "checkpoint/checkpoint_policy.h"
+#include "common/decimal_text.h"
 #include "model/model_config.h"
 #include "run/run_config.h"
 
@@ -71,6 +72,8 @@ LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvalua
   }
   if (layout.sp) a += " --sequence-parallel";
   if (layout.cp > 1) a += " --context-parallel-size " + number(layout.cp);
+  // The planner hides the gradients' reduction behind backward, as this flag does.
+  if (layout.zero < 3 && layout.dp * layout.cp > 1) a += " --overlap-grad-reduce";
   if (layout.zero == 1 || layout.zero == 2) a += " --use-distributed-optimizer";
   if (layout.zero == 2) {
     out.unsaid.push_back(
@@ -207,9 +210,6 @@ LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& 
   const estimate::Architecture& arch = request.arch;
   for (const auto& lack : evaluation.engine_lacks) out.unsaid.push_back(lack);
   const std::string shard = to_string(engine_shard(layout));
-  if (!shard_trains_in(engine_shard(layout), request.precision)) {
-    out.unsaid.push_back("--shard " + shard + " in " + to_string(request.precision));
-  }
   if (!arch.engine_shape) out.unsaid.push_back("the shape of " + arch.name + " (estimates only)");
   if (!out.unsaid.empty()) return out;
   std::string& r = out.text;
@@ -221,7 +221,11 @@ LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& 
     r += std::string(" --arch ") + (arch.rotary ? "llama" : "gpt") + " --layers " +
          number(arch.layers) + " --d-model " + number(arch.d_model) + " --heads " +
          number(arch.heads) + " --kv-heads " + number(arch.kv_heads) + " --mlp-hidden " +
-         number(arch.mlp_hidden) + " --vocab " + number(arch.vocab);
+         number(arch.mlp_hidden) + " --vocab " + number(arch.vocab) + " --tie-head " +
+         (arch.tied_head ? "true" : "false");
+    if (arch.loss_chunks != 1) r += " --loss-chunks " + number(arch.loss_chunks);
+    if (arch.attention != AttentionKind::kSdpa) r += " --attention " + to_string(arch.attention);
+    if (arch.dropout > 0.0) r += " --dropout " + decimal_text(arch.dropout);
   }
   r += " --seq-len " + number(arch.seq_len) + " --nproc " + number(layout.tp * layout.dp) +
        " --tp " + number(layout.tp);

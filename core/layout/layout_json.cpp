@@ -68,9 +68,11 @@ nlohmann::json to_json(const LayoutRequest& request, const LayoutAnswer& answer)
   nlohmann::json json;
   json["model"] = request.arch.name;
   json["gpu"] = cluster.gpu.name;
+  json["gpu_description"] = cluster.gpu.description;
   json["gpu_memory_bytes"] = cluster.gpu.memory_bytes;
+  json["peak_flops"] = json_number(cluster.gpu.peak_flops(request.precision));
   json["gpus"] = cluster.gpus;
-  json["gpus_per_node"] = cluster.gpus_per_node;
+  json["gpus_per_node"] = cluster.node_gpus();
   json["host_memory_bytes"] = cluster.host_memory_bytes;
   json["seq_len"] = request.arch.seq_len;
   json["global_batch"] = request.global_batch;

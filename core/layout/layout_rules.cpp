@@ -1,11 +1,17 @@
 #include "layout/layout_rules.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "common/byte_size.h"
 #include "common/errors.h"
 
 namespace rematlab::layout {
 namespace {
+
+// The planner counts bytes in 64 bits: one micro-batch's activations through the whole unsplit
+// model under 16 PiB keep every sum it forms far inside that range (require_countable).
+constexpr double kMaxActivationBytes = 0x1p54;
 
 std::string degree(const char* name, int64_t value) {
   return std::string(name) + " " + std::to_string(value);
@@ -58,6 +64,21 @@ std::vector<std::vector<int64_t>> chunk_layers(int64_t layers, int64_t pp, int64
     by_rank[static_cast<size_t>(chunk % pp)].push_back(sizes[static_cast<size_t>(chunk)]);
   }
   return by_rank;
+}
+
+int64_t countable_micro_batch(const LayoutRequest& request) {
+  // An upper bound on one sequence's activations: every block's tensors, under math attention
+  // the s×s scores of every head, and the head's logits, nothing split or recomputed.
+  const estimate::Architecture& arch = request.arch;
+  const double s = static_cast<double>(arch.seq_len);
+  const double scores =
+      arch.attention == AttentionKind::kMath ? 6.0 * static_cast<double>(arch.heads) * s : 0.0;
+  const double per_token_layer = 4.0 * (48.0 * static_cast<double>(arch.d_model) +
+                                        8.0 * static_cast<double>(arch.mlp_hidden) + scores);
+  const double per_sequence = s * (static_cast<double>(arch.layers) * per_token_layer +
+                                   12.0 * static_cast<double>(arch.vocab));
+  return static_cast<int64_t>(std::min(std::floor(kMaxActivationBytes / per_sequence),
+                                       static_cast<double>(kMaxStepTokens)));
 }
 
 int64_t padded_vocab(int64_t vocab, int64_t tp) {
@@ -141,6 +162,42 @@ void require_between(int64_t value, int64_t low, int64_t high, const char* flag)
   }
 }
 
+// Model states under 1 PiB and activations under kMaxActivationBytes keep every sum the planner
+// forms (a stage's chunks in flight hold at most about three models' worth; a node's host
+// memory 1024 GPUs') far inside 64 bits, and are far beyond what any cluster holds.
+constexpr double kMaxStateBytes = 0x1p50;
+
+void require_countable(const LayoutRequest& request) {
+  const double states = static_cast<double>(estimate::parameter_count(request.arch)) * 20.0;
+  if (states > kMaxStateBytes) {
+    throw InvalidInput("--model", "a shape of " + format_bytes(static_cast<int64_t>(states)) +
+                                      " of model states is beyond what the planner counts");
+  }
+  const int64_t most = countable_micro_batch(request);
+  const int64_t asked = request.fixed.micro_batch.value_or(1);
+  if (asked > most) {
+    throw InvalidInput(most < 1 ? "--seq-len" : "--micro-batch",
+                       "micro-batches of " + std::to_string(asked) + " × " +
+                           std::to_string(request.arch.seq_len) +
+                           " tokens through this shape are beyond what the planner counts");
+  }
+}
+
+// Each GPU figure a real device could have: finite, and not so small that a step never ends.
+void require_device_figures(const GpuKind& gpu) {
+  auto at_least = [](double value, double floor, const char* flag, const char* what) {
+    if (!(std::isfinite(value) && value >= floor)) {
+      throw InvalidInput(flag, std::string("must be at least ") + what);
+    }
+  };
+  at_least(gpu.peak_bf16, 1e9, "--peak-flops", "1e9 FLOP/s");
+  at_least(gpu.peak_fp32, 1e9, "--peak-flops", "1e9 FLOP/s");
+  at_least(gpu.intra_node_bandwidth, 1e6, "--intra-node-bandwidth", "1e6 bytes/s");
+  at_least(gpu.inter_node_bandwidth, 1e6, "--inter-node-bandwidth", "1e6 bytes/s");
+  at_least(gpu.host_link_bandwidth, 1e6, "--gpu", "1e6 bytes/s over its host link");
+  at_least(gpu.memory_bandwidth, 1e6, "--gpu", "1e6 bytes/s of memory bandwidth");
+}
+
 // Each fixed degree against what it splits, before any search: one line naming the flag.
 void validate_fixed(const LayoutRequest& request) {
   const estimate::Architecture& arch = request.arch;
@@ -213,9 +270,7 @@ void validate(const LayoutRequest& request) {
                                      std::to_string(cluster.gpus_per_node));
   }
   if (cluster.gpu.memory_bytes <= 0) throw InvalidInput("--gpu-memory", "must be positive");
-  if (!(cluster.gpu.peak_bf16 > 0.0 && cluster.gpu.peak_fp32 > 0.0)) {
-    throw InvalidInput("--peak-flops", "must be positive");
-  }
+  require_device_figures(cluster.gpu);
   if (request.global_batch < 1) throw InvalidInput("--global-batch", "must be at least 1");
   if (request.global_batch > kMaxStepTokens / std::max<int64_t>(request.arch.seq_len, 1)) {
     throw InvalidInput("--global-batch",
@@ -240,6 +295,7 @@ void validate(const LayoutRequest& request) {
     throw InvalidInput("--zero", "must be 0, 1, 2 or 3, got " + std::to_string(*fixed.zero));
   }
   validate_fixed(request);
+  require_countable(request);
 }
 
 }  // namespace rematlab::layout

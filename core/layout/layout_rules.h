@@ -27,6 +27,10 @@ inline constexpr int64_t kMaxGpus = int64_t{1} << 24;
 inline constexpr int64_t kMaxGpusPerNode = 1024;
 inline constexpr int64_t kMaxStepTokens = int64_t{1} << 40;
 
+// The largest micro-batch whose figures the planner counts without overflow (0 when not even
+// one sequence): the search tries no larger one.
+int64_t countable_micro_batch(const LayoutRequest& request);
+
 // Checks the request itself (cluster, batch) and each fixed degree on its own and against the
 // others it is fixed with; throws InvalidInput naming the flag.
 void validate(const LayoutRequest& request);

@@ -6,6 +6,7 @@
 #include "common/errors.h"
 #include "layout/layout_evaluator.h"
 #include "layout/layout_rules.h"
+#include "run/run_config.h"
 
 namespace rematlab::layout {
 namespace {
@@ -15,6 +16,8 @@ namespace {
 // it the key/value exchange outweighs the attention it splits).
 constexpr int64_t kMaxVirtualStages = 16;
 constexpr int64_t kMaxMicroBatch = 64;
+// Layouts one search weighs at most: Llama 3 405B on 16,384 GPUs weighs under 100,000.
+constexpr int64_t kMaxCandidates = 1'000'000;
 constexpr int64_t kMinContextTokens = 1024;
 
 std::vector<int64_t> values_or(const std::optional<int64_t>& fixed, std::vector<int64_t> all) {
@@ -52,6 +55,7 @@ void for_each_layout(const LayoutRequest& request, Visit visit) {
   const FixedDimensions& fixed = request.fixed;
   const int64_t gpus = request.cluster.gpus;
   const int64_t layers = request.arch.layers;
+  const int64_t countable = countable_micro_batch(request);
   std::vector<Offload> offloads = {Offload::kNone, Offload::kOptimizer, Offload::kParameters,
                                    Offload::kActivations};
   if (request.engine_only) offloads = {Offload::kNone, Offload::kActivations};
@@ -88,7 +92,9 @@ void for_each_layout(const LayoutRequest& request, Visit visit) {
           const int64_t per_replica =
               request.global_batch % dp == 0 ? request.global_batch / dp : 0;
           std::vector<int64_t> batches = {1};
-          if (per_replica > 0) batches = divisors(std::min(per_replica, kMaxMicroBatch));
+          if (per_replica > 0) {
+            batches = divisors(std::min({per_replica, kMaxMicroBatch, countable}));
+          }
           batches.erase(std::remove_if(batches.begin(), batches.end(),
                                        [&](int64_t b) { return per_replica % b != 0; }),
                         batches.end());
@@ -134,16 +140,34 @@ bool offloads_nothing(const LayoutEvaluation& evaluation) {
   return evaluation.layout.offload == Offload::kActivations && !evaluation.recomputes;
 }
 
+// The layouts are counted first (far cheaper than weighing them): a search that would run for
+// minutes is refused with what narrows it.
+void require_searchable(const LayoutRequest& request) {
+  int64_t candidates = 0;
+  for_each_layout(request, [&candidates](const Layout&) { ++candidates; });
+  if (candidates > kMaxCandidates) {
+    throw InvalidInput("layout", std::to_string(candidates) +
+                                     " layouts to weigh, more than the planner searches (" +
+                                     std::to_string(kMaxCandidates) +
+                                     "): fix some of --tp, --pp, --cp, --micro-batch or --zero");
+  }
+}
+
 }  // namespace
 
 LayoutAnswer search_layouts(const LayoutRequest& request) {
   validate(request);
   const auto started = std::chrono::steady_clock::now();
+  require_searchable(request);
   LayoutEvaluator evaluator(request);
   LayoutAnswer answer;
   std::string first_problem;
   for_each_layout(request, [&](const Layout& layout) {
-    const std::string problem = structural_problem(request, layout);
+    std::string problem = structural_problem(request, layout);
+    if (problem.empty() && request.engine_only &&
+        !shard_trains_in(engine_shard(layout), request.precision)) {
+      problem = "RematLab's engine shards parameters (ZeRO 3) in fp32 only";
+    }
     if (!problem.empty()) {
       ++answer.impossible;
       if (first_problem.empty()) first_problem = problem;
