@@ -8,6 +8,7 @@
 #include "cli/cli_output.h"
 #include "cli/commands.h"
 #include "cli/layout_text.h"
+#include "cli/local_gpu.h"
 #include "cli/model_options.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
@@ -15,6 +16,7 @@
 #include "layout/layout_json.h"
 #include "layout/layout_rules.h"
 #include "layout/layout_search.h"
+#include "store/run_store.h"
 
 namespace rematlab::cli {
 namespace {
@@ -27,13 +29,17 @@ bool reshapes(const std::string& model, const ModelConfig& config) {
   return estimate::parameter_count(estimate::from_model_config(named)) !=
              estimate::parameter_count(estimate::from_model_config(config)) ||
          named.family != config.family || named.layers != config.layers ||
-         named.heads != config.heads || named.key_value_heads() != config.key_value_heads();
+         named.heads != config.heads || named.key_value_heads() != config.key_value_heads() ||
+         named.attention != config.attention || named.loss_chunks != config.loss_chunks ||
+         named.dropout != config.dropout;
 }
 
 struct LayoutOptions {
   std::string model;
   ModelOptions shape;
   std::string gpu;
+  std::string device;                        // with --gpu local
+  std::string db = default_database_path();  // with --gpu local: its kept peak
   std::string gpu_memory;
   std::optional<double> peak_flops;
   std::optional<double> efficiency;
@@ -59,7 +65,12 @@ struct LayoutOptions {
 
   layout::GpuKind resolve_gpu() const {
     layout::GpuKind kind;
-    if (!gpu.empty()) {
+    if (gpu == "local") {
+      kind = local_gpu_kind(device.empty() ? default_local_device() : device,
+                            parse_precision(precision), db);
+    } else if (!device.empty()) {
+      throw InvalidInput("--device", "describes the local device: give it with --gpu local");
+    } else if (!gpu.empty()) {
       kind = layout::gpu_kind(gpu);
     } else if (gpu_memory.empty() || !peak_flops) {
       throw InvalidInput("--gpu", "name a GPU (" + layout::gpu_names() +
@@ -194,7 +205,15 @@ Command add_layout_command(CLI::App& app) {
   }
   command->add_option("--model,--preset", options->model, "Named shape: " + models);
   options->shape.add_to(*command);
-  command->add_option("--gpu", options->gpu, "GPU kind: " + layout::gpu_names());
+  command->add_option("--gpu", options->gpu,
+                      "GPU kind: " + layout::gpu_names() +
+                          ", or local (this machine's device: its memory and measured peak)");
+  command->add_option("--device", options->device,
+                      "With --gpu local: cpu, cuda or cuda:N (default: cuda when present)");
+  command
+      ->add_option("--db", options->db,
+                   "With --gpu local: the runs database whose peak (`peak --save`) to use")
+      ->capture_default_str();
   command->add_option("--gpu-memory", options->gpu_memory, "Memory per GPU (replaces the kind's)");
   command->add_option("--peak-flops", options->peak_flops,
                       "Dense peak FLOP/s in the training precision (replaces the kind's)");

@@ -1,0 +1,41 @@
+#include "cli/local_gpu.h"
+
+#include <torch/cuda.h>
+
+#include <memory>
+
+#include "common/posix_files.h"
+#include "run/run_config.h"
+#include "runtime/device.h"
+#include "store/peak_flops_registry.h"
+#include "store/run_store.h"
+
+namespace rematlab::cli {
+
+std::string default_local_device() { return torch::cuda::is_available() ? "cuda" : "cpu"; }
+
+layout::GpuKind local_gpu_kind(const std::string& device, Precision precision,
+                               const std::string& db) {
+  const c10::Device parsed = parse_device(device);
+  RunConfig config;
+  config.device = device;
+  config.precision = precision;
+  std::unique_ptr<RunStore> store;  // read only: planning never writes the runs database
+  if (files::exists(db)) store = std::make_unique<RunStore>(db, StoreAccess::kReadOnly, false);
+  resolve_peak_flops(config, store.get());
+
+  layout::GpuKind kind;
+  kind.name = "local";
+  kind.description = describe_device(parsed) + "; matmul peak " + config.peak_flops_source +
+                     "; links, memory bandwidth and efficiency not measured (defaults)";
+  kind.memory_bytes = device_memory_bytes(parsed);
+  kind.peak_bf16 = kind.peak_fp32 = config.peak_flops;  // measured in the precision planned
+  kind.memory_bandwidth = parsed.is_cuda() ? 1000e9 : 20e9;
+  kind.intra_node_bandwidth = kind.inter_node_bandwidth = kind.host_link_bandwidth = 25e9;
+  kind.gpus_per_node = parsed.is_cuda() ? static_cast<int64_t>(torch::cuda::device_count()) : 1;
+  kind.host_memory_bytes = device_memory_bytes(c10::Device(c10::kCPU));
+  kind.matmul_efficiency = 0.6;
+  return kind;
+}
+
+}  // namespace rematlab::cli
