@@ -317,7 +317,12 @@ TEST(LayoutRules, EveryFigureStaysCountableAtTheLargestShapesAccepted) {
   // One more sequence per micro-batch is refused up front, naming the flag.
   request.fixed.micro_batch = most + 1;
   request.global_batch = most + 1;
-  EXPECT_THROW(validate(request), InvalidInput);
+  try {
+    validate(request);
+    ADD_FAILURE() << "a micro-batch beyond what the planner counts was accepted";
+  } catch (const InvalidInput& error) {
+    EXPECT_NE(std::string(error.what()).find("--micro-batch"), std::string::npos) << error.what();
+  }
 }
 
 TEST(LayoutEvaluator, AClusterSmallerThanItsServerNeedsHostMemoryForItsOwnGpusOnly) {
@@ -574,13 +579,31 @@ TEST(LayoutCli, TheLocalDeviceIsTheGpuWithItsMemoryAndKeptPeak) {
   EXPECT_NE(json["gpu_description"].get<std::string>().find("runs database"), std::string::npos);
   ASSERT_FALSE(json["layouts"].empty());
   EXPECT_TRUE(json["layouts"][0]["fits"].get<bool>());
+  // Planning read the database and wrote nothing to it.
+  const std::string before = testing::slurp(db);
+  ASSERT_EQ(cli(plan).exit_code, 0);
+  EXPECT_EQ(testing::slurp(db), before);
+  EXPECT_FALSE(files::exists(db + "-wal"));
+  EXPECT_FALSE(files::exists(db + "-shm"));
+  // A peak given is the one planned with: nothing measured, nothing read.
+  const auto given = cli(plan + " --peak-flops 5e10");
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  EXPECT_EQ(last_line_json(given.out)["peak_flops"].get<double>(), 5e10);
+  // The CPU's memory is the host's: offloading into it frees nothing, so nothing offloads.
+  for (const auto& layout : last_line_json(given.out)["layouts"]) {
+    EXPECT_EQ(layout["host_bytes"].get<int64_t>(), 0);
+  }
 
-  const auto misplaced =
-      cli("layout --model tiny --gpu a100-80gb --device cpu --gpus 1 "
-          "--seq-len 64 --global-batch 4");
-  EXPECT_EQ(misplaced.exit_code, 2);
-  EXPECT_EQ(testing::count_lines(misplaced.err), 1) << misplaced.err;
-  EXPECT_NE(misplaced.err.find("--device"), std::string::npos) << misplaced.err;
+  const std::pair<std::string, const char*> misplaced[] = {
+      {"--gpu a100-80gb --device cpu", "--device"},
+      {"--gpu a100-80gb --db " + db, "--db"},
+  };
+  for (const auto& [flags, named] : misplaced) {
+    const auto result = cli("layout --model tiny --gpus 1 --seq-len 64 --global-batch 4 " + flags);
+    EXPECT_EQ(result.exit_code, 2) << flags;
+    EXPECT_EQ(testing::count_lines(result.err), 1) << result.err;
+    EXPECT_NE(result.err.find(named), std::string::npos) << result.err;
+  }
 }
 
 TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
@@ -625,7 +648,7 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
       {"--gpu a100-80gb --peak-flops 1e-300", "--peak-flops"},
       {"--gpu a100-80gb --intra-node-bandwidth 1e-300", "--intra-node-bandwidth"},
       {"--gpu a100-80gb --layers 10000 --d-model 1048576 --heads 8", "--model"},
-      {"--gpu a100-80gb --global-batch-tokens 134217728 --micro-batch 32768", "beyond what"},
+      {"--gpu a100-80gb --global-batch-tokens 134217728 --micro-batch 32768", "--micro-batch: m"},
       {"--gpu h100-sxm --layers 10000 --gpus 720720 --gpus-per-node 720", "fix some of"},
   };
   for (const auto& [flags, named] : bad) {

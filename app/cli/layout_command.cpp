@@ -30,16 +30,17 @@ bool reshapes(const std::string& model, const ModelConfig& config) {
              estimate::parameter_count(estimate::from_model_config(config)) ||
          named.family != config.family || named.layers != config.layers ||
          named.heads != config.heads || named.key_value_heads() != config.key_value_heads() ||
-         named.attention != config.attention || named.loss_chunks != config.loss_chunks ||
-         named.dropout != config.dropout;
+         named.attention != config.attention || named.dropout != config.dropout ||
+         estimate::from_model_config(named).loss_chunks !=
+             estimate::from_model_config(config).loss_chunks;
 }
 
 struct LayoutOptions {
   std::string model;
   ModelOptions shape;
   std::string gpu;
-  std::string device;                        // with --gpu local
-  std::string db = default_database_path();  // with --gpu local: its kept peak
+  std::string device;  // with --gpu local
+  std::string db;      // with --gpu local: the runs database of its kept peak
   std::string gpu_memory;
   std::optional<double> peak_flops;
   std::optional<double> efficiency;
@@ -67,9 +68,11 @@ struct LayoutOptions {
     layout::GpuKind kind;
     if (gpu == "local") {
       kind = local_gpu_kind(device.empty() ? default_local_device() : device,
-                            parse_precision(precision), db);
-    } else if (!device.empty()) {
-      throw InvalidInput("--device", "describes the local device: give it with --gpu local");
+                            parse_precision(precision), db.empty() ? default_database_path() : db,
+                            peak_flops.value_or(0.0));
+    } else if (!device.empty() || !db.empty()) {
+      throw InvalidInput(device.empty() ? "--db" : "--device",
+                         "describes the local device: give it with --gpu local");
     } else if (!gpu.empty()) {
       kind = layout::gpu_kind(gpu);
     } else if (gpu_memory.empty() || !peak_flops) {
@@ -159,14 +162,8 @@ struct LayoutOptions {
     estimate::validate(request.arch);  // before any count divides by its sizes
     request.arch.name = model + (reshapes(model, config) ? "*" : "");
     request.arch.engine_shape = estimate::is_engine_preset(model);
-    request.cluster.gpu = resolve_gpu();
     if (gpus < 1) throw InvalidInput("--gpus", "must be at least 1");
     request.cluster.gpus = gpus;
-    request.cluster.gpus_per_node =
-        gpus_per_node.value_or(std::min(gpus, request.cluster.gpu.gpus_per_node));
-    request.cluster.host_memory_bytes = host_memory.empty()
-                                            ? request.cluster.gpu.host_memory_bytes
-                                            : parse_byte_size(host_memory, "--host-memory");
     request.global_batch = resolve_global_batch(request.arch.seq_len);
     request.precision = parse_precision(precision);
     request.fp32_gradients = fp32_gradients;
@@ -186,6 +183,13 @@ struct LayoutOptions {
     request.top = top;
     request.engine_only = runnable_here;
     request.fixed = resolve_fixed();
+    // Last: --gpu local may measure its peak, which no other bad flag should wait for.
+    request.cluster.gpu = resolve_gpu();
+    request.cluster.gpus_per_node =
+        gpus_per_node.value_or(std::min(gpus, request.cluster.gpu.gpus_per_node));
+    request.cluster.host_memory_bytes = host_memory.empty()
+                                            ? request.cluster.gpu.host_memory_bytes
+                                            : parse_byte_size(host_memory, "--host-memory");
     layout::validate(request);
     return request;
   }
@@ -210,10 +214,9 @@ Command add_layout_command(CLI::App& app) {
                           ", or local (this machine's device: its memory and measured peak)");
   command->add_option("--device", options->device,
                       "With --gpu local: cpu, cuda or cuda:N (default: cuda when present)");
-  command
-      ->add_option("--db", options->db,
-                   "With --gpu local: the runs database whose peak (`peak --save`) to use")
-      ->capture_default_str();
+  command->add_option("--db", options->db,
+                      "With --gpu local: the runs database whose peak (`peak --save`) to use "
+                      "(default: the usual one)");
   command->add_option("--gpu-memory", options->gpu_memory, "Memory per GPU (replaces the kind's)");
   command->add_option("--peak-flops", options->peak_flops,
                       "Dense peak FLOP/s in the training precision (replaces the kind's)");

@@ -15,13 +15,15 @@ namespace rematlab::cli {
 std::string default_local_device() { return torch::cuda::is_available() ? "cuda" : "cpu"; }
 
 layout::GpuKind local_gpu_kind(const std::string& device, Precision precision,
-                               const std::string& db) {
+                               const std::string& db, double given_peak) {
   const c10::Device parsed = parse_device(device);
   RunConfig config;
   config.device = device;
   config.precision = precision;
+  config.peak_flops = given_peak;
   std::unique_ptr<RunStore> store;  // read only: planning never writes the runs database
-  if (files::exists(db)) store = std::make_unique<RunStore>(db, StoreAccess::kReadOnly, false);
+  if (given_peak <= 0.0 && files::exists(db))
+    store = std::make_unique<RunStore>(db, StoreAccess::kReadOnly, false);
   resolve_peak_flops(config, store.get());
 
   layout::GpuKind kind;
@@ -33,7 +35,8 @@ layout::GpuKind local_gpu_kind(const std::string& device, Precision precision,
   kind.memory_bandwidth = parsed.is_cuda() ? 1000e9 : 20e9;
   kind.intra_node_bandwidth = kind.inter_node_bandwidth = kind.host_link_bandwidth = 25e9;
   kind.gpus_per_node = parsed.is_cuda() ? static_cast<int64_t>(torch::cuda::device_count()) : 1;
-  kind.host_memory_bytes = device_memory_bytes(c10::Device(c10::kCPU));
+  // On the CPU the device's memory is the host's: offloading to it frees nothing.
+  kind.host_memory_bytes = parsed.is_cuda() ? device_memory_bytes(c10::Device(c10::kCPU)) : 0;
   kind.matmul_efficiency = 0.6;
   return kind;
 }

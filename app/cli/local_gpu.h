@@ -8,16 +8,18 @@
 
 namespace rematlab::cli {
 
-// The device's memory (a CUDA device's total, or the machine's physical memory for the CPU),
-// and its matmul peak in `precision`: the one `peak --save` kept in the runs database at `db`
-// for this host, device and thread count, else measured now (a few seconds; not kept). CUDA
-// devices in the machine are one node; the CPU is one device. Links, memory bandwidth and the
-// matmul efficiency are not measured: a PCIe card's defaults, said in the description, until
-// the flags give them. Throws InvalidInput("--device", …) for a device not present.
 // "cuda" where LibTorch sees a CUDA device, else "cpu".
 std::string default_local_device();
 
+// The device's memory (a CUDA device's total, or the machine's physical memory for the CPU,
+// which then has no host memory beside it to offload into), and its matmul peak in
+// `precision`: `given_peak` when positive, else the one `peak --save` kept in the runs
+// database at `db` for this host, device and thread count, else measured now (a few seconds;
+// not kept: planning never writes the database). CUDA devices in the machine are one node; the
+// CPU is one device. Links, memory bandwidth and the matmul efficiency are not measured: a PCIe
+// card's defaults, said in the description. Throws InvalidInput("--device", …) for a device not
+// present.
 layout::GpuKind local_gpu_kind(const std::string& device, Precision precision,
-                               const std::string& db);
+                               const std::string& db, double given_peak);
 
 }  // namespace rematlab::cli

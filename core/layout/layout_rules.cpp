@@ -163,8 +163,10 @@ void require_between(int64_t value, int64_t low, int64_t high, const char* flag)
 }
 
 // Model states under 1 PiB and activations under kMaxActivationBytes keep every sum the planner
-// forms (a stage's chunks in flight hold at most about three models' worth; a node's host
-// memory 1024 GPUs') far inside 64 bits, and are far beyond what any cluster holds.
+// forms inside 64 bits: a stage's chunks in flight hold at most about three models' worth
+// (2^56), and a GPU's host bytes are its offloaded states (2^50) and checkpoint inputs (a small
+// share of the activations), so 1024 GPUs' worth per node stays under 2^63. Both bounds are
+// far beyond what any cluster holds.
 constexpr double kMaxStateBytes = 0x1p50;
 
 void require_countable(const LayoutRequest& request) {
