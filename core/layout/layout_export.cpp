@@ -5,7 +5,6 @@
 #include "checkpoint/checkpoint_policy.h"
 #include "common/decimal_text.h"
 #include "model/model_config.h"
-#include "run/run_config.h"
 
 namespace rematlab::layout {
 namespace {
