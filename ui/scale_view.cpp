@@ -218,7 +218,7 @@ layout::LayoutRequest ScaleView::read_request() const {
   request.arch.seq_len = seq_len_->value();
   request.cluster.gpu = layout::gpu_kind(gpu_->currentText().toStdString());
   request.cluster.gpus = gpus_->value();
-  request.cluster.gpus_per_node = std::min(per_node_->value(), gpus_->value());
+  request.cluster.gpus_per_node = per_node_->value();
   request.cluster.host_memory_bytes = static_cast<int64_t>(host_gib_->value()) << 30;
   request.global_batch = global_batch_->value();
   request.precision = precision_->currentText() == "fp32" ? Precision::kFp32 : Precision::kBf16;

@@ -185,8 +185,7 @@ struct LayoutOptions {
     request.fixed = resolve_fixed();
     // Last: --gpu local may measure its peak, which no other bad flag should wait for.
     request.cluster.gpu = resolve_gpu();
-    request.cluster.gpus_per_node =
-        gpus_per_node.value_or(std::min(gpus, request.cluster.gpu.gpus_per_node));
+    request.cluster.gpus_per_node = gpus_per_node.value_or(request.cluster.gpu.gpus_per_node);
     request.cluster.host_memory_bytes = host_memory.empty()
                                             ? request.cluster.gpu.host_memory_bytes
                                             : parse_byte_size(host_memory, "--host-memory");

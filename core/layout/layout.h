@@ -27,8 +27,8 @@ struct Cluster {
   // Bytes/s a node's CPUs stream through host memory (the offloaded optimizer's update).
   double host_memory_bandwidth = 200e9;
 
-  // The GPUs that share one node's host memory and CPUs: a cluster smaller than a node fills
-  // only part of one.
+  // The GPUs of one node the cluster uses (its tensor ranks' reach, and what shares the node's host
+  // memory and CPUs): a cluster smaller than a node fills only part of one.
   int64_t node_gpus() const { return std::min(gpus, gpus_per_node); }
 };
 

@@ -66,8 +66,8 @@ std::string policy_text(int64_t code) {
 // A group of ranks `span` apart at most (tensor ranks innermost) talks over NVLink (or PCIe)
 // inside a node, over each GPU's share of the network beyond it.
 double link_bandwidth(const Cluster& cluster, int64_t span) {
-  return span <= cluster.gpus_per_node ? cluster.gpu.intra_node_bandwidth
-                                       : cluster.gpu.inter_node_bandwidth;
+  return span <= cluster.node_gpus() ? cluster.gpu.intra_node_bandwidth
+                                     : cluster.gpu.inter_node_bandwidth;
 }
 
 // Key/value values per token one tensor rank holds (all of one head's when it shares them).

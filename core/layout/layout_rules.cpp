@@ -99,9 +99,9 @@ std::string structural_problem(const LayoutRequest& request, const Layout& layou
            degree("CP", layout.cp) + " × " + degree("DP", layout.dp) + " is not " +
            std::to_string(cluster.gpus) + " GPUs";
   }
-  if (layout.tp > cluster.gpus_per_node || cluster.gpus_per_node % layout.tp != 0) {
+  if (layout.tp > cluster.node_gpus() || cluster.node_gpus() % layout.tp != 0) {
     return degree("TP", layout.tp) + " does not fit inside a node of " +
-           std::to_string(cluster.gpus_per_node) + " GPUs";
+           std::to_string(cluster.node_gpus()) + " GPUs";
   }
   if (arch.heads % layout.tp != 0) {
     return degree("TP", layout.tp) + " does not divide " + std::to_string(arch.heads) + " heads";

@@ -62,7 +62,7 @@ void for_each_layout(const LayoutRequest& request, Visit visit) {
   if (fixed.offload) offloads = {*fixed.offload};
   const int64_t most_cp = request.engine_only ? 1 : gpus;
   const int64_t most_pp = request.engine_only ? 1 : std::min(layers, gpus);
-  for (int64_t tp : values_or(fixed.tp, divisors(request.cluster.gpus_per_node))) {
+  for (int64_t tp : values_or(fixed.tp, divisors(request.cluster.node_gpus()))) {
     std::vector<bool> sps = {false, true};
     if (fixed.sp) sps = {*fixed.sp};
     for (bool sp : sps) {
