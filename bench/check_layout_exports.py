@@ -145,10 +145,12 @@ def check_torchtitan(text):
             section = line.strip()[1:-1] if line.startswith("[") else section
             kept += [] if f"{section}.{line.split('=')[0].strip()}" in unknown else [line]
         for body, what in [(text, "as written")] + ([("\n".join(kept), "less unknown keys")] if unknown else []):
-            with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
-                f.write(body)
-            cfg, msg = parse_quietly(lambda: ttc.ConfigManager().parse_args(["--job.config_file", f.name]))
-            os.unlink(f.name)
+            with tempfile.TemporaryDirectory() as scratch:  # gone however the parse ends
+                path = os.path.join(scratch, "layout.toml")
+                with open(path, "w") as f:
+                    f.write(body)
+                cfg, msg = parse_quietly(
+                    lambda: ttc.ConfigManager().parse_args(["--job.config_file", path]))
             errs += [f"ConfigManager ({what}): {msg}"] if msg else []
         errs += read_back(cfg, data, unknown) if cfg else []
         return f"{tag}: TOML via --job.config_file, keys, read-back", errs

@@ -24,10 +24,11 @@ import tempfile
 from cli_json import last_json
 
 GLOO_PROBE = r"""
-import os, sys, time, torch, torch.distributed as dist
+import datetime, os, sys, time, torch, torch.distributed as dist
 rank, world, port = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 torch.set_num_threads(1)
-dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                        timeout=datetime.timedelta(seconds=60))  # a rank lost ends the probe
 x = torch.ones(8 * 1024 * 1024)  # 32 MiB
 for _ in range(2): dist.all_reduce(x)
 start = time.perf_counter()
@@ -50,14 +51,15 @@ SHARD = ["none", "optimizer", "gradients", "parameters"]
 
 def gloo_bandwidth(python, world):
     """Bus bandwidth (bytes/s each way) of a ring all-reduce between `world` local processes."""
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as probe:
-        probe.write(GLOO_PROBE)
-    port = str(29500 + os.getpid() % 1000)
-    procs = [subprocess.Popen([python, probe.name, str(r), str(world), port],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-             for r in range(world)]
-    out = [p.communicate()[0] for p in procs]
-    os.unlink(probe.name)
+    with tempfile.TemporaryDirectory() as scratch:  # gone however the probe ends
+        probe = os.path.join(scratch, "probe.py")
+        with open(probe, "w") as f:
+            f.write(GLOO_PROBE)
+        port = str(29500 + os.getpid() % 1000)
+        procs = [subprocess.Popen([python, probe, str(r), str(world), port],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                 for r in range(world)]
+        out = [p.communicate(timeout=300)[0] for p in procs]
     return float(out[0].strip())
 
 

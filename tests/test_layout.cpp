@@ -18,6 +18,7 @@
 #include "layout/layout_search.h"
 #include "layout/layout_states.h"
 #include "scratch_dir.h"
+#include "store/run_store.h"
 
 namespace rematlab::layout {
 namespace {
@@ -515,6 +516,19 @@ TEST(LayoutExport, EachToolGetsTheLayoutInItsOwnTerms) {
   const LayoutExport rematlab = rematlab_run(request, best);
   EXPECT_TRUE(rematlab.text.empty());
   EXPECT_EQ(rematlab.unsaid, std::vector<std::string>{"pipeline parallelism"});
+
+  // Stages that chose every:2 and every:16 are given every:16 (compared as numbers), and said.
+  LayoutEvaluation mixed = best;
+  mixed.layout.stage_checkpoints = {"every:16", "every:2"};
+  const LayoutExport one_policy = megatron_arguments(request, mixed);
+  EXPECT_NE(one_policy.text.find("--recompute-num-layers 16"), std::string::npos)
+      << one_policy.text;
+  ASSERT_FALSE(one_policy.unsaid.empty());
+  EXPECT_NE(one_policy.unsaid.back().find("every:16 is given for all"), std::string::npos)
+      << one_policy.unsaid.back();
+  mixed.layout.stage_checkpoints = {"every:2", "every:16"};
+  EXPECT_NE(megatron_arguments(request, mixed).text.find("--recompute-num-layers 16"),
+            std::string::npos);
 }
 
 TEST(LayoutCli, RematlabsOwnCommandForALayoutItsEngineRunsRuns) {
@@ -593,6 +607,26 @@ TEST(LayoutCli, TheLocalDeviceIsTheGpuWithItsMemoryAndKeptPeak) {
   for (const auto& layout : last_line_json(given.out)["layouts"]) {
     EXPECT_EQ(layout["host_bytes"].get<int64_t>(), 0);
   }
+  // A kept peak no device has is refused naming the database, not planned with.
+  {
+    const nlohmann::json record = last_line_json(saved.out);
+    PeakFlopsRecord damaged;
+    damaged.host = record["host"];
+    damaged.device = record["device"];
+    damaged.threads = record["threads"];
+    damaged.flops = 1e5;
+    damaged.measured = record["measured"];
+    damaged.method = "edited";
+    RunStore(db).save_peak_flops(damaged);
+  }
+  const auto damaged = cli(plan);
+  EXPECT_EQ(damaged.exit_code, 2) << damaged.out;
+  EXPECT_EQ(testing::count_lines(damaged.err), 1) << damaged.err;
+  EXPECT_NE(damaged.err.find("--db"), std::string::npos) << damaged.err;
+  // Every other bad flag is said before --gpu local measures anything.
+  const auto bad_first = cli(plan + " --top 0");
+  EXPECT_EQ(bad_first.exit_code, 2);
+  EXPECT_NE(bad_first.err.find("--top"), std::string::npos) << bad_first.err;
 
   const std::pair<std::string, const char*> misplaced[] = {
       {"--gpu a100-80gb --device cpu", "--device"},
@@ -661,6 +695,14 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
     EXPECT_EQ(testing::count_lines(result.err), 1) << result.err;
     EXPECT_NE(result.err.find(named), std::string::npos) << result.err;
   }
+  // Micro-batch × DP past 64 bits is divided, not multiplied (it was a SIGFPE).
+  const auto wide =
+      cli("layout --model tiny --layers 1 --d-model 8 --heads 1 --kv-heads 1 --mlp-hidden 8 "
+          "--vocab 128 --seq-len 1 --gpu h100-sxm --gpus 16777216 --gpus-per-node 1024 "
+          "--global-batch 1099511627776 --micro-batch 1099511627776 --tp 1 --pp 1 --cp 1");
+  EXPECT_EQ(wide.exit_code, 2) << wide.err;
+  EXPECT_EQ(testing::count_lines(wide.err), 1) << wide.err;
+  EXPECT_NE(wide.err.find("is not a multiple"), std::string::npos) << wide.err;
 }
 
 }  // namespace

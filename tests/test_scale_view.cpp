@@ -110,8 +110,12 @@ TEST(ScaleView, PlanShowsThePlannersAnswerInEveryPart) {
             layout::megatron_arguments(*view->request(), best).text);
   view->export_choice()->setCurrentIndex(2);
   EXPECT_TRUE(view->export_text().contains("\"zero_optimization\""));
-  // A pipeline or context layout is predicted only: the engine cannot try it.
+  // A pipeline or context layout is predicted only: the engine cannot try it, and its RematLab
+  // export is empty, which Copy and Save do not offer.
   EXPECT_EQ(view->try_button()->isEnabled(), best.engine_lacks.empty());
+  view->export_choice()->setCurrentIndex(3);
+  const bool runs = !layout::rematlab_run(*view->request(), best).text.empty();
+  EXPECT_EQ(view->copy_button()->isEnabled(), runs);
 
   // Choosing another row shows that one.
   view->choose(1);

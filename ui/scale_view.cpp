@@ -378,6 +378,8 @@ void ScaleView::show_export() {
         QString(text.isEmpty() ? "" : "\n") + "# no equivalent: " + QString::fromStdString(unsaid);
   }
   export_text_->setPlainText(text);
+  copy_->setEnabled(!export_body_.isEmpty());  // nothing to give where the tool has no equivalent
+  save_->setEnabled(!export_body_.isEmpty());
   const bool runs_here = layout->fits && layout->engine_lacks.empty();
   try_->setEnabled(runs_here);
   try_->setToolTip(runs_here ? "Give the form this layout's degrees, sharding and policy (on its "

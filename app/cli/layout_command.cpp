@@ -16,7 +16,6 @@
 #include "layout/layout_json.h"
 #include "layout/layout_rules.h"
 #include "layout/layout_search.h"
-#include "store/run_store.h"
 
 namespace rematlab::cli {
 namespace {
@@ -65,11 +64,13 @@ struct LayoutOptions {
   bool json = false;
 
   layout::GpuKind resolve_gpu() const {
+    if (peak_flops && !(std::isfinite(*peak_flops) && *peak_flops > 0.0)) {
+      throw InvalidInput("--peak-flops", "must be a positive FLOP/s figure such as 989e12");
+    }
     layout::GpuKind kind;
     if (gpu == "local") {
       kind = local_gpu_kind(device.empty() ? default_local_device() : device,
-                            parse_precision(precision), db.empty() ? default_database_path() : db,
-                            peak_flops.value_or(0.0));
+                            parse_precision(precision), db, peak_flops.value_or(0.0));
     } else if (!device.empty() || !db.empty()) {
       throw InvalidInput(device.empty() ? "--db" : "--device",
                          "describes the local device: give it with --gpu local");
@@ -83,12 +84,7 @@ struct LayoutOptions {
       kind = {"custom", "custom GPU", 0, 0.0, 0.0, 1000e9, 25e9, 25e9, 25e9, 8, 1024LL << 30, 0.6};
     }
     if (!gpu_memory.empty()) kind.memory_bytes = parse_byte_size(gpu_memory, "--gpu-memory");
-    if (peak_flops) {
-      if (!(std::isfinite(*peak_flops) && *peak_flops > 0.0)) {
-        throw InvalidInput("--peak-flops", "must be a positive FLOP/s figure such as 989e12");
-      }
-      kind.peak_bf16 = kind.peak_fp32 = *peak_flops;
-    }
+    if (peak_flops) kind.peak_bf16 = kind.peak_fp32 = *peak_flops;
     auto bandwidth = [](const std::optional<double>& value, const char* flag, double& into) {
       if (!value) return;
       if (!(std::isfinite(*value) && *value > 0.0)) {
@@ -183,14 +179,23 @@ struct LayoutOptions {
     request.top = top;
     request.engine_only = runnable_here;
     request.fixed = resolve_fixed();
-    // Last: --gpu local may measure its peak, which no other bad flag should wait for.
-    request.cluster.gpu = resolve_gpu();
-    request.cluster.gpus_per_node = gpus_per_node.value_or(request.cluster.gpu.gpus_per_node);
-    request.cluster.host_memory_bytes = host_memory.empty()
-                                            ? request.cluster.gpu.host_memory_bytes
-                                            : parse_byte_size(host_memory, "--host-memory");
+    // --gpu local may measure its peak: every other flag is checked first, on a stand-in GPU.
+    if (gpu == "local") {
+      layout::LayoutRequest checked = request;
+      place_on(layout::gpu_kind("h100-sxm"), checked);
+      layout::validate(checked);
+    }
+    place_on(resolve_gpu(), request);
     layout::validate(request);
     return request;
+  }
+
+  void place_on(const layout::GpuKind& kind, layout::LayoutRequest& request) const {
+    request.cluster.gpu = kind;
+    request.cluster.gpus_per_node = gpus_per_node.value_or(kind.gpus_per_node);
+    request.cluster.host_memory_bytes = host_memory.empty()
+                                            ? kind.host_memory_bytes
+                                            : parse_byte_size(host_memory, "--host-memory");
   }
 };
 

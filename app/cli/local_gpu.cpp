@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "common/errors.h"
 #include "common/posix_files.h"
 #include "run/run_config.h"
 #include "runtime/device.h"
@@ -21,10 +22,23 @@ layout::GpuKind local_gpu_kind(const std::string& device, Precision precision,
   config.device = device;
   config.precision = precision;
   config.peak_flops = given_peak;
-  std::unique_ptr<RunStore> store;  // read only: planning never writes the runs database
-  if (given_peak <= 0.0 && files::exists(db))
-    store = std::make_unique<RunStore>(db, StoreAccess::kReadOnly, false);
+  // Read only: planning never writes the runs database. The usual one, unreadable (an older
+  // schema, a lock), is passed over: the peak is measured instead.
+  const std::string path = db.empty() ? default_database_path() : db;
+  std::unique_ptr<RunStore> store;
+  if (given_peak <= 0.0 && files::exists(path)) {
+    try {
+      store = std::make_unique<RunStore>(path, StoreAccess::kReadOnly, false);
+    } catch (const std::exception&) {
+      if (!db.empty()) throw;
+    }
+  }
   resolve_peak_flops(config, store.get());
+  if (given_peak <= 0.0 && config.peak_flops < 1e9) {
+    throw InvalidInput("--db", "the matmul peak kept for this device (" + config.peak_flops_source +
+                                   ") is below 1e9 FLOP/s: measure it again with `peak --save`, "
+                                   "or give --peak-flops");
+  }
 
   layout::GpuKind kind;
   kind.name = "local";

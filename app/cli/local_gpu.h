@@ -14,11 +14,12 @@ std::string default_local_device();
 // The device's memory (a CUDA device's total, or the machine's physical memory for the CPU,
 // which then has no host memory beside it to offload into), and its matmul peak in
 // `precision`: `given_peak` when positive, else the one `peak --save` kept in the runs
-// database at `db` for this host, device and thread count, else measured now (a few seconds;
-// not kept: planning never writes the database). CUDA devices in the machine are one node; the
-// CPU is one device. Links, memory bandwidth and the matmul efficiency are not measured: a PCIe
-// card's defaults, said in the description. Throws InvalidInput("--device", …) for a device not
-// present.
+// database at `db` (empty: the usual one, passed over when it cannot be read) for this host,
+// device and thread count, else measured now (a few seconds; not kept: planning never writes
+// the database). A kept peak no device has (under 1e9 FLOP/s) is refused naming --db. CUDA devices
+// in the machine are one node; the CPU is one device. Links, memory bandwidth and the matmul
+// efficiency are not measured: a PCIe card's defaults, said in the description. Throws
+// InvalidInput("--device", …) for a device not present.
 layout::GpuKind local_gpu_kind(const std::string& device, Precision precision,
                                const std::string& db, double given_peak);
 

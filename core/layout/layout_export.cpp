@@ -11,32 +11,32 @@ namespace {
 
 std::string number(int64_t value) { return std::to_string(value); }
 
+int64_t every_interval(const std::string& policy) {
+  return CheckpointPolicy::parse(policy).plan_for(1 << 20, 0.0).interval;
+}
+
 // The policy the exports name: the stages' own when they agree, else the most recomputing one
 // (a tool with one setting for all stages must fit the stage that needs the most).
 std::string uniform_policy(const Layout& layout, std::vector<std::string>& unsaid) {
   std::string chosen = layout.stage_checkpoints.empty() ? "none" : layout.stage_checkpoints[0];
-  auto weight = [](const std::string& policy) {
-    if (policy == "none") return 0;
-    if (policy == "selective") return 1;
-    return 2;
+  // none < selective < every:K, and among every:K the larger K, compared as numbers: stages
+  // choose the smallest K that fits them, so a larger one is what a stage with more micro-batches
+  // in flight needed (it keeps fewer inputs of each).
+  auto weight = [](const std::string& policy) -> std::pair<int, int64_t> {
+    if (policy == "none") return {0, 0};
+    if (policy == "selective") return {1, 0};
+    return {2, every_interval(policy)};
   };
   bool mixed = false;
   for (const auto& policy : layout.stage_checkpoints) {
     mixed = mixed || policy != chosen;
-    if (weight(policy) > weight(chosen) ||
-        (weight(policy) == weight(chosen) && policy.size() < chosen.size())) {
-      chosen = policy;
-    }
+    if (weight(policy) > weight(chosen)) chosen = policy;
   }
   if (mixed) {
     unsaid.push_back("a policy per pipeline stage (" + layout.checkpoint_text() + "): " + chosen +
                      " is given for all");
   }
   return chosen;
-}
-
-int64_t every_interval(const std::string& policy) {
-  return CheckpointPolicy::parse(policy).plan_for(1 << 20, 0.0).interval;
 }
 
 }  // namespace

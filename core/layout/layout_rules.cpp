@@ -139,7 +139,9 @@ std::string structural_problem(const LayoutRequest& request, const Layout& layou
     return degree("TP", layout.tp) + " cannot split " + std::to_string(local_tokens) +
            " tokens per rank for sequence parallelism";
   }
-  if (request.global_batch % (layout.micro_batch * layout.dp) != 0) {
+  // Divided, not multiplied: micro-batch × DP may pass 64 bits (both are bounded on their own).
+  if (request.global_batch % layout.dp != 0 ||
+      (request.global_batch / layout.dp) % layout.micro_batch != 0) {
     return "global batch " + std::to_string(request.global_batch) + " is not a multiple of " +
            "micro-batch " + std::to_string(layout.micro_batch) + " × " + degree("DP", layout.dp);
   }

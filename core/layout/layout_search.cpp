@@ -100,7 +100,7 @@ void for_each_layout(const LayoutRequest& request, Visit visit) {
                         batches.end());
           for (int64_t vp : values_or(fixed.vp, vps)) {
             for (int64_t b : values_or(fixed.micro_batch, batches)) {
-              const int64_t accum = std::max<int64_t>(1, request.global_batch / (b * dp));
+              const int64_t accum = std::max<int64_t>(1, request.global_batch / dp / b);
               std::vector<int64_t> zeros = {0, 1, 2, 3};
               if (fixed.zero) zeros = {*fixed.zero};
               for (int64_t zero : zeros) {
