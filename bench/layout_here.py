@@ -25,11 +25,11 @@ from cli_json import last_json
 
 GLOO_PROBE = r"""
 import datetime, os, sys, time, torch, torch.distributed as dist
-rank, world, port = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+rank, world, port, mib = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 torch.set_num_threads(1)
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                         timeout=datetime.timedelta(seconds=60))  # a rank lost ends the probe
-x = torch.ones(8 * 1024 * 1024)  # 32 MiB
+x = torch.ones(int(mib * 1024 * 1024 / 4))
 for _ in range(2): dist.all_reduce(x)
 start = time.perf_counter()
 for _ in range(5): dist.all_reduce(x)
@@ -49,14 +49,15 @@ LAYOUTS = [  # label, ranks, tp, sequence parallel, zero (the engine's --shard)
 SHARD = ["none", "optimizer", "gradients", "parameters"]
 
 
-def gloo_bandwidth(python, world):
-    """Bus bandwidth (bytes/s each way) of a ring all-reduce between `world` local processes."""
+def gloo_bandwidth(python, world, mib=32):
+    """Bus bandwidth (bytes/s each way) of a ring all-reduce of `mib` MiB between `world` local
+    processes."""
     with tempfile.TemporaryDirectory() as scratch:  # gone however the probe ends
         probe = os.path.join(scratch, "probe.py")
         with open(probe, "w") as f:
             f.write(GLOO_PROBE)
         port = str(29500 + os.getpid() % 1000)
-        procs = [subprocess.Popen([python, probe, str(r), str(world), port],
+        procs = [subprocess.Popen([python, probe, str(r), str(world), port, str(mib)],
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                  for r in range(world)]
         out = [p.communicate(timeout=300)[0] for p in procs]
@@ -77,8 +78,12 @@ def main():
         peak = last_json([args.cli, "peak", "--threads", "1", "--json", "--db",
                           os.path.join(scratch, "runs.sqlite")])["peak_flops"]
     bandwidth = {n: gloo_bandwidth(args.python, n) for n in (2, 4)}
+    # What a tensor-parallel block sends is far smaller than 32 MiB: the link at those sizes.
+    small = {mib: gloo_bandwidth(args.python, 2, mib) for mib in (0.75, 1.5, 3)}
     print(f"one rank's peak {peak / 1e9:.1f} GFLOP/s (fp32, 1 thread), {cores} cores; Gloo bus "
-          f"bandwidth {bandwidth[2] / 1e9:.2f} GB/s at 2 ranks, {bandwidth[4] / 1e9:.2f} at 4\n")
+          f"bandwidth {bandwidth[2] / 1e9:.2f} GB/s at 2 ranks, {bandwidth[4] / 1e9:.2f} at 4 "
+          f"(32 MiB); at 2 ranks " +
+          ", ".join(f"{small[mib] / 1e9:.2f} at {mib} MiB" for mib in small) + "\n")
     # The share of the matmul peak this model's whole step reaches in one process (its hardware
     # FLOPs per second over the peak): what `layout` calls the matmul efficiency, measured here.
     efficiencies = {}
