@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -279,6 +280,31 @@ TEST(ShardedParametersCli, EstimateAddsTheGatheredUnitsAndRunRefusesWhatItCannot
     EXPECT_NE(refused.err.find("--shard: parameters are sharded in fp32 only"), std::string::npos)
         << refused.err;
     EXPECT_EQ(testing::count_lines(refused.err), 1) << refused.err;
+  }
+}
+
+// ZeRO 1's update gathers every rank's updated shard in place: under every:1, where a short
+// sequence keeps the activations small, what the step holds above the model states is no more
+// than plain data parallelism's or AdamW's own temporaries (its denominator, twice a shard).
+// Gloo's all-gather had staged bucket-sized buffers and a copy of the shard, three times that.
+TEST(ShardedOptimizerCli, TheUpdatedParametersAreGatheredWithoutBuffers) {
+  const std::string run =
+      "run --preset tiny --layers 2 --d-model 32 --heads 2 --vocab 64 --seq-len 8 --batch 1 "
+      "--threads 1 --nproc 2 --steps 2 --checkpoint every:1 --json --shard ";
+  const testing::CliResult plain = testing::cli(run + "none");
+  const testing::CliResult sharded = testing::cli(run + "optimizer");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(sharded.exit_code, 0) << sharded.err;
+  const nlohmann::json plain_json = testing::last_line_json(plain.out);
+  const nlohmann::json sharded_json = testing::last_line_json(sharded.out);
+  const int64_t shard_bytes = (4 * sharded_json.at("params").get<int64_t>() + 7) / 2;
+  for (int rank = 0; rank < 2; ++rank) {
+    const nlohmann::json& figures = sharded_json.at("ranks").at(rank);
+    const int64_t above_states = figures.at("peak_activation_bytes").get<int64_t>();
+    const int64_t plain_above =
+        plain_json.at("ranks").at(rank).at("peak_activation_bytes").get<int64_t>();
+    EXPECT_LE(above_states, std::max(plain_above, 2 * shard_bytes) + 4096) << figures.dump();
+    EXPECT_EQ(figures.at("buffer_peak_bytes").get<int64_t>(), 0) << figures.dump();
   }
 }
 

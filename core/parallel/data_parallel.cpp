@@ -364,9 +364,34 @@ std::optional<double> DataParallel::step(torch::optim::Optimizer& optimizer, dou
     shards.push_back(bucket.shard_param);
   }
   const double total = shard_update_.step(*context_, shards, optimizer, max_norm, engine.timer);
-  // Every rank's updated shard, to everyone.
-  // Each shard is sent from a copy (the collective must not read what the optimizer owns).
+  gather_updated_parameters();
+  return total;
+}
+
+void DataParallel::gather_updated_parameters() {
+  Engine& engine = *engine_;
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  if (!context_->device().is_cuda()) {
+    // Gloo's all-gather stages its input and output in buffers of a whole bucket (under every:1
+    // they were the rank's peak); a broadcast from each rank's shard, in place in the flat
+    // parameters, moves the same shards and allocates nothing.
+    for (std::size_t index = 0; index < engine.buckets.size(); ++index) {
+      const BucketLayout& layout = engine.layout[index];
+      for (int root = 0; root < context_->world_size(); ++root) {
+        std::vector<at::Tensor> shard{engine.buckets[index].params_flat.narrow(
+            0, layout.shard_begin(root), layout.shard_numel)};
+        c10d::BroadcastOptions options;
+        options.rootRank = root;
+        works.push_back(context_->backend().broadcast(shard, options));
+      }
+    }
+    engine.timer.blocking([&] {
+      for (auto& work : works) context_->wait(work, "gathering updated parameters");
+    });
+    return;
+  }
+  // NCCL all-gathers each shard, sent from a copy (the collective must not read what the
+  // optimizer owns).
   int64_t copies = 0;
   for (auto& bucket : engine.buckets) {
     torch::Tensor shard = bucket.shard_param.clone();
@@ -379,7 +404,6 @@ std::optional<double> DataParallel::step(torch::optim::Optimizer& optimizer, dou
   });
   works.clear();  // the copies go with the collectives
   engine.buffers.remove(copies);
-  return total;
 }
 
 void DataParallel::report(StepMetrics& metrics) {

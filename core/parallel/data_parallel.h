@@ -66,6 +66,8 @@ class DataParallel final : public DataExchange {
 
  private:
   struct Engine;  // what the gradient hooks reach, through a weak pointer
+  // After a sharded update: every rank's updated shard into everyone's flat parameters.
+  void gather_updated_parameters();
   std::shared_ptr<DistContext> context_;
   DataParallelOptions options_;
   std::shared_ptr<Engine> engine_;
