@@ -60,12 +60,29 @@ torch::Tensor TensorParallelGroup::gather(const torch::Tensor& local, int64_t di
 
 torch::Tensor TensorParallelGroup::sum_and_scatter(const torch::Tensor& partial, int64_t dim,
                                                    const char* what) {
-  // An all-reduce, then this rank's slice: Gloo's reduce-scatter frees a buffer on its own
-  // thread, which the memory tracker (frees counted on the training thread) would see as live
-  // forever; NCCL could reduce-scatter, at half the traffic, for the same result.
-  const torch::Tensor whole = sum(partial, what);
-  const int64_t width = whole.size(dim) / size();
-  return whole.narrow(dim, rank() * width, width).contiguous();
+  // Each rank's slice along `dim` moved outermost, one after another in rank order, as the
+  // collectives lay them out.
+  const int64_t width = partial.size(dim) / size();
+  std::vector<int64_t> split = partial.sizes().vec();
+  split[static_cast<size_t>(dim)] = width;
+  split.insert(split.begin() + dim, size());
+  torch::Tensor slices = partial.reshape(split).movedim(dim, 0).contiguous();
+  std::vector<int64_t> slice_sizes = split;
+  slice_sizes.erase(slice_sizes.begin() + dim);
+  if (partial.is_cuda()) {
+    torch::Tensor mine = torch::empty(slice_sizes, partial.options());
+    run(connected()._reduce_scatter_base(mine, slices), what);
+    return mine;
+  }
+  // Gloo has no reduce-scatter into a tensor (its list form frees, on its own thread, a buffer it
+  // allocated on the caller's, which the memory tracker would count live forever): every rank
+  // sends each other rank that rank's slice and sums the slices it receives. The same bytes on
+  // the wire as a reduce-scatter, half an all-reduce's.
+  torch::Tensor received = torch::empty_like(slices);
+  std::vector<int64_t> even;  // equal slices: no split sizes
+  run(connected().alltoall_base(received, slices, even, even), what);
+  slices.reset();  // sent: not held while the slices are summed
+  return received.sum(0);
 }
 
 double TensorParallelGroup::take_wait_ms() { return std::exchange(wait_ms_, 0.0); }
