@@ -4,16 +4,18 @@
     python3 bench/layout_here.py [--cli build/app/rematlab-cli] [--presets small,llama-small]
 
 This machine is described to `layout` by what it measures: `rematlab-cli peak --threads 1` for
-the FLOP/s one rank reaches (shared when there are more ranks than cores), a Gloo all-reduce
-between local processes for the link's bandwidth (the project's PyTorch runs it), as matmul
-efficiency the share of that peak the same model and policy reach in one process (its hardware
-FLOP/s: norms, softmax, the update and the CPU's small matmuls all count against it), no
-fragmentation allowance. Each layout — data
-parallel with and without sharding, tensor parallel with and without sequence parallelism, both
-together — is run with `rematlab-cli run --nproc N … --steps 4 --threads 1 --json` and evaluated
-with the same degrees fixed. The table gives, for rank 0, the activation peak and the model
-states measured and predicted, and the step time measured (the median of the timed steps)
-and predicted. Prints Markdown. Run it on an idle machine: timings share its cores.
+the FLOP/s one rank reaches (shared when there are more ranks than cores); Gloo all-reduces
+between local processes (the project's PyTorch runs them) at two sizes and two rank counts for
+the link's bandwidth and latencies; as matmul efficiency the share of that peak the same model
+and policy reach in one process (its hardware FLOP/s: norms, softmax, the update and the CPU's
+small matmuls all count against it); no collective hidden behind the compute (the same cores
+run Gloo); no fragmentation allowance. Each layout — data parallel
+with and without sharding, tensor parallel with and without sequence parallelism, both together
+— is run with `rematlab-cli run --nproc N … --steps 4 --threads 1 --json` and evaluated with the
+same degrees fixed. The table gives the per-rank peak (the highest rank's), the part of it above
+the model states and the states, measured and predicted, and the step time measured (the median
+of the timed steps) and predicted, split into the time waiting on collectives and the rest.
+Prints Markdown. Run it on an idle machine: timings share its cores.
 """
 import argparse
 import os
@@ -24,17 +26,21 @@ import tempfile
 from cli_json import last_json
 
 GLOO_PROBE = r"""
-import datetime, os, sys, time, torch, torch.distributed as dist
-rank, world, port, mib = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+import datetime, statistics, sys, time, torch, torch.distributed as dist
+rank, world, port = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 torch.set_num_threads(1)
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                         timeout=datetime.timedelta(seconds=60))  # a rank lost ends the probe
-x = torch.ones(int(mib * 1024 * 1024 / 4))
-for _ in range(2): dist.all_reduce(x)
-start = time.perf_counter()
-for _ in range(5): dist.all_reduce(x)
-seconds = (time.perf_counter() - start) / 5
-if rank == 0: print(x.numel() * 4 * 2 * (world - 1) / world / seconds)
+for mib in sys.argv[4:]:  # the median of 15 all-reduces of each size
+    x = torch.ones(int(float(mib) * 1024 * 1024 / 4))
+    for _ in range(3): dist.all_reduce(x)
+    times = []
+    for _ in range(15):
+        dist.barrier()
+        start = time.perf_counter()
+        dist.all_reduce(x)
+        times.append(time.perf_counter() - start)
+    if rank == 0: print(mib, statistics.median(times))
 dist.destroy_process_group()
 """
 
@@ -49,19 +55,40 @@ LAYOUTS = [  # label, ranks, tp, sequence parallel, zero (the engine's --shard)
 SHARD = ["none", "optimizer", "gradients", "parameters"]
 
 
-def gloo_bandwidth(python, world, mib=32):
-    """Bus bandwidth (bytes/s each way) of a ring all-reduce of `mib` MiB between `world` local
-    processes."""
+def gloo_all_reduce_seconds(python, world, sizes):
+    """{MiB: seconds} one ring all-reduce of each size takes between `world` local processes."""
     with tempfile.TemporaryDirectory() as scratch:  # gone however the probe ends
         probe = os.path.join(scratch, "probe.py")
         with open(probe, "w") as f:
             f.write(GLOO_PROBE)
         port = str(29500 + os.getpid() % 1000)
-        procs = [subprocess.Popen([python, probe, str(r), str(world), port, str(mib)],
+        procs = [subprocess.Popen([python, probe, str(r), str(world), port] + [str(m) for m in sizes],
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                  for r in range(world)]
         out = [p.communicate(timeout=300)[0] for p in procs]
-    return float(out[0].strip())
+    return {float(mib): float(t) for mib, t in (line.split() for line in out[0].splitlines())}
+
+
+def gloo_link(python):
+    """The local Gloo link as `layout` models a ring: each all-reduce costs a fixed latency plus
+    one per ring step (2(n - 1) of them), and 2(n - 1)/n of its bytes over the bandwidth. A line
+    fitted (least squares) to all-reduces of 0.5 to 32 MiB at 2 and 4 ranks: its slope gives the
+    bandwidth (per rank count, as ranks share the cores), its intercepts at 2 and 4 ranks the two
+    latencies."""
+    sizes = (0.5, 1, 2, 4, 32)
+    bandwidth, intercept = {}, {}
+    for n in (2, 4):
+        seconds = gloo_all_reduce_seconds(python, n, sizes)
+        xs = [mib * 1024 * 1024 for mib in seconds]
+        ys = list(seconds.values())
+        mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+        slope = (sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys))
+                 / sum((x - mean_x) ** 2 for x in xs))
+        bandwidth[n] = 2 * (n - 1) / n / slope
+        intercept[n] = max(0.0, mean_y - slope * mean_x)
+    step = max(0.0, (intercept[4] - intercept[2]) / 4)  # 6 steps at 4 ranks, 2 at 2
+    fixed = max(0.0, intercept[2] - 2 * step)
+    return bandwidth, fixed, step
 
 
 def main():
@@ -77,13 +104,11 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:  # measured now, kept nowhere
         peak = last_json([args.cli, "peak", "--threads", "1", "--json", "--db",
                           os.path.join(scratch, "runs.sqlite")])["peak_flops"]
-    bandwidth = {n: gloo_bandwidth(args.python, n) for n in (2, 4)}
-    # What a tensor-parallel block sends is far smaller than 32 MiB: the link at those sizes.
-    small = {mib: gloo_bandwidth(args.python, 2, mib) for mib in (0.75, 1.5, 3)}
-    print(f"one rank's peak {peak / 1e9:.1f} GFLOP/s (fp32, 1 thread), {cores} cores; Gloo bus "
-          f"bandwidth {bandwidth[2] / 1e9:.2f} GB/s at 2 ranks, {bandwidth[4] / 1e9:.2f} at 4 "
-          f"(32 MiB); at 2 ranks " +
-          ", ".join(f"{small[mib] / 1e9:.2f} at {mib} MiB" for mib in small) + "\n")
+    bandwidth, fixed_latency, step_latency = gloo_link(args.python)
+    print(f"one rank's peak {peak / 1e9:.1f} GFLOP/s (fp32, 1 thread), {cores} cores; Gloo "
+          f"all-reduce fitted at 0.5-32 MiB: bandwidth {bandwidth[2] / 1e9:.2f} GB/s at 2 ranks, "
+          f"{bandwidth[4] / 1e9:.2f} at 4; latency {1e3 * fixed_latency:.2f} ms a collective and "
+          f"{1e3 * step_latency:.2f} ms a ring step\n")
     # The share of the matmul peak this model's whole step reaches in one process (its hardware
     # FLOPs per second over the peak): what `layout` calls the matmul efficiency, measured here.
     efficiencies = {}
@@ -95,9 +120,10 @@ def main():
             efficiencies[(preset, policy)] = one["hfu"]
             print(f"{preset} {policy}: one process reaches {100 * one['hfu']:.1f} % of the peak")
     print()
-    print("| model | layout | policy | activations meas. / pred. MiB | ratio | states meas. / pred. MiB "
-          "| step meas. / pred. ms | ratio | waiting on collectives meas. / pred. ms | the rest meas. / pred. ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | layout | policy | peak per rank meas. / pred. MiB | ratio | of which above the states "
+          "meas. / pred. MiB | states meas. / pred. MiB | step meas. / pred. ms | ratio "
+          "| waiting on collectives meas. / pred. ms | the rest meas. / pred. ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for preset in args.presets.split(","):
         for label, ranks, tp, sp, zero in LAYOUTS:
             dp = ranks // tp
@@ -110,7 +136,6 @@ def main():
                 if dp > 1:
                     run += ["--shard", SHARD[zero]]
                 measured = last_json(run)
-                rank = measured["ranks"][0]
                 share = min(1.0, cores / ranks)  # ranks beyond the cores share them
                 efficiency = efficiencies[(preset, policy)]
                 plan = last_json([
@@ -118,7 +143,9 @@ def main():
                     "--gpu-memory", "16GiB", "--peak-flops", str(peak * share),
                     "--efficiency", str(efficiency),
                     "--intra-node-bandwidth", str(bandwidth[ranks]),
-                    "--inter-node-bandwidth", str(bandwidth[ranks]), "--gpus", str(ranks),
+                    "--inter-node-bandwidth", str(bandwidth[ranks]),
+                    "--collective-latency", str(fixed_latency),
+                    "--intra-node-latency", str(step_latency), "--no-overlap", "--gpus", str(ranks),
                     "--gpus-per-node", str(ranks), "--global-batch", str(args.batch * dp),
                     "--precision", "fp32", "--fragmentation", "0", "--tp", str(tp), "--pp", "1",
                     "--cp", "1", "--dp", str(dp), "--zero", str(zero), "--micro-batch",
@@ -127,7 +154,10 @@ def main():
                 best = plan["layouts"][0]
                 memory = best["memory_bytes"]
                 states = memory["weights"] + memory["gradients"] + memory["master"] + memory["optimizer"]
-                act_ratio = rank["peak_activation_bytes"] / memory["activations"]
+                # The peak of the rank that reached the highest (no pipeline: the planner's one
+                # figure is every rank's).
+                rank = max(measured["ranks"], key=lambda r: r["peak_bytes"])
+                peak_ratio = rank["peak_bytes"] / memory["total"]
                 step_ratio = measured["step_ms"] / (1000 * best["step_s"])
                 # The step split in two: the training thread blocked on collectives (the run's
                 # median comm_wait_ms; the planner's exposed tensor, context and data parts)
@@ -136,8 +166,10 @@ def main():
                 wait_pred = 1000 * (parts["tensor"] + parts["context"] + parts["data"])
                 wait = rank["comm_wait_ms"]
                 mib = 1024 * 1024
-                print(f'| {preset} | {label} | {policy} | {rank["peak_activation_bytes"] / mib:.1f} / '
-                      f'{memory["activations"] / mib:.1f} | {act_ratio:.3f} | '
+                print(f'| {preset} | {label} | {policy} | {rank["peak_bytes"] / mib:.1f} / '
+                      f'{memory["total"] / mib:.1f} | {peak_ratio:.3f} | '
+                      f'{rank["peak_activation_bytes"] / mib:.1f} / '
+                      f'{(memory["activations"] + memory["buffers"]) / mib:.1f} | '
                       f'{rank["model_state_bytes"] / mib:.1f} / {states / mib:.1f} | '
                       f'{measured["step_ms"]:.0f} / {1000 * best["step_s"]:.0f} | {step_ratio:.2f} | '
                       f'{wait:.0f} / {wait_pred:.0f} | '

@@ -415,10 +415,23 @@ TEST(LayoutEvaluator, StepTimeIsTheSumOfItsStatedParts) {
   const GpuKind& a100 = request.cluster.gpu;
   const double m = 16;
   // Tensor parallelism: four all-reduces of the micro-batch's activations per block, each
-  // sending 2(t − 1)/t of them over NVLink.
+  // sending 2(t − 1)/t of them over NVLink after NCCL's latency: 8.4 µs, then 3.4 µs for each of
+  // its 2(t − 1) ring steps.
   const double activations = 4096.0 * 8192 * 2;
-  EXPECT_NEAR(plain.time.tensor, m * 80 * 4 * 2 * 7.0 / 8 * activations / a100.intra_node_bandwidth,
-              1e-9);
+  const double all_reduce =
+      8.4e-6 + 2 * 7 * 3.4e-6 + 2 * 7.0 / 8 * activations / a100.intra_node_bandwidth;
+  EXPECT_NEAR(plain.time.tensor, m * 80 * 4 * all_reduce, 1e-9);
+  // Sequence parallelism: per block six all-gathers (two again in backward for the weights'
+  // gradients) and four reduce-scatters, each one ring pass.
+  Layout sequence = layout;
+  sequence.sp = true;
+  const double pass = 8.4e-6 + 7 * 3.4e-6 + 7.0 / 8 * activations / a100.intra_node_bandwidth;
+  EXPECT_NEAR(evaluator.evaluate(sequence).time.tensor, m * 80 * 10 * pass, 1e-9);
+  // Latencies as given: none at all leaves the bytes.
+  LayoutRequest instant = request;
+  instant.cluster.gpu.collective_latency = instant.cluster.gpu.intra_node_step_latency = 0.0;
+  EXPECT_NEAR(LayoutEvaluator(instant).evaluate(layout).time.tensor,
+              m * 80 * 4 * 2 * 7.0 / 8 * activations / a100.intra_node_bandwidth, 1e-9);
   // Without a policy only the vocabulary-parallel loss runs the head's forward again.
   EXPECT_LT(plain.time.recompute, 0.01 * plain.time.compute);
   EXPECT_EQ(plain.time.bubble, 0.0);
@@ -453,6 +466,21 @@ TEST(LayoutEvaluator, StepTimeIsTheSumOfItsStatedParts) {
   layout.offload = Offload::kNone;
   const LayoutEvaluation gathered = slow_evaluator.evaluate(layout);
   EXPECT_GT(gathered.time.data, 10 * plain.time.data);
+  // Where the compute hides no collective (a CPU), ZeRO 3's gathers and reduce-scatters are
+  // all exposed: inside one node over NVLink they were hidden but for one block's of 80.
+  LayoutRequest node = request_for("llama2-70b", "a100-80gb", 8, 4096, 16);
+  Layout sharded;
+  sharded.dp = 8;
+  sharded.zero = 3;
+  sharded.micro_batch = 1;
+  sharded.accum = 2;
+  sharded.stage_checkpoints = {"none"};
+  const LayoutEvaluation hidden = LayoutEvaluator(node).evaluate(sharded);
+  node.cluster.gpu.overlaps_communication = false;
+  const LayoutEvaluation exposed = LayoutEvaluator(node).evaluate(sharded);
+  EXPECT_GT(hidden.time.data, 0.0);
+  EXPECT_NEAR(exposed.time.data, 81 * hidden.time.data, 1e-9 * exposed.time.data);
+  EXPECT_NEAR(exposed.step_s - hidden.step_s, exposed.time.data - hidden.time.data, 1e-9);
 }
 
 TEST(LayoutEvaluator, OneRanksFiguresAreTheEstimatorsOnTheEnginesShapes) {
@@ -581,6 +609,7 @@ TEST(LayoutCli, TheLocalDeviceIsTheGpuWithItsMemoryAndKeptPeak) {
             int64_t{::sysconf(_SC_PHYS_PAGES)} * ::sysconf(_SC_PAGE_SIZE));
   EXPECT_GT(json["peak_flops"].get<double>(), 1e9);
   EXPECT_NE(json["gpu_description"].get<std::string>().find("not kept"), std::string::npos);
+  EXPECT_FALSE(json["overlaps_communication"].get<bool>());  // the CPU's cores run Gloo too
   EXPECT_FALSE(files::exists(db));
   // The peak `peak --save` kept is the one planned with.
   const auto saved = cli("peak --save --precision fp32 --repeats 2 --json --db " + db);
@@ -681,6 +710,9 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
       {"--gpu a100-80gb --zero 4", "--zero"},
       {"--gpu a100-80gb --peak-flops 1e-300", "--peak-flops"},
       {"--gpu a100-80gb --intra-node-bandwidth 1e-300", "--intra-node-bandwidth"},
+      {"--gpu a100-80gb --collective-latency -1e-6", "--collective-latency"},
+      {"--gpu a100-80gb --intra-node-latency nan", "--intra-node-latency"},
+      {"--gpu a100-80gb --inter-node-latency 5", "--inter-node-latency"},
       {"--gpu a100-80gb --layers 10000 --d-model 1048576 --heads 8", "--model"},
       {"--gpu a100-80gb --global-batch-tokens 134217728 --micro-batch 32768", "--micro-batch: m"},
       {"--gpu h100-sxm --layers 10000 --gpus 720720 --gpus-per-node 720", "fix some of"},

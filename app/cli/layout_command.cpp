@@ -45,6 +45,10 @@ struct LayoutOptions {
   std::optional<double> efficiency;
   std::optional<double> intra_node_bandwidth;
   std::optional<double> inter_node_bandwidth;
+  std::optional<double> collective_latency;
+  std::optional<double> intra_node_latency;
+  std::optional<double> inter_node_latency;
+  bool no_overlap = false;
   int64_t gpus = 0;
   std::optional<int64_t> gpus_per_node;
   std::string host_memory;
@@ -81,7 +85,14 @@ struct LayoutOptions {
                                       ") or describe one with --gpu-memory and --peak-flops");
     } else {
       // Another GPU: what is not given is a PCIe card's.
-      kind = {"custom", "custom GPU", 0, 0.0, 0.0, 1000e9, 25e9, 25e9, 25e9, 8, 1024LL << 30, 0.6};
+      kind.name = "custom";
+      kind.description = "custom GPU";
+      kind.memory_bandwidth = 1000e9;
+      kind.intra_node_bandwidth = kind.inter_node_bandwidth = kind.host_link_bandwidth = 25e9;
+      kind.gpus_per_node = 8;
+      kind.host_memory_bytes = int64_t{1024} << 30;
+      kind.matmul_efficiency = 0.6;
+      kind.intra_node_step_latency = 5.7e-6;
     }
     if (!gpu_memory.empty()) kind.memory_bytes = parse_byte_size(gpu_memory, "--gpu-memory");
     if (peak_flops) kind.peak_bf16 = kind.peak_fp32 = *peak_flops;
@@ -94,6 +105,17 @@ struct LayoutOptions {
     };
     bandwidth(intra_node_bandwidth, "--intra-node-bandwidth", kind.intra_node_bandwidth);
     bandwidth(inter_node_bandwidth, "--inter-node-bandwidth", kind.inter_node_bandwidth);
+    auto latency = [](const std::optional<double>& value, const char* flag, double& into) {
+      if (!value) return;
+      if (!(std::isfinite(*value) && *value >= 0.0 && *value <= 1.0)) {
+        throw InvalidInput(flag, "must be seconds from 0 to 1, such as 8.4e-6");
+      }
+      into = *value;
+    };
+    latency(collective_latency, "--collective-latency", kind.collective_latency);
+    latency(intra_node_latency, "--intra-node-latency", kind.intra_node_step_latency);
+    latency(inter_node_latency, "--inter-node-latency", kind.inter_node_step_latency);
+    if (no_overlap) kind.overlaps_communication = false;
     return kind;
   }
 
@@ -199,6 +221,36 @@ struct LayoutOptions {
   }
 };
 
+// The flags that name or describe the GPU and its links.
+void add_gpu_options(CLI::App& command, LayoutOptions& options) {
+  command.add_option("--gpu", options.gpu,
+                     "GPU kind: " + layout::gpu_names() +
+                         ", or local (this machine's device: its memory and measured peak)");
+  command.add_option("--device", options.device,
+                     "With --gpu local: cpu, cuda or cuda:N (default: cuda when present)");
+  command.add_option("--db", options.db,
+                     "With --gpu local: the runs database whose peak (`peak --save`) to use "
+                     "(default: the usual one)");
+  command.add_option("--gpu-memory", options.gpu_memory, "Memory per GPU (replaces the kind's)");
+  command.add_option("--peak-flops", options.peak_flops,
+                     "Dense peak FLOP/s in the training precision (replaces the kind's)");
+  command.add_option("--efficiency", options.efficiency,
+                     "Share of peak a large matmul reaches (default: the kind's)");
+  command.add_option("--intra-node-bandwidth", options.intra_node_bandwidth,
+                     "Bytes/s per GPU and direction inside a node");
+  command.add_option("--inter-node-bandwidth", options.inter_node_bandwidth,
+                     "Bytes/s per GPU and direction between nodes");
+  command.add_option("--collective-latency", options.collective_latency,
+                     "Seconds each collective costs whatever its size (default 8.4e-6)");
+  command.add_option("--intra-node-latency", options.intra_node_latency,
+                     "Seconds per ring step inside a node (default 3.4e-6 NVLink, 5.7e-6 PCIe)");
+  command.add_option("--inter-node-latency", options.inter_node_latency,
+                     "Seconds per ring step between nodes (default 9.6e-6)");
+  command.add_flag("--no-overlap", options.no_overlap,
+                   "Nothing hides collectives behind the compute (a CPU whose cores run both; "
+                   "--gpu local --device cpu sets it)");
+}
+
 }  // namespace
 
 Command add_layout_command(CLI::App& app) {
@@ -213,23 +265,7 @@ Command add_layout_command(CLI::App& app) {
   }
   command->add_option("--model,--preset", options->model, "Named shape: " + models);
   options->shape.add_to(*command);
-  command->add_option("--gpu", options->gpu,
-                      "GPU kind: " + layout::gpu_names() +
-                          ", or local (this machine's device: its memory and measured peak)");
-  command->add_option("--device", options->device,
-                      "With --gpu local: cpu, cuda or cuda:N (default: cuda when present)");
-  command->add_option("--db", options->db,
-                      "With --gpu local: the runs database whose peak (`peak --save`) to use "
-                      "(default: the usual one)");
-  command->add_option("--gpu-memory", options->gpu_memory, "Memory per GPU (replaces the kind's)");
-  command->add_option("--peak-flops", options->peak_flops,
-                      "Dense peak FLOP/s in the training precision (replaces the kind's)");
-  command->add_option("--efficiency", options->efficiency,
-                      "Share of peak a large matmul reaches (default: the kind's)");
-  command->add_option("--intra-node-bandwidth", options->intra_node_bandwidth,
-                      "Bytes/s per GPU and direction inside a node");
-  command->add_option("--inter-node-bandwidth", options->inter_node_bandwidth,
-                      "Bytes/s per GPU and direction between nodes");
+  add_gpu_options(*command, *options);
   command->add_option("--gpus", options->gpus, "GPUs in all")->required();
   command->add_option("--gpus-per-node", options->gpus_per_node,
                       "GPUs per node (default: the kind's usual server, 8 or 4)");

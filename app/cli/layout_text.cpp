@@ -52,7 +52,9 @@ std::string layout_to_text(const layout::LayoutRequest& request,
   out << answer.points.size() << " layouts evaluated, " << fitting << " fit, in "
       << format_number(answer.search_s, 2) << " s (matmul efficiency "
       << format_number(request.efficiency(), 2) << ", fragmentation allowance "
-      << format_number(100.0 * request.fragmentation, 0) << " %)\n\n";
+      << format_number(100.0 * request.fragmentation, 0) << " %"
+      << (cluster.gpu.overlaps_communication ? "" : ", no collective hidden behind the compute")
+      << ")\n\n";
   if (!answer.best.empty()) {
     out << "Fastest that fit:\n" << table(answer.best) << "\n";
     if (answer.frontier.size() > 1) {

@@ -8,15 +8,18 @@ namespace {
 constexpr double kT = 1e12;  // FLOP/s
 constexpr double kG = 1e9;   // bytes/s
 constexpr int64_t kGiB = int64_t{1} << 30;
+constexpr double kPcieStepLatency = 5.7e-6;  // s
 
 // Datasheet figures: dense tensor-core BF16, FP32 (no TF32), HBM/GDDR bandwidth, NVLink per
 // direction (half the bidirectional figure NVIDIA quotes); PCIe 4.0 x16 ≈ 25 GB/s and 5.0 ≈ 50
 // GB/s usable per direction; one 200 Gb/s (A100 servers) or 400 Gb/s (H100 and later) NIC per GPU.
-// The matmul efficiency is a stated default: for the A100 and H100 the value that brings the
+// The latencies are NCCL's own model's (src/graph/tuning.cc), PCIe's for the cards without
+// NVLink between all GPUs; AMD's RCCL keeps the same model. The matmul efficiency is a stated
+// default: for the A100 and H100 the value that brings the
 // planner closest to the published runs of bench/published_runs.json (docs/layout.md shows the
 // table); for the others a guess of the same kind, lower where the peak is harder to reach.
 std::vector<GpuKind> make_catalog() {
-  return {
+  std::vector<GpuKind> kinds = {
       {"a100-40gb", "NVIDIA A100 SXM4 40GB", 40 * kGiB, 312 * kT, 19.5 * kT, 1555 * kG, 300 * kG,
        25 * kG, 25 * kG, 8, 1024 * kGiB, 0.65},
       {"a100-80gb", "NVIDIA A100 SXM4 80GB", 80 * kGiB, 312 * kT, 19.5 * kT, 2039 * kG, 300 * kG,
@@ -38,6 +41,10 @@ std::vector<GpuKind> make_catalog() {
       {"mi300x", "AMD Instinct MI300X 192GB", 192 * kGiB, 1307 * kT, 163.4 * kT, 5300 * kG,
        448 * kG, 50 * kG, 50 * kG, 8, 2048 * kGiB, 0.45},
   };
+  for (GpuKind& kind : kinds) {
+    if (kind.intra_node_bandwidth <= 50 * kG) kind.intra_node_step_latency = kPcieStepLatency;
+  }
+  return kinds;
 }
 
 }  // namespace

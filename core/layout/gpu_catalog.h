@@ -25,6 +25,15 @@ struct GpuKind {
   int64_t gpus_per_node = 8;
   int64_t host_memory_bytes = 0;   // per node, as its usual server has it
   double matmul_efficiency = 0.0;  // share of peak a large matmul reaches (default)
+  // Seconds a ring collective costs whatever its size (NCCL's tuning model, ring with its
+  // simple protocol): a fixed cost, then one per step of the ring, over NVLink (PCIe cards
+  // 5.7e-6) or between nodes.
+  double collective_latency = 8.4e-6;
+  double intra_node_step_latency = 3.4e-6;
+  double inter_node_step_latency = 9.6e-6;
+  // Collectives run beside the compute (a GPU's copy engines and NICs); not on a CPU, whose
+  // cores run both: there nothing the planner would overlap is hidden.
+  bool overlaps_communication = true;
 
   double peak_flops(Precision precision) const {
     return precision == Precision::kFp32 ? peak_fp32 : peak_bf16;

@@ -24,10 +24,6 @@ constexpr double kHostUpdateBytesPerParameter = 30.0;
 
 double ceil_div(int64_t a, int64_t b) { return static_cast<double>((a + b - 1) / b); }
 
-// Ring collectives over n ranks: the share of the data each rank sends.
-double all_reduce_share(int64_t n) { return n <= 1 ? 0.0 : 2.0 * (n - 1) / n; }
-double all_gather_share(int64_t n) { return n <= 1 ? 0.0 : static_cast<double>(n - 1) / n; }
-
 // In-flight micro-batch chunks on pipeline rank r (Megatron-LM's warm-up count plus the one in
 // its steady state): p − r for 1F1B, 2(p − r − 1) + (v − 1)p + 1 interleaved (all m·v of them
 // when m = p), never more than the step's m·v.
@@ -68,6 +64,36 @@ std::string policy_text(int64_t code) {
 double link_bandwidth(const Cluster& cluster, int64_t span) {
   return span <= cluster.node_gpus() ? cluster.gpu.intra_node_bandwidth
                                      : cluster.gpu.inter_node_bandwidth;
+}
+
+// One ring collective over `ranks` ranks `span` apart at most, in `phases` passes round the ring
+// (an all-reduce 2, an all-gather or a reduce-scatter 1) of a `bytes` tensor: NCCL's latency
+// model (a fixed cost, then one per ring step, over the network for the steps between nodes)
+// plus each rank's share of the bytes over the slowest link it uses.
+double ring_seconds(const Cluster& cluster, int64_t ranks, int64_t span, int phases, double bytes) {
+  if (ranks <= 1) return 0.0;
+  const GpuKind& gpu = cluster.gpu;
+  const int64_t node = cluster.node_gpus();
+  const int64_t nodes = std::min(ranks, std::max<int64_t>(1, (span + node - 1) / node));
+  const double inter_steps = static_cast<double>(phases * (nodes - 1));
+  const double intra_steps = static_cast<double>(phases * (ranks - 1)) - inter_steps;
+  const double share = static_cast<double>(phases * (ranks - 1)) / static_cast<double>(ranks);
+  return gpu.collective_latency + intra_steps * gpu.intra_node_step_latency +
+         inter_steps * gpu.inter_node_step_latency + share * bytes / link_bandwidth(cluster, span);
+}
+double all_reduce_seconds(const Cluster& cluster, int64_t ranks, int64_t span, double bytes) {
+  return ring_seconds(cluster, ranks, span, 2, bytes);
+}
+// An all-gather's, and a reduce-scatter's.
+double all_gather_seconds(const Cluster& cluster, int64_t ranks, int64_t span, double bytes) {
+  return ring_seconds(cluster, ranks, span, 1, bytes);
+}
+// A send of `bytes` between two ranks `span` apart at most: one step of a ring.
+double send_seconds(const Cluster& cluster, int64_t span, double bytes) {
+  const GpuKind& gpu = cluster.gpu;
+  const double step =
+      span <= cluster.node_gpus() ? gpu.intra_node_step_latency : gpu.inter_node_step_latency;
+  return gpu.collective_latency + step + bytes / link_bandwidth(cluster, span);
 }
 
 // Key/value values per token one tensor rank holds (all of one head's when it shares them).
@@ -223,23 +249,37 @@ LayoutEvaluator::StageWork LayoutEvaluator::make_stage_work(const Layout& layout
   work.compute_s = model / speed;
   work.recompute_s = (hardware - model) / speed;
   const double rerun = policy > 0 ? 1.0 : 0.0;  // every:K runs forward's collectives again
-  auto link = [&](int64_t span) { return link_bandwidth(cluster, span); };
   const int64_t tokens = layout.micro_batch * arch.seq_len / layout.cp;
   const double activation_bytes = static_cast<double>(tokens * arch.d_model * w);
-  work.tensor_s = static_cast<double>(stage.layers) * (4.0 + 2.0 * rerun) *
-                  all_reduce_share(layout.tp) * activation_bytes / gpu.intra_node_bandwidth;
+  const double layers = static_cast<double>(stage.layers);
+  if (layout.sp) {
+    // Per block: forward gathers the sequence before the attention's and the MLP's first
+    // projections and reduce-scatters after their last; backward does the converse and gathers
+    // the sequence again for those projections' weight gradients (RematLab's engine waits for
+    // that gather; Megatron-LM overlaps it with the input gradient's matmul).
+    const double collectives = (6.0 + 2.0 * rerun) + (4.0 + 2.0 * rerun);
+    work.tensor_s =
+        layers * collectives * all_gather_seconds(cluster, layout.tp, layout.tp, activation_bytes);
+  } else {
+    work.tensor_s = layers * (4.0 + 2.0 * rerun) *
+                    all_reduce_seconds(cluster, layout.tp, layout.tp, activation_bytes);
+  }
   if (layout.cp > 1) {
     const double kv_bytes =
         2.0 * layout.micro_batch * arch.seq_len * kv_rank_width(arch, layout.tp) * w;
-    const double exchange = static_cast<double>(stage.layers) * (2.0 + rerun) *
-                            all_gather_share(layout.cp) * kv_bytes / link(layout.tp * layout.cp);
-    const double core = static_cast<double>(stage.layers) * 3.0 *
-                        estimate::attention_core_flops_per_token(arch) / layout.tp * tokens / speed;
+    const double exchange = layers * (2.0 + rerun) *
+                            all_gather_seconds(cluster, layout.cp, layout.tp * layout.cp, kv_bytes);
+    const double core = gpu.overlaps_communication
+                            ? layers * 3.0 * estimate::attention_core_flops_per_token(arch) /
+                                  layout.tp * tokens / speed
+                            : 0.0;
     work.context_s = std::max(0.0, exchange - core);  // ring attention overlaps the two
   }
   if (layout.pp > 1) {
+    // Each chunk's activations to the next stage, and their gradients back.
     const int64_t span = layout.tp * layout.cp * layout.dp * layout.pp;
-    work.pipeline_s = 2.0 * layout.vp * activation_bytes / (layout.sp ? layout.tp : 1) / link(span);
+    const double bytes = activation_bytes / (layout.sp ? layout.tp : 1);
+    work.pipeline_s = 2.0 * layout.vp * send_seconds(cluster, span, bytes);
   }
   return work;
 }
@@ -278,18 +318,22 @@ double LayoutEvaluator::exposed_transfers(const Layout& layout, const Stage& sta
   const int64_t g = request_.fp32_gradients ? 4 : w;
   const int64_t shard = layout.dp * layout.cp;
   const double P = static_cast<double>(stage.parameters);
-  const double busy = work.compute_s + work.recompute_s;
+  // What the compute can hide (nothing where the same cores run both).
+  const double busy = gpu.overlaps_communication ? work.compute_s + work.recompute_s : 0.0;
   // ZeRO-3 gathers the weights for forward, backward and a recomputation, and reduce-scatters
   // the gradients, every micro-batch; prefetching hides what the compute covers.
   if (layout.zero == 3) {
+    // One gather per block and pass, and one reduce-scatter of its gradients.
     const double passes = policy > 0 ? 3.0 : 2.0;
-    const double volume =
-        passes * all_gather_share(shard) * P * w + all_gather_share(shard) * P * g;
-    double seconds = volume / link_bandwidth(request_.cluster, layout.tp * layout.cp * layout.dp);
+    const int64_t span = layout.tp * layout.cp * layout.dp;
+    const double units = static_cast<double>(std::max<int64_t>(stage.layers, 1));
+    double seconds =
+        units * (passes * all_gather_seconds(request_.cluster, shard, span, P * w / units) +
+                 all_gather_seconds(request_.cluster, shard, span, P * g / units));
     if (layout.offload == Offload::kParameters) {
       seconds = std::max(seconds, passes * P * w / shard / gpu.host_link_bandwidth);
     }
-    time.data = std::max(0.0, seconds - busy) + seconds / std::max<int64_t>(stage.layers, 1);
+    time.data = std::max(0.0, seconds - busy) + seconds / units;
   }
   if (layout.offload == Offload::kActivations) {
     const double moved = 2.0 * static_cast<double>(work.own.offloaded);
@@ -471,13 +515,15 @@ void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
   // which nothing hides (the engine's ZeRO 1 and 2; Megatron-LM without --overlap-param-gather).
   const double P = static_cast<double>(placed.most_parameters);
   if (layout.zero < 3 && shard > 1) {
-    const double link = link_bandwidth(cluster, layout.tp * layout.cp * layout.dp);
-    const double reduce =
-        (layout.zero == 0 ? all_reduce_share(shard) : all_gather_share(shard)) * P * g / link;
-    const double bucket = reduce * std::min(1.0, static_cast<double>(kBucketValues) / P);
-    const double backward = (2.0 / 3.0) * one.compute + one.recompute;
-    double exposed = std::max(bucket, reduce - backward);
-    if (layout.zero > 0) exposed += all_gather_share(shard) * P * w / link;
+    const int64_t span = layout.tp * layout.cp * layout.dp;
+    const double buckets = std::max(1.0, std::ceil(P / static_cast<double>(kBucketValues)));
+    const double bucket =
+        ring_seconds(cluster, shard, span, layout.zero == 0 ? 2 : 1, P * g / buckets);
+    const double backward =
+        gpu.overlaps_communication ? (2.0 / 3.0) * one.compute + one.recompute : 0.0;
+    double exposed = std::max(bucket, buckets * bucket - backward);
+    if (layout.zero > 0)
+      exposed += buckets * all_gather_seconds(cluster, shard, span, P * w / buckets);
     time.data += exposed;
     step_s += exposed;
   }

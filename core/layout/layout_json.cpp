@@ -71,6 +71,7 @@ nlohmann::json to_json(const LayoutRequest& request, const LayoutAnswer& answer)
   json["gpu_description"] = cluster.gpu.description;
   json["gpu_memory_bytes"] = cluster.gpu.memory_bytes;
   json["peak_flops"] = json_number(cluster.gpu.peak_flops(request.precision));
+  json["overlaps_communication"] = cluster.gpu.overlaps_communication;
   json["gpus"] = cluster.gpus;
   json["gpus_per_node"] = cluster.node_gpus();
   json["host_memory_bytes"] = cluster.host_memory_bytes;
