@@ -40,7 +40,9 @@ struct EstimateOptions {
       ModelConfig config = estimate::architecture_model_config(model.empty() ? "tiny" : model);
       shape.apply(config);
       estimate::Architecture arch = estimate::from_model_config(config);
-      arch.name = model.empty() ? "custom" : model + (shape.changes_shape() ? "*" : "");
+      arch.name = !shape.source().empty() ? shape.source()
+                  : model.empty()         ? "custom"
+                                          : model + (shape.changes_shape() ? "*" : "");
       arch.engine_shape = estimate::is_engine_preset(model);
       estimate::validate(arch);
       request.arch = arch;

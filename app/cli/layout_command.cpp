@@ -173,13 +173,16 @@ struct LayoutOptions {
 
   layout::LayoutRequest resolve() const {
     layout::LayoutRequest request;
-    if (model.empty()) throw InvalidInput("--model", "name the model to lay out");
-    ModelConfig config = estimate::architecture_model_config(model);
+    const bool imported = !shape.source().empty();
+    if (model.empty() && !imported) {
+      throw InvalidInput("--model", "name the model to lay out (or give --model-config)");
+    }
+    ModelConfig config = estimate::architecture_model_config(imported ? "tiny" : model);
     shape.apply(config);
     request.arch = estimate::from_model_config(config);
     estimate::validate(request.arch);  // before any count divides by its sizes
-    request.arch.name = model + (reshapes(model, config) ? "*" : "");
-    request.arch.engine_shape = estimate::is_engine_preset(model);
+    request.arch.name = imported ? shape.source() : model + (reshapes(model, config) ? "*" : "");
+    request.arch.engine_shape = imported || estimate::is_engine_preset(model);
     if (gpus < 1) throw InvalidInput("--gpus", "must be at least 1");
     request.cluster.gpus = gpus;
     request.global_batch = resolve_global_batch(request.arch.seq_len);

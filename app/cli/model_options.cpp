@@ -1,10 +1,17 @@
 #include "cli/model_options.h"
 
+#include <iostream>
+
 #include "common/errors.h"
 
 namespace rematlab::cli {
 
 void ModelOptions::add_to(CLI::App& command) {
+  CLI::Option* config =
+      command.add_option("--model-config", model_config_,
+                         "A Hugging Face config.json (llama, mistral, qwen2, qwen3, gpt2) as the "
+                         "model's shape; the flags below refine it");
+  if (CLI::Option* preset = command.get_option_no_throw("--preset")) config->excludes(preset);
   command.add_option("--arch", arch_,
                      "Model family: gpt (LayerNorm, GELU, learned positions) or llama (RMSNorm, "
                      "SwiGLU, rotary positions, grouped-query attention, no biases); default: "
@@ -32,7 +39,30 @@ void ModelOptions::add_to(CLI::App& command) {
       ->capture_default_str();
 }
 
+const ImportedConfig& ModelOptions::imported() const {
+  if (!imported_) {
+    imported_ = import_hf_config(model_config_);
+    for (const std::string& warning : imported_->warnings) {
+      std::cerr << "warning: --model-config: " << warning << "\n";
+    }
+  }
+  return *imported_;
+}
+
+std::string ModelOptions::source() const {
+  return model_config_.empty() ? "" : imported().model_type + " from " + model_config_;
+}
+
 void ModelOptions::apply(ModelConfig& model) const {
+  if (!model_config_.empty()) {
+    // The file's shape replaces the preset's; how it is trained stays the command's.
+    const ModelConfig& file = imported().model;
+    const ModelConfig kept = model;
+    model = file;
+    model.dropout = kept.dropout;
+    model.attention = kept.attention;
+    model.loss_chunks = kept.loss_chunks;
+  }
   if (!arch_.empty()) model.switch_family(parse_family(arch_));
   if (layers_) model.layers = *layers_;
   if (d_model_) model.d_model = *d_model_;
@@ -54,8 +84,9 @@ void ModelOptions::apply(ModelConfig& model) const {
 }
 
 bool ModelOptions::changes_shape() const {
-  return !arch_.empty() || layers_ || d_model_ || heads_ || kv_heads_ || mlp_hidden_ || seq_len_ ||
-         vocab_ || tie_head_ || !loss_chunks_.empty() || dropout_ || attention_ != "sdpa";
+  return !model_config_.empty() || !arch_.empty() || layers_ || d_model_ || heads_ || kv_heads_ ||
+         mlp_hidden_ || seq_len_ || vocab_ || tie_head_ || !loss_chunks_.empty() || dropout_ ||
+         attention_ != "sdpa";
 }
 
 }  // namespace rematlab::cli

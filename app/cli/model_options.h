@@ -7,22 +7,32 @@
 #include <optional>
 #include <string>
 
+#include "model/hf_config.h"
 #include "model/model_config.h"
 
 namespace rematlab::cli {
 
 class ModelOptions {
  public:
-  // Adds --arch, --layers, --d-model, --heads, --kv-heads, --mlp-hidden, --rope-theta,
-  // --tie-head, --loss-chunks, --seq-len, --vocab, --dropout and --attention.
+  // Adds --model-config, --arch, --layers, --d-model, --heads, --kv-heads, --mlp-hidden,
+  // --rope-theta, --tie-head, --loss-chunks, --seq-len, --vocab, --dropout and --attention. Add
+  // the command's --preset (or --model) first: --model-config excludes it.
   void add_to(CLI::App& command);
-  // `model` (a preset's shape) with every given flag applied, the family first. Throws
-  // InvalidInput naming a flag that does not apply (--rope-theta on a GPT model).
+  // `model` (a preset's shape, or the --model-config file's instead) with every given flag
+  // applied, the family first. Throws InvalidInput naming a flag that does not apply
+  // (--rope-theta on a GPT model) or what is wrong with the configuration file.
   void apply(ModelConfig& model) const;
-  // Whether any flag changes the shape (the family included).
+  // Whether any flag changes the shape (the family included, a configuration file too).
   bool changes_shape() const;
+  // Where an imported shape came from ("qwen2 from path/config.json"); empty without one.
+  std::string source() const;
 
  private:
+  // The --model-config file, read once; its warnings go to stderr then, one line each.
+  const ImportedConfig& imported() const;
+
+  std::string model_config_;
+  mutable std::optional<ImportedConfig> imported_;
   std::string arch_;
   std::optional<int64_t> layers_, d_model_, heads_, kv_heads_, mlp_hidden_, seq_len_, vocab_;
   std::optional<bool> tie_head_;

@@ -58,6 +58,7 @@ RunConfig RunOptions::resolve() const {
   config.preset = preset_;
   config.model = model_preset(preset_);
   model_.apply(config.model);
+  if (!model_.source().empty()) config.preset = model_.source();  // where the shape came from
   if (batch_) config.batch = *batch_;
   if (accum_) config.accum = *accum_;
   if (steps_) config.steps = *steps_;

@@ -1,0 +1,266 @@
+#include "model/hf_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "common/errors.h"
+#include "common/json_text.h"
+
+namespace rematlab {
+namespace {
+
+constexpr const char* kFlag = "--model-config";
+constexpr double kEngineNormEps = 1e-5;  // core/model/norm.cpp
+
+// Fields that do not change what is trained, nor its memory or FLOPs: token ids, how the
+// weights were stored, which library wrote the file, generation settings.
+const std::set<std::string>& inert_fields() {
+  static const std::set<std::string> kInert = {"_name_or_path",
+                                               "architectures",
+                                               "auto_map",
+                                               "bos_token_id",
+                                               "eos_token_id",
+                                               "pad_token_id",
+                                               "torch_dtype",
+                                               "dtype",
+                                               "transformers_version",
+                                               "use_cache",
+                                               "initializer_range",
+                                               "pretraining_tp",
+                                               "tokenizer_class",
+                                               "model_type",
+                                               "id2label",
+                                               "label2id",
+                                               "task_specific_params",
+                                               "bad_words_ids",
+                                               "decoder_start_token_id",
+                                               "summary_activation",
+                                               "summary_first_dropout",
+                                               "summary_proj_to_labels",
+                                               "summary_type",
+                                               "summary_use_proj",
+                                               "max_window_layers",
+                                               "use_sliding_window",
+                                               "n_ctx"};
+  return kInert;
+}
+
+// Reads the configuration's fields, recording which were looked at.
+class Fields {
+ public:
+  Fields(const nlohmann::json& json, std::string name) : json_(json), name_(std::move(name)) {}
+
+  bool has(const std::string& key) {
+    read_.insert(key);
+    return json_.contains(key) && !json_.at(key).is_null();
+  }
+  int64_t size(const std::string& key) {
+    if (!has(key)) throw InvalidInput(kFlag, name_ + ": no \"" + key + "\"");
+    return size_value(key);
+  }
+  int64_t size_or(const std::string& key, int64_t otherwise) {
+    return has(key) ? size_value(key) : otherwise;
+  }
+  double number_or(const std::string& key, double otherwise) {
+    if (!has(key)) return otherwise;
+    const nlohmann::json& value = json_.at(key);
+    if (!value.is_number() || !std::isfinite(value.get<double>())) {
+      throw InvalidInput(kFlag,
+                         name_ + ": \"" + key + "\" is " + brief_json(value) + ", not a number");
+    }
+    return value.get<double>();
+  }
+  bool flag_or(const std::string& key, bool otherwise) {
+    if (!has(key)) return otherwise;
+    const nlohmann::json& value = json_.at(key);
+    if (!value.is_boolean()) {
+      throw InvalidInput(
+          kFlag, name_ + ": \"" + key + "\" is " + brief_json(value) + ", not true or false");
+    }
+    return value.get<bool>();
+  }
+  std::string text_or(const std::string& key, const std::string& otherwise) {
+    if (!has(key)) return otherwise;
+    const nlohmann::json& value = json_.at(key);
+    return value.is_string() ? value.get<std::string>() : brief_json(value);
+  }
+  // Fields no one read, in the file's order: each is named in a warning.
+  std::vector<std::string> unread() const {
+    std::vector<std::string> keys;
+    for (const auto& item : json_.items()) {
+      if (!read_.count(item.key()) && !inert_fields().count(item.key())) {
+        keys.push_back(item.key());
+      }
+    }
+    return keys;
+  }
+
+ private:
+  int64_t size_value(const std::string& key) const {
+    const nlohmann::json& value = json_.at(key);
+    if (!value.is_number_integer() || value.get<int64_t>() < 0) {
+      throw InvalidInput(
+          kFlag, name_ + ": \"" + key + "\" is " + brief_json(value) + ", not a whole number");
+    }
+    return value.get<int64_t>();
+  }
+
+  const nlohmann::json& json_;
+  std::string name_;
+  std::set<std::string> read_;
+};
+
+std::string format_number(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+void import_llama_like(Fields& fields, ImportedConfig& imported, const std::string& name) {
+  ModelConfig& model = imported.model;
+  std::vector<std::string>& warnings = imported.warnings;
+  const std::string& type = imported.model_type;
+  model.family = ModelFamily::kLlama;
+  model.d_model = fields.size("hidden_size");
+  model.layers = fields.size("num_hidden_layers");
+  model.heads = fields.size("num_attention_heads");
+  model.kv_heads = fields.size_or("num_key_value_heads", model.heads);
+  model.mlp_hidden = fields.size("intermediate_size");
+  model.vocab = fields.size("vocab_size");
+  model.rope_theta = fields.number_or("rope_theta", 10000.0);
+  model.tie_head = fields.flag_or("tie_word_embeddings", false);
+  model.seq_len = std::min(fields.size_or("max_position_embeddings", 2048), kImportedSeqLenCap);
+  if (model.heads > 0 && fields.has("head_dim")) {
+    const int64_t head_dim = fields.size("head_dim");
+    if (head_dim * model.heads != model.d_model) {
+      throw InvalidInput(kFlag, name + ": head_dim " + std::to_string(head_dim) +
+                                    " is not hidden_size / num_attention_heads (" +
+                                    std::to_string(model.d_model) + " / " +
+                                    std::to_string(model.heads) +
+                                    "): RematLab's attention has no width of its own yet");
+    }
+  }
+  const std::string act = fields.text_or("hidden_act", "silu");
+  if (act != "silu") {
+    warnings.push_back("hidden_act " + act + ": the MLP is SwiGLU with silu, as Llama's");
+  }
+  const double eps = fields.number_or("rms_norm_eps", kEngineNormEps);
+  if (eps != kEngineNormEps) {
+    warnings.push_back("rms_norm_eps " + format_number(eps) +
+                       ": the norms use 1e-05 (values differ slightly; memory and FLOPs alike)");
+  }
+  // Qwen 2 has biases on q, k and v whatever the file says; Llama and Qwen 3 when it says so.
+  const int64_t head_dim = model.heads > 0 ? model.d_model / model.heads : 0;
+  const bool attention_bias = fields.flag_or("attention_bias", false) || type == "qwen2";
+  if (attention_bias) {
+    const int64_t biases = model.layers * (model.d_model + 2 * model.kv_heads * head_dim);
+    warnings.push_back("attention biases (q, k, v) are not modelled: " + std::to_string(biases) +
+                       " parameters left out");
+  }
+  if (fields.flag_or("mlp_bias", false)) {
+    warnings.push_back("mlp_bias: the MLP's biases are not modelled");
+  }
+  if (type == "qwen3") {
+    warnings.push_back("q/k RMSNorm (Qwen 3) is not modelled: " +
+                       std::to_string(model.layers * 2 * head_dim) + " parameters left out");
+  }
+  // Mistral's window applies when given; Qwen's only with use_sliding_window.
+  const bool has_window = fields.has("sliding_window");
+  const bool windowed =
+      has_window && (type == "mistral" || fields.flag_or("use_sliding_window", false));
+  if (windowed) {
+    warnings.push_back("sliding_window " + fields.text_or("sliding_window", "") +
+                       ": attention is over the whole sequence (exact up to that many tokens)");
+  }
+  if (fields.has("rope_scaling")) {
+    warnings.push_back(
+        "rope_scaling is not applied: plain rotary frequencies (memory and FLOPs "
+        "alike)");
+  }
+  if (fields.number_or("attention_dropout", 0.0) != 0.0) {
+    warnings.push_back("attention_dropout: dropout is set with --dropout");
+  }
+}
+
+void import_gpt2(Fields& fields, ImportedConfig& imported) {
+  ModelConfig& model = imported.model;
+  model.family = ModelFamily::kGpt;
+  model.d_model = fields.size("n_embd");
+  model.layers = fields.size("n_layer");
+  model.heads = fields.size("n_head");
+  model.kv_heads = 0;
+  model.mlp_hidden = fields.size_or("n_inner", 0);
+  model.vocab = fields.size("vocab_size");
+  model.tie_head = fields.flag_or("tie_word_embeddings", true);
+  // Learned positions: the table has n_positions rows, which the run trains at.
+  model.seq_len = std::min(fields.size_or("n_positions", 1024), kImportedSeqLenCap);
+  const std::string act = fields.text_or("activation_function", "gelu_new");
+  if (act != "gelu") {
+    imported.warnings.push_back("activation_function " + act +
+                                ": the MLP's GELU is the exact one (values differ by under "
+                                "1e-3; memory and FLOPs alike)");
+  }
+  const double eps = fields.number_or("layer_norm_epsilon", kEngineNormEps);
+  if (eps != kEngineNormEps) {
+    imported.warnings.push_back("layer_norm_epsilon " + format_number(eps) +
+                                ": the norms use 1e-05");
+  }
+  const double resid = fields.number_or("resid_pdrop", 0.0);
+  const double embd = fields.number_or("embd_pdrop", resid);
+  const double attn = fields.number_or("attn_pdrop", resid);
+  if (resid != 0.0 || embd != 0.0 || attn != 0.0) {
+    imported.warnings.push_back("dropout (resid_pdrop " + format_number(resid) + ", embd_pdrop " +
+                                format_number(embd) + ", attn_pdrop " + format_number(attn) +
+                                ") is not imported: --dropout sets it");
+  }
+  for (const char* inert :
+       {"scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"}) {
+    fields.has(inert);  // how the scores are computed, not what is kept
+  }
+}
+
+}  // namespace
+
+ImportedConfig import_hf_config_text(const std::string& text, const std::string& name) {
+  nlohmann::json json;
+  try {
+    json = parse_json(text);
+  } catch (const std::invalid_argument& error) {
+    throw InvalidInput(kFlag, name + " is not valid JSON: " + error.what());
+  }
+  if (!json.is_object()) throw InvalidInput(kFlag, name + " is not a JSON object");
+  if (!json.contains("model_type") || !json.at("model_type").is_string()) {
+    throw InvalidInput(kFlag, name + " has no \"model_type\": not a Hugging Face configuration");
+  }
+  ImportedConfig imported;
+  imported.model_type = json.at("model_type").get<std::string>();
+  Fields fields(json, name);
+  const std::string& type = imported.model_type;
+  if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3") {
+    import_llama_like(fields, imported, name);
+  } else if (type == "gpt2") {
+    import_gpt2(fields, imported);
+  } else {
+    throw InvalidInput(kFlag, name + ": model_type \"" + type +
+                                  "\" is not one RematLab builds (llama, mistral, qwen2, qwen3, "
+                                  "gpt2)");
+  }
+  for (const std::string& key : fields.unread()) {
+    imported.warnings.push_back(key + " is not modelled");
+  }
+  return imported;
+}
+
+ImportedConfig import_hf_config(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) throw InvalidInput(kFlag, "cannot read '" + path + "'");
+  std::stringstream text;
+  text << file.rdbuf();
+  return import_hf_config_text(text.str(), "'" + path + "'");
+}
+
+}  // namespace rematlab

@@ -1,0 +1,34 @@
+// A Hugging Face model configuration (the config.json beside a checkpoint) read as RematLab's
+// model, so that users name the model they fine-tune instead of translating it into flags.
+//
+// Families: llama, mistral, qwen2, qwen3 (RematLab's llama family: RMSNorm, SwiGLU, rotary
+// positions, grouped-query attention) and gpt2 (the gpt family). Every field is either modelled,
+// known not to change the model's memory or FLOPs (token ids, dtypes, the library's version), or
+// named in a warning: nothing is dropped silently (README.md, "Two model families").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace rematlab {
+
+struct ImportedConfig {
+  ModelConfig model;
+  std::string model_type;             // "llama", "qwen2", …
+  std::vector<std::string> warnings;  // one line each: a field read but not modelled
+};
+
+// The training length a configuration implies: its maximum positions, at most this many tokens
+// (a 128K-context model is rarely fine-tuned at 128K; --seq-len says otherwise).
+inline constexpr int64_t kImportedSeqLenCap = 4096;
+
+// Parses `text` (named `name` in messages). Throws InvalidInput("--model-config", …) in one line
+// for text that is not JSON, not an object, an unknown model_type, a missing or mistyped size,
+// or a shape RematLab cannot build (a head width other than hidden_size / heads).
+ImportedConfig import_hf_config_text(const std::string& text, const std::string& name);
+// The same from a file; an unreadable file is one line too.
+ImportedConfig import_hf_config(const std::string& path);
+
+}  // namespace rematlab

@@ -1,0 +1,180 @@
+// Hugging Face configurations as RematLab's models (core/model/hf_config.h): the shipped ones
+// give their published parameter counts (less exactly what a warning says is left out), every
+// field is modelled, inert or named, bad files are one line, and the CLI's commands take them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli_runner.h"
+#include "common/errors.h"
+#include "model/hf_config.h"
+#include "scratch_dir.h"
+
+namespace rematlab {
+namespace {
+
+std::string shipped(const std::string& name) {
+  return std::string(REMATLAB_EXAMPLES_DIR) + "/configs/" + name + ".json";
+}
+
+bool warns(const ImportedConfig& imported, const std::string& words) {
+  return std::any_of(imported.warnings.begin(), imported.warnings.end(),
+                     [&](const std::string& w) { return w.find(words) != std::string::npos; });
+}
+
+void expect_refused(const std::string& text, const std::string& words) {
+  try {
+    import_hf_config_text(text, "config.json");
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const InvalidInput& error) {
+    EXPECT_EQ(error.field(), "--model-config");
+    EXPECT_NE(std::string(error.what()).find(words), std::string::npos) << error.what();
+  }
+}
+
+TEST(HfConfig, ShippedConfigurationsGiveTheirPublishedParameterCounts) {
+  // Published counts (the model cards'); Qwen's include what RematLab does not model yet, which
+  // the warning names to the parameter.
+  struct Case {
+    const char* name;
+    int64_t published;
+    int64_t left_out;
+    const char* warning;
+  };
+  const Case cases[] = {
+      {"llama3-8b", 8'030'261'248, 0, ""},
+      {"mistral-7b-v0.3", 7'248'023'552, 0, ""},
+      {"gpt2", 124'439'808, 0, ""},
+      {"qwen2.5-7b", 7'615'616'512, 28 * (3584 + 2 * 512), "attention biases"},
+      {"qwen3-8b", 8'190'735'360, 36 * 2 * 128, "q/k RMSNorm"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const ImportedConfig imported = import_hf_config(shipped(c.name));
+    EXPECT_EQ(imported.model.parameter_count() + c.left_out, c.published);
+    if (c.left_out > 0) {
+      EXPECT_TRUE(warns(imported, c.warning)) << ::testing::PrintToString(imported.warnings);
+      EXPECT_TRUE(
+          warns(imported, "not modelled: " + std::to_string(c.left_out) + " parameters left out"))
+          << ::testing::PrintToString(imported.warnings);
+    }
+  }
+  // Llama 3 8B is all modelled: not one warning. Its training length defaults to its 8192
+  // positions capped at 4096.
+  const ImportedConfig llama = import_hf_config(shipped("llama3-8b"));
+  EXPECT_TRUE(llama.warnings.empty()) << ::testing::PrintToString(llama.warnings);
+  EXPECT_EQ(llama.model.family, ModelFamily::kLlama);
+  EXPECT_EQ(llama.model.key_value_heads(), 8);
+  EXPECT_EQ(llama.model.rope_theta, 500000.0);
+  EXPECT_FALSE(llama.model.tie_head);
+  EXPECT_EQ(llama.model.seq_len, kImportedSeqLenCap);
+  // GPT-2: tied head, learned positions for its 1024 tokens, and what differs from the engine
+  // said.
+  const ImportedConfig gpt2 = import_hf_config(shipped("gpt2"));
+  EXPECT_EQ(gpt2.model.family, ModelFamily::kGpt);
+  EXPECT_TRUE(gpt2.model.tie_head);
+  EXPECT_EQ(gpt2.model.seq_len, 1024);
+  EXPECT_TRUE(warns(gpt2, "activation_function gelu_new"));
+  EXPECT_TRUE(warns(gpt2, "resid_pdrop 0.1"));
+  // Qwen 2.5: its norm epsilon and biases, nothing about a window it does not use.
+  const ImportedConfig qwen = import_hf_config(shipped("qwen2.5-7b"));
+  EXPECT_TRUE(warns(qwen, "rms_norm_eps 1e-06"));
+  EXPECT_EQ(qwen.warnings.size(), 2u) << ::testing::PrintToString(qwen.warnings);
+}
+
+TEST(HfConfig, NothingIsDroppedSilentlyAndBadFilesAreOneLine) {
+  const std::string base =
+      R"("model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "intermediate_size": 96, "vocab_size": 128)";
+  const ImportedConfig plain = import_hf_config_text("{" + base + "}", "config.json");
+  EXPECT_TRUE(plain.warnings.empty()) << ::testing::PrintToString(plain.warnings);
+  EXPECT_EQ(plain.model.key_value_heads(), 4);  // absent: as many as the heads
+  // A field nobody models is named; windows, scaling and biases are said with their effect.
+  const ImportedConfig extra =
+      import_hf_config_text("{" + base +
+                                R"(, "new_router_thing": 3, "rope_scaling": {"rope_type": "llama3"},
+              "attention_bias": true})",
+                            "config.json");
+  EXPECT_TRUE(warns(extra, "new_router_thing is not modelled"));
+  EXPECT_TRUE(warns(extra, "rope_scaling is not applied"));
+  EXPECT_TRUE(warns(extra, "attention biases"));
+  const ImportedConfig windowed = import_hf_config_text(
+      "{" + base.substr(0, base.find("llama")) + "mistral" + base.substr(base.find("llama") + 5) +
+          R"(, "sliding_window": 4096})",
+      "config.json");
+  EXPECT_TRUE(warns(windowed, "sliding_window 4096"));
+
+  expect_refused("not json", "not valid JSON");
+  expect_refused("[1, 2]", "not a JSON object");
+  expect_refused(R"({"hidden_size": 64})", "no \"model_type\"");
+  expect_refused(R"({"model_type": "mixtral"})", "\"mixtral\" is not one RematLab builds");
+  expect_refused(R"({"model_type": "llama", "hidden_size": 64})", "no \"num_hidden_layers\"");
+  expect_refused("{" + base + R"(, "head_dim": 32})", "head_dim 32");
+  expect_refused(R"({"model_type": "gpt2", "n_embd": -1, "n_layer": 1, "n_head": 1,
+                     "vocab_size": 8})",
+                 "\"n_embd\" is -1");
+  expect_refused("{" + base + R"(, "rope_theta": "big"})", "not a number");
+  try {
+    import_hf_config("/nonexistent/config.json");
+    ADD_FAILURE();
+  } catch (const InvalidInput& error) {
+    EXPECT_NE(std::string(error.what()).find("cannot read"), std::string::npos);
+  }
+}
+
+TEST(HfConfigCli, EveryCommandTakesAConfigurationAndItsPoliciesMatchNone) {
+  testing::ScratchDir dir("hf-config");
+  // Small shapes of both families as a user's files would give them.
+  const std::string llama = dir.file("qwen2-small.json");
+  std::ofstream(llama) << R"({"model_type": "qwen2", "hidden_size": 64,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+      "intermediate_size": 96, "vocab_size": 128, "max_position_embeddings": 32,
+      "tie_word_embeddings": true})";
+  const std::string gpt = dir.file("gpt2-small.json");
+  std::ofstream(gpt) << R"({"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 2,
+      "n_positions": 16, "vocab_size": 64, "activation_function": "gelu"})";
+  for (const std::string& file : {llama, gpt}) {
+    for (const char* policy : {"every:1", "sublayer:1,2", "selective"}) {
+      const auto checked = testing::cli("check --model-config " + file + " --checkpoint " + policy +
+                                        " --batch 2 --threads 1 --json");
+      EXPECT_EQ(checked.exit_code, 0) << file << " " << policy << ": " << checked.err;
+      EXPECT_NE(checked.err.find("identical"), std::string::npos) << checked.err;
+    }
+  }
+  // The run says where its shape came from; the warning for Qwen 2's biases goes to stderr.
+  const auto run = testing::cli("run --model-config " + llama + " --steps 2 --threads 1 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("warning: --model-config: attention biases"), std::string::npos)
+      << run.err;
+  const nlohmann::json json = testing::last_line_json(run.out);
+  EXPECT_EQ(json.at("layers").get<int64_t>(), 2);
+  EXPECT_EQ(json.at("seq_len").get<int64_t>(), 32);
+  // Flags refine the file's shape.
+  const auto estimate =
+      testing::cli("estimate --model-config " + shipped("llama3-8b") + " --seq-len 2048 --json");
+  ASSERT_EQ(estimate.exit_code, 0) << estimate.err;
+  const nlohmann::json estimated = testing::last_line_json(estimate.out);
+  EXPECT_EQ(estimated.at("params").get<int64_t>(), 8'030'261'248);
+  EXPECT_EQ(estimated.at("seq_len").get<int64_t>(), 2048);
+  const auto layout = testing::cli("layout --model-config " + shipped("llama3-8b") +
+                                   " --gpu h100-sxm --gpus 8 --global-batch 64 --json");
+  ASSERT_EQ(layout.exit_code, 0) << layout.err;
+  EXPECT_NE(testing::last_line_json(layout.out).at("model").get<std::string>().find("llama from"),
+            std::string::npos);
+  // Bad input: one line naming the flag, exit 2.
+  for (const std::string& bad : std::vector<std::string>{
+           "run --model-config /nonexistent.json", "run --preset small --model-config " + llama,
+           "estimate --model-config " + dir.file("missing.json")}) {
+    const auto refused = testing::cli(bad);
+    EXPECT_EQ(refused.exit_code, 2) << bad << ": " << refused.err;
+    EXPECT_EQ(testing::count_lines(refused.err), 1) << refused.err;
+    EXPECT_NE(refused.err.find("--model-config"), std::string::npos) << refused.err;
+  }
+}
+
+}  // namespace
+}  // namespace rematlab
