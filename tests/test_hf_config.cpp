@@ -12,6 +12,8 @@
 #include "cli_runner.h"
 #include "common/errors.h"
 #include "model/hf_config.h"
+#include "run/run_config.h"
+#include "run/run_fields.h"
 #include "scratch_dir.h"
 
 namespace rematlab {
@@ -49,7 +51,7 @@ TEST(HfConfig, ShippedConfigurationsGiveTheirPublishedParameterCounts) {
       {"llama3-8b", 8'030'261'248, 0, ""},
       {"mistral-7b-v0.3", 7'248'023'552, 0, ""},
       {"gpt2", 124'439'808, 0, ""},
-      {"qwen2.5-7b", 7'615'616'512, 28 * (3584 + 2 * 512), "attention biases"},
+      {"qwen2.5-7b", 7'615'616'512, 0, ""},
       {"qwen3-8b", 8'190'735'360, 36 * 2 * 128, "q/k RMSNorm"},
   };
   for (const Case& c : cases) {
@@ -80,10 +82,11 @@ TEST(HfConfig, ShippedConfigurationsGiveTheirPublishedParameterCounts) {
   EXPECT_EQ(gpt2.model.seq_len, 1024);
   EXPECT_TRUE(warns(gpt2, "activation_function gelu_new"));
   EXPECT_TRUE(warns(gpt2, "resid_pdrop 0.1"));
-  // Qwen 2.5: its norm epsilon and biases, nothing about a window it does not use.
+  // Qwen 2.5: q, k and v biases, and only its norm epsilon said (not a window it does not use).
   const ImportedConfig qwen = import_hf_config(shipped("qwen2.5-7b"));
+  EXPECT_TRUE(qwen.model.qkv_bias);
   EXPECT_TRUE(warns(qwen, "rms_norm_eps 1e-06"));
-  EXPECT_EQ(qwen.warnings.size(), 2u) << ::testing::PrintToString(qwen.warnings);
+  EXPECT_EQ(qwen.warnings.size(), 1u) << ::testing::PrintToString(qwen.warnings);
 }
 
 TEST(HfConfig, NothingIsDroppedSilentlyAndBadFilesAreOneLine) {
@@ -101,7 +104,8 @@ TEST(HfConfig, NothingIsDroppedSilentlyAndBadFilesAreOneLine) {
                             "config.json");
   EXPECT_TRUE(warns(extra, "new_router_thing is not modelled"));
   EXPECT_TRUE(warns(extra, "rope_scaling is not applied"));
-  EXPECT_TRUE(warns(extra, "attention biases"));
+  EXPECT_TRUE(warns(extra, "the output projection's bias is not modelled: 128 parameters"));
+  EXPECT_TRUE(extra.model.qkv_bias);
   const ImportedConfig windowed = import_hf_config_text(
       "{" + base.substr(0, base.find("llama")) + "mistral" + base.substr(base.find("llama") + 5) +
           R"(, "sliding_window": 4096})",
@@ -126,6 +130,21 @@ TEST(HfConfig, NothingIsDroppedSilentlyAndBadFilesAreOneLine) {
   }
 }
 
+TEST(HfConfig, QkvBiasesAreRecordedWhereSetAndReadBack) {
+  RunConfig config;
+  config.model = import_hf_config(shipped("qwen2.5-7b")).model;
+  const nlohmann::json recorded = to_json(config);
+  EXPECT_EQ(recorded.at("qkv_bias"), true);
+  EXPECT_TRUE(run_config_from_record(recorded).model.qkv_bias);
+  // Every other model's record is as it was before the field existed.
+  config.model = model_preset("llama3-8b");
+  EXPECT_FALSE(to_json(config).contains("qkv_bias"));
+  // GPT has every bias already: the field is refused there.
+  config.model = model_preset("small");
+  config.model.qkv_bias = true;
+  EXPECT_THROW(validate(config.model), InvalidInput);
+}
+
 TEST(HfConfigCli, EveryCommandTakesAConfigurationAndItsPoliciesMatchNone) {
   testing::ScratchDir dir("hf-config");
   // Small shapes of both families as a user's files would give them.
@@ -145,11 +164,10 @@ TEST(HfConfigCli, EveryCommandTakesAConfigurationAndItsPoliciesMatchNone) {
       EXPECT_NE(checked.err.find("identical"), std::string::npos) << checked.err;
     }
   }
-  // The run says where its shape came from; the warning for Qwen 2's biases goes to stderr.
+  // Qwen 2's q, k and v biases are trained: nothing to warn about.
   const auto run = testing::cli("run --model-config " + llama + " --steps 2 --threads 1 --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_NE(run.err.find("warning: --model-config: attention biases"), std::string::npos)
-      << run.err;
+  EXPECT_EQ(run.err.find("warning"), std::string::npos) << run.err;
   const nlohmann::json json = testing::last_line_json(run.out);
   EXPECT_EQ(json.at("layers").get<int64_t>(), 2);
   EXPECT_EQ(json.at("seq_len").get<int64_t>(), 32);
@@ -160,6 +178,9 @@ TEST(HfConfigCli, EveryCommandTakesAConfigurationAndItsPoliciesMatchNone) {
   const nlohmann::json estimated = testing::last_line_json(estimate.out);
   EXPECT_EQ(estimated.at("params").get<int64_t>(), 8'030'261'248);
   EXPECT_EQ(estimated.at("seq_len").get<int64_t>(), 2048);
+  const auto qwen = testing::cli("estimate --model-config " + shipped("qwen2.5-7b") + " --json");
+  ASSERT_EQ(qwen.exit_code, 0) << qwen.err;
+  EXPECT_EQ(testing::last_line_json(qwen.out).at("params").get<int64_t>(), 7'615'616'512);
   const auto layout = testing::cli("layout --model-config " + shipped("llama3-8b") +
                                    " --gpu h100-sxm --gpus 8 --global-batch 64 --json");
   ASSERT_EQ(layout.exit_code, 0) << layout.err;

@@ -219,6 +219,11 @@ TEST(TensorParallel, EveryGradientMatchesOneProcessForBothFamiliesAndBothKeyValu
       {"llama_sp", with(small_fields("llama"), {{"kv_heads", 1}, {"sequence_parallel", true}})},
       {"gpt_sp_sliced_loss",
        with(small_fields("gpt"), {{"sequence_parallel", true}, {"loss_chunks", 4}})},
+      // Qwen 2's q, k and v biases, split with their heads or summed where all ranks hold them.
+      {"llama_qkv_bias", with(small_fields("llama"), {{"kv_heads", 2}, {"qkv_bias", true}})},
+      {"llama_qkv_bias_shared_sp",
+       with(small_fields("llama"),
+            {{"kv_heads", 1}, {"qkv_bias", true}, {"sequence_parallel", true}})},
   };
   nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
   for (const auto& [name, fields] : cases) {

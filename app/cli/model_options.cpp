@@ -27,6 +27,8 @@ void ModelOptions::add_to(CLI::App& command) {
   command.add_option("--rope-theta", rope_theta_,
                      "llama: base of the rotary positions' frequencies (default: the preset's, "
                      "10000; Llama 3 uses 500000)");
+  command.add_option("--qkv-bias", qkv_bias_,
+                     "llama: true gives q, k and v biases (Qwen 2; default: the preset's, false)");
   command.add_option("--tie-head", tie_head_,
                      "true: the output head is the token embedding; false: a head of its own");
   command.add_option("--loss-chunks", loss_chunks_,
@@ -76,6 +78,12 @@ void ModelOptions::apply(ModelConfig& model) const {
     model.rope_theta = *rope_theta_;
   }
   if (tie_head_) model.tie_head = *tie_head_;
+  if (qkv_bias_) {
+    if (model.family != ModelFamily::kLlama) {
+      throw InvalidInput("--qkv-bias", "only llama models take it (gpt has every bias already)");
+    }
+    model.qkv_bias = *qkv_bias_;
+  }
   if (!loss_chunks_.empty()) model.loss_chunks = parse_loss_chunks(loss_chunks_);
   if (seq_len_) model.seq_len = *seq_len_;
   if (vocab_) model.vocab = *vocab_;
@@ -85,8 +93,8 @@ void ModelOptions::apply(ModelConfig& model) const {
 
 bool ModelOptions::changes_shape() const {
   return !model_config_.empty() || !arch_.empty() || layers_ || d_model_ || heads_ || kv_heads_ ||
-         mlp_hidden_ || seq_len_ || vocab_ || tie_head_ || !loss_chunks_.empty() || dropout_ ||
-         attention_ != "sdpa";
+         mlp_hidden_ || seq_len_ || vocab_ || tie_head_ || qkv_bias_ || !loss_chunks_.empty() ||
+         dropout_ || attention_ != "sdpa";
 }
 
 }  // namespace rematlab::cli

@@ -15,8 +15,8 @@ namespace rematlab::cli {
 class ModelOptions {
  public:
   // Adds --model-config, --arch, --layers, --d-model, --heads, --kv-heads, --mlp-hidden,
-  // --rope-theta, --tie-head, --loss-chunks, --seq-len, --vocab, --dropout and --attention. Add
-  // the command's --preset (or --model) first: --model-config excludes it.
+  // --rope-theta, --qkv-bias, --tie-head, --loss-chunks, --seq-len, --vocab, --dropout and
+  // --attention. Add the command's --preset (or --model) first: --model-config excludes it.
   void add_to(CLI::App& command);
   // `model` (a preset's shape, or the --model-config file's instead) with every given flag
   // applied, the family first. Throws InvalidInput naming a flag that does not apply
@@ -35,7 +35,7 @@ class ModelOptions {
   mutable std::optional<ImportedConfig> imported_;
   std::string arch_;
   std::optional<int64_t> layers_, d_model_, heads_, kv_heads_, mlp_hidden_, seq_len_, vocab_;
-  std::optional<bool> tie_head_;
+  std::optional<bool> tie_head_, qkv_bias_;
   std::optional<double> rope_theta_;
   std::string loss_chunks_;
   std::optional<double> dropout_;

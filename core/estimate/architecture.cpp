@@ -64,6 +64,7 @@ Architecture from_model_config(const ModelConfig& config) {
   arch.rms_norm = llama;
   arch.learned_positions = !llama;
   arch.rotary = llama;
+  arch.qkv_bias = llama && config.qkv_bias;
   arch.engine_shape = true;
   return arch;
 }
@@ -162,6 +163,8 @@ int64_t parameter_count(const Architecture& arch) {
   if (arch.biases) {
     biases = (d + 2 * arch.kv_dim()) + d                                      // attention
              + (arch.gated_mlp ? 2 * arch.mlp_hidden : arch.mlp_hidden) + d;  // MLP
+  } else if (arch.qkv_bias) {
+    biases = d + 2 * arch.kv_dim();
   }
   const int64_t blocks =
       matmul_parameter_count(arch) - arch.vocab * d + arch.layers * (2 * norm + biases);

@@ -112,7 +112,8 @@ AttentionSublayer::AttentionSublayer(const ModelConfig& config,
   const bool bias = config.family == ModelFamily::kGpt;
   norm_ = register_module("norm", Norm(config.family, d));
   qkv_ = register_module(
-      "qkv", torch::nn::Linear(torch::nn::LinearOptions(d, shape_.qkv_width()).bias(bias)));
+      "qkv", torch::nn::Linear(
+                 torch::nn::LinearOptions(d, shape_.qkv_width()).bias(bias || config.qkv_bias)));
   out_ = register_module(
       "out",
       torch::nn::Linear(torch::nn::LinearOptions(shape_.heads * shape_.head_dim, d).bias(bias)));

@@ -153,18 +153,19 @@ void import_llama_like(Fields& fields, ImportedConfig& imported, const std::stri
     warnings.push_back("rms_norm_eps " + format_number(eps) +
                        ": the norms use 1e-05 (values differ slightly; memory and FLOPs alike)");
   }
-  // Qwen 2 has biases on q, k and v whatever the file says; Llama and Qwen 3 when it says so.
-  const int64_t head_dim = model.heads > 0 ? model.d_model / model.heads : 0;
-  const bool attention_bias = fields.flag_or("attention_bias", false) || type == "qwen2";
+  // Qwen 2 has biases on q, k and v whatever the file says; Llama's attention_bias puts one on
+  // the output projection too, which is not modelled.
+  const bool attention_bias = fields.flag_or("attention_bias", false);
+  model.qkv_bias = type == "qwen2" || attention_bias;
   if (attention_bias) {
-    const int64_t biases = model.layers * (model.d_model + 2 * model.kv_heads * head_dim);
-    warnings.push_back("attention biases (q, k, v) are not modelled: " + std::to_string(biases) +
-                       " parameters left out");
+    warnings.push_back("attention_bias: the output projection's bias is not modelled: " +
+                       std::to_string(model.layers * model.d_model) + " parameters left out");
   }
   if (fields.flag_or("mlp_bias", false)) {
     warnings.push_back("mlp_bias: the MLP's biases are not modelled");
   }
   if (type == "qwen3") {
+    const int64_t head_dim = model.heads > 0 ? model.d_model / model.heads : 0;
     warnings.push_back("q/k RMSNorm (Qwen 3) is not modelled: " +
                        std::to_string(model.layers * 2 * head_dim) + " parameters left out");
   }

@@ -87,6 +87,7 @@ void ModelConfig::switch_family(ModelFamily to) {
   mlp_hidden = 0;
   tie_head = to == ModelFamily::kGpt;
   rope_theta = ModelConfig{}.rope_theta;
+  qkv_bias = false;
 }
 
 int64_t ModelConfig::loss_chunk_count() const {
@@ -113,11 +114,11 @@ int64_t ModelConfig::parameter_count() const {
                               + (hidden * d + d);            // MLP down
     return vocab * d + seq_len * d + layers * per_block + 2 * d + head;
   }
-  const int64_t per_block = 2 * d                  // two RMSNorms
-                            + d * qkv_width        // fused QKV
-                            + attention_width * d  // attention output
-                            + d * 2 * hidden       // gate and up
-                            + hidden * d;          // down
+  const int64_t per_block = 2 * d                                         // two RMSNorms
+                            + d * qkv_width + (qkv_bias ? qkv_width : 0)  // fused QKV
+                            + attention_width * d                         // attention output
+                            + d * 2 * hidden                              // gate and up
+                            + hidden * d;                                 // down
   return vocab * d + layers * per_block + d + head;
 }
 
@@ -152,6 +153,9 @@ void validate(const ModelConfig& config) {
   require_at_most(config.vocab, kMaxVocab, "--vocab");
   require_at_most(config.mlp_hidden, kMaxMlpHidden, "--mlp-hidden");
   if (config.kv_heads < 0) throw InvalidInput("--kv-heads", "must not be negative");
+  if (config.qkv_bias && config.family != ModelFamily::kLlama) {
+    throw InvalidInput("--qkv-bias", "only llama models take it (gpt has every bias already)");
+  }
   if (config.mlp_hidden < 0) throw InvalidInput("--mlp-hidden", "must not be negative");
   if (config.d_model % config.heads != 0) {
     throw InvalidInput("--heads", std::to_string(config.heads) + " heads do not divide " +

@@ -34,6 +34,7 @@ struct ModelConfig {
   AttentionKind attention = AttentionKind::kSdpa;
   bool tie_head = true;         // the LM head is the token embedding
   double rope_theta = 10000.0;  // Llama's rotary base
+  bool qkv_bias = false;        // Llama family: biases on q, k and v (Qwen 2); GPT has all
   int64_t loss_chunks = 0;      // the head and loss in this many slices of tokens (0, 1: whole)
 
   int64_t head_dim() const { return d_model / heads; }

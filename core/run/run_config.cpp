@@ -282,7 +282,7 @@ OffloadSpec parse_offload(const std::string& text) {
 }
 
 nlohmann::json to_json(const RunConfig& config) {
-  return {
+  nlohmann::json json = {
       {"preset", config.preset},
       {"arch", to_string(config.model.family)},
       {"layers", config.model.layers},
@@ -325,6 +325,9 @@ nlohmann::json to_json(const RunConfig& config) {
       {"tp", config.tp},
       {"sequence_parallel", config.sequence_parallel},
   };
+  // Only where it is set: every other model's record (and profile key) stays as it was.
+  if (config.model.qkv_bias) json["qkv_bias"] = true;
+  return json;
 }
 
 std::string describe_model(const RunConfig& config) {

@@ -102,6 +102,11 @@ const std::map<std::string, Setter>& setters() {
          if (!v.is_boolean()) wrong_type(f, "true or false", v);
          c.model.tie_head = v.get<bool>();
        }},
+      {"qkv_bias",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         if (!v.is_boolean()) wrong_type(f, "true or false", v);
+         c.model.qkv_bias = v.get<bool>();
+       }},
       {"rope_theta", [](RunConfig& c, const nlohmann::json& v,
                         const std::string& f) { c.model.rope_theta = as_number(v, f); }},
       {"loss_chunks",
