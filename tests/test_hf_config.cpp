@@ -117,7 +117,11 @@ TEST(HfConfig, NothingIsDroppedSilentlyAndBadFilesAreOneLine) {
   expect_refused(R"({"hidden_size": 64})", "no \"model_type\"");
   expect_refused(R"({"model_type": "mixtral"})", "\"mixtral\" is not one RematLab builds");
   expect_refused(R"({"model_type": "llama", "hidden_size": 64})", "no \"num_hidden_layers\"");
-  expect_refused("{" + base + R"(, "head_dim": 32})", "head_dim 32");
+  // A head width of its own (Qwen 3's small models): q, k, v and the output projection follow.
+  const ImportedConfig wide = import_hf_config_text("{" + base + R"(, "head_dim": 32})", "c");
+  EXPECT_EQ(wide.model.head_dim(), 32);
+  const int64_t d = 64, q = 4 * 32, blocks = 2 * (2 * d + d * 3 * q + q * d + 3 * d * 96);
+  EXPECT_EQ(wide.model.parameter_count(), 2 * 128 * d + blocks + d);
   expect_refused(R"({"model_type": "gpt2", "n_embd": -1, "n_layer": 1, "n_head": 1,
                      "vocab_size": 8})",
                  "\"n_embd\" is -1");
@@ -156,7 +160,11 @@ TEST(HfConfigCli, EveryCommandTakesAConfigurationAndItsPoliciesMatchNone) {
   const std::string gpt = dir.file("gpt2-small.json");
   std::ofstream(gpt) << R"({"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 2,
       "n_positions": 16, "vocab_size": 64, "activation_function": "gelu"})";
-  for (const std::string& file : {llama, gpt}) {
+  const std::string wide = dir.file("qwen3-wide-heads.json");
+  std::ofstream(wide) << R"({"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+      "intermediate_size": 96, "vocab_size": 128, "max_position_embeddings": 32})";
+  for (const std::string& file : {llama, gpt, wide}) {
     for (const char* policy : {"every:1", "sublayer:1,2", "selective"}) {
       const auto checked = testing::cli("check --model-config " + file + " --checkpoint " + policy +
                                         " --batch 2 --threads 1 --json");

@@ -224,6 +224,10 @@ TEST(TensorParallel, EveryGradientMatchesOneProcessForBothFamiliesAndBothKeyValu
       {"llama_qkv_bias_shared_sp",
        with(small_fields("llama"),
             {{"kv_heads", 1}, {"qkv_bias", true}, {"sequence_parallel", true}})},
+      // Heads wider than d_model / heads (Qwen 3's small models).
+      {"llama_wide_heads_sp",
+       with(small_fields("llama"),
+            {{"kv_heads", 2}, {"head_dim", 16}, {"sequence_parallel", true}})},
   };
   nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
   for (const auto& [name, fields] : cases) {

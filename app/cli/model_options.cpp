@@ -22,6 +22,9 @@ void ModelOptions::add_to(CLI::App& command) {
   command.add_option("--kv-heads", kv_heads_,
                      "Key/value heads, each shared by heads/kv-heads query heads (0: as many as "
                      "--heads)");
+  command.add_option(
+      "--head-dim", head_dim_,
+      "Values per attention head (0: d-model / heads; Qwen 3's small models differ)");
   command.add_option("--mlp-hidden", mlp_hidden_,
                      "MLP inner width (0: 4·d-model for gpt, SwiGLU's ⅔ of that for llama)");
   command.add_option("--rope-theta", rope_theta_,
@@ -70,6 +73,7 @@ void ModelOptions::apply(ModelConfig& model) const {
   if (d_model_) model.d_model = *d_model_;
   if (heads_) model.heads = *heads_;
   if (kv_heads_) model.kv_heads = *kv_heads_;
+  if (head_dim_) model.head_width = *head_dim_;
   if (mlp_hidden_) model.mlp_hidden = *mlp_hidden_;
   if (rope_theta_) {
     if (model.family != ModelFamily::kLlama) {
@@ -93,8 +97,8 @@ void ModelOptions::apply(ModelConfig& model) const {
 
 bool ModelOptions::changes_shape() const {
   return !model_config_.empty() || !arch_.empty() || layers_ || d_model_ || heads_ || kv_heads_ ||
-         mlp_hidden_ || seq_len_ || vocab_ || tie_head_ || qkv_bias_ || !loss_chunks_.empty() ||
-         dropout_ || attention_ != "sdpa";
+         head_dim_ || mlp_hidden_ || seq_len_ || vocab_ || tie_head_ || qkv_bias_ ||
+         !loss_chunks_.empty() || dropout_ || attention_ != "sdpa";
 }
 
 }  // namespace rematlab::cli

@@ -14,7 +14,8 @@ namespace rematlab::cli {
 
 class ModelOptions {
  public:
-  // Adds --model-config, --arch, --layers, --d-model, --heads, --kv-heads, --mlp-hidden,
+  // Adds --model-config, --arch, --layers, --d-model, --heads, --kv-heads, --head-dim,
+  // --mlp-hidden,
   // --rope-theta, --qkv-bias, --tie-head, --loss-chunks, --seq-len, --vocab, --dropout and
   // --attention. Add the command's --preset (or --model) first: --model-config excludes it.
   void add_to(CLI::App& command);
@@ -34,7 +35,8 @@ class ModelOptions {
   std::string model_config_;
   mutable std::optional<ImportedConfig> imported_;
   std::string arch_;
-  std::optional<int64_t> layers_, d_model_, heads_, kv_heads_, mlp_hidden_, seq_len_, vocab_;
+  std::optional<int64_t> layers_, d_model_, heads_, kv_heads_, head_dim_, mlp_hidden_, seq_len_,
+      vocab_;
   std::optional<bool> tie_head_, qkv_bias_;
   std::optional<double> rope_theta_;
   std::string loss_chunks_;

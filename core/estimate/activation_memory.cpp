@@ -45,7 +45,7 @@ class EngineAccounting {
   // and context width, its QKV tensor dq plus the key/value width it projects.
   SublayerCost attention(int64_t block) const {
     const int64_t d = arch_.d_model;
-    const int64_t dq = d / tp_;
+    const int64_t dq = arch_.q_dim() / tp_;
     const int64_t qkv = dq + 2 * rank_kv_projected(arch_, tp_);
     const int64_t scores = arch_.heads / tp_ * arch_.seq_len;  // one s-row per head and token
     const bool math = arch_.attention == AttentionKind::kMath;
@@ -214,7 +214,7 @@ class EngineAccounting {
   int64_t weight(int64_t values) const { return values * v_; }
   int64_t backward_core(int64_t qkv, int64_t scores, bool math) const {
     const int64_t d = arch_.d_model;
-    const int64_t dq = d / tp_;
+    const int64_t dq = arch_.q_dim() / tp_;
     // Fused: the gradient of the core's output, of q, k, v and their concatenation into the
     // QKV gradient. Explicit: the gradients of the probabilities and of the scores (both s×s)
     // live together in softmax's backward, while the context's gradient and v's copy are

@@ -65,6 +65,7 @@ Architecture from_model_config(const ModelConfig& config) {
   arch.learned_positions = !llama;
   arch.rotary = llama;
   arch.qkv_bias = llama && config.qkv_bias;
+  arch.head_width = config.head_width;
   arch.engine_shape = true;
   return arch;
 }
@@ -124,7 +125,8 @@ void validate(const Architecture& arch) {
   require_at_most(arch.seq_len, kMaxSeqLen, "--seq-len");
   require_at_most(arch.vocab, kMaxVocab, "--vocab");
   require_at_most(arch.mlp_hidden, kMaxMlpHidden, "--mlp-hidden");
-  if (arch.d_model % arch.heads != 0) {
+  require_at_most(arch.head_width, kMaxDModel, "--head-dim");
+  if (arch.head_width == 0 && arch.d_model % arch.heads != 0) {
     throw InvalidInput("--heads", std::to_string(arch.heads) + " heads do not divide " +
                                       setting("d_model", std::to_string(arch.d_model)));
   }
@@ -144,7 +146,8 @@ void validate(const Architecture& arch) {
 
 int64_t matmul_parameter_count(const Architecture& arch) {
   const int64_t d = arch.d_model;
-  const int64_t attention = d * (d + 2 * arch.kv_dim()) + d * d;  // q, k, v and output
+  const int64_t q = arch.q_dim();
+  const int64_t attention = d * (q + 2 * arch.kv_dim()) + q * d;  // q, k, v and output
   const int64_t mlp = (arch.gated_mlp ? 3 : 2) * d * arch.mlp_hidden;
   return arch.layers * (attention + mlp) + arch.vocab * d;
 }
@@ -152,7 +155,7 @@ int64_t matmul_parameter_count(const Architecture& arch) {
 int64_t largest_parameter_count(const Architecture& arch) {
   const int64_t d = arch.d_model;
   return std::max({arch.vocab * d, arch.learned_positions ? arch.seq_len * d : 0,
-                   (d + 2 * arch.kv_dim()) * d, d * d,
+                   (arch.q_dim() + 2 * arch.kv_dim()) * d, arch.q_dim() * d,
                    (arch.gated_mlp ? 2 : 1) * arch.mlp_hidden * d});
 }
 
@@ -161,10 +164,10 @@ int64_t parameter_count(const Architecture& arch) {
   const int64_t norm = arch.rms_norm ? d : 2 * d;
   int64_t biases = 0;
   if (arch.biases) {
-    biases = (d + 2 * arch.kv_dim()) + d                                      // attention
+    biases = (arch.q_dim() + 2 * arch.kv_dim()) + d                           // attention
              + (arch.gated_mlp ? 2 * arch.mlp_hidden : arch.mlp_hidden) + d;  // MLP
   } else if (arch.qkv_bias) {
-    biases = d + 2 * arch.kv_dim();
+    biases = arch.q_dim() + 2 * arch.kv_dim();
   }
   const int64_t blocks =
       matmul_parameter_count(arch) - arch.vocab * d + arch.layers * (2 * norm + biases);

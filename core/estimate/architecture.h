@@ -32,7 +32,10 @@ struct Architecture {
   double dropout = 0.0;
   bool engine_shape = false;  // the engine trains it (GPT-2 or Llama): calibrated figures apply
 
-  int64_t head_dim() const { return d_model / heads; }
+  int64_t head_width = 0;  // 0: d_model / heads
+
+  int64_t head_dim() const { return head_width > 0 ? head_width : d_model / heads; }
+  int64_t q_dim() const { return heads * head_dim(); }  // the queries' and the context's width
   int64_t kv_dim() const { return kv_heads * head_dim(); }
 };
 

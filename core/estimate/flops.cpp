@@ -3,7 +3,7 @@
 namespace rematlab::estimate {
 
 double attention_core_flops_per_token(const Architecture& arch) {
-  return 4.0 * static_cast<double>(arch.seq_len) * static_cast<double>(arch.d_model);
+  return 4.0 * static_cast<double>(arch.seq_len) * static_cast<double>(arch.q_dim());
 }
 
 double block_forward_flops_per_token(const Architecture& arch) {
@@ -28,24 +28,26 @@ StepFlops step_flops(const Architecture& arch, int64_t tokens_per_step,
       // Sublayer 2·k is block k's attention: its projections (4 of the 12·d² in a GPT block,
       // in general q, k, v and output) and the core; 2·k+1 its MLP.
       const double d = static_cast<double>(arch.d_model);
-      const double attention_weights = d * (d + 2.0 * static_cast<double>(arch.kv_dim())) + d * d;
+      const double q = static_cast<double>(arch.q_dim());
+      const double attention_weights = d * (q + 2.0 * static_cast<double>(arch.kv_dim())) + q * d;
       const double block_weights =
           block_forward_flops_per_token(arch) / 2.0 - attention_core_flops_per_token(arch) / 2.0;
       again += i % 2 == 0 ? 2.0 * attention_weights + attention_core_flops_per_token(arch)
                           : 2.0 * (block_weights - attention_weights);
     }
-    // The recomputation stops before the segment's last output projection (attention: d × d,
+    // The recomputation stops before the segment's last output projection (attention: q × d,
     // MLP: the down projection, d × mlp_hidden): its backward needs only that projection's input.
     const bool ends_in_attention = (segment.end - 1) % 2 == 0;
     const double d = static_cast<double>(arch.d_model);
-    again -= 2.0 * d * (ends_in_attention ? d : static_cast<double>(arch.mlp_hidden));
+    const double q = static_cast<double>(arch.q_dim());
+    again -= 2.0 * d * (ends_in_attention ? q : static_cast<double>(arch.mlp_hidden));
     // keep: the kept projections are not run again either.
     const double up_width =
         static_cast<double>(arch.gated_mlp ? 2 * arch.mlp_hidden : arch.mlp_hidden);
     for (int64_t i = segment.begin; i < segment.end; ++i) {
       if (i % 2 == 0) {
-        if (plan.keep.qkv) again -= 2.0 * d * (d + 2.0 * static_cast<double>(arch.kv_dim()));
-        if (plan.keep.attention_out && i != segment.end - 1) again -= 2.0 * d * d;
+        if (plan.keep.qkv) again -= 2.0 * d * (q + 2.0 * static_cast<double>(arch.kv_dim()));
+        if (plan.keep.attention_out && i != segment.end - 1) again -= 2.0 * d * q;
       } else if (plan.keep.mlp_in) {
         again -= 2.0 * d * up_width;
       }

@@ -10,11 +10,13 @@ namespace rematlab::estimate {
 UnitParameters unit_parameter_counts(const Architecture& arch, int64_t tp) {
   const int64_t d = arch.d_model;
   const int64_t norm = arch.rms_norm ? d : 2 * d;  // replicated on every tensor rank
-  const int64_t qkv = d / tp + 2 * rank_kv_projected(arch, tp);
+  const int64_t q = arch.q_dim() / tp;
+  const int64_t qkv = q + 2 * rank_kv_projected(arch, tp);
   const int64_t up = (arch.gated_mlp ? 2 : 1) * arch.mlp_hidden / tp;
   // Column-parallel layers keep their rows of the bias; row-parallel ones the whole bias.
   UnitParameters units;
-  units.attention = norm + d * qkv + (d / tp) * d + (arch.biases ? qkv + d : 0);
+  const int64_t attention_biases = arch.biases ? qkv + d : arch.qkv_bias ? qkv : 0;
+  units.attention = norm + d * qkv + q * d + attention_biases;
   units.mlp = norm + d * up + (arch.mlp_hidden / tp) * d + (arch.biases ? up + d : 0);
   units.ends = arch.vocab / tp * d * (arch.tied_head ? 1 : 2) +
                (arch.learned_positions ? arch.seq_len * d : 0) + norm;

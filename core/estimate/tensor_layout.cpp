@@ -56,7 +56,7 @@ int64_t rank_largest_parameter_count(const Architecture& arch, int64_t tp) {
   if (tp == 1) return largest_parameter_count(arch);
   const int64_t d = arch.d_model;
   return std::max({arch.vocab / tp * d, arch.learned_positions ? arch.seq_len * d : 0,
-                   (d / tp + 2 * rank_kv_projected(arch, tp)) * d, d / tp * d,
+                   (arch.q_dim() / tp + 2 * rank_kv_projected(arch, tp)) * d, arch.q_dim() / tp * d,
                    (arch.gated_mlp ? 2 : 1) * arch.mlp_hidden / tp * d});
 }
 

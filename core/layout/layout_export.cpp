@@ -223,6 +223,7 @@ LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& 
          number(arch.mlp_hidden) + " --vocab " + number(arch.vocab) + " --tie-head " +
          (arch.tied_head ? "true" : "false");
     if (arch.qkv_bias) r += " --qkv-bias true";
+    if (arch.head_width > 0) r += " --head-dim " + number(arch.head_width);
     if (arch.loss_chunks != 1) r += " --loss-chunks " + number(arch.loss_chunks);
     if (arch.attention != AttentionKind::kSdpa) r += " --attention " + to_string(arch.attention);
     if (arch.dropout > 0.0) r += " --dropout " + decimal_text(arch.dropout);

@@ -134,16 +134,9 @@ void import_llama_like(Fields& fields, ImportedConfig& imported, const std::stri
   model.rope_theta = fields.number_or("rope_theta", 10000.0);
   model.tie_head = fields.flag_or("tie_word_embeddings", false);
   model.seq_len = std::min(fields.size_or("max_position_embeddings", 2048), kImportedSeqLenCap);
-  if (model.heads > 0 && fields.has("head_dim")) {
-    const int64_t head_dim = fields.size("head_dim");
-    if (head_dim * model.heads != model.d_model) {
-      throw InvalidInput(kFlag, name + ": head_dim " + std::to_string(head_dim) +
-                                    " is not hidden_size / num_attention_heads (" +
-                                    std::to_string(model.d_model) + " / " +
-                                    std::to_string(model.heads) +
-                                    "): RematLab's attention has no width of its own yet");
-    }
-  }
+  // Mistral and Qwen 3 say their head width; it need not be hidden_size / heads.
+  const int64_t head_dim = fields.size_or("head_dim", 0);
+  if (model.heads > 0 && head_dim * model.heads != model.d_model) model.head_width = head_dim;
   const std::string act = fields.text_or("hidden_act", "silu");
   if (act != "silu") {
     warnings.push_back("hidden_act " + act + ": the MLP is SwiGLU with silu, as Llama's");
@@ -165,9 +158,9 @@ void import_llama_like(Fields& fields, ImportedConfig& imported, const std::stri
     warnings.push_back("mlp_bias: the MLP's biases are not modelled");
   }
   if (type == "qwen3") {
-    const int64_t head_dim = model.heads > 0 ? model.d_model / model.heads : 0;
     warnings.push_back("q/k RMSNorm (Qwen 3) is not modelled: " +
-                       std::to_string(model.layers * 2 * head_dim) + " parameters left out");
+                       std::to_string(model.layers * 2 * model.head_dim()) +
+                       " parameters left out");
   }
   // Mistral's window applies when given; Qwen's only with use_sliding_window.
   const bool has_window = fields.has("sliding_window");

@@ -25,8 +25,7 @@ struct ImportedConfig {
 inline constexpr int64_t kImportedSeqLenCap = 4096;
 
 // Parses `text` (named `name` in messages). Throws InvalidInput("--model-config", …) in one line
-// for text that is not JSON, not an object, an unknown model_type, a missing or mistyped size,
-// or a shape RematLab cannot build (a head width other than hidden_size / heads).
+// for text that is not JSON, not an object, an unknown model_type or a missing or mistyped size.
 ImportedConfig import_hf_config_text(const std::string& text, const std::string& name);
 // The same from a file; an unreadable file is one line too.
 ImportedConfig import_hf_config(const std::string& path);

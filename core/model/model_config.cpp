@@ -157,7 +157,9 @@ void validate(const ModelConfig& config) {
     throw InvalidInput("--qkv-bias", "only llama models take it (gpt has every bias already)");
   }
   if (config.mlp_hidden < 0) throw InvalidInput("--mlp-hidden", "must not be negative");
-  if (config.d_model % config.heads != 0) {
+  if (config.head_width < 0) throw InvalidInput("--head-dim", "must not be negative");
+  require_at_most(config.head_width, kMaxDModel, "--head-dim");
+  if (config.head_width == 0 && config.d_model % config.heads != 0) {
     throw InvalidInput("--heads", std::to_string(config.heads) + " heads do not divide " +
                                       setting("d_model", std::to_string(config.d_model)));
   }

@@ -35,9 +35,10 @@ struct ModelConfig {
   bool tie_head = true;         // the LM head is the token embedding
   double rope_theta = 10000.0;  // Llama's rotary base
   bool qkv_bias = false;        // Llama family: biases on q, k and v (Qwen 2); GPT has all
+  int64_t head_width = 0;       // values per head; 0: d_model / heads (Qwen 3's small ones differ)
   int64_t loss_chunks = 0;      // the head and loss in this many slices of tokens (0, 1: whole)
 
-  int64_t head_dim() const { return d_model / heads; }
+  int64_t head_dim() const { return head_width > 0 ? head_width : d_model / heads; }
   int64_t key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   // Another family on the same sizes: what only one family has (grouped K/V heads, the MLP
   // width rule, the head's tying, the rotary base) goes back to the new family's defaults, so

@@ -325,8 +325,9 @@ nlohmann::json to_json(const RunConfig& config) {
       {"tp", config.tp},
       {"sequence_parallel", config.sequence_parallel},
   };
-  // Only where it is set: every other model's record (and profile key) stays as it was.
+  // Only where they are set: every other model's record (and profile key) stays as it was.
   if (config.model.qkv_bias) json["qkv_bias"] = true;
+  if (config.model.head_width > 0) json["head_dim"] = config.model.head_width;
   return json;
 }
 
