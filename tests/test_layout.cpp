@@ -5,8 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <csignal>
+#include <optional>
+#include <thread>
 
+#include "child_process.h"
 #include "cli_runner.h"
 #include "common/posix_files.h"
 #include "estimate/activation_memory.h"
@@ -180,6 +186,14 @@ LayoutRequest request_for(const std::string& model, const std::string& gpu, int6
   request.cluster.host_memory_bytes = request.cluster.gpu.host_memory_bytes;
   request.global_batch = global_batch;
   return request;
+}
+
+TEST(LayoutSearch, ACancelledSearchStopsAtItsNextLayoutAndAnswersNothing) {
+  const LayoutRequest request = request_for("llama2-70b", "a100-80gb", 64, 4096, 1024);
+  std::atomic<bool> cancel{true};
+  EXPECT_THROW(search_layouts(request, &cancel), SearchCancelled);
+  cancel = false;
+  EXPECT_FALSE(search_layouts(request, &cancel).best.empty());
 }
 
 TEST(LayoutSearch, FindsMetasLlama3LayoutsFeasible) {
@@ -557,6 +571,21 @@ TEST(LayoutExport, EachToolGetsTheLayoutInItsOwnTerms) {
   mixed.layout.stage_checkpoints = {"every:2", "every:16"};
   EXPECT_NE(megatron_arguments(request, mixed).text.find("--recompute-num-layers 16"),
             std::string::npos);
+}
+
+// A stop signal ends a long search at its next layout: exit 130 and one line, no answer (the
+// search itself takes seconds here, its whole answer printed with exit 0 when not stopped).
+TEST(LayoutCli, AStopSignalEndsALongSearchWithNoAnswer) {
+  testing::ScratchDir dir("layout-stop");
+  testing::ChildProcess search(
+      {REMATLAB_CLI_PATH, "layout", "--model", "llama3-405b", "--gpu", "h100-sxm", "--gpus",
+       "983040", "--gpus-per-node", "8", "--seq-len", "8192", "--global-batch", "3932160"},
+      {}, dir.file("out"), dir.file("err"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(search.pid(), SIGTERM);
+  EXPECT_EQ(search.exit_code(std::chrono::seconds(60)), std::optional<int>(130));
+  EXPECT_EQ(testing::slurp(dir.file("err")), "rematlab-cli: stopped before the search was done\n");
+  EXPECT_EQ(testing::slurp(dir.file("out")), "");
 }
 
 TEST(LayoutCli, RematlabsOwnCommandForALayoutItsEngineRunsRuns) {

@@ -248,9 +248,11 @@ bool ScaleView::plan() {
     QString error;
   };
   auto outcome = std::make_shared<Outcome>();
-  search_ = QThread::create([request, outcome] {
+  search_ = QThread::create([request, outcome, cancel = cancel_search_] {
     try {
-      outcome->answer = layout::search_layouts(request);
+      outcome->answer = layout::search_layouts(request, cancel.get());
+    } catch (const layout::SearchCancelled&) {
+      // The view is going: nothing to show.
     } catch (const std::exception& error) {
       outcome->error = QString::fromStdString(error.what());
     }
@@ -274,7 +276,8 @@ bool ScaleView::plan() {
 
 ScaleView::~ScaleView() {
   if (!search_) return;
-  search_->wait();  // its answer has nowhere to go (seconds at the fields' largest values)
+  cancel_search_->store(true);
+  search_->wait();  // stops at its next layout: its answer has nowhere to go
   delete search_;
 }
 

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <QWidget>
+#include <atomic>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -126,6 +128,8 @@ class ScaleView : public QWidget {
   QPushButton* try_;
 
   QThread* search_ = nullptr;  // the running search, if any
+  // Set when the view goes: the running search stops at its next layout.
+  std::shared_ptr<std::atomic<bool>> cancel_search_ = std::make_shared<std::atomic<bool>>(false);
   std::optional<layout::LayoutRequest> request_;
   std::optional<layout::LayoutAnswer> answer_;
   std::vector<layout::LayoutEvaluation> listed_;

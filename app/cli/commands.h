@@ -26,7 +26,7 @@ Command add_max_batch_command(CLI::App& app, const std::atomic<bool>& cancel);
 // runs, show, compare, export
 std::vector<Command> add_report_commands(CLI::App& app);
 Command add_estimate_command(CLI::App& app);
-Command add_layout_command(CLI::App& app);
+Command add_layout_command(CLI::App& app, const std::atomic<bool>& cancel);
 Command add_peak_command(CLI::App& app);
 Command add_upgrade_command(CLI::App& app);
 Command add_profile_command(CLI::App& app, const std::atomic<bool>& cancel);

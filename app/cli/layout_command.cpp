@@ -257,7 +257,7 @@ void add_gpu_options(CLI::App& command, LayoutOptions& options) {
 
 }  // namespace
 
-Command add_layout_command(CLI::App& app) {
+Command add_layout_command(CLI::App& app, const std::atomic<bool>& cancel) {
   auto* command = app.add_subcommand(
       "layout",
       "How to train a model on a cluster: parallelism, ZeRO, offload, micro-batch "
@@ -308,9 +308,15 @@ Command add_layout_command(CLI::App& app) {
                     "Only layouts RematLab's engine runs (no pipeline or context parallelism, "
                     "model states on the GPUs)");
   command->add_flag("--json", options->json, "Print one JSON object as the last line of stdout");
-  return {command, [options]() {
+  return {command, [options, &cancel]() {
             const layout::LayoutRequest request = options->resolve();
-            const layout::LayoutAnswer answer = layout::search_layouts(request);
+            layout::LayoutAnswer answer;
+            try {
+              answer = layout::search_layouts(request, &cancel);
+            } catch (const layout::SearchCancelled&) {
+              std::cerr << "rematlab-cli: stopped before the search was done" << std::endl;
+              return 130;
+            }
             if (options->json) {
               print_json_line(layout::to_json(request, answer));
             } else {

@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
       add_max_batch_command(app, g_cancel),
       add_version_command(app),
       add_estimate_command(app),
-      add_layout_command(app),
+      add_layout_command(app, g_cancel),
       add_peak_command(app),
       add_upgrade_command(app),
       add_profile_command(app, g_cancel),
@@ -147,9 +147,10 @@ int main(int argc, char** argv) {
   }
 
   // The commands that read the cancel flag (between micro-batches, profile pieces, probes,
-  // replays and while waiting for other ranks); the others take a stop signal's default action.
-  static const std::set<std::string> kStoppable = {"run",       "check",   "study", "sweep",
-                                                   "max-batch", "profile", "plan",  "diagnose"};
+  // replays, layouts and while waiting for other ranks); the others take a stop signal's default
+  // action.
+  static const std::set<std::string> kStoppable = {
+      "run", "check", "study", "sweep", "max-batch", "profile", "plan", "diagnose", "layout"};
   try {
     for (const auto& command : commands) {
       if (!command.subcommand->parsed()) continue;

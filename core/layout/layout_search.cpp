@@ -155,14 +155,18 @@ void require_searchable(const LayoutRequest& request) {
 
 }  // namespace
 
-LayoutAnswer search_layouts(const LayoutRequest& request) {
+LayoutAnswer search_layouts(const LayoutRequest& request, const std::atomic<bool>* cancel) {
   validate(request);
   const auto started = std::chrono::steady_clock::now();
   require_searchable(request);
   LayoutEvaluator evaluator(request);
   LayoutAnswer answer;
   std::string first_problem;
+  auto stop_if_cancelled = [cancel] {
+    if (cancel && cancel->load(std::memory_order_relaxed)) throw SearchCancelled{};
+  };
   for_each_layout(request, [&](const Layout& layout) {
+    stop_if_cancelled();
     std::string problem = structural_problem(request, layout);
     if (problem.empty() && request.engine_only &&
         !shard_trains_in(engine_shard(layout), request.precision)) {
@@ -176,6 +180,7 @@ LayoutAnswer search_layouts(const LayoutRequest& request) {
     const LayoutEvaluation evaluation = evaluator.evaluate(layout, /*detail=*/false);
     if (!offloads_nothing(evaluation)) answer.points.push_back(point_of(evaluation, layout));
   });
+  stop_if_cancelled();
   if (answer.points.empty()) {
     throw InvalidInput("layout", first_problem.empty() ? "no layout to evaluate" : first_problem);
   }

@@ -2,6 +2,7 @@
 // fit, the memory/time frontier, and the nearest ones that do not fit, with what they lack.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,8 +35,12 @@ struct LayoutAnswer {
   double search_s = 0.0;
 };
 
+// What search_layouts throws once `cancel` is set: the answer is dropped.
+struct SearchCancelled {};
+
 // Throws InvalidInput when the request is bad, or when no combination it allows can be built
-// (naming the rule the fixed degrees break).
-LayoutAnswer search_layouts(const LayoutRequest& request);
+// (naming the rule the fixed degrees break). `cancel`, when given, is read between layouts.
+LayoutAnswer search_layouts(const LayoutRequest& request,
+                            const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace rematlab::layout
