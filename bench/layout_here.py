@@ -72,7 +72,8 @@ def gloo_all_reduce_seconds(python, world, sizes):
 def gloo_link(python):
     """The local Gloo link as `layout` models a ring: each all-reduce costs a fixed latency plus
     one per ring step (2(n - 1) of them), and 2(n - 1)/n of its bytes over the bandwidth. A line
-    fitted (least squares) to all-reduces of 0.5 to 32 MiB at 2 and 4 ranks: its slope gives the
+    fitted to all-reduces of 0.5 to 32 MiB at 2 and 4 ranks, by least squares on the relative
+    error (so that the 32 MiB point does not decide the small ones' latency): its slope gives the
     bandwidth (per rank count, as ranks share the cores), its intercepts at 2 and 4 ranks the two
     latencies."""
     sizes = (0.5, 1, 2, 4, 32)
@@ -81,9 +82,15 @@ def gloo_link(python):
         seconds = gloo_all_reduce_seconds(python, n, sizes)
         xs = [mib * 1024 * 1024 for mib in seconds]
         ys = list(seconds.values())
-        mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-        slope = (sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys))
-                 / sum((x - mean_x) ** 2 for x in xs))
+        ws = [1 / (y * y) for y in ys]
+        total = sum(ws)
+        mean_x = sum(w * x for w, x in zip(ws, xs)) / total
+        mean_y = sum(w * y for w, y in zip(ws, ys)) / total
+        slope = (sum(w * (x - mean_x) * (y - mean_y) for w, x, y in zip(ws, xs, ys))
+                 / sum(w * (x - mean_x) ** 2 for w, x in zip(ws, xs)))
+        if slope <= 0:
+            sys.exit(f"the Gloo probe at {n} ranks did not take longer for more bytes "
+                     f"({seconds}): the machine is too busy to measure its link")
         bandwidth[n] = 2 * (n - 1) / n / slope
         intercept[n] = max(0.0, mean_y - slope * mean_x)
     step = max(0.0, (intercept[4] - intercept[2]) / 4)  # 6 steps at 4 ranks, 2 at 2

@@ -493,8 +493,46 @@ TEST(LayoutEvaluator, StepTimeIsTheSumOfItsStatedParts) {
   node.cluster.gpu.overlaps_communication = false;
   const LayoutEvaluation exposed = LayoutEvaluator(node).evaluate(sharded);
   EXPECT_GT(hidden.time.data, 0.0);
-  EXPECT_NEAR(exposed.time.data, 81 * hidden.time.data, 1e-9 * exposed.time.data);
+  EXPECT_NEAR(exposed.time.data, 80 * hidden.time.data, 1e-9 * exposed.time.data);
   EXPECT_NEAR(exposed.step_s - hidden.step_s, exposed.time.data - hidden.time.data, 1e-9);
+}
+
+TEST(LayoutEvaluator, ARingBetweenNodesTakesOneNetworkStepPerNodeBoundaryAndPass) {
+  // ZeRO 3 over 16 ranks on two nodes of 8, nothing hidden, links too fast to matter: each of
+  // 80 blocks gathers its weights twice and reduce-scatters its gradients, one ring pass each,
+  // of 15 steps: 14 inside a node and 1 between the two.
+  LayoutRequest request = request_for("llama2-70b", "a100-80gb", 16, 4096, 16);
+  GpuKind& gpu = request.cluster.gpu;
+  gpu.overlaps_communication = false;
+  gpu.intra_node_bandwidth = gpu.inter_node_bandwidth = gpu.host_link_bandwidth = 1e30;
+  gpu.collective_latency = 1e-6;
+  gpu.intra_node_step_latency = 1e-5;
+  gpu.inter_node_step_latency = 1e-3;
+  Layout sharded;
+  sharded.dp = 16;
+  sharded.zero = 3;
+  sharded.micro_batch = 1;
+  sharded.accum = 1;
+  sharded.stage_checkpoints = {"none"};
+  const double pass = 1e-6 + 14 * 1e-5 + 1 * 1e-3;
+  EXPECT_NEAR(LayoutEvaluator(request).evaluate(sharded).time.data, 80 * 3 * pass, 1e-9);
+  // Inside one node the same ring never leaves NVLink (two micro-batches, each gathering).
+  request.cluster.gpus = 8;
+  sharded.dp = 8;
+  sharded.accum = 2;
+  EXPECT_NEAR(LayoutEvaluator(request).evaluate(sharded).time.data, 2 * 80 * 3 * (1e-6 + 7 * 1e-5),
+              1e-9);
+}
+
+TEST(GpuCatalog, CardsWithoutNvlinkTakePciesStepLatency) {
+  for (const GpuKind& kind : gpu_catalog()) {
+    SCOPED_TRACE(kind.name);
+    const bool pcie = kind.name == "h100-pcie" || kind.name == "l40s" || kind.name == "rtx3090" ||
+                      kind.name == "rtx4090";
+    EXPECT_EQ(kind.intra_node_step_latency, pcie ? kPcieStepLatency : kNvlinkStepLatency);
+    EXPECT_EQ(kind.collective_latency, kRingBaseLatency);
+    EXPECT_EQ(kind.inter_node_step_latency, kNetworkStepLatency);
+  }
 }
 
 TEST(LayoutEvaluator, OneRanksFiguresAreTheEstimatorsOnTheEnginesShapes) {
@@ -682,9 +720,14 @@ TEST(LayoutCli, TheLocalDeviceIsTheGpuWithItsMemoryAndKeptPeak) {
   EXPECT_EQ(testing::count_lines(damaged.err), 1) << damaged.err;
   EXPECT_NE(damaged.err.find("--db"), std::string::npos) << damaged.err;
   // Every other bad flag is said before --gpu local measures anything.
-  const auto bad_first = cli(plan + " --top 0");
-  EXPECT_EQ(bad_first.exit_code, 2);
-  EXPECT_NE(bad_first.err.find("--top"), std::string::npos) << bad_first.err;
+  // (The damaged peak kept in --db would be named otherwise.)
+  for (const char* flag : {"--top 0", "--intra-node-latency 2", "--inter-node-bandwidth 0",
+                           "--gpu-memory 1XB", "--collective-latency nan"}) {
+    const auto bad_first = cli(plan + " " + flag);
+    EXPECT_EQ(bad_first.exit_code, 2) << flag;
+    const std::string name = std::string(flag).substr(0, std::string(flag).find(' '));
+    EXPECT_NE(bad_first.err.find(name), std::string::npos) << bad_first.err;
+  }
 
   const std::pair<std::string, const char*> misplaced[] = {
       {"--gpu a100-80gb --device cpu", "--device"},
@@ -696,6 +739,29 @@ TEST(LayoutCli, TheLocalDeviceIsTheGpuWithItsMemoryAndKeptPeak) {
     EXPECT_EQ(testing::count_lines(result.err), 1) << result.err;
     EXPECT_NE(result.err.find(named), std::string::npos) << result.err;
   }
+}
+
+TEST(LayoutCli, OverlapAndLatencyFlagsChangeTheStep) {
+  // One fixed ZeRO 3 layout: its gathers are hidden behind the compute but for one block's, all
+  // exposed with --no-overlap; a larger step latency slows every collective.
+  const std::string plan =
+      "layout --model llama2-7b --gpu a100-80gb --gpus 8 --seq-len 4096 --global-batch 16 "
+      "--tp 1 --pp 1 --dp 8 --zero 3 --micro-batch 1 --checkpoint none --json";
+  auto step = [&](const std::string& extra) {
+    const auto result = cli(plan + extra);
+    EXPECT_EQ(result.exit_code, 0) << extra << result.err;
+    const nlohmann::json answer = last_line_json(result.out);
+    return std::pair(answer["layouts"].at(0)["step_s"].get<double>(),
+                     answer["overlaps_communication"].get<bool>());
+  };
+  const auto [plain, overlapped] = step("");
+  const auto [exposed, not_overlapped] = step(" --no-overlap");
+  const auto [slow, slow_overlapped] = step(" --no-overlap --intra-node-latency 1e-3");
+  EXPECT_TRUE(overlapped);
+  EXPECT_FALSE(not_overlapped);
+  EXPECT_GT(exposed, plain);
+  // 2 micro-batches x 32 blocks x 3 ring passes x 7 steps, each 1 ms instead of 3.4 µs.
+  EXPECT_NEAR(slow - exposed, 2 * 32 * 3 * 7 * (1e-3 - kNvlinkStepLatency), 1e-6);
 }
 
 TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {

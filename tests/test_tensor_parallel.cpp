@@ -32,6 +32,16 @@ std::vector<torch::Tensor> testing::dist::run_tensor_parallel_case(
   auto exchange = std::make_shared<parallel::TensorParallelExchange>(
       context, static_cast<int>(config.tp),
       parallel::DataParallelOptions{parse_shard(config.shard), config.bucket_bytes});
+  if (item.at("mode") == "tensor_collectives") {
+    // The group's own collectives on a known tensor, each dimension and a negative one.
+    TensorParallelGroup& group = *exchange->tensor_parallel();
+    const torch::Tensor mine =
+        torch::arange(2 * 4 * 6, torch::kFloat32).view({2, 4, 6}) * (group.rank() + 1);
+    std::vector<torch::Tensor> result;
+    for (int64_t dim : {0, 1, 2, -1}) result.push_back(group.sum_and_scatter(mine, dim, "test"));
+    for (int64_t dim : {0, 1, -1}) result.push_back(group.gather(mine, dim, "test"));
+    return result;
+  }
   Trainer trainer(config, exchange);
   std::vector<torch::Tensor> result;
   if (item.at("mode") == "tensor_gradients") {
@@ -206,6 +216,29 @@ nlohmann::json case_of(const std::string& name, const std::string& mode,
 // fp32 rounding of the largest element (64 units in the last place leave room for the deepest
 // chain of such sums here; the measured largest is printed).
 constexpr double kGradientTolerance = 64 * 1.19e-7;
+
+TEST(TensorParallel, TheGroupsCollectivesSumScatterAndGatherAlongAnyDimension) {
+  ScratchDir dir("tp-collectives");
+  nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
+  spec["cases"].push_back(case_of("collectives", "tensor_collectives", small_fields("gpt")));
+  run_workers(spec, 2, dir);
+  if (HasFatalFailure()) return;
+  const torch::Tensor base = torch::arange(2 * 4 * 6, torch::kFloat32).view({2, 4, 6});
+  const torch::Tensor sum = base * 3;  // ranks 0 and 1 hold base × 1 and × 2
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::vector<torch::Tensor> got = load(result_file(dir.path(), "collectives", rank));
+    ASSERT_EQ(got.size(), 7u);
+    const int64_t scattered[] = {0, 1, 2, 2};
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_TRUE(torch::equal(got[i], sum.chunk(2, scattered[i])[rank])) << "scatter " << i;
+    }
+    const int64_t gathered[] = {0, 1, 2};
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_TRUE(torch::equal(got[4 + i], torch::cat({base, base * 2}, gathered[i])))
+          << "gather " << i;
+    }
+  }
+}
 
 TEST(TensorParallel, EveryGradientMatchesOneProcessForBothFamiliesAndBothKeyValueSplits) {
   ScratchDir dir("tp-gradients");

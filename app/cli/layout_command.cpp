@@ -93,8 +93,14 @@ struct LayoutOptions {
       kind.gpus_per_node = 8;
       kind.host_memory_bytes = int64_t{1024} << 30;
       kind.matmul_efficiency = 0.6;
-      kind.intra_node_step_latency = 5.7e-6;
+      kind.intra_node_step_latency = layout::kPcieStepLatency;
     }
+    apply_overrides(kind);
+    return kind;
+  }
+
+  // The figures given beside --gpu replace its own; each is checked here.
+  void apply_overrides(layout::GpuKind& kind) const {
     if (!gpu_memory.empty()) kind.memory_bytes = parse_byte_size(gpu_memory, "--gpu-memory");
     if (peak_flops) kind.peak_bf16 = kind.peak_fp32 = *peak_flops;
     auto bandwidth = [](const std::optional<double>& value, const char* flag, double& into) {
@@ -117,7 +123,6 @@ struct LayoutOptions {
     latency(intra_node_latency, "--intra-node-latency", kind.intra_node_step_latency);
     latency(inter_node_latency, "--inter-node-latency", kind.inter_node_step_latency);
     if (no_overlap) kind.overlaps_communication = false;
-    return kind;
   }
 
   int64_t resolve_global_batch(int64_t seq_len) const {
@@ -208,7 +213,9 @@ struct LayoutOptions {
     // --gpu local may measure its peak: every other flag is checked first, on a stand-in GPU.
     if (gpu == "local") {
       layout::LayoutRequest checked = request;
-      place_on(layout::gpu_kind("h100-sxm"), checked);
+      layout::GpuKind stand_in = layout::gpu_kind("h100-sxm");
+      apply_overrides(stand_in);
+      place_on(stand_in, checked);
       layout::validate(checked);
     }
     place_on(resolve_gpu(), request);

@@ -48,7 +48,7 @@ layout::GpuKind local_gpu_kind(const std::string& device, Precision precision,
   kind.peak_bf16 = kind.peak_fp32 = config.peak_flops;  // measured in the precision planned
   kind.memory_bandwidth = parsed.is_cuda() ? 1000e9 : 20e9;
   kind.intra_node_bandwidth = kind.inter_node_bandwidth = kind.host_link_bandwidth = 25e9;
-  kind.intra_node_step_latency = 5.7e-6;  // a PCIe link's, as its bandwidth
+  kind.intra_node_step_latency = layout::kPcieStepLatency;  // a PCIe link's, as its bandwidth
   kind.overlaps_communication = parsed.is_cuda();
   kind.gpus_per_node = parsed.is_cuda() ? static_cast<int64_t>(torch::cuda::device_count()) : 1;
   // On the CPU the device's memory is the host's: offloading to it frees nothing.

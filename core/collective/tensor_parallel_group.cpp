@@ -1,5 +1,7 @@
 #include "collective/tensor_parallel_group.h"
 
+#include <c10/core/WrapDimMinimal.h>
+
 #include <chrono>
 #include <stdexcept>
 #include <utility>
@@ -60,6 +62,9 @@ torch::Tensor TensorParallelGroup::gather(const torch::Tensor& local, int64_t di
 
 torch::Tensor TensorParallelGroup::sum_and_scatter(const torch::Tensor& partial, int64_t dim,
                                                    const char* what) {
+  dim = c10::maybe_wrap_dim(dim, partial.dim());
+  TORCH_CHECK(partial.size(dim) % size() == 0, what, ": ", partial.size(dim),
+              " values along dimension ", dim, " do not split evenly over ", size(), " ranks");
   // Each rank's slice along `dim` moved outermost, one after another in rank order, as the
   // collectives lay them out.
   const int64_t width = partial.size(dim) / size();

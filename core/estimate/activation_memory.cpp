@@ -124,9 +124,12 @@ class EngineAccounting {
                                           weight(2 * d * f) + per_token(d) - per_token(2 * f)})
                               : down;
     // Under sequence parallelism the up projection's backward gathers its input again, and sums
-    // and scatters its input's gradient: the whole input, its gradient and the sum's copy (three
-    // s·d tensors) and the slice kept, beside its weight's gradient and its output's gradient,
-    // once the activations' saved tensors have gone (measured on `small`, TP 4, every:1).
+    // and scatters its input's gradient: the whole input, its gradient and that gradient's
+    // slices laid out rank by rank for the reduce-scatter (three s·d tensors) and the slice kept,
+    // beside its weight's gradient and its output's gradient, once the activations' saved
+    // tensors have gone (measured on `small`, TP 4, every:1). On Gloo the reduce-scatter is an
+    // all-to-all whose received slices are a fourth s·d tensor while it runs; this counts
+    // NCCL's (the difference has not set a measured peak here).
     if (gathered_gradient() > 0) {
       const int64_t up = arch_.gated_mlp ? 2 * f : f;
       cost.backward_extra = std::max(
@@ -192,8 +195,8 @@ class EngineAccounting {
   int64_t slice_tokens() const { return (tokens_ + arch_.loss_chunks - 1) / arch_.loss_chunks; }
   int64_t per_slice(int64_t values) const { return values * slice_tokens() * v_; }
   // The output projection's result beside the sublayer's output as the tail makes it. Split, the
-  // rank's partial result and the copy its sum over ranks reduces (whole under sequence
-  // parallelism too: the sum comes before the scatter).
+  // rank's partial result and the copy its sum over ranks reduces: an all-reduce's copy, or
+  // under sequence parallelism its slices laid out for the reduce-scatter (whole either way).
   int64_t tail_extra() const { return per_token(arch_.d_model) * (tp_ > 1 ? 2 : 1); }
   // What a norm keeps, its output (the next matmul's input) included. LayerNorm: the output and
   // two statistics. RMSNorm runs in fp32 (the engine's Llama does): the fp32 copy of the input

@@ -12,6 +12,14 @@
 
 namespace rematlab::layout {
 
+// NCCL's tuning model for a ring with its simple protocol (src/graph/tuning.cc) in the releases
+// of the A100 era that most published runs used: newer releases raised the network step to
+// 14 µs and count two steps per node, which the planner does not follow (docs/layout.md).
+inline constexpr double kRingBaseLatency = 8.4e-6;     // s per collective
+inline constexpr double kNvlinkStepLatency = 3.4e-6;   // s per ring step over NVLink
+inline constexpr double kPcieStepLatency = 5.7e-6;     // s per ring step over PCIe
+inline constexpr double kNetworkStepLatency = 9.6e-6;  // s per ring step between nodes
+
 struct GpuKind {
   std::string name;                   // as --gpu takes it: "a100-40gb"
   std::string description;            // "NVIDIA A100 SXM4 40GB"
@@ -25,12 +33,11 @@ struct GpuKind {
   int64_t gpus_per_node = 8;
   int64_t host_memory_bytes = 0;   // per node, as its usual server has it
   double matmul_efficiency = 0.0;  // share of peak a large matmul reaches (default)
-  // Seconds a ring collective costs whatever its size (NCCL's tuning model, ring with its
-  // simple protocol): a fixed cost, then one per step of the ring, over NVLink (PCIe cards
-  // 5.7e-6) or between nodes.
-  double collective_latency = 8.4e-6;
-  double intra_node_step_latency = 3.4e-6;
-  double inter_node_step_latency = 9.6e-6;
+  // Seconds a ring collective costs whatever its size: a fixed cost, then one per step of the
+  // ring, over NVLink or PCIe inside a node or between nodes (the constants below).
+  double collective_latency = kRingBaseLatency;
+  double intra_node_step_latency = kNvlinkStepLatency;
+  double inter_node_step_latency = kNetworkStepLatency;
   // Collectives run beside the compute (a GPU's copy engines and NICs); not on a CPU, whose
   // cores run both: there nothing the planner would overlap is hidden.
   bool overlaps_communication = true;

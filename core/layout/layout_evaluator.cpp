@@ -333,7 +333,9 @@ double LayoutEvaluator::exposed_transfers(const Layout& layout, const Stage& sta
     if (layout.offload == Offload::kParameters) {
       seconds = std::max(seconds, passes * P * w / shard / gpu.host_link_bandwidth);
     }
-    time.data = std::max(0.0, seconds - busy) + seconds / units;
+    // With prefetching the first block's gather is always exposed; without it every gather is.
+    time.data =
+        gpu.overlaps_communication ? std::max(0.0, seconds - busy) + seconds / units : seconds;
   }
   if (layout.offload == Offload::kActivations) {
     const double moved = 2.0 * static_cast<double>(work.own.offloaded);
