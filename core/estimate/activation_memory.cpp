@@ -123,13 +123,12 @@ class EngineAccounting {
                               ? std::max({down, per_token(2 * f),
                                           weight(2 * d * f) + per_token(d) - per_token(2 * f)})
                               : down;
-    // Under sequence parallelism the up projection's backward gathers its input again, and sums
-    // and scatters its input's gradient: the whole input, its gradient and that gradient's
-    // slices laid out rank by rank for the reduce-scatter (three s·d tensors) and the slice kept,
-    // beside its weight's gradient and its output's gradient, once the activations' saved
-    // tensors have gone (measured on `small`, TP 4, every:1). On Gloo the reduce-scatter is an
-    // all-to-all whose received slices are a fourth s·d tensor while it runs; this counts
-    // NCCL's (the difference has not set a measured peak here).
+    // Under sequence parallelism the up projection's backward gathers its input again (freed
+    // once the weight's gradient is formed), and sums and scatters its input's gradient: three
+    // s·d tensors (the whole input or, on Gloo, whose reduce-scatter is an all-to-all, the
+    // slices it received; the gradient; its slices laid out rank by rank for the collective) and
+    // the slice kept, beside its weight's gradient and its output's gradient, once the
+    // activations' saved tensors have gone (measured on `small`, TP 4, every:1).
     if (gathered_gradient() > 0) {
       const int64_t up = arch_.gated_mlp ? 2 * f : f;
       cost.backward_extra = std::max(

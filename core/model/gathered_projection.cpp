@@ -52,10 +52,11 @@ class GatheredProjection : public torch::autograd::Function<GatheredProjection> 
     const torch::Tensor local = ctx->get_saved_variables().at(0);
     TensorParallelGroup& group = *state->group;
     // The weight's gradient needs the whole sequence again; the input's is partial per rank.
-    const torch::Tensor whole =
+    torch::Tensor whole =
         group.gather(local, kSequenceDim, "gathering the sequence again for a weight's gradient");
     const LinearGrads grads = linear_backward(whole.to(state->weight.scalar_type()),
                                               grad_outputs.at(0), state->weight, state->bias);
+    whole.reset();  // the weight's gradient is formed: not held through the scatter
     const torch::Tensor grad_local =
         group.sum_and_scatter(in_autograd_dtype(grads.input, local.scalar_type()), kSequenceDim,
                               "scattering a gathered sequence's gradient");
