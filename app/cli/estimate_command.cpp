@@ -39,6 +39,11 @@ struct EstimateOptions {
       // Shape flags refine a named model as `run` applies them; alone they refine `tiny`.
       ModelConfig config = estimate::architecture_model_config(model.empty() ? "tiny" : model);
       shape.apply(config);
+      if (config.lora.enabled()) {
+        throw InvalidInput("--finetune",
+                           "estimate does not model LoRA fine-tuning yet; `run --finetune lora` "
+                           "measures it");
+      }
       estimate::Architecture arch = estimate::from_model_config(config);
       arch.name = !shape.source().empty() ? shape.source()
                   : model.empty()         ? "custom"

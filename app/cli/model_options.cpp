@@ -1,6 +1,7 @@
 #include "cli/model_options.h"
 
 #include <iostream>
+#include <utility>
 
 #include "common/errors.h"
 
@@ -42,6 +43,39 @@ void ModelOptions::add_to(CLI::App& command) {
   command.add_option("--dropout", dropout_, "Dropout rate in [0, 1) (default 0)");
   command.add_option("--attention", attention_, "sdpa (fused) or math (keeps the s×s scores)")
       ->capture_default_str();
+  command.add_option("--finetune", finetune_,
+                     "full (default): every parameter trains; lora: the model is frozen and "
+                     "low-rank adapters on its projections train");
+  command.add_option("--lora-rank", lora_rank_, "With --finetune lora: the adapters' rank (16)");
+  command.add_option("--lora-alpha", lora_alpha_,
+                     "With --finetune lora: their output is scaled by alpha / rank (alpha 32)");
+  command.add_option("--lora-targets", lora_targets_,
+                     "With --finetune lora: the projections adapted, any of q,k,v,o,gate,up,down "
+                     "(default all the model has)");
+}
+
+void ModelOptions::apply_fine_tuning(ModelConfig& model) const {
+  if (!finetune_.empty() && finetune_ != "full" && finetune_ != "lora") {
+    throw InvalidInput("--finetune", "unknown fine-tuning '" + finetune_ + "' (use full or lora)");
+  }
+  if (finetune_ != "lora") {
+    for (const auto& [given, flag] : {std::pair{lora_rank_.has_value(), "--lora-rank"},
+                                      std::pair{lora_alpha_.has_value(), "--lora-alpha"},
+                                      std::pair{!lora_targets_.empty(), "--lora-targets"}}) {
+      if (given) throw InvalidInput(flag, "goes with --finetune lora");
+    }
+    if (finetune_ == "full") model.lora = LoraOptions{};
+    return;
+  }
+  model.lora = default_lora_options(model.family);
+  if (lora_rank_) {
+    if (*lora_rank_ < 1) throw InvalidInput("--lora-rank", "must be at least 1");
+    model.lora.rank = *lora_rank_;
+  }
+  if (lora_alpha_) model.lora.alpha = *lora_alpha_;
+  if (!lora_targets_.empty() && lora_targets_ != "all") {
+    model.lora.targets = parse_lora_targets(lora_targets_);
+  }
 }
 
 const ImportedConfig& ModelOptions::imported() const {
@@ -93,6 +127,7 @@ void ModelOptions::apply(ModelConfig& model) const {
   if (vocab_) model.vocab = *vocab_;
   if (dropout_) model.dropout = *dropout_;
   model.attention = parse_attention(attention_);
+  apply_fine_tuning(model);
 }
 
 bool ModelOptions::changes_shape() const {

@@ -17,7 +17,8 @@ class ModelOptions {
   // Adds --model-config, --arch, --layers, --d-model, --heads, --kv-heads, --head-dim,
   // --mlp-hidden,
   // --rope-theta, --qkv-bias, --tie-head, --loss-chunks, --seq-len, --vocab, --dropout and
-  // --attention. Add the command's --preset (or --model) first: --model-config excludes it.
+  // --attention, and fine-tuning's --finetune, --lora-rank, --lora-alpha and --lora-targets.
+  // Add the command's --preset (or --model) first: --model-config excludes it.
   void add_to(CLI::App& command);
   // `model` (a preset's shape, or the --model-config file's instead) with every given flag
   // applied, the family first. Throws InvalidInput naming a flag that does not apply
@@ -42,6 +43,12 @@ class ModelOptions {
   std::string loss_chunks_;
   std::optional<double> dropout_;
   std::string attention_ = "sdpa";
+  std::string finetune_;  // empty: as the preset or configuration has it (full)
+  std::optional<int64_t> lora_rank_;
+  std::optional<double> lora_alpha_;
+  std::string lora_targets_;
+
+  void apply_fine_tuning(ModelConfig& model) const;
 };
 
 }  // namespace rematlab::cli

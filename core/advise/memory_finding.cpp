@@ -131,6 +131,7 @@ Cause dominant_cause(const RunRecord& run, int64_t logits_bytes, int64_t kept_by
 }  // namespace
 
 std::optional<std::string> unestimable(const RunConfig& config) {
+  if (config.model.lora.enabled()) return "the estimator does not model LoRA fine-tuning yet";
   try {
     const estimate::Architecture arch = estimate::from_model_config(config.model);
     estimate::validate(arch);

@@ -31,6 +31,7 @@ struct KeptState : torch::CustomClassHolder {
   torch::Tensor bias;
   at::ScalarType weight_dtype = at::kFloat;  // the parameters' own dtype
   at::ScalarType bias_dtype = at::kFloat;
+  bool parameters_wanted = true;  // false for a frozen projection (fine-tuning)
 };
 
 constexpr const char* kKeptKey = "rematlab.kept_projection";
@@ -54,10 +55,15 @@ class KeptProjection : public torch::autograd::Function<KeptProjection> {
         c10::static_intrusive_pointer_cast<KeptState>(ctx->saved_data.at(kKeptKey).toCapsule());
     ctx->saved_data.erase(kKeptKey);
     const torch::Tensor input = ctx->get_saved_variables().at(0);
+    const bool wanted = state->parameters_wanted;
     const LinearGrads grads =
-        linear_backward(input, grad_outputs.at(0), state->weight, state->bias);
-    variable_list result = {grads.input, in_autograd_dtype(grads.weight, state->weight_dtype)};
-    if (grads.bias.defined()) result.push_back(in_autograd_dtype(grads.bias, state->bias_dtype));
+        linear_backward(input, grad_outputs.at(0), state->weight, state->bias, wanted);
+    variable_list result = {grads.input, wanted
+                                             ? in_autograd_dtype(grads.weight, state->weight_dtype)
+                                             : torch::Tensor()};
+    if (state->bias.defined()) {
+      result.push_back(wanted ? in_autograd_dtype(grads.bias, state->bias_dtype) : torch::Tensor());
+    }
     result.emplace_back();  // the state
     return result;
   }
@@ -122,6 +128,7 @@ torch::Tensor projection(std::optional<KeptOutput> which, const torch::Tensor& i
   state->weight = operands.weight;
   state->bias = operands.bias;
   state->weight_dtype = weight.scalar_type();
+  state->parameters_wanted = weight.requires_grad();
   if (bias.defined()) state->bias_dtype = bias.scalar_type();
   std::vector<torch::Tensor> params = {weight};
   if (bias.defined()) params.push_back(bias);

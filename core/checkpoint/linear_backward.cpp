@@ -65,7 +65,8 @@ bool linear_backward_supported(const torch::Tensor& input, const torch::Tensor& 
 }
 
 LinearGrads linear_backward(const torch::Tensor& input, const torch::Tensor& grad_output,
-                            const torch::Tensor& weight, const torch::Tensor& bias) {
+                            const torch::Tensor& weight, const torch::Tensor& bias,
+                            bool parameters_wanted) {
   TORCH_CHECK(linear_backward_supported(input, weight, bias),
               "linear_backward: input layout not replicated");
   // at::linear multiplies by weight.t() (a column-major view), as addmm(bias, input, weight.t())
@@ -79,6 +80,7 @@ LinearGrads linear_backward(const torch::Tensor& input, const torch::Tensor& gra
   LinearGrads grads;
   const torch::Tensor grad_mat1 = mm_mat1_grad(grad, mat1, mat2);
   grads.input = folded ? grad_mat1.reshape(input.sizes()) : grad_mat1;
+  if (!parameters_wanted) return grads;
   // weight.t()'s gradient, transposed back by the view's backward.
   grads.weight = mm_mat2_grad(grad, mat1, mat2).t();
   // addmm's gradient for its broadcast bias is the output gradient, which autograd reduces to the

@@ -39,7 +39,9 @@ bool linear_backward_supported(const torch::Tensor& input, const torch::Tensor& 
 // operand layouts autograd uses for the mm/addmm the forward dispatches to (mm's two operand
 // formulas, the bias reduced with sum_to), so that they are identical to autograd's. All
 // operands in one dtype: under autocast, pass the low-precision copies the forward used.
+// Without `parameters_wanted` (a frozen projection) only the input's gradient is formed.
 LinearGrads linear_backward(const torch::Tensor& input, const torch::Tensor& grad_output,
-                            const torch::Tensor& weight, const torch::Tensor& bias);
+                            const torch::Tensor& weight, const torch::Tensor& bias,
+                            bool parameters_wanted = true);
 
 }  // namespace rematlab

@@ -51,6 +51,7 @@ struct TailState : torch::CustomClassHolder {
   at::ScalarType residual_dtype = at::kFloat;
   at::ScalarType weight_dtype = at::kFloat;  // the parameters' own dtype
   at::ScalarType bias_dtype = at::kFloat;
+  bool parameters_wanted = true;  // false for a frozen projection (fine-tuning)
 };
 
 constexpr const char* kTailKey = "rematlab.tail";
@@ -84,12 +85,18 @@ class TailFunction : public torch::autograd::Function<TailFunction> {
       grad_projection = dropout_backward(*state->dropout, grad_projection);
       state->dropout.reset();  // frees the graph
     }
-    const LinearGrads grads = linear_backward(input, grad_projection, state->weight, state->bias);
+    const LinearGrads grads = linear_backward(input, grad_projection, state->weight, state->bias,
+                                              state->parameters_wanted);
     // Under autocast the projection used cast copies of its parameters: the cast's backward
     // brings their gradients back to the parameters' dtype.
     variable_list result = {in_autograd_dtype(grad, state->residual_dtype), grads.input,
-                            in_autograd_dtype(grads.weight, state->weight_dtype)};
-    if (grads.bias.defined()) result.push_back(in_autograd_dtype(grads.bias, state->bias_dtype));
+                            state->parameters_wanted
+                                ? in_autograd_dtype(grads.weight, state->weight_dtype)
+                                : torch::Tensor()};
+    if (state->bias.defined()) {
+      result.push_back(state->parameters_wanted ? in_autograd_dtype(grads.bias, state->bias_dtype)
+                                                : torch::Tensor());
+    }
     result.emplace_back();  // the state
     return result;
   }
@@ -99,9 +106,11 @@ class TailFunction : public torch::autograd::Function<TailFunction> {
 
 torch::Tensor SublayerTail::complete() const {
   if (!sum_over) {
-    return residual +
-           torch::dropout(projection(kept_as, projection_input, weight, bias), dropout, training);
+    torch::Tensor output = projection(kept_as, projection_input, weight, bias);
+    if (adapter) output = adapter(output, projection_input);
+    return residual + torch::dropout(output, dropout, training);
   }
+  TORCH_CHECK(!adapter, "adapters on a row-parallel projection are not built");
   const torch::Tensor partial = projection(kept_as, projection_input, weight, torch::Tensor());
   torch::Tensor output = scatter_sequence ? rematlab::scatter_sequence(partial, sum_over)
                                           : out_of_region(partial, sum_over);
@@ -114,7 +123,7 @@ torch::Tensor SublayerTail::complete() const {
 // gradient as it is, so the gradients of h and of this rank's columns are formed as without it.
 // A scattered one's backward gathers the sequence first: not replicated, the tail runs whole.
 torch::Tensor tail_without_projection(const SublayerTail& tail) {
-  if (tail.scatter_sequence) return {};
+  if (tail.scatter_sequence || tail.adapter) return {};
   // h, the weight and the bias as the projection saw them (autocast's copies under autocast).
   const LinearOperands operands =
       autocast_linear_operands(tail.projection_input, tail.weight, tail.bias);
@@ -129,6 +138,7 @@ torch::Tensor tail_without_projection(const SublayerTail& tail) {
       replay_dropout(tail.dropout, tail.training, sizes, input.options().requires_grad(false));
   state->residual_dtype = tail.residual.scalar_type();
   state->weight_dtype = tail.weight.scalar_type();
+  state->parameters_wanted = tail.weight.requires_grad();
   if (tail.bias.defined()) state->bias_dtype = tail.bias.scalar_type();
   std::vector<torch::Tensor> params = {tail.weight};
   if (tail.bias.defined()) params.push_back(tail.bias);

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -31,9 +32,13 @@ struct SublayerTail {
   // Released with the tail: what must stay alive until the projection ran (the hold a sharding
   // of the parameters keeps on the projection's weight, model/parameter_units.h).
   std::shared_ptr<void> held;
+  // Fine-tuning: the projection's adapters, given its output and h, return the two summed
+  // (model/lora.h). Empty: none.
+  std::function<torch::Tensor(const torch::Tensor& output, const torch::Tensor& h)> adapter;
 
   // residual + dropout(linear(h)), as the sublayer's forward computes it (with sum_over:
-  // residual + dropout(Σ_ranks h·Wᵀ + bias)).
+  // residual + dropout(Σ_ranks h·Wᵀ + bias); with an adapter: residual + dropout(adapter(
+  // linear(h), h))).
   torch::Tensor complete() const;
 };
 
@@ -44,7 +49,8 @@ struct SublayerTail {
 // recomputation reached the tail, under the RNG and autocast state of the forward, grad mode on:
 // it draws the dropout mask again (dropout of ones consumes the generator as the projection's
 // output did) and casts h as autocast cast it for the projection. Undefined when the projection's
-// operands have a layout linear_backward does not replicate: the caller then runs complete().
+// operands have a layout linear_backward does not replicate, or when an adapter needs more than
+// h for its backward: the caller then runs complete().
 torch::Tensor tail_without_projection(const SublayerTail& tail);
 
 }  // namespace rematlab

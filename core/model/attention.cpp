@@ -156,9 +156,33 @@ void AttentionSublayer::split_for_tensor_parallel(const TensorParallel& group,
   sequence_parallel_ = sequence_parallel;
 }
 
+void AttentionSublayer::attach_lora(const LoraOptions& lora) {
+  const int64_t hd = shape_.head_dim;
+  const int64_t q = shape_.heads * hd;
+  const int64_t kv = shape_.kv_projected * hd;
+  std::vector<LoraSlice> slices;
+  if (lora.adapts(kLoraQ)) slices.push_back({0, q});
+  if (lora.adapts(kLoraK)) slices.push_back({q, kv});
+  if (lora.adapts(kLoraV)) slices.push_back({q + kv, kv});
+  const int64_t d = out_->weight.size(0);
+  if (!slices.empty()) {
+    qkv_lora_ = register_module("qkv_lora",
+                                LoraBranch(d, shape_.qkv_width(), slices, lora.rank, lora.scale()));
+  }
+  if (lora.adapts(kLoraO)) {
+    out_lora_ = register_module(
+        "out_lora", LoraBranch(q, d, std::vector<LoraSlice>{{0, d}}, lora.rank, lora.scale()));
+  }
+}
+
 SublayerTail AttentionSublayer::forward_until_tail(const torch::Tensor& x) {
-  const torch::Tensor qkv = column_projection(KeptOutput::kQkv, norm_(x), qkv_->weight, qkv_->bias,
-                                              group_, sequence_parallel_);
+  torch::Tensor qkv;
+  {  // the norm's output goes before the core runs
+    const torch::Tensor normed = norm_(x);
+    qkv = column_projection(KeptOutput::kQkv, normed, qkv_->weight, qkv_->bias, group_,
+                            sequence_parallel_);
+    if (qkv_lora_) qkv = qkv_lora_->add_to(qkv, normed);
+  }
   const bool training = is_training();
   // The closure holds what it needs by value: a pending recomputation never dangles.
   auto core = [shape = shape_, rotary = rotary_, dropout = dropout_, training,
@@ -175,7 +199,8 @@ SublayerTail AttentionSublayer::forward_until_tail(const torch::Tensor& x) {
           KeptOutput::kAttentionOut,
           group_,
           sequence_parallel_,
-          nullptr};
+          nullptr,
+          adapter_of(out_lora_)};
 }
 
 }  // namespace rematlab

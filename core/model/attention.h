@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/lora.h"
 #include "model/model_config.h"
 #include "model/norm.h"
 #include "model/rotary.h"
@@ -48,11 +49,15 @@ class AttentionSublayer : public Sublayer {
                                  bool sequence_parallel);
   // `selective` recompute: keep the projections, recompute only the attention core.
   void set_recompute_core(bool recompute) { recompute_core_ = recompute; }
+  // Fine-tuning: adapters on the projections `lora` targets among q, k, v and the output.
+  void attach_lora(const LoraOptions& lora);
 
  private:
   Norm norm_{nullptr};
   torch::nn::Linear qkv_{nullptr};
   torch::nn::Linear out_{nullptr};
+  LoraBranch qkv_lora_{nullptr};  // fine-tuning only
+  LoraBranch out_lora_{nullptr};
   AttentionShape shape_;
   std::shared_ptr<const RotaryTables> rotary_;
   double dropout_;

@@ -38,9 +38,31 @@ void MlpSublayer::split_for_tensor_parallel(const TensorParallel& group,
   sequence_parallel_ = sequence_parallel;
 }
 
+void MlpSublayer::attach_lora(const LoraOptions& lora) {
+  const int64_t hidden = down_->weight.size(1);
+  const int64_t d = down_->weight.size(0);
+  const bool gated = family_ == ModelFamily::kLlama;
+  std::vector<LoraSlice> slices;  // Llama's fused [gate; up], or GPT's up
+  if (gated && lora.adapts(kLoraGate)) slices.push_back({0, hidden});
+  if (lora.adapts(kLoraUp)) slices.push_back({gated ? hidden : 0, hidden});
+  if (!slices.empty()) {
+    up_lora_ = register_module("up_lora",
+                               LoraBranch(d, up_->weight.size(0), slices, lora.rank, lora.scale()));
+  }
+  if (lora.adapts(kLoraDown)) {
+    down_lora_ = register_module("down_lora", LoraBranch(hidden, d, std::vector<LoraSlice>{{0, d}},
+                                                         lora.rank, lora.scale()));
+  }
+}
+
 SublayerTail MlpSublayer::forward_until_tail(const torch::Tensor& x) {
-  torch::Tensor hidden = column_projection(KeptOutput::kMlpIn, norm_(x), up_->weight, up_->bias,
-                                           group_, sequence_parallel_);
+  torch::Tensor hidden;
+  {  // the norm's output goes before the activation runs
+    const torch::Tensor normed = norm_(x);
+    hidden = column_projection(KeptOutput::kMlpIn, normed, up_->weight, up_->bias, group_,
+                               sequence_parallel_);
+    if (up_lora_) hidden = up_lora_->add_to(hidden, normed);
+  }
   if (family_ == ModelFamily::kLlama) {
     const auto halves = hidden.chunk(2, /*dim=*/-1);
     hidden = torch::silu(halves[0]) * halves[1];
@@ -56,7 +78,8 @@ SublayerTail MlpSublayer::forward_until_tail(const torch::Tensor& x) {
           std::nullopt,
           group_,
           sequence_parallel_,
-          nullptr};
+          nullptr,
+          adapter_of(down_lora_)};
 }
 
 }  // namespace rematlab

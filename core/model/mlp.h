@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "model/lora.h"
 #include "model/model_config.h"
 #include "model/norm.h"
 #include "model/sublayer.h"
@@ -20,11 +21,15 @@ class MlpSublayer : public Sublayer {
   // the down projection's columns; the down projection's bias stays whole, added after the sum.
   void split_for_tensor_parallel(const TensorParallel& group, TensorParallelLayout& layout,
                                  bool sequence_parallel);
+  // Fine-tuning: adapters on the projections `lora` targets among gate, up and down.
+  void attach_lora(const LoraOptions& lora);
 
  private:
   Norm norm_{nullptr};
   torch::nn::Linear up_{nullptr};  // GPT: up; Llama: [gate; up]
   torch::nn::Linear down_{nullptr};
+  LoraBranch up_lora_{nullptr};  // fine-tuning only
+  LoraBranch down_lora_{nullptr};
   ModelFamily family_;
   double dropout_;
   TensorParallel group_;            // null: the whole layer on this process

@@ -88,6 +88,16 @@ void ModelConfig::switch_family(ModelFamily to) {
   tie_head = to == ModelFamily::kGpt;
   rope_theta = ModelConfig{}.rope_theta;
   qkv_bias = false;
+  if (to == ModelFamily::kGpt) lora.targets &= ~static_cast<uint32_t>(kLoraGate);
+}
+
+LoraOptions default_lora_options(ModelFamily family) {
+  LoraOptions lora;
+  lora.rank = 16;
+  lora.alpha = 32.0;
+  lora.targets = family == ModelFamily::kGpt ? kEveryLoraTarget & ~static_cast<uint32_t>(kLoraGate)
+                                             : kEveryLoraTarget;
+  return lora;
 }
 
 int64_t ModelConfig::loss_chunk_count() const {
@@ -100,7 +110,32 @@ int64_t resolve_loss_chunks(int64_t loss_chunks, int64_t vocab, int64_t d_model)
   return std::max<int64_t>(1, loss_chunks);
 }
 
+int64_t ModelConfig::adapter_parameter_count() const {
+  if (!lora.enabled()) return 0;
+  const int64_t d = d_model;
+  const int64_t hidden = mlp_width();
+  const int64_t q = heads * head_dim();
+  const int64_t kv = key_value_heads() * head_dim();
+  // An adapter on a projection from `in` to `out` values: A (rank × in) and B (out × rank).
+  auto adapter = [&](LoraTarget target, int64_t in, int64_t out) {
+    return lora.adapts(target) ? lora.rank * (in + out) : 0;
+  };
+  const int64_t per_block = adapter(kLoraQ, d, q) + adapter(kLoraK, d, kv) +
+                            adapter(kLoraV, d, kv) + adapter(kLoraO, q, d) +
+                            adapter(kLoraGate, d, hidden) + adapter(kLoraUp, d, hidden) +
+                            adapter(kLoraDown, hidden, d);
+  return layers * per_block;
+}
+
+int64_t ModelConfig::trainable_parameter_count() const {
+  return lora.enabled() ? adapter_parameter_count() : parameter_count();
+}
+
 int64_t ModelConfig::parameter_count() const {
+  return base_parameter_count() + adapter_parameter_count();
+}
+
+int64_t ModelConfig::base_parameter_count() const {
   const int64_t d = d_model;
   const int64_t hidden = mlp_width();
   const int64_t attention_width = heads * head_dim();
@@ -141,6 +176,26 @@ ModelConfig model_preset(const std::string& name) {
   throw InvalidInput("--preset", "unknown preset '" + name + "' (known: " + known + ")");
 }
 
+namespace {
+
+void validate_lora(const ModelConfig& config) {
+  const LoraOptions& lora = config.lora;
+  if (lora.rank < 0) throw InvalidInput("--lora-rank", "must not be negative");
+  if (!lora.enabled()) return;
+  require_at_most(lora.rank, kMaxLoraRank, "--lora-rank");
+  if (!(std::isfinite(lora.alpha) && lora.alpha > 0.0)) {
+    throw InvalidInput("--lora-alpha", "must be a positive number such as 32");
+  }
+  if (lora.targets == 0 || (lora.targets & ~kEveryLoraTarget) != 0) {
+    throw InvalidInput("--lora-targets", "names no projection the models have");
+  }
+  if (config.family == ModelFamily::kGpt && (lora.targets & kLoraGate) != 0) {
+    throw InvalidInput("--lora-targets", "gpt's MLP has no gate projection (use up and down)");
+  }
+}
+
+}  // namespace
+
 void validate(const ModelConfig& config) {
   require_positive(config.layers, "--layers");
   require_positive(config.d_model, "--d-model");
@@ -157,6 +212,7 @@ void validate(const ModelConfig& config) {
     throw InvalidInput("--qkv-bias", "only llama models take it (gpt has every bias already)");
   }
   if (config.mlp_hidden < 0) throw InvalidInput("--mlp-hidden", "must not be negative");
+  validate_lora(config);
   if (config.head_width < 0) throw InvalidInput("--head-dim", "must not be negative");
   require_at_most(config.head_width, kMaxDModel, "--head-dim");
   if (config.head_width == 0 && config.d_model % config.heads != 0) {

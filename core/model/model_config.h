@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "model/lora_options.h"
+
 namespace rematlab {
 
 enum class AttentionKind {
@@ -37,6 +39,7 @@ struct ModelConfig {
   bool qkv_bias = false;        // Llama family: biases on q, k and v (Qwen 2); GPT has all
   int64_t head_width = 0;       // values per head; 0: d_model / heads (Qwen 3's small ones differ)
   int64_t loss_chunks = 0;      // the head and loss in this many slices of tokens (0, 1: whole)
+  LoraOptions lora;             // adapters on a frozen model (fine-tuning); none by default
 
   int64_t head_dim() const { return head_width > 0 ? head_width : d_model / heads; }
   int64_t key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
@@ -48,9 +51,18 @@ struct ModelConfig {
   // Slices the head and loss run in: loss_chunks, or for kAutoLossChunks as many as keep a
   // slice's logits no wider than 4·d_model (the MLP's width) per token: ⌈vocab / 4·d⌉.
   int64_t loss_chunk_count() const;
-  // Exact parameter count of the engine's model.
+  // Exact parameter count of the engine's model, its adapters included.
   int64_t parameter_count() const;
+  // The parameters that train: the adapters' under LoRA, else all of them.
+  int64_t trainable_parameter_count() const;
+  // The adapters' parameters (0 without LoRA), and the rest: the model they adapt.
+  int64_t adapter_parameter_count() const;
+  int64_t base_parameter_count() const;
 };
+
+// LoRA as `--finetune lora` gives it without other flags: rank 16, alpha 32, on every
+// projection the family has (GPT's MLP has no gate).
+LoraOptions default_lora_options(ModelFamily family);
 
 // The preset names in the order users see them: GPT's, then Llama's.
 const std::vector<std::string>& preset_names();

@@ -46,6 +46,18 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
         torch::nn::Linear(torch::nn::LinearOptions(config.d_model, config.vocab).bias(false)));
     initialise_linear(head_, kProjectionStd);
   }
+  if (config.lora.enabled()) {
+    // The base trains no more; the adapters, drawn after it (so the base is the model the same
+    // seed gives without them), are all that trains.
+    for (torch::Tensor& param : parameters()) param.requires_grad_(false);
+    for (const auto& sublayer : sublayers_) {
+      if (auto attention = std::dynamic_pointer_cast<AttentionSublayer>(sublayer)) {
+        attention->attach_lora(config.lora);
+      } else if (auto mlp = std::dynamic_pointer_cast<MlpSublayer>(sublayer)) {
+        mlp->attach_lora(config.lora);
+      }
+    }
+  }
 }
 
 TensorParallelLayout TransformerImpl::split_for_tensor_parallel(const TensorParallel& group,

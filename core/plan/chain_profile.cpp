@@ -66,6 +66,7 @@ class Bench {
     model_->to(device_);
     model_->train();
     for (auto& param : model_->parameters()) {
+      if (!param.requires_grad()) continue;  // as the trainer: a frozen base has no gradients
       // As the trainer: gradients exist between steps, so a backward only adds into them.
       param.mutable_grad() = torch::zeros_like(param);
       params_.push_back(param);

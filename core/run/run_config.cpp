@@ -92,7 +92,12 @@ void validate_model_states_fit(const RunConfig& config, const c10::Device& devic
       per_param = 16.0 / data_ranks;
       break;
   }
-  const double states = std::max(4.0, per_param) * params / tp;
+  // Fine-tuning: a frozen base holds its weights only; the adapters train as a whole model does.
+  const ModelConfig& m = config.model;
+  const double states = m.lora.enabled()
+                            ? 4.0 * static_cast<double>(m.base_parameter_count()) +
+                                  per_param * static_cast<double>(m.adapter_parameter_count())
+                            : std::max(4.0, per_param) * params / tp;
   const double memory = static_cast<double>(device_memory_bytes(device));
   if (memory > 0.0 && states > memory) {
     throw InvalidInput(
@@ -270,6 +275,10 @@ void validate(const RunConfig& config) {
   }
   validate_data_parallel(config);
   validate_tensor_parallel(config);
+  if (config.model.lora.enabled() && (config.world_size > 1 || config.tp > 1)) {
+    throw InvalidInput("--finetune",
+                       "LoRA fine-tuning runs in one process so far (no --nproc, no --tp)");
+  }
 }
 
 OffloadSpec parse_offload(const std::string& text) {
@@ -328,6 +337,13 @@ nlohmann::json to_json(const RunConfig& config) {
   // Only where they are set: every other model's record (and profile key) stays as it was.
   if (config.model.qkv_bias) json["qkv_bias"] = true;
   if (config.model.head_width > 0) json["head_dim"] = config.model.head_width;
+  const LoraOptions& lora = config.model.lora;
+  if (lora.enabled()) {
+    json["finetune"] = "lora";
+    json["lora_rank"] = lora.rank;
+    json["lora_alpha"] = lora.alpha;
+    json["lora_targets"] = lora_targets_text(lora.targets);
+  }
   return json;
 }
 
@@ -351,6 +367,7 @@ std::string describe_run(const RunConfig& config, const std::string& batch) {
   if (config.tp > 1) text += " tp" + std::to_string(config.tp);
   if (config.sequence_parallel) text += " sp";
   if (config.shard != "none") text += " shard:" + config.shard;
+  if (config.model.lora.enabled()) text += " lora:r" + std::to_string(config.model.lora.rank);
   return text;
 }
 

@@ -108,6 +108,38 @@ const std::map<std::string, Setter>& setters() {
          if (!v.is_boolean()) wrong_type(f, "true or false", v);
          c.model.qkv_bias = v.get<bool>();
        }},
+      // Fine-tuning: "finetune" gives LoRA's defaults, which the lora_ fields then replace
+      // (in any order: a rank given first is kept).
+      {"finetune",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         const std::string mode = as_text(v, f);
+         if (mode == "full") {
+           c.model.lora = LoraOptions{};
+         } else if (mode == "lora") {
+           const LoraOptions given = c.model.lora;
+           c.model.lora = default_lora_options(c.model.family);
+           if (given.rank > 0) c.model.lora.rank = given.rank;
+           if (given.alpha > 0.0) c.model.lora.alpha = given.alpha;
+           if (given.targets != 0) c.model.lora.targets = given.targets;
+         } else {
+           throw InvalidInput(f, "unknown fine-tuning '" + mode + "' (use full or lora)");
+         }
+       }},
+      {"lora_rank",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         c.model.lora.rank = as_integer(v, f);
+         if (c.model.lora.rank < 1) throw InvalidInput(f, "must be at least 1");
+       }},
+      {"lora_alpha", [](RunConfig& c, const nlohmann::json& v,
+                        const std::string& f) { c.model.lora.alpha = as_number(v, f); }},
+      {"lora_targets",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         try {
+           c.model.lora.targets = parse_lora_targets(as_text(v, f));
+         } catch (const InvalidInput& error) {
+           throw InvalidInput(f, error.reason_words());
+         }
+       }},
       {"rope_theta", [](RunConfig& c, const nlohmann::json& v,
                         const std::string& f) { c.model.rope_theta = as_number(v, f); }},
       {"loss_chunks",

@@ -215,6 +215,14 @@ nlohmann::json to_json(const RunSummary& summary) {
       {"steps", summary.steps_completed},
   };
   json.update(to_json(static_cast<const RunResult&>(summary)));
+  const LoraOptions& lora = config.model.lora;
+  if (lora.enabled()) {  // what trains, beside `params` (all of them, the adapters included)
+    json["finetune"] = "lora";
+    json["lora_rank"] = lora.rank;
+    json["lora_alpha"] = lora.alpha;
+    json["lora_targets"] = lora_targets_text(lora.targets);
+    json["trainable_params"] = config.model.trainable_parameter_count();
+  }
   json["run_id"] = summary.run_id ? nlohmann::json(*summary.run_id) : nlohmann::json(nullptr);
   if (!summary.message.empty()) json["status_message"] = summary.message;
   if (summary.planned) json["plan"] = to_json(*summary.planned);

@@ -36,6 +36,7 @@ OneStep gradients_under(RunConfig config, const std::string& policy, const std::
   if (!loss) throw GradientCheckCancelled{};
   result.loss = *loss;
   for (const auto& item : trainer.model()->named_parameters()) {
+    if (!item.value().requires_grad()) continue;  // frozen: no gradient to compare
     result.gradients.emplace_back(item.key(), item.value().grad().detach().to(torch::kCPU).clone());
   }
   return result;

@@ -82,6 +82,7 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
   std::shared_ptr<ParameterUnits> units =
       exchange_ ? exchange_->shard_parameters(model_->parameter_units()) : nullptr;
   for (auto& param : model_->parameters()) {
+    if (!param.requires_grad()) continue;  // a frozen base (fine-tuning): no gradient, no state
     // Gradients exist from the start so every step begins with the same model states (sharded
     // parameters keep only their shards' gradients: no whole ones to build first).
     if (!units) param.mutable_grad() = torch::zeros_like(param);
@@ -302,7 +303,9 @@ RunSummary Trainer::run(const TrainerCallbacks& callbacks) {
 }
 
 void Trainer::record_flops(RunSummary& summary) const {
-  if (summary.steps.empty()) return;
+  // The FLOP counts are training's (6·N per token); a frozen base forms no weight gradients and
+  // the estimator does not count adapters yet, so a LoRA run's utilisation is left unknown.
+  if (summary.steps.empty() || config_.model.lora.enabled()) return;
   const estimate::Architecture arch = estimate::from_model_config(config_.model);
   // Hardware FLOPs follow each step's plan (a schedule changes it), averaged over timed steps.
   double hardware = 0.0;

@@ -1,0 +1,52 @@
+#include "model/lora_options.h"
+
+#include <array>
+#include <sstream>
+#include <utility>
+
+#include "common/errors.h"
+
+namespace rematlab {
+namespace {
+
+constexpr std::array<std::pair<const char*, LoraTarget>, 7> kNames = {{{"q", kLoraQ},
+                                                                       {"k", kLoraK},
+                                                                       {"v", kLoraV},
+                                                                       {"o", kLoraO},
+                                                                       {"gate", kLoraGate},
+                                                                       {"up", kLoraUp},
+                                                                       {"down", kLoraDown}}};
+
+}  // namespace
+
+uint32_t parse_lora_targets(const std::string& text) {
+  if (text == "all") return kEveryLoraTarget;
+  uint32_t targets = 0;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    bool known = false;
+    for (const auto& [name, bit] : kNames) {
+      if (item == name) {
+        targets |= bit;
+        known = true;
+      }
+    }
+    if (!known) {
+      throw InvalidInput("--lora-targets", "unknown projection '" + item +
+                                               "' (use q, k, v, o, gate, up, down or all)");
+    }
+  }
+  if (targets == 0) throw InvalidInput("--lora-targets", "names no projection");
+  return targets;
+}
+
+std::string lora_targets_text(uint32_t targets) {
+  std::string text;
+  for (const auto& [name, bit] : kNames) {
+    if (targets & bit) text += (text.empty() ? "" : ",") + std::string(name);
+  }
+  return text;
+}
+
+}  // namespace rematlab
