@@ -156,6 +156,48 @@ TEST(ExperimentPanel, RanksAndShardAreValidatedAtTheirFields) {
   EXPECT_FALSE(panel->ranks_field()->property("invalid").toBool());
 }
 
+TEST(ExperimentPanel, LoraFineTuningTrainsItsAdaptersAndSaysHowManyParametersTrain) {
+  Bench bench;
+  ExperimentPanel* panel = bench.panel;
+  panel->preset_field()->setCurrentText("llama-tiny");
+  EXPECT_TRUE(panel->parameters_label()->text().contains("all trained"))
+      << panel->parameters_label()->text().toStdString();
+  EXPECT_FALSE(panel->lora_rank_field()->isEnabled());  // full training: no rank to give
+  panel->finetune_field()->setCurrentIndex(panel->finetune_field()->findData("lora"));
+  panel->lora_rank_field()->setValue(4);
+  panel->lora_targets_field()->setText("q,v,down");
+  EXPECT_TRUE(panel->lora_rank_field()->isEnabled());
+  ASSERT_TRUE(panel->run_button()->isEnabled()) << panel->problem().toStdString();
+  const QString said = panel->parameters_label()->text();
+  EXPECT_TRUE(said.contains("trained (")) << said.toStdString();
+  // The form's values go to the run and come back when loaded.
+  const nlohmann::ordered_json values = panel->form_values();
+  EXPECT_EQ(values["base"]["finetune"], "lora");
+  EXPECT_EQ(values["base"]["lora_rank"], 4);
+  EXPECT_EQ(values["base"]["lora_targets"], "q,v,down");
+  panel->finetune_field()->setCurrentIndex(panel->finetune_field()->findData("full"));
+  EXPECT_FALSE(panel->form_values()["base"].contains("finetune"));
+  panel->load_spec(values);
+  EXPECT_EQ(panel->finetune_field()->currentData().toString(), "lora");
+  EXPECT_EQ(panel->lora_rank_field()->value(), 4);
+  EXPECT_EQ(panel->lora_targets_field()->text(), "q,v,down");
+  // A projection the model lacks is said at its field, in the form's words.
+  panel->lora_targets_field()->setText("q,x");
+  EXPECT_FALSE(panel->run_button()->isEnabled());
+  EXPECT_TRUE(panel->lora_targets_field()->property("invalid").toBool());
+  EXPECT_TRUE(panel->problem().contains("LoRA targets")) << panel->problem().toStdString();
+  EXPECT_TRUE(panel->parameters_label()->text().isEmpty());
+  panel->lora_targets_field()->setText("all");
+  ASSERT_TRUE(panel->run_button()->isEnabled()) << panel->problem().toStdString();
+  // A real run: its record has the adapters.
+  ASSERT_EQ(bench.run_sweep(), "ok");
+  const std::vector<rematlab::RunRecord> runs = bench.reader().runs();
+  ASSERT_EQ(runs.size(), 1u);
+  const rematlab::RunRecord& run = runs.front();
+  EXPECT_EQ(run.config.model.lora.rank, 4);
+  EXPECT_EQ(run.config.model.lora.targets, rematlab::kEveryLoraTarget);
+}
+
 TEST(Window, RanksAndShardAreAsTheUserLeftThemAfterARestart) {
   QTemporaryDir dir;
   {

@@ -34,8 +34,10 @@ TEST(ModelConfig, PresetsHaveTheDesignedShapes) {
 // and the estimator's, which are written independently.
 TEST(ModelConfig, PresetsHaveTheirPublishedParameterCounts) {
   const std::vector<std::pair<const char*, int64_t>> published = {
-      {"gpt2-124m", 124'439'808},   {"llama3.2-1b", 1'235'814'400}, {"llama2-7b", 6'738'415'616},
-      {"llama3-8b", 8'030'261'248}, {"mistral-7b", 7'241'732'096},  {"llama2-70b", 68'976'648'192}};
+      {"gpt2-124m", 124'439'808},         {"llama3.2-1b", 1'235'814'400},
+      {"llama2-7b", 6'738'415'616},       {"llama3-8b", 8'030'261'248},
+      {"mistral-7b", 7'241'732'096},      {"llama2-70b", 68'976'648'192},
+      {"mistral-7b-v0.3", 7'248'023'552}, {"qwen2.5-7b", 7'615'616'512}};
   for (const auto& [name, count] : published) {
     EXPECT_EQ(model_preset(name).parameter_count(), count) << name;
   }

@@ -44,6 +44,7 @@ QSpinBox* spin(int minimum, int maximum, int value) {
 
 ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
   create_model_fields();
+  create_finetune_fields();
   create_training_fields();
   create_sweep_fields();
   create_actions();
@@ -54,6 +55,10 @@ ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
 
 void ExperimentPanel::create_model_fields() {
   preset_ = new QComboBox;
+  // As wide as a usual name; a longer one (mistral-7b-v0.3) is elided rather than widening the
+  // form (its list shows every name whole).
+  preset_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  preset_->setMinimumContentsLength(11);
   for (const auto& name : preset_names()) preset_->addItem(QString::fromStdString(name));
   layers_ = spin(1, 512, 2);
   d_model_ = spin(8, 16384, 64);
@@ -304,6 +309,7 @@ void ExperimentPanel::lay_out() {
   auto* fields = new QVBoxLayout(form);
   fields->addWidget(group("Sweep", sweep_fields()));
   fields->addWidget(group("Model", model_fields()));
+  fields->addWidget(group("Fine-tuning", finetune_fields()));
   fields->addWidget(group("Training", training_fields()));
   fields->addStretch();
   scroll_ = new QScrollArea;
@@ -334,7 +340,10 @@ void ExperimentPanel::connect_fields() {
   for (auto* box : {dropout_, lr_}) {
     connect(box, &QDoubleSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
   }
-  for (auto* combo : {attention_, device_, data_, shard_}) {
+  connect(lora_alpha_, &QDoubleSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
+  connect(lora_rank_, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
+  connect(lora_targets_, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
+  for (auto* combo : {attention_, device_, data_, shard_, finetune_}) {
     connect(combo, &QComboBox::currentTextChanged, this, &ExperimentPanel::revalidate);
   }
   for (auto* edit : {name_, policies_, offload_, batch_, precision_, budget_, data_file_}) {
@@ -391,6 +400,10 @@ QWidget* ExperimentPanel::field_for(const QString& key) const {
       {"shard", shard_},
       {"tp", tensor_ranks_},
       {"sequence_parallel", sequence_parallel_},
+      {"finetune", finetune_},
+      {"lora_rank", lora_rank_},
+      {"lora_alpha", lora_alpha_},
+      {"lora_targets", lora_targets_},
       {"checkpoint", policies_},
       {"offload", offload_},
       {"batch", batch_},
@@ -451,7 +464,8 @@ void ExperimentPanel::revalidate() {
           "kv_heads",   "mlp_hidden", "loss_chunks", "seq_len",   "vocab",   "attention",
           "dropout",    "data",       "accum",       "steps",     "lr",      "seed",
           "threads",    "device",     "ranks",       "shard",     "tp",      "sequence_parallel",
-          "checkpoint", "offload",    "batch",       "precision", "budget"}) {
+          "checkpoint", "offload",    "batch",       "precision", "budget",  "finetune",
+          "lora_rank",  "lora_alpha", "lora_targets"}) {
       if (QWidget* field = field_for(key)) help_.insert(field, field->toolTip());
     }
   }
@@ -490,6 +504,7 @@ void ExperimentPanel::revalidate() {
       runs += QString(" · a step above the %1 budget ends its run as oom").arg(budget);
     }
     runs_label_->setText(runs);
+    show_parameters(points.front().config);
     const bool checkpoints = std::any_of(points.begin(), points.end(), [](const SweepPoint& p) {
       return p.config.checkpoint != "none";
     });
@@ -502,6 +517,7 @@ void ExperimentPanel::revalidate() {
     problem_ = explained.message();
     bad_field = field_for(explained.key);
     runs_label_->clear();
+    show_parameters(std::nullopt);
   }
   mark_field(bad_field);
   problem_label_->setText(problem_);

@@ -94,6 +94,10 @@ class ExperimentPanel : public QWidget {
   QComboBox* shard_field() const { return shard_; }
   QSpinBox* tensor_ranks_field() const { return tensor_ranks_; }
   QCheckBox* sequence_parallel_field() const { return sequence_parallel_; }
+  QComboBox* finetune_field() const { return finetune_; }
+  QSpinBox* lora_rank_field() const { return lora_rank_; }
+  QLineEdit* lora_targets_field() const { return lora_targets_; }
+  QLabel* parameters_label() const { return parameters_label_; }
   QPushButton* run_button() const { return run_; }
   QPushButton* stop_button() const { return stop_; }
   QPushButton* check_button() const { return check_; }
@@ -120,6 +124,13 @@ class ExperimentPanel : public QWidget {
   void load_sweep_fields(const nlohmann::ordered_json& spec, const nlohmann::ordered_json& base);
   void load_parallel_fields(const nlohmann::ordered_json& spec);
   void create_model_fields();
+  // Fine-tuning (experiment_finetune.cpp): full, or LoRA with its rank, alpha and targets.
+  void create_finetune_fields();
+  QLayout* finetune_fields();
+  void add_finetune_to(nlohmann::ordered_json& base) const;
+  void load_finetune_fields(const nlohmann::ordered_json& base);
+  // "12.3 M parameters, 0.4 M of them trained" for the form's first run; empty without one.
+  void show_parameters(const std::optional<RunConfig>& config);
   void create_training_fields();
   void create_sweep_fields();
   void create_actions();
@@ -173,6 +184,11 @@ class ExperimentPanel : public QWidget {
   QComboBox* shard_;
   QSpinBox* tensor_ranks_;
   QCheckBox* sequence_parallel_;
+  QComboBox* finetune_;
+  QSpinBox* lora_rank_;
+  QDoubleSpinBox* lora_alpha_;
+  QLineEdit* lora_targets_;
+  QLabel* parameters_label_;
   QLineEdit* policies_;
   QLineEdit* offload_;
   QLineEdit* batch_;

@@ -48,7 +48,7 @@ QString said_by_field(const InvalidInput& error) {
                                                                 {"--gpus-per-node", "Per node"},
                                                                 {"--seq-len", "Sequence"},
                                                                 {"--global-batch", "Global batch"},
-                                                                {"--host-memory", "Host GiB/node"}};
+                                                                {"--host-memory", "Host GiB"}};
   for (const auto& [flag, label] : kLabels) {
     if (error.field() == flag)
       return QString(label) + ": " + QString::fromStdString(error.reason());
@@ -126,14 +126,11 @@ ScaleView::ScaleView(QWidget* parent)
 
 QGridLayout* ScaleView::build_fields() {
   auto* fields = new QGridLayout;
-  const std::pair<const char*, QWidget*> rows[] = {{"Model", model_},
-                                                   {"GPU", gpu_},
-                                                   {"GPUs", gpus_},
-                                                   {"Per node", per_node_},
-                                                   {"Sequence", seq_len_},
-                                                   {"Global batch", global_batch_},
-                                                   {"Host GiB/node", host_gib_},
-                                                   {"Precision", precision_}};
+  const std::pair<const char*, QWidget*> rows[] = {
+      {"Model", model_},       {"GPU", gpu_},
+      {"GPUs", gpus_},         {"Per node", per_node_},
+      {"Sequence", seq_len_},  {"Global batch", global_batch_},
+      {"Host GiB", host_gib_}, {"Precision", precision_}};
   // Three fields a row: the tab must fit beside the form on a 1024-pixel screen.
   int index = 0;
   for (const auto& [label, field] : rows) {

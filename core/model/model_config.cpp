@@ -39,7 +39,13 @@ ModelConfig llama(const LlamaShape& shape) {
   return config;
 }
 
-// The published shapes (the models' config.json): parameter counts are checked in tests.
+ModelConfig with_qkv_bias(ModelConfig config) {
+  config.qkv_bias = true;  // Qwen 2's
+  return config;
+}
+
+// The published shapes (the models' config.json; the training sequence 8192 where they allow
+// more): parameter counts are checked in tests.
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> kPresets = {
       {"tiny", gpt(2, 64, 4, 64, 256)},
@@ -54,6 +60,8 @@ const std::vector<Preset>& presets() {
       {"llama2-7b", llama({32, 4096, 32, 32, 11008, 4096, 32000, false, 10000.0})},
       {"llama3-8b", llama({32, 4096, 32, 8, 14336, 8192, 128256, false, 500000.0})},
       {"mistral-7b", llama({32, 4096, 32, 8, 14336, 8192, 32000, false, 10000.0})},
+      {"mistral-7b-v0.3", llama({32, 4096, 32, 8, 14336, 8192, 32768, false, 1000000.0})},
+      {"qwen2.5-7b", with_qkv_bias(llama({28, 3584, 28, 4, 18944, 8192, 152064, false, 1e6}))},
       {"llama2-70b", llama({80, 8192, 64, 8, 28672, 4096, 32000, false, 10000.0})},
   };
   return kPresets;

@@ -1,0 +1,110 @@
+// The form's fine-tuning group: full training, or LoRA adapters on a frozen model with their
+// rank, alpha and targets (model/lora_options.h), and what that leaves to train.
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QLocale>
+#include <QSpinBox>
+
+#include "experiment_panel.h"
+#include "run/run_config.h"
+
+namespace rematlab::ui {
+namespace {
+
+QString millions(int64_t count) {
+  return QLocale().toString(static_cast<double>(count) / 1e6, 'f', count < 10'000'000 ? 2 : 1) +
+         " M";
+}
+
+}  // namespace
+
+void ExperimentPanel::create_finetune_fields() {
+  finetune_ = new QComboBox;
+  finetune_->addItem("full", "full");
+  finetune_->addItem("LoRA", "lora");
+  finetune_->setToolTip(
+      "full: every weight trains.\nLoRA: the model's weights are frozen (no gradients, no "
+      "optimizer state) and low-rank "
+      "adapters, (alpha / rank) · B · A beside each chosen projection, train. B starts at zero, "
+      "so training begins from the model as it is.");
+  lora_rank_ = new QSpinBox;
+  lora_rank_->setRange(1, 4096);
+  lora_rank_->setValue(16);
+  lora_rank_->setToolTip("The adapters' rank r: A is r × in, B out × r");
+  lora_alpha_ = new QDoubleSpinBox;
+  lora_alpha_->setRange(0.01, 9999.0);
+  lora_alpha_->setValue(32.0);
+  lora_alpha_->setToolTip("The adapters' output is scaled by alpha / rank");
+  lora_targets_ = new QLineEdit("all");
+  lora_targets_->setToolTip(
+      "The projections adapted: any of q, k, v, o, gate, up, down, comma-separated, or all (every "
+      "one the model has; gpt has no gate)");
+  parameters_label_ = new QLabel;
+  parameters_label_->setObjectName("parameters");
+  parameters_label_->setWordWrap(true);
+  // Wrapped to the form's width, never widening it.
+  parameters_label_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  parameters_label_->setToolTip("The form's first run: all its parameters, and those that train");
+}
+
+QLayout* ExperimentPanel::finetune_fields() {
+  auto* form = new QFormLayout;
+  // Short labels: the group's title says what they belong to, and the form stays narrow.
+  form->addRow("Train", finetune_);
+  form->addRow("Rank", lora_rank_);
+  form->addRow("Alpha", lora_alpha_);
+  form->addRow("Targets", lora_targets_);
+  form->addRow("Params", parameters_label_);
+  return form;
+}
+
+void ExperimentPanel::add_finetune_to(nlohmann::ordered_json& base) const {
+  const bool lora = finetune_->currentData().toString() == "lora";
+  lora_rank_->setEnabled(lora);
+  lora_alpha_->setEnabled(lora);
+  lora_targets_->setEnabled(lora);
+  if (!lora) return;
+  base["finetune"] = "lora";  // after "arch": its defaults are that family's
+  base["lora_rank"] = lora_rank_->value();
+  base["lora_alpha"] = lora_alpha_->value();
+  const QString targets = lora_targets_->text().trimmed();
+  if (targets != "all") base["lora_targets"] = targets.toStdString();
+}
+
+void ExperimentPanel::load_finetune_fields(const nlohmann::ordered_json& base) {
+  const bool lora = base.contains("finetune") && base["finetune"] == "lora";
+  finetune_->setCurrentIndex(finetune_->findData(lora ? "lora" : "full"));
+  if (!lora) return;
+  if (base.contains("lora_rank") && base["lora_rank"].is_number_integer()) {
+    lora_rank_->setValue(static_cast<int>(std::clamp<int64_t>(
+        base["lora_rank"].get<int64_t>(), lora_rank_->minimum(), lora_rank_->maximum())));
+  }
+  if (base.contains("lora_alpha") && base["lora_alpha"].is_number()) {
+    lora_alpha_->setValue(base["lora_alpha"].get<double>());
+  }
+  const bool targets = base.contains("lora_targets") && base["lora_targets"].is_string();
+  lora_targets_->setText(targets ? QString::fromStdString(base["lora_targets"].get<std::string>())
+                                 : QString("all"));
+}
+
+void ExperimentPanel::show_parameters(const std::optional<RunConfig>& config) {
+  if (!config) {
+    parameters_label_->clear();
+    return;
+  }
+  const ModelConfig& model = config->model;
+  const int64_t total = model.parameter_count();
+  const int64_t trained = model.trainable_parameter_count();
+  parameters_label_->setText(
+      trained == total
+          ? millions(total) + ", all trained"
+          : QString("%1, %2 trained (%3 %)")
+                .arg(millions(total), millions(trained))
+                .arg(QLocale().toString(
+                    100.0 * static_cast<double>(trained) / static_cast<double>(total), 'f', 2)));
+}
+
+}  // namespace rematlab::ui
