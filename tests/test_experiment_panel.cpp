@@ -189,6 +189,13 @@ TEST(ExperimentPanel, LoraFineTuningTrainsItsAdaptersAndSaysHowManyParametersTra
   EXPECT_TRUE(panel->parameters_label()->text().isEmpty());
   panel->lora_targets_field()->setText("all");
   ASSERT_TRUE(panel->run_button()->isEnabled()) << panel->problem().toStdString();
+  // A bf16 base needs bf16 matmuls: said at the Base field until Precision is bf16.
+  panel->base_precision_field()->setCurrentText("bf16");
+  EXPECT_FALSE(panel->run_button()->isEnabled());
+  EXPECT_TRUE(panel->base_precision_field()->property("invalid").toBool());
+  EXPECT_TRUE(panel->problem().contains("Precision")) << panel->problem().toStdString();
+  panel->findChild<QLineEdit*>("precision")->setText("bf16");
+  ASSERT_TRUE(panel->run_button()->isEnabled()) << panel->problem().toStdString();
   // A real run: its record has the adapters.
   ASSERT_EQ(bench.run_sweep(), "ok");
   const std::vector<rematlab::RunRecord> runs = bench.reader().runs();
@@ -196,6 +203,7 @@ TEST(ExperimentPanel, LoraFineTuningTrainsItsAdaptersAndSaysHowManyParametersTra
   const rematlab::RunRecord& run = runs.front();
   EXPECT_EQ(run.config.model.lora.rank, 4);
   EXPECT_EQ(run.config.model.lora.targets, rematlab::kEveryLoraTarget);
+  EXPECT_EQ(run.config.model.lora.base, rematlab::BasePrecision::kBf16);
 }
 
 TEST(Window, RanksAndShardAreAsTheUserLeftThemAfterARestart) {

@@ -136,6 +136,46 @@ TEST(LoraAdapters, WithItsInputsOffloadedToDiskTheStepIsStillNones) {
   EXPECT_TRUE(result.identical) << result.max_abs_diff << " in " << result.worst_param;
 }
 
+// A bf16 base: the projections' weights are stored as the bf16 matmuls read them, so the model
+// computes exactly what an fp32 base does under bf16 autocast, in half the bytes.
+TEST(LoraAdapters, ABf16BaseComputesAsAnFp32OneUnderBf16AndHoldsHalfTheBytes) {
+  RunConfig config = lora_config("llama-tiny");
+  config.precision = Precision::kBf16;
+  RunConfig stored = config;
+  stored.model.lora.base = BasePrecision::kBf16;
+  int64_t measured_states = 0;
+  int64_t buffers = 0;
+  {
+    Trainer alone(stored);
+    for (const torch::Tensor& buffer : alone.model()->buffers()) buffers += buffer.nbytes();
+    for (const auto& item : alone.model()->named_parameters()) {
+      const bool projection = item.key().find("_lora.") == std::string::npos &&
+                              item.key().find("norm") == std::string::npos &&
+                              item.key().find("embedding") == std::string::npos;
+      EXPECT_EQ(item.value().scalar_type(), projection ? torch::kBFloat16 : torch::kFloat)
+          << item.key();
+    }
+    measured_states = alone.run().baseline_bytes;
+  }
+  const int64_t projections = stored.model.projection_parameter_count();
+  const int64_t base = stored.model.base_parameter_count();
+  EXPECT_EQ(measured_states, 2 * projections + 4 * (base - projections) +
+                                 16 * stored.model.adapter_parameter_count() + buffers);
+  Trainer as_stored(stored);
+  Trainer as_trained(config);
+  const RunSummary half = as_stored.run();
+  const RunSummary full = as_trained.run();
+  ASSERT_EQ(half.steps.size(), full.steps.size());
+  for (std::size_t i = 0; i < half.steps.size(); ++i) {
+    EXPECT_EQ(half.steps[i].loss, full.steps[i].loss) << "step " << i;
+  }
+  for (const char* policy : {"every:1", "selective", "keep:qkv", "sublayer:2,1"}) {
+    stored.checkpoint = policy;
+    const GradientCheckResult result = check_gradients(stored, nullptr, std::nullopt, 2);
+    EXPECT_TRUE(result.identical) << policy << ": " << result.max_abs_diff;
+  }
+}
+
 // The adapters' gradients against plain autograd of the same model with its adapters merged
 // into its weights, W' = W + s·B·A: dL/dB = s·(dL/dW')·Aᵀ and dL/dA = s·Bᵀ·(dL/dW') on each
 // adapted slice of W'.
@@ -278,6 +318,10 @@ TEST(LoraCli, ARunRecordsItsAdaptersAndBadSettingsAreOneLine) {
       {"run --preset tiny --finetune lora --lora-targets q,x", "--lora-targets"},
       {"run --preset tiny --finetune lora --lora-targets gate", "--lora-targets"},
       {"run --preset tiny --finetune lora --nproc 2", "--finetune"},
+      {"run --preset tiny --base-precision bf16", "--base-precision"},
+      {"run --preset tiny --finetune lora --base-precision bf16", "--base-precision"},
+      {"run --preset tiny --finetune lora --base-precision nf4 --precision bf16",
+       "--base-precision"},
       {"estimate --model llama-tiny --finetune lora", "--finetune"},
       {"layout --model llama-tiny --gpu a100-80gb --gpus 1 --seq-len 64 --global-batch 4 "
        "--finetune lora",

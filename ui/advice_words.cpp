@@ -39,6 +39,7 @@ constexpr Label kLabels[] = {
     {"lora_rank", "LoRA rank"},
     {"lora_alpha", "LoRA alpha"},
     {"lora_targets", "LoRA targets"},
+    {"base_precision", "Base"},
     {"name", "Experiment"},
     {"checkpoint", "Policies"},
     {"offload", "Offload"},

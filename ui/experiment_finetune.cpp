@@ -7,6 +7,7 @@
 #include <QLineEdit>
 #include <QLocale>
 #include <QSpinBox>
+#include <algorithm>
 
 #include "experiment_panel.h"
 #include "run/run_config.h"
@@ -42,6 +43,11 @@ void ExperimentPanel::create_finetune_fields() {
   lora_targets_->setToolTip(
       "The projections adapted: any of q, k, v, o, gate, up, down, comma-separated, or all (every "
       "one the model has; gpt has no gate)");
+  base_precision_ = new QComboBox;
+  base_precision_->addItems({"fp32", "bf16"});
+  base_precision_->setToolTip(
+      "How the frozen projections' weights are stored: fp32, or bf16 (half the bytes; the "
+      "matmuls must run in bf16: Precision bf16)");
   parameters_label_ = new QLabel;
   parameters_label_->setObjectName("parameters");
   parameters_label_->setWordWrap(true);
@@ -57,6 +63,7 @@ QLayout* ExperimentPanel::finetune_fields() {
   form->addRow("Rank", lora_rank_);
   form->addRow("Alpha", lora_alpha_);
   form->addRow("Targets", lora_targets_);
+  form->addRow("Base", base_precision_);
   form->addRow("Params", parameters_label_);
   return form;
 }
@@ -66,12 +73,16 @@ void ExperimentPanel::add_finetune_to(nlohmann::ordered_json& base) const {
   lora_rank_->setEnabled(lora);
   lora_alpha_->setEnabled(lora);
   lora_targets_->setEnabled(lora);
+  base_precision_->setEnabled(lora);
   if (!lora) return;
   base["finetune"] = "lora";  // after "arch": its defaults are that family's
   base["lora_rank"] = lora_rank_->value();
   base["lora_alpha"] = lora_alpha_->value();
   const QString targets = lora_targets_->text().trimmed();
   if (targets != "all") base["lora_targets"] = targets.toStdString();
+  if (base_precision_->currentText() != "fp32") {
+    base["base_precision"] = base_precision_->currentText().toStdString();
+  }
 }
 
 void ExperimentPanel::load_finetune_fields(const nlohmann::ordered_json& base) {
@@ -88,6 +99,10 @@ void ExperimentPanel::load_finetune_fields(const nlohmann::ordered_json& base) {
   const bool targets = base.contains("lora_targets") && base["lora_targets"].is_string();
   lora_targets_->setText(targets ? QString::fromStdString(base["lora_targets"].get<std::string>())
                                  : QString("all"));
+  const bool stored = base.contains("base_precision") && base["base_precision"].is_string();
+  const int precision = base_precision_->findText(
+      stored ? QString::fromStdString(base["base_precision"].get<std::string>()) : "fp32");
+  base_precision_->setCurrentIndex(std::max(0, precision));
 }
 
 void ExperimentPanel::show_parameters(const std::optional<RunConfig>& config) {

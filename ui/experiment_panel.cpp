@@ -177,6 +177,7 @@ void ExperimentPanel::create_sweep_fields() {
   batch_ = new QLineEdit("8");
   batch_->setToolTip("Micro-batch sizes to sweep, separated by ','");
   precision_ = new QLineEdit("fp32");
+  precision_->setObjectName("precision");
   precision_->setToolTip("Precisions to sweep, separated by ',': fp32, bf16, fp16 (CUDA)");
   budget_ = new QLineEdit;
   budget_->setPlaceholderText("none (e.g. 512MiB)");
@@ -343,7 +344,7 @@ void ExperimentPanel::connect_fields() {
   connect(lora_alpha_, &QDoubleSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
   connect(lora_rank_, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
   connect(lora_targets_, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
-  for (auto* combo : {attention_, device_, data_, shard_, finetune_}) {
+  for (auto* combo : {attention_, device_, data_, shard_, finetune_, base_precision_}) {
     connect(combo, &QComboBox::currentTextChanged, this, &ExperimentPanel::revalidate);
   }
   for (auto* edit : {name_, policies_, offload_, batch_, precision_, budget_, data_file_}) {
@@ -404,6 +405,7 @@ QWidget* ExperimentPanel::field_for(const QString& key) const {
       {"lora_rank", lora_rank_},
       {"lora_alpha", lora_alpha_},
       {"lora_targets", lora_targets_},
+      {"base_precision", base_precision_},
       {"checkpoint", policies_},
       {"offload", offload_},
       {"batch", batch_},
@@ -459,13 +461,15 @@ void ExperimentPanel::mark_field(QWidget* bad_field) {
 
 void ExperimentPanel::revalidate() {
   if (help_.isEmpty()) {  // first call: every field's own help, before any reason is added
-    for (const char* key :
-         {"name",       "preset",     "arch",        "layers",    "d_model", "heads",
-          "kv_heads",   "mlp_hidden", "loss_chunks", "seq_len",   "vocab",   "attention",
-          "dropout",    "data",       "accum",       "steps",     "lr",      "seed",
-          "threads",    "device",     "ranks",       "shard",     "tp",      "sequence_parallel",
-          "checkpoint", "offload",    "batch",       "precision", "budget",  "finetune",
-          "lora_rank",  "lora_alpha", "lora_targets"}) {
+    for (const char* key : {"name",         "preset",        "arch",      "layers",
+                            "d_model",      "heads",         "kv_heads",  "mlp_hidden",
+                            "loss_chunks",  "seq_len",       "vocab",     "attention",
+                            "dropout",      "data",          "accum",     "steps",
+                            "lr",           "seed",          "threads",   "device",
+                            "ranks",        "shard",         "tp",        "sequence_parallel",
+                            "checkpoint",   "offload",       "batch",     "precision",
+                            "budget",       "finetune",      "lora_rank", "lora_alpha",
+                            "lora_targets", "base_precision"}) {
       if (QWidget* field = field_for(key)) help_.insert(field, field->toolTip());
     }
   }

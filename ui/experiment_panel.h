@@ -97,6 +97,7 @@ class ExperimentPanel : public QWidget {
   QComboBox* finetune_field() const { return finetune_; }
   QSpinBox* lora_rank_field() const { return lora_rank_; }
   QLineEdit* lora_targets_field() const { return lora_targets_; }
+  QComboBox* base_precision_field() const { return base_precision_; }
   QLabel* parameters_label() const { return parameters_label_; }
   QPushButton* run_button() const { return run_; }
   QPushButton* stop_button() const { return stop_; }
@@ -188,6 +189,7 @@ class ExperimentPanel : public QWidget {
   QSpinBox* lora_rank_;
   QDoubleSpinBox* lora_alpha_;
   QLineEdit* lora_targets_;
+  QComboBox* base_precision_;
   QLabel* parameters_label_;
   QLineEdit* policies_;
   QLineEdit* offload_;

@@ -17,7 +17,8 @@ class ModelOptions {
   // Adds --model-config, --arch, --layers, --d-model, --heads, --kv-heads, --head-dim,
   // --mlp-hidden,
   // --rope-theta, --qkv-bias, --tie-head, --loss-chunks, --seq-len, --vocab, --dropout and
-  // --attention, and fine-tuning's --finetune, --lora-rank, --lora-alpha and --lora-targets.
+  // --attention, and fine-tuning's --finetune, --lora-rank, --lora-alpha, --lora-targets and
+  // --base-precision.
   // Add the command's --preset (or --model) first: --model-config excludes it.
   void add_to(CLI::App& command);
   // `model` (a preset's shape, or the --model-config file's instead) with every given flag
@@ -47,6 +48,7 @@ class ModelOptions {
   std::optional<int64_t> lora_rank_;
   std::optional<double> lora_alpha_;
   std::string lora_targets_;
+  std::string base_precision_;
 
   void apply_fine_tuning(ModelConfig& model) const;
 };

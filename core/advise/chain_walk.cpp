@@ -97,7 +97,9 @@ void check_parameters(TransformerImpl& model, ChainWalk& walk) {
     piece.max_abs_param = std::max(piece.max_abs_param, max_abs_finite(item.value()));
     piece.nonfinite_params += nonfinite_count(item.value());
     const torch::Tensor& grad = item.value().grad();
-    if (!item.value().requires_grad()) continue;  // frozen (fine-tuning): none is expected
+    // A fine-tuned model's base is frozen by design; anywhere else a frozen parameter is one
+    // that silently stopped training.
+    if (model.config().lora.enabled() && !item.value().requires_grad()) continue;
     if (!grad.defined()) {
       walk.params_without_gradient.push_back(item.key());
     } else if (piece.nonfinite_param_grad.empty() && nonfinite_count(grad) > 0) {

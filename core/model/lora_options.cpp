@@ -49,4 +49,17 @@ std::string lora_targets_text(uint32_t targets) {
   return text;
 }
 
+BasePrecision parse_base_precision(const std::string& text) {
+  if (text == "fp32") return BasePrecision::kFp32;
+  if (text == "bf16") return BasePrecision::kBf16;
+  if (text == "int8" || text == "nf4") {
+    throw InvalidInput("--base-precision", text + " bases are not built yet (use fp32 or bf16)");
+  }
+  throw InvalidInput("--base-precision", "unknown precision '" + text + "' (use fp32 or bf16)");
+}
+
+std::string to_string(BasePrecision precision) {
+  return precision == BasePrecision::kBf16 ? "bf16" : "fp32";
+}
+
 }  // namespace rematlab

@@ -21,10 +21,15 @@ enum LoraTarget : uint32_t {
 inline constexpr uint32_t kEveryLoraTarget = (1u << 7) - 1;
 inline constexpr int64_t kMaxLoraRank = 65536;
 
+// How the frozen model's projection weights are stored (--base-precision): as trained (fp32),
+// or in bf16, half the bytes, which the bf16 matmuls of --precision bf16 read as they are.
+enum class BasePrecision { kFp32, kBf16 };
+
 struct LoraOptions {
   int64_t rank = 0;      // 0: no adapters, every parameter trains
   double alpha = 0.0;    // the adapters' output is scaled by alpha / rank
   uint32_t targets = 0;  // LoraTarget bits
+  BasePrecision base = BasePrecision::kFp32;
 
   bool enabled() const { return rank > 0; }
   bool adapts(LoraTarget target) const { return enabled() && (targets & target) != 0; }
@@ -36,5 +41,10 @@ struct LoraOptions {
 uint32_t parse_lora_targets(const std::string& text);
 // The bits as parse_lora_targets reads them, in the order above.
 std::string lora_targets_text(uint32_t targets);
+
+// "fp32" or "bf16"; throws InvalidInput("--base-precision", …) for anything else (int8 and nf4
+// are named as not built yet).
+BasePrecision parse_base_precision(const std::string& text);
+std::string to_string(BasePrecision precision);
 
 }  // namespace rematlab

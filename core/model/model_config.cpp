@@ -135,6 +135,26 @@ int64_t ModelConfig::adapter_parameter_count() const {
   return layers * per_block;
 }
 
+int64_t ModelConfig::projection_parameter_count() const {
+  const int64_t d = d_model;
+  const int64_t hidden = mlp_width();
+  const int64_t q = heads * head_dim();
+  const int64_t qkv_width = (heads + 2 * key_value_heads()) * head_dim();
+  const bool gpt = family == ModelFamily::kGpt;
+  const int64_t up = gpt ? hidden : 2 * hidden;
+  const int64_t per_block = d * qkv_width + (gpt || qkv_bias ? qkv_width : 0) + q * d +
+                            (gpt ? d : 0) + d * up + (gpt ? up : 0) + hidden * d + (gpt ? d : 0);
+  return layers * per_block + (tie_head ? 0 : vocab * d);
+}
+
+int64_t ModelConfig::frozen_base_bytes() const {
+  if (!lora.enabled()) return 0;
+  const int64_t base = base_parameter_count();
+  if (lora.base == BasePrecision::kFp32) return 4 * base;
+  const int64_t projections = projection_parameter_count();
+  return 2 * projections + 4 * (base - projections);  // the embedding and norms stay fp32
+}
+
 int64_t ModelConfig::trainable_parameter_count() const {
   return lora.enabled() ? adapter_parameter_count() : parameter_count();
 }
@@ -189,7 +209,13 @@ namespace {
 void validate_lora(const ModelConfig& config) {
   const LoraOptions& lora = config.lora;
   if (lora.rank < 0) throw InvalidInput("--lora-rank", "must not be negative");
-  if (!lora.enabled()) return;
+  if (!lora.enabled()) {
+    if (lora.base != BasePrecision::kFp32) {
+      throw InvalidInput("--base-precision",
+                         "goes with --finetune lora (a model that trains keeps fp32 weights)");
+    }
+    return;
+  }
   require_at_most(lora.rank, kMaxLoraRank, "--lora-rank");
   if (!(std::isfinite(lora.alpha) && lora.alpha > 0.0)) {
     throw InvalidInput("--lora-alpha", "must be a positive number such as 32");

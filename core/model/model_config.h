@@ -58,6 +58,10 @@ struct ModelConfig {
   // The adapters' parameters (0 without LoRA), and the rest: the model they adapt.
   int64_t adapter_parameter_count() const;
   int64_t base_parameter_count() const;
+  // Of the base: the projections' weights and biases (what --base-precision stores), and the
+  // bytes a frozen base holds (0 without LoRA: then every parameter trains).
+  int64_t projection_parameter_count() const;
+  int64_t frozen_base_bytes() const;
 };
 
 // LoRA as `--finetune lora` gives it without other flags: rank 16, alpha 32, on every

@@ -57,7 +57,23 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
         mlp->attach_lora(config.lora);
       }
     }
+    if (config.lora.base == BasePrecision::kBf16) store_projections_in(torch::kBFloat16);
   }
+}
+
+void TransformerImpl::store_projections_in(torch::Dtype dtype) {
+  // Every linear layer of the base (each sublayer's projections, an untied head): the bulk of its
+  // weights. The embedding and the norms stay as they are.
+  auto store = [dtype](torch::nn::Module& module) {
+    if (dynamic_cast<torch::nn::LinearImpl*>(&module) == nullptr) return;
+    for (torch::Tensor& param : module.parameters(/*recurse=*/false)) {
+      param.set_data(param.detach().to(dtype));
+    }
+  };
+  for (const auto& sublayer : sublayers_) {
+    for (const auto& child : sublayer->children()) store(*child);
+  }
+  if (head_) store(*head_);
 }
 
 TensorParallelLayout TransformerImpl::split_for_tensor_parallel(const TensorParallel& group,

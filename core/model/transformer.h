@@ -66,6 +66,8 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor chain_output(const torch::Tensor& tokens, const CheckpointPlan& plan);
   torch::Tensor run_segment(const Segment& segment, const torch::Tensor& input,
                             const KeptOutputs& keep);
+  // A frozen base's linear layers in `dtype` (--base-precision).
+  void store_projections_in(torch::Dtype dtype);
 
   ModelConfig config_;
   torch::nn::Embedding token_embedding_{nullptr};

@@ -95,7 +95,7 @@ void validate_model_states_fit(const RunConfig& config, const c10::Device& devic
   // Fine-tuning: a frozen base holds its weights only; the adapters train as a whole model does.
   const ModelConfig& m = config.model;
   const double states = m.lora.enabled()
-                            ? 4.0 * static_cast<double>(m.base_parameter_count()) +
+                            ? static_cast<double>(m.frozen_base_bytes()) +
                                   per_param * static_cast<double>(m.adapter_parameter_count())
                             : std::max(4.0, per_param) * params / tp;
   const double memory = static_cast<double>(device_memory_bytes(device));
@@ -275,6 +275,10 @@ void validate(const RunConfig& config) {
   }
   validate_data_parallel(config);
   validate_tensor_parallel(config);
+  if (config.model.lora.base == BasePrecision::kBf16 && config.precision == Precision::kFp32) {
+    throw InvalidInput("--base-precision", "a bf16 base needs bf16 matmuls: give " +
+                                               setting("precision", "bf16") + " (or fp16 on CUDA)");
+  }
   if (config.model.lora.enabled() && (config.world_size > 1 || config.tp > 1)) {
     throw InvalidInput("--finetune",
                        "LoRA fine-tuning runs in one process so far (no --nproc, no --tp)");
@@ -343,6 +347,7 @@ nlohmann::json to_json(const RunConfig& config) {
     json["lora_rank"] = lora.rank;
     json["lora_alpha"] = lora.alpha;
     json["lora_targets"] = lora_targets_text(lora.targets);
+    if (lora.base != BasePrecision::kFp32) json["base_precision"] = to_string(lora.base);
   }
   return json;
 }
@@ -367,7 +372,12 @@ std::string describe_run(const RunConfig& config, const std::string& batch) {
   if (config.tp > 1) text += " tp" + std::to_string(config.tp);
   if (config.sequence_parallel) text += " sp";
   if (config.shard != "none") text += " shard:" + config.shard;
-  if (config.model.lora.enabled()) text += " lora:r" + std::to_string(config.model.lora.rank);
+  if (config.model.lora.enabled()) {
+    text += " lora:r" + std::to_string(config.model.lora.rank);
+    if (config.model.lora.base != BasePrecision::kFp32) {
+      text += " " + to_string(config.model.lora.base);
+    }
+  }
   return text;
 }
 

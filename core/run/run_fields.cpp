@@ -118,6 +118,7 @@ const std::map<std::string, Setter>& setters() {
          } else if (mode == "lora") {
            const LoraOptions given = c.model.lora;
            c.model.lora = default_lora_options(c.model.family);
+           c.model.lora.base = given.base;
            if (given.rank > 0) c.model.lora.rank = given.rank;
            if (given.alpha > 0.0) c.model.lora.alpha = given.alpha;
            if (given.targets != 0) c.model.lora.targets = given.targets;
@@ -129,6 +130,14 @@ const std::map<std::string, Setter>& setters() {
        [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
          c.model.lora.rank = as_integer(v, f);
          if (c.model.lora.rank < 1) throw InvalidInput(f, "must be at least 1");
+       }},
+      {"base_precision",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         try {
+           c.model.lora.base = parse_base_precision(as_text(v, f));
+         } catch (const InvalidInput& error) {
+           throw InvalidInput(f, error.reason_words());
+         }
        }},
       {"lora_alpha", [](RunConfig& c, const nlohmann::json& v,
                         const std::string& f) { c.model.lora.alpha = as_number(v, f); }},

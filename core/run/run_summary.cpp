@@ -222,6 +222,7 @@ nlohmann::json to_json(const RunSummary& summary) {
     json["lora_alpha"] = lora.alpha;
     json["lora_targets"] = lora_targets_text(lora.targets);
     json["trainable_params"] = config.model.trainable_parameter_count();
+    json["base_precision"] = to_string(lora.base);
   }
   json["run_id"] = summary.run_id ? nlohmann::json(*summary.run_id) : nlohmann::json(nullptr);
   if (!summary.message.empty()) json["status_message"] = summary.message;
