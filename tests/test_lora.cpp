@@ -180,13 +180,18 @@ TEST(LoraAdapters, ABf16BaseComputesAsAnFp32OneUnderBf16AndHoldsHalfTheBytes) {
 // into its weights, W' = W + s·B·A: dL/dB = s·(dL/dW')·Aᵀ and dL/dA = s·Bᵀ·(dL/dW') on each
 // adapted slice of W'.
 TEST(LoraAdapters, AdapterGradientsAreThoseOfTheMergedWeight) {
-  for (const char* preset : {"tiny", "llama-tiny"}) {
-    SCOPED_TRACE(preset);
+  // Some projections (a fused projection's slices summed one by one), and all of them (its
+  // B's as one block-diagonal matrix).
+  const std::pair<const char*, uint32_t> cases[] = {
+      {"tiny", kLoraQ | kLoraV | kLoraO | kLoraDown},
+      {"tiny", kEveryLoraTarget & ~static_cast<uint32_t>(kLoraGate)},
+      {"llama-tiny", kLoraK | kLoraGate | kLoraDown},
+      {"llama-tiny", kEveryLoraTarget}};
+  for (const auto& [preset, targets] : cases) {
+    SCOPED_TRACE(std::string(preset) + " " + lora_targets_text(targets));
     RunConfig config = lora_config(preset, 3);
     config.model.lora.alpha = 6.0;
-    config.model.lora.targets = preset == std::string("tiny")
-                                    ? (kLoraQ | kLoraV | kLoraO | kLoraDown)
-                                    : (kLoraK | kLoraGate | kLoraDown);
+    config.model.lora.targets = targets;
     RunConfig full = config;
     full.model.lora = LoraOptions{};
     Trainer adapted(config);
@@ -274,7 +279,8 @@ TEST(LoraAdapters, AdapterGradientsAreThoseOfTheMergedWeight) {
             << branch << ".a";
       }
     }
-    EXPECT_EQ(compared, config.model.layers * (preset == std::string("tiny") ? 4 : 3));
+    // Every adapted slice: q, k, v, o, gate, up and down as the targets name them.
+    EXPECT_EQ(compared, config.model.layers * __builtin_popcount(targets));
   }
 }
 
