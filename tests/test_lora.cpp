@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_runner.h"
+#include "common/errors.h"
 #include "model/model_config.h"
 #include "run/run_config.h"
 #include "run/run_fields.h"
@@ -93,6 +94,10 @@ TEST(LoraAdapters, TheAdaptedModelBeginsAsItsBaseAndOnlyTheAdaptersTrain) {
       } else {
         EXPECT_TRUE(torch::equal(value, before.at(name))) << name << " trained";
       }
+    }
+    for (const auto& item : adapted.model()->named_parameters()) {
+      // A frozen weight never had a gradient formed (nor held, nor updated).
+      EXPECT_EQ(item.value().grad().defined(), is_adapter(item.key())) << item.key();
     }
     EXPECT_EQ(moved,
               static_cast<int64_t>(std::count_if(
@@ -309,12 +314,34 @@ TEST(LoraCli, ARunRecordsItsAdaptersAndBadSettingsAreOneLine) {
   const nlohmann::json record = nlohmann::json::parse(shown.out)["config"];
   EXPECT_EQ(record["finetune"], "lora");
   EXPECT_EQ(record["lora_targets"], "q,v,down");
-  const RunConfig read = run_config_from_fields(nlohmann::ordered_json(record), "record");
+  const RunConfig read = run_config_from_record(record);
   EXPECT_EQ(read.model.lora.rank, 4);
   EXPECT_EQ(read.model.lora.alpha, 8.0);
   EXPECT_EQ(read.model.lora.targets, kLoraQ | kLoraV | kLoraDown);
   // A full run's record has no fine-tuning fields at all (its profile key is unchanged).
   EXPECT_FALSE(to_json(RunConfig{}).contains("finetune"));
+  // plan: profiles the adapted model (its frozen embedding has no backward) and runs.
+  const auto planned = testing::cli(
+      "run --preset llama-tiny --finetune lora --lora-rank 4 --checkpoint plan:4MiB --steps 2 "
+      "--threads 1 --json --db " +
+      db);
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const nlohmann::json plan_run = testing::last_line_json(planned.out);
+  EXPECT_EQ(plan_run["status"], "ok");
+  // Under this budget the plan recomputes part of the chain (none would not fit it).
+  EXPECT_EQ(plan_run["plan"]["chosen"].get<std::string>().rfind("segments:", 0), 0u)
+      << plan_run["plan"].dump();
+  // Fields of a spec or config file: LoRA's settings only after finetune lora, in any order.
+  EXPECT_THROW(run_config_from_fields({{"lora_rank", 8}}, "spec"), InvalidInput);
+  EXPECT_THROW(run_config_from_fields({{"lora_rank", 8}, {"finetune", "full"}}, "spec"),
+               InvalidInput);
+  EXPECT_THROW(run_config_from_fields({{"lora_alpha", 0}, {"finetune", "lora"}}, "spec"),
+               InvalidInput);
+  const RunConfig gpt = run_config_from_fields(
+      {{"lora_targets", "all"}, {"preset", "tiny"}, {"lora_rank", 8}, {"finetune", "lora"}},
+      "spec");
+  EXPECT_EQ(gpt.model.lora.rank, 8);
+  EXPECT_EQ(gpt.model.lora.targets, default_lora_options(ModelFamily::kGpt).targets);
 
   const std::pair<std::string, const char*> refused[] = {
       {"run --preset tiny --lora-rank 4", "--lora-rank"},
@@ -322,6 +349,10 @@ TEST(LoraCli, ARunRecordsItsAdaptersAndBadSettingsAreOneLine) {
       {"run --preset tiny --finetune lora --lora-rank 0", "--lora-rank"},
       {"run --preset tiny --finetune lora --lora-alpha -1", "--lora-alpha"},
       {"run --preset tiny --finetune lora --lora-targets q,x", "--lora-targets"},
+      {"run --preset tiny --finetune lora --lora-targets q,", "--lora-targets"},
+      {"run --preset tiny --finetune lora --lora-targets ''", "--lora-targets"},
+      {"run --preset tiny --finetune ''", "--finetune"},
+      {"estimate --params 7e9 --finetune lora", "--finetune"},
       {"run --preset tiny --finetune lora --lora-targets gate", "--lora-targets"},
       {"run --preset tiny --finetune lora --nproc 2", "--finetune"},
       {"run --preset tiny --base-precision bf16", "--base-precision"},

@@ -32,11 +32,12 @@ void ExperimentPanel::create_finetune_fields() {
       "adapters, (alpha / rank) · B · A beside each chosen projection, train. B starts at zero, "
       "so training begins from the model as it is.");
   lora_rank_ = new QSpinBox;
-  lora_rank_->setRange(1, 4096);
+  lora_rank_->setRange(1, static_cast<int>(kMaxLoraRank));
   lora_rank_->setValue(16);
   lora_rank_->setToolTip("The adapters' rank r: A is r × in, B out × r");
   lora_alpha_ = new QDoubleSpinBox;
-  lora_alpha_->setRange(0.01, 9999.0);
+  lora_alpha_->setDecimals(3);
+  lora_alpha_->setRange(0.001, 9999.0);
   lora_alpha_->setValue(32.0);
   lora_alpha_->setToolTip("The adapters' output is scaled by alpha / rank");
   lora_targets_ = new QLineEdit("all");
@@ -69,12 +70,7 @@ QLayout* ExperimentPanel::finetune_fields() {
 }
 
 void ExperimentPanel::add_finetune_to(nlohmann::ordered_json& base) const {
-  const bool lora = finetune_->currentData().toString() == "lora";
-  lora_rank_->setEnabled(lora);
-  lora_alpha_->setEnabled(lora);
-  lora_targets_->setEnabled(lora);
-  base_precision_->setEnabled(lora);
-  if (!lora) return;
+  if (finetune_->currentData().toString() != "lora") return;
   base["finetune"] = "lora";  // after "arch": its defaults are that family's
   base["lora_rank"] = lora_rank_->value();
   base["lora_alpha"] = lora_alpha_->value();
@@ -103,6 +99,14 @@ void ExperimentPanel::load_finetune_fields(const nlohmann::ordered_json& base) {
   const int precision = base_precision_->findText(
       stored ? QString::fromStdString(base["base_precision"].get<std::string>()) : "fp32");
   base_precision_->setCurrentIndex(std::max(0, precision));
+}
+
+void ExperimentPanel::enable_finetune_fields() {
+  const bool lora = finetune_->currentData().toString() == "lora";
+  for (QWidget* field :
+       std::initializer_list<QWidget*>{lora_rank_, lora_alpha_, lora_targets_, base_precision_}) {
+    field->setEnabled(lora);
+  }
 }
 
 void ExperimentPanel::show_parameters(const std::optional<RunConfig>& config) {

@@ -459,7 +459,7 @@ void ExperimentPanel::mark_field(QWidget* bad_field) {
   }
 }
 
-void ExperimentPanel::revalidate() {
+void ExperimentPanel::remember_field_help() {
   if (help_.isEmpty()) {  // first call: every field's own help, before any reason is added
     for (const char* key : {"name",         "preset",        "arch",      "layers",
                             "d_model",      "heads",         "kv_heads",  "mlp_hidden",
@@ -473,10 +473,15 @@ void ExperimentPanel::revalidate() {
       if (QWidget* field = field_for(key)) help_.insert(field, field->toolTip());
     }
   }
+}
+
+void ExperimentPanel::revalidate() {
+  remember_field_help();
   const bool text_data = data_->currentData().toString() == "text";
   data_file_->setEnabled(text_data);
   browse_->setEnabled(text_data);
   batch_->setEnabled(!max_batch_->isChecked());
+  enable_finetune_fields();
   max_batch_limit_->setEnabled(max_batch_->isChecked());
   update_preview();
 

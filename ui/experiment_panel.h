@@ -130,6 +130,7 @@ class ExperimentPanel : public QWidget {
   QLayout* finetune_fields();
   void add_finetune_to(nlohmann::ordered_json& base) const;
   void load_finetune_fields(const nlohmann::ordered_json& base);
+  void enable_finetune_fields();  // rank, alpha, targets and base only for LoRA
   // "12.3 M parameters, 0.4 M of them trained" for the form's first run; empty without one.
   void show_parameters(const std::optional<RunConfig>& config);
   void create_training_fields();
@@ -150,6 +151,7 @@ class ExperimentPanel : public QWidget {
   // preset `to` would change.
   QStringList edits_lost(const QString& from, const QString& to) const;
   void revalidate();
+  void remember_field_help();  // each field's own tooltip, once, before any reason is added
   void update_preview();
   void mark_field(QWidget* bad_field);
   nlohmann::ordered_json build_spec() const;  // may throw InvalidInput for list syntax

@@ -35,7 +35,7 @@ struct EstimateOptions {
 
   estimate::EstimateRequest resolve() const {
     estimate::EstimateRequest request;
-    if (!model.empty() || shape.changes_shape()) {
+    if (!model.empty() || shape.changes_shape() || shape.gives_fine_tuning()) {
       // Shape flags refine a named model as `run` applies them; alone they refine `tiny`.
       ModelConfig config = estimate::architecture_model_config(model.empty() ? "tiny" : model);
       shape.apply(config);

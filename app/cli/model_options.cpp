@@ -58,17 +58,17 @@ void ModelOptions::add_to(CLI::App& command) {
 }
 
 void ModelOptions::apply_fine_tuning(ModelConfig& model) const {
-  if (!finetune_.empty() && finetune_ != "full" && finetune_ != "lora") {
-    throw InvalidInput("--finetune", "unknown fine-tuning '" + finetune_ + "' (use full or lora)");
+  if (finetune_ && *finetune_ != "full" && *finetune_ != "lora") {
+    throw InvalidInput("--finetune", "unknown fine-tuning '" + *finetune_ + "' (use full or lora)");
   }
   if (finetune_ != "lora") {
     for (const auto& [given, flag] : {std::pair{lora_rank_.has_value(), "--lora-rank"},
                                       std::pair{lora_alpha_.has_value(), "--lora-alpha"},
-                                      std::pair{!lora_targets_.empty(), "--lora-targets"},
-                                      std::pair{!base_precision_.empty(), "--base-precision"}}) {
+                                      std::pair{lora_targets_.has_value(), "--lora-targets"},
+                                      std::pair{base_precision_.has_value(), "--base-precision"}}) {
       if (given) throw InvalidInput(flag, "goes with --finetune lora");
     }
-    if (finetune_ == "full") model.lora = LoraOptions{};
+    if (finetune_) model.lora = LoraOptions{};
     return;
   }
   model.lora = default_lora_options(model.family);
@@ -77,10 +77,14 @@ void ModelOptions::apply_fine_tuning(ModelConfig& model) const {
     model.lora.rank = *lora_rank_;
   }
   if (lora_alpha_) model.lora.alpha = *lora_alpha_;
-  if (!lora_targets_.empty() && lora_targets_ != "all") {
-    model.lora.targets = parse_lora_targets(lora_targets_);
+  if (lora_targets_ && *lora_targets_ != "all") {
+    model.lora.targets = parse_lora_targets(*lora_targets_);
   }
-  if (!base_precision_.empty()) model.lora.base = parse_base_precision(base_precision_);
+  if (base_precision_) model.lora.base = parse_base_precision(*base_precision_);
+}
+
+bool ModelOptions::gives_fine_tuning() const {
+  return finetune_ || lora_rank_ || lora_alpha_ || lora_targets_ || base_precision_;
 }
 
 const ImportedConfig& ModelOptions::imported() const {

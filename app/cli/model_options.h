@@ -27,6 +27,8 @@ class ModelOptions {
   void apply(ModelConfig& model) const;
   // Whether any flag changes the shape (the family included, a configuration file too).
   bool changes_shape() const;
+  // Whether any fine-tuning flag is given (--finetune, --lora-*, --base-precision).
+  bool gives_fine_tuning() const;
   // Where an imported shape came from ("qwen2 from path/config.json"); empty without one.
   std::string source() const;
 
@@ -44,11 +46,11 @@ class ModelOptions {
   std::string loss_chunks_;
   std::optional<double> dropout_;
   std::string attention_ = "sdpa";
-  std::string finetune_;  // empty: as the preset or configuration has it (full)
+  std::optional<std::string> finetune_;  // absent: as the preset or configuration has it (full)
   std::optional<int64_t> lora_rank_;
   std::optional<double> lora_alpha_;
-  std::string lora_targets_;
-  std::string base_precision_;
+  std::optional<std::string> lora_targets_;
+  std::optional<std::string> base_precision_;
 
   void apply_fine_tuning(ModelConfig& model) const;
 };

@@ -38,11 +38,15 @@ void print_summary(const RunSummary& summary) {
             << "peak             " << format_bytes(summary.peak_bytes) << "\n"
             << "baseline         " << format_bytes(summary.baseline_bytes) << "\n"
             << "peak activation  " << format_bytes(summary.peak_activation_bytes) << "\n"
-            << "process RSS peak " << format_bytes(summary.rss_peak_bytes) << "\n"
-            << "MFU / HFU        " << format_number(100.0 * summary.mfu, 1) << " % / "
-            << format_number(100.0 * summary.hfu, 1) << " % of "
-            << format_number(summary.peak_flops / 1e9, 1) << " GFLOP/s ("
-            << summary.peak_flops_source << ")\n";
+            << "process RSS peak " << format_bytes(summary.rss_peak_bytes) << "\n";
+  if (summary.model_flops > 0.0) {
+    std::cout << "MFU / HFU        " << format_number(100.0 * summary.mfu, 1) << " % / "
+              << format_number(100.0 * summary.hfu, 1) << " % of "
+              << format_number(summary.peak_flops / 1e9, 1) << " GFLOP/s ("
+              << summary.peak_flops_source << ")\n";
+  } else {
+    std::cout << "MFU / HFU        unknown (the FLOP counts are full training's, not LoRA's)\n";
+  }
   if (summary.ranks.empty()) return;
   std::cout << "communication    " << format_number(summary.comm_ms, 1) << " ms per step, "
             << format_number(summary.comm_hidden_ms, 1) << " ms hidden, "

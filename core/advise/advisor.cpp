@@ -80,10 +80,8 @@ Diagnosis diagnose_run(RunStore& store, int64_t run_id, const AdviseOptions& opt
                                    ": settings that change neither a step's memory nor its time"));
       }
       if (const auto why = unestimable(run.config)) {
-        diagnosis.notes.push_back(
-            "memory: not checked, the run's stored model or layout is not "
-            "one RematLab trains (" +
-            *why + ")");
+        diagnosis.notes.push_back("memory: not checked, the estimator cannot reproduce this run (" +
+                                  *why + ")");
       } else if (auto finding = diagnose_memory(run, none_run, diagnosis.notes)) {
         diagnosis.findings.push_back(std::move(*finding));
       } else {
@@ -115,7 +113,7 @@ Diagnosis diagnose_run(RunStore& store, int64_t run_id, const AdviseOptions& opt
   } else if (walk) {
     diagnosis.checked.push_back("missing gradients: step " + walked_step + " replayed, all " +
                                 std::to_string(walk->params_total) +
-                                " parameters received a gradient");
+                                " parameters that train received a gradient");
   }
   return diagnosis;
 }

@@ -92,14 +92,14 @@ std::vector<torch::Tensor> forward_by_piece(Trainer& trainer, const torch::Tenso
 // After backward: each parameter's extremes and non-finite values, and which have no gradient.
 void check_parameters(TransformerImpl& model, ChainWalk& walk) {
   for (const auto& item : model.named_parameters()) {
-    ++walk.params_total;
     PieceCheck& piece = walk.pieces[piece_of(item.key(), walk.pieces.size())];
     piece.max_abs_param = std::max(piece.max_abs_param, max_abs_finite(item.value()));
     piece.nonfinite_params += nonfinite_count(item.value());
-    const torch::Tensor& grad = item.value().grad();
-    // A fine-tuned model's base is frozen by design; anywhere else a frozen parameter is one
-    // that silently stopped training.
+    // A fine-tuned model's base is frozen by design, and counted as none of those that train;
+    // anywhere else a frozen parameter is one that silently stopped training.
     if (model.config().lora.enabled() && !item.value().requires_grad()) continue;
+    ++walk.params_total;
+    const torch::Tensor& grad = item.value().grad();
     if (!grad.defined()) {
       walk.params_without_gradient.push_back(item.key());
     } else if (piece.nonfinite_param_grad.empty() && nonfinite_count(grad) > 0) {

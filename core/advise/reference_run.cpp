@@ -9,10 +9,12 @@ namespace {
 // What a step costs in memory and time depends on these (to_json's keys), and on nothing else a
 // run records.
 const char* const kCostKeys[] = {
-    "arch",          "layers",     "d_model",   "heads",        "kv_heads", "mlp_hidden",
-    "seq_len",       "vocab",      "dropout",   "attention",    "tie_head", "loss_chunks",
-    "batch",         "accum",      "precision", "threads",      "device",   "tf32",
-    "deterministic", "world_size", "shard",     "bucket_bytes", "tp",       "sequence_parallel"};
+    "arch", "layers", "d_model", "heads", "kv_heads", "mlp_hidden", "seq_len", "vocab", "dropout",
+    "attention", "tie_head", "loss_chunks", "batch", "accum", "precision", "threads", "device",
+    "tf32", "deterministic", "world_size", "shard", "bucket_bytes", "tp", "sequence_parallel",
+    // Written only where set (absent and absent compare equal).
+    "qkv_bias", "head_dim", "finetune", "lora_rank", "lora_alpha", "lora_targets",
+    "base_precision"};
 
 // Expected to differ between a run and its reference, so never said.
 const char* const kPolicyKeys[] = {"checkpoint", "offload", "timeline", "budget_bytes", "preset"};
@@ -53,7 +55,8 @@ std::string describe_differences(const RunConfig& run, const RunConfig& referenc
   const nlohmann::json values = to_json(reference);
   std::string text;
   for (const std::string& key : differing_keys(run, reference)) {
-    const nlohmann::json& value = values.at(key);
+    // A field only one side records (finetune, say): the reference's is its absence.
+    const nlohmann::json value = values.value(key, nlohmann::json("none"));
     text += (text.empty() ? "" : ", ") + key + " " +
             (value.is_string() ? value.get<std::string>() : value.dump());
   }

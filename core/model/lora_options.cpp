@@ -25,6 +25,9 @@ uint32_t parse_lora_targets(const std::string& text) {
   std::stringstream items(text);
   std::string item;
   while (std::getline(items, item, ',')) {
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (item.empty()) throw InvalidInput("--lora-targets", "has an empty item in '" + text + "'");
     bool known = false;
     for (const auto& [name, bit] : kNames) {
       if (item == name) {
@@ -38,6 +41,7 @@ uint32_t parse_lora_targets(const std::string& text) {
     }
   }
   if (targets == 0) throw InvalidInput("--lora-targets", "names no projection");
+  if (text.back() == ',') throw InvalidInput("--lora-targets", "ends with a comma: '" + text + "'");
   return targets;
 }
 

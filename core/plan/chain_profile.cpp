@@ -98,7 +98,7 @@ class Bench {
       const double forward_time = elapsed_ms(start);
       const torch::Tensor gradient = torch::ones_like(output);
       start = Clock::now();
-      output.backward(gradient);
+      if (output.requires_grad()) output.backward(gradient);  // a frozen embedding has none
       const double backward_time = elapsed_ms(start);
       if (i == 0) continue;
       forward_ms.push_back(forward_time);
@@ -119,7 +119,7 @@ class Bench {
     cost.kept_bytes = std::max<int64_t>(after - before, cost.output_bytes);
     cost.forward_transient_bytes = std::max<int64_t>(0, tracker_.peak_bytes() - after);
     tracker_.reset_peak();
-    output.backward(torch::ones_like(output));
+    if (output.requires_grad()) output.backward(torch::ones_like(output));
     cost.backward_transient_bytes = std::max<int64_t>(0, tracker_.peak_bytes() - after);
     return cost;
   }

@@ -75,6 +75,7 @@ std::optional<ProfiledConfiguration> read_profile_key(const std::string& key) {
   for (const std::string& name : preset_names()) {
     RunConfig candidate = profiled.config;
     candidate.model = model_preset(name);
+    candidate.model.lora = profiled.config.model.lora;  // adapters on a preset: still the preset
     if (to_json(candidate) == to_json(profiled.config)) {
       profiled.config.preset = name;
       break;

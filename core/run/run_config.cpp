@@ -107,7 +107,8 @@ void validate_model_states_fit(const RunConfig& config, const c10::Device& devic
                         " (estimate --model … --device-memory sizes it)");
   }
   // plan: profiles the rank's part unsharded (parallel/ranks_profile.h).
-  const double profiled = 16.0 * params / tp;
+  const double profiled =
+      m.lora.enabled() ? states : 16.0 * params / tp;  // a LoRA run profiles what it trains
   if (memory > 0.0 && profiled > memory && CheckpointPolicy::parse(config.checkpoint).is_plan()) {
     throw InvalidInput("--checkpoint",
                        "plan: measures the rank's part of the model unsharded, whose weights, "
@@ -275,9 +276,9 @@ void validate(const RunConfig& config) {
   }
   validate_data_parallel(config);
   validate_tensor_parallel(config);
-  if (config.model.lora.base == BasePrecision::kBf16 && config.precision == Precision::kFp32) {
-    throw InvalidInput("--base-precision", "a bf16 base needs bf16 matmuls: give " +
-                                               setting("precision", "bf16") + " (or fp16 on CUDA)");
+  if (config.model.lora.base == BasePrecision::kBf16 && config.precision != Precision::kBf16) {
+    throw InvalidInput("--base-precision",
+                       "a bf16 base needs bf16 matmuls: give " + setting("precision", "bf16"));
   }
   if (config.model.lora.enabled() && (config.world_size > 1 || config.tp > 1)) {
     throw InvalidInput("--finetune",
@@ -353,9 +354,10 @@ nlohmann::json to_json(const RunConfig& config) {
 }
 
 std::string describe_model(const RunConfig& config) {
+  const LoraOptions& lora = config.model.lora;
   return config.preset + " (" + std::to_string(config.model.layers) + "×" +
          std::to_string(config.model.d_model) + ", seq " + std::to_string(config.model.seq_len) +
-         ")";
+         (lora.enabled() ? ", LoRA r" + std::to_string(lora.rank) : std::string()) + ")";
 }
 
 std::string describe_run(const RunConfig& config) {

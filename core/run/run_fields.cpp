@@ -1,7 +1,10 @@
 #include "run/run_fields.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <map>
 
@@ -9,11 +12,27 @@
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "common/json_text.h"
+#include "common/wording.h"
 
 namespace rematlab {
 namespace {
 
 using Setter = std::function<void(RunConfig&, const nlohmann::json&, const std::string& field)>;
+
+// Read before every other field, in this order: each may reset what the next one sets.
+constexpr const char* kFirstFields[] = {"preset", "arch", "finetune"};
+
+bool is_first_field(const std::string& key) {
+  return std::any_of(std::begin(kFirstFields), std::end(kFirstFields),
+                     [&](const char* first) { return key == first; });
+}
+
+// A LoRA setting on a run that trains every weight would be silently ignored: refused.
+void require_lora(const RunConfig& config, const std::string& field) {
+  if (!config.model.lora.enabled()) {
+    throw InvalidInput(field, "goes with " + setting("finetune", "lora"));
+  }
+}
 
 [[noreturn]] void wrong_type(const std::string& field, const char* expected,
                              const nlohmann::json& value) {
@@ -108,43 +127,50 @@ const std::map<std::string, Setter>& setters() {
          if (!v.is_boolean()) wrong_type(f, "true or false", v);
          c.model.qkv_bias = v.get<bool>();
        }},
-      // Fine-tuning: "finetune" gives LoRA's defaults, which the lora_ fields then replace
-      // (in any order: a rank given first is kept).
+      // Fine-tuning: "finetune" (read before the fields below, as the preset is) gives LoRA's
+      // defaults, which the lora_ fields then replace.
       {"finetune",
        [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
          const std::string mode = as_text(v, f);
          if (mode == "full") {
            c.model.lora = LoraOptions{};
          } else if (mode == "lora") {
-           const LoraOptions given = c.model.lora;
            c.model.lora = default_lora_options(c.model.family);
-           c.model.lora.base = given.base;
-           if (given.rank > 0) c.model.lora.rank = given.rank;
-           if (given.alpha > 0.0) c.model.lora.alpha = given.alpha;
-           if (given.targets != 0) c.model.lora.targets = given.targets;
          } else {
            throw InvalidInput(f, "unknown fine-tuning '" + mode + "' (use full or lora)");
          }
        }},
       {"lora_rank",
        [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         require_lora(c, f);
          c.model.lora.rank = as_integer(v, f);
          if (c.model.lora.rank < 1) throw InvalidInput(f, "must be at least 1");
        }},
       {"base_precision",
        [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         require_lora(c, f);
          try {
            c.model.lora.base = parse_base_precision(as_text(v, f));
          } catch (const InvalidInput& error) {
            throw InvalidInput(f, error.reason_words());
          }
        }},
-      {"lora_alpha", [](RunConfig& c, const nlohmann::json& v,
-                        const std::string& f) { c.model.lora.alpha = as_number(v, f); }},
+      {"lora_alpha",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         require_lora(c, f);
+         const double alpha = as_number(v, f);
+         if (!(std::isfinite(alpha) && alpha > 0.0)) {
+           throw InvalidInput(f, "must be a positive number such as 32");
+         }
+         c.model.lora.alpha = alpha;
+       }},
       {"lora_targets",
        [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         require_lora(c, f);
+         const std::string targets = as_text(v, f);
          try {
-           c.model.lora.targets = parse_lora_targets(as_text(v, f));
+           c.model.lora.targets = targets == "all" ? default_lora_options(c.model.family).targets
+                                                   : parse_lora_targets(targets);
          } catch (const InvalidInput& error) {
            throw InvalidInput(f, error.reason_words());
          }
@@ -248,13 +274,14 @@ RunConfig run_config_from_fields(const nlohmann::ordered_json& fields, const std
   if (!fields.is_object()) throw InvalidInput(where, "must be an object of run fields");
   auto field_name = [&](const std::string& key) { return where + "." + key; };
   // The preset first, then the family (which resets what only one family has), then the
-  // fields given explicitly, whatever their order in the text.
-  for (const char* first : {"preset", "arch"}) {
+  // fine-tuning (whose defaults are the family's), then the fields given explicitly, whatever
+  // their order in the text.
+  for (const char* first : kFirstFields) {
     if (fields.contains(first))
       apply_run_field(config, first, nlohmann::json(fields.at(first)), field_name(first));
   }
   for (const auto& item : fields.items()) {
-    if (item.key() == "preset" || item.key() == "arch") continue;
+    if (is_first_field(item.key())) continue;
     apply_run_field(config, item.key(), nlohmann::json(item.value()), field_name(item.key()));
   }
   return config;
@@ -270,11 +297,11 @@ RunConfig run_config_from_record(const nlohmann::json& json) {
       // Skipped: the rest of the record still reads.
     }
   };
-  for (const char* first : {"preset", "arch"}) {
+  for (const char* first : kFirstFields) {
     if (json.contains(first)) apply(first, json.at(first));
   }
   for (const auto& item : json.items()) {
-    if (item.key() != "preset" && item.key() != "arch") apply(item.key(), item.value());
+    if (!is_first_field(item.key())) apply(item.key(), item.value());
   }
   return config;
 }

@@ -23,9 +23,16 @@ const std::vector<std::string>& request_columns() {
   return columns;
 }
 
-// The config's fields in their stored order: the keys of to_json(RunConfig).
+// The config's fields in their stored order: the keys of to_json(RunConfig), those it writes
+// only where they are set included (blank for a run without them).
 std::vector<std::string> config_columns() {
-  const nlohmann::json config = to_json(RunConfig{});
+  RunConfig every;
+  every.model.family = ModelFamily::kLlama;
+  every.model.qkv_bias = true;
+  every.model.head_width = 1;
+  every.model.lora = default_lora_options(ModelFamily::kLlama);
+  every.model.lora.base = BasePrecision::kBf16;
+  const nlohmann::json config = to_json(every);
   std::vector<std::string> keys;
   for (const auto& item : config.items()) keys.push_back(item.key());
   return keys;

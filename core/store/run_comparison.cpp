@@ -11,9 +11,10 @@ namespace {
 // Config fields that make two runs different experiments rather than two ways to run one: a
 // difference in these turns every ratio into a comparison of different workloads.
 const std::vector<std::string>& workload_fields() {
-  static const std::vector<std::string> fields = {"preset",  "layers", "d_model",   "heads",
-                                                  "seq_len", "vocab",  "attention", "dropout",
-                                                  "data",    "device"};
+  static const std::vector<std::string> fields = {
+      "preset",    "layers",    "d_model",    "heads",        "seq_len",       "vocab",
+      "attention", "dropout",   "data",       "device",       "qkv_bias",      "head_dim",
+      "finetune",  "lora_rank", "lora_alpha", "lora_targets", "base_precision"};
   return fields;
 }
 
@@ -70,6 +71,22 @@ std::vector<std::size_t> pareto_front(const std::vector<std::pair<double, double
   return front;
 }
 
+namespace {
+
+// Every run's config keys, the first run's order first: a field only later runs record
+// (finetune) still gets its row.
+std::vector<std::string> config_keys(const std::vector<nlohmann::json>& configs) {
+  std::vector<std::string> keys;
+  for (const nlohmann::json& config : configs) {
+    for (const auto& item : config.items()) {
+      if (std::find(keys.begin(), keys.end(), item.key()) == keys.end()) keys.push_back(item.key());
+    }
+  }
+  return keys;
+}
+
+}  // namespace
+
 RunComparison compare_runs(const std::vector<RunRecord>& runs, std::size_t baseline) {
   RunComparison comparison;
   if (runs.empty()) return comparison;
@@ -82,14 +99,15 @@ RunComparison compare_runs(const std::vector<RunRecord>& runs, std::size_t basel
   std::vector<nlohmann::json> configs;
   for (const RunRecord& run : runs) configs.push_back(to_json(run.config));
   std::vector<std::string> differing_workload;
-  for (const auto& item : configs.front().items()) {
-    ComparisonRow row{item.key(), ComparisonRow::Kind::kConfig, nullptr, {}, {}};
-    for (const nlohmann::json& config : configs)
-      row.values.push_back(config.value(item.key(), nlohmann::json()));
+  for (const std::string& key : config_keys(configs)) {
+    ComparisonRow row{key, ComparisonRow::Kind::kConfig, nullptr, {}, {}};
+    for (const nlohmann::json& config : configs) {
+      row.values.push_back(config.value(key, nlohmann::json()));
+    }
     if (all_equal(row.values)) continue;
-    if (std::find(workload_fields().begin(), workload_fields().end(), item.key()) !=
+    if (std::find(workload_fields().begin(), workload_fields().end(), key) !=
         workload_fields().end()) {
-      differing_workload.push_back(item.key());
+      differing_workload.push_back(key);
     }
     comparison.rows.push_back(std::move(row));
   }
