@@ -126,11 +126,29 @@ TEST(HfConfig, NothingIsDroppedSilentlyAndBadFilesAreOneLine) {
                      "vocab_size": 8})",
                  "\"n_embd\" is -1");
   expect_refused("{" + base + R"(, "rope_theta": "big"})", "not a number");
-  try {
-    import_hf_config("/nonexistent/config.json");
-    ADD_FAILURE();
-  } catch (const InvalidInput& error) {
-    EXPECT_NE(std::string(error.what()).find("cannot read"), std::string::npos);
+  // Sizes the engine cannot build are the file's fault, said before anything divides by them.
+  expect_refused(R"({"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2,
+                     "num_attention_heads": 0, "intermediate_size": 96, "vocab_size": 128})",
+                 "\"num_attention_heads\" is 0, not a positive whole number");
+  expect_refused(R"({"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2,
+                     "num_attention_heads": 3, "intermediate_size": 96, "vocab_size": 128})",
+                 "3 heads do not divide");
+  expect_refused(R"({"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2,
+                     "num_attention_heads": 2097152, "head_dim": 2, "intermediate_size": 96,
+                     "vocab_size": 128})",
+                 "--heads");
+  // Paths that are no configuration file: one line each, none read.
+  for (const auto& [path, words] :
+       std::vector<std::pair<std::string, std::string>>{{"/nonexistent/config.json", "cannot read"},
+                                                        {"", "names no file"},
+                                                        {"/dev/zero", "not a regular file"},
+                                                        {"/tmp", "not a regular file"}}) {
+    try {
+      import_hf_config(path);
+      ADD_FAILURE() << path;
+    } catch (const InvalidInput& error) {
+      EXPECT_NE(std::string(error.what()).find(words), std::string::npos) << error.what();
+    }
   }
 }
 
@@ -143,6 +161,17 @@ TEST(HfConfig, QkvBiasesAreRecordedWhereSetAndReadBack) {
   // Every other model's record is as it was before the field existed.
   config.model = model_preset("llama3-8b");
   EXPECT_FALSE(to_json(config).contains("qkv_bias"));
+  // The qwen2.5-7b preset without its biases reads back without them.
+  config.preset = "qwen2.5-7b";
+  config.model = model_preset("qwen2.5-7b");
+  config.model.qkv_bias = false;
+  EXPECT_FALSE(run_config_from_record(to_json(config)).model.qkv_bias);
+  // A run of an imported configuration keeps its label, and its shape, when read back.
+  config.preset = "qwen2 from config.json";
+  config.model = import_hf_config(shipped("qwen2.5-7b")).model;
+  const RunConfig read = run_config_from_record(to_json(config));
+  EXPECT_EQ(read.preset, "qwen2 from config.json");
+  EXPECT_EQ(read.model.parameter_count(), 7'615'616'512);
   // GPT has every bias already: the field is refused there.
   config.model = model_preset("small");
   config.model.qkv_bias = true;
@@ -197,6 +226,7 @@ TEST(HfConfigCli, EveryCommandTakesAConfigurationAndItsPoliciesMatchNone) {
   // Bad input: one line naming the flag, exit 2.
   for (const std::string& bad : std::vector<std::string>{
            "run --model-config /nonexistent.json", "run --preset small --model-config " + llama,
+           "run --model-config ''", "estimate --model-config /dev/zero",
            "estimate --model-config " + dir.file("missing.json")}) {
     const auto refused = testing::cli(bad);
     EXPECT_EQ(refused.exit_code, 2) << bad << ": " << refused.err;

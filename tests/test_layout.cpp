@@ -10,6 +10,7 @@
 #include <cmath>
 #include <csignal>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "child_process.h"
@@ -619,7 +620,20 @@ TEST(LayoutCli, AStopSignalEndsALongSearchWithNoAnswer) {
       {REMATLAB_CLI_PATH, "layout", "--model", "llama3-405b", "--gpu", "h100-sxm", "--gpus",
        "983040", "--gpus-per-node", "8", "--seq-len", "8192", "--global-batch", "3932160"},
       {}, dir.file("out"), dir.file("err"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Signalled once its handler is installed (SIGTERM's bit in /proc's SigCgt), not after a
+  // guessed delay: a slow start would otherwise die of the signal, a fast search end first.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool caught = false;
+  while (!caught && std::chrono::steady_clock::now() < deadline) {
+    std::istringstream status(testing::slurp("/proc/" + std::to_string(search.pid()) + "/status"));
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("SigCgt:", 0) == 0) {
+        caught = (std::stoull(line.substr(7), nullptr, 16) >> (SIGTERM - 1)) & 1;
+      }
+    }
+    if (!caught) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(caught) << "the search never installed its SIGTERM handler";
   ::kill(search.pid(), SIGTERM);
   EXPECT_EQ(search.exit_code(std::chrono::seconds(60)), std::optional<int>(130));
   EXPECT_EQ(testing::slurp(dir.file("err")), "rematlab-cli: stopped before the search was done\n");

@@ -39,6 +39,7 @@ struct EstimateOptions {
       // Shape flags refine a named model as `run` applies them; alone they refine `tiny`.
       ModelConfig config = estimate::architecture_model_config(model.empty() ? "tiny" : model);
       shape.apply(config);
+      validate(config);  // before any figure is derived from its sizes
       if (config.lora.enabled()) {
         throw InvalidInput("--finetune",
                            "estimate does not model LoRA fine-tuning yet; `run --finetune lora` "

@@ -185,6 +185,7 @@ struct LayoutOptions {
     }
     ModelConfig config = estimate::architecture_model_config(imported ? "tiny" : model);
     shape.apply(config);
+    validate(config);  // before any figure is derived from its sizes
     if (config.lora.enabled()) {
       throw InvalidInput("--finetune", "the layout planner does not model LoRA fine-tuning yet");
     }

@@ -19,7 +19,8 @@ void ModelOptions::add_to(CLI::App& command) {
                      "the preset's");
   command.add_option("--layers", layers_, "Transformer blocks (overrides the preset)");
   command.add_option("--d-model", d_model_, "Hidden size");
-  command.add_option("--heads", heads_, "Attention heads (must divide --d-model)");
+  command.add_option("--heads", heads_,
+                     "Attention heads (must divide --d-model unless --head-dim is given)");
   command.add_option("--kv-heads", kv_heads_,
                      "Key/value heads, each shared by heads/kv-heads query heads (0: as many as "
                      "--heads)");
@@ -89,7 +90,7 @@ bool ModelOptions::gives_fine_tuning() const {
 
 const ImportedConfig& ModelOptions::imported() const {
   if (!imported_) {
-    imported_ = import_hf_config(model_config_);
+    imported_ = import_hf_config(*model_config_);
     for (const std::string& warning : imported_->warnings) {
       std::cerr << "warning: --model-config: " << warning << "\n";
     }
@@ -98,11 +99,11 @@ const ImportedConfig& ModelOptions::imported() const {
 }
 
 std::string ModelOptions::source() const {
-  return model_config_.empty() ? "" : imported().model_type + " from " + model_config_;
+  return model_config_ ? imported().model_type + " from " + *model_config_ : "";
 }
 
 void ModelOptions::apply(ModelConfig& model) const {
-  if (!model_config_.empty()) {
+  if (model_config_) {
     // The file's shape replaces the preset's; how it is trained stays the command's.
     const ModelConfig& file = imported().model;
     const ModelConfig kept = model;
@@ -136,12 +137,16 @@ void ModelOptions::apply(ModelConfig& model) const {
   if (vocab_) model.vocab = *vocab_;
   if (dropout_) model.dropout = *dropout_;
   model.attention = parse_attention(attention_);
+  // A head width of d_model / heads is the default's: one model, one record (and profile key).
+  if (model.head_width > 0 && model.head_width * model.heads == model.d_model) {
+    model.head_width = 0;
+  }
   apply_fine_tuning(model);
 }
 
 bool ModelOptions::changes_shape() const {
-  return !model_config_.empty() || !arch_.empty() || layers_ || d_model_ || heads_ || kv_heads_ ||
-         head_dim_ || mlp_hidden_ || seq_len_ || vocab_ || tie_head_ || qkv_bias_ ||
+  return model_config_.has_value() || !arch_.empty() || layers_ || d_model_ || heads_ ||
+         kv_heads_ || head_dim_ || mlp_hidden_ || seq_len_ || vocab_ || tie_head_ || qkv_bias_ ||
          !loss_chunks_.empty() || dropout_ || attention_ != "sdpa";
 }
 

@@ -36,7 +36,7 @@ class ModelOptions {
   // The --model-config file, read once; its warnings go to stderr then, one line each.
   const ImportedConfig& imported() const;
 
-  std::string model_config_;
+  std::optional<std::string> model_config_;
   mutable std::optional<ImportedConfig> imported_;
   std::string arch_;
   std::optional<int64_t> layers_, d_model_, heads_, kv_heads_, head_dim_, mlp_hidden_, seq_len_,

@@ -125,7 +125,10 @@ void validate(const Architecture& arch) {
   require_at_most(arch.seq_len, kMaxSeqLen, "--seq-len");
   require_at_most(arch.vocab, kMaxVocab, "--vocab");
   require_at_most(arch.mlp_hidden, kMaxMlpHidden, "--mlp-hidden");
+  if (arch.head_width < 0) throw InvalidInput("--head-dim", "must not be negative");
   require_at_most(arch.head_width, kMaxDModel, "--head-dim");
+  require_at_most(arch.heads, kMaxDModel, "--heads");
+  require_at_most(arch.heads * arch.head_dim(), kMaxDModel, "--head-dim");
   if (arch.head_width == 0 && arch.d_model % arch.heads != 0) {
     throw InvalidInput("--heads", std::to_string(arch.heads) + " heads do not divide " +
                                       setting("d_model", std::to_string(arch.d_model)));

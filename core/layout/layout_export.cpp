@@ -57,6 +57,8 @@ LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvalua
   if (arch.rms_norm) a += " --normalization RMSNorm";
   if (arch.rotary) a += " --position-embedding-type rope";
   if (!arch.biases) a += " --disable-bias-linear";
+  if (!arch.biases && arch.qkv_bias) a += " --add-qkv-bias";  // Qwen 2's
+  if (arch.head_width > 0) a += " --kv-channels " + number(arch.head_width);
   if (!arch.tied_head) a += " --untie-embeddings-and-output-weights";
   a += " --tensor-model-parallel-size " + number(layout.tp) + " --pipeline-model-parallel-size " +
        number(layout.pp);

@@ -9,6 +9,7 @@
 
 #include "common/errors.h"
 #include "common/json_text.h"
+#include "common/posix_files.h"
 
 namespace rematlab {
 namespace {
@@ -102,9 +103,12 @@ class Fields {
  private:
   int64_t size_value(const std::string& key) const {
     const nlohmann::json& value = json_.at(key);
-    if (!value.is_number_integer() || value.get<int64_t>() < 0) {
-      throw InvalidInput(
-          kFlag, name_ + ": \"" + key + "\" is " + brief_json(value) + ", not a whole number");
+    // Positive, and small enough that no product of two sizes overflows (the model's own
+    // limits, checked once the whole file is read, are tighter).
+    constexpr int64_t kLargest = int64_t{1} << 31;
+    if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > kLargest) {
+      throw InvalidInput(kFlag, name_ + ": \"" + key + "\" is " + brief_json(value) +
+                                    ", not a positive whole number");
     }
     return value.get<int64_t>();
   }
@@ -246,10 +250,27 @@ ImportedConfig import_hf_config_text(const std::string& text, const std::string&
   for (const std::string& key : fields.unread()) {
     imported.warnings.push_back(key + " is not modelled");
   }
+  // A shape the engine cannot build is the file's fault: said as such, in one line, before
+  // anything derives a figure from it.
+  try {
+    validate(imported.model);
+  } catch (const InvalidInput& error) {
+    throw InvalidInput(kFlag, name + ": " + error.reason() + " (" + error.field() + ")");
+  }
   return imported;
 }
 
 ImportedConfig import_hf_config(const std::string& path) {
+  if (path.empty()) throw InvalidInput(kFlag, "names no file");
+  // A config.json is a few KiB: a device, a pipe or a directory would block or read forever.
+  constexpr int64_t kLargest = int64_t{1} << 20;
+  if (!files::exists(path)) throw InvalidInput(kFlag, "cannot read '" + path + "': no such file");
+  if (!files::is_regular_file(path)) {
+    throw InvalidInput(kFlag, "'" + path + "' is not a regular file");
+  }
+  if (files::file_size(path) > kLargest) {
+    throw InvalidInput(kFlag, "'" + path + "' is larger than a configuration (1 MiB)");
+  }
   std::ifstream file(path);
   if (!file) throw InvalidInput(kFlag, "cannot read '" + path + "'");
   std::stringstream text;

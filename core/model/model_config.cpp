@@ -194,10 +194,15 @@ const std::vector<std::string>& preset_names() {
   return kNames;
 }
 
-ModelConfig model_preset(const std::string& name) {
+const ModelConfig* find_model_preset(const std::string& name) {
   for (const auto& preset : presets()) {
-    if (name == preset.name) return preset.config;
+    if (name == preset.name) return &preset.config;
   }
+  return nullptr;
+}
+
+ModelConfig model_preset(const std::string& name) {
+  if (const ModelConfig* preset = find_model_preset(name)) return *preset;
   std::string known;
   for (const auto& preset : presets())
     known += std::string(known.empty() ? "" : ", ") + preset.name;
@@ -249,6 +254,10 @@ void validate(const ModelConfig& config) {
   validate_lora(config);
   if (config.head_width < 0) throw InvalidInput("--head-dim", "must not be negative");
   require_at_most(config.head_width, kMaxDModel, "--head-dim");
+  // With a head width of its own nothing else bounds the heads: the query width is held to the
+  // hidden size's limit, so no count made from it overflows.
+  require_at_most(config.heads, kMaxDModel, "--heads");
+  require_at_most(config.heads * config.head_dim(), kMaxDModel, "--head-dim");
   if (config.head_width == 0 && config.d_model % config.heads != 0) {
     throw InvalidInput("--heads", std::to_string(config.heads) + " heads do not divide " +
                                       setting("d_model", std::to_string(config.d_model)));

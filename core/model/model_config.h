@@ -72,6 +72,8 @@ LoraOptions default_lora_options(ModelFamily family);
 const std::vector<std::string>& preset_names();
 // Throws InvalidInput("--preset", …) for an unknown name.
 ModelConfig model_preset(const std::string& name);
+// The preset of that name, or null for another (a label, "custom").
+const ModelConfig* find_model_preset(const std::string& name);
 
 // Throws InvalidInput naming the offending flag.
 void validate(const ModelConfig& config);

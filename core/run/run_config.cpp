@@ -340,8 +340,13 @@ nlohmann::json to_json(const RunConfig& config) {
       {"sequence_parallel", config.sequence_parallel},
   };
   // Only where they are set: every other model's record (and profile key) stays as it was.
-  if (config.model.qkv_bias) json["qkv_bias"] = true;
-  if (config.model.head_width > 0) json["head_dim"] = config.model.head_width;
+  // (and where the preset has them otherwise, so that reading the record back, which starts
+  // from the preset, gives this model: qwen2.5-7b with --qkv-bias false).
+  const ModelConfig* named = find_model_preset(config.preset);
+  if (config.model.qkv_bias || (named && named->qkv_bias)) json["qkv_bias"] = config.model.qkv_bias;
+  if (config.model.head_width > 0 || (named && named->head_width > 0)) {
+    json["head_dim"] = config.model.head_width;
+  }
   const LoraOptions& lora = config.model.lora;
   if (lora.enabled()) {
     json["finetune"] = "lora";

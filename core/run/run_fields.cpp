@@ -300,6 +300,11 @@ RunConfig run_config_from_record(const nlohmann::json& json) {
   for (const char* first : kFirstFields) {
     if (json.contains(first)) apply(first, json.at(first));
   }
+  // Not a preset's name: a label ("qwen2 from config.json", what --model-config records), kept
+  // as the run's; its shape is in the fields below.
+  if (json.contains("preset") && json.at("preset").is_string()) {
+    config.preset = json.at("preset").get<std::string>();
+  }
   for (const auto& item : json.items()) {
     if (!is_first_field(item.key())) apply(item.key(), item.value());
   }
