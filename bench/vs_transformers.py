@@ -28,6 +28,9 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+# The same measurement as the PyTorch peer's: allocator events above the step's start.
+from vs_pytorch import median_run, peer_peak_activation
+
 # The projections a LoRA adapts, as each side names them.
 TARGETS = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj",
            "up": "up_proj", "down": "down_proj"}
@@ -82,23 +85,8 @@ def peer_run(args, finetune, policy):
             times.append(time.perf_counter() - start)
     step_s = statistics.median(times)
     return {"step_ms": 1e3 * step_s, "tokens_per_s": args.batch * args.seq_len / step_s,
-            "peak_activation_bytes": peak_above_start(step),
+            "peak_activation_bytes": peer_peak_activation(step),
             "trainable": sum(p.numel() for p in trained)}
-
-
-def peak_above_start(step):
-    """Peak live CPU tensor bytes above the start of one step, from the allocator's events."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                profile_memory=True) as profiler:
-        step()
-    events = sorted((e for e in profiler.profiler.kineto_results.events() if e.name() == "[memory]"
-                     and e.device_type() == torch.autograd.DeviceType.CPU),
-                    key=lambda e: e.start_ns())
-    live = peak = 0
-    for event in events:
-        live += event.nbytes()
-        peak = max(peak, live)
-    return peak
 
 
 def rematlab_run(args, finetune, policy):
@@ -117,11 +105,6 @@ def rematlab_run(args, finetune, policy):
     trainable = result.get("trainable_params", result["params"])
     return {"step_ms": result["step_ms"], "tokens_per_s": result["tokens_per_s"],
             "peak_activation_bytes": result["peak_activation_bytes"], "trainable": trainable}
-
-
-def median_run(runs):
-    """The round whose step time is the median (its memory comes with it)."""
-    return sorted(runs, key=lambda r: r["step_ms"])[len(runs) // 2]
 
 
 def main():
