@@ -330,6 +330,24 @@ TEST(PlanTab, KeptProfilesAreOfferedAndTheChartSaysWhatEachPointIs) {
   EXPECT_TRUE(bench.window.status_text().contains("profiles this host first"));
   view->configuration_field()->setCurrentIndex(0);
 
+  // A profile of a shape the form has no field for (Qwen 2's q, k and v biases): its plan is
+  // loaded as near as the form can, and the status says what could not be.
+  {
+    RunStore store(bench.db.toStdString());
+    rematlab::RunConfig qwen = config;
+    qwen.model = rematlab::model_preset("llama-tiny");
+    qwen.model.qkv_bias = true;
+    store.save_chain_profile(plan::profile_key(qwen, 5),
+                             {plan::to_json(costs).dump(), 7.0, "2026-11-27T10:00:00Z"});
+  }
+  view->refresh();
+  ASSERT_EQ(view->configuration_field()->count(), 4);
+  view->configuration_field()->setCurrentIndex(3);
+  view->run_button()->click();
+  EXPECT_TRUE(bench.window.status_text().contains("cannot hold the profiled model's qkv_bias"))
+      << bench.window.status_text().toStdString();
+  view->configuration_field()->setCurrentIndex(0);
+
   // The chart exports with the others.
   const QStringList written = view->export_images(bench.dir.path(), "plan");
   ASSERT_EQ(written.size(), 2);

@@ -14,6 +14,7 @@
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <set>
 
 #include "common/errors.h"
 #include "compare_view.h"
@@ -533,6 +534,27 @@ void MainWindow::on_layout_tried(const TrialLayout& trial) {
                        .arg(trial.policy));
 }
 
+namespace {
+
+// The model and batch settings of `profiled` that the form's `trained` does not have (a Qwen
+// shape's qkv_bias, a head width, a rotary base the form has no field for), as "a, b".
+QString settings_the_form_lost(const RunConfig& profiled, const RunConfig& trained) {
+  // What the form takes from the user rather than from the profile.
+  static const std::set<std::string> kOwn = {
+      "preset", "steps", "lr", "seed", "data", "checkpoint", "offload", "timeline", "budget_bytes"};
+  const nlohmann::json wanted = to_json(profiled);
+  const nlohmann::json got = to_json(trained);
+  QStringList lost;
+  for (const auto& item : wanted.items()) {
+    if (kOwn.count(item.key()) == 0 && got.value(item.key(), nlohmann::json()) != item.value()) {
+      lost << QString::fromStdString(item.key());
+    }
+  }
+  return lost.join(", ");
+}
+
+}  // namespace
+
 // The form trains the plan: beside its other policies when it describes the profiled
 // configuration, else it is made to describe it (the plan is for that model and batch alone).
 void MainWindow::on_plan_chosen(const QString& key, const RunConfig& config,
@@ -550,9 +572,13 @@ void MainWindow::on_plan_chosen(const QString& key, const RunConfig& config,
   } else {
     panel_->load_configuration(config, policy);
   }
-  const QString what = same ? policy + " added to the form's policies"
-                            : "The form now trains the profiled model and batch with " + policy;
   const auto trained = panel_->first_config();  // after the form changed
+  const QString lost = same || !trained ? QString() : settings_the_form_lost(config, *trained);
+  const QString what = same ? policy + " added to the form's policies"
+                       : lost.isEmpty()
+                           ? "The form now trains the profiled model and batch with " + policy
+                           : "The form cannot hold the profiled model's " + lost +
+                                 ": it now trains the nearest it can with " + policy;
   const bool from_this_profile =
       trained && plan::profile_key(*trained, plan::ProfileOptions{}.repeats) == key.toStdString();
   status_->setText(what + (from_this_profile
