@@ -249,53 +249,102 @@ struct GeneratedShapes {
 
 class EstimateOnGeneratedShapes : public ::testing::TestWithParam<GeneratedShapes> {};
 
+// A shape drawn for `which` (dropout 0), trained two steps, one thread.
+RunConfig draw_shape(std::mt19937& random, const GeneratedShapes& which) {
+  auto pick = [&](std::vector<int64_t> choices) {
+    return choices[std::uniform_int_distribution<std::size_t>(0, choices.size() - 1)(random)];
+  };
+  RunConfig config;
+  config.model.family = which.family;
+  config.model.attention = which.attention;
+  config.model.heads = pick({2, 3, 4, 6, 8});
+  config.model.d_model = config.model.heads * pick({16, 32, 48, 64, 96});
+  std::vector<int64_t> divisors;
+  for (int64_t k = 1; k <= config.model.heads; ++k) {
+    if (config.model.heads % k == 0) divisors.push_back(k);
+  }
+  config.model.kv_heads = which.family == ModelFamily::kLlama ? pick(divisors) : 0;
+  config.model.tie_head = pick({0, 1}) == 1;
+  config.model.layers = pick({2, 3, 4});
+  config.model.seq_len = pick({32, 64, 96, 128, 160, 192, 256});
+  config.model.vocab = pick({128, 256, 384, 512});
+  config.model.loss_chunks = pick({1, 1, 4});
+  config.batch = pick({1, 2, 3, 4});
+  config.steps = 2;
+  config.threads = 1;
+  config.peak_flops = 1e9;  // not measured here
+  return config;
+}
+
+std::string describe_shape(const RunConfig& config) {
+  return std::to_string(config.model.layers) + "×" + std::to_string(config.model.d_model) + ", " +
+         std::to_string(config.model.heads) + "/" + std::to_string(config.model.key_value_heads()) +
+         " heads, seq " + std::to_string(config.model.seq_len) + ", vocab " +
+         std::to_string(config.model.vocab) + (config.model.tie_head ? " (tied)" : "") + ", " +
+         std::to_string(config.model.loss_chunks) + " loss slices, batch " +
+         std::to_string(config.batch);
+}
+
+// The measured peak of `config` against the prediction, within ±5 %.
+void expect_predicted_peak(const RunConfig& config, const std::string& context) {
+  const RunSummary summary = Trainer(config).run();
+  const int64_t predicted =
+      estimate::estimate_policy_activations(estimate::from_model_config(config.model), config.batch,
+                                            Precision::kFp32, config.checkpoint, false)
+          .peak_bytes;
+  const double ratio =
+      static_cast<double>(predicted) / static_cast<double>(summary.peak_activation_bytes);
+  EXPECT_NEAR(ratio, 1.0, 0.05) << context << ": " << config.checkpoint << " on "
+                                << describe_shape(config) << ": predicted " << predicted
+                                << ", measured " << summary.peak_activation_bytes;
+}
+
+const std::vector<std::string>& every_policy() {
+  static const std::vector<std::string> kPolicies = {
+      "none",      "every:1",     "every:2",  "sublayer:1,2",
+      "selective", "keep:matmul", "keep:qkv", "schedule:0=1,0.5=2"};
+  return kPolicies;
+}
+
 TEST_P(EstimateOnGeneratedShapes, PredictsEveryPolicysPeakWithinFivePercent) {
   const GeneratedShapes& which = GetParam();
   const unsigned seed =
       20261201u + 2u * static_cast<unsigned>(which.family) + static_cast<unsigned>(which.attention);
   std::mt19937 random(seed);
-  auto pick = [&](std::vector<int64_t> choices) {
-    return choices[std::uniform_int_distribution<std::size_t>(0, choices.size() - 1)(random)];
-  };
-  const std::vector<std::string> policies = {"none",         "every:1",           "every:2",
-                                             "sublayer:1,2", "selective",         "keep:matmul",
-                                             "keep:qkv",     "schedule:0=1,0.5=2"};
   for (int shape = 0; shape < 6; ++shape) {
-    RunConfig config;
-    config.model.family = which.family;
-    config.model.attention = which.attention;
-    config.model.heads = pick({2, 3, 4, 6, 8});
-    config.model.d_model = config.model.heads * pick({16, 32, 48, 64, 96});
-    std::vector<int64_t> divisors;
-    for (int64_t k = 1; k <= config.model.heads; ++k) {
-      if (config.model.heads % k == 0) divisors.push_back(k);
-    }
-    config.model.kv_heads = which.family == ModelFamily::kLlama ? pick(divisors) : 0;
-    config.model.tie_head = pick({0, 1}) == 1;
-    config.model.layers = pick({2, 3, 4});
-    config.model.seq_len = pick({32, 64, 96, 128, 160, 192, 256});
-    config.model.vocab = pick({128, 256, 384, 512});
-    config.model.loss_chunks = pick({1, 1, 4});
-    config.batch = pick({1, 2, 3, 4});
-    config.steps = 2;
-    config.threads = 1;
-    config.peak_flops = 1e9;  // not measured here
-    for (const std::string& policy : policies) {
+    RunConfig config = draw_shape(random, which);
+    for (const std::string& policy : every_policy()) {
       config.checkpoint = policy;
-      const RunSummary summary = Trainer(config).run();
-      const int64_t predicted =
-          estimate::estimate_policy_activations(estimate::from_model_config(config.model),
-                                                config.batch, Precision::kFp32, policy, false)
-              .peak_bytes;
-      const double ratio =
-          static_cast<double>(predicted) / static_cast<double>(summary.peak_activation_bytes);
-      EXPECT_NEAR(ratio, 1.0, 0.05)
-          << "seed " << seed << ", shape " << shape << ": " << policy << " on "
-          << config.model.layers << "×" << config.model.d_model << ", " << config.model.heads << "/"
-          << config.model.key_value_heads() << " heads, seq " << config.model.seq_len << ", vocab "
-          << config.model.vocab << (config.model.tie_head ? " (tied)" : "") << ", "
-          << config.model.loss_chunks << " loss slices, batch " << config.batch << ": predicted "
-          << predicted << ", measured " << summary.peak_activation_bytes;
+      expect_predicted_peak(config,
+                            "seed " + std::to_string(seed) + ", shape " + std::to_string(shape));
+    }
+  }
+}
+
+// Fine-tuning: the same, with adapters of a drawn rank on a drawn set of projections (PEFT's
+// usual q and v, the attention's or the MLP's only, every one) over a frozen base.
+TEST_P(EstimateOnGeneratedShapes, PredictsEveryPolicysPeakUnderLoraWithinFivePercent) {
+  const GeneratedShapes& which = GetParam();
+  const unsigned seed =
+      20261203u + 2u * static_cast<unsigned>(which.family) + static_cast<unsigned>(which.attention);
+  std::mt19937 random(seed);
+  const std::vector<std::string> target_sets = {"all", "q,v", "o,down", "gate,up,down", "q,k,v,o"};
+  for (int shape = 0; shape < 4; ++shape) {
+    RunConfig config = draw_shape(random, which);
+    const std::string targets = target_sets[static_cast<std::size_t>(shape + 1) % 5];
+    const bool mlp_only = targets == "gate,up,down";
+    config.model.lora.rank = std::vector<int64_t>{2, 4, 8, 16}[static_cast<std::size_t>(shape)];
+    config.model.lora.alpha = 2.0 * static_cast<double>(config.model.lora.rank);
+    const bool gpt = which.family == ModelFamily::kGpt;  // no gate
+    config.model.lora.targets = targets == "all"  ? default_lora_options(which.family).targets
+                                : gpt && mlp_only ? parse_lora_targets("up,down")
+                                                  : parse_lora_targets(targets);
+    for (const std::string& policy : every_policy()) {
+      config.checkpoint = policy;
+      expect_predicted_peak(config, "seed " + std::to_string(seed) + ", shape " +
+                                        std::to_string(shape) + ", LoRA rank " +
+                                        std::to_string(config.model.lora.rank) + " on " +
+                                        lora_targets_text(config.model.lora.targets));
     }
   }
 }

@@ -13,6 +13,7 @@
 
 #include "cli_runner.h"
 #include "common/errors.h"
+#include "estimate/fine_tuning.h"
 #include "model/model_config.h"
 #include "run/run_config.h"
 #include "run/run_fields.h"
@@ -104,6 +105,12 @@ TEST(LoraAdapters, TheAdaptedModelBeginsAsItsBaseAndOnlyTheAdaptersTrain) {
                   after.begin(), after.end(), [](const auto& p) { return is_adapter(p.first); })));
     EXPECT_EQ(measured_states, 4 * config.model.base_parameter_count() + 16 * adapters + buffers);
     EXPECT_LT(measured_states, 16 * full.model.parameter_count());
+    // The estimator counts the same states (buffers are not model states).
+    EXPECT_EQ(measured_states,
+              estimate::fine_tuning_state_bytes(estimate::from_model_config(config.model),
+                                                Precision::kFp32, estimate::Optimizer::kAdamW)
+                      .total() +
+                  buffers);
   }
 }
 
@@ -166,6 +173,11 @@ TEST(LoraAdapters, ABf16BaseComputesAsAnFp32OneUnderBf16AndHoldsHalfTheBytes) {
   const int64_t base = stored.model.base_parameter_count();
   EXPECT_EQ(measured_states, 2 * projections + 4 * (base - projections) +
                                  16 * stored.model.adapter_parameter_count() + buffers);
+  EXPECT_EQ(measured_states,
+            estimate::fine_tuning_state_bytes(estimate::from_model_config(stored.model),
+                                              Precision::kBf16, estimate::Optimizer::kAdamW)
+                    .total() +
+                buffers);
   Trainer as_stored(stored);
   Trainer as_trained(config);
   const RunSummary half = as_stored.run();
@@ -352,14 +364,15 @@ TEST(LoraCli, ARunRecordsItsAdaptersAndBadSettingsAreOneLine) {
       {"run --preset tiny --finetune lora --lora-targets q,", "--lora-targets"},
       {"run --preset tiny --finetune lora --lora-targets ''", "--lora-targets"},
       {"run --preset tiny --finetune ''", "--finetune"},
-      {"estimate --params 7e9 --finetune lora", "--finetune"},
+      {"estimate --params 7e9 --finetune lora", "--params"},
       {"run --preset tiny --finetune lora --lora-targets gate", "--lora-targets"},
       {"run --preset tiny --finetune lora --nproc 2", "--finetune"},
       {"run --preset tiny --base-precision bf16", "--base-precision"},
       {"run --preset tiny --finetune lora --base-precision bf16", "--base-precision"},
       {"run --preset tiny --finetune lora --base-precision nf4 --precision bf16",
        "--base-precision"},
-      {"estimate --model llama-tiny --finetune lora", "--finetune"},
+      {"estimate --model llama-tiny --finetune lora --nproc 2", "--nproc"},
+      {"estimate --model llama-tiny --finetune lora --tp 2", "--tp"},
       {"layout --model llama-tiny --gpu a100-80gb --gpus 1 --seq-len 64 --global-batch 4 "
        "--finetune lora",
        "--finetune"},

@@ -35,16 +35,15 @@ struct EstimateOptions {
 
   estimate::EstimateRequest resolve() const {
     estimate::EstimateRequest request;
+    if (params && shape.gives_fine_tuning()) {
+      throw InvalidInput("--params",
+                         "is a size alone; adapters are counted from a shape: give --model");
+    }
     if (!model.empty() || shape.changes_shape() || shape.gives_fine_tuning()) {
       // Shape flags refine a named model as `run` applies them; alone they refine `tiny`.
       ModelConfig config = estimate::architecture_model_config(model.empty() ? "tiny" : model);
       shape.apply(config);
       validate(config);  // before any figure is derived from its sizes
-      if (config.lora.enabled()) {
-        throw InvalidInput("--finetune",
-                           "estimate does not model LoRA fine-tuning yet; `run --finetune lora` "
-                           "measures it");
-      }
       estimate::Architecture arch = estimate::from_model_config(config);
       arch.name = !shape.source().empty() ? shape.source()
                   : model.empty()         ? "custom"

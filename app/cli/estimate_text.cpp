@@ -5,6 +5,7 @@
 
 #include "cli/cli_output.h"
 #include "common/byte_size.h"
+#include "estimate/fine_tuning.h"
 
 namespace rematlab::cli {
 namespace {
@@ -46,7 +47,13 @@ std::string fit_advice_text(const estimate::Estimate& estimate) {
     if (!fit.advice) {
       out << "nothing fits at batch " << estimate.request.batch
           << ", not even every block recomputed with the loss in slices and offload, ";
-      if (estimate.request.layout.split()) {
+      const auto& arch = estimate.request.arch;
+      if (arch && arch->lora.enabled()) {
+        out << "on the one process LoRA trains on"
+            << (arch->lora.base == BasePrecision::kFp32
+                    ? " (a base stored in bf16, --base-precision bf16, halves its projections)\n"
+                    : "\n");
+      } else if (estimate.request.layout.split()) {
         out << "on these " << estimate.request.layout.tp << " tensor ranks\n";
       } else {
         out << "on up to " << estimate::kAdviceMaxRanks
@@ -81,6 +88,12 @@ std::string request_text(const estimate::Estimate& estimate) {
           << ") per tensor rank";
     }
     out << "\n";
+    if (arch.lora.enabled()) {
+      const int64_t adapters = estimate::trainable_parameter_count(arch);
+      out << "fine-tune   LoRA rank " << arch.lora.rank << " on "
+          << lora_targets_text(arch.lora.targets) << ": " << adapters << " (" << count(adapters)
+          << ") trainable, base frozen in " << rematlab::to_string(arch.lora.base) << "\n";
+    }
   }
   if (request.nominal_params > 0) {
     out << "nominal     " << request.nominal_params << " (" << count(request.nominal_params)

@@ -32,6 +32,8 @@ struct KeptState : torch::CustomClassHolder {
   at::ScalarType weight_dtype = at::kFloat;  // the parameters' own dtype
   at::ScalarType bias_dtype = at::kFloat;
   bool parameters_wanted = true;  // false for a frozen projection (fine-tuning)
+  // A frozen projection's backward needs no values of its input, only its shape: not kept.
+  LinearInputShape frozen_input;
 };
 
 constexpr const char* kKeptKey = "rematlab.kept_projection";
@@ -44,7 +46,11 @@ class KeptProjection : public torch::autograd::Function<KeptProjection> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
                                const at::TensorList& /*params*/,
                                const c10::intrusive_ptr<KeptState>& state) {
-    ctx->save_for_backward({input});
+    if (state->parameters_wanted) {
+      ctx->save_for_backward({input});
+    } else {
+      state->frozen_input = shape_of_linear_input(input);
+    }
     torch::Tensor output = std::move(state->output);
     ctx->saved_data[kKeptKey] = c10::IValue::make_capsule(state);
     return output;
@@ -54,10 +60,14 @@ class KeptProjection : public torch::autograd::Function<KeptProjection> {
     auto state =
         c10::static_intrusive_pointer_cast<KeptState>(ctx->saved_data.at(kKeptKey).toCapsule());
     ctx->saved_data.erase(kKeptKey);
-    const torch::Tensor input = ctx->get_saved_variables().at(0);
     const bool wanted = state->parameters_wanted;
-    const LinearGrads grads =
-        linear_backward(input, grad_outputs.at(0), state->weight, state->bias, wanted);
+    LinearGrads grads;
+    if (wanted) {
+      grads = linear_backward(ctx->get_saved_variables().at(0), grad_outputs.at(0), state->weight,
+                              state->bias);
+    } else {
+      grads.input = linear_input_backward(state->frozen_input, grad_outputs.at(0), state->weight);
+    }
     variable_list result = {grads.input, wanted
                                              ? in_autograd_dtype(grads.weight, state->weight_dtype)
                                              : torch::Tensor()};

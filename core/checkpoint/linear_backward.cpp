@@ -14,9 +14,9 @@ bool column_major(const torch::Tensor& matrix) {
 
 // For out = mat1.mm(mat2), the gradient of mat1 as autograd's formula for mm forms it
 // (mm_mat1_backward: laid out like mat1). Real dtypes only, so no conjugation.
-torch::Tensor mm_mat1_grad(const torch::Tensor& grad, const torch::Tensor& mat1,
+torch::Tensor mm_mat1_grad(const torch::Tensor& grad, bool mat1_column_major,
                            const torch::Tensor& mat2) {
-  if (column_major(mat1)) return mat2.mm(grad.t()).t();
+  if (mat1_column_major) return mat2.mm(grad.t()).t();
   return grad.mm(mat2.t());
 }
 
@@ -64,23 +64,33 @@ bool linear_backward_supported(const torch::Tensor& input, const torch::Tensor& 
   return input.numel() > 0;
 }
 
+LinearInputShape shape_of_linear_input(const torch::Tensor& input) {
+  // A contiguous input of rank > 2 is folded to (rows, in) as a view, as linear folds it.
+  const torch::Tensor mat1 = input.dim() > 2 ? input.reshape({-1, input.size(-1)}) : input;
+  return {input.sizes().vec(), input.scalar_type(), column_major(mat1)};
+}
+
+torch::Tensor linear_input_backward(const LinearInputShape& input, const torch::Tensor& grad_output,
+                                    const torch::Tensor& weight) {
+  const bool folded = input.sizes.size() > 2;
+  const torch::Tensor grad = folded ? grad_output.reshape({-1, grad_output.size(-1)}) : grad_output;
+  const torch::Tensor grad_mat1 = mm_mat1_grad(grad, input.column_major, weight.t());
+  return folded ? grad_mat1.reshape(input.sizes) : grad_mat1;
+}
+
 LinearGrads linear_backward(const torch::Tensor& input, const torch::Tensor& grad_output,
-                            const torch::Tensor& weight, const torch::Tensor& bias,
-                            bool parameters_wanted) {
+                            const torch::Tensor& weight, const torch::Tensor& bias) {
   TORCH_CHECK(linear_backward_supported(input, weight, bias),
               "linear_backward: input layout not replicated");
   // at::linear multiplies by weight.t() (a column-major view), as addmm(bias, input, weight.t())
   // with a bias and mm(input, weight.t()) through matmul without one; a contiguous input of
   // rank > 2 is first folded to (rows, in) and the result unfolded, both as views.
+  LinearGrads grads;
+  grads.input = linear_input_backward(shape_of_linear_input(input), grad_output, weight);
   const torch::Tensor mat2 = weight.t();
   const bool folded = input.dim() > 2;
   const torch::Tensor mat1 = folded ? input.reshape({-1, input.size(-1)}) : input;
   const torch::Tensor grad = folded ? grad_output.reshape({-1, grad_output.size(-1)}) : grad_output;
-
-  LinearGrads grads;
-  const torch::Tensor grad_mat1 = mm_mat1_grad(grad, mat1, mat2);
-  grads.input = folded ? grad_mat1.reshape(input.sizes()) : grad_mat1;
-  if (!parameters_wanted) return grads;
   // weight.t()'s gradient, transposed back by the view's backward.
   grads.weight = mm_mat2_grad(grad, mat1, mat2).t();
   // addmm's gradient for its broadcast bias is the output gradient, which autograd reduces to the

@@ -6,6 +6,8 @@
 
 #include <torch/torch.h>
 
+#include <vector>
+
 namespace rematlab {
 
 struct LinearGrads {
@@ -35,13 +37,24 @@ torch::Tensor in_autograd_dtype(const torch::Tensor& grad, at::ScalarType dtype)
 bool linear_backward_supported(const torch::Tensor& input, const torch::Tensor& weight,
                                const torch::Tensor& bias);
 
+// What the input's gradient needs of the input: not its values, only its shape, dtype and the
+// order mm read it in. A frozen projection (fine-tuning) keeps this instead of its input.
+struct LinearInputShape {
+  std::vector<int64_t> sizes;
+  at::ScalarType dtype = at::kFloat;
+  bool column_major = false;  // a matrix stored column by column
+};
+LinearInputShape shape_of_linear_input(const torch::Tensor& input);
+
+// The gradient of linear's input alone, identical to linear_backward's.
+torch::Tensor linear_input_backward(const LinearInputShape& input, const torch::Tensor& grad_output,
+                                    const torch::Tensor& weight);
+
 // The gradients of linear(input, weight, bias) for `grad_output`, computed with the ATen calls and
 // operand layouts autograd uses for the mm/addmm the forward dispatches to (mm's two operand
 // formulas, the bias reduced with sum_to), so that they are identical to autograd's. All
 // operands in one dtype: under autocast, pass the low-precision copies the forward used.
-// Without `parameters_wanted` (a frozen projection) only the input's gradient is formed.
 LinearGrads linear_backward(const torch::Tensor& input, const torch::Tensor& grad_output,
-                            const torch::Tensor& weight, const torch::Tensor& bias,
-                            bool parameters_wanted = true);
+                            const torch::Tensor& weight, const torch::Tensor& bias);
 
 }  // namespace rematlab

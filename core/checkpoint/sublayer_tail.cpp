@@ -52,6 +52,8 @@ struct TailState : torch::CustomClassHolder {
   at::ScalarType weight_dtype = at::kFloat;  // the parameters' own dtype
   at::ScalarType bias_dtype = at::kFloat;
   bool parameters_wanted = true;  // false for a frozen projection (fine-tuning)
+  // A frozen projection's backward needs no values of h, only its shape: h is not kept.
+  LinearInputShape frozen_input;
 };
 
 constexpr const char* kTailKey = "rematlab.tail";
@@ -65,7 +67,11 @@ class TailFunction : public torch::autograd::Function<TailFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& residual,
                                const torch::Tensor& input, const at::TensorList& /*params*/,
                                const c10::intrusive_ptr<TailState>& state) {
-    ctx->save_for_backward({input});
+    if (state->parameters_wanted) {
+      ctx->save_for_backward({input});
+    } else {
+      state->frozen_input = shape_of_linear_input(input);
+    }
     ctx->saved_data[kTailKey] = c10::IValue::make_capsule(state);
     std::vector<int64_t> sizes = input.sizes().vec();
     sizes.back() = state->weight.size(0);
@@ -77,25 +83,29 @@ class TailFunction : public torch::autograd::Function<TailFunction> {
     auto state =
         c10::static_intrusive_pointer_cast<TailState>(ctx->saved_data.at(kTailKey).toCapsule());
     ctx->saved_data.erase(kTailKey);
-    const torch::Tensor input = ctx->get_saved_variables().at(0);
+    const bool wanted = state->parameters_wanted;
+    const torch::Tensor input = wanted ? ctx->get_saved_variables().at(0) : torch::Tensor();
     const torch::Tensor& grad = grad_outputs.at(0);
     // The residual add hands the output's gradient to both operands.
-    torch::Tensor grad_projection = in_autograd_dtype(grad, input.scalar_type());
+    torch::Tensor grad_projection =
+        in_autograd_dtype(grad, wanted ? input.scalar_type() : state->frozen_input.dtype);
     if (state->dropout) {
       grad_projection = dropout_backward(*state->dropout, grad_projection);
       state->dropout.reset();  // frees the graph
     }
-    const LinearGrads grads = linear_backward(input, grad_projection, state->weight, state->bias,
-                                              state->parameters_wanted);
+    LinearGrads grads;
+    if (wanted) {
+      grads = linear_backward(input, grad_projection, state->weight, state->bias);
+    } else {
+      grads.input = linear_input_backward(state->frozen_input, grad_projection, state->weight);
+    }
     // Under autocast the projection used cast copies of its parameters: the cast's backward
     // brings their gradients back to the parameters' dtype.
-    variable_list result = {in_autograd_dtype(grad, state->residual_dtype), grads.input,
-                            state->parameters_wanted
-                                ? in_autograd_dtype(grads.weight, state->weight_dtype)
-                                : torch::Tensor()};
+    variable_list result = {
+        in_autograd_dtype(grad, state->residual_dtype), grads.input,
+        wanted ? in_autograd_dtype(grads.weight, state->weight_dtype) : torch::Tensor()};
     if (state->bias.defined()) {
-      result.push_back(state->parameters_wanted ? in_autograd_dtype(grads.bias, state->bias_dtype)
-                                                : torch::Tensor());
+      result.push_back(wanted ? in_autograd_dtype(grads.bias, state->bias_dtype) : torch::Tensor());
     }
     result.emplace_back();  // the state
     return result;

@@ -66,6 +66,7 @@ Architecture from_model_config(const ModelConfig& config) {
   arch.rotary = llama;
   arch.qkv_bias = llama && config.qkv_bias;
   arch.head_width = config.head_width;
+  arch.lora = config.lora;
   arch.engine_shape = true;
   return arch;
 }

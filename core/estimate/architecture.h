@@ -33,6 +33,9 @@ struct Architecture {
   bool engine_shape = false;  // the engine trains it (GPT-2 or Llama): calibrated figures apply
 
   int64_t head_width = 0;  // 0: d_model / heads
+  // Fine-tuning: adapters on a frozen base (none by default). A frozen projection keeps no input
+  // for a weight's gradient; its adapter keeps that input and its own rank-wide values.
+  LoraOptions lora;
 
   int64_t head_dim() const { return head_width > 0 ? head_width : d_model / heads; }
   int64_t q_dim() const { return heads * head_dim(); }  // the queries' and the context's width

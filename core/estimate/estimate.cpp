@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/errors.h"
+#include "estimate/fine_tuning.h"
 #include "estimate/sharded_states.h"
 #include "estimate/sharded_units.h"
 #include "run/run_config.h"
@@ -103,6 +104,13 @@ void validate_request(const EstimateRequest& request) {
   if (request.arch) {
     validate(*request.arch);
     validate(*request.arch, layout);
+    if (request.arch->lora.enabled()) {
+      // As `run` trains adapters: one process, the model whole.
+      if (layout.split()) throw InvalidInput("--tp", "LoRA fine-tuning runs unsplit (--tp 1)");
+      if (request.world_size > 1) {
+        throw InvalidInput("--nproc", "LoRA fine-tuning runs on one process (--nproc 1)");
+      }
+    }
   }
 }
 
@@ -132,17 +140,23 @@ Estimate make_estimate(const EstimateRequest& request) {
     int64_t best_peak = 0;
     estimate.best_interval = best_interval(input, &best_peak);
     estimate.best_interval_peak_bytes = best_peak;
-    const CheckpointPlan plan = policy.plan_for(arch.layers, 0.0);
-    estimate.flops = step_flops(arch, request.batch * arch.seq_len, plan);
-    estimate.rank_flops = rank_step_flops(arch, request.batch * arch.seq_len, plan, layout.tp);
+    // The FLOPs of a step that forms no weight's gradient for the base are not counted (yet).
+    if (!arch.lora.enabled()) {
+      const CheckpointPlan plan = policy.plan_for(arch.layers, 0.0);
+      estimate.flops = step_flops(arch, request.batch * arch.seq_len, plan);
+      estimate.rank_flops = rank_step_flops(arch, request.batch * arch.seq_len, plan, layout.tp);
+    }
   }
   estimate.params =
       request.nominal_params > 0 ? request.nominal_params : *estimate.architecture_params;
   estimate.rank_params =
       layout.split() ? rank_parameter_count(*request.arch, layout.tp) : estimate.params;
-  estimate.states = per_rank_model_states(
-      model_state_bytes(estimate.rank_params, request.precision, request.optimizer),
-      request.world_size / layout.tp, request.shard);
+  const bool fine_tuning = request.arch && request.arch->lora.enabled();
+  estimate.states =
+      fine_tuning ? fine_tuning_state_bytes(*request.arch, request.precision, request.optimizer)
+                  : per_rank_model_states(model_state_bytes(estimate.rank_params, request.precision,
+                                                            request.optimizer),
+                                          request.world_size / layout.tp, request.shard);
   const bool fully_sharded = parse_shard(request.shard) == ShardMode::kParameters;
   if (fully_sharded && request.arch) {
     estimate.gathered_bytes = gathered_unit_bytes(*request.arch, request.precision, layout.tp);
@@ -219,6 +233,8 @@ nlohmann::json to_json(const Estimate& estimate) {
       {"tp", request.layout.tp},
       {"sequence_parallel", request.layout.sequence_parallel},
       {"rank_params", estimate.rank_params},
+      {"trainable_params",
+       request.arch ? trainable_parameter_count(*request.arch) : estimate.params},
       {"weights_bytes", estimate.states.weights},
       {"master_bytes", estimate.states.master},
       {"gradients_bytes", estimate.states.gradients},
@@ -238,6 +254,13 @@ nlohmann::json to_json(const Estimate& estimate) {
     json["vocab"] = arch.vocab;
     json["attention"] = to_string(arch.attention);
     json["tokens_per_step"] = request.batch * arch.seq_len;
+    json["finetune"] = arch.lora.enabled() ? "lora" : "full";
+    if (arch.lora.enabled()) {
+      json["lora_rank"] = arch.lora.rank;
+      json["lora_alpha"] = arch.lora.alpha;
+      json["lora_targets"] = lora_targets_text(arch.lora.targets);
+      json["base_precision"] = to_string(arch.lora.base);
+    }
   }
   if (estimate.activations) {
     const ActivationEstimate& act = *estimate.activations;

@@ -6,6 +6,7 @@
 #include "checkpoint/checkpoint_policy.h"
 #include "estimate/activation_memory.h"
 #include "estimate/estimate.h"
+#include "estimate/fine_tuning.h"
 #include "estimate/flops.h"
 #include "estimate/sharded_states.h"
 #include "estimate/sharded_units.h"
@@ -62,8 +63,10 @@ std::vector<Rung> ladder(const FitQuestion& question, int64_t best_k) {
 }  // namespace
 
 std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_bytes) {
+  const bool fine_tuning = question.arch.lora.enabled();
   const ModelStateBytes whole =
-      model_state_bytes(question.params, question.precision, question.optimizer);
+      fine_tuning ? fine_tuning_state_bytes(question.arch, question.precision, question.optimizer)
+                  : model_state_bytes(question.params, question.precision, question.optimizer);
   // The ranks asked for as asked, then sharding more of the model states over their data ranks;
   // then more ranks (keeping the tensor-parallel degree), each sharding gradients and optimizer
   // state, then the parameters too.
@@ -79,7 +82,9 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
       layouts.emplace_back(question.world_size, to_string(more));
     }
   }
-  for (int64_t ranks = 2 * tp; ranks <= question.max_world_size; ranks *= 2) {
+  // Adapters train on one process: no more ranks to offer.
+  const int64_t most_ranks = fine_tuning ? question.world_size : question.max_world_size;
+  for (int64_t ranks = 2 * tp; ranks <= most_ranks; ranks *= 2) {
     if (ranks <= question.world_size) continue;
     layouts.emplace_back(ranks, to_string(most));
     layouts.emplace_back(ranks, "parameters");

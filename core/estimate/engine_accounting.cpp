@@ -1,0 +1,167 @@
+#include "estimate/engine_accounting.h"
+
+#include <algorithm>
+
+namespace rematlab::estimate {
+
+// The norm (its output is the QKV matmul's input) and the core's output (the output projection's
+// input). The fused core writes its output already in (b, s, a, hd) order, so making it
+// contiguous copies nothing. Under LoRA a frozen projection keeps its input only for its adapter
+// (the fused core keeps its output itself when it runs under autograd), and the adapters keep
+// their rank-wide values (model/lora.h).
+int64_t EngineAccounting::attention_outside_core(bool input_wanted, bool core_wanted,
+                                                 bool math) const {
+  const int64_t d = arch_.d_model;
+  const int64_t dq = arch_.q_dim() / tp_;
+  const int64_t qkv = dq + 2 * rank_kv_projected(arch_, tp_);
+  const int64_t qkv_adapters = adapters({kLoraQ, kLoraK, kLoraV});
+  const bool out_adapter = arch_.lora.adapts(kLoraO);
+  const bool context_kept = base_trains() || out_adapter || (core_wanted && !math && !selective_);
+  return norm_bytes(input_wanted, base_trains() || qkv_adapters > 0) +
+         (context_kept ? per_token(dq) : 0) + adapter_values(qkv_adapters + (out_adapter ? 1 : 0)) +
+         frozen_weight_copy(input_wanted ? d * qkv : 0) +
+         frozen_weight_copy(core_wanted ? dq * d : 0);
+}
+
+SublayerCost EngineAccounting::attention(int64_t block) const {
+  const int64_t d = arch_.d_model;
+  const int64_t dq = arch_.q_dim() / tp_;
+  const int64_t qkv = dq + 2 * rank_kv_projected(arch_, tp_);
+  const int64_t scores = arch_.heads / tp_ * arch_.seq_len;  // one s-row per head and token
+  const bool math = arch_.attention == AttentionKind::kMath;
+  const bool input_wanted = input_gradient_wanted(2 * block);
+  const int64_t qkv_adapters = adapters({kLoraQ, kLoraK, kLoraV});
+  const bool out_adapter = arch_.lora.adapts(kLoraO);
+  // Frozen q, k and v before the first adapter: nothing wants their gradients, nothing is kept.
+  const bool core_wanted = input_wanted || qkv_adapters > 0;
+  SublayerCost cost;
+  cost.name = "a" + std::to_string(block);
+  cost.output = per_local(d);
+  cost.tail_rebuilt = out_adapter;
+  cost.input_dropped = !input_wanted;
+  const int64_t outside_core = attention_outside_core(input_wanted, core_wanted, math);
+  // The core. Fused: q, k, v and the log-sum-exp. Without rotation v is a view of the QKV
+  // tensor and keeps all of it alive; rotated q and k are new tensors, and v a compact copy, so
+  // the QKV tensor goes (the rotation itself keeps only views of the cos/sin tables; a rank
+  // sharing the key/value heads rotates and copies only the one it uses). Explicit: the scaled q,
+  // contiguous copies of k and v (batched matmul's copies of strided heads, or the copies that
+  // repeat shared K/V heads) and the softmax probabilities — the s×s term; the QKV tensor itself
+  // is then freed.
+  const int64_t kv_used = rank_kv_used(arch_, tp_);
+  const int64_t rotated = arch_.rotary ? dq + kv_used : 0;
+  const int64_t math_core = (qkv_kept() ? dq + qkv + (arch_.rotary ? dq : 0) : 3 * dq) + scores;
+  // Rotated, the fused core keeps a compact copy of v instead of the QKV tensor it was a view of.
+  const int64_t fused_input = arch_.rotary ? kv_used : qkv;
+  const int64_t core = !core_wanted ? 0
+                       : math       ? math_core
+                                    : fused_input + rotated + arch_.heads / tp_;
+  // The explicit core's causal mask (s×s booleans, one per call), kept by the in-place fill's
+  // backward.
+  const int64_t mask = math && core_wanted ? arch_.seq_len * arch_.seq_len : 0;
+  if (selective_ && core_wanted) {
+    cost.interior = outside_core + per_token(qkv) + kReplayStateBytes;
+    // Backward first recomputes the core beside its kept input, then runs its backward. The
+    // fused core's q, k and v are views of that input. The explicit core's are copies (a
+    // single sequence's k and v fold as views of the kept input instead), and its
+    // recomputed output, the inner backward's root, is a copy too (its heads made contiguous).
+    const int64_t recomputed =
+        math ? core - (qkv_kept() ? qkv : 0) + dq : core - (arch_.rotary ? 0 : qkv);
+    cost.backward_extra = per_token(recomputed) + mask + backward_core(qkv, scores, math);
+  } else {
+    cost.interior = outside_core + per_token(core) + mask;
+    cost.backward_extra = backward_core(qkv, scores, math);
+  }
+  // Before the core: the output projection's backward (its input's gradient and its weight's).
+  cost.backward_extra =
+      std::max(cost.backward_extra, per_token(out_adapter && !base_trains() ? 2 * dq : dq) +
+                                        weight_gradient(d * dq) + gathered_gradient());
+  // Before the first adapter nothing wants a gradient: an adapter on the output projection
+  // forms its own alone.
+  if (!core_wanted) cost.backward_extra = 0;
+  // The explicit core holds the raw scores and the probabilities at once; rotating q and k
+  // briefly holds the rotated halves and both products.
+  const int64_t tail = tail_extra(out_adapter);
+  const int64_t busiest = math ? std::max(per_token(scores), tp_ > 1 ? tail : 0) : tail;
+  cost.forward_extra = busiest + per_token(arch_.rotary ? 2 * dq : 0);
+  if (qkv_adapters > 0) {  // before the core or its output exist
+    const int64_t adapted = (arch_.lora.adapts(kLoraQ) ? dq : 0) +
+                            (arch_.lora.adapts(kLoraK) ? kv_width() : 0) +
+                            (arch_.lora.adapts(kLoraV) ? kv_width() : 0);
+    const int64_t at_sum = adapter_sum(input_wanted, qkv, adapted, qkv_adapters);
+    cost.forward_extra = std::max(cost.forward_extra, at_sum - cost.interior - cost.output);
+  }
+  // keep: the QKV tensor and the output projection's output (the sum's operand).
+  cost.kept_tail = keep_.attention_out ? per_token(d) : 0;
+  cost.kept = (keep_.qkv ? per_token(qkv) : 0) + cost.kept_tail;
+  cost.rebuilt_extra = keep_.qkv ? gathered_input_extra() : 0;
+  return cost;
+}
+
+SublayerCost EngineAccounting::mlp(int64_t block) const {
+  const int64_t d = arch_.d_model;
+  const int64_t f = arch_.mlp_hidden / tp_;  // this rank's columns
+  const bool input_wanted = input_gradient_wanted(2 * block + 1);
+  const int64_t up_adapters = adapters({kLoraUp}) + (arch_.gated_mlp ? adapters({kLoraGate}) : 0);
+  const bool down_adapter = arch_.lora.adapts(kLoraDown);
+  SublayerCost cost;
+  cost.name = "m" + std::to_string(block);
+  cost.output = per_local(d);
+  cost.tail_rebuilt = down_adapter;
+  cost.input_dropped = !input_wanted;
+  // The norm; GELU: the up projection's output (GELU's input) and GELU's output (the down
+  // projection's input). SwiGLU: the fused gate-and-up output (2f, kept whole by its halves'
+  // views), SiLU(gate) and the product. Under LoRA the activation keeps its inputs only once
+  // something before it trains, and the down projection's input only for its adapter.
+  const bool activation_wanted = input_wanted || up_adapters > 0;
+  const bool down_input_kept = base_trains() || down_adapter;
+  cost.interior = norm_bytes(input_wanted, base_trains() || up_adapters > 0) +
+                  (activation_wanted ? per_token((arch_.gated_mlp ? 3 : 1) * f) : 0) +
+                  (down_input_kept ? per_token(f) : 0) +
+                  adapter_values(up_adapters + (down_adapter ? 1 : 0)) +
+                  frozen_weight_copy(input_wanted ? d * (arch_.gated_mlp ? 2 * f : f) : 0) +
+                  frozen_weight_copy(activation_wanted ? f * d : 0);
+  cost.forward_extra = tail_extra(down_adapter);
+  if (up_adapters > 0) {
+    const int64_t at_sum =
+        adapter_sum(input_wanted, arch_.gated_mlp ? 2 * f : f, up_adapters * f, up_adapters);
+    cost.forward_extra = std::max(cost.forward_extra, at_sum - cost.interior - cost.output);
+  }
+  // GELU: the down projection's input gradient (f wide) appears before its saved input is
+  // freed, with one weight gradient before it is added into .grad. SwiGLU: the product's
+  // gradient and those of both its factors meet once the product itself is freed.
+  // The down projection's backward (its input's gradient beside its weight's) comes first.
+  // SwiGLU's product then swaps itself for its gradient and its two factors' gradients meet;
+  // its fused gate-and-up weight gradient appears only once the two factors and their
+  // gradients are freed.
+  // With an adapter the frozen projection's and the adapter's input gradients meet before they
+  // are summed.
+  const int64_t down = per_token(down_adapter && !base_trains() ? 2 * f : f) +
+                       weight_gradient(d * f) + gathered_gradient();
+  // The activation's backward: its output's gradient and its inputs' (SwiGLU: the product's,
+  // SiLU's and the up half's; GELU: the output's and the input's), beside the down projection's
+  // input unless that was freed by its backward (kept only for a weight's or an adapter's).
+  const int64_t activation =
+      per_token((arch_.gated_mlp ? 3 : 2) * f) - (down_input_kept ? per_token(f) : 0);
+  cost.backward_extra =
+      arch_.gated_mlp ? std::max({down, activation,
+                                  weight_gradient(2 * d * f) + per_token(d) - per_token(2 * f)})
+                      : std::max(down, activation);
+  if (!activation_wanted) cost.backward_extra = 0;  // as the attention's before an adapter
+  // Under sequence parallelism the up projection's backward gathers its input again (freed
+  // once the weight's gradient is formed), and sums and scatters its input's gradient: three
+  // s·d tensors (the whole input or, on Gloo, whose reduce-scatter is an all-to-all, the
+  // slices it received; the gradient; its slices laid out rank by rank for the collective) and
+  // the slice kept, beside its weight's gradient and its output's gradient, once the
+  // activations' saved tensors have gone (measured on `small`, TP 4, every:1).
+  if (gathered_gradient() > 0) {
+    const int64_t up = arch_.gated_mlp ? 2 * f : f;
+    cost.backward_extra = std::max(
+        cost.backward_extra, weight(d * up) + 3 * per_token(d) + per_local(d) - per_token(up));
+  }
+  // keep: the up (or fused gate-and-up) projection's output.
+  cost.kept = keep_.mlp_in ? per_token(arch_.gated_mlp ? 2 * f : f) : 0;
+  cost.rebuilt_extra = keep_.mlp_in ? gathered_input_extra() : 0;
+  return cost;
+}
+
+}  // namespace rematlab::estimate
