@@ -335,6 +335,10 @@ TEST_P(EstimateOnGeneratedShapes, PredictsEveryPolicysPeakUnderLoraWithinFivePer
     const bool mlp_only = targets == "gate,up,down";
     config.model.lora.rank = std::vector<int64_t>{2, 4, 8, 16}[static_cast<std::size_t>(shape)];
     config.model.lora.alpha = 2.0 * static_cast<double>(config.model.lora.rank);
+    // Two of the shapes on a quantised base (its dequantised weights are transient).
+    config.model.lora.base =
+        std::vector<BasePrecision>{BasePrecision::kFp32, BasePrecision::kInt8, BasePrecision::kFp32,
+                                   BasePrecision::kNf4}[static_cast<std::size_t>(shape)];
     const bool gpt = which.family == ModelFamily::kGpt;  // no gate
     config.model.lora.targets = targets == "all"  ? default_lora_options(which.family).targets
                                 : gpt && mlp_only ? parse_lora_targets("up,down")
@@ -344,7 +348,8 @@ TEST_P(EstimateOnGeneratedShapes, PredictsEveryPolicysPeakUnderLoraWithinFivePer
       expect_predicted_peak(config, "seed " + std::to_string(seed) + ", shape " +
                                         std::to_string(shape) + ", LoRA rank " +
                                         std::to_string(config.model.lora.rank) + " on " +
-                                        lora_targets_text(config.model.lora.targets));
+                                        lora_targets_text(config.model.lora.targets) + ", " +
+                                        to_string(config.model.lora.base) + " base");
     }
   }
 }

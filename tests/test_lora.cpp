@@ -369,8 +369,7 @@ TEST(LoraCli, ARunRecordsItsAdaptersAndBadSettingsAreOneLine) {
       {"run --preset tiny --finetune lora --nproc 2", "--finetune"},
       {"run --preset tiny --base-precision bf16", "--base-precision"},
       {"run --preset tiny --finetune lora --base-precision bf16", "--base-precision"},
-      {"run --preset tiny --finetune lora --base-precision nf4 --precision bf16",
-       "--base-precision"},
+      {"run --preset tiny --finetune lora --base-precision nf8", "--base-precision"},
       {"estimate --model llama-tiny --finetune lora --nproc 2", "--nproc"},
       {"estimate --model llama-tiny --finetune lora --tp 2", "--tp"},
       {"layout --model llama-tiny --gpu a100-80gb --gpus 1 --seq-len 64 --global-batch 4 "

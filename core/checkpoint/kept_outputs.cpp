@@ -17,8 +17,9 @@ std::mutex g_projection_log_mutex;
 std::atomic<ProjectionLog*> g_projection_log{nullptr};
 
 torch::Tensor run_linear(const torch::Tensor& input, const torch::Tensor& weight,
-                         const torch::Tensor& bias) {
+                         const torch::Tensor& bias, const QuantisedWeightPtr& quantised) {
   ProjectionLog::record(weight);
+  if (quantised) return quantised_linear(input, quantised, bias);
   return torch::nn::functional::linear(input, weight, bias);
 }
 
@@ -34,6 +35,9 @@ struct KeptState : torch::CustomClassHolder {
   bool parameters_wanted = true;  // false for a frozen projection (fine-tuning)
   // A frozen projection's backward needs no values of its input, only its shape: not kept.
   LinearInputShape frozen_input;
+  // A quantised base's: `weight` is then dequantised in backward, in this dtype.
+  QuantisedWeightPtr quantised;
+  at::ScalarType compute_dtype = at::kFloat;
 };
 
 constexpr const char* kKeptKey = "rematlab.kept_projection";
@@ -66,7 +70,10 @@ class KeptProjection : public torch::autograd::Function<KeptProjection> {
       grads = linear_backward(ctx->get_saved_variables().at(0), grad_outputs.at(0), state->weight,
                               state->bias);
     } else {
-      grads.input = linear_input_backward(state->frozen_input, grad_outputs.at(0), state->weight);
+      const torch::Tensor weight = state->quantised
+                                       ? state->quantised->dequantise().to(state->compute_dtype)
+                                       : state->weight;
+      grads.input = linear_input_backward(state->frozen_input, grad_outputs.at(0), weight);
     }
     variable_list result = {grads.input, wanted
                                              ? in_autograd_dtype(grads.weight, state->weight_dtype)
@@ -78,6 +85,17 @@ class KeptProjection : public torch::autograd::Function<KeptProjection> {
     return result;
   }
 };
+
+// A kept output of a quantised (frozen) projection: its backward dequantises the weight again.
+torch::Tensor replay_quantised(const torch::Tensor& input, const torch::Tensor& weight,
+                               const torch::Tensor& bias, const QuantisedWeightPtr& quantised,
+                               const c10::intrusive_ptr<KeptState>& state) {
+  const LinearOperands operands = quantised_operands(input, bias);
+  state->quantised = quantised;
+  state->compute_dtype = operands.weight.scalar_type();
+  state->parameters_wanted = false;
+  return KeptProjection::apply(operands.input, at::TensorList({weight}), state);
+}
 
 }  // namespace
 
@@ -117,11 +135,12 @@ bool projection_is_kept(std::optional<KeptOutput> which) {
 }
 
 torch::Tensor projection(std::optional<KeptOutput> which, const torch::Tensor& input,
-                         const torch::Tensor& weight, const torch::Tensor& bias) {
+                         const torch::Tensor& weight, const torch::Tensor& bias,
+                         const QuantisedWeightPtr& quantised) {
   const ScopedKeeping* scope = t_current;
-  if (!projection_is_kept(which)) return run_linear(input, weight, bias);
+  if (!projection_is_kept(which)) return run_linear(input, weight, bias, quantised);
   if (scope->mode_ == ScopedKeeping::Mode::kRecord) {
-    torch::Tensor output = run_linear(input, weight, bias);
+    torch::Tensor output = run_linear(input, weight, bias, quantised);
     scope->store_->tensors.push_back(output);
     return output;
   }
@@ -130,10 +149,11 @@ torch::Tensor projection(std::optional<KeptOutput> which, const torch::Tensor& i
   auto state = c10::make_intrusive<KeptState>();
   state->output = std::move(scope->store_->tensors.front());
   scope->store_->tensors.pop_front();
+  if (quantised) return replay_quantised(input, weight, bias, quantised, state);
   const LinearOperands operands = autocast_linear_operands(input, weight, bias);
   if (!linear_backward_supported(operands.input, operands.weight, operands.bias)) {
     // Another layout takes another route through at::linear: run it (same values).
-    return run_linear(input, weight, bias);
+    return run_linear(input, weight, bias, nullptr);
   }
   state->weight = operands.weight;
   state->bias = operands.bias;

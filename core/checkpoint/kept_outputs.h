@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "checkpoint/checkpoint_policy.h"
+#include "checkpoint/quantised_weight.h"
 
 namespace rematlab {
 
@@ -22,9 +23,12 @@ struct KeptTensors {
 
 // linear(input, weight, bias) — or, inside a checkpointed segment whose plan keeps `which`, the
 // same output saved in the forward (recorded) and handed back in the recomputation (replayed).
-// Every projection of the models runs here (`which` empty: one no policy keeps).
+// Every projection of the models runs here (`which` empty: one no policy keeps). With `quantised`
+// (a frozen base stored in fewer bits) `weight` only names the projection: the values are
+// `quantised`'s, dequantised where the multiply runs.
 torch::Tensor projection(std::optional<KeptOutput> which, const torch::Tensor& input,
-                         const torch::Tensor& weight, const torch::Tensor& bias);
+                         const torch::Tensor& weight, const torch::Tensor& bias,
+                         const QuantisedWeightPtr& quantised = nullptr);
 
 // Whether projection(which, …) would record or replay its output here (inside a checkpointed
 // segment whose plan keeps `which`).
@@ -61,7 +65,8 @@ class ScopedKeeping {
 
  private:
   friend torch::Tensor projection(std::optional<KeptOutput>, const torch::Tensor&,
-                                  const torch::Tensor&, const torch::Tensor&);
+                                  const torch::Tensor&, const torch::Tensor&,
+                                  const QuantisedWeightPtr&);
   KeptOutputs keep_;
   KeptTensors* store_;
   Mode mode_;

@@ -116,11 +116,11 @@ class TailFunction : public torch::autograd::Function<TailFunction> {
 
 torch::Tensor SublayerTail::complete() const {
   if (!sum_over) {
-    torch::Tensor output = projection(kept_as, projection_input, weight, bias);
+    torch::Tensor output = projection(kept_as, projection_input, weight, bias, quantised);
     if (adapter) output = adapter(output, projection_input);
     return residual + torch::dropout(output, dropout, training);
   }
-  TORCH_CHECK(!adapter, "adapters on a row-parallel projection are not built");
+  TORCH_CHECK(!adapter && !quantised, "fine-tuning a row-parallel projection is not built");
   const torch::Tensor partial = projection(kept_as, projection_input, weight, torch::Tensor());
   torch::Tensor output = scatter_sequence ? rematlab::scatter_sequence(partial, sum_over)
                                           : out_of_region(partial, sum_over);
@@ -133,7 +133,8 @@ torch::Tensor SublayerTail::complete() const {
 // gradient as it is, so the gradients of h and of this rank's columns are formed as without it.
 // A scattered one's backward gathers the sequence first: not replicated, the tail runs whole.
 torch::Tensor tail_without_projection(const SublayerTail& tail) {
-  if (tail.scatter_sequence || tail.adapter) return {};
+  // (A quantised projection's tail runs whole too: its weight is dequantised where it runs.)
+  if (tail.scatter_sequence || tail.adapter || tail.quantised) return {};
   // h, the weight and the bias as the projection saw them (autocast's copies under autocast).
   const LinearOperands operands =
       autocast_linear_operands(tail.projection_input, tail.weight, tail.bias);

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "checkpoint/checkpoint_policy.h"
+#include "checkpoint/quantised_weight.h"
 #include "collective/parallel_region.h"
 
 namespace rematlab {
@@ -35,6 +36,8 @@ struct SublayerTail {
   // Fine-tuning: the projection's adapters, given its output and h, return the two summed
   // (model/lora.h). Empty: none.
   std::function<torch::Tensor(const torch::Tensor& output, const torch::Tensor& h)> adapter;
+  // A quantised base: the projection's values (`weight` then only names it). Null: none.
+  QuantisedWeightPtr quantised;
 
   // residual + dropout(linear(h)), as the sublayer's forward computes it (with sum_over:
   // residual + dropout(Σ_ranks h·Wᵀ + bias); with an adapter: residual + dropout(adapter(

@@ -72,9 +72,8 @@ SublayerCost EngineAccounting::attention(int64_t block) const {
     cost.backward_extra = backward_core(qkv, scores, math);
   }
   // Before the core: the output projection's backward (its input's gradient and its weight's).
-  cost.backward_extra =
-      std::max(cost.backward_extra, per_token(out_adapter && !base_trains() ? 2 * dq : dq) +
-                                        weight_gradient(d * dq) + gathered_gradient());
+  cost.backward_extra = std::max(
+      cost.backward_extra, projection_backward(dq, d * dq, out_adapter) + gathered_gradient());
   // Before the first adapter nothing wants a gradient: an adapter on the output projection
   // forms its own alone.
   if (!core_wanted) cost.backward_extra = 0;
@@ -82,7 +81,12 @@ SublayerCost EngineAccounting::attention(int64_t block) const {
   // briefly holds the rotated halves and both products.
   const int64_t tail = tail_extra(out_adapter);
   const int64_t busiest = math ? std::max(per_token(scores), tp_ > 1 ? tail : 0) : tail;
-  cost.forward_extra = busiest + per_token(arch_.rotary ? 2 * dq : 0);
+  // A quantised projection's weight is dequantised while it runs: the QKV one beside the norm
+  // alone, the output projection's at the tail.
+  cost.forward_extra =
+      std::max({busiest + per_token(arch_.rotary ? 2 * dq : 0), dequantised(dq * d),
+                dequantised(d * qkv) + norm_bytes(input_wanted, true) + per_token(qkv) -
+                    cost.interior - cost.output});
   if (qkv_adapters > 0) {  // before the core or its output exist
     const int64_t adapted = (arch_.lora.adapts(kLoraQ) ? dq : 0) +
                             (arch_.lora.adapts(kLoraK) ? kv_width() : 0) +
@@ -120,10 +124,12 @@ SublayerCost EngineAccounting::mlp(int64_t block) const {
                   adapter_values(up_adapters + (down_adapter ? 1 : 0)) +
                   frozen_weight_copy(input_wanted ? d * (arch_.gated_mlp ? 2 * f : f) : 0) +
                   frozen_weight_copy(activation_wanted ? f * d : 0);
-  cost.forward_extra = tail_extra(down_adapter);
+  const int64_t up = arch_.gated_mlp ? 2 * f : f;
+  cost.forward_extra = std::max({tail_extra(down_adapter), dequantised(f * d),
+                                 dequantised(d * up) + norm_bytes(input_wanted, true) +
+                                     per_token(up) - cost.interior - cost.output});
   if (up_adapters > 0) {
-    const int64_t at_sum =
-        adapter_sum(input_wanted, arch_.gated_mlp ? 2 * f : f, up_adapters * f, up_adapters);
+    const int64_t at_sum = adapter_sum(input_wanted, up, up_adapters * f, up_adapters);
     cost.forward_extra = std::max(cost.forward_extra, at_sum - cost.interior - cost.output);
   }
   // GELU: the down projection's input gradient (f wide) appears before its saved input is
@@ -133,19 +139,16 @@ SublayerCost EngineAccounting::mlp(int64_t block) const {
   // SwiGLU's product then swaps itself for its gradient and its two factors' gradients meet;
   // its fused gate-and-up weight gradient appears only once the two factors and their
   // gradients are freed.
-  // With an adapter the frozen projection's and the adapter's input gradients meet before they
-  // are summed.
-  const int64_t down = per_token(down_adapter && !base_trains() ? 2 * f : f) +
-                       weight_gradient(d * f) + gathered_gradient();
+  const int64_t down = projection_backward(f, d * f, down_adapter) + gathered_gradient();
   // The activation's backward: its output's gradient and its inputs' (SwiGLU: the product's,
   // SiLU's and the up half's; GELU: the output's and the input's), beside the down projection's
   // input unless that was freed by its backward (kept only for a weight's or an adapter's).
   const int64_t activation =
       per_token((arch_.gated_mlp ? 3 : 2) * f) - (down_input_kept ? per_token(f) : 0);
   cost.backward_extra =
-      arch_.gated_mlp ? std::max({down, activation,
-                                  weight_gradient(2 * d * f) + per_token(d) - per_token(2 * f)})
-                      : std::max(down, activation);
+      arch_.gated_mlp
+          ? std::max({down, activation, weight_held(2 * d * f) + per_token(d) - per_token(2 * f)})
+          : std::max(down, activation);
   if (!activation_wanted) cost.backward_extra = 0;  // as the attention's before an adapter
   // Under sequence parallelism the up projection's backward gathers its input again (freed
   // once the weight's gradient is formed), and sums and scatters its input's gradient: three
@@ -154,7 +157,6 @@ SublayerCost EngineAccounting::mlp(int64_t block) const {
   // the slice kept, beside its weight's gradient and its output's gradient, once the
   // activations' saved tensors have gone (measured on `small`, TP 4, every:1).
   if (gathered_gradient() > 0) {
-    const int64_t up = arch_.gated_mlp ? 2 * f : f;
     cost.backward_extra = std::max(
         cost.backward_extra, weight(d * up) + 3 * per_token(d) + per_local(d) - per_token(up));
   }

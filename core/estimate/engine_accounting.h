@@ -3,6 +3,7 @@
 // and frees in autograd's order.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -142,6 +143,27 @@ class EngineAccounting {
   // Fine-tuning (LoRA): the base is frozen, so no weight's gradient is formed.
   bool base_trains() const { return !arch_.lora.enabled(); }
   int64_t weight_gradient(int64_t values) const { return base_trains() ? weight(values) : 0; }
+  // A quantised base's weight while its projection runs: dequantised in fp32, and cast to 16 bits
+  // under bf16/fp16 (checkpoint/quantised_weight.h); 0 for a base stored unquantised.
+  int64_t dequantised(int64_t values) const {
+    const BasePrecision base = arch_.lora.base;
+    const bool quantised = base == BasePrecision::kInt8 || base == BasePrecision::kNf4;
+    return quantised && !base_trains() ? values * (4 + (v_ == 2 ? 2 : 0)) : 0;
+  }
+  // What a projection's backward holds of its weight's size: the weight's gradient, or a
+  // quantised base's dequantised weight.
+  int64_t weight_held(int64_t values) const {
+    return weight_gradient(values) + dequantised(values);
+  }
+  // A row-parallel projection's backward from an input `width` wide through `weights` values:
+  // its input's gradient beside what it holds of its weight; with an adapter, once a quantised
+  // weight is freed, the frozen projection's and the adapter's input gradients meet before
+  // they are summed.
+  int64_t projection_backward(int64_t width, int64_t weights, bool adapter) const {
+    const int64_t frozen = per_token(width) + weight_held(weights);
+    if (!adapter || base_trains()) return frozen;
+    return std::max(frozen, per_token(2 * width) + weight_gradient(weights));
+  }
   // How many of `targets` carry an adapter, and the rank-wide values per token those keep.
   int64_t adapters(std::initializer_list<LoraTarget> targets) const {
     int64_t count = 0;
@@ -200,7 +222,7 @@ class EngineAccounting {
     const int64_t freed_by_v = qkv_kept() ? (arch_.rotary ? qkv : 0) : dq;
     const int64_t core =
         (math ? 2 * scores - dq - freed_by_v : dq + 2 * qkv) + (arch_.rotary ? dq : 0);
-    return per_token(core) + weight_gradient(d * qkv);
+    return per_token(core) + weight_held(d * qkv);
   }
   // The explicit core's batched matmuls fold batch and heads into one dimension. k and v are
   // strided views of the QKV tensor (k a new tensor once rotated): folding a view copies it,

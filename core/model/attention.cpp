@@ -175,12 +175,17 @@ void AttentionSublayer::attach_lora(const LoraOptions& lora) {
   }
 }
 
+void AttentionSublayer::quantise_projections(QuantisedFormat format) {
+  qkv_quantised_ = quantise_projection(*qkv_, format);
+  out_quantised_ = quantise_projection(*out_, format);
+}
+
 SublayerTail AttentionSublayer::forward_until_tail(const torch::Tensor& x) {
   torch::Tensor qkv;
   {  // the norm's output goes before the core runs
     const torch::Tensor normed = norm_(x);
     qkv = column_projection(KeptOutput::kQkv, normed, qkv_->weight, qkv_->bias, group_,
-                            sequence_parallel_);
+                            sequence_parallel_, qkv_quantised_);
     if (qkv_lora_) qkv = qkv_lora_->add_to(qkv, normed);
   }
   const bool training = is_training();
@@ -200,7 +205,8 @@ SublayerTail AttentionSublayer::forward_until_tail(const torch::Tensor& x) {
           group_,
           sequence_parallel_,
           nullptr,
-          adapter_of(out_lora_)};
+          adapter_of(out_lora_),
+          out_quantised_};
 }
 
 }  // namespace rematlab

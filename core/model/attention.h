@@ -12,6 +12,7 @@
 #include "model/lora.h"
 #include "model/model_config.h"
 #include "model/norm.h"
+#include "model/quantised_projection.h"
 #include "model/rotary.h"
 #include "model/sublayer.h"
 #include "model/tensor_parallel_layout.h"
@@ -51,6 +52,8 @@ class AttentionSublayer : public Sublayer {
   void set_recompute_core(bool recompute) { recompute_core_ = recompute; }
   // Fine-tuning: adapters on the projections `lora` targets among q, k, v and the output.
   void attach_lora(const LoraOptions& lora);
+  // A frozen base stored quantised: q, k, v and the output projection dequantise as they run.
+  void quantise_projections(QuantisedFormat format);
 
  private:
   Norm norm_{nullptr};
@@ -58,6 +61,8 @@ class AttentionSublayer : public Sublayer {
   torch::nn::Linear out_{nullptr};
   LoraBranch qkv_lora_{nullptr};  // fine-tuning only
   LoraBranch out_lora_{nullptr};
+  QuantisedWeightPtr qkv_quantised_;  // a quantised base only
+  QuantisedWeightPtr out_quantised_;
   AttentionShape shape_;
   std::shared_ptr<const RotaryTables> rotary_;
   double dropout_;

@@ -85,8 +85,10 @@ torch::Tensor gathered_projection(std::optional<KeptOutput> which, const torch::
 
 torch::Tensor column_projection(std::optional<KeptOutput> which, const torch::Tensor& normed,
                                 const torch::Tensor& weight, const torch::Tensor& bias,
-                                const TensorParallel& group, bool sequence_parallel) {
-  if (!group) return projection(which, normed, weight, bias);
+                                const TensorParallel& group, bool sequence_parallel,
+                                const QuantisedWeightPtr& quantised) {
+  if (!group) return projection(which, normed, weight, bias, quantised);
+  TORCH_CHECK(!quantised, "a quantised base split over tensor ranks is not built");
   if (sequence_parallel) return gathered_projection(which, normed, weight, bias, group);
   return projection(which, into_region(normed, group), weight, bias);
 }

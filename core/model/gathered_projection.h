@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "checkpoint/checkpoint_policy.h"
+#include "checkpoint/quantised_weight.h"
 #include "collective/parallel_region.h"
 
 namespace rematlab {
@@ -24,9 +25,10 @@ torch::Tensor gathered_projection(std::optional<KeptOutput> which, const torch::
 
 // A column-parallel layer's projection of a norm's output: alone, the projection itself; split
 // over tensor ranks, after the region's entry (its backward sums the input's gradient); under
-// sequence parallelism, gathered_projection.
+// sequence parallelism, gathered_projection. A quantised base (`quantised`) runs unsplit.
 torch::Tensor column_projection(std::optional<KeptOutput> which, const torch::Tensor& normed,
                                 const torch::Tensor& weight, const torch::Tensor& bias,
-                                const TensorParallel& group, bool sequence_parallel);
+                                const TensorParallel& group, bool sequence_parallel,
+                                const QuantisedWeightPtr& quantised = nullptr);
 
 }  // namespace rematlab

@@ -56,14 +56,24 @@ std::string lora_targets_text(uint32_t targets) {
 BasePrecision parse_base_precision(const std::string& text) {
   if (text == "fp32") return BasePrecision::kFp32;
   if (text == "bf16") return BasePrecision::kBf16;
-  if (text == "int8" || text == "nf4") {
-    throw InvalidInput("--base-precision", text + " bases are not built yet (use fp32 or bf16)");
-  }
-  throw InvalidInput("--base-precision", "unknown precision '" + text + "' (use fp32 or bf16)");
+  if (text == "int8") return BasePrecision::kInt8;
+  if (text == "nf4") return BasePrecision::kNf4;
+  throw InvalidInput("--base-precision",
+                     "unknown precision '" + text + "' (use fp32, bf16, int8 or nf4)");
 }
 
 std::string to_string(BasePrecision precision) {
-  return precision == BasePrecision::kBf16 ? "bf16" : "fp32";
+  switch (precision) {
+    case BasePrecision::kBf16:
+      return "bf16";
+    case BasePrecision::kInt8:
+      return "int8";
+    case BasePrecision::kNf4:
+      return "nf4";
+    case BasePrecision::kFp32:
+      break;
+  }
+  return "fp32";
 }
 
 }  // namespace rematlab

@@ -21,9 +21,11 @@ enum LoraTarget : uint32_t {
 inline constexpr uint32_t kEveryLoraTarget = (1u << 7) - 1;
 inline constexpr int64_t kMaxLoraRank = 65536;
 
-// How the frozen model's projection weights are stored (--base-precision): as trained (fp32),
-// or in bf16, half the bytes, which the bf16 matmuls of --precision bf16 read as they are.
-enum class BasePrecision { kFp32, kBf16 };
+// How the frozen model's projection weights are stored (--base-precision): as trained (fp32);
+// in bf16, half the bytes, which the bf16 matmuls of --precision bf16 read as they are; or
+// weight-only quantised, int8 with a scale per row or 4-bit NormalFloat in blocks, dequantised
+// wherever a projection runs (checkpoint/quantised_weight.h).
+enum class BasePrecision { kFp32, kBf16, kInt8, kNf4 };
 
 struct LoraOptions {
   int64_t rank = 0;      // 0: no adapters, every parameter trains
@@ -42,8 +44,7 @@ uint32_t parse_lora_targets(const std::string& text);
 // The bits as parse_lora_targets reads them, in the order above.
 std::string lora_targets_text(uint32_t targets);
 
-// "fp32" or "bf16"; throws InvalidInput("--base-precision", …) for anything else (int8 and nf4
-// are named as not built yet).
+// "fp32", "bf16", "int8" or "nf4"; throws InvalidInput("--base-precision", …) for anything else.
 BasePrecision parse_base_precision(const std::string& text);
 std::string to_string(BasePrecision precision);
 

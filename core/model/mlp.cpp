@@ -55,12 +55,17 @@ void MlpSublayer::attach_lora(const LoraOptions& lora) {
   }
 }
 
+void MlpSublayer::quantise_projections(QuantisedFormat format) {
+  up_quantised_ = quantise_projection(*up_, format);
+  down_quantised_ = quantise_projection(*down_, format);
+}
+
 SublayerTail MlpSublayer::forward_until_tail(const torch::Tensor& x) {
   torch::Tensor hidden;
   {  // the norm's output goes before the activation runs
     const torch::Tensor normed = norm_(x);
     hidden = column_projection(KeptOutput::kMlpIn, normed, up_->weight, up_->bias, group_,
-                               sequence_parallel_);
+                               sequence_parallel_, up_quantised_);
     if (up_lora_) hidden = up_lora_->add_to(hidden, normed);
   }
   if (family_ == ModelFamily::kLlama) {
@@ -79,7 +84,8 @@ SublayerTail MlpSublayer::forward_until_tail(const torch::Tensor& x) {
           group_,
           sequence_parallel_,
           nullptr,
-          adapter_of(down_lora_)};
+          adapter_of(down_lora_),
+          down_quantised_};
 }
 
 }  // namespace rematlab

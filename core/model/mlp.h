@@ -8,6 +8,7 @@
 #include "model/lora.h"
 #include "model/model_config.h"
 #include "model/norm.h"
+#include "model/quantised_projection.h"
 #include "model/sublayer.h"
 #include "model/tensor_parallel_layout.h"
 
@@ -23,6 +24,9 @@ class MlpSublayer : public Sublayer {
                                  bool sequence_parallel);
   // Fine-tuning: adapters on the projections `lora` targets among gate, up and down.
   void attach_lora(const LoraOptions& lora);
+  // A frozen base stored quantised: the up (gate-and-up) and down projections dequantise as
+  // they run.
+  void quantise_projections(QuantisedFormat format);
 
  private:
   Norm norm_{nullptr};
@@ -30,6 +34,8 @@ class MlpSublayer : public Sublayer {
   torch::nn::Linear down_{nullptr};
   LoraBranch up_lora_{nullptr};  // fine-tuning only
   LoraBranch down_lora_{nullptr};
+  QuantisedWeightPtr up_quantised_;  // a quantised base only
+  QuantisedWeightPtr down_quantised_;
   ModelFamily family_;
   double dropout_;
   TensorParallel group_;            // null: the whole layer on this process

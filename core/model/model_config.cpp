@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/errors.h"
+#include "common/quantised_format.h"
 
 namespace rematlab {
 namespace {
@@ -151,8 +152,24 @@ int64_t ModelConfig::frozen_base_bytes() const {
   if (!lora.enabled()) return 0;
   const int64_t base = base_parameter_count();
   if (lora.base == BasePrecision::kFp32) return 4 * base;
-  const int64_t projections = projection_parameter_count();
-  return 2 * projections + 4 * (base - projections);  // the embedding and norms stay fp32
+  if (lora.base == BasePrecision::kBf16) {
+    const int64_t projections = projection_parameter_count();
+    return 2 * projections + 4 * (base - projections);  // the embedding and norms stay fp32
+  }
+  // Quantised: the blocks' four weight matrices in codes and scales; their biases, an untied
+  // head, the embedding and the norms stay fp32 (model/quantised_projection.h).
+  const QuantisedFormat format =
+      lora.base == BasePrecision::kInt8 ? QuantisedFormat::kInt8 : QuantisedFormat::kNf4;
+  const int64_t d = d_model;
+  const int64_t hidden = mlp_width();
+  const int64_t q = heads * head_dim();
+  const int64_t qkv_width = (heads + 2 * key_value_heads()) * head_dim();
+  const int64_t up = family == ModelFamily::kGpt ? hidden : 2 * hidden;
+  const int64_t matrices = d * qkv_width + q * d + d * up + hidden * d;
+  const int64_t quantised =
+      quantised_bytes(qkv_width, d * qkv_width, format) + quantised_bytes(d, q * d, format) +
+      quantised_bytes(up, d * up, format) + quantised_bytes(d, hidden * d, format);
+  return layers * quantised + 4 * (base - layers * matrices);
 }
 
 int64_t ModelConfig::trainable_parameter_count() const {

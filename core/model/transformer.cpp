@@ -58,6 +58,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
       }
     }
     if (config.lora.base == BasePrecision::kBf16) store_projections_in(torch::kBFloat16);
+    if (is_quantised(config.lora.base)) quantise_projections(quantised_format(config.lora.base));
   }
 }
 
@@ -74,6 +75,18 @@ void TransformerImpl::store_projections_in(torch::Dtype dtype) {
     for (const auto& child : sublayer->children()) store(*child);
   }
   if (head_) store(*head_);
+}
+
+void TransformerImpl::quantise_projections(QuantisedFormat format) {
+  // The blocks' projections, the bulk of the weights; an untied head stays as it is (QLoRA keeps
+  // it unquantised too), as do the embedding and the norms.
+  for (const auto& sublayer : sublayers_) {
+    if (auto attention = std::dynamic_pointer_cast<AttentionSublayer>(sublayer)) {
+      attention->quantise_projections(format);
+    } else if (auto mlp = std::dynamic_pointer_cast<MlpSublayer>(sublayer)) {
+      mlp->quantise_projections(format);
+    }
+  }
 }
 
 TensorParallelLayout TransformerImpl::split_for_tensor_parallel(const TensorParallel& group,

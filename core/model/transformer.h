@@ -66,8 +66,10 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor chain_output(const torch::Tensor& tokens, const CheckpointPlan& plan);
   torch::Tensor run_segment(const Segment& segment, const torch::Tensor& input,
                             const KeptOutputs& keep);
-  // A frozen base's linear layers in `dtype` (--base-precision).
+  // A frozen base's linear layers in `dtype` (--base-precision bf16), or the blocks' projections
+  // quantised (int8, nf4).
   void store_projections_in(torch::Dtype dtype);
+  void quantise_projections(QuantisedFormat format);
 
   ModelConfig config_;
   torch::nn::Embedding token_embedding_{nullptr};

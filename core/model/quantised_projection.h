@@ -1,0 +1,20 @@
+// A frozen base's projection stored quantised (--base-precision int8|nf4): its codes and scales
+// become the linear layer's buffers (they move and count with the model) and its weight an empty
+// tensor, so that nothing holds the full-precision values between multiplies.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "checkpoint/quantised_weight.h"
+#include "model/lora_options.h"
+
+namespace rematlab {
+
+// Whether `base` is stored quantised, and in which format (kInt8 or kNf4 only).
+bool is_quantised(BasePrecision base);
+QuantisedFormat quantised_format(BasePrecision base);
+
+// Quantises `linear`'s weight in place as above; its bias (if any) stays as it is.
+QuantisedWeightPtr quantise_projection(torch::nn::LinearImpl& linear, QuantisedFormat format);
+
+}  // namespace rematlab
