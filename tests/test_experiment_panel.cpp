@@ -196,14 +196,23 @@ TEST(ExperimentPanel, LoraFineTuningTrainsItsAdaptersAndSaysHowManyParametersTra
   EXPECT_TRUE(panel->problem().contains("Precision")) << panel->problem().toStdString();
   panel->findChild<QLineEdit*>("precision")->setText("bf16");
   ASSERT_TRUE(panel->run_button()->isEnabled()) << panel->problem().toStdString();
-  // A real run: its record has the adapters.
+  // A quantised base needs no particular precision, and comes back when loaded.
+  panel->base_precision_field()->setCurrentText("nf4");
+  panel->findChild<QLineEdit*>("precision")->setText("fp32");
+  ASSERT_TRUE(panel->run_button()->isEnabled()) << panel->problem().toStdString();
+  const nlohmann::ordered_json quantised = panel->form_values();
+  EXPECT_EQ(quantised["base"]["base_precision"], "nf4");
+  panel->base_precision_field()->setCurrentText("fp32");
+  panel->load_spec(quantised);
+  EXPECT_EQ(panel->base_precision_field()->currentText(), "nf4");
+  // A real run: its record has the adapters and the base as stored.
   ASSERT_EQ(bench.run_sweep(), "ok");
   const std::vector<rematlab::RunRecord> runs = bench.reader().runs();
   ASSERT_EQ(runs.size(), 1u);
   const rematlab::RunRecord& run = runs.front();
   EXPECT_EQ(run.config.model.lora.rank, 4);
   EXPECT_EQ(run.config.model.lora.targets, rematlab::kEveryLoraTarget);
-  EXPECT_EQ(run.config.model.lora.base, rematlab::BasePrecision::kBf16);
+  EXPECT_EQ(run.config.model.lora.base, rematlab::BasePrecision::kNf4);
 }
 
 TEST(Window, RanksAndShardAreAsTheUserLeftThemAfterARestart) {

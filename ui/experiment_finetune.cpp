@@ -45,10 +45,11 @@ void ExperimentPanel::create_finetune_fields() {
       "The projections adapted: any of q, k, v, o, gate, up, down, comma-separated, or all (every "
       "one the model has; gpt has no gate)");
   base_precision_ = new QComboBox;
-  base_precision_->addItems({"fp32", "bf16"});
+  base_precision_->addItems({"fp32", "bf16", "int8", "nf4"});
   base_precision_->setToolTip(
-      "How the frozen projections' weights are stored: fp32, or bf16 (half the bytes; the "
-      "matmuls must run in bf16: Precision bf16)");
+      "How the frozen projections' weights are stored: fp32; bf16 (half the bytes; the matmuls "
+      "must run in bf16: Precision bf16); int8 (a scale per row) or nf4 (4-bit NormalFloat), "
+      "dequantised wherever a projection runs");
   parameters_label_ = new QLabel;
   parameters_label_->setObjectName("parameters");
   parameters_label_->setWordWrap(true);
