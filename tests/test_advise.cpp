@@ -267,6 +267,32 @@ TEST_F(AdviseDb, ModelStatesDominatingIsNamedWithBytes) {
             std::string::npos);
 }
 
+// A LoRA run is estimated as fine-tuning: its frozen base's states, and the advice to store that
+// base in fewer bits rather than to shard (adapters train on one process).
+TEST_F(AdviseDb, ALoraRunWhoseStatesDominateIsAdvisedASmallerBase) {
+  const std::string flags = "--steps 3 --batch 1 --seq-len 16 --checkpoint every:1 --finetune lora";
+  for (const auto& [base, next] : std::vector<std::pair<std::string, std::string>>{
+           {"fp32", "--base-precision nf4"}, {"nf4", "a device with more memory"}}) {
+    const int64_t id = run(flags + " --base-precision " + base);
+    const Diagnosis diagnosis = diagnose(id, false);
+    const Finding* finding = find(diagnosis, FindingKind::kMemoryNotReduced);
+    ASSERT_NE(finding, nullptr) << base << ": " << to_json(diagnosis).dump();
+    EXPECT_NE(finding->title.find("model states dominate"), std::string::npos) << finding->title;
+    EXPECT_NE(finding->next_step.command_line().find(next), std::string::npos)
+        << finding->next_step.command_line();
+    // The estimated reference is a frozen base's: less than full training's states alone (16
+    // bytes a parameter).
+    RunStore store(db_, StoreAccess::kReadOnly, false);
+    const std::string reference = evidence(*finding, "peak under none");
+    ASSERT_NE(reference.find(" (estimated)"), std::string::npos) << reference;
+    std::string bytes = reference.substr(0, reference.find(" ("));
+    bytes.erase(std::remove(bytes.begin(), bytes.end(), ' '), bytes.end());
+    EXPECT_LT(parse_byte_size(bytes, "reference"),
+              16 * store.run(id).config.model.parameter_count())
+        << reference;
+  }
+}
+
 // Sharded runs are advised from what they shard already: gradients on 2 ranks shard the
 // parameters next; parameters on 2 ranks add ranks, and never bf16 (fully sharded trains in
 // fp32). Without a `none` run the reference is the estimator's for the same sharding.

@@ -23,7 +23,6 @@ std::string budget_flag(int64_t bytes) {
 // configuration cannot be estimated. Split over tensor ranks, the figures are one rank's.
 std::optional<estimate::DeviceFit> estimated_fit(const RunConfig& config, int64_t batch,
                                                  int64_t budget) {
-  if (config.model.lora.enabled()) return std::nullopt;  // not modelled by the estimator yet
   try {
     estimate::EstimateRequest request;
     request.arch = estimate::from_model_config(config.model);

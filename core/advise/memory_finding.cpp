@@ -6,6 +6,7 @@
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "estimate/estimate.h"
+#include "estimate/fine_tuning.h"
 #include "estimate/sharded_states.h"
 #include "estimate/sharded_units.h"
 #include "model/model_config.h"
@@ -58,7 +59,17 @@ bool splits_over(const ModelConfig& model, int64_t tp, bool sequence_parallel) {
 // over its data ranks, then (fully sharded) over twice the data ranks; or, split over tensor
 // ranks, split over twice as many where the model splits evenly. bf16 halves the weights and
 // gradients where the shard mode trains in it.
+// Fine-tuning trains on one process: what shrinks its states is the frozen base's storage.
+Wording fine_tuning_states_advice(const RunConfig& config) {
+  if (config.model.lora.base == BasePrecision::kNf4) {
+    return Wording("a device with more memory (the base is at its smallest, nf4)");
+  }
+  return setting("base_precision", "nf4") +
+         " stores the frozen projections in half a byte a weight (int8: one byte)";
+}
+
 Wording states_advice(const RunConfig& config) {
+  if (config.model.lora.enabled()) return fine_tuning_states_advice(config);
   const ShardMode shard = parse_shard(config.shard);
   const int64_t data_ranks = config.world_size / std::max<int64_t>(1, config.tp);
   const bool fp32 = config.precision == Precision::kFp32;
@@ -131,7 +142,6 @@ Cause dominant_cause(const RunRecord& run, int64_t logits_bytes, int64_t kept_by
 }  // namespace
 
 std::optional<std::string> unestimable(const RunConfig& config) {
-  if (config.model.lora.enabled()) return "the estimator does not model LoRA fine-tuning yet";
   try {
     const estimate::Architecture arch = estimate::from_model_config(config.model);
     estimate::validate(arch);
@@ -166,11 +176,14 @@ std::optional<Finding> diagnose_memory(const RunRecord& run,
   } else {
     // What this layout keeps of them (sharded over the data ranks as the run was).
     int64_t states =
-        estimate::per_rank_model_states(
-            estimate::model_state_bytes(estimate::rank_parameter_count(arch, config.tp),
-                                        config.precision, estimate::Optimizer::kAdamW),
-            config.world_size / std::max<int64_t>(1, config.tp), config.shard)
-            .total();
+        config.model.lora.enabled()
+            ? estimate::fine_tuning_state_bytes(arch, config.precision, estimate::Optimizer::kAdamW)
+                  .total()
+            : estimate::per_rank_model_states(
+                  estimate::model_state_bytes(estimate::rank_parameter_count(arch, config.tp),
+                                              config.precision, estimate::Optimizer::kAdamW),
+                  config.world_size / std::max<int64_t>(1, config.tp), config.shard)
+                  .total();
     if (parse_shard(config.shard) == ShardMode::kParameters) {
       states += estimate::gathered_unit_bytes(arch, config.precision, config.tp);
     }
