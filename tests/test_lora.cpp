@@ -372,6 +372,8 @@ TEST(LoraCli, ARunRecordsItsAdaptersAndBadSettingsAreOneLine) {
       {"run --preset tiny --finetune lora --base-precision nf8", "--base-precision"},
       {"estimate --model llama-tiny --finetune lora --nproc 2", "--nproc"},
       {"estimate --model llama-tiny --finetune lora --tp 2", "--tp"},
+      {"estimate --model llama-tiny --finetune lora --shard optimizer", "--shard"},
+      {"estimate --model llama-tiny --finetune lora --base-precision bf16", "--base-precision"},
       {"layout --model llama-tiny --gpu a100-80gb --gpus 1 --seq-len 64 --global-batch 4 "
        "--finetune lora",
        "--finetune"},

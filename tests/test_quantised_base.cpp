@@ -47,28 +47,32 @@ std::vector<std::pair<std::string, torch::nn::LinearImpl*>> block_projections(Tr
 
 TEST(QuantisedWeights, Int8KeepsEachRowWithinHalfAStepAndNf4DecodesItsLevelsExactly) {
   torch::manual_seed(7);
-  const torch::Tensor weight = torch::randn({24, 40}) * 0.05;
+  const torch::Tensor weight = torch::randn({24, 41}) * 0.05;
   const torch::Tensor int8 = QuantisedWeight(weight, QuantisedFormat::kInt8).dequantise();
   const torch::Tensor step = weight.abs().amax(1, /*keepdim=*/true) / 127.0;
   EXPECT_TRUE(((int8 - weight).abs() <= step / 2 + 1e-9).all().item<bool>());
-  // Values on the levels times a block's absmax come back as they were; 24·40 is not a multiple
+  // Values on the levels times a block's absmax come back as they were; 24·41 is not a multiple
   // of the block, so the last block is a padded one.
   const torch::Tensor levels =
       QuantisedWeight(torch::linspace(-1, 1, 16).view({4, 4}), QuantisedFormat::kNf4)
           .dequantise()
           .reshape({-1});
-  torch::Tensor on_levels = levels.index_select(0, torch::randint(16, {24 * 40})).view({24, 40});
+  torch::Tensor on_levels = levels.index_select(0, torch::randint(16, {24 * 41})).view({24, 41});
   on_levels.view({-1}).narrow(0, 0, 16).copy_(levels);  // each block holds ±1 (its absmax)
-  for (int64_t block = 0; block * kNf4BlockSize < 24 * 40; ++block) {
+  for (int64_t block = 0; block * kNf4BlockSize < 24 * 41; ++block) {
     on_levels.view({-1})[block * kNf4BlockSize] = 1.0;
   }
   const torch::Tensor scaled = on_levels * 0.03;
   EXPECT_TRUE(torch::equal(QuantisedWeight(scaled, QuantisedFormat::kNf4).dequantise(),
                            (on_levels * 0.03f)));
   const QuantisedWeight nf4(weight, QuantisedFormat::kNf4);
-  EXPECT_EQ(nf4.bytes(), quantised_bytes(24, 24 * 40, QuantisedFormat::kNf4));
-  EXPECT_EQ(nf4.bytes(), 15 * 32 + 15 * 4);  // 960 values: 15 blocks
-  EXPECT_EQ(QuantisedWeight(weight, QuantisedFormat::kInt8).bytes(), 24 * 40 + 24 * 4);
+  EXPECT_EQ(nf4.bytes(), quantised_bytes(24, 24 * 41, QuantisedFormat::kNf4));
+  EXPECT_EQ(nf4.bytes(), 16 * 32 + 16 * 4);  // 984 values: 15 blocks and a padded one
+  EXPECT_EQ(QuantisedWeight(weight, QuantisedFormat::kInt8).bytes(), 24 * 41 + 24 * 4);
+  // Dequantised, the padded weight is its own shape, and close to it (nf4's levels are coarse).
+  const torch::Tensor back = nf4.dequantise();
+  EXPECT_EQ(back.sizes(), weight.sizes());
+  EXPECT_LT((back - weight).abs().max().item<double>(), 0.2 * weight.abs().max().item<double>());
 }
 
 // The quantised model and an fp32 one whose projections hold the dequantised values train alike,
@@ -116,15 +120,18 @@ TEST(QuantisedBase, EveryPolicyGivesTheAdaptersGradientsOfNoneBitForBit) {
   testing::ScratchDir dir("quantised-offload");
   for (const char* preset : {"tiny", "llama-tiny"}) {
     for (const BasePrecision base : {BasePrecision::kInt8, BasePrecision::kNf4}) {
-      for (const char* policy : {"every:1", "every:2", "sublayer:2,1", "selective", "keep:qkv",
-                                 "keep:matmul", "segments:a0-m0,m1,a2-m2", "every:1+disk"}) {
+      for (const char* policy :
+           {"every:1", "every:2", "sublayer:2,1", "selective", "keep:qkv", "keep:matmul",
+            "segments:a0-m0,m1,a2-m2", "every:1+disk", "every:1+bf16", "keep:matmul+bf16"}) {
         RunConfig config = quantised_config(preset, base);
         config.model.dropout = 0.1;
         config.accum = 2;
         std::string name = policy;
-        if (name.size() > 5 && name.substr(name.size() - 5) == "+disk") {
-          name = name.substr(0, name.size() - 5);
-          config.offload = "disk:" + dir.path();
+        const std::size_t plus = name.find('+');
+        if (plus != std::string::npos) {
+          if (name.substr(plus + 1) == "disk") config.offload = "disk:" + dir.path();
+          if (name.substr(plus + 1) == "bf16") config.precision = Precision::kBf16;
+          name = name.substr(0, plus);
         }
         config.checkpoint = name;
         const GradientCheckResult result = check_gradients(config, nullptr, std::nullopt, 2);

@@ -37,7 +37,7 @@ struct EstimateOptions {
     estimate::EstimateRequest request;
     if (params && shape.gives_fine_tuning()) {
       throw InvalidInput("--params",
-                         "is a size alone; adapters are counted from a shape: give --model");
+                         "is a size alone; fine-tuning is counted from a shape: give --model");
     }
     if (!model.empty() || shape.changes_shape() || shape.gives_fine_tuning()) {
       // Shape flags refine a named model as `run` applies them; alone they refine `tiny`.

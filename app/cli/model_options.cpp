@@ -54,8 +54,8 @@ void ModelOptions::add_to(CLI::App& command) {
                      "With --finetune lora: the projections adapted, any of q,k,v,o,gate,up,down "
                      "(default all the model has)");
   command.add_option("--base-precision", base_precision_,
-                     "With --finetune lora: the frozen projections' weights in fp32 (default) or "
-                     "bf16 (half the bytes; needs --precision bf16)");
+                     "With --finetune lora: the frozen projections' weights in fp32 (default), "
+                     "bf16 (half the bytes; needs --precision bf16), int8 or nf4 (quantised)");
 }
 
 void ModelOptions::apply_fine_tuning(ModelConfig& model) const {

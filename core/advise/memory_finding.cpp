@@ -55,10 +55,6 @@ bool splits_over(const ModelConfig& model, int64_t tp, bool sequence_parallel) {
   }
 }
 
-// What divides the model states further, from what the run already does: shard more of them
-// over its data ranks, then (fully sharded) over twice the data ranks; or, split over tensor
-// ranks, split over twice as many where the model splits evenly. bf16 halves the weights and
-// gradients where the shard mode trains in it.
 // Fine-tuning trains on one process: what shrinks its states is the frozen base's storage.
 Wording fine_tuning_states_advice(const RunConfig& config) {
   if (config.model.lora.base == BasePrecision::kNf4) {
@@ -68,6 +64,10 @@ Wording fine_tuning_states_advice(const RunConfig& config) {
          " stores the frozen projections in half a byte a weight (int8: one byte)";
 }
 
+// What divides the model states further, from what the run already does: shard more of them
+// over its data ranks, then (fully sharded) over twice the data ranks; or, split over tensor
+// ranks, split over twice as many where the model splits evenly. bf16 halves the weights and
+// gradients where the shard mode trains in it.
 Wording states_advice(const RunConfig& config) {
   if (config.model.lora.enabled()) return fine_tuning_states_advice(config);
   const ShardMode shard = parse_shard(config.shard);

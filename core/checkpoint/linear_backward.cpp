@@ -65,9 +65,11 @@ bool linear_backward_supported(const torch::Tensor& input, const torch::Tensor& 
 }
 
 LinearInputShape shape_of_linear_input(const torch::Tensor& input) {
-  // A contiguous input of rank > 2 is folded to (rows, in) as a view, as linear folds it.
-  const torch::Tensor mat1 = input.dim() > 2 ? input.reshape({-1, input.size(-1)}) : input;
-  return {input.sizes().vec(), input.scalar_type(), column_major(mat1)};
+  if (input.dim() == 2) return {input.sizes().vec(), input.scalar_type(), column_major(input)};
+  // Of higher rank, linear folds it to a row-major (rows, in) matrix (a copy if it must): column
+  // major only as a single value is.
+  const bool single = input.numel() == 1;
+  return {input.sizes().vec(), input.scalar_type(), single};
 }
 
 torch::Tensor linear_input_backward(const LinearInputShape& input, const torch::Tensor& grad_output,

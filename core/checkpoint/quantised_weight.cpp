@@ -2,6 +2,10 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <map>
+#include <mutex>
+#include <string>
+
 #include "checkpoint/linear_backward.h"
 
 namespace rematlab {
@@ -40,22 +44,29 @@ std::pair<torch::Tensor, torch::Tensor> quantise_nf4(const torch::Tensor& weight
   return {packed.to(torch::kUInt8), absmax};
 }
 
-// Every byte's two levels (high nibble first), so that decoding reads one table row a byte.
-const torch::Tensor& nf4_pairs() {
-  static const torch::Tensor kPairs = [] {
+// Every byte's two levels (high nibble first), so that decoding reads one table row a byte; one
+// copy per device, made once (copying it from the host at every dequantisation would make a GPU
+// wait for it four times a layer).
+torch::Tensor nf4_pairs(const torch::Device& device) {
+  static std::mutex mutex;
+  static std::map<std::string, torch::Tensor> tables;
+  const std::lock_guard<std::mutex> lock(mutex);
+  torch::Tensor& table = tables[device.str()];
+  if (!table.defined()) {
     const torch::Tensor codes = torch::arange(256, torch::kLong);
-    return torch::stack({nf4_levels().index_select(0, codes.div(16, "floor")),
-                         nf4_levels().index_select(0, codes.remainder(16))},
-                        1);
-  }();
-  return kPairs;
+    table = torch::stack({nf4_levels().index_select(0, codes.div(16, "floor")),
+                          nf4_levels().index_select(0, codes.remainder(16))},
+                         1)
+                .to(device);
+  }
+  return table;
 }
 
 // Lean on purpose (it runs for every projection, forward and backward): a 4-byte index a byte of
 // codes and the fp32 result, scaled in place.
 torch::Tensor dequantise_nf4(const torch::Tensor& packed, const torch::Tensor& absmax,
                              at::IntArrayRef sizes) {
-  const torch::Tensor& pairs = nf4_pairs().to(packed.device());
+  const torch::Tensor pairs = nf4_pairs(packed.device());
   torch::Tensor values = pairs.index_select(0, packed.to(torch::kInt));
   values.view({-1, kNf4BlockSize}).mul_(absmax.unsqueeze(1));
   int64_t count = 1;
@@ -115,6 +126,7 @@ class QuantisedLinear : public torch::autograd::Function<QuantisedLinear> {
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     auto state = c10::static_intrusive_pointer_cast<QuantisedState>(
         ctx->saved_data.at(kQuantisedKey).toCapsule());
+    ctx->saved_data.erase(kQuantisedKey);
     const torch::Tensor weight = state->weight->dequantise().to(state->compute_dtype);
     return {linear_input_backward(state->input, grad_outputs.at(0), weight), torch::Tensor()};
   }

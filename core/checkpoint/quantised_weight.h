@@ -25,7 +25,6 @@ class QuantisedWeight {
   torch::Tensor dequantise() const;
   // Bytes held: the codes and the scales.
   int64_t bytes() const { return codes_.nbytes() + scales_.nbytes(); }
-  QuantisedFormat format() const { return format_; }
   // For a module to hold them as buffers (they move and count with it).
   const torch::Tensor& codes() const { return codes_; }
   const torch::Tensor& scales() const { return scales_; }

@@ -53,7 +53,8 @@ struct SublayerTail {
 // it draws the dropout mask again (dropout of ones consumes the generator as the projection's
 // output did) and casts h as autocast cast it for the projection. Undefined when the projection's
 // operands have a layout linear_backward does not replicate, or when an adapter needs more than
-// h for its backward: the caller then runs complete().
+// h for its backward, or when the projection is quantised (its weight is dequantised where it
+// runs): the caller then runs complete().
 torch::Tensor tail_without_projection(const SublayerTail& tail);
 
 }  // namespace rematlab

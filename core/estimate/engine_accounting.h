@@ -144,12 +144,13 @@ class EngineAccounting {
   // Fine-tuning (LoRA): the base is frozen, so no weight's gradient is formed.
   bool base_trains() const { return !arch_.lora.enabled(); }
   int64_t weight_gradient(int64_t values) const { return base_trains() ? weight(values) : 0; }
-  // A quantised base's weight while its projection runs: dequantised in fp32, and cast to 16 bits
-  // under bf16/fp16 (checkpoint/quantised_weight.h); 0 for a base stored unquantised.
+  // A quantised base's weight while its projection runs: dequantised in fp32 (nf4 beside a
+  // 4-byte index a byte of codes), and cast to 16 bits under bf16/fp16
+  // (checkpoint/quantised_weight.h); 0 for a base stored unquantised.
   int64_t dequantised(int64_t values) const {
     const BasePrecision base = arch_.lora.base;
-    const bool quantised = base == BasePrecision::kInt8 || base == BasePrecision::kNf4;
-    return quantised && !base_trains() ? values * (4 + (v_ == 2 ? 2 : 0)) : 0;
+    if (!is_quantised(base) || base_trains()) return 0;
+    return values * (4 + (base == BasePrecision::kNf4 ? 2 : 0) + (v_ == 2 ? 2 : 0));
   }
   // What a projection's backward holds of its weight's size: the weight's gradient, or a
   // quantised base's dequantised weight.

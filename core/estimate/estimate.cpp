@@ -110,6 +110,14 @@ void validate_request(const EstimateRequest& request) {
       if (request.world_size > 1) {
         throw InvalidInput("--nproc", "LoRA fine-tuning runs on one process (--nproc 1)");
       }
+      if (shard != ShardMode::kNone) {
+        throw InvalidInput("--shard", "LoRA fine-tuning shards nothing (--shard none)");
+      }
+      if (request.arch->lora.base == BasePrecision::kBf16 &&
+          request.precision != Precision::kBf16) {
+        throw InvalidInput("--base-precision",
+                           "a bf16 base needs bf16 matmuls: give " + setting("precision", "bf16"));
+      }
     }
   }
 }

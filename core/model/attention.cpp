@@ -124,6 +124,7 @@ AttentionSublayer::AttentionSublayer(const ModelConfig& config,
 void AttentionSublayer::split_for_tensor_parallel(const TensorParallel& group,
                                                   TensorParallelLayout& layout,
                                                   bool sequence_parallel) {
+  TORCH_CHECK(!qkv_quantised_, "a quantised base split over tensor ranks is not built");
   const int64_t ranks = group->size();
   const int64_t rank = group->rank();
   const int64_t hd = shape_.head_dim;
@@ -176,6 +177,7 @@ void AttentionSublayer::attach_lora(const LoraOptions& lora) {
 }
 
 void AttentionSublayer::quantise_projections(QuantisedFormat format) {
+  TORCH_CHECK(!group_, "a quantised base split over tensor ranks is not built");
   qkv_quantised_ = quantise_projection(*qkv_, format);
   out_quantised_ = quantise_projection(*out_, format);
 }

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <sstream>
+#include <stdexcept>
 #include <utility>
 
 #include "common/errors.h"
@@ -60,6 +61,16 @@ BasePrecision parse_base_precision(const std::string& text) {
   if (text == "nf4") return BasePrecision::kNf4;
   throw InvalidInput("--base-precision",
                      "unknown precision '" + text + "' (use fp32, bf16, int8 or nf4)");
+}
+
+bool is_quantised(BasePrecision base) {
+  return base == BasePrecision::kInt8 || base == BasePrecision::kNf4;
+}
+
+QuantisedFormat quantised_format(BasePrecision base) {
+  if (base == BasePrecision::kInt8) return QuantisedFormat::kInt8;
+  if (base == BasePrecision::kNf4) return QuantisedFormat::kNf4;
+  throw std::logic_error("quantised_format of a base stored unquantised");
 }
 
 std::string to_string(BasePrecision precision) {

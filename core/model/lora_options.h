@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/quantised_format.h"
+
 namespace rematlab {
 
 // The projections an adapter can sit on (--lora-targets), as bits: attention's q, k, v and
@@ -47,5 +49,9 @@ std::string lora_targets_text(uint32_t targets);
 // "fp32", "bf16", "int8" or "nf4"; throws InvalidInput("--base-precision", …) for anything else.
 BasePrecision parse_base_precision(const std::string& text);
 std::string to_string(BasePrecision precision);
+
+// Whether `base` is stored quantised, and in which format (int8 or nf4 only).
+bool is_quantised(BasePrecision base);
+QuantisedFormat quantised_format(BasePrecision base);
 
 }  // namespace rematlab

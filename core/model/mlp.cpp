@@ -23,6 +23,7 @@ MlpSublayer::MlpSublayer(const ModelConfig& config)
 
 void MlpSublayer::split_for_tensor_parallel(const TensorParallel& group,
                                             TensorParallelLayout& layout, bool sequence_parallel) {
+  TORCH_CHECK(!up_quantised_, "a quantised base split over tensor ranks is not built");
   const int64_t hidden = down_->weight.size(1);
   const RowRange mine = part_of(hidden, group->size(), group->rank());
   std::vector<RowRange> rows = {mine};
@@ -56,6 +57,7 @@ void MlpSublayer::attach_lora(const LoraOptions& lora) {
 }
 
 void MlpSublayer::quantise_projections(QuantisedFormat format) {
+  TORCH_CHECK(!group_, "a quantised base split over tensor ranks is not built");
   up_quantised_ = quantise_projection(*up_, format);
   down_quantised_ = quantise_projection(*down_, format);
 }

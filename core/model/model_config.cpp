@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "common/errors.h"
-#include "common/quantised_format.h"
 
 namespace rematlab {
 namespace {
@@ -158,8 +157,7 @@ int64_t ModelConfig::frozen_base_bytes() const {
   }
   // Quantised: the blocks' four weight matrices in codes and scales; their biases, an untied
   // head, the embedding and the norms stay fp32 (model/quantised_projection.h).
-  const QuantisedFormat format =
-      lora.base == BasePrecision::kInt8 ? QuantisedFormat::kInt8 : QuantisedFormat::kNf4;
+  const QuantisedFormat format = quantised_format(lora.base);
   const int64_t d = d_model;
   const int64_t hidden = mlp_width();
   const int64_t q = heads * head_dim();

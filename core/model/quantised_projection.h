@@ -10,10 +10,6 @@
 
 namespace rematlab {
 
-// Whether `base` is stored quantised, and in which format (kInt8 or kNf4 only).
-bool is_quantised(BasePrecision base);
-QuantisedFormat quantised_format(BasePrecision base);
-
 // Quantises `linear`'s weight in place as above; its bias (if any) stays as it is.
 QuantisedWeightPtr quantise_projection(torch::nn::LinearImpl& linear, QuantisedFormat format);
 
