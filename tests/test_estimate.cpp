@@ -174,6 +174,30 @@ void PrintTo(const Calibration& c, std::ostream* out) {
        << c.loss_chunks << " loss slices";
 }
 
+std::string describe_shape(const RunConfig& config) {
+  return std::to_string(config.model.layers) + "×" + std::to_string(config.model.d_model) + ", " +
+         std::to_string(config.model.heads) + "/" + std::to_string(config.model.key_value_heads()) +
+         " heads, seq " + std::to_string(config.model.seq_len) + ", vocab " +
+         std::to_string(config.model.vocab) + (config.model.tie_head ? " (tied)" : "") + ", " +
+         std::to_string(config.model.loss_chunks) + " loss slices, batch " +
+         std::to_string(config.batch);
+}
+
+// The measured peak of `config` against the prediction, within `tolerance`.
+void expect_predicted_peak(const RunConfig& config, const std::string& context,
+                           double tolerance = 0.05) {
+  const RunSummary summary = Trainer(config).run();
+  const int64_t predicted =
+      estimate::estimate_policy_activations(estimate::from_model_config(config.model), config.batch,
+                                            Precision::kFp32, config.checkpoint, false)
+          .peak_bytes;
+  const double ratio =
+      static_cast<double>(predicted) / static_cast<double>(summary.peak_activation_bytes);
+  EXPECT_NEAR(ratio, 1.0, tolerance)
+      << context << ": " << config.checkpoint << " on " << describe_shape(config) << ": predicted "
+      << predicted << ", measured " << summary.peak_activation_bytes;
+}
+
 class EstimateCalibration : public ::testing::TestWithParam<Calibration> {};
 
 TEST_P(EstimateCalibration, PredictsMeasuredPeakWithinTheStatedError) {
@@ -187,16 +211,7 @@ TEST_P(EstimateCalibration, PredictsMeasuredPeakWithinTheStatedError) {
   config.steps = 2;
   config.checkpoint = c.checkpoint;
   config.peak_flops = 1e9;  // not measured here
-  const RunSummary summary = Trainer(config).run();
-  const int64_t predicted =
-      estimate::estimate_policy_activations(estimate::from_model_config(config.model), c.batch,
-                                            Precision::kFp32, config.checkpoint, false)
-          .peak_bytes;
-  const double ratio =
-      static_cast<double>(predicted) / static_cast<double>(summary.peak_activation_bytes);
-  EXPECT_NEAR(ratio, 1.0, c.tolerance)
-      << config.checkpoint << " " << to_string(config.model.attention) << ": predicted "
-      << predicted << ", measured " << summary.peak_activation_bytes;
+  expect_predicted_peak(config, to_string(config.model.attention) + " attention", c.tolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(Small, EstimateCalibration,
@@ -274,29 +289,6 @@ RunConfig draw_shape(std::mt19937& random, const GeneratedShapes& which) {
   config.threads = 1;
   config.peak_flops = 1e9;  // not measured here
   return config;
-}
-
-std::string describe_shape(const RunConfig& config) {
-  return std::to_string(config.model.layers) + "×" + std::to_string(config.model.d_model) + ", " +
-         std::to_string(config.model.heads) + "/" + std::to_string(config.model.key_value_heads()) +
-         " heads, seq " + std::to_string(config.model.seq_len) + ", vocab " +
-         std::to_string(config.model.vocab) + (config.model.tie_head ? " (tied)" : "") + ", " +
-         std::to_string(config.model.loss_chunks) + " loss slices, batch " +
-         std::to_string(config.batch);
-}
-
-// The measured peak of `config` against the prediction, within ±5 %.
-void expect_predicted_peak(const RunConfig& config, const std::string& context) {
-  const RunSummary summary = Trainer(config).run();
-  const int64_t predicted =
-      estimate::estimate_policy_activations(estimate::from_model_config(config.model), config.batch,
-                                            Precision::kFp32, config.checkpoint, false)
-          .peak_bytes;
-  const double ratio =
-      static_cast<double>(predicted) / static_cast<double>(summary.peak_activation_bytes);
-  EXPECT_NEAR(ratio, 1.0, 0.05) << context << ": " << config.checkpoint << " on "
-                                << describe_shape(config) << ": predicted " << predicted
-                                << ", measured " << summary.peak_activation_bytes;
 }
 
 const std::vector<std::string>& every_policy() {
