@@ -2,9 +2,11 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <array>
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "checkpoint/linear_backward.h"
 
@@ -13,13 +15,56 @@ namespace {
 
 // NormalFloat4's 16 levels: quantiles of a standard normal scaled to [-1, 1], with an exact zero
 // (the values published with QLoRA).
-const torch::Tensor& nf4_levels() {
-  static const torch::Tensor kLevels = torch::tensor(
-      {-1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
-       -0.28444138169288635f, -0.18477343022823334f, -0.09105003625154495f, 0.0f,
-       0.07958029955625534f, 0.16093020141124725f, 0.24611230194568634f, 0.33791524171829224f,
-       0.44070982933044434f, 0.5626170039176941f, 0.7229568362236023f, 1.0f});
-  return kLevels;
+constexpr std::array<float, 16> kNf4Levels = {-1.0f,
+                                              -0.6961928009986877f,
+                                              -0.5250730514526367f,
+                                              -0.39491748809814453f,
+                                              -0.28444138169288635f,
+                                              -0.18477343022823334f,
+                                              -0.09105003625154495f,
+                                              0.0f,
+                                              0.07958029955625534f,
+                                              0.16093020141124725f,
+                                              0.24611230194568634f,
+                                              0.33791524171829224f,
+                                              0.44070982933044434f,
+                                              0.5626170039176941f,
+                                              0.7229568362236023f,
+                                              1.0f};
+
+// Every byte's two levels (high nibble first), so that decoding reads one table row a byte.
+const std::array<float, 512>& nf4_pair_values() {
+  static const std::array<float, 512> kPairs = [] {
+    std::array<float, 512> pairs{};
+    for (std::size_t byte = 0; byte < 256; ++byte) {
+      pairs[2 * byte] = kNf4Levels[byte / 16];
+      pairs[2 * byte + 1] = kNf4Levels[byte % 16];
+    }
+    return pairs;
+  }();
+  return kPairs;
+}
+
+// The tables as tensors over the constants above: on the CPU views of static memory, never
+// allocated (so they are no model state a run counts); elsewhere one copy per device, made once
+// (copying from the host at every dequantisation would make a GPU wait four times a layer).
+torch::Tensor on_device(const float* values, at::IntArrayRef sizes, const torch::Device& device) {
+  const torch::Tensor host = torch::from_blob(const_cast<float*>(values), sizes, torch::kFloat);
+  if (device.is_cpu()) return host;
+  static std::mutex mutex;
+  static std::map<std::pair<const float*, std::string>, torch::Tensor> copies;
+  const std::lock_guard<std::mutex> lock(mutex);
+  torch::Tensor& copy = copies[{values, device.str()}];
+  if (!copy.defined()) copy = host.to(device);
+  return copy;
+}
+
+torch::Tensor nf4_levels(const torch::Device& device) {
+  return on_device(kNf4Levels.data(), {16}, device);
+}
+
+torch::Tensor nf4_pairs(const torch::Device& device) {
+  return on_device(nf4_pair_values().data(), {256, 2}, device);
 }
 
 int64_t block_count(int64_t values) { return (values + kNf4BlockSize - 1) / kNf4BlockSize; }
@@ -36,30 +81,12 @@ std::pair<torch::Tensor, torch::Tensor> quantise_nf4(const torch::Tensor& weight
   // An all-zero block keeps a scale of 1 (its codes are the zero level whatever it is).
   absmax = torch::where(absmax > 0, absmax, torch::ones_like(absmax));
   const torch::Tensor normalised = (grouped / absmax.unsqueeze(1)).reshape({-1});
-  const torch::Tensor& levels = nf4_levels().to(weight.device());
+  const torch::Tensor levels = nf4_levels(weight.device());
   const torch::Tensor midpoints = (levels.slice(0, 0, 15) + levels.slice(0, 1, 16)) / 2;
   const torch::Tensor codes = torch::bucketize(normalised, midpoints).to(torch::kUInt8);
   const torch::Tensor pairs = codes.view({-1, 2});
   const torch::Tensor packed = pairs.select(1, 0) * 16 + pairs.select(1, 1);
   return {packed.to(torch::kUInt8), absmax};
-}
-
-// Every byte's two levels (high nibble first), so that decoding reads one table row a byte; one
-// copy per device, made once (copying it from the host at every dequantisation would make a GPU
-// wait for it four times a layer).
-torch::Tensor nf4_pairs(const torch::Device& device) {
-  static std::mutex mutex;
-  static std::map<std::string, torch::Tensor> tables;
-  const std::lock_guard<std::mutex> lock(mutex);
-  torch::Tensor& table = tables[device.str()];
-  if (!table.defined()) {
-    const torch::Tensor codes = torch::arange(256, torch::kLong);
-    table = torch::stack({nf4_levels().index_select(0, codes.div(16, "floor")),
-                          nf4_levels().index_select(0, codes.remainder(16))},
-                         1)
-                .to(device);
-  }
-  return table;
 }
 
 // Lean on purpose (it runs for every projection, forward and backward): a 4-byte index a byte of
