@@ -5,6 +5,7 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QFile>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPlainTextEdit>
@@ -23,6 +24,7 @@
 #include "experiment_panel.h"
 #include "field_errors.h"
 #include "main_window.h"
+#include "model/hf_config.h"
 #include "sweep/default_study.h"
 #include "sweep/sweep_spec.h"
 #include "window_bench.h"
@@ -49,6 +51,54 @@ TEST(ExperimentPanel, InvalidPolicyDisablesRunWithTheReasonAtTheField) {
   EXPECT_TRUE(panel->problem().isEmpty());
   EXPECT_FALSE(panel->policies_field()->property("invalid").toBool());
   EXPECT_FALSE(panel->policies_field()->toolTip().contains("every:0"));
+}
+
+// Open config.json…: a shipped configuration fills the model fields and the first run is its
+// model; what the form cannot hold (Llama 3's rotary base, Qwen's q/k/v biases) is said beside
+// the button; a file that is no configuration changes nothing and says why.
+TEST(ExperimentPanel, AHuggingFaceConfigFillsTheModelFieldsAndSaysWhatTheFormLacks) {
+  Bench bench;
+  ExperimentPanel* panel = bench.panel;
+  QTemporaryDir dir;
+  const auto write = [&](const QString& name, const char* text) {
+    QFile file(dir.filePath(name));
+    EXPECT_TRUE(file.open(QIODevice::WriteOnly));
+    file.write(text);
+    return dir.filePath(name);
+  };
+  // A small Qwen 2 shape: its q/k/v biases and rotary base have no field in the form.
+  const QString qwen = write("config.json", R"({"model_type": "qwen2", "hidden_size": 128,
+      "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+      "intermediate_size": 384, "vocab_size": 512, "max_position_embeddings": 256,
+      "rope_theta": 1000000.0, "tie_word_embeddings": false})");
+  ASSERT_TRUE(panel->load_model_config(qwen));
+  const auto config = panel->first_config();
+  ASSERT_TRUE(config) << panel->problem().toStdString();
+  rematlab::ModelConfig expected = rematlab::import_hf_config(qwen.toStdString()).model;
+  EXPECT_TRUE(expected.qkv_bias);
+  expected.qkv_bias = false;  // what the form trains, as it says
+  EXPECT_EQ(config->model.parameter_count(), expected.parameter_count());
+  EXPECT_EQ(config->model.key_value_heads(), 2);
+  EXPECT_EQ(config->model.seq_len, 256);
+  EXPECT_FALSE(config->model.tie_head);
+  const QString said = panel->model_source_label()->text();
+  EXPECT_TRUE(said.startsWith("config.json (qwen2)")) << said.toStdString();
+  EXPECT_TRUE(said.contains("biases on q, k and v")) << said.toStdString();
+  EXPECT_TRUE(said.contains("rotary base 1e+06")) << said.toStdString();
+  // A shipped configuration (GPT-2, which this host holds whole).
+  const QString configs = QString(REMATLAB_EXAMPLES_DIR) + "/configs/";
+  ASSERT_TRUE(panel->load_model_config(configs + "gpt2.json"));
+  ASSERT_TRUE(panel->first_config()) << panel->problem().toStdString();
+  EXPECT_EQ(panel->first_config()->model.family, rematlab::ModelFamily::kGpt);
+  EXPECT_EQ(panel->first_config()->model.vocab, 50257);
+  // Not a configuration: one line naming the file, the fields as they were.
+  EXPECT_FALSE(panel->load_model_config(write("notes.json", R"({"model_type": "bert"})")));
+  EXPECT_TRUE(panel->model_source_label()->text().startsWith("notes.json was not read"))
+      << panel->model_source_label()->text().toStdString();
+  EXPECT_EQ(panel->first_config()->model.vocab, 50257);
+  // A loaded spec's model is its own: the note goes.
+  panel->load_spec(rematlab::default_study_spec());
+  EXPECT_TRUE(panel->model_source_label()->text().isEmpty());
 }
 
 TEST(ExperimentPanel, BadBatchListAndMissingBudgetAreNamed) {

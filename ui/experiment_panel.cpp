@@ -54,6 +54,14 @@ ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
 }
 
 void ExperimentPanel::create_model_fields() {
+  open_model_config_ = new QPushButton("Open config.json…");
+  open_model_config_->setObjectName("open_model_config");
+  open_model_config_->setToolTip(
+      "A Hugging Face model configuration (llama, mistral, qwen2, qwen3, gpt2) as the model's "
+      "shape");
+  model_source_ = new QLabel;
+  model_source_->setObjectName("model_source");
+  model_source_->setWordWrap(true);
   preset_ = new QComboBox;
   // As wide as a usual name; a longer one (mistral-7b-v0.3) is elided rather than widening the
   // form (its list shows every name whole).
@@ -247,6 +255,8 @@ QLayout* ExperimentPanel::sweep_fields() {
 QLayout* ExperimentPanel::model_fields() {
   auto* model = new QFormLayout;
   model->addRow("Preset", preset_);
+  model->addRow("", open_model_config_);
+  model->addRow(model_source_);
   model->addRow("Family", arch_);
   model->addRow("Blocks", layers_);
   model->addRow("d_model", d_model_);
@@ -330,6 +340,7 @@ void ExperimentPanel::lay_out() {
 
 void ExperimentPanel::connect_fields() {
   connect(preset_, &QComboBox::currentTextChanged, this, &ExperimentPanel::on_preset_chosen);
+  connect(open_model_config_, &QPushButton::clicked, this, &ExperimentPanel::open_model_config);
   connect(arch_, &QComboBox::currentTextChanged, this, &ExperimentPanel::revalidate);
   connect(tie_head_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
   connect(sequence_parallel_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);

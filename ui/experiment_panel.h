@@ -70,6 +70,13 @@ class ExperimentPanel : public QWidget {
   // alone, in one process and without a budget; the training settings (steps, learning rate,
   // seed, data) and the experiment's name stay.
   void load_configuration(const RunConfig& config, const QString& policy);
+  // A Hugging Face config.json's model into the model fields (the preset stays what the fields
+  // were last set from, so choosing one asks before replacing them). Beside the button it says
+  // the file's family and what the form cannot hold or RematLab does not model; false, with the
+  // reason there, for a file that is not such a configuration (the fields are left as they are).
+  bool load_model_config(const QString& path);
+  QLabel* model_source_label() const { return model_source_; }
+  QPushButton* open_model_config_button() const { return open_model_config_; }
   QString experiment_name() const;
   void set_experiment_name(const QString& name);
   // Every field as a sweep spec, valid or not (what the window restores after a restart), with
@@ -147,6 +154,10 @@ class ExperimentPanel : public QWidget {
   // preset back when the answer is to keep them.
   void on_preset_chosen(const QString& name);
   void apply_preset(const QString& name);
+  // The model fields from `model` (a preset's, an imported configuration's).
+  void set_model_fields(const ModelConfig& model);
+  // Open config.json… (experiment_model_config.cpp): asks for a file, then load_model_config.
+  void open_model_config();
   // "Blocks 3 → 12" for each model field whose value differs from preset `from`'s and that
   // preset `to` would change.
   QStringList edits_lost(const QString& from, const QString& to) const;
@@ -193,6 +204,8 @@ class ExperimentPanel : public QWidget {
   QLineEdit* lora_targets_;
   QComboBox* base_precision_;
   QLabel* parameters_label_;
+  QPushButton* open_model_config_;
+  QLabel* model_source_;  // what Open config.json… read, or why it could not
   QLineEdit* policies_;
   QLineEdit* offload_;
   QLineEdit* batch_;

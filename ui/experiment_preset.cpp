@@ -64,7 +64,11 @@ void ExperimentPanel::on_preset_chosen(const QString& name) {
 
 void ExperimentPanel::apply_preset(const QString& name) {
   preset_name_ = name;
-  const ModelConfig model = model_preset(name.toStdString());
+  model_source_->clear();
+  set_model_fields(model_preset(name.toStdString()));
+}
+
+void ExperimentPanel::set_model_fields(const ModelConfig& model) {
   {
     const QSignalBlocker arch_blocker(arch_);
     const QSignalBlocker tie_blocker(tie_head_);

@@ -44,12 +44,13 @@ QSpinBox* spin(int minimum, int maximum, int value, const QString& tip) {
 
 // A bad field as the tab's labels name it ("GPUs: 12 GPUs are not whole nodes of 8").
 QString said_by_field(const InvalidInput& error) {
-  static const std::pair<const char*, const char*> kLabels[] = {{"--gpus", "GPUs"},
-                                                                {"--gpus-per-node", "Per node"},
-                                                                {"--seq-len", "Sequence"},
-                                                                {"--global-batch", "Global batch"},
-                                                                {"--host-memory", "Host GiB"}};
-  for (const auto& [flag, label] : kLabels) {
+  static const std::pair<const char*, const char*> kFieldLabels[] = {
+      {"--gpus", "GPUs"},
+      {"--gpus-per-node", "Per node"},
+      {"--seq-len", "Sequence"},
+      {"--global-batch", "Global batch"},
+      {"--host-memory", "Host GiB"}};
+  for (const auto& [flag, label] : kFieldLabels) {
     if (error.field() == flag)
       return QString(label) + ": " + QString::fromStdString(error.reason());
   }

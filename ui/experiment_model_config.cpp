@@ -1,0 +1,63 @@
+// Open config.json…: a Hugging Face model configuration read into the model fields, with what
+// the form cannot hold and what RematLab does not model said beside the button, never dropped
+// silently.
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QLabel>
+
+#include "common/errors.h"
+#include "experiment_panel.h"
+#include "model/hf_config.h"
+
+namespace rematlab::ui {
+namespace {
+
+// What an imported model has that the form has no field for: a run from the form trains without
+// it (the family's default), so it is said.
+QStringList settings_without_a_field(const ModelConfig& model) {
+  QStringList without;
+  if (model.qkv_bias) without << "biases on q, k and v";
+  if (model.head_width > 0 && model.head_width * model.heads != model.d_model) {
+    without << QString("head width %1").arg(model.head_width);
+  }
+  if (model.family == ModelFamily::kLlama && model.rope_theta != ModelConfig{}.rope_theta) {
+    without << QString("rotary base %1").arg(model.rope_theta);
+  }
+  return without;
+}
+
+}  // namespace
+
+void ExperimentPanel::open_model_config() {
+  const QString path = QFileDialog::getOpenFileName(this, "Open a model configuration", QString(),
+                                                    "Model configurations (*.json);;All files (*)");
+  if (!path.isEmpty()) load_model_config(path);
+}
+
+bool ExperimentPanel::load_model_config(const QString& path) {
+  const QString file = QFileInfo(path).fileName();
+  ImportedConfig imported;
+  try {
+    imported = import_hf_config(path.toStdString());
+  } catch (const InvalidInput& error) {
+    model_source_->setText(file + " was not read: " + QString::fromStdString(error.reason()));
+    model_source_->setProperty("invalid", true);
+    model_source_->setStyleSheet("color: #b00020");
+    return false;
+  }
+  set_model_fields(imported.model);
+  QString said = QString("%1 (%2) as the model's shape").arg(file, imported.model_type.c_str());
+  const QStringList without = settings_without_a_field(imported.model);
+  if (!without.isEmpty()) {
+    said += "; the form has no field for its " + without.join(", ") +
+            ": runs from the form train without them (rematlab-cli run --model-config keeps them)";
+  }
+  for (const std::string& warning : imported.warnings)
+    said += "; " + QString::fromStdString(warning);
+  model_source_->setText(said);
+  model_source_->setProperty("invalid", false);
+  model_source_->setStyleSheet(QString());
+  return true;
+}
+
+}  // namespace rematlab::ui
