@@ -85,6 +85,7 @@ TEST(ExperimentPanel, AHuggingFaceConfigFillsTheModelFieldsAndSaysWhatTheFormLac
   EXPECT_TRUE(said.startsWith("config.json (qwen2)")) << said.toStdString();
   EXPECT_TRUE(said.contains("biases on q, k and v")) << said.toStdString();
   EXPECT_TRUE(said.contains("rotary base 1e+06")) << said.toStdString();
+  EXPECT_TRUE(panel->model_source_label()->toolTip().contains("--model-config keeps them"));
   // A shipped configuration (GPT-2, which this host holds whole).
   const QString configs = QString(REMATLAB_EXAMPLES_DIR) + "/configs/";
   ASSERT_TRUE(panel->load_model_config(configs + "gpt2.json"));

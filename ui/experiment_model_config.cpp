@@ -41,22 +41,33 @@ bool ExperimentPanel::load_model_config(const QString& path) {
     imported = import_hf_config(path.toStdString());
   } catch (const InvalidInput& error) {
     model_source_->setText(file + " was not read: " + QString::fromStdString(error.reason()));
+    model_source_->setToolTip(model_source_->text());
     model_source_->setProperty("invalid", true);
     model_source_->setStyleSheet("color: #b00020");
+    model_source_->show();
     return false;
   }
   set_model_fields(imported.model);
-  QString said = QString("%1 (%2) as the model's shape").arg(file, imported.model_type.c_str());
+  // Short beside the button (the panel is narrow); the whole account in the tooltip.
+  QString said = QString("%1 (%2)").arg(file, imported.model_type.c_str());
+  QString whole = said + " as the model's shape";
   const QStringList without = settings_without_a_field(imported.model);
   if (!without.isEmpty()) {
-    said += "; the form has no field for its " + without.join(", ") +
-            ": runs from the form train without them (rematlab-cli run --model-config keeps them)";
+    said += "; no field for its " + without.join(", ");
+    whole += "; the form has no field for its " + without.join(", ") +
+             ": runs from the form train without them (rematlab-cli run --model-config keeps them)";
   }
-  for (const std::string& warning : imported.warnings)
-    said += "; " + QString::fromStdString(warning);
+  if (!imported.warnings.empty()) {
+    said += QString("; %1 not modelled (hover)").arg(imported.warnings.size());
+  }
+  for (const std::string& warning : imported.warnings) {
+    whole += "\n" + QString::fromStdString(warning);
+  }
   model_source_->setText(said);
+  model_source_->setToolTip(whole);
   model_source_->setProperty("invalid", false);
   model_source_->setStyleSheet(QString());
+  model_source_->show();
   return true;
 }
 

@@ -62,6 +62,8 @@ void ExperimentPanel::create_model_fields() {
   model_source_ = new QLabel;
   model_source_->setObjectName("model_source");
   model_source_->setWordWrap(true);
+  model_source_->hide();  // until a configuration is opened
+  model_source_->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Minimum);
   preset_ = new QComboBox;
   // As wide as a usual name; a longer one (mistral-7b-v0.3) is elided rather than widening the
   // form (its list shows every name whole).

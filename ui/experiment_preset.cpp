@@ -65,6 +65,7 @@ void ExperimentPanel::on_preset_chosen(const QString& name) {
 void ExperimentPanel::apply_preset(const QString& name) {
   preset_name_ = name;
   model_source_->clear();
+  model_source_->hide();
   set_model_fields(model_preset(name.toStdString()));
 }
 

@@ -192,6 +192,7 @@ void ExperimentPanel::load_base_fields(const nlohmann::ordered_json& base) {
   // A field of the wrong type (a hand-edited or older spec) is skipped, never half-applied: the
   // form keeps that field as it was and takes every other.
   model_source_->clear();  // the spec's model is its own, not an opened configuration's
+  model_source_->hide();
   if (base.contains("preset") && base["preset"].is_string()) {
     preset_->setCurrentText(text_of(base["preset"]));
   }
