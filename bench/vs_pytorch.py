@@ -217,13 +217,7 @@ def run_peer(args, policy):
     tokens = torch.randint(0, args.vocab, (args.batch, args.seq_len))
     targets = torch.randint(0, args.vocab, (args.batch, args.seq_len))
     step = lambda: peer_step(model, optimizer, tokens, targets, policy, args.vocab)
-    times = []
-    for i in range(args.warmup + args.steps):
-        start = time.perf_counter()
-        step()
-        if i >= args.warmup:
-            times.append(time.perf_counter() - start)
-    step_s = statistics.median(times)
+    step_s = median_step_seconds(step, args.warmup, args.steps)
     return {"step_ms": 1e3 * step_s, "tokens_per_s": args.batch * args.seq_len / step_s,
             "peak_activation_bytes": peer_peak_activation(step)}
 
@@ -241,6 +235,17 @@ def run_rematlab(args, policy, cli=None):
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     result = json.loads(out.strip().splitlines()[-1])
     return {key: result[key] for key in ("step_ms", "tokens_per_s", "peak_activation_bytes")}
+
+
+def median_step_seconds(step, warmup, steps):
+    """The median wall time of `steps` calls of `step` after `warmup` untimed ones."""
+    times = []
+    for i in range(warmup + steps):
+        start = time.perf_counter()
+        step()
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def median_run(runs):

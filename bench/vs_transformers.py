@@ -20,16 +20,14 @@ Python, into a folder outside the checkout, and delete the torch pip may add the
 import argparse
 import json
 import os
-import statistics
 import subprocess
-import time
 import warnings
 
 import torch
 import torch.nn.functional as F
 
 # The same measurement as the PyTorch peer's: allocator events above the step's start.
-from vs_pytorch import median_run, peer_peak_activation
+from vs_pytorch import median_run, median_step_seconds, peer_peak_activation
 
 # The projections a LoRA adapts, as each side names them.
 TARGETS = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj",
@@ -77,13 +75,7 @@ def peer_run(args, finetune, policy):
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)  # as RematLab: gradients stay allocated
 
-    times = []
-    for i in range(args.warmup + args.steps):
-        start = time.perf_counter()
-        step()
-        if i >= args.warmup:
-            times.append(time.perf_counter() - start)
-    step_s = statistics.median(times)
+    step_s = median_step_seconds(step, args.warmup, args.steps)
     return {"step_ms": 1e3 * step_s, "tokens_per_s": args.batch * args.seq_len / step_s,
             "peak_activation_bytes": peer_peak_activation(step),
             "trainable": sum(p.numel() for p in trained)}

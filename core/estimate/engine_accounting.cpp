@@ -37,7 +37,7 @@ SublayerCost EngineAccounting::attention(int64_t block) const {
   SublayerCost cost;
   cost.name = "a" + std::to_string(block);
   cost.output = per_local(d);
-  cost.tail_rebuilt = out_adapter || dequantised(1) > 0;  // a quantised tail runs whole
+  cost.tail_rebuilt = out_adapter || quantised_base();  // a quantised tail runs whole
   cost.input_dropped = !input_wanted;
   const int64_t outside_core = attention_outside_core(input_wanted, core_wanted, math);
   // The core. Fused: q, k, v and the log-sum-exp. Without rotation v is a view of the QKV
@@ -110,7 +110,7 @@ SublayerCost EngineAccounting::mlp(int64_t block) const {
   SublayerCost cost;
   cost.name = "m" + std::to_string(block);
   cost.output = per_local(d);
-  cost.tail_rebuilt = down_adapter || dequantised(1) > 0;
+  cost.tail_rebuilt = down_adapter || quantised_base();
   cost.input_dropped = !input_wanted;
   // The norm; GELU: the up projection's output (GELU's input) and GELU's output (the down
   // projection's input). SwiGLU: the fused gate-and-up output (2f, kept whole by its halves'

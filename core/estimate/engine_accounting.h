@@ -148,10 +148,10 @@ class EngineAccounting {
   // 4-byte index a byte of codes), and cast to 16 bits under bf16/fp16
   // (checkpoint/quantised_weight.h); 0 for a base stored unquantised.
   int64_t dequantised(int64_t values) const {
-    const BasePrecision base = arch_.lora.base;
-    if (!is_quantised(base) || base_trains()) return 0;
-    return values * (4 + (base == BasePrecision::kNf4 ? 2 : 0) + (v_ == 2 ? 2 : 0));
+    if (!quantised_base()) return 0;
+    return values * (4 + (arch_.lora.base == BasePrecision::kNf4 ? 2 : 0) + (v_ == 2 ? 2 : 0));
   }
+  bool quantised_base() const { return !base_trains() && is_quantised(arch_.lora.base); }
   // What a projection's backward holds of its weight's size: the weight's gradient, or a
   // quantised base's dequantised weight.
   int64_t weight_held(int64_t values) const {
