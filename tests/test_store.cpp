@@ -1050,5 +1050,37 @@ TEST(Store, AnotherHostsRunCanBeDeletedAndItsWriterCarriesOn) {
   EXPECT_NO_THROW(writer.begin_run(std::nullopt, "next", RunConfig{}));
 }
 
+// A newer build's record (here a fine-tuning mode this one does not know) reads with defaults
+// where it could not be read, and says so: a LoRA run never passes as a full one unremarked.
+TEST(Store, AFieldThisBuildCannotReadIsNamedNotPassedOffAsTheDefault) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  RunConfig config;
+  config.model.lora = default_lora_options(config.model.family);
+  RunStore store(path);
+  RunWriter writer(path);
+  const int64_t run = writer.begin_run(std::nullopt, "adapted", config);
+  writer.flush();
+  {
+    Database db(path, Database::Mode::kReadWrite);
+    nlohmann::json recorded = to_json(config);
+    recorded["finetune"] = "qlora";
+    db.exec("UPDATE runs SET config = '" + recorded.dump() + "' WHERE id = " + std::to_string(run));
+  }
+  const RunRecord read = store.run(run);
+  EXPECT_FALSE(read.config.model.lora.enabled());
+  // The lora_ fields go with a fine-tuning mode that could not be read, so they are named too.
+  EXPECT_EQ(read.unread_config_fields,
+            (std::vector<std::string>{"finetune", "lora_alpha", "lora_rank", "lora_targets"}));
+  const RunRecord plain = store.run(writer.begin_run(std::nullopt, "plain", RunConfig{}));
+  EXPECT_TRUE(plain.unread_config_fields.empty());
+  const RunComparison comparison = compare_runs({read, plain});
+  const std::string warnings = nlohmann::json(comparison.warnings).dump();
+  EXPECT_NE(warnings.find(read.label() + " was recorded by a newer RematLab: its finetune, "
+                                         "lora_alpha, lora_rank, lora_targets could not be read"),
+            std::string::npos)
+      << warnings;
+}
+
 }  // namespace
 }  // namespace rematlab

@@ -442,6 +442,26 @@ TEST(MainWindow, ADatabaseErrorInASlotIsShownNotFatal) {
 
 // ---- The hands-on test's findings (issue 18): each checked as a user would meet it. ----
 
+// A record a newer build wrote, with a setting this one cannot read: the runs table says which,
+// on every cell of its row, rather than show the default as what the run trained with.
+TEST(Window, ARunsSettingThisBuildCannotReadIsNamedInItsRowsTooltip) {
+  rematlab::RunRecord run;
+  run.id = 7;
+  run.name = "adapted";
+  run.status = rematlab::RunStatus::kOk;
+  run.unread_config_fields = {"finetune", "lora_rank"};
+  rematlab::ui::RunsTableModel model;
+  model.set_runs({run, rematlab::RunRecord{}});
+  for (int column = 0; column < model.columnCount(); ++column) {
+    EXPECT_TRUE(model.index(0, column)
+                    .data(Qt::ToolTipRole)
+                    .toString()
+                    .contains("could not read finetune, lora_rank and shows the default"))
+        << column;
+    EXPECT_FALSE(model.index(1, column).data(Qt::ToolTipRole).toString().contains("could not"));
+  }
+}
+
 TEST(Window, TheReasonOfAnOomRunIsShownAndWhatWasNotMeasuredIsBlank) {
   Bench bench;
   // A budget left in the field without the search still applies: the form says so.

@@ -87,6 +87,14 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
       if (!text.isEmpty()) lines << text;
     }
     if (!run.message.empty()) lines << QString::fromStdString(run.message);
+    if (!run.unread_config_fields.empty()) {
+      QStringList fields;
+      for (const std::string& field : run.unread_config_fields)
+        fields << QString::fromStdString(field);
+      lines << tr("Recorded by a newer RematLab; this one could not read %1 and shows the "
+                  "default instead.")
+                   .arg(fields.join(", "));
+    }
     return lines.isEmpty() ? QVariant() : QVariant(lines.join("\n"));
   }
   const bool numeric = column == kId || column == kBatch || column == kSteps || column == kPeak ||

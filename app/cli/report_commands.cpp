@@ -42,6 +42,7 @@ nlohmann::json run_json(const RunRecord& run) {
           {"libtorch", run.libtorch},
           {"steps_recorded", run.steps_recorded},
           {"config", to_json(run.config)},
+          {"unread_config_fields", run.unread_config_fields},
           {"request", to_json(run.request)},
           {"result", run.has_result ? to_json(run.result) : nlohmann::json(nullptr)}};
 }

@@ -287,14 +287,15 @@ RunConfig run_config_from_fields(const nlohmann::ordered_json& fields, const std
   return config;
 }
 
-RunConfig run_config_from_record(const nlohmann::json& json) {
+RunConfig run_config_from_record(const nlohmann::json& json, std::vector<std::string>* unread) {
   RunConfig config;
   if (!json.is_object()) return config;
   auto apply = [&](const std::string& key, const nlohmann::json& value) {
     try {
       apply_run_field(config, key, value, "runs.config." + key);
     } catch (const InvalidInput&) {
-      // Skipped: the rest of the record still reads.
+      // The rest of the record still reads; the caller learns which field did not.
+      if (unread) unread->push_back(key);
     }
   };
   for (const char* first : kFirstFields) {

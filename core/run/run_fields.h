@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "run/run_config.h"
 
@@ -21,7 +22,10 @@ void apply_run_field(RunConfig& config, const std::string& key, const nlohmann::
 RunConfig run_config_from_fields(const nlohmann::ordered_json& fields, const std::string& where);
 
 // A RunConfig as the runs database stored it (to_json(RunConfig)). Tolerant, because a record
-// must stay readable: a field this build does not know or no longer accepts is skipped.
-RunConfig run_config_from_record(const nlohmann::json& json);
+// must stay readable: a field this build does not know or no longer accepts keeps its default,
+// and its name is added to `unread` (when given) so that what shows the run can say so rather
+// than pass a default off as what the run trained with.
+RunConfig run_config_from_record(const nlohmann::json& json,
+                                 std::vector<std::string>* unread = nullptr);
 
 }  // namespace rematlab

@@ -162,6 +162,13 @@ RunComparison compare_runs(const std::vector<RunRecord>& runs, std::size_t basel
                                     " after " + std::to_string(runs[i].result.steps_completed) +
                                     " steps: its figures cover only those");
     }
+    if (!runs[i].unread_config_fields.empty()) {
+      std::string fields;
+      for (const std::string& field : runs[i].unread_config_fields)
+        fields += (fields.empty() ? "" : ", ") + field;
+      comparison.warnings.push_back(runs[i].label() + " was recorded by a newer RematLab: its " +
+                                    fields + " could not be read and show the default");
+    }
   }
   return comparison;
 }

@@ -42,8 +42,11 @@ struct RunRecord {
   RunStatus status = RunStatus::kRunning;
   std::string message;  // why, when the status is not ok
   RunConfig config;     // what it trained with (a max-batch run: the batch the search found)
-  RunRequest request;   // what was asked (a max-batch search's budget and range)
-  RunResult result;     // what it measured; only when has_result
+  // Recorded settings this build could not read (a newer build's value): `config` holds their
+  // defaults, which the run may not have trained with.
+  std::vector<std::string> unread_config_fields;
+  RunRequest request;  // what was asked (a max-batch search's budget and range)
+  RunResult result;    // what it measured; only when has_result
   bool has_result = false;
   std::string started, ended;  // ISO 8601, UTC; ended empty while running
   std::string host, libtorch;
