@@ -97,6 +97,16 @@ TEST(ExperimentPanel, AHuggingFaceConfigFillsTheModelFieldsAndSaysWhatTheFormLac
   EXPECT_TRUE(panel->model_source_label()->text().startsWith("notes.json was not read"))
       << panel->model_source_label()->text().toStdString();
   EXPECT_EQ(panel->first_config()->model.vocab, 50257);
+  // Deeper than the form's Layers field goes: refused, not clamped into a shallower model.
+  EXPECT_FALSE(panel->load_model_config(write("deep.json", R"({"model_type": "llama",
+      "hidden_size": 64, "num_hidden_layers": 1000, "num_attention_heads": 4,
+      "intermediate_size": 128, "vocab_size": 256})")));
+  EXPECT_TRUE(panel->model_source_label()->text().contains(
+      QString("deep.json was not loaded: 1000 layers, more than the form's %1")
+          .arg(panel->layers_field()->maximum())))
+      << panel->model_source_label()->text().toStdString();
+  EXPECT_EQ(panel->first_config()->model.family, rematlab::ModelFamily::kGpt);
+  EXPECT_EQ(panel->first_config()->model.vocab, 50257);
   // A loaded spec's model is its own: the note goes.
   panel->load_spec(rematlab::default_study_spec());
   EXPECT_TRUE(panel->model_source_label()->text().isEmpty());

@@ -243,6 +243,23 @@ INSTANTIATE_TEST_SUITE_P(
              "sweep --spec {dir}/deep.json --db {db}",
              {},
              "nested deeper"},
+        // A pipe or an oversized file where a small JSON file is expected: refused at once, not
+        // waited on or read whole.
+        Case{"SpecIsAPipeNobodyWrites",
+             [](Bench& b) { ::mkfifo(b.file("spec.json").c_str(), 0600); },
+             "sweep --spec {dir}/spec.json --db {db}",
+             {},
+             "not a regular file"},
+        Case{"ModelConfigIsAPipeNobodyWrites",
+             [](Bench& b) { ::mkfifo(b.file("config.json").c_str(), 0600); },
+             "estimate --model-config {dir}/config.json",
+             {},
+             "not a regular file"},
+        Case{"SpecLargerThanASpec",
+             [](Bench& b) { write(b.file("big.json"), std::string((1 << 20) + 1, ' ')); },
+             "sweep --spec {dir}/big.json --db {db}",
+             {},
+             "larger than 1024 KiB"},
         Case{"DuplicateKeyInASpec",
              [](Bench& b) {
                write(b.file("twice.json"),
@@ -254,7 +271,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"AHugeValueIsQuotedBriefly",
              [](Bench& b) {
                write(b.file("huge.json"),
-                     "{\"base\": {\"steps\": \"" + std::string(1 << 20, 'x') + "\"}}");
+                     "{\"base\": {\"steps\": \"" + std::string(1 << 19, 'x') + "\"}}");
              },
              "sweep --spec {dir}/huge.json --db {db}",
              {},

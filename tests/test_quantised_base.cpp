@@ -107,10 +107,16 @@ TEST(QuantisedBase, TrainsAsAnFp32BaseHoldingItsDequantisedWeights) {
         }
         const auto trained = stored.model()->named_parameters();
         const auto expected = dequantised.model()->named_parameters();
+        int compared = 0, trainable = 0;
         for (const auto& item : trained) {
+          trainable += item.value().requires_grad();
           if (item.key().find("_lora.") == std::string::npos) continue;
           EXPECT_TRUE(torch::equal(item.value(), expected[item.key()])) << item.key();
+          ++compared;
         }
+        // Every trained parameter is an adapter and was compared: a renamed one would be skipped.
+        EXPECT_GT(compared, 0);
+        EXPECT_EQ(compared, trainable);
       }
     }
   }

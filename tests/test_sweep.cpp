@@ -72,6 +72,36 @@ TEST(SweepSpec, TheModelFamilyIsAnAxis) {
                InvalidInput);
 }
 
+// A family or fine-tuning axis resets what it governs before the base's own fields apply, as in
+// one run's fields: a LoRA sweep over families stays LoRA with the base's rank and each family's
+// targets, and a base's rank survives a finetune axis in whatever order the axes are written.
+TEST(SweepSpec, FamilyAndFinetuneAxesKeepTheBasesOwnFields) {
+  const auto over_families = expand_sweep(parse_sweep_spec(spec_json(R"({
+    "base": {"preset": "tiny", "finetune": "lora", "lora_rank": 4},
+    "axes": {"arch": ["gpt", "llama"]}})")));
+  ASSERT_EQ(over_families.size(), 2u);
+  for (const SweepPoint& point : over_families) {
+    EXPECT_TRUE(point.config.model.lora.enabled()) << point.label;
+    EXPECT_EQ(point.config.model.lora.rank, 4) << point.label;
+    EXPECT_EQ(point.config.model.lora.targets,
+              default_lora_options(point.config.model.family).targets)
+        << point.label;
+  }
+  EXPECT_EQ(over_families[1].config.model.family, ModelFamily::kLlama);
+  const auto ranks = expand_sweep(parse_sweep_spec(spec_json(R"({
+    "base": {"preset": "llama-tiny", "lora_alpha": 8},
+    "axes": {"lora_rank": [2, 8], "finetune": ["lora"]}})")));
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[0].config.model.lora.rank, 2);
+  EXPECT_EQ(ranks[1].config.model.lora.rank, 8);
+  EXPECT_EQ(ranks[1].config.model.lora.alpha, 8.0);
+  // Full against LoRA with a rank in the base: the rank has no meaning for the full run; said.
+  EXPECT_EQ(rejected_field(R"({"base": {"lora_rank": 4}, "axes": {"finetune": ["full", "lora"]}})"),
+            "spec: base.lora_rank");
+  EXPECT_EQ(rejected_field(R"({"axes": {"finetune": ["lora", "qlora"]}})"),
+            "spec: axes.finetune[1]");
+}
+
 TEST(SweepSpec, GpuSwitchesAreRunFields) {
   const SweepSpec spec = parse_sweep_spec(spec_json(
       R"({"base": {"tf32": true, "deterministic": true, "loss_scale": 1024,

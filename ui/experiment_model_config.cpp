@@ -4,6 +4,8 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QLabel>
+#include <QSpinBox>
+#include <tuple>
 
 #include "common/errors.h"
 #include "experiment_panel.h"
@@ -34,17 +36,45 @@ void ExperimentPanel::open_model_config() {
   if (!path.isEmpty()) load_model_config(path);
 }
 
+QString ExperimentPanel::field_beyond_the_form(const ModelConfig& model) const {
+  for (auto [box, value, name] : {std::tuple{layers_, model.layers, "layers"},
+                                  {d_model_, model.d_model, "d_model"},
+                                  {heads_, model.heads, "heads"},
+                                  {kv_heads_, model.kv_heads, "key/value heads"},
+                                  {mlp_hidden_, model.mlp_hidden, "MLP width"},
+                                  {seq_len_, model.seq_len, "sequence length"},
+                                  {vocab_, model.vocab, "vocabulary"}}) {
+    if (value > box->maximum()) {
+      return QString("%1 %2, more than the form's %3").arg(value).arg(name).arg(box->maximum());
+    }
+    if (value < box->minimum()) {
+      return QString("%1 %2, fewer than the form's %3").arg(value).arg(name).arg(box->minimum());
+    }
+  }
+  return {};
+}
+
+void ExperimentPanel::show_model_source_refusal(const QString& text) {
+  model_source_->setText(text);
+  model_source_->setToolTip(text);
+  model_source_->setProperty("invalid", true);
+  model_source_->setStyleSheet("color: #b00020");
+  model_source_->show();
+}
+
 bool ExperimentPanel::load_model_config(const QString& path) {
   const QString file = QFileInfo(path).fileName();
   ImportedConfig imported;
   try {
     imported = import_hf_config(path.toStdString());
   } catch (const InvalidInput& error) {
-    model_source_->setText(file + " was not read: " + QString::fromStdString(error.reason()));
-    model_source_->setToolTip(model_source_->text());
-    model_source_->setProperty("invalid", true);
-    model_source_->setStyleSheet("color: #b00020");
-    model_source_->show();
+    show_model_source_refusal(file + " was not read: " + QString::fromStdString(error.reason()));
+    return false;
+  }
+  const QString beyond = field_beyond_the_form(imported.model);
+  if (!beyond.isEmpty()) {
+    show_model_source_refusal(file + " was not loaded: " + beyond +
+                              " (rematlab-cli estimate --model-config takes it)");
     return false;
   }
   set_model_fields(imported.model);

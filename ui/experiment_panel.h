@@ -96,6 +96,7 @@ class ExperimentPanel : public QWidget {
   QComboBox* preset_field() const { return preset_; }
   QComboBox* arch_field() const { return arch_; }
   QSpinBox* kv_heads_field() const { return kv_heads_; }
+  QSpinBox* layers_field() const { return layers_; }
   QLineEdit* loss_chunks_field() const { return loss_chunks_; }
   QSpinBox* ranks_field() const { return ranks_; }
   QComboBox* shard_field() const { return shard_; }
@@ -158,6 +159,10 @@ class ExperimentPanel : public QWidget {
   void set_model_fields(const ModelConfig& model);
   // Open config.json… (experiment_model_config.cpp): asks for a file, then load_model_config.
   void open_model_config();
+  // The first model field whose range `model` is beyond ("1000 layers, more than the form's
+  // 512"), or empty: a value beyond a spin box's range would be clamped into another model.
+  QString field_beyond_the_form(const ModelConfig& model) const;
+  void show_model_source_refusal(const QString& text);
   // "Blocks 3 → 12" for each model field whose value differs from preset `from`'s and that
   // preset `to` would change.
   QStringList edits_lost(const QString& from, const QString& to) const;

@@ -208,6 +208,51 @@ class FileDescriptor {
   int fd_;
 };
 
+}  // namespace
+
+SmallFile read_small_file(const std::string& path, int64_t largest_bytes) {
+  SmallFile file;
+  const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (fd.get() < 0) {
+    file.error = errno == ENOENT ? "no such file" : std::strerror(errno);
+    return file;
+  }
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0) {
+    file.error = std::strerror(errno);
+    return file;
+  }
+  if (!S_ISREG(info.st_mode)) {
+    file.error = "not a regular file";
+    return file;
+  }
+  if (info.st_size > largest_bytes) {
+    file.error = "larger than " + std::to_string(largest_bytes >> 10) + " KiB";
+    return file;
+  }
+  // Read to the end, not to st_size: the file may grow meanwhile; one byte over the limit says so.
+  char buffer[16384];
+  for (;;) {
+    const ssize_t got = ::read(fd.get(), buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      file.error = std::strerror(errno);
+      file.text.clear();
+      return file;
+    }
+    if (got == 0) break;
+    file.text.append(buffer, static_cast<std::size_t>(got));
+    if (static_cast<int64_t>(file.text.size()) > largest_bytes) {
+      file.error = "larger than " + std::to_string(largest_bytes >> 10) + " KiB";
+      file.text.clear();
+      return file;
+    }
+  }
+  return file;
+}
+
+namespace {
+
 // The process's umask without changing it (umask() can only be read by setting it, which would
 // race with other threads creating files).
 mode_t current_umask() {

@@ -36,6 +36,17 @@ std::string parent_directory(const std::string& path);
 bool writable(const std::string& path);
 bool readable(const std::string& path);
 bool is_valid_utf8(const std::string& text);
+
+// A small text file (a configuration, a sweep spec) read whole through one descriptor: opened
+// without blocking and checked with fstat on that descriptor, so a pipe, a device or a directory
+// (or one swapped in after any earlier check) is refused rather than blocking the caller or read
+// forever. `error` is empty when `text` holds the file, else the reason ("no such file", "not a
+// regular file", "larger than 1 MiB", ...).
+struct SmallFile {
+  std::string text;
+  std::string error;
+};
+SmallFile read_small_file(const std::string& path, int64_t largest_bytes);
 // Whether a directory can be made in `folder`, found by making one (and removing it at once):
 // the permission bits alone do not say (root ignores them; /proc refuses root too). Returns an
 // empty string or the reason.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -263,19 +262,9 @@ ImportedConfig import_hf_config_text(const std::string& text, const std::string&
 ImportedConfig import_hf_config(const std::string& path) {
   if (path.empty()) throw InvalidInput(kFlag, "names no file");
   // A config.json is a few KiB: a device, a pipe or a directory would block or read forever.
-  constexpr int64_t kLargest = int64_t{1} << 20;
-  if (!files::exists(path)) throw InvalidInput(kFlag, "cannot read '" + path + "': no such file");
-  if (!files::is_regular_file(path)) {
-    throw InvalidInput(kFlag, "'" + path + "' is not a regular file");
-  }
-  if (files::file_size(path) > kLargest) {
-    throw InvalidInput(kFlag, "'" + path + "' is larger than a configuration (1 MiB)");
-  }
-  std::ifstream file(path);
-  if (!file) throw InvalidInput(kFlag, "cannot read '" + path + "'");
-  std::stringstream text;
-  text << file.rdbuf();
-  return import_hf_config_text(text.str(), "'" + path + "'");
+  const files::SmallFile file = files::read_small_file(path, int64_t{1} << 20);
+  if (!file.error.empty()) throw InvalidInput(kFlag, "cannot read '" + path + "': " + file.error);
+  return import_hf_config_text(file.text, "'" + path + "'");
 }
 
 }  // namespace rematlab

@@ -22,11 +22,6 @@ using Setter = std::function<void(RunConfig&, const nlohmann::json&, const std::
 // Read before every other field, in this order: each may reset what the next one sets.
 constexpr const char* kFirstFields[] = {"preset", "arch", "finetune"};
 
-bool is_first_field(const std::string& key) {
-  return std::any_of(std::begin(kFirstFields), std::end(kFirstFields),
-                     [&](const char* first) { return key == first; });
-}
-
 // A LoRA setting on a run that trains every weight would be silently ignored: refused.
 void require_lora(const RunConfig& config, const std::string& field) {
   if (!config.model.lora.enabled()) {
@@ -260,6 +255,11 @@ const std::map<std::string, Setter>& setters() {
 }  // namespace
 
 bool is_run_field(const std::string& key) { return setters().count(key) > 0; }
+
+bool is_first_field(const std::string& key) {
+  return std::any_of(std::begin(kFirstFields), std::end(kFirstFields),
+                     [&](const char* first) { return key == first; });
+}
 
 void apply_run_field(RunConfig& config, const std::string& key, const nlohmann::json& value,
                      const std::string& where) {

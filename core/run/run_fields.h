@@ -13,6 +13,10 @@ namespace rematlab {
 // Whether `key` names a run field.
 bool is_run_field(const std::string& key);
 
+// Whether `key` is read before every other field (preset, arch, finetune): each resets fields
+// (the shape, the family's defaults, LoRA's defaults) that fields given beside it then replace.
+bool is_first_field(const std::string& key);
+
 // Sets one field; `where` prefixes the field name in errors (e.g. "axes.batch[2]").
 // `preset` replaces the whole model shape, so apply it before the other model fields.
 void apply_run_field(RunConfig& config, const std::string& key, const nlohmann::json& value,

@@ -1,12 +1,11 @@
 #include "sweep/sweep_spec.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "common/json_text.h"
+#include "common/posix_files.h"
 #include "run/run_fields.h"
 #include "sweep/max_batch.h"
 
@@ -124,13 +123,13 @@ SweepSpec parse_sweep_spec(const nlohmann::ordered_json& json) {
 }
 
 SweepSpec load_sweep_spec(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) throw InvalidInput("--spec", "cannot read '" + path + "'");
-  std::stringstream text;
-  text << file.rdbuf();
+  // A spec is a few KiB: a device, a pipe or a directory would block or read forever.
+  const files::SmallFile file = files::read_small_file(path, int64_t{1} << 20);
+  if (!file.error.empty())
+    throw InvalidInput("--spec", "cannot read '" + path + "': " + file.error);
   nlohmann::ordered_json json;
   try {
-    json = parse_ordered_json(text.str());
+    json = parse_ordered_json(file.text);
   } catch (const std::invalid_argument& error) {
     throw InvalidInput("--spec", "'" + path + "' is not valid JSON: " + error.what());
   }
@@ -151,12 +150,14 @@ int64_t count_sweep_points(const SweepSpec& spec) {
 
 namespace {
 
-// A family from the axes replaces the base's before the base's own fields apply, so that what
-// the base sets explicitly (kv_heads, mlp_hidden, …) survives the family's defaults.
-RunConfig base_of_family(const SweepSpec& spec, const nlohmann::json& arch) {
+// An axis of a first field (preset, arch, finetune) takes its value before the base's own
+// fields apply, as one run's fields would, so that what the base sets explicitly (kv_heads, a
+// LoRA rank, LoRA itself under a preset axis) survives the preset's, family's or LoRA's defaults.
+RunConfig base_with_first_fields(const SweepSpec& spec,
+                                 const std::vector<std::pair<std::string, nlohmann::json>>& first) {
   nlohmann::ordered_json fields =
       spec.base.is_object() ? spec.base : nlohmann::ordered_json::object();
-  fields["arch"] = nlohmann::ordered_json::parse(arch.dump());
+  for (const auto& [key, value] : first) fields[key] = nlohmann::ordered_json::parse(value.dump());
   return run_config_from_fields(fields, kSpec + "base");
 }
 
@@ -169,14 +170,38 @@ std::vector<const SweepAxis*> expanded_axes(const SweepSpec& spec) {
   return axes;
 }
 
+// The first-field axes' values (see base_with_first_fields): each axis's first value, except
+// `varied`'s, which takes its value at `index`.
+std::vector<std::pair<std::string, nlohmann::json>> first_fields_at(
+    const std::vector<const SweepAxis*>& axes, const SweepAxis* varied = nullptr,
+    std::size_t index = 0) {
+  std::vector<std::pair<std::string, nlohmann::json>> first;
+  for (const SweepAxis* axis : axes) {
+    if (is_first_field(axis->key) && !axis->values.empty()) {
+      first.emplace_back(axis->key, axis->values.at(axis == varied ? index : 0));
+    }
+  }
+  return first;
+}
+
 // Each value on its own first, so an error names the exact entry.
 void check_each_value(const SweepSpec& spec, const RunConfig& base,
                       const std::vector<const SweepAxis*>& axes) {
   for (const SweepAxis* axis : axes) {
     for (std::size_t i = 0; i < axis->values.size(); ++i) {
       const std::string field = kSpec + "axes." + axis->key + "[" + std::to_string(i) + "]";
-      RunConfig alone = axis->key == "arch" ? base_of_family(spec, axis->values[i]) : base;
-      apply_run_field(alone, axis->key, axis->values[i], field);
+      RunConfig alone = base;
+      if (is_first_field(axis->key)) {
+        try {
+          alone = base_with_first_fields(spec, first_fields_at(axes, axis, i));
+        } catch (const InvalidInput& error) {
+          // The value itself, or the base's fields under it (a LoRA rank without LoRA).
+          throw InvalidInput(error.field() == kSpec + "base." + axis->key ? field : error.field(),
+                             error.reason());
+        }
+      } else {
+        apply_run_field(alone, axis->key, axis->values[i], field);
+      }
       // Offload alone needs a policy that the checkpoint axis may supply.
       if (axis->key == "offload") alone.checkpoint = "every:1";
       if (axis->key == "checkpoint") alone.offload = "none";
@@ -192,13 +217,16 @@ SweepPoint point_at(const SweepSpec& spec, const RunConfig& base,
                     const std::vector<const SweepAxis*>& axes,
                     const std::vector<std::size_t>& index) {
   SweepPoint point;
-  point.config = base;
+  std::vector<std::pair<std::string, nlohmann::json>> first;
   for (std::size_t a = 0; a < axes.size(); ++a) {
-    if (axes[a]->key == "arch") point.config = base_of_family(spec, axes[a]->values[index[a]]);
+    if (is_first_field(axes[a]->key)) first.emplace_back(axes[a]->key, axes[a]->values[index[a]]);
   }
+  point.config = first.empty() ? base : base_with_first_fields(spec, first);
   for (std::size_t a = 0; a < axes.size(); ++a) {
     const nlohmann::json& value = axes[a]->values[index[a]];
-    apply_run_field(point.config, axes[a]->key, value, kSpec + "axes." + axes[a]->key);
+    if (!is_first_field(axes[a]->key)) {
+      apply_run_field(point.config, axes[a]->key, value, kSpec + "axes." + axes[a]->key);
+    }
     point.label += (point.label.empty() ? "" : " ") + axes[a]->key + "=" + value_label(value);
   }
   if (spec.max_batch) {
@@ -231,8 +259,8 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, std::vector<std::str
                                            std::to_string(kMaxSweepPoints) +
                                            " runs; split the sweep");
   }
-  const RunConfig base = run_config_from_fields(spec.base, kSpec + "base");
   const std::vector<const SweepAxis*> axes = expanded_axes(spec);
+  const RunConfig base = base_with_first_fields(spec, first_fields_at(axes));
   check_each_value(spec, base, axes);
 
   std::vector<SweepPoint> points;
