@@ -501,7 +501,12 @@ TEST(KeptOutputs, KeptProjectionsAreNotRunAgainWhileTheRestIs) {
 RunConfig check_config(const std::string& policy, AttentionKind attention,
                        const std::string& preset = "tiny") {
   RunConfig config;
-  config.model = model_preset(preset);
+  // "qwen3-tiny": Llama's with Qwen 3's q/k norms and heads wider than d_model / heads.
+  config.model = model_preset(preset == "qwen3-tiny" ? "llama-tiny" : preset);
+  if (preset == "qwen3-tiny") {
+    config.model.qk_norm = true;
+    config.model.head_width = 32;
+  }
   config.model.layers = 3;  // so every:2 has a short last segment
   config.model.dropout = 0.1;
   config.model.attention = attention;
@@ -523,8 +528,10 @@ TEST_P(EveryPolicy, GradientsAndLossAreIdenticalToNone) {
   EXPECT_EQ(result.max_abs_diff, 0.0);
   EXPECT_EQ(result.loss_diff, 0.0);
   // GPT: embeddings, 12 per block (2 norms × 2, 4 linears × 2), final norm × 2. Llama: token
-  // embedding, 6 per block (2 norms, 4 linears without bias), final norm, head.
-  EXPECT_EQ(result.params_compared, preset == "tiny" ? 2 + 3 * 12 + 2 : 1 + 3 * 6 + 1 + 1);
+  // embedding, 6 per block (2 norms, 4 linears without bias), final norm, head; Qwen 3 two more
+  // norms a block.
+  const int64_t per_block = preset == "tiny" ? 12 : preset == "qwen3-tiny" ? 8 : 6;
+  EXPECT_EQ(result.params_compared, (preset == "tiny" ? 4 : 3) + 3 * per_block);
 }
 
 std::string policy_test_name(const std::string& policy, AttentionKind attention,
@@ -541,7 +548,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "schedule:0=1,0.5=2", "keep:matmul", "keep:qkv",
                                          "keep:attn-out,mlp-in"),
                        ::testing::Values(AttentionKind::kSdpa, AttentionKind::kMath),
-                       ::testing::Values("tiny", "llama-tiny")),
+                       ::testing::Values("tiny", "llama-tiny", "qwen3-tiny")),
     [](const auto& param_info) {
       return policy_test_name(std::get<0>(param_info.param), std::get<1>(param_info.param),
                               std::get<2>(param_info.param));

@@ -180,7 +180,10 @@ std::string describe_shape(const RunConfig& config) {
          " heads, seq " + std::to_string(config.model.seq_len) + ", vocab " +
          std::to_string(config.model.vocab) + (config.model.tie_head ? " (tied)" : "") + ", " +
          std::to_string(config.model.loss_chunks) + " loss slices, batch " +
-         std::to_string(config.batch);
+         std::to_string(config.batch) + (config.model.qk_norm ? ", q/k norms" : "") +
+         (config.model.qkv_bias ? ", q/k/v biases" : "") +
+         (config.model.head_width > 0 ? ", head width " + std::to_string(config.model.head_width)
+                                      : "");
 }
 
 // The measured peak of `config` against the prediction, within `tolerance`.
@@ -260,7 +263,15 @@ INSTANTIATE_TEST_SUITE_P(
 struct GeneratedShapes {
   ModelFamily family;
   AttentionKind attention;
+  // Llama shapes as Qwen's configurations make them: q/k norms (Qwen 3), q/k/v biases (Qwen 2)
+  // drawn, and heads as wide as d_model / heads or wider.
+  bool qwen = false;
 };
+
+unsigned shapes_seed(unsigned base, const GeneratedShapes& which) {
+  return base + 2u * static_cast<unsigned>(which.family) + static_cast<unsigned>(which.attention) +
+         (which.qwen ? 16u : 0u);
+}
 
 class EstimateOnGeneratedShapes : public ::testing::TestWithParam<GeneratedShapes> {};
 
@@ -285,6 +296,11 @@ RunConfig draw_shape(std::mt19937& random, const GeneratedShapes& which) {
   config.model.vocab = pick({128, 256, 384, 512});
   config.model.loss_chunks = pick({1, 1, 4});
   config.batch = pick({1, 2, 3, 4});
+  if (which.qwen) {
+    config.model.qk_norm = pick({0, 1, 1}) == 1;
+    config.model.qkv_bias = !config.model.qk_norm || pick({0, 1}) == 1;
+    config.model.head_width = config.model.d_model / config.model.heads * pick({1, 1, 2});
+  }
   config.steps = 2;
   config.threads = 1;
   config.peak_flops = 1e9;  // not measured here
@@ -300,8 +316,7 @@ const std::vector<std::string>& every_policy() {
 
 TEST_P(EstimateOnGeneratedShapes, PredictsEveryPolicysPeakWithinFivePercent) {
   const GeneratedShapes& which = GetParam();
-  const unsigned seed =
-      20261201u + 2u * static_cast<unsigned>(which.family) + static_cast<unsigned>(which.attention);
+  const unsigned seed = shapes_seed(20261201u, which);
   std::mt19937 random(seed);
   for (int shape = 0; shape < 6; ++shape) {
     RunConfig config = draw_shape(random, which);
@@ -317,8 +332,7 @@ TEST_P(EstimateOnGeneratedShapes, PredictsEveryPolicysPeakWithinFivePercent) {
 // usual q and v, the attention's or the MLP's only, every one) over a frozen base.
 TEST_P(EstimateOnGeneratedShapes, PredictsEveryPolicysPeakUnderLoraWithinFivePercent) {
   const GeneratedShapes& which = GetParam();
-  const unsigned seed =
-      20261203u + 2u * static_cast<unsigned>(which.family) + static_cast<unsigned>(which.attention);
+  const unsigned seed = shapes_seed(20261203u, which);
   std::mt19937 random(seed);
   const std::vector<std::string> target_sets = {"all", "q,v", "o,down", "gate,up,down", "q,k,v,o"};
   for (int shape = 0; shape < 4; ++shape) {
@@ -351,9 +365,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(GeneratedShapes{ModelFamily::kGpt, AttentionKind::kSdpa},
                       GeneratedShapes{ModelFamily::kGpt, AttentionKind::kMath},
                       GeneratedShapes{ModelFamily::kLlama, AttentionKind::kSdpa},
-                      GeneratedShapes{ModelFamily::kLlama, AttentionKind::kMath}),
+                      GeneratedShapes{ModelFamily::kLlama, AttentionKind::kMath},
+                      GeneratedShapes{ModelFamily::kLlama, AttentionKind::kSdpa, true},
+                      GeneratedShapes{ModelFamily::kLlama, AttentionKind::kMath, true}),
     [](const ::testing::TestParamInfo<GeneratedShapes>& param) {
-      return to_string(param.param.family) + "_" + to_string(param.param.attention);
+      return (param.param.qwen ? "qwen" : to_string(param.param.family)) + "_" +
+             to_string(param.param.attention);
     });
 
 // The advice is the first rung that fits: the one before it must not, and what it says it needs

@@ -5,6 +5,7 @@
 #include "estimate/architecture.h"
 #include "memory/memory_tracker.h"
 #include "model/chunked_loss.h"
+#include "model/head_norm.h"
 #include "model/rotary.h"
 #include "model/transformer.h"
 
@@ -37,7 +38,8 @@ TEST(ModelConfig, PresetsHaveTheirPublishedParameterCounts) {
       {"gpt2-124m", 124'439'808},         {"llama3.2-1b", 1'235'814'400},
       {"llama2-7b", 6'738'415'616},       {"llama3-8b", 8'030'261'248},
       {"mistral-7b", 7'241'732'096},      {"llama2-70b", 68'976'648'192},
-      {"mistral-7b-v0.3", 7'248'023'552}, {"qwen2.5-7b", 7'615'616'512}};
+      {"mistral-7b-v0.3", 7'248'023'552}, {"qwen2.5-7b", 7'615'616'512},
+      {"qwen3-8b", 8'190'735'360}};
   for (const auto& [name, count] : published) {
     EXPECT_EQ(model_preset(name).parameter_count(), count) << name;
   }
@@ -66,6 +68,44 @@ TEST(ModelConfig, CountMatchesTheEngineModel) {
   Transformer llama(odd);
   EXPECT_EQ(count_parameters(llama), odd.parameter_count());
   EXPECT_EQ(estimate::parameter_count(estimate::from_model_config(odd)), odd.parameter_count());
+  odd.qk_norm = true;  // Qwen 3's, on heads wider than d_model / heads
+  odd.head_width = 16;
+  Transformer qwen3(odd);
+  EXPECT_EQ(count_parameters(qwen3), odd.parameter_count());
+  EXPECT_EQ(estimate::parameter_count(estimate::from_model_config(odd)), odd.parameter_count());
+}
+
+// Qwen 3's per-head RMSNorm, whose backward is written out, against autograd through the same
+// formula: its outputs and its input's and scale's gradients agree to fp32 rounding, on a strided
+// view of a fused tensor (as q and k are) and under bf16.
+TEST(HeadNorm, MatchesAutogradOfTheFormula) {
+  torch::manual_seed(3);
+  const torch::Tensor fused = torch::randn({2, 5, 3 * 4 * 8});
+  const torch::Tensor weight = torch::rand({8}) + 0.5;
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    auto heads = [&](const torch::Tensor& t) {
+      return t.to(dtype).narrow(2, 4 * 8, 4 * 8).view({2, 5, 4, 8}).transpose(1, 2);
+    };
+    const torch::Tensor x = heads(fused).detach().requires_grad_(true);
+    const torch::Tensor w = weight.clone().requires_grad_(true);
+    const torch::Tensor y = head_rms_norm(x, w, 1e-5);
+    EXPECT_EQ(y.scalar_type(), dtype);
+    const torch::Tensor grad = torch::randn_like(y);
+    y.backward(grad);
+    const torch::Tensor x_ref = x.detach().to(torch::kDouble).requires_grad_(true);
+    const torch::Tensor w_ref = weight.to(torch::kDouble).requires_grad_(true);
+    const torch::Tensor y_ref = x_ref * torch::rsqrt(x_ref.pow(2).mean(-1, true) + 1e-5) * w_ref;
+    y_ref.backward(grad.to(torch::kDouble));
+    const double tolerance = dtype == torch::kFloat ? 1e-5 : 2e-2;
+    EXPECT_TRUE(torch::allclose(y.to(torch::kDouble), y_ref, tolerance, tolerance));
+    EXPECT_TRUE(torch::allclose(x.grad().to(torch::kDouble), x_ref.grad(), tolerance, tolerance));
+    EXPECT_TRUE(torch::allclose(w.grad().to(torch::kDouble), w_ref.grad(), tolerance, tolerance))
+        << w.grad() << w_ref.grad();
+    // A frozen scale (LoRA's base) forms no gradient for it.
+    const torch::Tensor frozen = head_rms_norm(x, weight, 1e-5);
+    frozen.sum().backward();
+    EXPECT_FALSE(weight.grad().defined());
+  }
 }
 
 TEST(ModelConfig, RejectsBadShapesNamingTheFlag) {

@@ -19,6 +19,7 @@ namespace {
 QStringList settings_without_a_field(const ModelConfig& model) {
   QStringList without;
   if (model.qkv_bias) without << "biases on q, k and v";
+  if (model.qk_norm) without << "q/k norms";
   if (model.head_width > 0 && model.head_width * model.heads != model.d_model) {
     without << QString("head width %1").arg(model.head_width);
   }

@@ -30,7 +30,8 @@ bool reshapes(const std::string& model, const ModelConfig& config) {
          named.family != config.family || named.layers != config.layers ||
          named.heads != config.heads || named.key_value_heads() != config.key_value_heads() ||
          named.attention != config.attention || named.dropout != config.dropout ||
-         named.qkv_bias != config.qkv_bias || named.head_width != config.head_width ||
+         named.qkv_bias != config.qkv_bias || named.qk_norm != config.qk_norm ||
+         named.head_width != config.head_width ||
          estimate::from_model_config(named).loss_chunks !=
              estimate::from_model_config(config).loss_chunks;
 }

@@ -34,6 +34,9 @@ void ModelOptions::add_to(CLI::App& command) {
                      "10000; Llama 3 uses 500000)");
   command.add_option("--qkv-bias", qkv_bias_,
                      "llama: true gives q, k and v biases (Qwen 2; default: the preset's, false)");
+  command.add_option("--qk-norm", qk_norm_,
+                     "llama: true normalises each head's q and k (RMSNorm, Qwen 3; default: the "
+                     "preset's, false)");
   command.add_option("--tie-head", tie_head_,
                      "true: the output head is the token embedding; false: a head of its own");
   command.add_option("--loss-chunks", loss_chunks_,
@@ -132,6 +135,12 @@ void ModelOptions::apply(ModelConfig& model) const {
     }
     model.qkv_bias = *qkv_bias_;
   }
+  if (qk_norm_) {
+    if (model.family != ModelFamily::kLlama) {
+      throw InvalidInput("--qk-norm", "only llama models take it");
+    }
+    model.qk_norm = *qk_norm_;
+  }
   if (!loss_chunks_.empty()) model.loss_chunks = parse_loss_chunks(loss_chunks_);
   if (seq_len_) model.seq_len = *seq_len_;
   if (vocab_) model.vocab = *vocab_;
@@ -147,7 +156,7 @@ void ModelOptions::apply(ModelConfig& model) const {
 bool ModelOptions::changes_shape() const {
   return model_config_.has_value() || !arch_.empty() || layers_ || d_model_ || heads_ ||
          kv_heads_ || head_dim_ || mlp_hidden_ || seq_len_ || vocab_ || tie_head_ || qkv_bias_ ||
-         !loss_chunks_.empty() || dropout_ || attention_ != "sdpa";
+         qk_norm_ || !loss_chunks_.empty() || dropout_ || attention_ != "sdpa";
 }
 
 }  // namespace rematlab::cli

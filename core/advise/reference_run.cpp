@@ -13,7 +13,7 @@ const char* const kCostKeys[] = {
     "attention", "tie_head", "loss_chunks", "batch", "accum", "precision", "threads", "device",
     "tf32", "deterministic", "world_size", "shard", "bucket_bytes", "tp", "sequence_parallel",
     // Written only where set (absent and absent compare equal).
-    "qkv_bias", "head_dim", "finetune", "lora_rank", "lora_alpha", "lora_targets",
+    "qkv_bias", "qk_norm", "head_dim", "finetune", "lora_rank", "lora_alpha", "lora_targets",
     "base_precision"};
 
 // Expected to differ between a run and its reference, so never said.

@@ -65,6 +65,7 @@ Architecture from_model_config(const ModelConfig& config) {
   arch.learned_positions = !llama;
   arch.rotary = llama;
   arch.qkv_bias = llama && config.qkv_bias;
+  arch.qk_norm = llama && config.qk_norm;
   arch.head_width = config.head_width;
   arch.lora = config.lora;
   arch.engine_shape = true;
@@ -173,8 +174,9 @@ int64_t parameter_count(const Architecture& arch) {
   } else if (arch.qkv_bias) {
     biases = arch.q_dim() + 2 * arch.kv_dim();
   }
-  const int64_t blocks =
-      matmul_parameter_count(arch) - arch.vocab * d + arch.layers * (2 * norm + biases);
+  const int64_t head_norms = arch.qk_norm ? 2 * arch.head_dim() : 0;
+  const int64_t blocks = matmul_parameter_count(arch) - arch.vocab * d +
+                         arch.layers * (2 * norm + head_norms + biases);
   const int64_t embeddings =
       arch.vocab * d * (arch.tied_head ? 1 : 2) + (arch.learned_positions ? arch.seq_len * d : 0);
   return blocks + embeddings + norm;

@@ -23,6 +23,7 @@ struct Architecture {
   bool gated_mlp = false;         // SwiGLU: three matrices instead of two
   bool biases = true;             // every linear layer has one
   bool qkv_bias = false;          // only q, k and v have one (Qwen 2)
+  bool qk_norm = false;           // an RMSNorm on each head's q and k (Qwen 3)
   bool rms_norm = false;          // RMSNorm has a scale only; LayerNorm a scale and a shift
   bool tied_head = true;          // the LM head reuses the token embedding
   bool learned_positions = true;  // GPT's position table (Llama rotates instead: no weights)

@@ -23,6 +23,28 @@ int64_t EngineAccounting::attention_outside_core(bool input_wanted, bool core_wa
          frozen_weight_copy(core_wanted ? dq * d : 0);
 }
 
+int64_t EngineAccounting::core_values(int64_t dq, int64_t qkv, int64_t scores, bool math) const {
+  // The core. Fused: q, k, v and the log-sum-exp. Without rotation v is a view of the QKV
+  // tensor and keeps all of it alive; rotated q and k are new tensors, and v a compact copy, so
+  // the QKV tensor goes (the rotation itself keeps only views of the cos/sin tables; a rank
+  // sharing the key/value heads rotates and copies only the one it uses). Explicit: the scaled q,
+  // contiguous copies of k and v (batched matmul's copies of strided heads, or the copies that
+  // repeat shared K/V heads) and the softmax probabilities — the s×s term; the QKV tensor itself
+  // is then freed.
+  const int64_t kv_used = rank_kv_used(arch_, tp_);
+  const int64_t rotated = arch_.rotary ? dq + kv_used : 0;
+  // Qwen 3's q/k norms (model/head_norm.h) keep their normalised values and an fp32 reciprocal
+  // RMS per head and token (in activation values: 4 / v of them); their inputs, views of the QKV
+  // tensor, they do not keep.
+  const int64_t head_normed =
+      arch_.qk_norm ? dq + kv_used + (4 / v_) * ((dq + kv_used) / arch_.head_dim()) : 0;
+  const int64_t math_core =
+      (qkv_kept() ? dq + qkv + (arch_.rotary ? dq : 0) : 3 * dq) + scores + head_normed;
+  // Rotated, the fused core keeps a compact copy of v instead of the QKV tensor it was a view of.
+  const int64_t fused_input = arch_.rotary ? kv_used : qkv;
+  return math ? math_core : fused_input + rotated + arch_.heads / tp_ + head_normed;
+}
+
 SublayerCost EngineAccounting::attention(int64_t block) const {
   const int64_t d = arch_.d_model;
   const int64_t dq = arch_.q_dim() / tp_;
@@ -40,21 +62,7 @@ SublayerCost EngineAccounting::attention(int64_t block) const {
   cost.tail_rebuilt = out_adapter || quantised_base();  // a quantised tail runs whole
   cost.input_dropped = !input_wanted;
   const int64_t outside_core = attention_outside_core(input_wanted, core_wanted, math);
-  // The core. Fused: q, k, v and the log-sum-exp. Without rotation v is a view of the QKV
-  // tensor and keeps all of it alive; rotated q and k are new tensors, and v a compact copy, so
-  // the QKV tensor goes (the rotation itself keeps only views of the cos/sin tables; a rank
-  // sharing the key/value heads rotates and copies only the one it uses). Explicit: the scaled q,
-  // contiguous copies of k and v (batched matmul's copies of strided heads, or the copies that
-  // repeat shared K/V heads) and the softmax probabilities — the s×s term; the QKV tensor itself
-  // is then freed.
-  const int64_t kv_used = rank_kv_used(arch_, tp_);
-  const int64_t rotated = arch_.rotary ? dq + kv_used : 0;
-  const int64_t math_core = (qkv_kept() ? dq + qkv + (arch_.rotary ? dq : 0) : 3 * dq) + scores;
-  // Rotated, the fused core keeps a compact copy of v instead of the QKV tensor it was a view of.
-  const int64_t fused_input = arch_.rotary ? kv_used : qkv;
-  const int64_t core = !core_wanted ? 0
-                       : math       ? math_core
-                                    : fused_input + rotated + arch_.heads / tp_;
+  const int64_t core = core_wanted ? core_values(dq, qkv, scores, math) : 0;
   // The explicit core's causal mask (s×s booleans, one per call), kept by the in-place fill's
   // backward.
   const int64_t mask = math && core_wanted ? arch_.seq_len * arch_.seq_len : 0;
@@ -83,10 +91,12 @@ SublayerCost EngineAccounting::attention(int64_t block) const {
   const int64_t busiest = math ? std::max(per_token(scores), tp_ > 1 ? tail : 0) : tail;
   // A quantised projection's weight is dequantised while it runs: the QKV one beside the norm
   // alone, the output projection's at the tail.
-  cost.forward_extra =
-      std::max({busiest + per_token(arch_.rotary ? 2 * dq : 0), dequantised(dq * d),
-                dequantised(d * qkv) + norm_bytes(input_wanted, true) + per_token(qkv) -
-                    cost.interior - cost.output});
+  cost.forward_extra = std::max(
+      {busiest + per_token(arch_.rotary ? 2 * dq : 0) +
+           per_token(arch_.qk_norm ? dq + rank_kv_used(arch_, tp_) : 0),  // the norms' outputs
+       dequantised(dq * d),
+       dequantised(d * qkv) + norm_bytes(input_wanted, true) + per_token(qkv) - cost.interior -
+           cost.output});
   if (qkv_adapters > 0) {  // before the core or its output exist
     const int64_t adapted = (arch_.lora.adapts(kLoraQ) ? dq : 0) +
                             (arch_.lora.adapts(kLoraK) ? kv_width() : 0) +

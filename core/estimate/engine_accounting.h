@@ -181,6 +181,8 @@ class EngineAccounting {
     return index > (attention_adapted ? 0 : 1);
   }
   int64_t attention_outside_core(bool input_wanted, bool core_wanted, bool math) const;
+  // What the attention core keeps for backward, in activation values per token.
+  int64_t core_values(int64_t dq, int64_t qkv, int64_t scores, bool math) const;
   // A projection's adapters being summed into its output: the norm's output (their input), the
   // frozen output `width` wide, the adapted slices (`adapted` wide in all) and their
   // concatenation at once, beside the adapters' own values.
@@ -222,9 +224,14 @@ class EngineAccounting {
     // it unless k (not rotated) is a view of it too.
     // Rotated q and k: undoing the rotation holds one more q-sized gradient.
     const int64_t freed_by_v = qkv_kept() ? (arch_.rotary ? qkv : 0) : dq;
-    const int64_t core =
-        (math ? 2 * scores - dq - freed_by_v : dq + 2 * qkv) + (arch_.rotary ? dq : 0);
-    return per_token(core) + weight_held(d * qkv);
+    // Normalised q: its gradient and two more q-sized ones while the norm's backward runs.
+    const int64_t unrotate = (arch_.rotary ? dq : 0) + (arch_.qk_norm ? dq : 0);
+    if (math) return per_token(2 * scores - dq - freed_by_v + unrotate) + weight_held(d * qkv);
+    // Fused, in order: the kernel's q, k and v gradients beside the output's; undoing the
+    // rotation (and the norms) beside them; their concatenation into the QKV gradient; the QKV
+    // projection's backward, its input's gradient beside its weight's, once they are freed.
+    return std::max({per_token(dq + qkv + unrotate), per_token(2 * qkv),
+                     per_token(qkv + d) + weight_held(d * qkv)});
   }
   // The explicit core's batched matmuls fold batch and heads into one dimension. k and v are
   // strided views of the QKV tensor (k a new tensor once rotated): folding a view copies it,

@@ -16,6 +16,7 @@ ModelConfig to_model_config(const Architecture& arch) {
   config.attention = arch.attention;
   config.tie_head = arch.tied_head;
   config.qkv_bias = arch.qkv_bias;
+  config.qk_norm = arch.qk_norm;
   config.head_width = arch.head_width;
   config.loss_chunks = arch.loss_chunks;
   config.lora = arch.lora;

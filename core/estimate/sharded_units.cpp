@@ -16,7 +16,8 @@ UnitParameters unit_parameter_counts(const Architecture& arch, int64_t tp) {
   // Column-parallel layers keep their rows of the bias; row-parallel ones the whole bias.
   UnitParameters units;
   const int64_t attention_biases = arch.biases ? qkv + d : arch.qkv_bias ? qkv : 0;
-  units.attention = norm + d * qkv + q * d + attention_biases;
+  const int64_t head_norms = arch.qk_norm ? 2 * arch.head_dim() : 0;  // replicated
+  units.attention = norm + head_norms + d * qkv + q * d + attention_biases;
   units.mlp = norm + d * up + (arch.mlp_hidden / tp) * d + (arch.biases ? up + d : 0);
   units.ends = arch.vocab / tp * d * (arch.tied_head ? 1 : 2) +
                (arch.learned_positions ? arch.seq_len * d : 0) + norm;

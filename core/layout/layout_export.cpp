@@ -58,6 +58,7 @@ LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvalua
   if (arch.rotary) a += " --position-embedding-type rope";
   if (!arch.biases) a += " --disable-bias-linear";
   if (!arch.biases && arch.qkv_bias) a += " --add-qkv-bias";  // Qwen 2's
+  if (arch.qk_norm) a += " --qk-layernorm";                   // Qwen 3's
   if (arch.head_width > 0) a += " --kv-channels " + number(arch.head_width);
   if (!arch.tied_head) a += " --untie-embeddings-and-output-weights";
   a += " --tensor-model-parallel-size " + number(layout.tp) + " --pipeline-model-parallel-size " +
@@ -225,6 +226,7 @@ LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& 
          number(arch.mlp_hidden) + " --vocab " + number(arch.vocab) + " --tie-head " +
          (arch.tied_head ? "true" : "false");
     if (arch.qkv_bias) r += " --qkv-bias true";
+    if (arch.qk_norm) r += " --qk-norm true";
     if (arch.head_width > 0) r += " --head-dim " + number(arch.head_width);
     if (arch.loss_chunks != 1) r += " --loss-chunks " + number(arch.loss_chunks);
     if (arch.attention != AttentionKind::kSdpa) r += " --attention " + to_string(arch.attention);

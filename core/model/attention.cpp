@@ -49,7 +49,7 @@ std::vector<std::pair<bool, int>> AttentionKernelLog::entries() const {
 
 torch::Tensor attention_core(const torch::Tensor& qkv, const AttentionShape& shape,
                              const RotaryTables* rotary, double dropout, bool training,
-                             AttentionKind kind) {
+                             AttentionKind kind, const QkNorms& norms) {
   const int64_t batch = qkv.size(0);
   const int64_t seq = qkv.size(1);
   const int64_t hd = shape.head_dim;
@@ -64,6 +64,10 @@ torch::Tensor attention_core(const torch::Tensor& qkv, const AttentionShape& sha
   if (projected != shape.kv_heads) {
     k = k.narrow(1, shape.kv_first, shape.kv_heads);
     v = v.narrow(1, shape.kv_first, shape.kv_heads);
+  }
+  if (norms) {
+    q = norms.q->forward(q);
+    k = norms.k->forward(k);
   }
   if (rotary) {
     q = apply_rotary(q, *rotary);
@@ -111,6 +115,10 @@ AttentionSublayer::AttentionSublayer(const ModelConfig& config,
   const int64_t d = config.d_model;
   const bool bias = config.family == ModelFamily::kGpt;
   norm_ = register_module("norm", Norm(config.family, d));
+  if (config.qk_norm) {
+    qk_norms_.q = register_module("q_norm", HeadNorm(shape_.head_dim));
+    qk_norms_.k = register_module("k_norm", HeadNorm(shape_.head_dim));
+  }
   qkv_ = register_module(
       "qkv", torch::nn::Linear(
                  torch::nn::LinearOptions(d, shape_.qkv_width()).bias(bias || config.qkv_bias)));
@@ -125,6 +133,7 @@ void AttentionSublayer::split_for_tensor_parallel(const TensorParallel& group,
                                                   TensorParallelLayout& layout,
                                                   bool sequence_parallel) {
   TORCH_CHECK(!qkv_quantised_, "a quantised base split over tensor ranks is not built");
+  TORCH_CHECK(!qk_norms_, "q/k norms split over tensor ranks are not built");
   const int64_t ranks = group->size();
   const int64_t rank = group->rank();
   const int64_t hd = shape_.head_dim;
@@ -192,11 +201,15 @@ SublayerTail AttentionSublayer::forward_until_tail(const torch::Tensor& x) {
   }
   const bool training = is_training();
   // The closure holds what it needs by value: a pending recomputation never dangles.
-  auto core = [shape = shape_, rotary = rotary_, dropout = dropout_, training,
-               kind = kind_](const torch::Tensor& fused) {
-    return attention_core(fused, shape, rotary.get(), dropout, training, kind);
+  auto core = [shape = shape_, rotary = rotary_, dropout = dropout_, training, kind = kind_,
+               norms = qk_norms_](const torch::Tensor& fused) {
+    return attention_core(fused, shape, rotary.get(), dropout, training, kind, norms);
   };
-  const torch::Tensor context = recompute_core_ ? checkpoint_segment(core, qkv, {}) : core(qkv);
+  // The q/k norms' scales are used inside the recomputed core: their gradients come from there.
+  std::vector<torch::Tensor> core_params;
+  if (qk_norms_) core_params = {qk_norms_.q->weight(), qk_norms_.k->weight()};
+  const torch::Tensor context =
+      recompute_core_ ? checkpoint_segment(core, qkv, core_params) : core(qkv);
   return {x,
           context,
           out_->weight,

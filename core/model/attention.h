@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/head_norm.h"
 #include "model/lora.h"
 #include "model/model_config.h"
 #include "model/norm.h"
@@ -31,12 +32,20 @@ struct AttentionShape {
   int64_t qkv_width() const { return (heads + 2 * kv_projected) * head_dim; }
 };
 
+// Qwen 3's normalisations of each head's q and k (both null: none).
+struct QkNorms {
+  HeadNorm q{nullptr};
+  HeadNorm k{nullptr};
+  explicit operator bool() const { return !q.is_empty(); }
+};
+
 // The attention core on a fused projection (batch, seq, (heads + 2·kv_heads)·head_dim) →
-// (batch, seq, heads·head_dim): rotary positions when `rotary` is given, QKᵀ, causal softmax,
-// dropout on the probabilities, ·V. It is what `selective` recomputes.
+// (batch, seq, heads·head_dim): q and k normalised when `norms` holds them, rotary positions when
+// `rotary` is given, QKᵀ, causal softmax, dropout on the probabilities, ·V. It is what
+// `selective` recomputes.
 torch::Tensor attention_core(const torch::Tensor& qkv, const AttentionShape& shape,
                              const RotaryTables* rotary, double dropout, bool training,
-                             AttentionKind kind);
+                             AttentionKind kind, const QkNorms& norms = {});
 
 class AttentionSublayer : public Sublayer {
  public:
@@ -57,6 +66,7 @@ class AttentionSublayer : public Sublayer {
 
  private:
   Norm norm_{nullptr};
+  QkNorms qk_norms_;  // Qwen 3 only
   torch::nn::Linear qkv_{nullptr};
   torch::nn::Linear out_{nullptr};
   LoraBranch qkv_lora_{nullptr};  // fine-tuning only

@@ -160,11 +160,7 @@ void import_llama_like(Fields& fields, ImportedConfig& imported, const std::stri
   if (fields.flag_or("mlp_bias", false)) {
     warnings.push_back("mlp_bias: the MLP's biases are not modelled");
   }
-  if (type == "qwen3") {
-    warnings.push_back("q/k RMSNorm (Qwen 3) is not modelled: " +
-                       std::to_string(model.layers * 2 * model.head_dim()) +
-                       " parameters left out");
-  }
+  model.qk_norm = type == "qwen3";  // its heads' q and k are normalised, whatever the file says
   // Mistral's window applies when given; Qwen's only with use_sliding_window.
   const bool has_window = fields.has("sliding_window");
   const bool windowed =

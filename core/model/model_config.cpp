@@ -44,6 +44,11 @@ ModelConfig with_qkv_bias(ModelConfig config) {
   return config;
 }
 
+ModelConfig with_qk_norm(ModelConfig config) {
+  config.qk_norm = true;  // Qwen 3's
+  return config;
+}
+
 // The published shapes (the models' config.json; the training sequence 8192 where they allow
 // more): parameter counts are checked in tests.
 const std::vector<Preset>& presets() {
@@ -62,6 +67,7 @@ const std::vector<Preset>& presets() {
       {"mistral-7b", llama({32, 4096, 32, 8, 14336, 8192, 32000, false, 10000.0})},
       {"mistral-7b-v0.3", llama({32, 4096, 32, 8, 14336, 8192, 32768, false, 1000000.0})},
       {"qwen2.5-7b", with_qkv_bias(llama({28, 3584, 28, 4, 18944, 8192, 152064, false, 1e6}))},
+      {"qwen3-8b", with_qk_norm(llama({36, 4096, 32, 8, 12288, 8192, 151936, false, 1e6}))},
       {"llama2-70b", llama({80, 8192, 64, 8, 28672, 4096, 32000, false, 10000.0})},
   };
   return kPresets;
@@ -96,6 +102,7 @@ void ModelConfig::switch_family(ModelFamily to) {
   tie_head = to == ModelFamily::kGpt;
   rope_theta = ModelConfig{}.rope_theta;
   qkv_bias = false;
+  qk_norm = false;
   if (to == ModelFamily::kGpt) lora.targets &= ~static_cast<uint32_t>(kLoraGate);
 }
 
@@ -193,6 +200,7 @@ int64_t ModelConfig::base_parameter_count() const {
     return vocab * d + seq_len * d + layers * per_block + 2 * d + head;
   }
   const int64_t per_block = 2 * d                                         // two RMSNorms
+                            + (qk_norm ? 2 * head_dim() : 0)              // q and k norms
                             + d * qkv_width + (qkv_bias ? qkv_width : 0)  // fused QKV
                             + attention_width * d                         // attention output
                             + d * 2 * hidden                              // gate and up
@@ -264,6 +272,9 @@ void validate(const ModelConfig& config) {
   if (config.kv_heads < 0) throw InvalidInput("--kv-heads", "must not be negative");
   if (config.qkv_bias && config.family != ModelFamily::kLlama) {
     throw InvalidInput("--qkv-bias", "only llama models take it (gpt has every bias already)");
+  }
+  if (config.qk_norm && config.family != ModelFamily::kLlama) {
+    throw InvalidInput("--qk-norm", "only llama models take it");
   }
   if (config.mlp_hidden < 0) throw InvalidInput("--mlp-hidden", "must not be negative");
   validate_lora(config);

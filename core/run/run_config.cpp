@@ -176,6 +176,13 @@ void validate_tensor_parallel(const RunConfig& config) {
   }
   const ModelConfig& model = config.model;
   validate_tensor_split(model, tp, config.sequence_parallel);
+  if (model.qk_norm) {
+    // Each rank would form part of the norms' scale gradients, which nothing sums yet.
+    throw InvalidInput("--tp",
+                       "q/k norms (Qwen 3) split over tensor ranks are not built: run "
+                       "them on one tensor rank (" +
+                           setting("tp", "1") + ")");
+  }
   // Inside a head- or sequence-sharded region each rank would draw its local mask from the
   // stream the tensor ranks share: the shards' masks would repeat one another.
   if (model.dropout > 0.0) {
@@ -344,6 +351,7 @@ nlohmann::json to_json(const RunConfig& config) {
   // from the preset, gives this model: qwen2.5-7b with --qkv-bias false).
   const ModelConfig* named = find_model_preset(config.preset);
   if (config.model.qkv_bias || (named && named->qkv_bias)) json["qkv_bias"] = config.model.qkv_bias;
+  if (config.model.qk_norm || (named && named->qk_norm)) json["qk_norm"] = config.model.qk_norm;
   if (config.model.head_width > 0 || (named && named->head_width > 0)) {
     json["head_dim"] = config.model.head_width;
   }

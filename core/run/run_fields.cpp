@@ -122,6 +122,11 @@ const std::map<std::string, Setter>& setters() {
          if (!v.is_boolean()) wrong_type(f, "true or false", v);
          c.model.qkv_bias = v.get<bool>();
        }},
+      {"qk_norm",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         if (!v.is_boolean()) wrong_type(f, "true or false", v);
+         c.model.qk_norm = v.get<bool>();
+       }},
       // Fine-tuning: "finetune" (read before the fields below, as the preset is) gives LoRA's
       // defaults, which the lora_ fields then replace.
       {"finetune",

@@ -29,6 +29,7 @@ std::vector<std::string> config_columns() {
   RunConfig every;
   every.model.family = ModelFamily::kLlama;
   every.model.qkv_bias = true;
+  every.model.qk_norm = true;
   every.model.head_width = 1;
   every.model.lora = default_lora_options(ModelFamily::kLlama);
   every.model.lora.base = BasePrecision::kBf16;

@@ -12,9 +12,9 @@ namespace {
 // difference in these turns every ratio into a comparison of different workloads.
 const std::vector<std::string>& workload_fields() {
   static const std::vector<std::string> fields = {
-      "preset",    "layers",    "d_model",    "heads",        "seq_len",       "vocab",
-      "attention", "dropout",   "data",       "device",       "qkv_bias",      "head_dim",
-      "finetune",  "lora_rank", "lora_alpha", "lora_targets", "base_precision"};
+      "preset",    "layers",   "d_model",   "heads",      "seq_len",      "vocab",
+      "attention", "dropout",  "data",      "device",     "qkv_bias",     "qk_norm",
+      "head_dim",  "finetune", "lora_rank", "lora_alpha", "lora_targets", "base_precision"};
   return fields;
 }
 
@@ -85,6 +85,36 @@ std::vector<std::string> config_keys(const std::vector<nlohmann::json>& configs)
   return keys;
 }
 
+// What a reader of the ratios must know: other workloads, runs that stopped early, settings a
+// newer build recorded that this one could not read.
+std::vector<std::string> comparison_warnings(const std::vector<RunRecord>& runs,
+                                             const std::vector<std::string>& differing_workload) {
+  auto listed = [](const std::vector<std::string>& names) {
+    std::string text;
+    for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+    return text;
+  };
+  std::vector<std::string> warnings;
+  if (!differing_workload.empty()) {
+    warnings.push_back("the runs train different workloads (they differ in " +
+                       listed(differing_workload) +
+                       "): ratios compare different models, not policies");
+  }
+  for (const RunRecord& run : runs) {
+    if (run.status != RunStatus::kOk && run.has_result && run.result.steps_completed > 0) {
+      warnings.push_back(run.label() + " ended " + to_string(run.status) + " after " +
+                         std::to_string(run.result.steps_completed) +
+                         " steps: its figures cover only those");
+    }
+    if (!run.unread_config_fields.empty()) {
+      warnings.push_back(run.label() + " was recorded by a newer RematLab: its " +
+                         listed(run.unread_config_fields) +
+                         " could not be read and show the default");
+    }
+  }
+  return warnings;
+}
+
 }  // namespace
 
 RunComparison compare_runs(const std::vector<RunRecord>& runs, std::size_t baseline) {
@@ -148,28 +178,7 @@ RunComparison compare_runs(const std::vector<RunRecord>& runs, std::size_t basel
   for (std::size_t index : pareto_front(points))
     comparison.pareto_front.push_back(candidates[index]);
 
-  if (!differing_workload.empty()) {
-    std::string fields;
-    for (const std::string& field : differing_workload)
-      fields += (fields.empty() ? "" : ", ") + field;
-    comparison.warnings.push_back("the runs train different workloads (they differ in " + fields +
-                                  "): ratios compare different models, not policies");
-  }
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    if (runs[i].status != RunStatus::kOk && runs[i].has_result &&
-        runs[i].result.steps_completed > 0) {
-      comparison.warnings.push_back(runs[i].label() + " ended " + to_string(runs[i].status) +
-                                    " after " + std::to_string(runs[i].result.steps_completed) +
-                                    " steps: its figures cover only those");
-    }
-    if (!runs[i].unread_config_fields.empty()) {
-      std::string fields;
-      for (const std::string& field : runs[i].unread_config_fields)
-        fields += (fields.empty() ? "" : ", ") + field;
-      comparison.warnings.push_back(runs[i].label() + " was recorded by a newer RematLab: its " +
-                                    fields + " could not be read and show the default");
-    }
-  }
+  comparison.warnings = comparison_warnings(runs, differing_workload);
   return comparison;
 }
 
