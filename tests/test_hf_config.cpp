@@ -174,6 +174,33 @@ TEST(HfConfig, QkvBiasesAreRecordedWhereSetAndReadBack) {
   config.model = model_preset("small");
   config.model.qkv_bias = true;
   EXPECT_THROW(validate(config.model), InvalidInput);
+  // Qwen 3's q/k norms likewise: recorded, read back, written only where set.
+  config.preset = "qwen3 from config.json";
+  config.model = import_hf_config(shipped("qwen3-8b")).model;
+  EXPECT_TRUE(config.model.qk_norm);
+  EXPECT_EQ(to_json(config).at("qk_norm"), true);
+  EXPECT_EQ(run_config_from_record(to_json(config)).model.parameter_count(), 8'190'735'360);
+  config.preset = "llama3-8b";
+  config.model = model_preset("llama3-8b");
+  EXPECT_FALSE(to_json(config).contains("qk_norm"));
+  config.preset = "qwen3-8b";
+  config.model = model_preset("qwen3-8b");
+  config.model.qk_norm = false;
+  EXPECT_FALSE(run_config_from_record(to_json(config)).model.qk_norm);
+}
+
+TEST(HfConfigCli, QkNormsAreRefusedWhereTheyCannotRun) {
+  for (const auto& [command, flag] : std::vector<std::pair<std::string, std::string>>{
+           {"run --arch gpt --qk-norm true --steps 1", "--qk-norm"},
+           {"run --preset llama-tiny --qk-norm true --nproc 2 --tp 2 --steps 1", "--tp"},
+           {"run --preset qwen3-8b --layers 1 --d-model 64 --heads 4 --kv-heads 2 --mlp-hidden 64 "
+            "--vocab 256 --seq-len 32 --nproc 2 --tp 2 --steps 1",
+            "--tp"}}) {
+    const auto refused = testing::cli(command);
+    EXPECT_EQ(refused.exit_code, 2) << command << ": " << refused.err;
+    EXPECT_EQ(testing::count_lines(refused.err), 1) << refused.err;
+    EXPECT_NE(refused.err.find(flag), std::string::npos) << refused.err;
+  }
 }
 
 TEST(HfConfigCli, EveryCommandTakesAConfigurationAndItsPoliciesMatchNone) {
