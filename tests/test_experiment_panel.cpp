@@ -74,18 +74,42 @@ TEST(ExperimentPanel, AHuggingFaceConfigFillsTheModelFieldsAndSaysWhatTheFormLac
   ASSERT_TRUE(panel->load_model_config(qwen));
   const auto config = panel->first_config();
   ASSERT_TRUE(config) << panel->problem().toStdString();
-  rematlab::ModelConfig expected = rematlab::import_hf_config(qwen.toStdString()).model;
-  EXPECT_TRUE(expected.qkv_bias);
-  expected.qkv_bias = false;  // what the form trains, as it says
+  const rematlab::ModelConfig expected = rematlab::import_hf_config(qwen.toStdString()).model;
+  // The form holds the whole shape: Qwen 2's biases and rotary base included.
+  EXPECT_TRUE(config->model.qkv_bias);
+  EXPECT_EQ(config->model.rope_theta, 1e6);
+  EXPECT_TRUE(panel->qkv_bias_field()->isChecked());
   EXPECT_EQ(config->model.parameter_count(), expected.parameter_count());
   EXPECT_EQ(config->model.key_value_heads(), 2);
   EXPECT_EQ(config->model.seq_len, 256);
   EXPECT_FALSE(config->model.tie_head);
   const QString said = panel->model_source_label()->text();
   EXPECT_TRUE(said.startsWith("config.json (qwen2)")) << said.toStdString();
-  EXPECT_TRUE(said.contains("biases on q, k and v")) << said.toStdString();
-  EXPECT_TRUE(said.contains("rotary base 1e+06")) << said.toStdString();
-  EXPECT_TRUE(panel->model_source_label()->toolTip().contains("--model-config keeps them"));
+  // A Qwen 3 shape with heads wider than d_model / heads: its q/k norms and head width too.
+  const QString qwen3 = write("qwen3.json", R"({"model_type": "qwen3", "hidden_size": 64,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+      "intermediate_size": 96, "vocab_size": 128, "max_position_embeddings": 32})");
+  ASSERT_TRUE(panel->load_model_config(qwen3));
+  ASSERT_TRUE(panel->first_config()) << panel->problem().toStdString();
+  EXPECT_TRUE(panel->first_config()->model.qk_norm);
+  EXPECT_FALSE(panel->first_config()->model.qkv_bias);
+  EXPECT_EQ(panel->first_config()->model.head_dim(), 32);
+  EXPECT_EQ(panel->first_config()->model.parameter_count(),
+            rematlab::import_hf_config(qwen3.toStdString()).model.parameter_count());
+  // The spec the form sends keeps them, and a form loaded from it holds them again.
+  const auto spec = panel->spec();
+  ASSERT_TRUE(spec);
+  panel->load_spec(rematlab::default_study_spec());
+  EXPECT_FALSE(panel->qk_norm_field()->isChecked());
+  panel->load_spec(*spec);
+  EXPECT_TRUE(panel->qk_norm_field()->isChecked());
+  EXPECT_EQ(panel->head_width_field()->value(), 32);
+  // GPT has none of Llama's: the fields are disabled, and the spec does not carry them.
+  panel->arch_field()->setCurrentText("gpt");
+  EXPECT_FALSE(panel->qk_norm_field()->isEnabled());
+  EXPECT_FALSE(panel->rope_theta_field()->isEnabled());
+  ASSERT_TRUE(panel->first_config()) << panel->problem().toStdString();
+  EXPECT_FALSE(panel->first_config()->model.qk_norm);
   // A shipped configuration (GPT-2, which this host holds whole).
   const QString configs = QString(REMATLAB_EXAMPLES_DIR) + "/configs/";
   ASSERT_TRUE(panel->load_model_config(configs + "gpt2.json"));

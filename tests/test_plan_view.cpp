@@ -330,8 +330,7 @@ TEST(PlanTab, KeptProfilesAreOfferedAndTheChartSaysWhatEachPointIs) {
   EXPECT_TRUE(bench.window.status_text().contains("profiles this host first"));
   view->configuration_field()->setCurrentIndex(0);
 
-  // A profile of a shape the form has no field for (Qwen 2's q, k and v biases): its plan is
-  // loaded as near as the form can, and the status says what could not be.
+  // A profile of a Qwen 2 shape (q, k and v biases): the form holds it whole.
   {
     RunStore store(bench.db.toStdString());
     rematlab::RunConfig qwen = config;
@@ -344,7 +343,25 @@ TEST(PlanTab, KeptProfilesAreOfferedAndTheChartSaysWhatEachPointIs) {
   ASSERT_EQ(view->configuration_field()->count(), 4);
   view->configuration_field()->setCurrentIndex(3);
   view->run_button()->click();
-  EXPECT_TRUE(bench.window.status_text().contains("cannot hold the profiled model's qkv_bias"))
+  EXPECT_TRUE(bench.panel->qkv_bias_field()->isChecked());
+  EXPECT_FALSE(bench.window.status_text().contains("cannot hold"))
+      << bench.window.status_text().toStdString();
+  view->configuration_field()->setCurrentIndex(0);
+  // One the form has no field for (a gradient clip): its plan is loaded as near as the form
+  // can, and the status says what could not be.
+  {
+    RunStore store(bench.db.toStdString());
+    rematlab::RunConfig clipped = config;
+    clipped.grad_clip = 0.25;
+    store.save_chain_profile(plan::profile_key(clipped, 5),
+                             {plan::to_json(costs).dump(), 7.0, "2026-11-27T10:00:00Z"});
+  }
+  view->refresh();
+  ASSERT_EQ(view->configuration_field()->count(), 5);
+  // Profiles are listed in their keys' order, which puts the clipped one fourth.
+  view->configuration_field()->setCurrentIndex(3);
+  view->run_button()->click();
+  EXPECT_TRUE(bench.window.status_text().contains("cannot hold the profiled model's grad_clip"))
       << bench.window.status_text().toStdString();
   view->configuration_field()->setCurrentIndex(0);
 

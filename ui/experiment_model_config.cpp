@@ -1,6 +1,6 @@
 // Open config.json…: a Hugging Face model configuration read into the model fields, with what
-// the form cannot hold and what RematLab does not model said beside the button, never dropped
-// silently.
+// RematLab does not model said beside the button, never dropped silently; a shape beyond the
+// form's ranges is refused rather than clamped.
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QLabel>
@@ -12,25 +12,6 @@
 #include "model/hf_config.h"
 
 namespace rematlab::ui {
-namespace {
-
-// What an imported model has that the form has no field for: a run from the form trains without
-// it (the family's default), so it is said.
-QStringList settings_without_a_field(const ModelConfig& model) {
-  QStringList without;
-  if (model.qkv_bias) without << "biases on q, k and v";
-  if (model.qk_norm) without << "q/k norms";
-  if (model.head_width > 0 && model.head_width * model.heads != model.d_model) {
-    without << QString("head width %1").arg(model.head_width);
-  }
-  if (model.family == ModelFamily::kLlama && model.rope_theta != ModelConfig{}.rope_theta) {
-    without << QString("rotary base %1").arg(model.rope_theta);
-  }
-  return without;
-}
-
-}  // namespace
-
 void ExperimentPanel::open_model_config() {
   const QString path = QFileDialog::getOpenFileName(this, "Open a model configuration", QString(),
                                                     "Model configurations (*.json);;All files (*)");
@@ -42,6 +23,7 @@ QString ExperimentPanel::field_beyond_the_form(const ModelConfig& model) const {
                                   {d_model_, model.d_model, "d_model"},
                                   {heads_, model.heads, "heads"},
                                   {kv_heads_, model.kv_heads, "key/value heads"},
+                                  {head_width_, model.head_width, "values per head"},
                                   {mlp_hidden_, model.mlp_hidden, "MLP width"},
                                   {seq_len_, model.seq_len, "sequence length"},
                                   {vocab_, model.vocab, "vocabulary"}}) {
@@ -82,12 +64,6 @@ bool ExperimentPanel::load_model_config(const QString& path) {
   // Short beside the button (the panel is narrow); the whole account in the tooltip.
   QString said = QString("%1 (%2)").arg(file, imported.model_type.c_str());
   QString whole = said + " as the model's shape";
-  const QStringList without = settings_without_a_field(imported.model);
-  if (!without.isEmpty()) {
-    said += "; no field for its " + without.join(", ");
-    whole += "; the form has no field for its " + without.join(", ") +
-             ": runs from the form train without them (rematlab-cli run --model-config keeps them)";
-  }
   if (!imported.warnings.empty()) {
     said += QString("; %1 not modelled (hover)").arg(imported.warnings.size());
   }

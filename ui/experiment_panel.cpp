@@ -105,6 +105,7 @@ void ExperimentPanel::create_model_fields() {
   attention_->setToolTip(
       "sdpa: LibTorch's fused attention. math: explicit QKᵀ-softmax-V, which "
       "keeps the s×s scores for backward.");
+  create_attention_fields();
   dropout_ = new QDoubleSpinBox;
   dropout_->setRange(0.0, 0.95);
   dropout_->setSingleStep(0.05);
@@ -264,6 +265,7 @@ QLayout* ExperimentPanel::model_fields() {
   model->addRow("d_model", d_model_);
   model->addRow("Heads", heads_);
   model->addRow("KV heads", kv_heads_);
+  add_attention_rows(*model);
   model->addRow("MLP width", mlp_hidden_);
   model->addRow("", tie_head_);
   model->addRow("Loss slices", loss_chunks_);
@@ -345,6 +347,7 @@ void ExperimentPanel::connect_fields() {
   connect(open_model_config_, &QPushButton::clicked, this, &ExperimentPanel::open_model_config);
   connect(arch_, &QComboBox::currentTextChanged, this, &ExperimentPanel::revalidate);
   connect(tie_head_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
+  connect_attention_fields();
   connect(sequence_parallel_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
   connect(loss_chunks_, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
   for (auto* box : {layers_, d_model_, heads_, kv_heads_, mlp_hidden_, seq_len_, vocab_, accum_,
@@ -397,6 +400,10 @@ QWidget* ExperimentPanel::field_for(const QString& key) const {
       {"d_model", d_model_},
       {"heads", heads_},
       {"kv_heads", kv_heads_},
+      {"head_dim", head_width_},
+      {"rope_theta", rope_theta_},
+      {"qkv_bias", qkv_bias_},
+      {"qk_norm", qk_norm_},
       {"mlp_hidden", mlp_hidden_},
       {"loss_chunks", loss_chunks_},
       {"seq_len", seq_len_},
@@ -474,15 +481,16 @@ void ExperimentPanel::mark_field(QWidget* bad_field) {
 
 void ExperimentPanel::remember_field_help() {
   if (help_.isEmpty()) {  // first call: every field's own help, before any reason is added
-    for (const char* key : {"name",         "preset",        "arch",      "layers",
-                            "d_model",      "heads",         "kv_heads",  "mlp_hidden",
-                            "loss_chunks",  "seq_len",       "vocab",     "attention",
-                            "dropout",      "data",          "accum",     "steps",
-                            "lr",           "seed",          "threads",   "device",
-                            "ranks",        "shard",         "tp",        "sequence_parallel",
-                            "checkpoint",   "offload",       "batch",     "precision",
-                            "budget",       "finetune",      "lora_rank", "lora_alpha",
-                            "lora_targets", "base_precision"}) {
+    for (const char* key : {"name",         "preset",         "arch",      "layers",
+                            "d_model",      "heads",          "kv_heads",  "mlp_hidden",
+                            "loss_chunks",  "seq_len",        "vocab",     "attention",
+                            "dropout",      "data",           "accum",     "steps",
+                            "lr",           "seed",           "threads",   "device",
+                            "ranks",        "shard",          "tp",        "sequence_parallel",
+                            "checkpoint",   "offload",        "batch",     "precision",
+                            "budget",       "finetune",       "lora_rank", "lora_alpha",
+                            "lora_targets", "base_precision", "head_dim",  "rope_theta",
+                            "qkv_bias",     "qk_norm"}) {
       if (QWidget* field = field_for(key)) help_.insert(field, field->toolTip());
     }
   }
@@ -495,6 +503,7 @@ void ExperimentPanel::revalidate() {
   browse_->setEnabled(text_data);
   batch_->setEnabled(!max_batch_->isChecked());
   enable_finetune_fields();
+  enable_attention_fields();
   max_batch_limit_->setEnabled(max_batch_->isChecked());
   update_preview();
 

@@ -20,6 +20,7 @@ class QAction;
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QFormLayout;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
@@ -97,6 +98,10 @@ class ExperimentPanel : public QWidget {
   QComboBox* arch_field() const { return arch_; }
   QSpinBox* kv_heads_field() const { return kv_heads_; }
   QSpinBox* layers_field() const { return layers_; }
+  QSpinBox* head_width_field() const { return head_width_; }
+  QDoubleSpinBox* rope_theta_field() const { return rope_theta_; }
+  QCheckBox* qkv_bias_field() const { return qkv_bias_; }
+  QCheckBox* qk_norm_field() const { return qk_norm_; }
   QLineEdit* loss_chunks_field() const { return loss_chunks_; }
   QSpinBox* ranks_field() const { return ranks_; }
   QComboBox* shard_field() const { return shard_; }
@@ -139,6 +144,15 @@ class ExperimentPanel : public QWidget {
   void add_finetune_to(nlohmann::ordered_json& base) const;
   void load_finetune_fields(const nlohmann::ordered_json& base);
   void enable_finetune_fields();  // rank, alpha, targets and base only for LoRA
+  // The attention's finer fields (experiment_attention_fields.cpp): head width, rotary base,
+  // q/k/v biases, q/k norms.
+  void create_attention_fields();
+  void add_attention_rows(QFormLayout& model);
+  void connect_attention_fields();
+  void enable_attention_fields();  // Llama's only for llama
+  void add_attention_to(nlohmann::ordered_json& base) const;
+  void load_attention_fields(const nlohmann::ordered_json& base);
+  void set_attention_fields(const ModelConfig& model);
   // "12.3 M parameters, 0.4 M of them trained" for the form's first run; empty without one.
   void show_parameters(const std::optional<RunConfig>& config);
   void create_training_fields();
@@ -185,6 +199,10 @@ class ExperimentPanel : public QWidget {
   QSpinBox* kv_heads_;
   QSpinBox* mlp_hidden_;
   QCheckBox* tie_head_;
+  QSpinBox* head_width_;
+  QDoubleSpinBox* rope_theta_;
+  QCheckBox* qkv_bias_;
+  QCheckBox* qk_norm_;
   QLineEdit* loss_chunks_;
   QSpinBox* seq_len_;
   QSpinBox* vocab_;

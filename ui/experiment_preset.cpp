@@ -37,6 +37,16 @@ QStringList ExperimentPanel::edits_lost(const QString& from, const QString& to) 
   const auto yes_no = [](bool value) { return QString(value ? "on" : "off"); };
   compare("Tied output head", yes_no(tie_head_->isChecked()), yes_no(before.tie_head),
           yes_no(after.tie_head));
+  const auto width = [](const ModelConfig& model) {
+    return QString::number(model.head_width * model.heads == model.d_model ? 0 : model.head_width);
+  };
+  compare("Head width", QString::number(head_width_->value()), width(before), width(after));
+  compare("Rotary base", QString::number(rope_theta_->value()), QString::number(before.rope_theta),
+          QString::number(after.rope_theta));
+  compare("q/k/v biases", yes_no(qkv_bias_->isChecked()), yes_no(before.qkv_bias),
+          yes_no(after.qkv_bias));
+  compare("q/k norms", yes_no(qk_norm_->isChecked()), yes_no(before.qk_norm),
+          yes_no(after.qk_norm));
   return lost;
 }
 
@@ -86,6 +96,7 @@ void ExperimentPanel::set_model_fields(const ModelConfig& model) {
     const QSignalBlocker blocker(box);
     box->setValue(static_cast<int>(value));
   }
+  set_attention_fields(model);
   revalidate();
 }
 

@@ -68,6 +68,7 @@ nlohmann::ordered_json ExperimentPanel::build_spec() const {
       {"device", device_->currentText().toStdString()},
       {"timeline", true},  // the live view shows the last step's memory by phase
   };
+  add_attention_to(base);
   add_finetune_to(base);
   const QString source = data_->currentData().toString();
   base["data"] = source == "text" ? "text:" + data_file_->text().trimmed().toStdString()
@@ -226,6 +227,7 @@ void ExperimentPanel::load_base_fields(const nlohmann::ordered_json& base) {
     const int device = device_->findText(text_of(base["device"]));
     if (device >= 0) device_->setCurrentIndex(device);
   }
+  load_attention_fields(base);
   load_finetune_fields(base);
   if (base.contains("data") && base["data"].is_string()) {
     const QString chosen = text_of(base["data"]);
