@@ -7,6 +7,7 @@
 #include "model/chunked_loss.h"
 #include "model/head_norm.h"
 #include "model/rotary.h"
+#include "model/swiglu.h"
 #include "model/transformer.h"
 
 namespace rematlab {
@@ -73,6 +74,26 @@ TEST(ModelConfig, CountMatchesTheEngineModel) {
   Transformer qwen3(odd);
   EXPECT_EQ(count_parameters(qwen3), odd.parameter_count());
   EXPECT_EQ(estimate::parameter_count(estimate::from_model_config(odd)), odd.parameter_count());
+}
+
+// Llama's gated activation, whose backward is written out: its output and its input's gradient
+// are autograd's through silu and the product, bit for bit, in fp32 and bf16 — on a fused tensor
+// whose halves are strided views, as the projection makes it.
+TEST(SwiGlu, EqualsAutogradThroughSiluAndTheProductBitForBit) {
+  torch::manual_seed(5);
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    const torch::Tensor values = torch::randn({3, 7, 2 * 24}).to(dtype);
+    const torch::Tensor fused = values.clone().requires_grad_(true);
+    const torch::Tensor reference = values.clone().requires_grad_(true);
+    const torch::Tensor out = swiglu(fused);
+    const auto halves = reference.chunk(2, -1);
+    const torch::Tensor expected = torch::silu(halves[0]) * halves[1];
+    EXPECT_TRUE(torch::equal(out, expected));
+    const torch::Tensor grad = torch::randn_like(out);
+    out.backward(grad);
+    expected.backward(grad);
+    EXPECT_TRUE(torch::equal(fused.grad(), reference.grad())) << dtype;
+  }
 }
 
 // Qwen 3's per-head RMSNorm, whose backward is written out, against autograd through the same

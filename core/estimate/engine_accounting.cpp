@@ -70,10 +70,11 @@ SublayerCost EngineAccounting::attention(int64_t block) const {
     cost.interior = outside_core + per_token(qkv) + kReplayStateBytes;
     // Backward first recomputes the core beside its kept input, then runs its backward. The
     // fused core's q, k and v are views of that input. The explicit core's are copies (a
-    // single sequence's k and v fold as views of the kept input instead), and its
+    // single sequence's k and v fold as views of the kept input instead, unless rotated: then
+    // what the forward's count holds of the QKV tensor is new in the recomputation too), and its
     // recomputed output, the inner backward's root, is a copy too (its heads made contiguous).
-    const int64_t recomputed =
-        math ? core - (qkv_kept() ? qkv : 0) + dq : core - (arch_.rotary ? 0 : qkv);
+    const int64_t recomputed = math ? core - (qkv_kept() && !arch_.rotary ? qkv : 0) + dq
+                                    : core - (arch_.rotary ? 0 : qkv);
     cost.backward_extra = per_token(recomputed) + mask + backward_core(qkv, scores, math);
   } else {
     cost.interior = outside_core + per_token(core) + mask;
@@ -123,13 +124,13 @@ SublayerCost EngineAccounting::mlp(int64_t block) const {
   cost.tail_rebuilt = down_adapter || quantised_base();
   cost.input_dropped = !input_wanted;
   // The norm; GELU: the up projection's output (GELU's input) and GELU's output (the down
-  // projection's input). SwiGLU: the fused gate-and-up output (2f, kept whole by its halves'
-  // views), SiLU(gate) and the product. Under LoRA the activation keeps its inputs only once
-  // something before it trains, and the down projection's input only for its adapter.
+  // projection's input). SwiGLU (model/swiglu.h): the fused gate-and-up output (2f) and the
+  // product; SiLU(gate) is formed again in backward. Under LoRA the activation keeps its inputs
+  // only once something before it trains, and the down projection's input only for its adapter.
   const bool activation_wanted = input_wanted || up_adapters > 0;
   const bool down_input_kept = base_trains() || down_adapter;
   cost.interior = norm_bytes(input_wanted, base_trains() || up_adapters > 0) +
-                  (activation_wanted ? per_token((arch_.gated_mlp ? 3 : 1) * f) : 0) +
+                  (activation_wanted ? per_token((arch_.gated_mlp ? 2 : 1) * f) : 0) +
                   (down_input_kept ? per_token(f) : 0) +
                   adapter_values(up_adapters + (down_adapter ? 1 : 0)) +
                   frozen_weight_copy(input_wanted ? d * (arch_.gated_mlp ? 2 * f : f) : 0) +
@@ -143,21 +144,22 @@ SublayerCost EngineAccounting::mlp(int64_t block) const {
     cost.forward_extra = std::max(cost.forward_extra, at_sum - cost.interior - cost.output);
   }
   // GELU: the down projection's input gradient (f wide) appears before its saved input is
-  // freed, with one weight gradient before it is added into .grad. SwiGLU: the product's
-  // gradient and those of both its factors meet once the product itself is freed.
+  // freed, with one weight gradient before it is added into .grad.
   // The down projection's backward (its input's gradient beside its weight's) comes first.
-  // SwiGLU's product then swaps itself for its gradient and its two factors' gradients meet;
-  // its fused gate-and-up weight gradient appears only once the two factors and their
-  // gradients are freed.
+  // SwiGLU's backward then forms the fused gradient (2f) beside the product's; once it returns,
+  // the fused values it kept are freed, and the fused gate-and-up projection's backward forms
+  // its input's gradient and its weight's beside the fused gradient.
   const int64_t down = projection_backward(f, d * f, down_adapter) + gathered_gradient();
-  // The activation's backward: its output's gradient and its inputs' (SwiGLU: the product's,
-  // SiLU's and the up half's; GELU: the output's and the input's), beside the down projection's
-  // input unless that was freed by its backward (kept only for a weight's or an adapter's).
+  // The activation's backward: its output's gradient and its input's (SwiGLU: the fused 2f,
+  // beside SiLU(gate)'s f-wide gradient; GELU: the output's and the input's), beside the down
+  // projection's input unless that was freed by its backward (kept only for a weight's or an
+  // adapter's).
   const int64_t activation =
-      per_token((arch_.gated_mlp ? 3 : 2) * f) - (down_input_kept ? per_token(f) : 0);
+      per_token((arch_.gated_mlp ? 4 : 2) * f) - (down_input_kept ? per_token(f) : 0);
   cost.backward_extra =
       arch_.gated_mlp
-          ? std::max({down, activation, weight_held(2 * d * f) + per_token(d) - per_token(2 * f)})
+          ? std::max({down, activation,
+                      weight_held(2 * d * f) + per_token(d) - (down_input_kept ? per_token(f) : 0)})
           : std::max(down, activation);
   if (!activation_wanted) cost.backward_extra = 0;  // as the attention's before an adapter
   // Under sequence parallelism the up projection's backward gathers its input again (freed

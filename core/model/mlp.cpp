@@ -3,6 +3,7 @@
 #include "checkpoint/kept_outputs.h"
 #include "model/gathered_projection.h"
 #include "model/initialisation.h"
+#include "model/swiglu.h"
 
 namespace rematlab {
 
@@ -71,8 +72,7 @@ SublayerTail MlpSublayer::forward_until_tail(const torch::Tensor& x) {
     if (up_lora_) hidden = up_lora_->add_to(hidden, normed);
   }
   if (family_ == ModelFamily::kLlama) {
-    const auto halves = hidden.chunk(2, /*dim=*/-1);
-    hidden = torch::silu(halves[0]) * halves[1];
+    hidden = swiglu(hidden);
   } else {
     hidden = torch::gelu(hidden);
   }
