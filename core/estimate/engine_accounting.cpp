@@ -151,7 +151,7 @@ SublayerCost EngineAccounting::mlp(int64_t block) const {
   // its input's gradient and its weight's beside the fused gradient.
   const int64_t down = projection_backward(f, d * f, down_adapter) + gathered_gradient();
   // The activation's backward: its output's gradient and its input's (SwiGLU: the fused 2f,
-  // beside SiLU(gate)'s f-wide gradient; GELU: the output's and the input's), beside the down
+  // beside an f-wide product gradient; GELU: the output's and the input's), beside the down
   // projection's input unless that was freed by its backward (kept only for a weight's or an
   // adapter's).
   const int64_t activation =

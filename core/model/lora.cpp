@@ -6,6 +6,45 @@
 
 namespace rematlab {
 
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// `base` with each term added into its slice of the last dimension. Written out because
+// autograd through narrow, add and cat gives `base` a gradient as wide as itself from every
+// slice (zeros around it) and sums them; here base's gradient is the output's as it is, and each
+// term's a view of it. No tensor is saved.
+class AddIntoSlices : public torch::autograd::Function<AddIntoSlices> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& base,
+                               at::TensorList terms, const std::vector<int64_t>& firsts) {
+    std::vector<int64_t> widths;
+    torch::Tensor out = base.clone();
+    for (std::size_t i = 0; i < terms.size(); ++i) {
+      widths.push_back(terms[i].size(-1));
+      out.narrow(-1, firsts[i], widths.back()).add_(terms[i]);
+    }
+    ctx->saved_data["firsts"] = firsts;
+    ctx->saved_data["widths"] = widths;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const std::vector<int64_t> firsts = ctx->saved_data.at("firsts").toIntVector();
+    const std::vector<int64_t> widths = ctx->saved_data.at("widths").toIntVector();
+    const torch::Tensor& grad = grad_outputs.at(0);
+    variable_list grads = {grad};
+    for (std::size_t i = 0; i < firsts.size(); ++i) {
+      grads.push_back(grad.narrow(-1, firsts[i], widths[i]));
+    }
+    grads.push_back(torch::Tensor());  // the firsts: no tensor
+    return grads;
+  }
+};
+
+}  // namespace
+
 LoraBranchImpl::LoraBranchImpl(int64_t in_features, int64_t out_features,
                                std::vector<LoraSlice> slices, int64_t rank, double scale)
     : slices_(std::move(slices)), out_features_(out_features), rank_(rank), scale_(scale) {
@@ -31,16 +70,11 @@ torch::Tensor LoraBranchImpl::add_to(const torch::Tensor& base, const torch::Ten
                                          up_[i]);
   };
   if (slices_.size() == 1 && slices_[0].width == out_features_) return base + term(0);
-  std::vector<torch::Tensor> pieces;
-  int64_t at = 0;
-  for (std::size_t i = 0; i < slices_.size(); ++i) {
-    const LoraSlice& slice = slices_[i];
-    if (slice.first > at) pieces.push_back(base.narrow(-1, at, slice.first - at));
-    pieces.push_back(base.narrow(-1, slice.first, slice.width) + term(i));
-    at = slice.first + slice.width;
-  }
-  if (at < out_features_) pieces.push_back(base.narrow(-1, at, out_features_ - at));
-  return torch::cat(pieces, -1);
+  std::vector<torch::Tensor> terms;
+  for (std::size_t i = 0; i < slices_.size(); ++i) terms.push_back(term(i));
+  std::vector<int64_t> firsts;
+  for (const LoraSlice& slice : slices_) firsts.push_back(slice.first);
+  return AddIntoSlices::apply(base, at::TensorList(terms), firsts);
 }
 
 std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> adapter_of(
