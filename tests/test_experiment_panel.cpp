@@ -53,10 +53,10 @@ TEST(ExperimentPanel, InvalidPolicyDisablesRunWithTheReasonAtTheField) {
   EXPECT_FALSE(panel->policies_field()->toolTip().contains("every:0"));
 }
 
-// Open config.json…: a shipped configuration fills the model fields and the first run is its
-// model; what the form cannot hold (Llama 3's rotary base, Qwen's q/k/v biases) is said beside
-// the button; a file that is no configuration changes nothing and says why.
-TEST(ExperimentPanel, AHuggingFaceConfigFillsTheModelFieldsAndSaysWhatTheFormLacks) {
+// Open config.json…: a shipped configuration fills the model fields, Qwen's biases, q/k norms,
+// head width and rotary base included, and the first run is its model; a file that is no
+// configuration, or a shape beyond the form's ranges, changes nothing and says why.
+TEST(ExperimentPanel, AHuggingFaceConfigFillsTheModelFieldsWhole) {
   Bench bench;
   ExperimentPanel* panel = bench.panel;
   QTemporaryDir dir;
@@ -66,7 +66,7 @@ TEST(ExperimentPanel, AHuggingFaceConfigFillsTheModelFieldsAndSaysWhatTheFormLac
     file.write(text);
     return dir.filePath(name);
   };
-  // A small Qwen 2 shape: its q/k/v biases and rotary base have no field in the form.
+  // A small Qwen 2 shape, with q/k/v biases and a rotary base of 1e6.
   const QString qwen = write("config.json", R"({"model_type": "qwen2", "hidden_size": 128,
       "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
       "intermediate_size": 384, "vocab_size": 512, "max_position_embeddings": 256,
@@ -104,6 +104,16 @@ TEST(ExperimentPanel, AHuggingFaceConfigFillsTheModelFieldsAndSaysWhatTheFormLac
   panel->load_spec(*spec);
   EXPECT_TRUE(panel->qk_norm_field()->isChecked());
   EXPECT_EQ(panel->head_width_field()->value(), 32);
+  // A spec (or a profile's record) that does not name them means the model has none, whatever
+  // the form held: its preset here names no preset, so nothing else resets the fields.
+  nlohmann::ordered_json plain = *spec;
+  for (const char* key : {"qk_norm", "qkv_bias", "head_dim", "rope_theta"})
+    plain["base"].erase(key);
+  plain["base"]["preset"] = "llama from elsewhere";
+  panel->load_spec(plain);
+  EXPECT_FALSE(panel->qk_norm_field()->isChecked());
+  EXPECT_EQ(panel->head_width_field()->value(), 0);
+  EXPECT_EQ(panel->rope_theta_field()->value(), rematlab::ModelConfig{}.rope_theta);
   // GPT has none of Llama's: the fields are disabled, and the spec does not carry them.
   panel->arch_field()->setCurrentText("gpt");
   EXPECT_FALSE(panel->qk_norm_field()->isEnabled());
@@ -121,6 +131,12 @@ TEST(ExperimentPanel, AHuggingFaceConfigFillsTheModelFieldsAndSaysWhatTheFormLac
   EXPECT_TRUE(panel->model_source_label()->text().startsWith("notes.json was not read"))
       << panel->model_source_label()->text().toStdString();
   EXPECT_EQ(panel->first_config()->model.vocab, 50257);
+  // A rotary base beyond the field's range: refused too.
+  EXPECT_FALSE(panel->load_model_config(write("theta.json", R"({"model_type": "llama",
+      "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "intermediate_size": 128, "vocab_size": 256, "rope_theta": 1e12})")));
+  EXPECT_TRUE(panel->model_source_label()->text().contains("rotary base 1e+12"))
+      << panel->model_source_label()->text().toStdString();
   // Deeper than the form's Layers field goes: refused, not clamped into a shallower model.
   EXPECT_FALSE(panel->load_model_config(write("deep.json", R"({"model_type": "llama",
       "hidden_size": 64, "num_hidden_layers": 1000, "num_attention_heads": 4,

@@ -167,7 +167,9 @@ TEST(HfConfig, QkvBiasesAreRecordedWhereSetAndReadBack) {
   // A run of an imported configuration keeps its label, and its shape, when read back.
   config.preset = "qwen2 from config.json";
   config.model = import_hf_config(shipped("qwen2.5-7b")).model;
-  const RunConfig read = run_config_from_record(to_json(config));
+  std::vector<std::string> unread;
+  const RunConfig read = run_config_from_record(to_json(config), &unread);
+  EXPECT_TRUE(unread.empty()) << ::testing::PrintToString(unread);  // a label is read, as one
   EXPECT_EQ(read.preset, "qwen2 from config.json");
   EXPECT_EQ(read.model.parameter_count(), 7'615'616'512);
   // GPT has every bias already: the field is refused there.

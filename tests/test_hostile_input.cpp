@@ -259,7 +259,7 @@ INSTANTIATE_TEST_SUITE_P(
              [](Bench& b) { write(b.file("big.json"), std::string((1 << 20) + 1, ' ')); },
              "sweep --spec {dir}/big.json --db {db}",
              {},
-             "larger than 1024 KiB"},
+             "larger than 1.00 MiB"},
         Case{"DuplicateKeyInASpec",
              [](Bench& b) {
                write(b.file("twice.json"),

@@ -386,6 +386,14 @@ TEST(LayoutSearch, RunnableHereKeepsToWhatTheEngineTrains) {
   const LayoutEvaluation fp32 = LayoutEvaluator(request).evaluate(layout);
   EXPECT_TRUE(fp32.engine_lacks.empty());
   EXPECT_NE(rematlab_run(request, fp32).text.find("--shard parameters"), std::string::npos);
+  // Qwen 3's q/k norms run on one tensor rank only: split, the layout says so and exports no run.
+  LayoutRequest qwen3 = request_for("qwen3-8b", "h100-sxm", 8, 4096, 8);
+  Layout split;
+  split.tp = 4;
+  split.dp = 2;
+  const LayoutEvaluation norms = LayoutEvaluator(qwen3).evaluate(split);
+  EXPECT_EQ(norms.engine_lacks, std::vector<std::string>{"q/k norms over tensor ranks"});
+  EXPECT_TRUE(rematlab_run(qwen3, norms).text.empty());
 }
 
 TEST(LayoutEvaluator, StagesHoldTheirScheduleMicroBatchesInFlight) {

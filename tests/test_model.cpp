@@ -122,10 +122,6 @@ TEST(HeadNorm, MatchesAutogradOfTheFormula) {
     EXPECT_TRUE(torch::allclose(x.grad().to(torch::kDouble), x_ref.grad(), tolerance, tolerance));
     EXPECT_TRUE(torch::allclose(w.grad().to(torch::kDouble), w_ref.grad(), tolerance, tolerance))
         << w.grad() << w_ref.grad();
-    // A frozen scale (LoRA's base) forms no gradient for it.
-    const torch::Tensor frozen = head_rms_norm(x, weight, 1e-5);
-    frozen.sum().backward();
-    EXPECT_FALSE(weight.grad().defined());
   }
 }
 

@@ -100,6 +100,9 @@ TEST(SweepSpec, FamilyAndFinetuneAxesKeepTheBasesOwnFields) {
             "spec: base.lora_rank");
   EXPECT_EQ(rejected_field(R"({"axes": {"finetune": ["lora", "qlora"]}})"),
             "spec: axes.finetune[1]");
+  EXPECT_EQ(rejected_field(R"({"axes": {"finetune": ["qlora", "lora"]}})"),
+            "spec: axes.finetune[0]");
+  EXPECT_EQ(rejected_field(R"({"axes": {"arch": ["gptx", "llama"]}})"), "spec: axes.arch[0]");
 }
 
 TEST(SweepSpec, GpuSwitchesAreRunFields) {

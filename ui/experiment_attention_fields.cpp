@@ -66,18 +66,27 @@ void ExperimentPanel::add_attention_to(nlohmann::ordered_json& base) const {
 }
 
 void ExperimentPanel::load_attention_fields(const nlohmann::ordered_json& base) {
+  // Records and profiles write these only where they differ from the preset's (or a plain
+  // model's): one that is absent is that, never what the form held before.
+  const ModelConfig* named = base.contains("preset") && base["preset"].is_string()
+                                 ? find_model_preset(base["preset"].get<std::string>())
+                                 : nullptr;
+  ModelConfig model = named ? *named : ModelConfig{};
   if (base.contains("head_dim") && base["head_dim"].is_number_integer()) {
-    head_width_->setValue(static_cast<int>(base["head_dim"].get<int64_t>()));
+    model.head_width = base["head_dim"].get<int64_t>();
   }
   if (base.contains("rope_theta") && base["rope_theta"].is_number()) {
-    rope_theta_->setValue(base["rope_theta"].get<double>());
+    model.rope_theta = base["rope_theta"].get<double>();
   }
   if (base.contains("qkv_bias") && base["qkv_bias"].is_boolean()) {
-    qkv_bias_->setChecked(base["qkv_bias"].get<bool>());
+    model.qkv_bias = base["qkv_bias"].get<bool>();
   }
   if (base.contains("qk_norm") && base["qk_norm"].is_boolean()) {
-    qk_norm_->setChecked(base["qk_norm"].get<bool>());
+    model.qk_norm = base["qk_norm"].get<bool>();
   }
+  model.heads = heads_->value();
+  model.d_model = d_model_->value();
+  set_attention_fields(model);
 }
 
 void ExperimentPanel::set_attention_fields(const ModelConfig& model) {

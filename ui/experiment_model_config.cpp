@@ -1,6 +1,7 @@
 // Open config.json…: a Hugging Face model configuration read into the model fields, with what
 // RematLab does not model said beside the button, never dropped silently; a shape beyond the
 // form's ranges is refused rather than clamped.
+#include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QLabel>
@@ -33,6 +34,12 @@ QString ExperimentPanel::field_beyond_the_form(const ModelConfig& model) const {
     if (value < box->minimum()) {
       return QString("%1 %2, fewer than the form's %3").arg(value).arg(name).arg(box->minimum());
     }
+  }
+  if (model.rope_theta > rope_theta_->maximum() || model.rope_theta < rope_theta_->minimum()) {
+    return QString("rotary base %1, outside the form's %2–%3")
+        .arg(model.rope_theta)
+        .arg(rope_theta_->minimum())
+        .arg(rope_theta_->maximum());
   }
   return {};
 }

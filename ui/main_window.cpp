@@ -536,8 +536,8 @@ void MainWindow::on_layout_tried(const TrialLayout& trial) {
 
 namespace {
 
-// The model and batch settings of `profiled` that the form's `trained` does not have (a Qwen
-// shape's qkv_bias, a head width, a rotary base the form has no field for), as "a, b".
+// The model and batch settings of `profiled` that the form's `trained` does not have (a setting
+// the form has no field for, such as a gradient clip), as "a, b".
 QString settings_the_form_lost(const RunConfig& profiled, const RunConfig& trained) {
   // What the form takes from the user rather than from the profile.
   static const std::set<std::string> kOwn = {

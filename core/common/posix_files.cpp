@@ -14,6 +14,8 @@
 #include <limits>
 #include <string>
 
+#include "common/byte_size.h"
+
 namespace rematlab::files {
 namespace {
 
@@ -227,7 +229,7 @@ SmallFile read_small_file(const std::string& path, int64_t largest_bytes) {
     return file;
   }
   if (info.st_size > largest_bytes) {
-    file.error = "larger than " + std::to_string(largest_bytes >> 10) + " KiB";
+    file.error = "larger than " + format_bytes(largest_bytes);
     return file;
   }
   // Read to the end, not to st_size: the file may grow meanwhile; one byte over the limit says so.
@@ -243,7 +245,7 @@ SmallFile read_small_file(const std::string& path, int64_t largest_bytes) {
     if (got == 0) break;
     file.text.append(buffer, static_cast<std::size_t>(got));
     if (static_cast<int64_t>(file.text.size()) > largest_bytes) {
-      file.error = "larger than " + std::to_string(largest_bytes >> 10) + " KiB";
+      file.error = "larger than " + format_bytes(largest_bytes);
       file.text.clear();
       return file;
     }

@@ -563,6 +563,13 @@ LayoutEvaluation LayoutEvaluator::evaluate(const Layout& layout, bool detail) {
   if (layout.pp > 1) result.engine_lacks.push_back("pipeline parallelism");
   if (layout.cp > 1) result.engine_lacks.push_back("context parallelism");
   if (states_offloaded(layout)) result.engine_lacks.push_back("model states in host memory");
+  // What validate_tensor_parallel refuses (run/run_config.cpp).
+  if (layout.tp > 1 && request_.arch.qk_norm) {
+    result.engine_lacks.push_back("q/k norms over tensor ranks");
+  }
+  if (layout.tp > 1 && request_.arch.dropout > 0.0) {
+    result.engine_lacks.push_back("dropout over tensor ranks");
+  }
   if (!shard_trains_in(engine_shard(layout), request_.precision)) {
     result.engine_lacks.push_back("sharded parameters in " + to_string(request_.precision));
   }

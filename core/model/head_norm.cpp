@@ -45,6 +45,7 @@ class HeadRmsNorm : public torch::autograd::Function<HeadRmsNorm> {
 }  // namespace
 
 torch::Tensor head_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  TORCH_CHECK(x.dim() >= 2, "head_rms_norm normalises the last dimension of a batch of heads");
   return HeadRmsNorm::apply(x, weight, eps);
 }
 

@@ -299,8 +299,10 @@ RunConfig run_config_from_record(const nlohmann::json& json, std::vector<std::st
     try {
       apply_run_field(config, key, value, "runs.config." + key);
     } catch (const InvalidInput&) {
-      // The rest of the record still reads; the caller learns which field did not.
-      if (unread) unread->push_back(key);
+      // The rest of the record still reads; the caller learns which field did not. A preset
+      // that names no preset is a label (below), read as such.
+      const bool label = key == "preset" && value.is_string();
+      if (unread && !label) unread->push_back(key);
     }
   };
   for (const char* first : kFirstFields) {

@@ -152,7 +152,7 @@ namespace {
 
 // An axis of a first field (preset, arch, finetune) takes its value before the base's own
 // fields apply, as one run's fields would, so that what the base sets explicitly (kv_heads, a
-// LoRA rank, LoRA itself under a preset axis) survives the preset's, family's or LoRA's defaults.
+// LoRA rank) survives the family's or LoRA's defaults.
 RunConfig base_with_first_fields(const SweepSpec& spec,
                                  const std::vector<std::pair<std::string, nlohmann::json>>& first) {
   nlohmann::ordered_json fields =
@@ -260,7 +260,18 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, std::vector<std::str
                                            " runs; split the sweep");
   }
   const std::vector<const SweepAxis*> axes = expanded_axes(spec);
-  const RunConfig base = base_with_first_fields(spec, first_fields_at(axes));
+  RunConfig base;
+  try {
+    base = base_with_first_fields(spec, first_fields_at(axes));
+  } catch (const InvalidInput& error) {
+    // An axis's first value stands in the base: an error there names the axis entry.
+    for (const SweepAxis* axis : axes) {
+      if (is_first_field(axis->key) && error.field() == kSpec + "base." + axis->key) {
+        throw InvalidInput(kSpec + "axes." + axis->key + "[0]", error.reason());
+      }
+    }
+    throw;
+  }
   check_each_value(spec, base, axes);
 
   std::vector<SweepPoint> points;
