@@ -224,7 +224,8 @@ class EngineAccounting {
     // it unless k (not rotated) is a view of it too.
     // Rotated q and k: undoing the rotation holds one more q-sized gradient.
     const int64_t freed_by_v = qkv_kept() ? (arch_.rotary ? qkv : 0) : dq;
-    // Normalised q: its gradient and two more q-sized ones while the norm's backward runs.
+    // Qwen 3's q/k norms: one more q-sized gradient while the norm's backward runs (fp32; under
+    // bf16 its fp32 temporaries are more, not counted: 16-bit figures are approximate).
     const int64_t unrotate = (arch_.rotary ? dq : 0) + (arch_.qk_norm ? dq : 0);
     if (math) return per_token(2 * scores - dq - freed_by_v + unrotate) + weight_held(d * qkv);
     // Fused, in order: the kernel's q, k and v gradients beside the output's; undoing the
