@@ -150,17 +150,6 @@ int64_t count_sweep_points(const SweepSpec& spec) {
 
 namespace {
 
-// An axis of a first field (preset, arch, finetune) takes its value before the base's own
-// fields apply, as one run's fields would, so that what the base sets explicitly (kv_heads, a
-// LoRA rank) survives the family's or LoRA's defaults.
-RunConfig base_with_first_fields(const SweepSpec& spec,
-                                 const std::vector<std::pair<std::string, nlohmann::json>>& first) {
-  nlohmann::ordered_json fields =
-      spec.base.is_object() ? spec.base : nlohmann::ordered_json::object();
-  for (const auto& [key, value] : first) fields[key] = nlohmann::ordered_json::parse(value.dump());
-  return run_config_from_fields(fields, kSpec + "base");
-}
-
 // The axes a sweep expands: the max-batch search chooses the batch, so it replaces a batch axis.
 std::vector<const SweepAxis*> expanded_axes(const SweepSpec& spec) {
   std::vector<const SweepAxis*> axes;
@@ -170,35 +159,49 @@ std::vector<const SweepAxis*> expanded_axes(const SweepSpec& spec) {
   return axes;
 }
 
-// The first-field axes' values (see base_with_first_fields): each axis's first value, except
-// `varied`'s, which takes its value at `index`.
-std::vector<std::pair<std::string, nlohmann::json>> first_fields_at(
-    const std::vector<const SweepAxis*>& axes, const SweepAxis* varied = nullptr,
-    std::size_t index = 0) {
-  std::vector<std::pair<std::string, nlohmann::json>> first;
-  for (const SweepAxis* axis : axes) {
-    if (is_first_field(axis->key) && !axis->values.empty()) {
-      first.emplace_back(axis->key, axis->values.at(axis == varied ? index : 0));
+// The base as the point at `index` (one position per axis) sees it: each first-field axis
+// (preset, arch, finetune) takes its value before the base's own fields apply, as one run's
+// fields would, so that what the base sets explicitly (kv_heads, a LoRA rank) survives the
+// family's or LoRA's defaults. An error from a value standing in the base names that axis entry.
+RunConfig base_with_first_fields(const SweepSpec& spec, const std::vector<const SweepAxis*>& axes,
+                                 const std::vector<std::size_t>& index) {
+  nlohmann::ordered_json fields =
+      spec.base.is_object() ? spec.base : nlohmann::ordered_json::object();
+  for (std::size_t a = 0; a < axes.size(); ++a) {
+    if (is_first_field(axes[a]->key)) {
+      fields[axes[a]->key] = nlohmann::ordered_json::parse(axes[a]->values.at(index[a]).dump());
     }
   }
-  return first;
+  try {
+    return run_config_from_fields(fields, kSpec + "base");
+  } catch (const InvalidInput& error) {
+    for (std::size_t a = 0; a < axes.size(); ++a) {
+      if (is_first_field(axes[a]->key) && error.field() == kSpec + "base." + axes[a]->key) {
+        throw InvalidInput(kSpec + "axes." + axes[a]->key + "[" + std::to_string(index[a]) + "]",
+                           error.reason());
+      }
+    }
+    throw;
+  }
+}
+
+bool has_first_field_axis(const std::vector<const SweepAxis*>& axes) {
+  return std::any_of(axes.begin(), axes.end(),
+                     [](const SweepAxis* axis) { return is_first_field(axis->key); });
 }
 
 // Each value on its own first, so an error names the exact entry.
 void check_each_value(const SweepSpec& spec, const RunConfig& base,
                       const std::vector<const SweepAxis*>& axes) {
-  for (const SweepAxis* axis : axes) {
+  for (std::size_t a = 0; a < axes.size(); ++a) {
+    const SweepAxis* axis = axes[a];
     for (std::size_t i = 0; i < axis->values.size(); ++i) {
       const std::string field = kSpec + "axes." + axis->key + "[" + std::to_string(i) + "]";
       RunConfig alone = base;
       if (is_first_field(axis->key)) {
-        try {
-          alone = base_with_first_fields(spec, first_fields_at(axes, axis, i));
-        } catch (const InvalidInput& error) {
-          // The value itself, or the base's fields under it (a LoRA rank without LoRA).
-          throw InvalidInput(error.field() == kSpec + "base." + axis->key ? field : error.field(),
-                             error.reason());
-        }
+        std::vector<std::size_t> index(axes.size(), 0);
+        index[a] = i;
+        alone = base_with_first_fields(spec, axes, index);
       } else {
         apply_run_field(alone, axis->key, axis->values[i], field);
       }
@@ -217,11 +220,7 @@ SweepPoint point_at(const SweepSpec& spec, const RunConfig& base,
                     const std::vector<const SweepAxis*>& axes,
                     const std::vector<std::size_t>& index) {
   SweepPoint point;
-  std::vector<std::pair<std::string, nlohmann::json>> first;
-  for (std::size_t a = 0; a < axes.size(); ++a) {
-    if (is_first_field(axes[a]->key)) first.emplace_back(axes[a]->key, axes[a]->values[index[a]]);
-  }
-  point.config = first.empty() ? base : base_with_first_fields(spec, first);
+  point.config = has_first_field_axis(axes) ? base_with_first_fields(spec, axes, index) : base;
   for (std::size_t a = 0; a < axes.size(); ++a) {
     const nlohmann::json& value = axes[a]->values[index[a]];
     if (!is_first_field(axes[a]->key)) {
@@ -260,18 +259,8 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, std::vector<std::str
                                            " runs; split the sweep");
   }
   const std::vector<const SweepAxis*> axes = expanded_axes(spec);
-  RunConfig base;
-  try {
-    base = base_with_first_fields(spec, first_fields_at(axes));
-  } catch (const InvalidInput& error) {
-    // An axis's first value stands in the base: an error there names the axis entry.
-    for (const SweepAxis* axis : axes) {
-      if (is_first_field(axis->key) && error.field() == kSpec + "base." + axis->key) {
-        throw InvalidInput(kSpec + "axes." + axis->key + "[0]", error.reason());
-      }
-    }
-    throw;
-  }
+  const RunConfig base =
+      base_with_first_fields(spec, axes, std::vector<std::size_t>(axes.size(), 0));
   check_each_value(spec, base, axes);
 
   std::vector<SweepPoint> points;
