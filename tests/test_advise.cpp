@@ -515,6 +515,65 @@ TEST(ReferenceRun, TheNoneRunIsMatchedOnWhatChangesAStepsCostAndTheRestIsSaid) {
   EXPECT_TRUE(describe_differences(run.config, found->config).empty());
 }
 
+// A run whose record held settings this build could not read has their defaults in its config:
+// as a reference it could match a run it does not match, and given one it would be compared
+// with another configuration. Neither happens.
+TEST(ReferenceRun, ARunWithSettingsThisVersionCannotReadIsNoReferenceNorGivenOne) {
+  RunRecord run;
+  run.id = 10;
+  run.config = tiny();
+  run.config.checkpoint = "every:1";
+  RunRecord none = run;
+  none.id = 3;
+  none.status = RunStatus::kOk;
+  none.has_result = true;
+  none.config.checkpoint = "none";
+  RunRecord edited = none;
+  edited.id = 4;  // newer, and the same in every setting read: it would be chosen
+  edited.unread_config_fields = {"future_setting"};
+  auto found = find_none_run(run, {none, edited});
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->id, 3);
+  EXPECT_FALSE(find_none_run(run, {edited}));
+  RunRecord unread_run = run;
+  unread_run.unread_config_fields = {"future_setting"};
+  EXPECT_FALSE(find_none_run(unread_run, {none}));
+}
+
+// The advisor does not diagnose a run from the defaults of settings its record held that this
+// build could not read (a replay, an estimate or a reference would be of another configuration):
+// it says so, naming them; and such a run is not the `none` reference of another.
+TEST_F(AdviseDb, ARunWithASettingThisVersionCannotReadIsNotDiagnosedFromDefaults) {
+  const int64_t none = run("--steps 2");
+  const int64_t every = run("--steps 2 --checkpoint every:1");
+  auto notes_of = [](const Diagnosis& diagnosis) {
+    std::string text;
+    for (const Wording& note : diagnosis.notes) text += note.command_line() + "\n";
+    return text;
+  };
+  const std::string compared = "compared with run #" + std::to_string(none) + " (none)";
+  EXPECT_NE(notes_of(diagnose(every, false)).find(compared), std::string::npos)
+      << notes_of(diagnose(every, false));
+  auto edit = [&](int64_t id) {
+    Database(db_, Database::Mode::kReadWrite)
+        .exec("UPDATE runs SET config = json_set(config, '$.future_setting', 1) WHERE id = " +
+              std::to_string(id));
+  };
+  edit(none);
+  EXPECT_EQ(notes_of(diagnose(every, false)).find(compared), std::string::npos)
+      << notes_of(diagnose(every, false));
+  edit(every);
+  const Diagnosis diagnosis = diagnose(every, true);
+  EXPECT_TRUE(diagnosis.findings.empty()) << to_json(diagnosis).dump();
+  EXPECT_TRUE(diagnosis.checked.empty()) << to_json(diagnosis).dump();
+  ASSERT_EQ(diagnosis.notes.size(), 1u) << to_json(diagnosis).dump();
+  const std::string note = diagnosis.notes[0].command_line();
+  EXPECT_NE(note.find("not known to this version (a newer RematLab or a hand edit): its "
+                      "future_setting could not be read"),
+            std::string::npos)
+      << note;
+}
+
 TEST_F(AdviseDb, AnOomRunIsExplainedWithABudgetAndABatchThatFit) {
   nlohmann::json ok;
   run("--steps 3 --batch 8", &ok);

@@ -2,7 +2,9 @@
 // data-parallel run's memory per rank from its record, and a deleted run leaving it.
 #include <qcustomplot.h>
 
+#include <QLabel>
 #include <QTableWidget>
+#include <QTextDocument>
 
 #include "compare_view.h"
 #include "runs_view.h"
@@ -137,6 +139,28 @@ TEST(CompareView, ADataParallelRunHasOneMemoryCurvePerRankFromItsRecord) {
   EXPECT_NE(chart->graph(0)->pen().style(), chart->graph(1)->pen().style());
   ASSERT_EQ(chart->graph(2)->dataCount(), 2);
   EXPECT_EQ(chart->graph(2)->data()->at(1)->value, 6.0);
+}
+
+// A warning names settings from the record, which a hand edit can fill with anything: a name
+// that looks like a tag is shown as the text it is, on the label and in its tooltip.
+TEST(CompareView, AWarningNamingASettingThatLooksLikeATagShowsItAsText) {
+  rematlab::RunRecord run;
+  run.id = 4;
+  run.name = "run";
+  run.status = RunStatus::kOk;
+  run.unread_config_fields = {"<b>bold</b>"};
+  rematlab::ui::CompareView view;
+  view.set_runs({run}, {});
+  ASSERT_TRUE(view.warnings_text().contains("<b>bold</b>")) << view.warnings_text().toStdString();
+  QLabel* warnings = nullptr;
+  for (QLabel* each : view.findChildren<QLabel*>())
+    if (each->text() == view.warnings_text()) warnings = each;
+  ASSERT_NE(warnings, nullptr);
+  EXPECT_EQ(warnings->textFormat(), Qt::PlainText);
+  QTextDocument tooltip;
+  tooltip.setHtml(warnings->toolTip());
+  EXPECT_TRUE(Qt::mightBeRichText(warnings->toolTip()));
+  EXPECT_TRUE(tooltip.toPlainText().contains("<b>bold</b>")) << warnings->toolTip().toStdString();
 }
 
 }  // namespace

@@ -409,6 +409,30 @@ TEST(ProfileKey, ReadsBackWhatItWasMeasuredFor) {
   EXPECT_FALSE(read_profile_key("not json").has_value());
 }
 
+// A key whose config holds a setting this build cannot read (a newer RematLab's key, or a hand
+// edit) is not read with that setting's default, which would offer and reuse its costs as
+// another configuration's: it is refused, and the refusal names the setting.
+TEST(ProfileKey, AKeyWithASettingThisVersionCannotReadIsRefusedNamingIt) {
+  RunConfig config = tiny_run("none");
+  config.model = model_preset("tiny");
+  const nlohmann::json written = nlohmann::json::parse(profile_key(config, 5));
+  std::string refused;
+  ASSERT_TRUE(read_profile_key(written.dump(), &refused).has_value());
+  EXPECT_TRUE(refused.empty()) << refused;
+  for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"future_setting", 64}, {"precision", "fp4"}, {"layers", "many"}}) {
+    nlohmann::json edited = written;
+    edited["config"][key] = value;
+    refused.clear();
+    EXPECT_FALSE(read_profile_key(edited.dump(), &refused).has_value()) << key;
+    EXPECT_NE(refused.find("not known to this version (a newer RematLab or a hand edit): " + key +
+                           " could not be read"),
+              std::string::npos)
+        << refused;
+    EXPECT_FALSE(read_profile_key(edited.dump()).has_value()) << key;  // no reason asked: none
+  }
+}
+
 TEST(ProfileRegistry, ListsKeptProfilesNewestFirst) {
   testing::ScratchDir dir("plan-profile-list");
   RunStore store(dir.file("runs.sqlite"));

@@ -25,6 +25,8 @@
 #include "plan/segment_planner.h"
 #include "plan_strip.h"
 #include "plan_view.h"
+#include "store/run_writer.h"
+#include "store/sqlite_db.h"
 #include "window_bench.h"
 
 namespace {
@@ -369,6 +371,82 @@ TEST(PlanTab, KeptProfilesAreOfferedAndTheChartSaysWhatEachPointIs) {
   const QStringList written = view->export_images(bench.dir.path(), "plan");
   ASSERT_EQ(written.size(), 2);
   EXPECT_GT(QFileInfo(written[0]).size(), 10000);
+}
+
+// Made-up costs of two blocks whose MLPs are the costly part, as a kept profile holds them.
+ChainCosts two_block_costs() {
+  ChainCosts costs;
+  costs.input_bytes = 1 << 20;
+  for (int i = 0; i < 4; ++i) {
+    const bool mlp = i % 2 == 1;
+    StageCost stage;
+    stage.forward_ms = mlp ? 8.0 : 2.0;
+    stage.backward_ms = mlp ? 16.0 : 4.0;
+    stage.kept_bytes = (mlp ? 6 : 3) << 20;
+    stage.output_bytes = 1 << 20;
+    costs.stages.push_back(stage);
+  }
+  costs.head_peak_bytes = 2 << 20;
+  costs.fixed_ms = 10.0;
+  return costs;
+}
+
+// A recorded run with a setting this build cannot read is not drawn as a measurement of the
+// profiled configuration (its key would be made from that setting's default), and a kept key
+// with one is not offered: the tab says why, naming the setting.
+TEST(PlanTab, RunsAndKeysWithSettingsThisVersionCannotReadAreNeitherDrawnNorOffered) {
+  Bench bench;
+  rematlab::RunConfig config;
+  config.preset = "tiny";
+  config.threads = 1;
+  const std::string key = plan::profile_key(config, 5);
+  const std::string costs = plan::to_json(two_block_costs()).dump();
+  {
+    RunStore store(bench.db.toStdString());
+    store.save_chain_profile(key, {costs, 1.0, "2026-11-30T10:00:00Z"});
+    nlohmann::json edited = nlohmann::json::parse(key);
+    edited["config"]["future_setting"] = 1;
+    store.save_chain_profile(edited.dump(), {costs, 1.0, "2026-11-29T10:00:00Z"});
+  }
+  std::vector<int64_t> ids;
+  {
+    rematlab::RunWriter writer(bench.db.toStdString());
+    for (int i = 0; i < 2; ++i) {
+      rematlab::RunConfig trained = config;
+      trained.checkpoint = "every:1";
+      const int64_t id = writer.begin_run(std::nullopt, "every:1", trained);
+      rematlab::RunSummary summary;
+      summary.config = trained;
+      summary.steps_completed = 3;
+      summary.tokens_per_s = 1000.0 * (i + 1);
+      summary.step_ms = 10.0;
+      summary.peak_activation_bytes = int64_t{3 + i} << 20;
+      writer.finish_run(id, summary);
+      ids.push_back(id);
+    }
+    writer.flush();
+  }
+  bench.window.show();
+  bench.window.resize(1280, 720);
+  bench.window.tabs()->setCurrentWidget(bench.window.plan_view());
+  bench.window.open_database(bench.db);
+  PlanView* view = bench.window.plan_view();
+  ASSERT_EQ(view->configuration_field()->count(), 1);
+  EXPECT_EQ(view->profile_key().toStdString(), key);
+  const auto* range = view->findChild<QLabel*>("plan-range");
+  ASSERT_NE(range, nullptr);
+  EXPECT_TRUE(
+      range->text().contains("a newer RematLab or a hand edit): future_setting could not "
+                             "be read"))
+      << range->text().toStdString();
+  EXPECT_EQ(view->measured_others_graph()->dataCount(), 2);  // both runs, read in full
+
+  rematlab::Database(bench.db.toStdString(), rematlab::Database::Mode::kReadWrite)
+      .exec("UPDATE runs SET config = json_set(config, '$.future_setting', 1) WHERE id = " +
+            std::to_string(ids[1]));
+  view->refresh();
+  ASSERT_EQ(view->measured_others_graph()->dataCount(), 1);
+  EXPECT_DOUBLE_EQ(view->measured_others_graph()->data()->constBegin()->value, 1000.0);
 }
 
 TEST(PlanTab, StopEndsAProfileAndKeepsNothing) {

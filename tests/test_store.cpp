@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -21,6 +22,7 @@
 #include "common/errors.h"
 #include "common/posix_files.h"
 #include "common/process_identity.h"
+#include "run/run_fields.h"
 #include "runtime/runtime_info.h"
 #include "scratch_dir.h"
 #include "store/csv_export.h"
@@ -1076,10 +1078,105 @@ TEST(Store, AFieldThisBuildCannotReadIsNamedNotPassedOffAsTheDefault) {
   EXPECT_TRUE(plain.unread_config_fields.empty());
   const RunComparison comparison = compare_runs({read, plain});
   const std::string warnings = nlohmann::json(comparison.warnings).dump();
-  EXPECT_NE(warnings.find(read.label() + " was recorded by a newer RematLab: its finetune, "
-                                         "lora_alpha, lora_rank, lora_targets could not be read"),
+  EXPECT_NE(warnings.find(read.label() +
+                          " holds settings not known to this version (a newer RematLab or a hand "
+                          "edit): its finetune, lora_alpha, lora_rank, lora_targets could not be "
+                          "read"),
             std::string::npos)
       << warnings;
+}
+
+// The CSV's config columns hold the defaults of what could not be read; a column beside them
+// names those settings in full (a name with a comma quoted as any text), so a reader of the file
+// is not handed the defaults as what the run trained with. Blank when everything was read.
+TEST(Store, CsvNamesTheRecordedSettingsThisVersionCouldNotRead) {
+  RunRecord edited;
+  edited.id = 1;
+  edited.unread_config_fields = {"finetune", "lora,rank", std::string(100, 'x')};
+  RunRecord plain;
+  plain.id = 2;
+  const auto rows = parse_csv(runs_csv({edited, plain}));
+  ASSERT_EQ(rows.size(), 3u);
+  ASSERT_EQ(rows[1].size(), rows[0].size());
+  ASSERT_EQ(rows[2].size(), rows[0].size());
+  const auto column = std::find(rows[0].begin(), rows[0].end(), "unread_config_fields");
+  ASSERT_NE(column, rows[0].end());
+  const auto at = static_cast<std::size_t>(column - rows[0].begin());
+  EXPECT_EQ(rows[1][at], "finetune;lora,rank;" + std::string(100, 'x'));
+  EXPECT_EQ(rows[2][at], "");
+  // Right after the config columns, before what was asked.
+  ASSERT_LT(at + 1, rows[0].size());
+  EXPECT_EQ(rows[0][at + 1], "request_max_batch_budget_bytes");
+  EXPECT_EQ(runs_csv_header()[at], "unread_config_fields");
+}
+
+// A `config` that is valid JSON but no object (or no JSON at all) is not read as `{}`, whose
+// defaults would pass for what the run trained with: the record says the whole config was not
+// read, and so do `compare` and the CSV. Nothing throws.
+TEST(Store, AConfigThatIsNotAnObjectIsReportedUnreadNotReadAsTheDefaults) {
+  TempDir dir;
+  const std::string path = dir.file("runs.sqlite");
+  RunStore store(path);
+  RunWriter writer(path);
+  const int64_t run = writer.begin_run(std::nullopt, "corrupt", RunConfig{});
+  const int64_t plain = writer.begin_run(std::nullopt, "plain", RunConfig{});
+  writer.flush();
+  for (const std::string text : {"[1,2]", "\"x\"", "42", "null", "true", "not json", ""}) {
+    {
+      Database db(path, Database::Mode::kReadWrite);
+      Statement update(db, "UPDATE runs SET config = ? WHERE id = ?");
+      update.bind(1, text).bind(2, run).run();
+    }
+    RunRecord read;
+    ASSERT_NO_THROW(read = store.run(run)) << text;
+    EXPECT_EQ(read.unread_config_fields, std::vector<std::string>{kUnreadWholeConfig}) << text;
+    std::vector<RunRecord> both;
+    ASSERT_NO_THROW(both = store.runs()) << text;
+    ASSERT_EQ(both.size(), 2u);
+    EXPECT_TRUE(both[1].unread_config_fields.empty()) << text;
+    const std::string warnings = nlohmann::json(compare_runs(both).warnings).dump();
+    EXPECT_NE(warnings.find(read.label() + " holds settings not known to this version"),
+              std::string::npos)
+        << text << ": " << warnings;
+    EXPECT_NE(warnings.find(std::string(kUnreadWholeConfig) + " could not be read"),
+              std::string::npos)
+        << text << ": " << warnings;
+    const auto rows = parse_csv(runs_csv({read}));
+    const auto column = std::find(rows[0].begin(), rows[0].end(), "unread_config_fields");
+    ASSERT_NE(column, rows[0].end());
+    EXPECT_EQ(rows[1][static_cast<std::size_t>(column - rows[0].begin())], kUnreadWholeConfig);
+  }
+  // An object is read as before: an empty one is the defaults, with nothing unread.
+  {
+    Database db(path, Database::Mode::kReadWrite);
+    Statement update(db, "UPDATE runs SET config = '{}' WHERE id = ?");
+    update.bind(1, run).run();
+  }
+  EXPECT_TRUE(store.run(run).unread_config_fields.empty());
+  EXPECT_TRUE(store.run(plain).unread_config_fields.empty());
+}
+
+// The names in a comparison's warning come from the record, which a hand edit can fill with
+// anything: the first 8 are named, each cut to 64 characters (never inside a UTF-8 character),
+// control characters shown as '?', and the rest counted.
+TEST(Comparison, UnreadSettingNamesInAWarningAreBoundedCutAndOnOneLine) {
+  RunRecord run = measured_run(1, "none", 400, 1000.0);
+  for (int i = 0; i < 20; ++i) run.unread_config_fields.push_back("field" + std::to_string(i));
+  run.unread_config_fields[1] = std::string(63, 'a') + "é" + std::string(200, 'b');
+  run.unread_config_fields[2] = "two\nlines";
+  const RunComparison comparison = compare_runs({run, measured_run(2, "every:1", 100, 800.0)});
+  ASSERT_EQ(comparison.warnings.size(), 1u);
+  const std::string& warning = comparison.warnings[0];
+  EXPECT_NE(warning.find("a newer RematLab or a hand edit"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("field0, " + std::string(63, 'a') + "…, two?lines, field3"),
+            std::string::npos)
+      << warning;
+  EXPECT_NE(warning.find("field7 and 12 more could not be read"), std::string::npos) << warning;
+  EXPECT_EQ(warning.find("field8"), std::string::npos) << warning;
+  EXPECT_EQ(warning.find('\n'), std::string::npos) << warning;
+  EXPECT_EQ(warning.find("bbb"), std::string::npos) << warning;
+  EXPECT_LT(warning.size(), 400u) << warning;
+  EXPECT_EQ(unread_fields_text({"a", "b"}), "a, b");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "common/errors.h"
 #include "common/posix_files.h"
 #include "run/batch_probe.h"
+#include "run/run_fields.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
 #include "store/step_fields.h"
@@ -382,6 +383,81 @@ TEST(PointWire, AProbeWithoutWholeNonNegativeCountsIsRefused) {
       EXPECT_THROW(batch_probe_from_json(probe), std::invalid_argument) << key << " " << bad;
     }
   }
+}
+
+// The coordinator records what a worker sends: a config setting it cannot read (a worker of a
+// newer build, or an edited message) would be recorded as its default, so the outcome is refused
+// with one error naming it (the coordinator then fails that point, saying why).
+TEST(PointWire, AnOutcomeWithASettingThisVersionCannotReadIsRefusedNamingIt) {
+  PointOutcome outcome;
+  outcome.summary.status = RunStatus::kOk;
+  outcome.summary.config.checkpoint = "every:1";
+  const nlohmann::json good = to_json(outcome);
+  EXPECT_EQ(point_outcome_from_json(good).summary.config.checkpoint, "every:1");
+  for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"future_setting", 3}, {"finetune", "qlora"}, {"precision", "fp4"}}) {
+    nlohmann::json sent = good;
+    sent["config"][key] = value;
+    try {
+      point_outcome_from_json(sent);
+      ADD_FAILURE() << key << " was read as its default";
+    } catch (const std::invalid_argument& error) {
+      const std::string what = error.what();
+      EXPECT_NE(what.find("not known to this version (a newer RematLab or a hand edit): " + key),
+                std::string::npos)
+          << what;
+    }
+  }
+  nlohmann::json not_an_object = good;
+  not_an_object["config"] = nlohmann::json::array({1, 2});
+  EXPECT_THROW(point_outcome_from_json(not_an_object), std::invalid_argument);
+}
+
+// A sweep spec's `budget` given as a number is bytes, read as every integer field is: a float, a
+// value past INT64_MAX (which get<int64_t> wrapped to -1: no budget) or a negative one is
+// refused, naming the field; a size text and 0 (no budget) are read.
+TEST(RunFields, ABudgetNumberIsACheckedWholeNonNegativeCount) {
+  auto budget = [](const nlohmann::json& value) {
+    RunConfig config;
+    apply_run_field(config, "budget", value, "spec: base.budget");
+    return config.budget_bytes;
+  };
+  EXPECT_EQ(budget(1048576), 1048576);
+  EXPECT_EQ(budget("1MiB"), 1048576);
+  EXPECT_EQ(budget(0), 0);
+  for (const nlohmann::json& bad :
+       {nlohmann::json(std::numeric_limits<uint64_t>::max()), nlohmann::json(1.5e9),
+        nlohmann::json(-5), nlohmann::json(true), nlohmann::json("lots")}) {
+    try {
+      budget(bad);
+      ADD_FAILURE() << bad.dump() << " was read";
+    } catch (const InvalidInput& error) {
+      EXPECT_EQ(error.field(), "spec: base.budget") << bad.dump();
+    }
+  }
+  EXPECT_EQ(rejected_field(R"({"base": {"budget": 18446744073709551615}})"), "spec: base.budget");
+  EXPECT_EQ(rejected_field(R"({"base": {"budget": 2.5}})"), "spec: base.budget");
+  // A record is tolerant: such a budget is named as unread rather than read wrapped.
+  std::vector<std::string> unread;
+  run_config_from_record({{"budget", std::numeric_limits<uint64_t>::max()}}, &unread);
+  EXPECT_EQ(unread, std::vector<std::string>{"budget"});
+}
+
+// Every 64-bit seed (--seed takes one) reads back from the record and over the wire, rather than
+// showing as unread there (and failing a sweep point on the coordinator).
+TEST(RunFields, ASeedPastInt64ReadsBackFromItsRecord) {
+  RunConfig config;
+  config.seed = std::numeric_limits<uint64_t>::max();
+  std::vector<std::string> unread;
+  EXPECT_EQ(run_config_from_record(to_json(config), &unread).seed, config.seed);
+  EXPECT_TRUE(unread.empty()) << ::testing::PrintToString(unread);
+  PointOutcome outcome;
+  outcome.summary.config = config;
+  const PointOutcome read = point_outcome_from_json(nlohmann::json::parse(to_json(outcome).dump()));
+  EXPECT_EQ(read.summary.config.seed, config.seed);
+  // A negative one is still no seed.
+  run_config_from_record({{"seed", -1}}, &unread);
+  EXPECT_EQ(unread, std::vector<std::string>{"seed"});
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextBlock>
+#include <QTextDocument>
 #include <QTimer>
 #include <QTreeWidget>
 #include <QWheelEvent>
@@ -460,6 +461,47 @@ TEST(Window, ARunsSettingThisBuildCannotReadIsNamedInItsRowsTooltip) {
         << column;
     EXPECT_FALSE(model.index(1, column).data(Qt::ToolTipRole).toString().contains("could not"));
   }
+}
+
+// Those names come from the record, which a hand edit can fill with anything: the tooltip names
+// the first 8, each cut to 64 characters, counts the rest, and shows a name that looks like HTML
+// as the text it is. Qt renders a tooltip whose first line holds a tag as rich text, so such a
+// tooltip is given escaped; one whose first line is plain stays plain text.
+TEST(Window, UnreadSettingNamesInTheRunsTooltipAreBoundedCutAndShownAsText) {
+  rematlab::RunRecord run;
+  run.id = 8;
+  run.status = rematlab::RunStatus::kOk;
+  run.unread_config_fields = {"<b>bold</b>", std::string(300, 'x')};
+  for (int i = 0; i < 20; ++i) run.unread_config_fields.push_back("field" + std::to_string(i));
+  rematlab::RunRecord named = run;
+  named.id = 9;
+  named.name = "plain";
+  rematlab::ui::RunsTableModel model;
+  model.set_runs({run, named});
+  int name_column = -1;
+  for (int c = 0; c < model.columnCount(); ++c) {
+    if (model.headerData(c, Qt::Horizontal, Qt::DisplayRole).toString() == "name") name_column = c;
+  }
+  ASSERT_GE(name_column, 0);
+  const QString listed = "could not read <b>bold</b>, " + QString(64, 'x') +
+                         QString::fromUtf8("…") + ", field0, field1";
+  // The id cell's tooltip starts with the unread line, tag and all: given as escaped rich text.
+  const QString rich = model.index(0, 0).data(Qt::ToolTipRole).toString();
+  EXPECT_TRUE(Qt::mightBeRichText(rich)) << rich.toStdString();
+  EXPECT_FALSE(rich.contains("<b>bold")) << rich.toStdString();
+  QTextDocument document;
+  document.setHtml(rich);
+  const QString shown = document.toPlainText();
+  EXPECT_TRUE(shown.contains("a newer RematLab or a hand edit")) << shown.toStdString();
+  EXPECT_TRUE(shown.contains(listed)) << shown.toStdString();
+  EXPECT_TRUE(shown.contains("field5 and 14 more and shows the default")) << shown.toStdString();
+  EXPECT_FALSE(shown.contains("field6")) << shown.toStdString();
+  EXPECT_FALSE(shown.contains(QString(65, 'x'))) << shown.toStdString();
+  // The name cell's starts with the run's plain name: plain text, the names as they are.
+  const QString plain = model.index(1, name_column).data(Qt::ToolTipRole).toString();
+  EXPECT_FALSE(Qt::mightBeRichText(plain)) << plain.toStdString();
+  EXPECT_TRUE(plain.startsWith("plain\n")) << plain.toStdString();
+  EXPECT_TRUE(plain.contains(listed)) << plain.toStdString();
 }
 
 TEST(Window, TheReasonOfAnOomRunIsShownAndWhatWasNotMeasuredIsBlank) {

@@ -2,6 +2,7 @@
 
 #include <QLabel>
 #include <QPainter>
+#include <QTextDocument>
 
 namespace rematlab::ui {
 namespace {
@@ -67,18 +68,23 @@ void ElidedLabel::update_tooltip() {
   QStringList lines;
   if (elided()) lines << text_;
   if (!description_.isEmpty()) lines << description_;
-  setToolTip(lines.join("\n\n"));
+  setToolTip(plain_tooltip(lines.join("\n\n")));
 }
 
 void cap_lines(QLabel* label, int lines) {
+  label->setTextFormat(Qt::PlainText);
   label->setWordWrap(true);
   label->setMaximumHeight(lines * label->fontMetrics().lineSpacing() + 2);
 }
 
 void set_capped_text(QLabel* label, const QString& text) {
   label->setText(text);
-  label->setToolTip(text);
+  label->setToolTip(plain_tooltip(text));
   label->setVisible(!text.isEmpty());
+}
+
+QString plain_tooltip(const QString& text) {
+  return Qt::mightBeRichText(text) ? Qt::convertFromPlainText(text, Qt::WhiteSpaceNormal) : text;
 }
 
 }  // namespace rematlab::ui

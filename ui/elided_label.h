@@ -46,4 +46,10 @@ class ElidedLabel : public QFrame {
 void cap_lines(QLabel* label, int lines);
 void set_capped_text(QLabel* label, const QString& text);
 
+// Qt shows a tooltip whose first line looks like a tag as rich text, so a name, a reason or a
+// setting from a record ("<img …>") would be rendered, not shown. This gives such a text as rich
+// text whose every character is escaped (it wraps, as rich tooltips do); any other stays the
+// plain text it is.
+QString plain_tooltip(const QString& text);
+
 }  // namespace rematlab::ui

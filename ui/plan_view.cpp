@@ -95,6 +95,8 @@ void PlanView::set_up_fields() {
   budget_->setToolTip("Activation memory the plan must fit, above the model states (e.g. 200MiB)");
   range_label_->setObjectName("plan-range");
   range_label_->setWordWrap(true);  // two lines on a narrow screen rather than a wider window
+  // It can quote the database (an error, a kept key's setting names): shown as the text it is.
+  range_label_->setTextFormat(Qt::PlainText);
   plan_label_->setObjectName("plan-text");
   plan_label_->setWordWrap(true);
   // Room for three lines whatever the plan says, so the chart above never jumps as it changes.
@@ -239,8 +241,14 @@ void PlanView::fill_configurations(const std::string& keep_key) {
     store_problem_ = QString::fromStdString(error.what());
   }
   for (const auto& [key, kept] : kept_profiles) {
-    const auto parts = plan::read_profile_key(key);
-    if (!parts) continue;  // another profiling method: never reused, so not offered
+    std::string refused;
+    const auto parts = plan::read_profile_key(key, &refused);
+    if (!parts) {  // another profiling method: never reused, so not offered
+      // One whose settings this build cannot read is not offered either, but said.
+      if (!refused.empty() && store_problem_.isEmpty())
+        store_problem_ = QString::fromStdString(refused);
+      continue;
+    }
     ChainCosts costs;
     try {
       costs = plan::chain_costs_from_json(nlohmann::json::parse(kept.costs));

@@ -30,10 +30,13 @@ std::optional<CheckpointPolicy::Kind> kind_of(const std::string& policy) {
 }
 
 // Whether a recorded run is one the predictions speak for: trained in one process, without
-// offload (which the chain costs do not model), and measured.
+// offload (which the chain costs do not model), and measured. Not one with recorded settings
+// this build could not read: its profile key would be made from their defaults, so it could be
+// drawn as a measurement of a configuration it did not train.
 bool comparable(const RunRecord& run) {
   return run.status == RunStatus::kOk && run.has_result && run.result.tokens_per_s > 0 &&
-         run.config.offload == "none" && run.config.world_size <= 1;
+         run.config.offload == "none" && run.config.world_size <= 1 &&
+         run.unread_config_fields.empty();
 }
 
 }  // namespace

@@ -16,6 +16,8 @@
 #include "advice_panel.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
+#include "elided_label.h"
+#include "run/run_fields.h"
 #include "store/csv_export.h"
 
 namespace rematlab::ui {
@@ -56,6 +58,23 @@ QString count_text(int64_t count, const char* one, const char* many) {
   return QString("%1 %2").arg(count).arg(count == 1 ? one : many);
 }
 
+// A row's tooltip: a cell cut to its column's width has its whole text (`cell`) here, then why
+// the run ended so, then the recorded settings this build could not read.
+QVariant run_tooltip(const RunRecord& run, const QString& cell) {
+  QStringList lines;
+  if (!cell.isEmpty()) lines << cell;
+  if (!run.message.empty()) lines << QString::fromStdString(run.message);
+  if (!run.unread_config_fields.empty()) {
+    // Bounded and cut (unread_fields_text): a hand-edited record can name anything.
+    lines << RunsTableModel::tr(
+                 "Recorded with settings not known to this version (a newer RematLab or a hand "
+                 "edit); this one could not read %1 and shows the default instead.")
+                 .arg(QString::fromStdString(unread_fields_text(run.unread_config_fields)));
+  }
+  if (lines.isEmpty()) return {};
+  return plain_tooltip(lines.join("\n"));
+}
+
 }  // namespace
 
 void RunsTableModel::set_runs(std::vector<RunRecord> runs) {
@@ -80,22 +99,8 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
   const RunRecord& run = runs_.at(static_cast<std::size_t>(index.row()));
   const int column = index.column();
   if (role == Qt::ToolTipRole) {
-    // A cell cut to its column's width has its whole text here, then why the run ended so.
-    QStringList lines;
-    if (column == kName || column == kExperiment || column == kModel) {
-      const QString text = data(index, Qt::DisplayRole).toString();
-      if (!text.isEmpty()) lines << text;
-    }
-    if (!run.message.empty()) lines << QString::fromStdString(run.message);
-    if (!run.unread_config_fields.empty()) {
-      QStringList fields;
-      for (const std::string& field : run.unread_config_fields)
-        fields << QString::fromStdString(field);
-      lines << tr("Recorded by a newer RematLab; this one could not read %1 and shows the "
-                  "default instead.")
-                   .arg(fields.join(", "));
-    }
-    return lines.isEmpty() ? QVariant() : QVariant(lines.join("\n"));
+    const bool long_text = column == kName || column == kExperiment || column == kModel;
+    return run_tooltip(run, long_text ? data(index, Qt::DisplayRole).toString() : QString());
   }
   const bool numeric = column == kId || column == kBatch || column == kSteps || column == kPeak ||
                        column == kPeakActivation || column == kTokensPerS || column == kFinalLoss;

@@ -7,6 +7,7 @@
 #include "advise/reference_run.h"
 #include "advise/throughput_finding.h"
 #include "common/errors.h"
+#include "run/run_fields.h"
 #include "train/trainer_replay.h"
 
 namespace rematlab::advise {
@@ -50,6 +51,19 @@ std::optional<ChainWalk> replay_first_step(const RunRecord& run, std::vector<Wor
   }
 }
 
+// Recorded settings this build could not read leave their defaults in the run's config: a
+// replay, an estimate or a `none` reference made from it would advise on another configuration
+// than the one that ran. Said instead, and nothing is built from it.
+std::optional<Wording> unread_config_note(const RunRecord& run) {
+  if (run.unread_config_fields.empty()) return std::nullopt;
+  return Wording(
+      "not diagnosed: the run holds settings not known to this version (a newer "
+      "RematLab or a hand edit): its " +
+      unread_fields_text(run.unread_config_fields) +
+      " could not be read, and advice built from their defaults would be about "
+      "another configuration than the one that ran");
+}
+
 }  // namespace
 
 Diagnosis diagnose_run(RunStore& store, int64_t run_id, const AdviseOptions& options) {
@@ -57,6 +71,10 @@ Diagnosis diagnose_run(RunStore& store, int64_t run_id, const AdviseOptions& opt
   Diagnosis diagnosis;
   diagnosis.run_id = run.id;
   diagnosis.run_label = run.label();
+  if (auto note = unread_config_note(run)) {
+    diagnosis.notes.push_back(std::move(*note));
+    return diagnosis;
+  }
   const std::vector<StepMetrics> steps = store.steps(run_id);
 
   std::optional<ChainWalk> walk;

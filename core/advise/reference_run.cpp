@@ -64,11 +64,12 @@ std::string describe_differences(const RunConfig& run, const RunConfig& referenc
 }
 
 std::optional<RunRecord> find_none_run(const RunRecord& run, const std::vector<RunRecord>& runs) {
-  if (!reduces_memory(run.config)) return std::nullopt;
+  if (!reduces_memory(run.config) || !run.unread_config_fields.empty()) return std::nullopt;
   std::optional<RunRecord> best;
   std::size_t best_differences = 0;
   for (const RunRecord& other : runs) {
     if (other.id == run.id || !other.has_result || other.status != RunStatus::kOk) continue;
+    if (!other.unread_config_fields.empty()) continue;
     if (reduces_memory(other.config) || !same_configuration(run.config, other.config)) continue;
     const std::size_t differences = differing_keys(run.config, other.config).size();
     if (!best || differences < best_differences ||

@@ -22,7 +22,9 @@ std::string describe_differences(const RunConfig& run, const RunConfig& referenc
 
 // The finished `none` run without offload whose configuration is the same as `run`'s, from
 // `runs` (the database's, any order): the one that differs in the fewest other settings, the
-// newest of those; none for a run that is itself `none`.
+// newest of those; none for a run that is itself `none`. A run with recorded settings this build
+// could not read (RunRecord::unread_config_fields) is never a reference, nor given one: its
+// config holds defaults in their place, so "the same configuration" would be a guess.
 std::optional<RunRecord> find_none_run(const RunRecord& run, const std::vector<RunRecord>& runs);
 
 // Checkpointing or offloading at all: what the memory and throughput findings are about.

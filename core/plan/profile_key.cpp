@@ -48,7 +48,8 @@ std::string profile_key(const RunConfig& config, int repeats, const std::string&
       .dump();
 }
 
-std::optional<ProfiledConfiguration> read_profile_key(const std::string& key) {
+std::optional<ProfiledConfiguration> read_profile_key(const std::string& key,
+                                                      std::string* refused) {
   const nlohmann::json json = parse_json_or_null(key);
   if (!json.is_object() || json.value("method", 0) != kProfileMethod || !json.contains("config") ||
       !json["config"].is_object()) {
@@ -66,8 +67,18 @@ std::optional<ProfiledConfiguration> read_profile_key(const std::string& key) {
     ranks = given.get<int64_t>();
     config.erase("ranks");
   }
-  ProfiledConfiguration profiled{run_config_from_record(config), json.value("repeats", 0),
+  std::vector<std::string> unread;
+  ProfiledConfiguration profiled{run_config_from_record(config, &unread), json.value("repeats", 0),
                                  json.value("host", ""), json.value("libtorch", "")};
+  if (!unread.empty()) {
+    if (refused) {
+      *refused =
+          "a kept profile's configuration holds settings not known to this version (a "
+          "newer RematLab or a hand edit): " +
+          unread_fields_text(unread) + " could not be read";
+    }
+    return std::nullopt;
+  }
   profiled.config.world_size = ranks;
   // The key leaves the preset out (it changes nothing measured); a model of a preset's shape is
   // named by it again, any other is "custom".

@@ -21,13 +21,17 @@ std::string profile_key(const RunConfig& config, int repeats, const std::string&
 
 // A key read back: the configuration (its training-only fields at their defaults) and where it
 // was measured. Nothing for a key this build does not write (another profiling method, or not a
-// key at all): its costs are never reused, so they are not offered either.
+// key at all): its costs are never reused, so they are not offered either. Nor for a key whose
+// config holds settings this build cannot read (a newer RematLab's, or a hand edit): their
+// defaults would pass for the configuration measured. That refusal is said in `refused` (when
+// given), naming the settings.
 struct ProfiledConfiguration {
   RunConfig config;
   int repeats = 0;
   std::string host;
   std::string libtorch;
 };
-std::optional<ProfiledConfiguration> read_profile_key(const std::string& key);
+std::optional<ProfiledConfiguration> read_profile_key(const std::string& key,
+                                                      std::string* refused = nullptr);
 
 }  // namespace rematlab::plan

@@ -213,6 +213,12 @@ const std::map<std::string, Setter>& setters() {
       {"grad_clip", number(&RunConfig::grad_clip)},
       {"seed",
        [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         // The seed is unsigned (--seed takes any 64-bit value): one past INT64_MAX must read
+         // back from the record it wrote, not show as unread.
+         if (v.is_number_unsigned()) {
+           c.seed = v.get<uint64_t>();
+           return;
+         }
          const int64_t seed = as_integer(v, f);
          if (seed < 0) throw InvalidInput(f, "must not be negative");
          c.seed = static_cast<uint64_t>(seed);
@@ -239,8 +245,11 @@ const std::map<std::string, Setter>& setters() {
       {"data", text(&RunConfig::data)},
       {"budget",
        [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
-         c.budget_bytes =
-             v.is_number_integer() ? v.get<int64_t>() : parse_byte_size(as_text(v, f), f);
+         // A number is bytes, checked as every integer field is: a float or a value past
+         // INT64_MAX is refused, never converted (get<int64_t> wrapped 2^64-1 to -1).
+         const int64_t bytes = v.is_number() ? as_integer(v, f) : parse_byte_size(as_text(v, f), f);
+         if (bytes < 0) throw InvalidInput(f, "must be a positive size (0: no budget)");
+         c.budget_bytes = bytes;
        }},
       {"budget_bytes", integer(&RunConfig::budget_bytes)},
       {"timeline", flag(&RunConfig::timeline)},
@@ -294,7 +303,10 @@ RunConfig run_config_from_fields(const nlohmann::ordered_json& fields, const std
 
 RunConfig run_config_from_record(const nlohmann::json& json, std::vector<std::string>* unread) {
   RunConfig config;
-  if (!json.is_object()) return config;
+  if (!json.is_object()) {  // said, never passed off as a run that trained with the defaults
+    if (unread) unread->push_back(kUnreadWholeConfig);
+    return config;
+  }
   auto apply = [&](const std::string& key, const nlohmann::json& value) {
     try {
       apply_run_field(config, key, value, "runs.config." + key);
@@ -317,6 +329,29 @@ RunConfig run_config_from_record(const nlohmann::json& json, std::vector<std::st
     if (!is_first_field(item.key())) apply(item.key(), item.value());
   }
   return config;
+}
+
+std::string unread_fields_text(const std::vector<std::string>& unread) {
+  constexpr std::size_t kNamesShown = 8;
+  constexpr std::size_t kNameBytes = 64;  // ASCII characters; fewer where they take more bytes
+  std::string text;
+  for (std::size_t i = 0; i < unread.size() && i < kNamesShown; ++i) {
+    std::string name = unread[i];
+    if (name.size() > kNameBytes) {
+      std::size_t cut = kNameBytes;
+      // Back to the first byte of a character: a cut mid-character is no longer UTF-8.
+      while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+      name = name.substr(0, cut) + "…";
+    }
+    for (char& c : name) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) c = '?';
+    }
+    text += (i ? ", " : "") + name;
+  }
+  if (unread.size() > kNamesShown) {
+    text += " and " + std::to_string(unread.size() - kNamesShown) + " more";
+  }
+  return text;
 }
 
 }  // namespace rematlab

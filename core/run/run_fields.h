@@ -25,11 +25,21 @@ void apply_run_field(RunConfig& config, const std::string& key, const nlohmann::
 // The preset first, then every other field. Does not validate the result.
 RunConfig run_config_from_fields(const nlohmann::ordered_json& fields, const std::string& where);
 
+// What `unread` holds for a record whose config is not a JSON object at all (corrupt, or edited
+// by hand): none of its fields could be read. Bracketed so that no field name reads like it.
+inline constexpr const char* kUnreadWholeConfig = "(the whole config)";
+
 // A RunConfig as the runs database stored it (to_json(RunConfig)). Tolerant, because a record
-// must stay readable: a field this build does not know or no longer accepts keeps its default,
-// and its name is added to `unread` (when given) so that what shows the run can say so rather
-// than pass a default off as what the run trained with.
+// must stay readable: a field this build does not know or no longer accepts (a newer RematLab's,
+// or a hand edit) keeps its default, and its name is added to `unread` (when given) so that what
+// shows the run can say so rather than pass a default off as what the run trained with. A config
+// that is not an object reads as the defaults with kUnreadWholeConfig in `unread`.
 RunConfig run_config_from_record(const nlohmann::json& json,
                                  std::vector<std::string>* unread = nullptr);
+
+// `unread`'s names for a message or a tooltip: the first 8, each cut to 64 bytes (at a character
+// boundary, "…" after a cut) with control characters shown as '?', then "and N more".
+// A record is outside input: a hand-edited name must not flood, or forge lines in, what says it.
+std::string unread_fields_text(const std::vector<std::string>& unread);
 
 }  // namespace rematlab

@@ -39,6 +39,18 @@ std::vector<std::string> config_columns() {
   return keys;
 }
 
+// Beside the config columns: the recorded settings this build could not read, whose columns
+// hold defaults the run may not have trained with. Every name in full (a CSV holds every value),
+// separated by ';'; blank when all were read.
+constexpr const char* kUnreadColumn = "unread_config_fields";
+
+std::string unread_text(const RunRecord& run) {
+  const std::vector<std::string>& names = run.unread_config_fields;
+  std::string text;
+  for (std::size_t i = 0; i < names.size(); ++i) text += (i ? ";" : "") + names[i];
+  return text;
+}
+
 std::string value_text(const nlohmann::json& value) {
   if (value.is_null()) return "";
   if (value.is_string()) return value.get<std::string>();
@@ -72,6 +84,7 @@ std::vector<std::string> run_row(const RunRecord& run) {
       row.push_back(value_text(config.value(key, nlohmann::json())));
     }
   }
+  row.push_back(unread_text(run));
   if (run.request.max_batch) {
     row.push_back(std::to_string(run.request.max_batch->budget_bytes));
     row.push_back(std::to_string(run.request.max_batch->limit));
@@ -120,6 +133,7 @@ std::string csv_field(const std::string& text) {
 std::vector<std::string> runs_csv_header() {
   std::vector<std::string> header = identity_columns();
   for (const std::string& key : config_columns()) header.push_back(key);
+  header.push_back(kUnreadColumn);
   for (const std::string& key : request_columns()) header.push_back(key);
   for (const ResultField& field : result_fields()) header.push_back(field.name);
   header.push_back("peak_flops_source");

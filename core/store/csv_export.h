@@ -13,8 +13,10 @@ namespace rematlab {
 
 std::string csv_field(const std::string& text);
 
-// One row per run: identity columns, every config field (what the run trained with), what was
-// asked (request_*), then every result field. No two columns share a name.
+// One row per run: identity columns, every config field (what the run trained with), then
+// unread_config_fields (the recorded settings this build could not read, separated by ';', whose
+// config columns hold defaults), what was asked (request_*), then every result field. No two
+// columns share a name.
 std::string runs_csv(const std::vector<RunRecord>& runs);
 std::vector<std::string> runs_csv_header();
 // One row per step of each run, in run order.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/json_numbers.h"
+#include "run/run_fields.h"
 
 namespace rematlab {
 namespace {
@@ -85,8 +86,8 @@ std::vector<std::string> config_keys(const std::vector<nlohmann::json>& configs)
   return keys;
 }
 
-// What a reader of the ratios must know: other workloads, runs that stopped early, settings a
-// newer build recorded that this one could not read.
+// What a reader of the ratios must know: other workloads, runs that stopped early, recorded
+// settings this build could not read (a newer RematLab's, or a hand edit).
 std::vector<std::string> comparison_warnings(const std::vector<RunRecord>& runs,
                                              const std::vector<std::string>& differing_workload) {
   auto listed = [](const std::vector<std::string>& names) {
@@ -107,8 +108,11 @@ std::vector<std::string> comparison_warnings(const std::vector<RunRecord>& runs,
                          " steps: its figures cover only those");
     }
     if (!run.unread_config_fields.empty()) {
-      warnings.push_back(run.label() + " was recorded by a newer RematLab: its " +
-                         listed(run.unread_config_fields) +
+      // Bounded and cut: the names come from the record, which a hand edit can fill with anything.
+      warnings.push_back(run.label() +
+                         " holds settings not known to this version (a newer RematLab or a hand "
+                         "edit): its " +
+                         unread_fields_text(run.unread_config_fields) +
                          " could not be read and show the default");
     }
   }

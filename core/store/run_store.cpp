@@ -62,8 +62,10 @@ RunRecord read_run(const Statement& row) {
   run.name = row.column_text(3);
   run.status = parse_run_status(row.column_text(4)).value_or(RunStatus::kFailed);
   run.message = row.column_text(5);
+  // Not parse_or_empty: a config that is no object (corrupt, or edited by hand) is reported as
+  // unread, not read as an empty one whose defaults pass for what the run trained with.
   run.config =
-      run_config_from_record(parse_or_empty(row.column_text(6)), &run.unread_config_fields);
+      run_config_from_record(parse_json_or_null(row.column_text(6)), &run.unread_config_fields);
   run.request = run_request_from_json(parse_or_empty(row.column_text(7)));
   const nlohmann::json summary = parse_or_empty(row.column_text(8));
   run.has_result = !summary.empty();

@@ -42,8 +42,9 @@ struct RunRecord {
   RunStatus status = RunStatus::kRunning;
   std::string message;  // why, when the status is not ok
   RunConfig config;     // what it trained with (a max-batch run: the batch the search found)
-  // Recorded settings this build could not read (a newer build's value): `config` holds their
-  // defaults, which the run may not have trained with.
+  // Recorded settings this build could not read (not known to this version: a newer RematLab's,
+  // or a hand edit), kUnreadWholeConfig (run/run_fields.h) for a config that is no JSON object:
+  // `config` holds their defaults, which the run may not have trained with.
   std::vector<std::string> unread_config_fields;
   RunRequest request;  // what was asked (a max-batch search's budget and range)
   RunResult result;    // what it measured; only when has_result

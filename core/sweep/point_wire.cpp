@@ -56,10 +56,19 @@ PointOutcome point_outcome_from_json(const nlohmann::json& json) {
   summary.status = status_from(json.at("status"));
   summary.message = json.at("message").get<std::string>();
   outcome.engine_failed = json.at("engine_failed").get<bool>();
-  // The record's reading is tolerant of fields it cannot take; the batch is not optional (a
-  // max-batch search that fitted nothing trained at batch 0, which no run field accepts).
+  // The record's reading is tolerant of fields it cannot take; the coordinator is not: a setting
+  // it cannot read (a worker of a newer build, or an edited message) would be recorded as its
+  // default, so the outcome is refused, naming it. The batch is not optional (a max-batch search
+  // that fitted nothing trained at batch 0, which no run field accepts).
   const nlohmann::json& config = json.at("config");
-  summary.config = run_config_from_record(config);
+  std::vector<std::string> unread;
+  summary.config = run_config_from_record(config, &unread);
+  if (!unread.empty()) {
+    throw std::invalid_argument(
+        "the outcome's config holds settings not known to this version (a newer RematLab or a "
+        "hand edit): " +
+        unread_fields_text(unread) + " could not be read");
+  }
   summary.config.batch = config.at("batch").get<int64_t>();
   summary.config.peak_flops = summary.peak_flops;
   summary.config.peak_flops_source = summary.peak_flops_source;
