@@ -501,12 +501,15 @@ TEST(KeptOutputs, KeptProjectionsAreNotRunAgainWhileTheRestIs) {
 RunConfig check_config(const std::string& policy, AttentionKind attention,
                        const std::string& preset = "tiny") {
   RunConfig config;
-  // "qwen3-tiny": Llama's with Qwen 3's q/k norms and heads wider than d_model / heads.
-  config.model = model_preset(preset == "qwen3-tiny" ? "llama-tiny" : preset);
+  // "qwen3-tiny": Llama's with Qwen 3's q/k norms and heads wider than d_model / heads;
+  // "mistral-tiny": Llama's with a sliding window that does not divide its 64 tokens.
+  const bool llama_variant = preset == "qwen3-tiny" || preset == "mistral-tiny";
+  config.model = model_preset(llama_variant ? "llama-tiny" : preset);
   if (preset == "qwen3-tiny") {
     config.model.qk_norm = true;
     config.model.head_width = 32;
   }
+  if (preset == "mistral-tiny") config.model.sliding_window = 24;
   config.model.layers = 3;  // so every:2 has a short last segment
   config.model.dropout = 0.1;
   config.model.attention = attention;
@@ -548,7 +551,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "schedule:0=1,0.5=2", "keep:matmul", "keep:qkv",
                                          "keep:attn-out,mlp-in"),
                        ::testing::Values(AttentionKind::kSdpa, AttentionKind::kMath),
-                       ::testing::Values("tiny", "llama-tiny", "qwen3-tiny")),
+                       ::testing::Values("tiny", "llama-tiny", "qwen3-tiny", "mistral-tiny")),
     [](const auto& param_info) {
       return policy_test_name(std::get<0>(param_info.param), std::get<1>(param_info.param),
                               std::get<2>(param_info.param));

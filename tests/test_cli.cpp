@@ -84,6 +84,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"runs --status bogus --db /no/such/runs.sqlite", "--status"},
         BadInput{"run --preset llama-tiny --rope-theta 0.5", "--rope-theta"},
         BadInput{"run --preset tiny --rope-theta 500000", "--rope-theta"},
+        BadInput{"run --preset llama-tiny --sliding-window -1", "--sliding-window"},
+        BadInput{"run --preset llama-tiny --sliding-window 999999999", "--sliding-window"},
         BadInput{"plan --preset tiny", "--budget"},
         BadInput{"plan --preset tiny --ladder 1", "--ladder"},
         BadInput{"plan --preset tiny --budget 1MiB --repeats 0", "--repeats"},
@@ -556,6 +558,31 @@ TEST(Cli, RopeThetaReachesTheModelAndItsRecord) {
   rematlab::RunStore store(db, rematlab::StoreAccess::kReadOnly, false);
   EXPECT_EQ(store.run(1).config.model.rope_theta, 10000.0);
   EXPECT_EQ(store.run(2).config.model.rope_theta, 500000.0);
+}
+
+// A window shorter than the sequence changes what attention sees (another loss), is recorded and
+// read back, and a preset's own window (mistral-7b's 4096) is recorded too; 0 turns it off.
+TEST(Cli, ASlidingWindowReachesTheModelAndItsRecord) {
+  Scratch scratch;
+  const std::string db = scratch.file("runs.sqlite");
+  const std::string run = "run --preset llama-tiny --steps 2 --threads 1 --json --db " + db;
+  const Result whole = cli(run);
+  const Result windowed = cli(run + " --sliding-window 16");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  ASSERT_EQ(windowed.exit_code, 0) << windowed.err;
+  EXPECT_NE(last_line_json(whole.out)["final_loss"], last_line_json(windowed.out)["final_loss"]);
+  const Result estimate = cli("estimate --preset mistral-7b --batch 1 --json");
+  ASSERT_EQ(estimate.exit_code, 0) << estimate.err;
+  EXPECT_EQ(last_line_json(estimate.out)["sliding_window"], 4096);
+  const Result off = cli("estimate --preset mistral-7b --batch 1 --sliding-window 0 --json");
+  EXPECT_EQ(last_line_json(off.out)["sliding_window"], 0);
+  // Full attention forms more scores: more model FLOPs.
+  EXPECT_GT(last_line_json(off.out)["model_flops"].get<double>(),
+            last_line_json(estimate.out)["model_flops"].get<double>());
+  rematlab::RunStore store(db, rematlab::StoreAccess::kReadOnly, false);
+  EXPECT_EQ(store.run(1).config.model.sliding_window, 0);
+  EXPECT_EQ(store.run(2).config.model.sliding_window, 16);
+  EXPECT_TRUE(store.run(2).unread_config_fields.empty());
 }
 
 TEST(CliPlan, ALadderRunsFromTheSmallestFeasibleBudgetToNone) {

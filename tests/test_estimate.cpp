@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -155,6 +156,24 @@ TEST(Estimate, RecomputationAddsHardwareFlopsOnly) {
   EXPECT_NEAR(kept.hardware - kept.model, cores, blocks * 1e-9);
 }
 
+// Under a sliding window the cores count the keys each block computes: mistral-7b's 8192 tokens
+// in blocks of 4096, the first against its own 4096 keys, the second against 8192: 3/4 of the
+// full rows, and the model FLOPs fall by exactly the cores' quarter.
+TEST(Estimate, ASlidingWindowCountsTheCoresKeysOnly) {
+  Architecture arch = estimate::from_model_config(model_preset("mistral-7b"));
+  ASSERT_EQ(arch.sliding_window, 4096);
+  ASSERT_EQ(arch.seq_len, 8192);
+  const double windowed = estimate::attention_core_flops_per_token(arch);
+  const auto plan = CheckpointPolicy::none().plan_for(arch.layers, 0.0);
+  const double windowed_model = estimate::step_flops(arch, 8192, plan).model;
+  arch.sliding_window = 0;
+  const double full = estimate::attention_core_flops_per_token(arch);
+  EXPECT_DOUBLE_EQ(full, 4.0 * 8192 * 4096);
+  EXPECT_DOUBLE_EQ(windowed, full * 3 / 4);
+  EXPECT_NEAR(estimate::step_flops(arch, 8192, plan).model - windowed_model,
+              3.0 * 32 * (full - windowed) * 8192, 1.0);
+}
+
 // The activation model against the engine's measured peak (docs/estimates.md has the full
 // table). `small` at batch 2, two steps (the first is warm-up), fp32 on the CPU.
 struct Calibration {
@@ -166,12 +185,14 @@ struct Calibration {
   // Every row is within ±4 % (docs/estimates.md): 5 % catches a lost or doubled term of one
   // B·T·d tensor (early stop's saving is 3 % of `small`'s every:1 peak).
   double tolerance = 0.05;
+  int64_t window = 0;  // a sliding window; 0: none
 };
 
 // gtest prints parameters in test listings (and ctest's names); bytes would be unreadable.
 void PrintTo(const Calibration& c, std::ostream* out) {
   *out << c.preset << " " << c.checkpoint << " with " << to_string(c.attention) << " attention, "
        << c.loss_chunks << " loss slices";
+  if (c.window > 0) *out << ", window " << c.window;
 }
 
 std::string describe_shape(const RunConfig& config) {
@@ -183,7 +204,10 @@ std::string describe_shape(const RunConfig& config) {
          std::to_string(config.batch) + (config.model.qk_norm ? ", q/k norms" : "") +
          (config.model.qkv_bias ? ", q/k/v biases" : "") +
          (config.model.head_width > 0 ? ", head width " + std::to_string(config.model.head_width)
-                                      : "");
+                                      : "") +
+         (config.model.sliding_window > 0
+              ? ", window " + std::to_string(config.model.sliding_window)
+              : "");
 }
 
 // The measured peak of `config` against the prediction, within `tolerance`.
@@ -210,6 +234,7 @@ TEST_P(EstimateCalibration, PredictsMeasuredPeakWithinTheStatedError) {
   config.model = model_preset(c.preset);
   config.model.attention = c.attention;
   config.model.loss_chunks = c.loss_chunks;
+  config.model.sliding_window = c.window;
   config.batch = c.batch;
   config.steps = 2;
   config.checkpoint = c.checkpoint;
@@ -256,6 +281,57 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// A sliding window (Mistral's): llama-tiny's 64 tokens in blocks of 16, and in blocks of 24 that
+// leave a short last one; both cores, the policies that keep or recompute the core.
+INSTANTIATE_TEST_SUITE_P(
+    SlidingWindow, EstimateCalibration,
+    ::testing::Values(Calibration{"none", AttentionKind::kSdpa, "llama-tiny", 8, 1, 0.05, 16},
+                      Calibration{"every:1", AttentionKind::kSdpa, "llama-tiny", 8, 1, 0.05, 16},
+                      Calibration{"selective", AttentionKind::kSdpa, "llama-tiny", 8, 1, 0.05, 24},
+                      Calibration{"none", AttentionKind::kMath, "llama-tiny", 8, 1, 0.05, 16},
+                      Calibration{"none", AttentionKind::kMath, "llama-tiny", 8, 1, 0.05, 24},
+                      Calibration{"every:1", AttentionKind::kMath, "llama-tiny", 8, 1, 0.05, 16},
+                      Calibration{"selective", AttentionKind::kMath, "llama-tiny", 8, 1, 0.05, 24}),
+    [](const ::testing::TestParamInfo<Calibration>& param) {
+      std::string name = param.param.checkpoint + "_" + to_string(param.param.attention) +
+                         "_window" + std::to_string(param.param.window);
+      for (char& c : name) {
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      return name;
+    });
+
+// Where the scores dominate (256 tokens, 4 heads of 16): a window of 32 cuts the measured peak
+// of the explicit core's, and the estimate follows it within ±2 %, with and without the window,
+// for both cores, in blocks that divide the sequence and in ones that leave a short last block.
+TEST(SlidingWindowEstimate, FollowsTheMeasuredPeakAsTheWindowCutsIt) {
+  for (const AttentionKind kind : {AttentionKind::kMath, AttentionKind::kSdpa}) {
+    for (const std::string policy : {"none", "every:1", "selective"}) {
+      std::map<int64_t, int64_t> measured;
+      for (const int64_t window : {int64_t{0}, int64_t{32}, int64_t{48}}) {
+        RunConfig config;
+        config.model = model_preset("llama-tiny");
+        config.model.seq_len = 256;
+        config.model.attention = kind;
+        config.model.sliding_window = window;
+        config.batch = 2;
+        config.steps = 2;
+        config.threads = 1;
+        config.checkpoint = policy;
+        config.peak_flops = 1e9;  // not measured here
+        measured[window] = Trainer(config).run().peak_activation_bytes;
+        expect_predicted_peak(config, to_string(kind) + " attention", 0.02);
+      }
+      // The explicit core keeps each head's scores: a window of 32 keeps at most 64 of 256 a
+      // row. The fused core never keeps them, and keeps its blocks' outputs joined once more.
+      if (kind == AttentionKind::kMath && policy != "selective") {
+        EXPECT_LT(measured[32], measured[0] * 3 / 4) << policy;
+        EXPECT_LT(measured[32], measured[48]) << policy;
+      }
+    }
+  }
+}
+
 // Shapes nobody calibrated: drawn at random (seeded and printed, so a failure can be rerun) per
 // family and attention core, wide and short ones among them, trained two steps here under every
 // policy, and the prediction held to ±5 % of the measured activation peak. Dropout is 0 (its
@@ -266,11 +342,13 @@ struct GeneratedShapes {
   // Llama shapes as Qwen's configurations make them: q/k norms (Qwen 3), q/k/v biases (Qwen 2)
   // drawn, and heads as wide as d_model / heads or wider.
   bool qwen = false;
+  // Mistral's sliding window, drawn so that it cuts the sequence into blocks (evenly or not).
+  bool window = false;
 };
 
 unsigned shapes_seed(unsigned base, const GeneratedShapes& which) {
   return base + 2u * static_cast<unsigned>(which.family) + static_cast<unsigned>(which.attention) +
-         (which.qwen ? 16u : 0u);
+         (which.qwen ? 16u : 0u) + (which.window ? 32u : 0u);
 }
 
 class EstimateOnGeneratedShapes : public ::testing::TestWithParam<GeneratedShapes> {};
@@ -300,6 +378,9 @@ RunConfig draw_shape(std::mt19937& random, const GeneratedShapes& which) {
     config.model.qk_norm = pick({0, 1, 1}) == 1;
     config.model.qkv_bias = !config.model.qk_norm || pick({0, 1}) == 1;
     config.model.head_width = config.model.d_model / config.model.heads * pick({1, 1, 2});
+  }
+  if (which.window) {
+    config.model.sliding_window = config.model.seq_len / pick({2, 3, 4, 5}) + pick({0, 1});
   }
   config.steps = 2;
   config.threads = 1;
@@ -367,10 +448,12 @@ INSTANTIATE_TEST_SUITE_P(
                       GeneratedShapes{ModelFamily::kLlama, AttentionKind::kSdpa},
                       GeneratedShapes{ModelFamily::kLlama, AttentionKind::kMath},
                       GeneratedShapes{ModelFamily::kLlama, AttentionKind::kSdpa, true},
-                      GeneratedShapes{ModelFamily::kLlama, AttentionKind::kMath, true}),
+                      GeneratedShapes{ModelFamily::kLlama, AttentionKind::kMath, true},
+                      GeneratedShapes{ModelFamily::kLlama, AttentionKind::kSdpa, false, true},
+                      GeneratedShapes{ModelFamily::kLlama, AttentionKind::kMath, false, true}),
     [](const ::testing::TestParamInfo<GeneratedShapes>& param) {
-      return (param.param.qwen ? "qwen" : to_string(param.param.family)) + "_" +
-             to_string(param.param.attention);
+      return (param.param.qwen ? "qwen" : to_string(param.param.family)) +
+             (param.param.window ? "_windowed_" : "_") + to_string(param.param.attention);
     });
 
 // The advice is the first rung that fits: the one before it must not, and what it says it needs

@@ -50,7 +50,7 @@ TEST(HfConfig, ShippedConfigurationsGiveTheirPublishedParameterCounts) {
   const Case cases[] = {
       {"llama3-8b", 8'030'261'248, 0, ""}, {"mistral-7b-v0.3", 7'248'023'552, 0, ""},
       {"gpt2", 124'439'808, 0, ""},        {"qwen2.5-7b", 7'615'616'512, 0, ""},
-      {"qwen3-8b", 8'190'735'360, 0, ""},
+      {"qwen3-8b", 8'190'735'360, 0, ""},  {"mistral-7b", 7'241'732'096, 0, ""},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -87,6 +87,37 @@ TEST(HfConfig, ShippedConfigurationsGiveTheirPublishedParameterCounts) {
   EXPECT_EQ(qwen.warnings.size(), 1u) << ::testing::PrintToString(qwen.warnings);
 }
 
+// Mistral 7B v0.1 attends to its 4096 latest keys; Qwen 2 to a window only with
+// use_sliding_window, and then in the layers from max_window_layers on: all of them is a window
+// here, some of them is none (memory over-stated rather than under-), said so.
+TEST(HfConfig, ASlidingWindowIsImportedWhereEveryLayerHasIt) {
+  const ImportedConfig mistral = import_hf_config(shipped("mistral-7b"));
+  EXPECT_EQ(mistral.model.sliding_window, 4096);
+  EXPECT_TRUE(mistral.warnings.empty()) << ::testing::PrintToString(mistral.warnings);
+  EXPECT_EQ(import_hf_config(shipped("mistral-7b-v0.3")).model.sliding_window, 0);  // null
+  EXPECT_EQ(import_hf_config(shipped("qwen2.5-7b")).model.sliding_window, 0);       // not used
+  const std::string qwen =
+      R"({"model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 4,
+          "num_attention_heads": 4, "intermediate_size": 96, "vocab_size": 128,
+          "sliding_window": 32, "use_sliding_window": true, "max_window_layers": )";
+  const ImportedConfig all = import_hf_config_text(qwen + "0}", "config.json");
+  EXPECT_EQ(all.model.sliding_window, 32);
+  EXPECT_TRUE(all.warnings.empty()) << ::testing::PrintToString(all.warnings);
+  const ImportedConfig none = import_hf_config_text(qwen + "4}", "config.json");
+  EXPECT_EQ(none.model.sliding_window, 0);
+  EXPECT_TRUE(none.warnings.empty()) << ::testing::PrintToString(none.warnings);
+  const ImportedConfig some = import_hf_config_text(qwen + "1}", "config.json");
+  EXPECT_EQ(some.model.sliding_window, 0);
+  EXPECT_TRUE(warns(some, "sliding_window 32: the model's first 1 layers (max_window_layers)"))
+      << ::testing::PrintToString(some.warnings);
+  expect_refused(qwen + "-1}", "\"max_window_layers\" is -1, not a whole number of at least 0");
+  const std::string mistral_text = R"({"model_type": "mistral", "hidden_size": 64,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 96,
+      "vocab_size": 128, "sliding_window": )";
+  expect_refused(mistral_text + "\"wide\"}", "\"sliding_window\" is \"wide\", not a positive");
+  expect_refused(mistral_text + "0}", "\"sliding_window\" is 0, not a positive");
+}
+
 TEST(HfConfig, NothingIsDroppedSilentlyAndBadFilesAreOneLine) {
   const std::string base =
       R"("model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
@@ -104,11 +135,6 @@ TEST(HfConfig, NothingIsDroppedSilentlyAndBadFilesAreOneLine) {
   EXPECT_TRUE(warns(extra, "rope_scaling is not applied"));
   EXPECT_TRUE(warns(extra, "the output projection's bias is not modelled: 128 parameters"));
   EXPECT_TRUE(extra.model.qkv_bias);
-  const ImportedConfig windowed = import_hf_config_text(
-      "{" + base.substr(0, base.find("llama")) + "mistral" + base.substr(base.find("llama") + 5) +
-          R"(, "sliding_window": 4096})",
-      "config.json");
-  EXPECT_TRUE(warns(windowed, "sliding_window 4096"));
 
   expect_refused("not json", "not valid JSON");
   expect_refused("[1, 2]", "not a JSON object");

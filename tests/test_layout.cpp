@@ -396,6 +396,29 @@ TEST(LayoutSearch, RunnableHereKeepsToWhatTheEngineTrains) {
   EXPECT_TRUE(rematlab_run(qwen3, norms).text.empty());
 }
 
+// A sliding window is RematLab's own flag; the other tools set it in their model code, and say so.
+TEST(LayoutExport, ASlidingWindowIsAFlagOfTheRunAndSaidForTheOtherTools) {
+  LayoutRequest request = request_for("llama-small", "rtx4090", 2, 256, 8);
+  request.arch.sliding_window = 64;
+  request.arch.name = "llama-small*";  // reshaped, as the layout command names it
+  Layout layout;
+  layout.dp = 2;
+  layout.accum = 4;
+  const LayoutEvaluation evaluation = LayoutEvaluator(request).evaluate(layout);
+  EXPECT_NE(rematlab_run(request, evaluation).text.find("--sliding-window 64"), std::string::npos)
+      << rematlab_run(request, evaluation).text;
+  const std::string said = "a sliding window of 64 tokens: set in the model code";
+  for (const LayoutExport& other :
+       {megatron_arguments(request, evaluation), torchtitan_toml(request, evaluation),
+        deepspeed_json(request, evaluation)}) {
+    EXPECT_NE(std::find(other.unsaid.begin(), other.unsaid.end(), said), other.unsaid.end())
+        << ::testing::PrintToString(other.unsaid);
+  }
+  // Fewer scores: the windowed model's step is quicker than the whole sequence's.
+  request.arch.sliding_window = 0;
+  EXPECT_LT(evaluation.step_s, LayoutEvaluator(request).evaluate(layout).step_s);
+}
+
 TEST(LayoutEvaluator, StagesHoldTheirScheduleMicroBatchesInFlight) {
   LayoutRequest request = request_for("llama-small", "a100-80gb", 4, 256, 8);
   LayoutEvaluator evaluator(request);

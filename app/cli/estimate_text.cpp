@@ -81,7 +81,9 @@ std::string request_text(const estimate::Estimate& estimate) {
     if (arch.kv_heads != arch.heads) out << " (" << arch.kv_heads << " key/value)";
     out << ", MLP " << arch.mlp_hidden << (arch.gated_mlp ? " SwiGLU" : "") << ", seq "
         << arch.seq_len << ", vocab " << arch.vocab << ", " << rematlab::to_string(arch.attention)
-        << " attention\n";
+        << " attention";
+    if (arch.sliding_window > 0) out << " over a sliding window of " << arch.sliding_window;
+    out << "\n";
     out << "parameters  " << *estimate.architecture_params << " ("
         << count(*estimate.architecture_params) << ")";
     if (request.layout.split()) {

@@ -31,7 +31,7 @@ bool reshapes(const std::string& model, const ModelConfig& config) {
          named.heads != config.heads || named.key_value_heads() != config.key_value_heads() ||
          named.attention != config.attention || named.dropout != config.dropout ||
          named.qkv_bias != config.qkv_bias || named.qk_norm != config.qk_norm ||
-         named.head_width != config.head_width ||
+         named.head_width != config.head_width || named.sliding_window != config.sliding_window ||
          estimate::from_model_config(named).loss_chunks !=
              estimate::from_model_config(config).loss_chunks;
 }

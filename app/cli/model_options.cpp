@@ -37,6 +37,9 @@ void ModelOptions::add_to(CLI::App& command) {
   command.add_option("--qk-norm", qk_norm_,
                      "llama: true normalises each head's q and k (RMSNorm, Qwen 3; default: the "
                      "preset's, false)");
+  command.add_option("--sliding-window", sliding_window_,
+                     "Each token attends to the N latest tokens, itself included (Mistral 7B "
+                     "v0.1: 4096); 0: the whole sequence (default: the preset's)");
   command.add_option("--tie-head", tie_head_,
                      "true: the output head is the token embedding; false: a head of its own");
   command.add_option("--loss-chunks", loss_chunks_,
@@ -141,6 +144,7 @@ void ModelOptions::apply(ModelConfig& model) const {
     }
     model.qk_norm = *qk_norm_;
   }
+  if (sliding_window_) model.sliding_window = *sliding_window_;
   if (!loss_chunks_.empty()) model.loss_chunks = parse_loss_chunks(loss_chunks_);
   if (seq_len_) model.seq_len = *seq_len_;
   if (vocab_) model.vocab = *vocab_;
@@ -156,7 +160,7 @@ void ModelOptions::apply(ModelConfig& model) const {
 bool ModelOptions::changes_shape() const {
   return model_config_.has_value() || !arch_.empty() || layers_ || d_model_ || heads_ ||
          kv_heads_ || head_dim_ || mlp_hidden_ || seq_len_ || vocab_ || tie_head_ || qkv_bias_ ||
-         qk_norm_ || !loss_chunks_.empty() || dropout_ || attention_ != "sdpa";
+         qk_norm_ || sliding_window_ || !loss_chunks_.empty() || dropout_ || attention_ != "sdpa";
 }
 
 }  // namespace rematlab::cli

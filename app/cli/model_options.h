@@ -40,7 +40,7 @@ class ModelOptions {
   mutable std::optional<ImportedConfig> imported_;
   std::string arch_;
   std::optional<int64_t> layers_, d_model_, heads_, kv_heads_, head_dim_, mlp_hidden_, seq_len_,
-      vocab_;
+      vocab_, sliding_window_;
   std::optional<bool> tie_head_, qkv_bias_, qk_norm_;
   std::optional<double> rope_theta_;
   std::string loss_chunks_;

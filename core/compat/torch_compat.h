@@ -7,6 +7,7 @@
 #include <torch/version.h>
 
 #include <array>
+#include <optional>
 #include <string>
 
 namespace rematlab::compat {
@@ -74,39 +75,48 @@ inline void allocate_storage(const at::Tensor& tensor, std::size_t nbytes) {
   storage->set_nbytes(nbytes);
 }
 
-// The fused-attention kernel LibTorch's dispatcher picks for q, k, v as if they required grad
-// (whether they do is one of its criteria, and it counts only with grad mode on, so the choice is
-// asked for in grad mode): at::SDPBackend's value, or -1 where this LibTorch cannot tell (< 2.4).
+// The fused-attention kernel LibTorch's dispatcher picks for q, k, v (and an additive `mask`,
+// when defined) as if they required grad (whether they do is one of its criteria, and it counts
+// only with grad mode on, so the choice is asked for in grad mode): at::SDPBackend's value, or -1
+// where this LibTorch cannot tell (< 2.4).
 inline int sdpa_backend_with_grad(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                  double dropout, bool causal, bool grouped) {
+                                  double dropout, bool causal, bool grouped,
+                                  const at::Tensor& mask = {}) {
   const c10::AutoGradMode with_grad(true);
+  const std::optional<at::Tensor> attn_mask =
+      mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt;
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
   return static_cast<int>(at::_fused_sdp_choice(
       q.detach().requires_grad_(true), k.detach().requires_grad_(true),
-      v.detach().requires_grad_(true), {}, dropout, causal, std::nullopt, grouped));
+      v.detach().requires_grad_(true), attn_mask, dropout, causal, std::nullopt, grouped));
 #elif TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR == 4
   (void)grouped;
   return static_cast<int>(
       at::_fused_sdp_choice(q.detach().requires_grad_(true), k.detach().requires_grad_(true),
-                            v.detach().requires_grad_(true), {}, dropout, causal));
+                            v.detach().requires_grad_(true), attn_mask, dropout, causal));
 #else
-  (void)q, (void)k, (void)v, (void)dropout, (void)causal, (void)grouped;
+  (void)q, (void)k, (void)v, (void)dropout, (void)causal, (void)grouped, (void)attn_mask;
   return -1;
 #endif
 }
 
-// Fused attention with causal masking. `grouped`: k and v have fewer heads than q, each shared
-// by heads/kv_heads query heads (LibTorch 2.5 takes that natively; before, they are repeated).
+// Fused attention, causal or under an additive `mask` (when defined). `grouped`: k and v have
+// fewer heads than q, each shared by heads/kv_heads query heads (LibTorch 2.5 takes that
+// natively; before, they are repeated).
 inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k,
                                                const at::Tensor& v, double dropout, bool causal,
-                                               bool grouped) {
+                                               bool grouped, const at::Tensor& mask = {}) {
+  const std::optional<at::Tensor> attn_mask =
+      mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt;
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
-  return at::scaled_dot_product_attention(q, k, v, {}, dropout, causal, std::nullopt, grouped);
+  return at::scaled_dot_product_attention(q, k, v, attn_mask, dropout, causal, std::nullopt,
+                                          grouped);
 #else
-  if (!grouped) return at::scaled_dot_product_attention(q, k, v, {}, dropout, causal);
+  if (!grouped) return at::scaled_dot_product_attention(q, k, v, attn_mask, dropout, causal);
   const int64_t groups = q.size(1) / k.size(1);
   return at::scaled_dot_product_attention(q, k.repeat_interleave(groups, 1),
-                                          v.repeat_interleave(groups, 1), {}, dropout, causal);
+                                          v.repeat_interleave(groups, 1), attn_mask, dropout,
+                                          causal);
 #endif
 }
 

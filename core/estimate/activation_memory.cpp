@@ -5,6 +5,7 @@
 
 #include "estimate/engine_accounting.h"
 #include "estimate/model_state.h"
+#include "model/attention_window.h"
 
 namespace rematlab::estimate {
 namespace {
@@ -68,7 +69,10 @@ int64_t literature_layer_bytes(const Architecture& arch, int64_t batch, Precisio
   double bytes = s * b * h * (whole + (per_sbh - whole) / t);
   const bool scores_kept =
       arch.attention == AttentionKind::kMath && recompute == LiteratureRecompute::kNone;
-  if (scores_kept) bytes += score_terms * a * s * s * b / t;
+  // A sliding window keeps its blocks' scores (model/attention_window.h), not s².
+  const double score_values =
+      static_cast<double>(attention_score_values(arch.seq_len, arch.sliding_window));
+  if (scores_kept) bytes += score_terms * a * score_values * b / t;
   return static_cast<int64_t>(bytes);
 }
 

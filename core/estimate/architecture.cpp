@@ -67,6 +67,7 @@ Architecture from_model_config(const ModelConfig& config) {
   arch.qkv_bias = llama && config.qkv_bias;
   arch.qk_norm = llama && config.qk_norm;
   arch.head_width = config.head_width;
+  arch.sliding_window = config.sliding_window;
   arch.lora = config.lora;
   arch.engine_shape = true;
   return arch;
@@ -129,6 +130,8 @@ void validate(const Architecture& arch) {
   require_at_most(arch.mlp_hidden, kMaxMlpHidden, "--mlp-hidden");
   if (arch.head_width < 0) throw InvalidInput("--head-dim", "must not be negative");
   require_at_most(arch.head_width, kMaxDModel, "--head-dim");
+  if (arch.sliding_window < 0) throw InvalidInput("--sliding-window", "must not be negative");
+  require_at_most(arch.sliding_window, kMaxSeqLen, "--sliding-window");
   require_at_most(arch.heads, kMaxDModel, "--heads");
   require_at_most(arch.heads * arch.head_dim(), kMaxDModel, "--head-dim");
   if (arch.head_width == 0 && arch.d_model % arch.heads != 0) {

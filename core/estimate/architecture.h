@@ -33,7 +33,8 @@ struct Architecture {
   double dropout = 0.0;
   bool engine_shape = false;  // the engine trains it (GPT-2 or Llama): calibrated figures apply
 
-  int64_t head_width = 0;  // 0: d_model / heads
+  int64_t head_width = 0;      // 0: d_model / heads
+  int64_t sliding_window = 0;  // each token attends to this many latest keys; 0: all
   // Fine-tuning: adapters on a frozen base (none by default). A frozen projection keeps no input
   // for a weight's gradient; its adapter keeps that input and its own rank-wide values.
   LoraOptions lora;

@@ -42,14 +42,23 @@ int64_t EngineAccounting::core_values(int64_t dq, int64_t qkv, int64_t scores, b
       (qkv_kept() ? dq + qkv + (arch_.rotary ? dq : 0) : 3 * dq) + scores + head_normed;
   // Rotated, the fused core keeps a compact copy of v instead of the QKV tensor it was a view of.
   const int64_t fused_input = arch_.rotary ? kv_used : qkv;
-  return math ? math_core : fused_input + rotated + arch_.heads / tp_ + head_normed;
+  // Under a sliding window each block's kernel keeps its own output (what the context counts
+  // outside the core), and the blocks are joined into one more tensor: kept when the output
+  // projection keeps its input, and the root of a selective recomputation's backward.
+  const bool joined_kept = base_trains() || arch_.lora.adapts(kLoraO) || selective_;
+  const int64_t joined = windowed() && joined_kept ? dq : 0;
+  return math ? math_core : fused_input + rotated + arch_.heads / tp_ + head_normed + joined;
 }
 
 SublayerCost EngineAccounting::attention(int64_t block) const {
   const int64_t d = arch_.d_model;
   const int64_t dq = arch_.q_dim() / tp_;
   const int64_t qkv = dq + 2 * rank_kv_projected(arch_, tp_);
-  const int64_t scores = arch_.heads / tp_ * arch_.seq_len;  // one s-row per head and token
+  // The scores per head and token: a row of s, or under a sliding window the blocks' rows of
+  // at most 2·window (model/attention_window.h), averaged over the sequence.
+  const int64_t scores =
+      arch_.heads / tp_ *
+      (attention_score_values(arch_.seq_len, arch_.sliding_window) / arch_.seq_len);
   const bool math = arch_.attention == AttentionKind::kMath;
   const bool input_wanted = input_gradient_wanted(2 * block);
   const int64_t qkv_adapters = adapters({kLoraQ, kLoraK, kLoraV});
@@ -64,8 +73,9 @@ SublayerCost EngineAccounting::attention(int64_t block) const {
   const int64_t outside_core = attention_outside_core(input_wanted, core_wanted, math);
   const int64_t core = core_wanted ? core_values(dq, qkv, scores, math) : 0;
   // The explicit core's causal mask (s×s booleans, one per call), kept by the in-place fill's
-  // backward.
-  const int64_t mask = math && core_wanted ? arch_.seq_len * arch_.seq_len : 0;
+  // backward. A sliding window's block masks are made once and shared by every layer and step
+  // (a few window × 2·window tensors), not counted.
+  const int64_t mask = math && core_wanted && !windowed() ? arch_.seq_len * arch_.seq_len : 0;
   if (selective_ && core_wanted) {
     cost.interior = outside_core + per_token(qkv) + kReplayStateBytes;
     // Backward first recomputes the core beside its kept input, then runs its backward. The
@@ -86,10 +96,10 @@ SublayerCost EngineAccounting::attention(int64_t block) const {
   // Before the first adapter nothing wants a gradient: an adapter on the output projection
   // forms its own alone.
   if (!core_wanted) cost.backward_extra = 0;
-  // The explicit core holds the raw scores and the probabilities at once; rotating q and k
-  // briefly holds the rotated halves and both products.
+  // The explicit core holds the raw scores and the probabilities at once (a block's under a
+  // sliding window); rotating q and k briefly holds the rotated halves and both products.
   const int64_t tail = tail_extra(out_adapter);
-  const int64_t busiest = math ? std::max(per_token(scores), tp_ > 1 ? tail : 0) : tail;
+  const int64_t busiest = math ? std::max(block_scores(), tp_ > 1 ? tail : 0) : tail;
   // A quantised projection's weight is dequantised while it runs: the QKV one beside the norm
   // alone, the output projection's at the tail.
   cost.forward_extra = std::max(

@@ -13,6 +13,7 @@
 #include "estimate/architecture.h"
 #include "estimate/model_state.h"
 #include "estimate/tensor_layout.h"
+#include "model/attention_window.h"
 
 namespace rematlab::estimate {
 
@@ -121,6 +122,13 @@ class EngineAccounting {
 
  private:
   int64_t per_token(int64_t values) const { return values * tokens_ * v_; }
+  bool windowed() const { return arch_.sliding_window > 0 && arch_.seq_len > arch_.sliding_window; }
+  // The explicit core's widest block of scores, every sequence and this rank's heads: s × s, or
+  // window × 2·window under a sliding window.
+  int64_t block_scores() const {
+    return arch_.heads / tp_ * (tokens_ / arch_.seq_len) *
+           attention_block_score_values(arch_.seq_len, arch_.sliding_window) * v_;
+  }
   // The residual stream's tokens: all of them, or a rank's 1/T under sequence parallelism.
   int64_t per_local(int64_t values) const { return values * local_tokens_ * v_; }
   bool sliced() const { return arch_.loss_chunks > 1; }
@@ -227,6 +235,12 @@ class EngineAccounting {
     // Qwen 3's q/k norms: one more q-sized gradient while the norm's backward runs (fp32; under
     // bf16 its fp32 temporaries are more, not counted: 16-bit figures are approximate).
     const int64_t unrotate = (arch_.rotary ? dq : 0) + (arch_.qk_norm ? dq : 0);
+    // Under a sliding window the blocks' score gradients come one block at a time, while the
+    // gradients of the repeated k and v gather over the blocks (and each block's adds one more).
+    if (math && windowed()) {
+      return per_token(3 * dq - dq - freed_by_v + unrotate) + 2 * block_scores() +
+             weight_held(d * qkv);
+    }
     if (math) return per_token(2 * scores - dq - freed_by_v + unrotate) + weight_held(d * qkv);
     // Fused, in order: the kernel's q, k and v gradients beside the output's; undoing the
     // rotation (and the norms) beside them; their concatenation into the QKV gradient; the QKV
@@ -237,8 +251,9 @@ class EngineAccounting {
   // The explicit core's batched matmuls fold batch and heads into one dimension. k and v are
   // strided views of the QKV tensor (k a new tensor once rotated): folding a view copies it,
   // except for a single sequence (a batch of 1), where the fold is a view too and keeps the
-  // whole QKV tensor alive instead. Shared K/V heads are copied by their repetition anyway.
-  bool qkv_kept() const { return batch_ == 1 && arch_.kv_heads == arch_.heads; }
+  // whole QKV tensor alive instead. Shared K/V heads are copied by their repetition anyway, and
+  // under a sliding window k and v are made compact once, whatever the batch.
+  bool qkv_kept() const { return batch_ == 1 && arch_.kv_heads == arch_.heads && !windowed(); }
 
   const Architecture& arch_;
   int64_t batch_;

@@ -261,6 +261,7 @@ nlohmann::json to_json(const Estimate& estimate) {
     json["seq_len"] = arch.seq_len;
     json["vocab"] = arch.vocab;
     json["attention"] = to_string(arch.attention);
+    json["sliding_window"] = arch.sliding_window;
     json["tokens_per_step"] = request.batch * arch.seq_len;
     json["finetune"] = arch.lora.enabled() ? "lora" : "full";
     if (arch.lora.enabled()) {

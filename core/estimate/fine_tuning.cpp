@@ -18,6 +18,7 @@ ModelConfig to_model_config(const Architecture& arch) {
   config.qkv_bias = arch.qkv_bias;
   config.qk_norm = arch.qk_norm;
   config.head_width = arch.head_width;
+  config.sliding_window = arch.sliding_window;
   config.loss_chunks = arch.loss_chunks;
   config.lora = arch.lora;
   return config;

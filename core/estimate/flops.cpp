@@ -1,9 +1,17 @@
 #include "estimate/flops.h"
 
+#include "model/attention_window.h"
+
 namespace rematlab::estimate {
 
+// Each token's query row of scores (QKᵀ) and the same row times V: 2 · 2 FLOPs per key and q
+// value. A row is the whole sequence (the convention of the published counts, causal or not),
+// or under a sliding window the keys its block computes (model/attention_window.h).
 double attention_core_flops_per_token(const Architecture& arch) {
-  return 4.0 * static_cast<double>(arch.seq_len) * static_cast<double>(arch.q_dim());
+  const double keys_per_token =
+      static_cast<double>(attention_score_values(arch.seq_len, arch.sliding_window)) /
+      static_cast<double>(arch.seq_len);
+  return 4.0 * keys_per_token * static_cast<double>(arch.q_dim());
 }
 
 double block_forward_flops_per_token(const Architecture& arch) {

@@ -39,6 +39,15 @@ std::string uniform_policy(const Layout& layout, std::vector<std::string>& unsai
   return chosen;
 }
 
+// The window lives in the other tools' model code (Megatron-LM's spec, torchtitan's model
+// args, the DeepSpeed script's model), not in the settings exported here.
+void say_window(const estimate::Architecture& arch, std::vector<std::string>& unsaid) {
+  if (arch.sliding_window > 0) {
+    unsaid.push_back("a sliding window of " + number(arch.sliding_window) +
+                     " tokens: set in the model code");
+  }
+}
+
 }  // namespace
 
 LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvaluation& evaluation) {
@@ -61,6 +70,7 @@ LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvalua
   if (arch.qk_norm) a += " --qk-layernorm";                   // Qwen 3's
   if (arch.head_width > 0) a += " --kv-channels " + number(arch.head_width);
   if (!arch.tied_head) a += " --untie-embeddings-and-output-weights";
+  say_window(arch, out.unsaid);
   a += " --tensor-model-parallel-size " + number(layout.tp) + " --pipeline-model-parallel-size " +
        number(layout.pp);
   const bool even = arch.layers % (layout.pp * layout.vp) == 0;
@@ -114,6 +124,7 @@ LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvalua
 LayoutExport torchtitan_toml(const LayoutRequest& request, const LayoutEvaluation& evaluation) {
   const Layout& layout = evaluation.layout;
   LayoutExport out;
+  say_window(request.arch, out.unsaid);
   const bool shard = layout.zero == 3;
   if (layout.zero == 1 || layout.zero == 2) {
     out.unsaid.push_back("ZeRO " + number(layout.zero) +
@@ -174,6 +185,7 @@ LayoutExport torchtitan_toml(const LayoutRequest& request, const LayoutEvaluatio
 LayoutExport deepspeed_json(const LayoutRequest& request, const LayoutEvaluation& evaluation) {
   const Layout& layout = evaluation.layout;
   LayoutExport out;
+  say_window(request.arch, out.unsaid);
   nlohmann::json config;
   config["train_batch_size"] = request.global_batch;
   config["train_micro_batch_size_per_gpu"] = layout.micro_batch;
@@ -228,6 +240,7 @@ LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& 
     if (arch.qkv_bias) r += " --qkv-bias true";
     if (arch.qk_norm) r += " --qk-norm true";
     if (arch.head_width > 0) r += " --head-dim " + number(arch.head_width);
+    if (arch.sliding_window > 0) r += " --sliding-window " + number(arch.sliding_window);
     if (arch.loss_chunks != 1) r += " --loss-chunks " + number(arch.loss_chunks);
     if (arch.attention != AttentionKind::kSdpa) r += " --attention " + to_string(arch.attention);
     if (arch.dropout > 0.0) r += " --dropout " + decimal_text(arch.dropout);

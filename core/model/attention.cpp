@@ -9,6 +9,7 @@
 #include "compat/torch_compat.h"
 #include "model/gathered_projection.h"
 #include "model/initialisation.h"
+#include "model/windowed_attention.h"
 
 namespace rematlab {
 namespace {
@@ -16,7 +17,8 @@ namespace {
 std::mutex g_kernel_log_mutex;
 AttentionKernelLog* g_kernel_log = nullptr;
 
-// Each key/value head serves heads/kv_heads query heads: repeated for the explicit (math) core.
+}  // namespace
+
 torch::Tensor repeat_kv(const torch::Tensor& t, int64_t groups) {
   if (groups == 1) return t;
   const auto sizes = t.sizes();  // (batch, kv_heads, seq, head_dim)
@@ -24,8 +26,6 @@ torch::Tensor repeat_kv(const torch::Tensor& t, int64_t groups) {
       .expand({sizes[0], sizes[1], groups, sizes[2], sizes[3]})
       .reshape({sizes[0], sizes[1] * groups, sizes[2], sizes[3]});
 }
-
-}  // namespace
 
 AttentionKernelLog::AttentionKernelLog() {
   std::lock_guard<std::mutex> lock(g_kernel_log_mutex);
@@ -49,7 +49,7 @@ std::vector<std::pair<bool, int>> AttentionKernelLog::entries() const {
 
 torch::Tensor attention_core(const torch::Tensor& qkv, const AttentionShape& shape,
                              const RotaryTables* rotary, double dropout, bool training,
-                             AttentionKind kind, const QkNorms& norms) {
+                             AttentionKind kind, const QkNorms& norms, const WindowMasks* window) {
   const int64_t batch = qkv.size(0);
   const int64_t seq = qkv.size(1);
   const int64_t hd = shape.head_dim;
@@ -76,6 +76,10 @@ torch::Tensor attention_core(const torch::Tensor& qkv, const AttentionShape& sha
     // the core's saved input. A compact copy of v (laid out as the view was: sequence before
     // heads) lets it go: the fused core then keeps q + k + v rather than q + k + the QKV tensor.
     if (kind == AttentionKind::kSdpa) v = v.transpose(1, 2).contiguous().transpose(1, 2);
+  }
+  if (window && seq > window->window()) {
+    return windowed_attention(q, k, v, *window, dropout, training, kind)
+        .view({batch, seq, shape.heads * hd});
   }
   const double p = training ? dropout : 0.0;
   const bool grouped = shape.kv_heads != shape.heads;
@@ -106,10 +110,12 @@ torch::Tensor attention_core(const torch::Tensor& qkv, const AttentionShape& sha
 }
 
 AttentionSublayer::AttentionSublayer(const ModelConfig& config,
-                                     std::shared_ptr<const RotaryTables> rotary)
+                                     std::shared_ptr<const RotaryTables> rotary,
+                                     std::shared_ptr<const WindowMasks> window)
     : shape_{config.heads, config.key_value_heads(), config.head_dim(), config.key_value_heads(),
              0},
       rotary_(std::move(rotary)),
+      window_(std::move(window)),
       dropout_(config.dropout),
       kind_(config.attention) {
   const int64_t d = config.d_model;
@@ -201,9 +207,9 @@ SublayerTail AttentionSublayer::forward_until_tail(const torch::Tensor& x) {
   }
   const bool training = is_training();
   // The closure holds what it needs by value: a pending recomputation never dangles.
-  auto core = [shape = shape_, rotary = rotary_, dropout = dropout_, training, kind = kind_,
-               norms = qk_norms_](const torch::Tensor& fused) {
-    return attention_core(fused, shape, rotary.get(), dropout, training, kind, norms);
+  auto core = [shape = shape_, rotary = rotary_, window = window_, dropout = dropout_, training,
+               kind = kind_, norms = qk_norms_](const torch::Tensor& fused) {
+    return attention_core(fused, shape, rotary.get(), dropout, training, kind, norms, window.get());
   };
   // The q/k norms' scales are used inside the recomputed core: their gradients come from there.
   std::vector<torch::Tensor> core_params;

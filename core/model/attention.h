@@ -17,6 +17,7 @@
 #include "model/rotary.h"
 #include "model/sublayer.h"
 #include "model/tensor_parallel_layout.h"
+#include "model/windowed_attention.h"
 
 namespace rematlab {
 
@@ -39,18 +40,26 @@ struct QkNorms {
   explicit operator bool() const { return !q.is_empty(); }
 };
 
+// Each key/value head (batch, kv_heads, seq, head_dim) repeated for the heads/kv_heads query
+// heads that share it, for the explicit (math) core.
+torch::Tensor repeat_kv(const torch::Tensor& t, int64_t groups);
+
 // The attention core on a fused projection (batch, seq, (heads + 2·kv_heads)·head_dim) →
 // (batch, seq, heads·head_dim): q and k normalised when `norms` holds them, rotary positions when
-// `rotary` is given, QKᵀ, causal softmax, dropout on the probabilities, ·V. It is what
-// `selective` recomputes.
+// `rotary` is given, QKᵀ, causal softmax (over the latest window()'s keys when `window` is given
+// and the sequence is longer), dropout on the probabilities, ·V. It is what `selective`
+// recomputes.
 torch::Tensor attention_core(const torch::Tensor& qkv, const AttentionShape& shape,
                              const RotaryTables* rotary, double dropout, bool training,
-                             AttentionKind kind, const QkNorms& norms = {});
+                             AttentionKind kind, const QkNorms& norms = {},
+                             const WindowMasks* window = nullptr);
 
 class AttentionSublayer : public Sublayer {
  public:
-  // `rotary` (Llama) is shared by every block's attention; it may be null (GPT).
-  AttentionSublayer(const ModelConfig& config, std::shared_ptr<const RotaryTables> rotary);
+  // `rotary` (Llama) and `window` (a sliding window's masks) are shared by every block's
+  // attention; either may be null (GPT; attention over the whole sequence).
+  AttentionSublayer(const ModelConfig& config, std::shared_ptr<const RotaryTables> rotary,
+                    std::shared_ptr<const WindowMasks> window = nullptr);
   SublayerTail forward_until_tail(const torch::Tensor& x) override;
   // Keeps this rank's query heads (and key/value heads: split when the ranks divide them, else
   // all of them, each rank using the one its query heads share), the projections' rows and the
@@ -75,6 +84,7 @@ class AttentionSublayer : public Sublayer {
   QuantisedWeightPtr out_quantised_;
   AttentionShape shape_;
   std::shared_ptr<const RotaryTables> rotary_;
+  std::shared_ptr<const WindowMasks> window_;
   double dropout_;
   AttentionKind kind_;
   bool recompute_core_ = false;

@@ -65,6 +65,10 @@ class Fields {
   int64_t size_or(const std::string& key, int64_t otherwise) {
     return has(key) ? size_value(key) : otherwise;
   }
+  // A count that may be 0.
+  int64_t count_or(const std::string& key, int64_t otherwise) {
+    return has(key) ? size_value(key, 0) : otherwise;
+  }
   double number_or(const std::string& key, double otherwise) {
     if (!has(key)) return otherwise;
     const nlohmann::json& value = json_.at(key);
@@ -100,14 +104,17 @@ class Fields {
   }
 
  private:
-  int64_t size_value(const std::string& key) const {
+  int64_t size_value(const std::string& key, int64_t least = 1) const {
     const nlohmann::json& value = json_.at(key);
-    // Positive, and small enough that no product of two sizes overflows (the model's own
-    // limits, checked once the whole file is read, are tighter).
+    // Positive (or at least `least`), and small enough that no product of two sizes overflows
+    // (the model's own limits, checked once the whole file is read, are tighter).
     constexpr int64_t kLargest = int64_t{1} << 31;
-    if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > kLargest) {
-      throw InvalidInput(kFlag, name_ + ": \"" + key + "\" is " + brief_json(value) +
-                                    ", not a positive whole number");
+    if (!value.is_number_integer() || value.get<int64_t>() < least ||
+        value.get<int64_t>() > kLargest) {
+      throw InvalidInput(
+          kFlag, name_ + ": \"" + key + "\" is " + brief_json(value) +
+                     (least == 1 ? ", not a positive whole number"
+                                 : ", not a whole number of at least " + std::to_string(least)));
     }
     return value.get<int64_t>();
   }
@@ -121,6 +128,28 @@ std::string format_number(double value) {
   std::ostringstream out;
   out << value;
   return out.str();
+}
+
+// Mistral's window applies when given. Qwen 2's only with use_sliding_window, and then to the
+// layers from max_window_layers on (transformers' reading): all of them or none is a window
+// here; a model that mixes them is imported without one, its memory over- rather than
+// under-stated, and said so.
+void import_sliding_window(Fields& fields, ImportedConfig& imported) {
+  const bool given = fields.has("sliding_window");
+  const bool used = imported.model_type == "mistral" || fields.flag_or("use_sliding_window", false);
+  if (!given || !used) return;
+  const int64_t full_layers = fields.count_or("max_window_layers", 0);
+  if (full_layers >= imported.model.layers) return;
+  const int64_t window = fields.size("sliding_window");
+  if (full_layers > 0) {
+    imported.warnings.push_back(
+        "sliding_window " + std::to_string(window) + ": the model's first " +
+        std::to_string(full_layers) +
+        " layers (max_window_layers) attend to the whole sequence and the rest to a window; "
+        "here every layer attends to the whole sequence (memory and FLOPs over-stated)");
+    return;
+  }
+  imported.model.sliding_window = window;
 }
 
 void import_llama_like(Fields& fields, ImportedConfig& imported, const std::string& name) {
@@ -161,14 +190,7 @@ void import_llama_like(Fields& fields, ImportedConfig& imported, const std::stri
     warnings.push_back("mlp_bias: the MLP's biases are not modelled");
   }
   model.qk_norm = type == "qwen3";  // its heads' q and k are normalised, whatever the file says
-  // Mistral's window applies when given; Qwen's only with use_sliding_window.
-  const bool has_window = fields.has("sliding_window");
-  const bool windowed =
-      has_window && (type == "mistral" || fields.flag_or("use_sliding_window", false));
-  if (windowed) {
-    warnings.push_back("sliding_window " + fields.text_or("sliding_window", "") +
-                       ": attention is over the whole sequence (exact up to that many tokens)");
-  }
+  import_sliding_window(fields, imported);
   if (fields.has("rope_scaling")) {
     warnings.push_back(
         "rope_scaling is not applied: plain rotary frequencies (memory and FLOPs "

@@ -49,6 +49,11 @@ ModelConfig with_qk_norm(ModelConfig config) {
   return config;
 }
 
+ModelConfig with_sliding_window(ModelConfig config, int64_t window) {
+  config.sliding_window = window;  // Mistral 7B v0.1's
+  return config;
+}
+
 // The published shapes (the models' config.json; the training sequence 8192 where they allow
 // more): parameter counts are checked in tests.
 const std::vector<Preset>& presets() {
@@ -64,7 +69,8 @@ const std::vector<Preset>& presets() {
       {"llama3.2-1b", llama({16, 2048, 32, 8, 8192, 2048, 128256, true, 500000.0})},
       {"llama2-7b", llama({32, 4096, 32, 32, 11008, 4096, 32000, false, 10000.0})},
       {"llama3-8b", llama({32, 4096, 32, 8, 14336, 8192, 128256, false, 500000.0})},
-      {"mistral-7b", llama({32, 4096, 32, 8, 14336, 8192, 32000, false, 10000.0})},
+      {"mistral-7b",
+       with_sliding_window(llama({32, 4096, 32, 8, 14336, 8192, 32000, false, 10000.0}), 4096)},
       {"mistral-7b-v0.3", llama({32, 4096, 32, 8, 14336, 8192, 32768, false, 1000000.0})},
       {"qwen2.5-7b", with_qkv_bias(llama({28, 3584, 28, 4, 18944, 8192, 152064, false, 1e6}))},
       {"qwen3-8b", with_qk_norm(llama({36, 4096, 32, 8, 12288, 8192, 151936, false, 1e6}))},
@@ -277,6 +283,8 @@ void validate(const ModelConfig& config) {
     throw InvalidInput("--qk-norm", "only llama models take it");
   }
   if (config.mlp_hidden < 0) throw InvalidInput("--mlp-hidden", "must not be negative");
+  if (config.sliding_window < 0) throw InvalidInput("--sliding-window", "must not be negative");
+  require_at_most(config.sliding_window, kMaxSeqLen, "--sliding-window");
   validate_lora(config);
   if (config.head_width < 0) throw InvalidInput("--head-dim", "must not be negative");
   require_at_most(config.head_width, kMaxDModel, "--head-dim");

@@ -39,6 +39,7 @@ struct ModelConfig {
   bool qkv_bias = false;        // Llama family: biases on q, k and v (Qwen 2); GPT has all
   int64_t head_width = 0;       // values per head; 0: d_model / heads (Qwen 3's small ones differ)
   bool qk_norm = false;         // Llama family: an RMSNorm on each head's q and k (Qwen 3)
+  int64_t sliding_window = 0;   // each token attends to this many latest keys (Mistral); 0: all
   int64_t loss_chunks = 0;      // the head and loss in this many slices of tokens (0, 1: whole)
   LoraOptions lora;             // adapters on a frozen model (fine-tuning); none by default
 

@@ -30,8 +30,11 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
     register_buffer("rotary_cos", rotary_->cos);
     register_buffer("rotary_sin", rotary_->sin);
   }
+  // A sliding window's masks are made once and shared: each layer's kernel keeps its mask.
+  std::shared_ptr<const WindowMasks> window;
+  if (config.sliding_window > 0) window = std::make_shared<WindowMasks>(config.sliding_window);
   for (int64_t block = 0; block < config.layers; ++block) {
-    auto attention = std::make_shared<AttentionSublayer>(config, rotary_);
+    auto attention = std::make_shared<AttentionSublayer>(config, rotary_, window);
     auto mlp = std::make_shared<MlpSublayer>(config);
     register_module("block" + std::to_string(block) + "_attn", attention);
     register_module("block" + std::to_string(block) + "_mlp", mlp);

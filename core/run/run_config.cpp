@@ -355,6 +355,9 @@ nlohmann::json to_json(const RunConfig& config) {
   if (config.model.head_width > 0 || (named && named->head_width > 0)) {
     json["head_dim"] = config.model.head_width;
   }
+  if (config.model.sliding_window > 0 || (named && named->sliding_window > 0)) {
+    json["sliding_window"] = config.model.sliding_window;
+  }
   const LoraOptions& lora = config.model.lora;
   if (lora.enabled()) {
     json["finetune"] = "lora";

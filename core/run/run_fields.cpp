@@ -111,6 +111,7 @@ const std::map<std::string, Setter>& setters() {
        }},
       {"kv_heads", model_integer(&ModelConfig::kv_heads)},
       {"head_dim", model_integer(&ModelConfig::head_width)},
+      {"sliding_window", model_integer(&ModelConfig::sliding_window)},
       {"mlp_hidden", model_integer(&ModelConfig::mlp_hidden)},
       {"tie_head",
        [](RunConfig& c, const nlohmann::json& v, const std::string& f) {

@@ -31,6 +31,7 @@ std::vector<std::string> config_columns() {
   every.model.qkv_bias = true;
   every.model.qk_norm = true;
   every.model.head_width = 1;
+  every.model.sliding_window = 1;
   every.model.lora = default_lora_options(ModelFamily::kLlama);
   every.model.lora.base = BasePrecision::kBf16;
   const nlohmann::json config = to_json(every);

@@ -13,9 +13,10 @@ namespace {
 // difference in these turns every ratio into a comparison of different workloads.
 const std::vector<std::string>& workload_fields() {
   static const std::vector<std::string> fields = {
-      "preset",    "layers",   "d_model",   "heads",      "seq_len",      "vocab",
-      "attention", "dropout",  "data",      "device",     "qkv_bias",     "qk_norm",
-      "head_dim",  "finetune", "lora_rank", "lora_alpha", "lora_targets", "base_precision"};
+      "preset",     "layers",       "d_model",        "heads",         "seq_len",
+      "vocab",      "attention",    "dropout",        "data",          "device",
+      "qkv_bias",   "qk_norm",      "head_dim",       "finetune",      "lora_rank",
+      "lora_alpha", "lora_targets", "base_precision", "sliding_window"};
   return fields;
 }
 
