@@ -152,6 +152,58 @@ TEST(ExperimentPanel, AHuggingFaceConfigFillsTheModelFieldsWhole) {
   EXPECT_TRUE(panel->model_source_label()->text().isEmpty());
 }
 
+// Mistral's window: the preset and a config.json fill the field, 0 turns it off (and the spec
+// says so, the preset having one), another value reaches the run and survives the spec.
+TEST(ExperimentPanel, ASlidingWindowIsAFieldThePresetAndAConfigFillAndTheSpecKeeps) {
+  Bench bench;
+  ExperimentPanel* panel = bench.panel;
+  panel->preset_field()->setCurrentText("mistral-7b");
+  EXPECT_EQ(panel->sliding_window_field()->value(), 4096);
+  // 7B does not train here: the preset's shape made small, its window kept.
+  panel->layers_field()->setValue(1);
+  panel->d_model_field()->setValue(64);
+  panel->heads_field()->setValue(4);
+  panel->kv_heads_field()->setValue(2);
+  panel->mlp_hidden_field()->setValue(128);
+  panel->vocab_field()->setValue(256);
+  panel->seq_len_field()->setValue(64);
+  panel->sliding_window_field()->setValue(24);
+  ASSERT_TRUE(panel->first_config()) << panel->problem().toStdString();
+  EXPECT_EQ(panel->first_config()->model.sliding_window, 24);
+  panel->sliding_window_field()->setValue(0);
+  ASSERT_TRUE(panel->spec()) << panel->problem().toStdString();
+  EXPECT_EQ((*panel->spec())["base"]["sliding_window"], 0);
+  EXPECT_EQ(panel->first_config()->model.sliding_window, 0);
+  // (A preset chosen now would ask before replacing the edited fields: a spec is loaded.)
+  panel->load_spec(rematlab::default_study_spec());
+  EXPECT_EQ(panel->sliding_window_field()->value(), 0);
+  ASSERT_TRUE(panel->spec()) << panel->problem().toStdString();
+  EXPECT_FALSE((*panel->spec())["base"].contains("sliding_window"));  // none, as the preset
+  panel->sliding_window_field()->setValue(16);
+  ASSERT_TRUE(panel->first_config()) << panel->problem().toStdString();
+  EXPECT_EQ(panel->first_config()->model.sliding_window, 16);
+  const auto spec = panel->spec();
+  panel->load_spec(rematlab::default_study_spec());
+  EXPECT_EQ(panel->sliding_window_field()->value(), 0);
+  panel->load_spec(*spec);
+  EXPECT_EQ(panel->sliding_window_field()->value(), 16);
+  const QString configs = QString(REMATLAB_EXAMPLES_DIR) + "/configs/";
+  ASSERT_TRUE(panel->load_model_config(configs + "mistral-7b.json"));
+  EXPECT_EQ(panel->sliding_window_field()->value(), 4096);
+  // Wider than the field: refused, not clamped into a narrower window.
+  QTemporaryDir dir;
+  QFile wide(dir.filePath("wide.json"));
+  ASSERT_TRUE(wide.open(QIODevice::WriteOnly));
+  wide.write(R"({"model_type": "mistral", "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "intermediate_size": 96, "vocab_size": 128,
+      "sliding_window": 100000})");
+  wide.close();
+  EXPECT_FALSE(panel->load_model_config(wide.fileName()));
+  EXPECT_TRUE(panel->model_source_label()->text().contains("100000 tokens of window"))
+      << panel->model_source_label()->text().toStdString();
+  EXPECT_EQ(panel->sliding_window_field()->value(), 4096);
+}
+
 TEST(ExperimentPanel, BadBatchListAndMissingBudgetAreNamed) {
   Bench bench;
   ExperimentPanel* panel = bench.panel;

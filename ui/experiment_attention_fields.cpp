@@ -1,12 +1,14 @@
 // The attention's finer fields, which the published Llama-family models differ in: a head width
-// other than d_model / heads, the rotary base, Qwen 2's q/k/v biases and Qwen 3's q/k norms. The
-// last three are Llama's only, and disabled for GPT (which has every bias and no rotation).
+// other than d_model / heads, Mistral's sliding window, the rotary base, Qwen 2's q/k/v biases
+// and Qwen 3's q/k norms. The last three are Llama's only, and disabled for GPT (which has every
+// bias and no rotation).
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QSpinBox>
+#include <algorithm>
 
 #include "experiment_panel.h"
 
@@ -18,6 +20,12 @@ void ExperimentPanel::create_attention_fields() {
   head_width_->setSpecialValueText("d_model / heads");
   head_width_->setToolTip(
       "Values per attention head; Qwen 3's smaller models have heads wider than d_model / heads");
+  sliding_window_ = new QSpinBox;
+  sliding_window_->setRange(0, 32768);  // the longest sequence the form takes
+  sliding_window_->setSpecialValueText("whole sequence");
+  sliding_window_->setToolTip(
+      "Each token attends to this many latest tokens, itself included (Mistral 7B v0.1: 4096): "
+      "attention's FLOPs and the math core's scores follow the window, not the sequence");
   rope_theta_ = new QDoubleSpinBox;
   rope_theta_->setRange(1.0, 1e9);
   rope_theta_->setDecimals(0);
@@ -33,6 +41,7 @@ void ExperimentPanel::create_attention_fields() {
 
 void ExperimentPanel::add_attention_rows(QFormLayout& model) {
   model.addRow("Head width", head_width_);
+  model.addRow("Sliding window", sliding_window_);
   model.addRow("Rotary base", rope_theta_);
   auto* extras = new QHBoxLayout;
   extras->addWidget(qkv_bias_);
@@ -43,6 +52,7 @@ void ExperimentPanel::add_attention_rows(QFormLayout& model) {
 
 void ExperimentPanel::connect_attention_fields() {
   connect(head_width_, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
+  connect(sliding_window_, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
   connect(rope_theta_, &QDoubleSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
   connect(qkv_bias_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
   connect(qk_norm_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
@@ -59,6 +69,11 @@ void ExperimentPanel::add_attention_to(nlohmann::ordered_json& base) const {
   // Written only where they differ from a plain model, as run records write them; a GPT has
   // none of Llama's (its fields are disabled and would be refused).
   if (head_width_->value() > 0) base["head_dim"] = head_width_->value();
+  // A window is written where set, and 0 where the preset has one (mistral-7b without it).
+  const ModelConfig* named = find_model_preset(preset_name_.toStdString());
+  if (sliding_window_->value() > 0 || (named && named->sliding_window > 0)) {
+    base["sliding_window"] = sliding_window_->value();
+  }
   if (arch_->currentText() != "llama") return;
   base["rope_theta"] = rope_theta_->value();
   base["qkv_bias"] = qkv_bias_->isChecked();
@@ -74,6 +89,9 @@ void ExperimentPanel::load_attention_fields(const nlohmann::ordered_json& base) 
   ModelConfig model = named ? *named : ModelConfig{};
   if (base.contains("head_dim") && base["head_dim"].is_number_integer()) {
     model.head_width = base["head_dim"].get<int64_t>();
+  }
+  if (base.contains("sliding_window") && base["sliding_window"].is_number_integer()) {
+    model.sliding_window = base["sliding_window"].get<int64_t>();
   }
   if (base.contains("rope_theta") && base["rope_theta"].is_number()) {
     model.rope_theta = base["rope_theta"].get<double>();
@@ -91,11 +109,14 @@ void ExperimentPanel::load_attention_fields(const nlohmann::ordered_json& base) 
 
 void ExperimentPanel::set_attention_fields(const ModelConfig& model) {
   const QSignalBlocker width(head_width_);
+  const QSignalBlocker window(sliding_window_);
   const QSignalBlocker theta(rope_theta_);
   const QSignalBlocker bias(qkv_bias_);
   const QSignalBlocker norm(qk_norm_);
   head_width_->setValue(
       static_cast<int>(model.head_width * model.heads == model.d_model ? 0 : model.head_width));
+  sliding_window_->setValue(
+      static_cast<int>(std::clamp<int64_t>(model.sliding_window, 0, sliding_window_->maximum())));
   rope_theta_->setValue(model.rope_theta);
   qkv_bias_->setChecked(model.qkv_bias);
   qk_norm_->setChecked(model.qk_norm);

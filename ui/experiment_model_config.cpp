@@ -25,6 +25,7 @@ QString ExperimentPanel::field_beyond_the_form(const ModelConfig& model) const {
                                   {heads_, model.heads, "heads"},
                                   {kv_heads_, model.kv_heads, "key/value heads"},
                                   {head_width_, model.head_width, "values per head"},
+                                  {sliding_window_, model.sliding_window, "tokens of window"},
                                   {mlp_hidden_, model.mlp_hidden, "MLP width"},
                                   {seq_len_, model.seq_len, "sequence length"},
                                   {vocab_, model.vocab, "vocabulary"}}) {

@@ -401,6 +401,7 @@ QWidget* ExperimentPanel::field_for(const QString& key) const {
       {"heads", heads_},
       {"kv_heads", kv_heads_},
       {"head_dim", head_width_},
+      {"sliding_window", sliding_window_},
       {"rope_theta", rope_theta_},
       {"qkv_bias", qkv_bias_},
       {"qk_norm", qk_norm_},

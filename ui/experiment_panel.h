@@ -98,7 +98,13 @@ class ExperimentPanel : public QWidget {
   QComboBox* arch_field() const { return arch_; }
   QSpinBox* kv_heads_field() const { return kv_heads_; }
   QSpinBox* layers_field() const { return layers_; }
+  QSpinBox* d_model_field() const { return d_model_; }
+  QSpinBox* heads_field() const { return heads_; }
+  QSpinBox* mlp_hidden_field() const { return mlp_hidden_; }
+  QSpinBox* seq_len_field() const { return seq_len_; }
+  QSpinBox* vocab_field() const { return vocab_; }
   QSpinBox* head_width_field() const { return head_width_; }
+  QSpinBox* sliding_window_field() const { return sliding_window_; }
   QDoubleSpinBox* rope_theta_field() const { return rope_theta_; }
   QCheckBox* qkv_bias_field() const { return qkv_bias_; }
   QCheckBox* qk_norm_field() const { return qk_norm_; }
@@ -200,6 +206,7 @@ class ExperimentPanel : public QWidget {
   QSpinBox* mlp_hidden_;
   QCheckBox* tie_head_;
   QSpinBox* head_width_;
+  QSpinBox* sliding_window_;
   QDoubleSpinBox* rope_theta_;
   QCheckBox* qkv_bias_;
   QCheckBox* qk_norm_;

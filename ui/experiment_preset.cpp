@@ -41,6 +41,8 @@ QStringList ExperimentPanel::edits_lost(const QString& from, const QString& to) 
     return QString::number(model.head_width * model.heads == model.d_model ? 0 : model.head_width);
   };
   compare("Head width", QString::number(head_width_->value()), width(before), width(after));
+  compare("Sliding window", QString::number(sliding_window_->value()),
+          QString::number(before.sliding_window), QString::number(after.sliding_window));
   compare("Rotary base", QString::number(rope_theta_->value()), QString::number(before.rope_theta),
           QString::number(after.rope_theta));
   compare("q/k/v biases", yes_no(qkv_bias_->isChecked()), yes_no(before.qkv_bias),
