@@ -20,6 +20,7 @@
 #include <QTextCursor>
 #include <QWheelEvent>
 
+#include "advice_words.h"
 #include "common/errors.h"
 #include "experiment_panel.h"
 #include "field_errors.h"
@@ -510,6 +511,16 @@ TEST(FieldErrors, CoreErrorsAreSaidInTheFormsWords) {
   } catch (const InvalidInput& error) {
     EXPECT_EQ(explain(error).message(), "Heads: 3 heads do not divide d_model 64");
   }
+  // The attention's finer fields by their labels too, not as command-line flags.
+  try {
+    rematlab::expand_sweep(rematlab::parse_sweep_spec(nlohmann::ordered_json::parse(
+        R"({"base": {"preset": "tiny", "sliding_window": -4}, "axes": {"batch": [2]}})")));
+    ADD_FAILURE() << "a negative window was accepted";
+  } catch (const InvalidInput& error) {
+    EXPECT_EQ(explain(error).message(), "Sliding window: must not be negative");
+  }
+  for (const char* key : {"head_dim", "rope_theta", "qkv_bias", "qk_norm", "sliding_window"})
+    EXPECT_TRUE(rematlab::ui::form_label(key).has_value()) << key;
 }
 
 TEST(Window, TheFormIsAsTheUserLeftItAfterARestart) {

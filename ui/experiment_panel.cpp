@@ -482,16 +482,19 @@ void ExperimentPanel::mark_field(QWidget* bad_field) {
 
 void ExperimentPanel::remember_field_help() {
   if (help_.isEmpty()) {  // first call: every field's own help, before any reason is added
-    for (const char* key : {"name",         "preset",         "arch",      "layers",
-                            "d_model",      "heads",          "kv_heads",  "mlp_hidden",
-                            "loss_chunks",  "seq_len",        "vocab",     "attention",
-                            "dropout",      "data",           "accum",     "steps",
-                            "lr",           "seed",           "threads",   "device",
-                            "ranks",        "shard",          "tp",        "sequence_parallel",
-                            "checkpoint",   "offload",        "batch",     "precision",
-                            "budget",       "finetune",       "lora_rank", "lora_alpha",
-                            "lora_targets", "base_precision", "head_dim",  "rope_theta",
-                            "qkv_bias",     "qk_norm"}) {
+    for (const char* key : {"name",           "preset",     "arch",
+                            "layers",         "d_model",    "heads",
+                            "kv_heads",       "mlp_hidden", "loss_chunks",
+                            "seq_len",        "vocab",      "attention",
+                            "dropout",        "data",       "accum",
+                            "steps",          "lr",         "seed",
+                            "threads",        "device",     "ranks",
+                            "shard",          "tp",         "sequence_parallel",
+                            "checkpoint",     "offload",    "batch",
+                            "precision",      "budget",     "finetune",
+                            "lora_rank",      "lora_alpha", "lora_targets",
+                            "base_precision", "head_dim",   "rope_theta",
+                            "qkv_bias",       "qk_norm",    "sliding_window"}) {
       if (QWidget* field = field_for(key)) help_.insert(field, field->toolTip());
     }
   }
