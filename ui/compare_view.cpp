@@ -255,7 +255,7 @@ void CompareView::fill_table() {
         ratio_text(comparison_.ratio(i, "peak_bytes")),
         ratio_text(comparison_.ratio(i, "tokens_per_s")),
         // Model FLOPs against the peak kept for this device; HFU counts recomputation too.
-        // Blank where none was computed (a LoRA run's).
+        // Blank where none was computed (a run that timed no step).
         r.model_flops > 0.0 ? blank_or(QString("%1%").arg(100.0 * r.mfu, 0, 'f', 1)) : QString(),
         r.model_flops > 0.0 ? blank_or(QString("%1%").arg(100.0 * r.hfu, 0, 'f', 1)) : QString(),
         blank_or(QString::number(r.final_loss, 'f', 4))};

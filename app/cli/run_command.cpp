@@ -45,7 +45,7 @@ void print_summary(const RunSummary& summary) {
               << format_number(summary.peak_flops / 1e9, 1) << " GFLOP/s ("
               << summary.peak_flops_source << ")\n";
   } else {
-    std::cout << "MFU / HFU        unknown (the FLOP counts are full training's, not LoRA's)\n";
+    std::cout << "MFU / HFU        unknown (no step was timed)\n";
   }
   if (summary.ranks.empty()) return;
   std::cout << "communication    " << format_number(summary.comm_ms, 1) << " ms per step, "

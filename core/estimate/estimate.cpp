@@ -148,12 +148,10 @@ Estimate make_estimate(const EstimateRequest& request) {
     int64_t best_peak = 0;
     estimate.best_interval = best_interval(input, &best_peak);
     estimate.best_interval_peak_bytes = best_peak;
-    // The FLOPs of a step that forms no weight's gradient for the base are not counted (yet).
-    if (!arch.lora.enabled()) {
-      const CheckpointPlan plan = policy.plan_for(arch.layers, 0.0);
-      estimate.flops = step_flops(arch, request.batch * arch.seq_len, plan);
-      estimate.rank_flops = rank_step_flops(arch, request.batch * arch.seq_len, plan, layout.tp);
-    }
+    const CheckpointPlan plan = policy.plan_for(arch.layers, 0.0);
+    estimate.flops = step_flops(arch, request.batch * arch.seq_len, plan);
+    estimate.rank_flops = rank_step_flops(arch, request.batch * arch.seq_len, plan, layout.tp,
+                                          layout.sequence_parallel);
   }
   estimate.params =
       request.nominal_params > 0 ? request.nominal_params : *estimate.architecture_params;

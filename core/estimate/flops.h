@@ -3,8 +3,11 @@
 // Model FLOPs follow Chowdhery et al. (PaLM, appendix B): forward 2·N + 4·L·s·d per token,
 // backward twice that, so 6·N·tokens + 12·L·s·d·tokens a step, where N counts the weights that
 // take part in a matmul (matmul_parameter_count) and the attention term counts QKᵀ and ·V over
-// the full s×s square, causal mask or not. Hardware FLOPs add what the checkpoint plan runs a
-// second time in backward. Norms, softmax, GELU and the optimizer are left out, as usual.
+// the full s×s square, causal mask or not. A frozen base (LoRA) forms no weight gradients and an
+// input gradient only as far back as the first adapter, so its backward is about half; its
+// adapters' products are counted too. Hardware FLOPs add what the checkpoint plan runs a second
+// time in backward. Norms, softmax, GELU and the optimizer are left out, as usual. With the math
+// attention core these are exactly the engine's matrix products (tests/test_engine_flops.cpp).
 #pragma once
 
 #include <cstdint>
@@ -31,8 +34,9 @@ StepFlops step_flops(const Architecture& arch, int64_t tokens_per_step, const Ch
 // ranks share them (tp does not divide the key/value heads; forward and backward once, not again
 // in a recomputed segment), and the head's forward again in the vocabulary-parallel loss's
 // backward when the loss is not already in slices.
+// Under sequence parallelism a recomputation runs each segment's last projection again.
 StepFlops rank_step_flops(const Architecture& arch, int64_t tokens_per_step,
-                          const CheckpointPlan& plan, int64_t tp);
+                          const CheckpointPlan& plan, int64_t tp, bool sequence_parallel);
 
 // Achieved FLOP/s and the utilisations against a measured peak.
 struct Utilisation {

@@ -212,14 +212,14 @@ LayoutEvaluator::ChunkActivations LayoutEvaluator::chunk_activations(const Layou
 estimate::StepFlops LayoutEvaluator::chunk_flops(const Layout& layout, int64_t chunk_layers,
                                                  int64_t policy, bool head) {
   const int64_t tokens = layout.micro_batch * request_.arch.seq_len / layout.cp;
-  const FlopsKey key{layout.tp, tokens, chunk_layers, policy, head};
+  const FlopsKey key{layout.tp, layout.sp, tokens, chunk_layers, policy, head};
   const auto found = flops_cache_.find(key);
   if (found != flops_cache_.end()) return found->second;
   estimate::Architecture arch = request_.arch;
   arch.layers = chunk_layers;
   arch.vocab = head ? padded_vocab(arch.vocab, layout.tp) : 0;  // no head, no head's FLOPs
   const estimate::StepFlops flops =
-      estimate::rank_step_flops(arch, tokens, plan(policy, chunk_layers), layout.tp);
+      estimate::rank_step_flops(arch, tokens, plan(policy, chunk_layers), layout.tp, layout.sp);
   flops_cache_.emplace(key, flops);
   return flops;
 }

@@ -88,7 +88,7 @@ class LayoutEvaluator {
   std::map<std::pair<int64_t, int64_t>, CheckpointPlan> plan_cache_;
   using Key = std::tuple<int64_t, bool, int64_t, int64_t, int64_t, int64_t, bool, bool, bool>;
   std::map<Key, ChunkActivations> activation_cache_;
-  using FlopsKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool>;
+  using FlopsKey = std::tuple<int64_t, bool, int64_t, int64_t, int64_t, bool>;
   std::map<FlopsKey, estimate::StepFlops> flops_cache_;
   // Kept while the degrees, micro-batch and activation offload stay the same.
   using WorkLayout = std::tuple<int64_t, bool, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;

@@ -51,8 +51,6 @@ bool plausible_peak_flops(double flops) {
 }
 
 void resolve_peak_flops(RunConfig& config, RunStore* store) {
-  // A LoRA run's utilisation is not computed (trainer.cpp): no peak to measure for it.
-  if (config.model.lora.enabled()) return;
   if (config.peak_flops > 0.0) {
     if (config.peak_flops_source.empty()) config.peak_flops_source = "given (--peak-flops)";
     return;

@@ -303,9 +303,7 @@ RunSummary Trainer::run(const TrainerCallbacks& callbacks) {
 }
 
 void Trainer::record_flops(RunSummary& summary) const {
-  // The FLOP counts are training's (6·N per token); a frozen base forms no weight gradients and
-  // the estimator does not count adapters yet, so a LoRA run's utilisation is left unknown.
-  if (summary.steps.empty() || config_.model.lora.enabled()) return;
+  if (summary.steps.empty()) return;
   const estimate::Architecture arch = estimate::from_model_config(config_.model);
   // Hardware FLOPs follow each step's plan (a schedule changes it), averaged over timed steps.
   double hardware = 0.0;
@@ -315,12 +313,13 @@ void Trainer::record_flops(RunSummary& summary) const {
     const CheckpointPlan plan =
         policy_.plan_for(config_.model.layers, static_cast<double>(step.step) / config_.steps);
     // Each tensor rank does its part of its data rank's work, and what the split repeats.
-    hardware +=
-        estimate::rank_step_flops(arch, config_.tokens_per_step(), plan, config_.tp).hardware;
+    hardware += estimate::rank_step_flops(arch, config_.tokens_per_step(), plan, config_.tp,
+                                          config_.sequence_parallel)
+                    .hardware;
     ++counted;
   }
-  estimate::StepFlops flops =
-      estimate::rank_step_flops(arch, config_.tokens_per_step(), {}, config_.tp);
+  estimate::StepFlops flops = estimate::rank_step_flops(arch, config_.tokens_per_step(), {},
+                                                        config_.tp, config_.sequence_parallel);
   if (counted > 0) flops.hardware = hardware / static_cast<double>(counted);
   summary.model_flops = flops.model;
   summary.hardware_flops = flops.hardware;
