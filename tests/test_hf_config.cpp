@@ -288,5 +288,40 @@ TEST(HfConfigCli, EveryCommandTakesAConfigurationAndItsPoliciesMatchNone) {
   }
 }
 
+// A sweep over users' models: each point trains its file's shape, is recorded under
+// "qwen2 from PATH", and what the files do not model is said once, on stderr.
+TEST(HfConfigCli, ASweepTrainsTheModelsItsConfigJsonFilesName) {
+  testing::ScratchDir dir("hf-config-sweep");
+  std::ofstream(dir.file("qwen.json")) << R"({"model_type": "qwen2", "hidden_size": 32,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+      "intermediate_size": 48, "vocab_size": 64, "max_position_embeddings": 16,
+      "hidden_act": "gelu"})";
+  std::ofstream(dir.file("gpt.json")) << R"({"model_type": "gpt2", "n_embd": 32, "n_layer": 2,
+      "n_head": 2, "n_positions": 16, "vocab_size": 64, "activation_function": "gelu"})";
+  std::ofstream(dir.file("spec.json")) << R"({"name": "two models",
+      "base": {"steps": 1, "batch": 2, "threads": 1},
+      "axes": {"model_config": ["qwen.json", "gpt.json"]}})";
+  const std::string db = dir.file("runs.db");
+  const auto swept = testing::cli("sweep --spec " + dir.file("spec.json") + " --db " + db);
+  ASSERT_EQ(swept.exit_code, 0) << swept.err;
+  // Said once (GPT-2's file asks for the exact GELU: nothing to say of it).
+  const auto first = swept.err.find("warning: ");
+  EXPECT_EQ(swept.err.find("warning: spec: axes.model_config[0]: hidden_act gelu"), first)
+      << swept.err;
+  EXPECT_EQ(swept.err.find("warning: ", first + 1), std::string::npos) << swept.err;
+  const auto runs = testing::cli("runs --db " + db + " --json");
+  ASSERT_EQ(runs.exit_code, 0) << runs.err;
+  const nlohmann::json recorded = testing::last_line_json(runs.out);
+  std::vector<std::string> models;
+  for (const auto& run : recorded.at("runs")) {
+    EXPECT_EQ(run.at("status").get<std::string>(), "ok");
+    models.push_back(run.at("config").at("preset").get<std::string>() + " " +
+                     run.at("config").at("arch").get<std::string>());
+  }
+  std::sort(models.begin(), models.end());
+  EXPECT_EQ(models, (std::vector<std::string>{"gpt2 from " + dir.file("gpt.json") + " gpt",
+                                              "qwen2 from " + dir.file("qwen.json") + " llama"}));
+}
+
 }  // namespace
 }  // namespace rematlab

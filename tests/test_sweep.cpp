@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <fstream>
 #include <limits>
 
 #include "common/errors.h"
 #include "common/posix_files.h"
 #include "run/batch_probe.h"
 #include "run/run_fields.h"
+#include "scratch_dir.h"
 #include "store/run_store.h"
 #include "store/run_writer.h"
 #include "store/step_fields.h"
@@ -104,6 +106,64 @@ TEST(SweepSpec, FamilyAndFinetuneAxesKeepTheBasesOwnFields) {
   EXPECT_EQ(rejected_field(R"({"axes": {"finetune": ["qlora", "lora"]}})"),
             "spec: axes.finetune[0]");
   EXPECT_EQ(rejected_field(R"({"axes": {"arch": ["gptx", "llama"]}})"), "spec: axes.arch[0]");
+}
+
+// config.json files as a spec's models: in the base or as an axis (Llama against Qwen at the
+// same shape flags), each path beside the spec file, recorded as "qwen2 from PATH", with what
+// the file holds that RematLab does not model said once per file; a record never reads one.
+TEST(SweepSpec, ConfigJsonFilesAreTheModelsOfASweep) {
+  testing::ScratchDir dir("model-config-spec");
+  files::make_directories(dir.file("configs"));
+  std::ofstream(dir.file("configs/qwen.json"))
+      << R"({"model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 4,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+            "vocab_size": 256, "max_position_embeddings": 64, "hidden_act": "gelu"})";
+  std::ofstream(dir.file("configs/gpt.json"))
+      << R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 3, "n_head": 4, "n_positions": 64,
+            "vocab_size": 256})";
+  std::ofstream(dir.file("spec.json")) << R"({"base": {"layers": 2, "batch": 2},
+            "axes": {"model_config": ["configs/qwen.json", "configs/gpt.json"]}})";
+  const SweepSpec spec = load_sweep_spec(dir.file("spec.json"));
+  const auto points = expand_sweep(spec);
+  ASSERT_EQ(points.size(), 2u);
+  const ModelConfig& qwen = points[0].config.model;
+  EXPECT_EQ(qwen.family, ModelFamily::kLlama);
+  EXPECT_TRUE(qwen.qkv_bias);
+  EXPECT_EQ(qwen.key_value_heads(), 2);
+  EXPECT_EQ(qwen.mlp_hidden, 128);
+  EXPECT_EQ(qwen.layers, 2);  // the base's field refines the file's shape
+  EXPECT_EQ(points[0].config.preset, "qwen2 from " + dir.file("configs/qwen.json"));
+  EXPECT_EQ(points[1].config.model.family, ModelFamily::kGpt);
+  EXPECT_EQ(points[1].config.model.layers, 2);
+  EXPECT_EQ(points[1].config.preset, "gpt2 from " + dir.file("configs/gpt.json"));
+  ASSERT_EQ(spec.warnings.size(), 2u);
+  EXPECT_EQ(spec.warnings[0].rfind("spec: axes.model_config[0]: hidden_act gelu", 0), 0u)
+      << spec.warnings[0];
+  // GPT-2's configurations default to the tanh GELU, which the engine does not use.
+  EXPECT_EQ(spec.warnings[1].rfind("spec: axes.model_config[1]: activation_function", 0), 0u)
+      << spec.warnings[1];
+  // In the base, with LoRA on the file's family.
+  const auto lora = expand_sweep(
+      parse_sweep_spec(spec_json(R"({"base": {"model_config": ")" + dir.file("configs/qwen.json") +
+                                 R"(", "finetune": "lora", "lora_rank": 4}})")));
+  ASSERT_EQ(lora.size(), 1u);
+  EXPECT_EQ(lora[0].config.model.lora.targets, default_lora_options(ModelFamily::kLlama).targets);
+  EXPECT_EQ(lora[0].config.model.layers, 4);
+  // Wrong: beside a preset, a file that is not there, not a path.
+  EXPECT_EQ(rejected_field(R"({"base": {"preset": "tiny", "model_config": ")" +
+                           dir.file("configs/qwen.json") + R"("}})"),
+            "spec: base.model_config");
+  EXPECT_EQ(rejected_field(R"({"axes": {"model_config": [")" + dir.file("configs/qwen.json") +
+                           R"(", ")" + dir.file("none.json") + R"("]}})"),
+            "spec: axes.model_config[1]");
+  EXPECT_EQ(rejected_field(R"({"base": {"model_config": 5}})"), "spec: base.model_config");
+  // A record holds the shape; a file it names is not read, and the field is said unread.
+  std::vector<std::string> unread;
+  const RunConfig record = run_config_from_record(
+      {{"model_config", dir.file("configs/qwen.json")}, {"batch", 3}}, &unread);
+  EXPECT_EQ(unread, std::vector<std::string>{"model_config"});
+  EXPECT_EQ(record.model.family, ModelFamily::kGpt);
+  EXPECT_EQ(record.batch, 3);
 }
 
 TEST(SweepSpec, GpuSwitchesAreRunFields) {

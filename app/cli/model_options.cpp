@@ -105,7 +105,7 @@ const ImportedConfig& ModelOptions::imported() const {
 }
 
 std::string ModelOptions::source() const {
-  return model_config_ ? imported().model_type + " from " + *model_config_ : "";
+  return model_config_ ? imported_model_label(imported(), *model_config_) : "";
 }
 
 void ModelOptions::apply(ModelConfig& model) const {

@@ -92,6 +92,7 @@ ConfigFile config_from_file(const CLI::App& command, const std::string& path) {
                                        ? error.reason()
                                        : error.field() + ": " + error.reason());
   }
+  for (const std::string& warning : spec.warnings) std::cerr << "warning: " << warning << "\n";
   const std::vector<SweepPoint> points = expand_sweep(spec);
   if (points.size() != 1 || points.front().request.max_batch) {
     throw InvalidInput("--config",

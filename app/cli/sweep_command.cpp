@@ -20,6 +20,15 @@
 #include "sweep/sweep_runner.h"
 
 namespace rematlab::cli {
+namespace {
+
+// What the spec's config.json files do not model, said once: not by every rank that read it.
+void say_spec_warnings(const SweepSpec& spec, const parallel::DistEnv& env) {
+  if (env.rank != 0) return;
+  for (const std::string& warning : spec.warnings) std::cerr << "warning: " << warning << "\n";
+}
+
+}  // namespace
 
 Command add_sweep_command(CLI::App& app, const std::atomic<bool>& cancel) {
   struct Options {
@@ -62,6 +71,7 @@ Command add_sweep_command(CLI::App& app, const std::atomic<bool>& cancel) {
         SweepSpec spec = options->default_study ? parse_sweep_spec(default_study_spec())
                                                 : load_sweep_spec(options->spec);
         const parallel::DistEnv env = parallel::dist_env_from_process();
+        say_spec_warnings(spec, env);
         SweepRunOptions spread{options->db, options->json, parallel::kDefaultTimeout};
         if (options->timeout_s) {
           spread.timeout =

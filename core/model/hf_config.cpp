@@ -285,4 +285,8 @@ ImportedConfig import_hf_config(const std::string& path) {
   return import_hf_config_text(file.text, "'" + path + "'");
 }
 
+std::string imported_model_label(const ImportedConfig& imported, const std::string& path) {
+  return imported.model_type + " from " + path;
+}
+
 }  // namespace rematlab

@@ -30,4 +30,7 @@ ImportedConfig import_hf_config_text(const std::string& text, const std::string&
 // The same from a file; an unreadable file is one line too.
 ImportedConfig import_hf_config(const std::string& path);
 
+// What a run records as its model when its shape came from `path`: "qwen2 from PATH".
+std::string imported_model_label(const ImportedConfig& imported, const std::string& path);
+
 }  // namespace rematlab

@@ -13,6 +13,7 @@
 #include "common/errors.h"
 #include "common/json_text.h"
 #include "common/wording.h"
+#include "model/hf_config.h"
 
 namespace rematlab {
 namespace {
@@ -20,7 +21,7 @@ namespace {
 using Setter = std::function<void(RunConfig&, const nlohmann::json&, const std::string& field)>;
 
 // Read before every other field, in this order: each may reset what the next one sets.
-constexpr const char* kFirstFields[] = {"preset", "arch", "finetune"};
+constexpr const char* kFirstFields[] = {"preset", "model_config", "arch", "finetune"};
 
 // A LoRA setting on a run that trains every weight would be silently ignored: refused.
 void require_lora(const RunConfig& config, const std::string& field) {
@@ -100,6 +101,19 @@ const std::map<std::string, Setter>& setters() {
            throw InvalidInput(f, error.reason_words());
          }
          c.preset = name;
+       }},
+      // A Hugging Face config.json as the model's shape, as --model-config reads it (its
+      // warnings are the spec's: sweep/sweep_spec.h); recorded as "qwen2 from PATH".
+      {"model_config",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         const std::string path = as_text(v, f);
+         try {
+           const ImportedConfig imported = import_hf_config(path);
+           c.model = imported.model;
+           c.preset = imported_model_label(imported, path);
+         } catch (const InvalidInput& error) {
+           throw InvalidInput(f, error.reason_words());
+         }
        }},
       {"arch",
        [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
@@ -288,9 +302,13 @@ RunConfig run_config_from_fields(const nlohmann::ordered_json& fields, const std
   if (fields.is_null()) return config;  // nothing given: the defaults
   if (!fields.is_object()) throw InvalidInput(where, "must be an object of run fields");
   auto field_name = [&](const std::string& key) { return where + "." + key; };
-  // The preset first, then the family (which resets what only one family has), then the
-  // fine-tuning (whose defaults are the family's), then the fields given explicitly, whatever
-  // their order in the text.
+  // The preset or config.json first, then the family (which resets what only one family has),
+  // then the fine-tuning (whose defaults are the family's), then the fields given explicitly,
+  // whatever their order in the text.
+  if (fields.contains("preset") && fields.contains("model_config")) {
+    throw InvalidInput(field_name("model_config"),
+                       "names the model, as preset does: give one of them");
+  }
   for (const char* first : kFirstFields) {
     if (fields.contains(first))
       apply_run_field(config, first, nlohmann::json(fields.at(first)), field_name(first));
@@ -309,6 +327,11 @@ RunConfig run_config_from_record(const nlohmann::json& json, std::vector<std::st
     return config;
   }
   auto apply = [&](const std::string& key, const nlohmann::json& value) {
+    // A record holds the shape itself; a file it names (a hand edit) is not read.
+    if (key == "model_config") {
+      if (unread) unread->push_back(key);
+      return;
+    }
     try {
       apply_run_field(config, key, value, "runs.config." + key);
     } catch (const InvalidInput&) {

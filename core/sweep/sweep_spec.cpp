@@ -1,11 +1,14 @@
 #include "sweep/sweep_spec.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <utility>
 
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "common/json_text.h"
 #include "common/posix_files.h"
+#include "model/hf_config.h"
 #include "run/run_fields.h"
 #include "sweep/max_batch.h"
 
@@ -73,6 +76,50 @@ void validate_as(const RunConfig& config, const Blame& blame) {
   }
 }
 
+// The warnings of each config.json the spec names, once per file given. A file that does not
+// import is left to the expansion, which names its entry.
+std::vector<std::string> model_config_warnings(const SweepSpec& spec) {
+  std::vector<std::pair<std::string, nlohmann::json>> given;
+  if (spec.base.contains("model_config")) {
+    given.emplace_back(kSpec + "base.model_config", spec.base.at("model_config"));
+  }
+  for (const SweepAxis& axis : spec.axes) {
+    if (axis.key != "model_config") continue;
+    for (std::size_t i = 0; i < axis.values.size(); ++i) {
+      given.emplace_back(kSpec + "axes.model_config[" + std::to_string(i) + "]", axis.values[i]);
+    }
+  }
+  std::vector<std::string> warnings;
+  for (const auto& [where, value] : given) {
+    if (!value.is_string()) continue;
+    try {
+      for (const std::string& warning : import_hf_config(value.get<std::string>()).warnings) {
+        warnings.push_back(where + ": " + warning);
+      }
+    } catch (const InvalidInput&) {
+    }
+  }
+  return warnings;
+}
+
+// A relative model_config path in the spec read as one beside the spec file.
+void resolve_model_configs(nlohmann::ordered_json& spec, const std::string& spec_path) {
+  const std::filesystem::path folder = std::filesystem::path(spec_path).parent_path();
+  auto resolve = [&](nlohmann::ordered_json& value) {
+    if (!value.is_string()) return;
+    const std::filesystem::path given = value.get<std::string>();
+    if (given.is_relative() && !given.empty()) value = (folder / given).lexically_normal().string();
+  };
+  if (!spec.is_object()) return;
+  if (spec.contains("base") && spec["base"].is_object() && spec["base"].contains("model_config")) {
+    resolve(spec["base"]["model_config"]);
+  }
+  if (spec.contains("axes") && spec["axes"].is_object() && spec["axes"].contains("model_config") &&
+      spec["axes"]["model_config"].is_array()) {
+    for (auto& value : spec["axes"]["model_config"]) resolve(value);
+  }
+}
+
 std::string value_label(const nlohmann::json& value) {
   return value.is_string() ? value.get<std::string>() : value.dump();
 }
@@ -119,6 +166,7 @@ SweepSpec parse_sweep_spec(const nlohmann::ordered_json& json) {
   if (spec.name.empty()) spec.name = "sweep";
   // Catch every error now, before anything runs.
   expand_sweep(spec);
+  spec.warnings = model_config_warnings(spec);
   return spec;
 }
 
@@ -133,6 +181,7 @@ SweepSpec load_sweep_spec(const std::string& path) {
   } catch (const std::invalid_argument& error) {
     throw InvalidInput("--spec", "'" + path + "' is not valid JSON: " + error.what());
   }
+  resolve_model_configs(json, path);
   return parse_sweep_spec(json);
 }
 

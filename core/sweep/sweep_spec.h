@@ -25,6 +25,9 @@ struct SweepSpec {
   std::optional<MaxBatchSpec> max_batch;
   int64_t repeats = 1;
   nlohmann::ordered_json source;  // the spec as given, kept with the experiment
+  // What the spec's config.json files (model_config) hold that RematLab does not model, one line
+  // each, named by where the file is given ("spec: axes.model_config[1]: …").
+  std::vector<std::string> warnings;
 };
 
 // One run of the expanded sweep.
@@ -42,7 +45,8 @@ std::string point_legend(const SweepPoint& point, int64_t found_batch = 0);
 // Throws InvalidInput naming the key ("spec: axes.checkpoint[1]", "spec: repeats", …) for an
 // unknown key, a wrong type, an empty axis or a value that does not validate.
 SweepSpec parse_sweep_spec(const nlohmann::ordered_json& spec);
-SweepSpec load_sweep_spec(const std::string& path);  // plus unreadable file / bad JSON
+// Plus unreadable file / bad JSON. A relative model_config path is the spec file's neighbour.
+SweepSpec load_sweep_spec(const std::string& path);
 
 // More runs than this in one sweep is a mistake in the spec (a week of CPU at a minute per run).
 inline constexpr int64_t kMaxSweepPoints = 10'000;
