@@ -79,7 +79,9 @@ std::vector<torch::Tensor> run_case(const std::shared_ptr<parallel::DistContext>
     const std::optional<double> loss =
         trainer.accumulate_gradients(trainer.policy().plan_for(config.model.layers, 0.0));
     result.push_back(torch::tensor({loss.value()}, torch::kFloat64));
-    for (const auto& param : trainer.model()->parameters()) result.push_back(param.grad().clone());
+    for (const auto& param : trainer.model()->parameters()) {
+      if (param.requires_grad()) result.push_back(param.grad().clone());  // a frozen base: none
+    }
     return result;
   }
   const RunSummary summary = trainer.run();
@@ -311,7 +313,7 @@ Reference one_process(const nlohmann::json& fields, int world) {
   reference.loss =
       trainer.accumulate_gradients(trainer.policy().plan_for(config.model.layers, 0.0)).value();
   for (const auto& param : trainer.model()->parameters()) {
-    reference.grads.push_back(param.grad().clone());
+    if (param.requires_grad()) reference.grads.push_back(param.grad().clone());
   }
   return reference;
 }
@@ -330,6 +332,14 @@ TEST_P(DataParallelEquivalence, LossAndEveryGradientMatchOneProcessOfNTimesTheBa
       {"accum2", with(tiny_fields(), {{"accum", 2}})},
       {"every1_accum2", with(tiny_fields(), {{"checkpoint", "every:1"}, {"accum", 2}})},
       {"one_bucket", with(tiny_fields(), {{"bucket_bytes", 25 << 20}})},
+      // Adapters on a frozen base: only they have gradients to average.
+      {"lora_every1",
+       with(tiny_fields(), {{"finetune", "lora"}, {"lora_rank", 4}, {"checkpoint", "every:1"}})},
+      {"lora_llama_nf4_selective", with(tiny_fields(), {{"preset", "llama-tiny"},
+                                                        {"finetune", "lora"},
+                                                        {"lora_rank", 4},
+                                                        {"base_precision", "nf4"},
+                                                        {"checkpoint", "selective"}})},
   };
   nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
   for (const auto& [name, fields] : cases) {
@@ -405,80 +415,91 @@ class DataParallelSharding : public ::testing::TestWithParam<int> {};
 TEST_P(DataParallelSharding, SameParametersAsPlainDataParallelWithOneNthOfTheStates) {
   const int world = GetParam();
   ScratchDir dir("dist-sharding");
-  const nlohmann::json base =
+  const nlohmann::json full_training =
       with(tiny_fields(), {{"checkpoint", "every:1"}, {"accum", 2}, {"steps", 5}});
+  // Fine-tuning shards the adapters' states alone; the frozen base stays whole on every rank.
+  const std::map<std::string, nlohmann::json> bases = {
+      {"", full_training},
+      {"lora_", with(full_training, {{"finetune", "lora"}, {"lora_rank", 4}})}};
   const std::vector<std::string> shards = {"none", "optimizer", "gradients"};
   nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
-  for (const std::string& shard : shards) {
-    spec["cases"].push_back(
-        {{"name", shard}, {"mode", "steps"}, {"run", with(base, {{"shard", shard}})}});
-    spec["cases"].push_back({{"name", shard + "_unclipped"},
-                             {"mode", "steps"},
-                             {"run", with(base, {{"shard", shard}, {"grad_clip", 0}})}});
+  for (const auto& [prefix, base] : bases) {
+    for (const std::string& shard : shards) {
+      spec["cases"].push_back(
+          {{"name", prefix + shard}, {"mode", "steps"}, {"run", with(base, {{"shard", shard}})}});
+      spec["cases"].push_back({{"name", prefix + shard + "_unclipped"},
+                               {"mode", "steps"},
+                               {"run", with(base, {{"shard", shard}, {"grad_clip", 0}})}});
+    }
   }
   run_workers(spec, world, dir);
   if (HasFatalFailure()) return;
 
-  const int64_t params = config_from(base).model.parameter_count();
-  const auto plain = load(result_file(dir.path(), "none", 0));
-  const auto plain_unclipped = load(result_file(dir.path(), "none_unclipped", 0));
-  std::map<std::string, torch::Tensor> stats;
-  for (const std::string& shard : shards) {
-    for (int rank = 0; rank < world; ++rank) {
-      const auto result = load(result_file(dir.path(), shard, rank));
-      const auto unclipped = load(result_file(dir.path(), shard + "_unclipped", rank));
-      ASSERT_EQ(result.size(), plain.size());
-      EXPECT_EQ(result[0][5].item<double>(), 5.0) << shard << ": steps completed";
-      // Unclipped, the sharded update is the plain one, bit for bit: the same averaged
-      // gradients, the same AdamW arithmetic per element, the same parameters gathered.
-      // Clipped, the global norm is summed shard by shard, so the clipping factor may differ in
-      // its last bits (AdamW's epsilon then lets that show in elements of tiny gradient).
-      double largest = 0.0;
-      for (std::size_t i = 1; i < result.size(); ++i) {
-        EXPECT_TRUE(torch::equal(unclipped[i], plain_unclipped[i])) << shard << ", tensor " << i;
-        const double scale = std::max(1.0, plain[i].abs().max().item<double>());
-        const double difference = max_abs_difference(result[i], plain[i]);
-        EXPECT_LE(difference, 16 * 1.19e-7 * scale) << shard << ", rank " << rank << ", " << i;
-        largest = std::max(largest, difference);
+  for (const auto& [prefix, base] : bases) {
+    SCOPED_TRACE(prefix.empty() ? "full training" : "LoRA");
+    const ModelConfig model = config_from(base).model;
+    const int64_t params = model.trainable_parameter_count();
+    const auto plain = load(result_file(dir.path(), prefix + "none", 0));
+    const auto plain_unclipped = load(result_file(dir.path(), prefix + "none_unclipped", 0));
+    std::map<std::string, torch::Tensor> stats;
+    for (const std::string& shard : shards) {
+      for (int rank = 0; rank < world; ++rank) {
+        const auto result = load(result_file(dir.path(), prefix + shard, rank));
+        const auto unclipped = load(result_file(dir.path(), prefix + shard + "_unclipped", rank));
+        ASSERT_EQ(result.size(), plain.size());
+        EXPECT_EQ(result[0][5].item<double>(), 5.0) << shard << ": steps completed";
+        // Unclipped, the sharded update is the plain one, bit for bit: the same averaged
+        // gradients, the same AdamW arithmetic per element, the same parameters gathered.
+        // Clipped, the global norm is summed shard by shard, so the clipping factor may differ in
+        // its last bits (AdamW's epsilon then lets that show in elements of tiny gradient).
+        double largest = 0.0;
+        for (std::size_t i = 1; i < result.size(); ++i) {
+          EXPECT_TRUE(torch::equal(unclipped[i], plain_unclipped[i])) << shard << ", tensor " << i;
+          const double scale = std::max(1.0, plain[i].abs().max().item<double>());
+          const double difference = max_abs_difference(result[i], plain[i]);
+          EXPECT_LE(difference, 16 * 1.19e-7 * scale) << shard << ", rank " << rank << ", " << i;
+          largest = std::max(largest, difference);
+        }
+        if (rank == 0) {
+          std::cout << world << " ranks, " << prefix << "shard " << shard
+                    << ": largest parameter difference after 5 clipped steps " << largest
+                    << std::endl;
+        }
+        const torch::Tensor s = result[0];
+        const double param_bytes = s[0].item<double>(), grad_bytes = s[1].item<double>();
+        const double optimizer_bytes = s[2].item<double>(), baseline = s[3].item<double>();
+        const double buckets = s[4].item<double>();
+        // Padding each bucket to a multiple of the world size adds at most world - 1 elements.
+        const double slack = 4.0 * buckets * (world - 1);
+        const double full = 4.0 * static_cast<double>(params);
+        EXPECT_NEAR(param_bytes, full, slack) << shard;
+        if (shard == "none") {
+          EXPECT_NEAR(optimizer_bytes, 2 * full, 2 * slack);
+          EXPECT_NEAR(grad_bytes, full, slack);
+        } else {
+          EXPECT_NEAR(optimizer_bytes, 2 * full / world, 2 * slack) << shard << ", rank " << rank;
+          EXPECT_NEAR(grad_bytes, shard == "gradients" ? full / world : full, slack) << shard;
+        }
+        // `estimate --nproc N --shard MODE` predicts them.
+        const estimate::ModelStateBytes predicted = estimate::per_rank_model_states(
+            estimate::model_state_bytes(params, Precision::kFp32, estimate::Optimizer::kAdamW),
+            world, shard);
+        EXPECT_NEAR(param_bytes + grad_bytes + optimizer_bytes,
+                    static_cast<double>(predicted.total()), 4 * slack)
+            << shard;
+        // What the allocator saw live at the start of a step is these model states (and a frozen
+        // base): nothing a collective held was left uncounted (freed on Gloo's thread, say).
+        const double states = param_bytes + grad_bytes + optimizer_bytes +
+                              static_cast<double>(model.frozen_base_bytes());
+        EXPECT_GE(baseline, states) << shard;
+        EXPECT_LT(baseline, states + 4096)
+            << shard << ", rank " << rank << ": " << baseline - states << " bytes more";
+        if (rank == 0) stats[shard] = s;
       }
-      if (rank == 0) {
-        std::cout << world << " ranks, shard " << shard
-                  << ": largest parameter difference after 5 clipped steps " << largest
-                  << std::endl;
-      }
-      const torch::Tensor s = result[0];
-      const double param_bytes = s[0].item<double>(), grad_bytes = s[1].item<double>();
-      const double optimizer_bytes = s[2].item<double>(), baseline = s[3].item<double>();
-      const double buckets = s[4].item<double>();
-      // Padding each bucket to a multiple of the world size adds at most world - 1 elements.
-      const double slack = 4.0 * buckets * (world - 1);
-      const double full = 4.0 * static_cast<double>(params);
-      EXPECT_NEAR(param_bytes, full, slack) << shard;
-      if (shard == "none") {
-        EXPECT_NEAR(optimizer_bytes, 2 * full, 2 * slack);
-        EXPECT_NEAR(grad_bytes, full, slack);
-      } else {
-        EXPECT_NEAR(optimizer_bytes, 2 * full / world, 2 * slack) << shard << ", rank " << rank;
-        EXPECT_NEAR(grad_bytes, shard == "gradients" ? full / world : full, slack) << shard;
-      }
-      // `estimate --nproc N --shard MODE` predicts them.
-      const estimate::ModelStateBytes predicted = estimate::per_rank_model_states(
-          estimate::model_state_bytes(params, Precision::kFp32, estimate::Optimizer::kAdamW), world,
-          shard);
-      EXPECT_NEAR(param_bytes + grad_bytes + optimizer_bytes,
-                  static_cast<double>(predicted.total()), 4 * slack)
-          << shard;
-      // What the allocator saw live at the start of a step is these model states: nothing a
-      // collective held was left uncounted (freed on Gloo's thread, say).
-      const double states = param_bytes + grad_bytes + optimizer_bytes;
-      EXPECT_GE(baseline, states) << shard;
-      EXPECT_LT(baseline, states + 4096)
-          << shard << ", rank " << rank << ": " << baseline - states << " bytes more";
-      if (rank == 0) stats[shard] = s;
     }
+    EXPECT_LT(stats["optimizer"][3].item<double>(), stats["none"][3].item<double>());
+    EXPECT_LT(stats["gradients"][3].item<double>(), stats["optimizer"][3].item<double>());
   }
-  EXPECT_LT(stats["optimizer"][3].item<double>(), stats["none"][3].item<double>());
-  EXPECT_LT(stats["gradients"][3].item<double>(), stats["optimizer"][3].item<double>());
 }
 
 TEST(ShardedEstimate, DividesOptimizerStateThenGradientsAmongRanks) {

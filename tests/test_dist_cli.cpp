@@ -154,6 +154,36 @@ TEST(DistCli, ShardedGradientsReportTheirWholeBucketsAsBuffers) {
   }
 }
 
+// LoRA over data ranks: each rank holds the frozen base whole and its share of the adapters'
+// states, as `estimate` predicts byte for byte, and the run is recorded with its fine-tuning.
+TEST(DistCli, LoraOverDataRanksShardsTheAdaptersStatesAndKeepsTheBaseWhole) {
+  ScratchDir dir("distcli-lora");
+  const std::string db = dir.file("runs.sqlite");
+  const std::string model =
+      "--preset llama-tiny --finetune lora --lora-rank 4 --base-precision nf4";
+  const auto result = cli("run " + model +
+                          " --nproc 2 --shard gradients --steps 2 --threads 1 --checkpoint every:1 "
+                          "--json --db " +
+                          db);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = last_line_json(result.out);
+  const auto estimated =
+      cli("estimate --model llama-tiny --finetune lora --lora-rank 4 "
+          "--base-precision nf4 --nproc 2 --shard gradients --json");
+  ASSERT_EQ(estimated.exit_code, 0) << estimated.err;
+  const int64_t predicted = last_line_json(estimated.out)["model_state_bytes"].get<int64_t>();
+  ASSERT_EQ(json["ranks"].size(), 2u);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(json["ranks"][rank]["model_state_bytes"].get<int64_t>(), predicted) << rank;
+  }
+  RunStore store(db, StoreAccess::kReadOnly, false);
+  const RunRecord record = store.run(json["run_id"].get<int64_t>());
+  EXPECT_EQ(record.status, RunStatus::kOk);
+  EXPECT_EQ(record.config.world_size, 2);
+  EXPECT_EQ(record.config.model.lora.rank, 4);
+  EXPECT_EQ(record.config.model.lora.base, BasePrecision::kNf4);
+}
+
 // A plan trained through the data-parallel path (one rank that shards its optimizer state)
 // keeps the profile it measured and plans the next run from it, as a run in one process does.
 TEST(DistCli, AShardedPlannedRunKeepsItsProfileAndTheNextOnePlansFromIt) {

@@ -366,13 +366,14 @@ TEST(LoraCli, ARunRecordsItsAdaptersAndBadSettingsAreOneLine) {
       {"run --preset tiny --finetune ''", "--finetune"},
       {"estimate --params 7e9 --finetune lora", "--params"},
       {"run --preset tiny --finetune lora --lora-targets gate", "--lora-targets"},
-      {"run --preset tiny --finetune lora --nproc 2", "--finetune"},
+      // Data ranks shard the adapters' states; neither the frozen base nor tensor ranks yet.
+      {"run --preset tiny --finetune lora --nproc 2 --shard parameters", "--shard"},
+      {"run --preset tiny --finetune lora --nproc 2 --tp 2", "--tp"},
       {"run --preset tiny --base-precision bf16", "--base-precision"},
       {"run --preset tiny --finetune lora --base-precision bf16", "--base-precision"},
       {"run --preset tiny --finetune lora --base-precision nf8", "--base-precision"},
-      {"estimate --model llama-tiny --finetune lora --nproc 2", "--nproc"},
-      {"estimate --model llama-tiny --finetune lora --tp 2", "--tp"},
-      {"estimate --model llama-tiny --finetune lora --shard optimizer", "--shard"},
+      {"estimate --model llama-tiny --finetune lora --nproc 2 --shard parameters", "--shard"},
+      {"estimate --model llama-tiny --finetune lora --nproc 2 --tp 2", "--tp"},
       {"estimate --model llama-tiny --finetune lora --base-precision bf16", "--base-precision"},
       {"layout --model llama-tiny --gpu a100-80gb --gpus 1 --seq-len 64 --global-batch 4 "
        "--finetune lora",

@@ -105,13 +105,14 @@ void validate_request(const EstimateRequest& request) {
     validate(*request.arch);
     validate(*request.arch, layout);
     if (request.arch->lora.enabled()) {
-      // As `run` trains adapters: one process, the model whole.
-      if (layout.split()) throw InvalidInput("--tp", "LoRA fine-tuning runs unsplit (--tp 1)");
-      if (request.world_size > 1) {
-        throw InvalidInput("--nproc", "LoRA fine-tuning runs on one process (--nproc 1)");
+      // As `run` trains adapters: on data ranks at most, the frozen base whole on each.
+      if (layout.split()) {
+        throw InvalidInput("--tp", "LoRA fine-tuning is not split over tensor ranks yet (--tp 1)");
       }
-      if (shard != ShardMode::kNone) {
-        throw InvalidInput("--shard", "LoRA fine-tuning shards nothing (--shard none)");
+      if (shard == ShardMode::kParameters) {
+        throw InvalidInput("--shard",
+                           "LoRA shards what trains (optimizer, gradients); the frozen base "
+                           "stays whole on every rank, not sharded as parameters");
       }
       if (request.arch->lora.base == BasePrecision::kBf16 &&
           request.precision != Precision::kBf16) {
@@ -158,11 +159,11 @@ Estimate make_estimate(const EstimateRequest& request) {
   estimate.rank_params =
       layout.split() ? rank_parameter_count(*request.arch, layout.tp) : estimate.params;
   const bool fine_tuning = request.arch && request.arch->lora.enabled();
-  estimate.states =
+  // (A frozen base's bytes are weights, which only a parameter shard divides: LoRA refuses it.)
+  estimate.states = per_rank_model_states(
       fine_tuning ? fine_tuning_state_bytes(*request.arch, request.precision, request.optimizer)
-                  : per_rank_model_states(model_state_bytes(estimate.rank_params, request.precision,
-                                                            request.optimizer),
-                                          request.world_size / layout.tp, request.shard);
+                  : model_state_bytes(estimate.rank_params, request.precision, request.optimizer),
+      request.world_size / layout.tp, request.shard);
   const bool fully_sharded = parse_shard(request.shard) == ShardMode::kParameters;
   if (fully_sharded && request.arch) {
     estimate.gathered_bytes = gathered_unit_bytes(*request.arch, request.precision, layout.tp);

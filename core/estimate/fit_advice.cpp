@@ -78,11 +78,12 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
   std::vector<std::pair<int64_t, std::string>> layouts = {{question.world_size, question.shard}};
   const ShardMode asked = parse_shard(question.shard);
   for (const ShardMode more : {most, ShardMode::kParameters}) {
+    if (fine_tuning && more == ShardMode::kParameters) continue;  // the frozen base stays whole
     if (question.world_size / tp > 1 && asked < more) {
       layouts.emplace_back(question.world_size, to_string(more));
     }
   }
-  // Adapters train on one process: no more ranks to offer.
+  // More ranks would shard only the adapters' few states, never the frozen base: not offered.
   const int64_t most_ranks = fine_tuning ? question.world_size : question.max_world_size;
   for (int64_t ranks = 2 * tp; ranks <= most_ranks; ranks *= 2) {
     if (ranks <= question.world_size) continue;

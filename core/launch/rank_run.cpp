@@ -87,8 +87,10 @@ std::string who_failed(parallel::DistContext& context) {
   return "another rank failed or stopped responding";
 }
 
+// `frozen_bytes`: a frozen base's weights (fine-tuning), which no exchange holds: every rank
+// keeps them whole.
 RankResult rank_result(const RunSummary& summary, const parallel::ModelStateBytes& bytes,
-                       int rank) {
+                       int64_t frozen_bytes, int rank) {
   const ProcessIdentity self = current_process();
   RankResult result;
   result.rank = rank;
@@ -101,7 +103,7 @@ RankResult rank_result(const RunSummary& summary, const parallel::ModelStateByte
   result.comm_ms = summary.comm_ms;
   result.comm_wait_ms = summary.comm_wait_ms;
   result.comm_hidden_ms = summary.comm_hidden_ms;
-  result.param_bytes = bytes.params;
+  result.param_bytes = bytes.params + frozen_bytes;
   result.grad_bytes = bytes.grads;
   result.optimizer_bytes = bytes.optimizer;
   for (const StepMetrics& step : summary.steps) result.step_peak_bytes.push_back(step.peak_bytes);
@@ -258,7 +260,8 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const parallel::DistEnv&
     }
     RunSummary summary =
         trainer.run(rank_callbacks(env, options, recorder, context->store(), cancel));
-    RankResult mine = rank_result(summary, exchange.state_bytes(), env.rank);
+    RankResult mine = rank_result(summary, exchange.state_bytes(),
+                                  rank_config.model.frozen_base_bytes(), env.rank);
     mine.buffer_peak_bytes = exchange.buffer_peak_bytes();
     const std::vector<std::string> all = context->exchange("result", to_json(mine).dump());
     // Nobody leaves while another may still read the store rank 0 may serve.

@@ -287,9 +287,15 @@ void validate(const RunConfig& config) {
     throw InvalidInput("--base-precision",
                        "a bf16 base needs bf16 matmuls: give " + setting("precision", "bf16"));
   }
-  if (config.model.lora.enabled() && (config.world_size > 1 || config.tp > 1)) {
-    throw InvalidInput("--finetune",
-                       "LoRA fine-tuning runs in one process so far (no --nproc, no --tp)");
+  // Data ranks average the adapters' gradients and may shard their optimizer state and
+  // gradients; the frozen base stays whole on every rank.
+  if (config.model.lora.enabled() && config.tp > 1) {
+    throw InvalidInput("--tp", "LoRA fine-tuning is not split over tensor ranks yet (--tp 1)");
+  }
+  if (config.model.lora.enabled() && parse_shard(config.shard) == ShardMode::kParameters) {
+    throw InvalidInput("--shard",
+                       "LoRA shards what trains (optimizer, gradients); the frozen base stays "
+                       "whole on every rank, not sharded as parameters");
   }
 }
 
