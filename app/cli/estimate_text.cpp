@@ -49,7 +49,8 @@ std::string fit_advice_text(const estimate::Estimate& estimate) {
           << ", not even every block recomputed with the loss in slices and offload, ";
       const auto& arch = estimate.request.arch;
       if (arch && arch->lora.enabled()) {
-        out << "on the one process LoRA trains on"
+        // More data ranks would not help: each holds the frozen base whole.
+        out << "with the frozen base whole on each rank"
             << (arch->lora.base != BasePrecision::kNf4
                     ? " (a base in fewer bits: --base-precision nf4 stores its projections in half "
                       "a byte a weight)\n"

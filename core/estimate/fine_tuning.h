@@ -18,7 +18,8 @@ ModelConfig to_model_config(const Architecture& arch);
 // The parameters a step updates: the adapters' under LoRA, else all of them.
 int64_t trainable_parameter_count(const Architecture& arch);
 
-// Model states of one process fine-tuning `arch` (arch.lora enabled): the frozen base's bytes are
+// Model states of one process fine-tuning `arch` (arch.lora enabled; over data ranks
+// per_rank_model_states shards what trains and leaves the base whole): the frozen base's bytes are
 // weights; the adapters' states are those of any trained parameter.
 ModelStateBytes fine_tuning_state_bytes(const Architecture& arch, Precision precision,
                                         Optimizer optimizer);
