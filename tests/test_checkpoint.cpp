@@ -13,6 +13,7 @@
 #include "memory/memory_tracker.h"
 #include "model/transformer.h"
 #include "run/run_config.h"
+#include "tiny_variants.h"
 #include "train/gradient_check.h"
 #include "train/trainer.h"
 
@@ -501,16 +502,8 @@ TEST(KeptOutputs, KeptProjectionsAreNotRunAgainWhileTheRestIs) {
 RunConfig check_config(const std::string& policy, AttentionKind attention,
                        const std::string& preset = "tiny") {
   RunConfig config;
-  // "qwen3-tiny": Llama's with Qwen 3's q/k norms and heads wider than d_model / heads;
-  // "mistral-tiny": Llama's with a sliding window that does not divide its 64 tokens.
-  const bool llama_variant = preset == "qwen3-tiny" || preset == "mistral-tiny";
-  config.model = model_preset(llama_variant ? "llama-tiny" : preset);
-  if (preset == "qwen3-tiny") {
-    config.model.qk_norm = true;
-    config.model.head_width = 32;
-  }
-  if (preset == "mistral-tiny") config.model.sliding_window = 24;
-  config.model.layers = 3;  // so every:2 has a short last segment
+  config.model = testing::tiny_variant(preset);  // qwen3-tiny, mistral-tiny: tiny_variants.h
+  config.model.layers = 3;                       // so every:2 has a short last segment
   config.model.dropout = 0.1;
   config.model.attention = attention;
   config.batch = 4;

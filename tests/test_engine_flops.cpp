@@ -14,6 +14,7 @@
 #include "estimate/flops.h"
 #include "model/model_config.h"
 #include "run/run_config.h"
+#include "tiny_variants.h"
 #include "train/trainer.h"
 
 namespace rematlab {
@@ -58,17 +59,11 @@ double measured_matmul_flops(RunConfig config) {
   return g_counted_flops;
 }
 
-// "qwen3-tiny": Llama's with q/k norms and heads wider than d_model / heads; "mistral-tiny":
-// Llama's with a sliding window of 24 of its 64 tokens (blocks of 24 queries against 48 keys).
+// qwen3-tiny and mistral-tiny (tiny_variants.h): wide heads with q/k norms, and a sliding
+// window of 24 of 64 tokens (blocks of 24 queries against 48 keys).
 RunConfig config_for(const std::string& preset, const std::string& policy) {
   RunConfig config;
-  const bool llama_variant = preset == "qwen3-tiny" || preset == "mistral-tiny";
-  config.model = model_preset(llama_variant ? "llama-tiny" : preset);
-  if (preset == "qwen3-tiny") {
-    config.model.qk_norm = true;
-    config.model.head_width = 32;
-  }
-  if (preset == "mistral-tiny") config.model.sliding_window = 24;
+  config.model = testing::tiny_variant(preset);
   config.model.layers = 3;
   config.model.attention = AttentionKind::kMath;
   config.batch = 2;

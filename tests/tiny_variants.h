@@ -1,0 +1,24 @@
+// The small shapes the exactness and counting suites share beyond the presets: "qwen3-tiny",
+// llama-tiny with Qwen 3's q/k norms and heads wider than d_model / heads, and "mistral-tiny",
+// llama-tiny with a sliding window (24) that does not divide its 64 tokens. Any other name is
+// that preset.
+#pragma once
+
+#include <string>
+
+#include "model/model_config.h"
+
+namespace rematlab::testing {
+
+inline ModelConfig tiny_variant(const std::string& name) {
+  const bool llama_variant = name == "qwen3-tiny" || name == "mistral-tiny";
+  ModelConfig model = model_preset(llama_variant ? "llama-tiny" : name);
+  if (name == "qwen3-tiny") {
+    model.qk_norm = true;
+    model.head_width = 32;
+  }
+  if (name == "mistral-tiny") model.sliding_window = 24;
+  return model;
+}
+
+}  // namespace rematlab::testing
