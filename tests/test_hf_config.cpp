@@ -111,6 +111,10 @@ TEST(HfConfig, ASlidingWindowIsImportedWhereEveryLayerHasIt) {
   EXPECT_TRUE(warns(some, "sliding_window 32: the model's first 1 layers (max_window_layers)"))
       << ::testing::PrintToString(some.warnings);
   expect_refused(qwen + "-1}", "\"max_window_layers\" is -1, not a whole number of at least 0");
+  // Left out, max_window_layers is transformers' 28: all 4 layers attend to everything.
+  std::string unsaid = qwen;
+  unsaid.resize(unsaid.rfind(','));
+  EXPECT_EQ(import_hf_config_text(unsaid + "}", "config.json").model.sliding_window, 0);
   const std::string mistral_text = R"({"model_type": "mistral", "hidden_size": 64,
       "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 96,
       "vocab_size": 128, "sliding_window": )";

@@ -162,6 +162,14 @@ TEST(SweepSpec, ConfigJsonFilesAreTheModelsOfASweep) {
   const RunConfig record = run_config_from_record(
       {{"model_config", dir.file("configs/qwen.json")}, {"batch", 3}}, &unread);
   EXPECT_EQ(unread, std::vector<std::string>{"model_config"});
+  // A mistral-7b run recorded before that preset had a window trained on the whole sequence.
+  const RunConfig older = run_config_from_record({{"preset", "mistral-7b"}, {"batch", 1}});
+  EXPECT_EQ(older.model.sliding_window, 0);
+  RunConfig windowed;
+  windowed.preset = "mistral-7b";
+  windowed.model = model_preset("mistral-7b");
+  ASSERT_EQ(windowed.model.sliding_window, 4096);
+  EXPECT_EQ(run_config_from_record(to_json(windowed)).model.sliding_window, 4096);
   EXPECT_EQ(record.model.family, ModelFamily::kGpt);
   EXPECT_EQ(record.batch, 3);
 }

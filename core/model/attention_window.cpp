@@ -28,8 +28,4 @@ int64_t attention_block_score_values(int64_t seq, int64_t window) {
   return widest;
 }
 
-int64_t attention_blocks(int64_t seq, int64_t window) {
-  return window <= 0 || seq <= window ? 1 : (seq + window - 1) / window;
-}
-
 }  // namespace rematlab

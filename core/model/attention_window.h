@@ -13,7 +13,5 @@ namespace rematlab {
 int64_t attention_score_values(int64_t seq, int64_t window);
 // The widest block of scores one head forms at once: seq × seq, or window × 2·window.
 int64_t attention_block_score_values(int64_t seq, int64_t window);
-// How many blocks the sequence is cut into: 1 when it fits in the window.
-int64_t attention_blocks(int64_t seq, int64_t window);
 
 }  // namespace rematlab

@@ -138,7 +138,10 @@ void import_sliding_window(Fields& fields, ImportedConfig& imported) {
   const bool given = fields.has("sliding_window");
   const bool used = imported.model_type == "mistral" || fields.flag_or("use_sliding_window", false);
   if (!given || !used) return;
-  const int64_t full_layers = fields.count_or("max_window_layers", 0);
+  // Qwen's layers below max_window_layers attend to everything (transformers' default 28 when
+  // the file leaves it out); Mistral has no such field.
+  const int64_t full_layers =
+      imported.model_type == "mistral" ? 0 : fields.count_or("max_window_layers", 28);
   if (full_layers >= imported.model.layers) return;
   const int64_t window = fields.size("sliding_window");
   if (full_layers > 0) {

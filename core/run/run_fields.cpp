@@ -349,6 +349,9 @@ RunConfig run_config_from_record(const nlohmann::json& json, std::vector<std::st
   if (json.contains("preset") && json.at("preset").is_string()) {
     config.preset = json.at("preset").get<std::string>();
   }
+  // Every record of a windowed run names its window; one without the key trained on the whole
+  // sequence, including runs of a preset recorded before that preset had a window (mistral-7b).
+  if (!json.contains("sliding_window")) config.model.sliding_window = 0;
   for (const auto& item : json.items()) {
     if (!is_first_field(item.key())) apply(item.key(), item.value());
   }
