@@ -93,6 +93,25 @@ TEST(WindowedAttention, CountsTheScoresOfItsBlocks) {
   // 30 tokens, window 7: 7×7, 7×14 three times, then the last 2 queries against 9 keys.
   EXPECT_EQ(attention_score_values(30, 7), 7 * 7 + 3 * 7 * 14 + 2 * 9);
   EXPECT_EQ(attention_block_score_values(30, 7), 7 * 14);
+  // 12 tokens, window 7: 7×7, then 5 queries against 12 keys, the widest block.
+  EXPECT_EQ(attention_block_score_values(12, 7), 5 * 12);
+  // The closed forms against the blocks walked one by one, as the engine cuts them.
+  for (int64_t seq = 1; seq <= 70; ++seq) {
+    for (int64_t window = 1; window <= 40; ++window) {
+      int64_t total = 0, widest = 0;
+      for (int64_t first = 0; first < seq; first += window) {
+        const int64_t rows = std::min(window, seq - first);
+        const int64_t keys =
+            seq <= window ? seq : first + rows - std::max<int64_t>(0, first - window);
+        total += rows * (seq <= window ? seq : keys);
+        widest = std::max(widest, rows * keys);
+        if (seq <= window) break;
+      }
+      if (seq <= window) total = widest = seq * seq;
+      EXPECT_EQ(attention_score_values(seq, window), total) << seq << " " << window;
+      EXPECT_EQ(attention_block_score_values(seq, window), widest) << seq << " " << window;
+    }
+  }
 }
 
 ModelConfig one_layer_llama(int64_t window, AttentionKind kind) {

@@ -3,29 +3,22 @@
 #include <algorithm>
 
 namespace rematlab {
-namespace {
 
-// Block `first`'s queries (rows) times its keys: from `window` before its first query on.
-int64_t block_values(int64_t seq, int64_t window, int64_t first) {
-  const int64_t rows = std::min(window, seq - first);
-  return rows * (first + rows - std::max<int64_t>(0, first - window));
-}
-
-}  // namespace
-
+// The blocks are the first (window × window), whole ones of window queries against 2·window
+// keys, and a last one of r = seq mod window queries against window + r keys: counted in
+// closed form, since a window of 1 over millions of tokens would otherwise loop as long.
 int64_t attention_score_values(int64_t seq, int64_t window) {
   if (window <= 0 || seq <= window) return seq * seq;
-  int64_t values = 0;
-  for (int64_t first = 0; first < seq; first += window) values += block_values(seq, window, first);
-  return values;
+  const int64_t whole = seq / window;  // at least 1: the first block
+  const int64_t rest = seq % window;
+  return window * window + (whole - 1) * 2 * window * window + rest * (window + rest);
 }
 
 int64_t attention_block_score_values(int64_t seq, int64_t window) {
   if (window <= 0 || seq <= window) return seq * seq;
-  int64_t widest = 0;
-  for (int64_t first = 0; first < seq; first += window)
-    widest = std::max(widest, block_values(seq, window, first));
-  return widest;
+  const int64_t rest = seq % window;
+  if (seq / window >= 2) return 2 * window * window;
+  return std::max(window * window, rest * (window + rest));
 }
 
 }  // namespace rematlab
