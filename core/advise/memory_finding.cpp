@@ -55,7 +55,8 @@ bool splits_over(const ModelConfig& model, int64_t tp, bool sequence_parallel) {
   }
 }
 
-// Fine-tuning trains on one process: what shrinks its states is the frozen base's storage.
+// Fine-tuning keeps its frozen base whole on every rank: what shrinks its states is the base's
+// storage.
 Wording fine_tuning_states_advice(const RunConfig& config) {
   if (config.model.lora.base == BasePrecision::kNf4) {
     return Wording("a device with more memory (the base is at its smallest, nf4)");
@@ -176,14 +177,14 @@ std::optional<Finding> diagnose_memory(const RunRecord& run,
   } else {
     // What this layout keeps of them (sharded over the data ranks as the run was).
     int64_t states =
-        config.model.lora.enabled()
-            ? estimate::fine_tuning_state_bytes(arch, config.precision, estimate::Optimizer::kAdamW)
-                  .total()
-            : estimate::per_rank_model_states(
-                  estimate::model_state_bytes(estimate::rank_parameter_count(arch, config.tp),
+        estimate::per_rank_model_states(
+            config.model.lora.enabled()
+                ? estimate::fine_tuning_state_bytes(arch, config.precision,
+                                                    estimate::Optimizer::kAdamW)
+                : estimate::model_state_bytes(estimate::rank_parameter_count(arch, config.tp),
                                               config.precision, estimate::Optimizer::kAdamW),
-                  config.world_size / std::max<int64_t>(1, config.tp), config.shard)
-                  .total();
+            config.world_size / std::max<int64_t>(1, config.tp), config.shard)
+            .total();
     if (parse_shard(config.shard) == ShardMode::kParameters) {
       states += estimate::gathered_unit_bytes(arch, config.precision, config.tp);
     }
