@@ -22,9 +22,10 @@
 namespace rematlab::cli {
 namespace {
 
-// What the spec's config.json files do not model, said once: not by every rank that read it.
+// What the spec's config.json files do not model, said once: not by every rank that read it,
+// nor again by the workers `--workers` starts (the parent said it).
 void say_spec_warnings(const SweepSpec& spec, const parallel::DistEnv& env) {
-  if (env.rank != 0) return;
+  if (env.rank != 0 || env.launcher == "rematlab") return;
   for (const std::string& warning : spec.warnings) std::cerr << "warning: " << warning << "\n";
 }
 

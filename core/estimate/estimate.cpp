@@ -107,7 +107,8 @@ void validate_request(const EstimateRequest& request) {
     if (request.arch->lora.enabled()) {
       // As `run` trains adapters: on data ranks at most, the frozen base whole on each.
       if (layout.split()) {
-        throw InvalidInput("--tp", "LoRA fine-tuning is not split over tensor ranks yet (--tp 1)");
+        throw InvalidInput("--tp", "LoRA fine-tuning is not split over tensor ranks yet (" +
+                                       setting("tp", "1") + ")");
       }
       if (shard == ShardMode::kParameters) {
         throw InvalidInput("--shard",

@@ -70,6 +70,8 @@ double frozen_base_backward_per_token(const Architecture& arch) {
   const Widths w(arch);
   const LoraOptions& lora = arch.lora;
   const double up_width = arch.gated_mlp ? 2.0 * w.hidden : w.hidden;
+  const bool attention_adapted = attention_adapters_forward(arch) > 0.0;
+  const bool mlp_adapted = mlp_adapters_forward(arch) > 0.0;
   double backward = 0.0;
   bool trains_before = false;  // an adapter in an earlier sublayer
   for (int64_t block = 0; block < arch.layers; ++block) {
@@ -82,7 +84,7 @@ double frozen_base_backward_per_token(const Architecture& arch) {
         trains_before || lora.adapts(kLoraQ) || lora.adapts(kLoraK) || lora.adapts(kLoraV);
     if (core_gradient) backward += 2.0 * attention_core_flops_per_token(arch) + 2.0 * w.q * w.d;
     backward += adapter_backward(lora, kLoraO, w.q, w.d, core_gradient);
-    trains_before = trains_before || attention_adapters_forward(arch) > 0.0;
+    trains_before = trains_before || attention_adapted;
     // MLP: gate and up; the down projection's input once either trains.
     if (trains_before) backward += 2.0 * w.d * up_width;
     if (arch.gated_mlp) backward += adapter_backward(lora, kLoraGate, w.d, w.hidden, trains_before);
@@ -91,7 +93,7 @@ double frozen_base_backward_per_token(const Architecture& arch) {
         trains_before || lora.adapts(kLoraUp) || (arch.gated_mlp && lora.adapts(kLoraGate));
     if (down_gradient) backward += 2.0 * w.hidden * w.d;
     backward += adapter_backward(lora, kLoraDown, w.hidden, w.d, down_gradient);
-    trains_before = trains_before || mlp_adapters_forward(arch) > 0.0;
+    trains_before = trains_before || mlp_adapted;
   }
   // The head's input gradient, wanted once any adapter lies before it.
   if (trains_before) backward += 2.0 * static_cast<double>(arch.vocab * arch.d_model);
@@ -121,20 +123,20 @@ double recomputed_per_token(const Architecture& arch, const CheckpointPlan& plan
   // 2·k+1 its MLP), adapters included, but no projection a keep: policy kept, and not the tail
   // it stops before. Under a frozen base, a segment with no adapter in it or before it has no
   // backward and is not checkpointed at all.
-  auto adapted = [&](int64_t sublayer) {
-    return (sublayer % 2 == 0 ? attention_adapters_forward(arch) : mlp_adapters_forward(arch)) > 0;
-  };
+  const double attention_adapters = attention_adapters_forward(arch);
+  const double mlp_adapters = mlp_adapters_forward(arch);
   for (const Segment& segment : plan.segments) {
     if (!segment.recompute) continue;
-    if (arch.lora.enabled() && !adapted(0) && !(segment.end > 1 && adapted(1))) continue;
+    const bool idle = attention_adapters == 0.0 && (segment.end == 1 || mlp_adapters == 0.0);
+    if (arch.lora.enabled() && idle) continue;
     for (int64_t i = segment.begin; i < segment.end; ++i) {
       const bool last = i == segment.end - 1;
       if (i % 2 == 0) {
-        again += core + attention_adapters_forward(arch) + (plan.keep.qkv ? 0.0 : qkv);
+        again += core + attention_adapters + (plan.keep.qkv ? 0.0 : qkv);
         const bool stops = last && stops_before_tail(arch, kLoraO, sequence_parallel);
         if (!plan.keep.attention_out && !stops) again += out;
       } else {
-        again += mlp_adapters_forward(arch) + (plan.keep.mlp_in ? 0.0 : up);
+        again += mlp_adapters + (plan.keep.mlp_in ? 0.0 : up);
         if (!(last && stops_before_tail(arch, kLoraDown, sequence_parallel))) again += down;
       }
     }
@@ -186,12 +188,11 @@ StepFlops rank_step_flops(const Architecture& arch, int64_t tokens_per_step,
   const double d = static_cast<double>(arch.d_model);
   StepFlops rank{whole.model / ranks, whole.hardware / ranks};
   if (arch.kv_heads % tp != 0) {
-    // Forward and backward of the k and v projections the other ranks would have run: 3× the
-    // forward, 2× when their weights are frozen (no weight gradient).
+    // Forward and backward (3×) of the k and v projections the other ranks would have run
+    // (adapters are not split over tensor ranks: run and estimate refuse LoRA with --tp).
     const double kv = static_cast<double>(arch.kv_dim());
-    const double passes = arch.lora.enabled() ? 2.0 : 3.0;
     rank.hardware +=
-        passes * static_cast<double>(arch.layers) * 4.0 * d * kv * (1.0 - 1.0 / ranks) * tokens;
+        3.0 * static_cast<double>(arch.layers) * 4.0 * d * kv * (1.0 - 1.0 / ranks) * tokens;
   }
   if (arch.loss_chunks <= 1) {
     rank.hardware += 2.0 * static_cast<double>(arch.vocab) / ranks * d * tokens;

@@ -290,7 +290,8 @@ void validate(const RunConfig& config) {
   // Data ranks average the adapters' gradients and may shard their optimizer state and
   // gradients; the frozen base stays whole on every rank.
   if (config.model.lora.enabled() && config.tp > 1) {
-    throw InvalidInput("--tp", "LoRA fine-tuning is not split over tensor ranks yet (--tp 1)");
+    throw InvalidInput(
+        "--tp", "LoRA fine-tuning is not split over tensor ranks yet (" + setting("tp", "1") + ")");
   }
   if (config.model.lora.enabled() && parse_shard(config.shard) == ShardMode::kParameters) {
     throw InvalidInput("--shard",

@@ -24,7 +24,9 @@ struct SweepSpec {
   std::vector<SweepAxis> axes;  // in the spec's order
   std::optional<MaxBatchSpec> max_batch;
   int64_t repeats = 1;
-  nlohmann::ordered_json source;  // the spec as given, kept with the experiment
+  // The spec as given (a relative model_config path resolved beside the spec file, so that
+  // it names the same file wherever it is read again), kept with the experiment.
+  nlohmann::ordered_json source;
   // What the spec's config.json files (model_config) hold that RematLab does not model, one line
   // each, named by where the file is given ("spec: axes.model_config[1]: …").
   std::vector<std::string> warnings;
