@@ -21,6 +21,7 @@
 #include "sweep/max_batch.h"
 #include "train/gradient_check.h"
 #include "train/trainer.h"
+#include "tiny_variants.h"
 
 namespace rematlab {
 
@@ -243,6 +244,32 @@ TEST_F(CudaPath, RecomputationRunsTheAttentionKernelOfTheForward) {
   ASSERT_FALSE(forward_kernels.empty());
   EXPECT_EQ(forward_kernels, recompute_kernels);
   EXPECT_EQ(forward_kernels.count(-1), 0u) << "this LibTorch cannot name its kernel";
+}
+
+// A sliding window over key/value heads shared by several query heads: CUDA's kernels that take
+// a mask may refuse shared heads, and the math fallback keeps every block's probabilities. The
+// masked blocks must run fused (k and v repeated where needed), and every:1 must stay exact.
+TEST_F(CudaPath, AWindowOverSharedKeyValueHeadsRunsFusedAndStaysExact) {
+  for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+    RunConfig config = cuda_run(1);
+    config.preset = "llama-tiny";
+    config.model = testing::tiny_variant("mistral-tiny");
+    ASSERT_LT(config.model.kv_heads, config.model.heads);
+    config.precision = precision;
+    config.batch = 2;
+    config.checkpoint = "every:1";
+    {
+      const AttentionKernelLog log;
+      Trainer trainer(config);
+      ASSERT_TRUE(trainer.accumulate_gradients(trainer.policy().plan_for(config.model.layers, 0.0)));
+      ASSERT_FALSE(log.entries().empty());
+      for (const auto& [grad, backend] : log.entries())
+        EXPECT_NE(backend, compat::kSdpaMathBackend) << to_string(precision);
+    }
+    const GradientCheckResult check = check_gradients(config);
+    EXPECT_TRUE(check.identical) << to_string(precision) << ": " << check.worst_param << " off by "
+                                 << check.max_abs_diff;
+  }
 }
 
 // The kernel choice is asked for in grad mode, whatever the caller's mode: LibTorch counts

@@ -100,6 +100,14 @@ inline int sdpa_backend_with_grad(const at::Tensor& q, const at::Tensor& k, cons
 #endif
 }
 
+// at::SDPBackend::math as sdpa_backend_with_grad returns it: the explicit kernel the dispatcher
+// falls back to (-2 where this LibTorch cannot tell, matching no answer).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+inline constexpr int kSdpaMathBackend = static_cast<int>(at::SDPBackend::math);
+#else
+inline constexpr int kSdpaMathBackend = -2;
+#endif
+
 // Fused attention, causal or under an additive `mask` (when defined). `grouped`: k and v have
 // fewer heads than q, each shared by heads/kv_heads query heads (LibTorch 2.5 takes that
 // natively; before, they are repeated).

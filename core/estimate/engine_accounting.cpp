@@ -45,6 +45,9 @@ int64_t EngineAccounting::core_values(int64_t dq, int64_t qkv, int64_t scores, b
   // Under a sliding window each block's kernel keeps its own output (what the context counts
   // outside the core), and the blocks are joined into one more tensor: kept when the output
   // projection keeps its input, and the root of a selective recomputation's backward.
+  // Counted as a kernel that takes shared key/value heads under a mask (CPU's; cuDNN's in 16
+  // bits): where CUDA's kernels refuse them, the engine repeats k and v to the query heads
+  // (model/windowed_attention.cpp) and keeps 2·(dq − kv) values a token more than this.
   const bool joined_kept = base_trains() || arch_.lora.adapts(kLoraO) || selective_;
   const int64_t joined = windowed() && joined_kept ? dq : 0;
   return math ? math_core : fused_input + rotated + arch_.heads / tp_ + head_normed + joined;

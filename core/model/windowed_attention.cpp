@@ -28,6 +28,33 @@ torch::ScalarType kernel_dtype(const torch::Tensor& q) {
   return compat::autocast_enabled(type) ? compat::autocast_dtype(type) : q.scalar_type();
 }
 
+// Whether a masked block's fused kernel needs k and v repeated to the query heads. CUDA's fused
+// kernels that take a mask (memory-efficient; cuDNN in some dtypes and widths only) may refuse
+// key/value heads shared by several query heads, and the dispatcher then falls back to the math
+// kernel, which keeps each block's probabilities: window × 2·window values a head, 2 GiB a layer
+// for Mistral 7B at batch 1. Repeating k and v once costs two q-sized tensors instead. CPU's
+// fused kernel takes shared heads under a mask, so nothing is repeated there. The choice is
+// probed on empty tensors of a masked block's shapes: nothing is computed or copied.
+bool repeat_shared_heads(const torch::Tensor& q, const torch::Tensor& k, const WindowMasks& masks,
+                         double dropout) {
+  const int64_t window = masks.window();
+  const int64_t rows = std::min(window, q.size(2) - window);  // the second block, the first masked
+  const int64_t keys = rows + window;
+  const torch::Tensor mask = masks.get(rows, keys, window, kernel_dtype(q), q.device());
+  const torch::Tensor q_block = torch::empty({q.size(0), q.size(1), rows, q.size(3)}, q.options());
+  const auto keys_of = [&](int64_t heads) {
+    return torch::empty({k.size(0), heads, keys, k.size(3)}, k.options());
+  };
+  const int math = compat::kSdpaMathBackend;
+  if (compat::sdpa_backend_with_grad(q_block, keys_of(k.size(1)), keys_of(k.size(1)), dropout,
+                                     false, true, mask) != math)
+    return false;
+  const int repeated = compat::sdpa_backend_with_grad(q_block, keys_of(q.size(1)),
+                                                      keys_of(q.size(1)), dropout, false, false,
+                                                      mask);
+  return repeated >= 0 && repeated != math;
+}
+
 }  // namespace
 
 torch::Tensor WindowMasks::get(int64_t rows, int64_t keys, int64_t offset, torch::ScalarType dtype,
@@ -53,8 +80,10 @@ torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
   const int64_t window = masks.window();
   const int64_t seq = q.size(2);
   const int64_t groups = q.size(1) / k.size(1);
-  const bool grouped = groups != 1;
   const double p = training ? dropout : 0.0;
+  const bool repeated = kind == AttentionKind::kSdpa && groups != 1 &&
+                        repeat_shared_heads(q, k, masks, p);
+  const bool grouped = groups != 1 && !repeated;
   // The explicit core scales q and repeats k and v once, each laid out (batch, heads, seq,
   // head_dim), then takes views of them a block at a time: batched matmul folds such a view
   // without copying it, so what the blocks keep for backward is each of these once, as without
@@ -64,6 +93,9 @@ torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
     q_scaled = (q * (1.0 / std::sqrt(static_cast<double>(q.size(3))))).contiguous();
     k_all = repeat_kv(k, groups).contiguous();
     v_all = repeat_kv(v, groups).contiguous();
+  } else if (repeated) {
+    k_all = repeat_kv(k, groups);
+    v_all = repeat_kv(v, groups);
   }
   // The queries are split (one backward joins their gradients); the keys of neighbouring blocks
   // overlap, so those are narrowed views.
