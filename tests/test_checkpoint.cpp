@@ -5,6 +5,7 @@
 
 #include "checkpoint/checkpoint_policy.h"
 #include "checkpoint/kept_outputs.h"
+#include "checkpoint/quantised_weight.h"
 #include "checkpoint/replay_state.h"
 #include "checkpoint/segment_checkpoint.h"
 #include "checkpoint/sublayer_tail.h"
@@ -408,6 +409,63 @@ TEST(TailBackward, ComparisonDetectsAnotherDropoutMask) {
   EXPECT_TRUE(torch::equal(plain.x, other.x));  // the residual path has no mask
   EXPECT_FALSE(torch::equal(plain.h, other.h));
   EXPECT_FALSE(torch::equal(plain.w, other.w));
+}
+
+// Fine-tuning: a frozen projection with an adapter's term, its weight in fp32 or quantised. The
+// early stop forms the term again and skips the projection; the gradients of the residual, of h
+// (when it wants one) and of the adapter's two matrices are plain autograd's, bit for bit.
+TEST(TailBackward, AFrozenTailWithAnAdapterOrAQuantisedWeightStopsEarlyBitForBit) {
+  enum class Base { kFp32, kInt8, kNf4 };
+  for (const Base base : {Base::kFp32, Base::kInt8, Base::kNf4}) {
+    for (const bool bf16 : {false, true}) {
+      for (const bool h_wants_gradient : {true, false}) {
+        SCOPED_TRACE(std::to_string(static_cast<int>(base)) + (bf16 ? " bf16" : " fp32") +
+                     (h_wants_gradient ? "" : ", h wants no gradient"));
+        auto grads = [&](bool early_stop) {
+          torch::manual_seed(0);
+          SublayerTail tail;
+          tail.residual = torch::randn({4, 6, 8}, torch::requires_grad());
+          // h is made by an operation, as in a model: autocast caches its casts of leaves that
+          // want gradients, which would let the projection and the adapter share one.
+          const torch::Tensor h_leaf = torch::randn({4, 6, 64}).requires_grad_(h_wants_gradient);
+          tail.projection_input = h_leaf.clone();
+          const torch::Tensor frozen = torch::randn({8, 64});
+          tail.weight = frozen;
+          if (base != Base::kFp32) {
+            tail.quantised = std::make_shared<const QuantisedWeight>(
+                frozen, base == Base::kInt8 ? QuantisedFormat::kInt8 : QuantisedFormat::kNf4);
+            tail.weight = torch::empty({0});
+          }
+          const torch::Tensor a = torch::randn({4, 64}, torch::requires_grad());
+          const torch::Tensor b = torch::randn({8, 4}, torch::requires_grad());
+          tail.adapter_term = [&](const torch::Tensor& h) {
+            return torch::nn::functional::linear(torch::nn::functional::linear(h, a) * 0.5, b);
+          };
+          tail.dropout = 0.3;
+          tail.training = true;
+          torch::Tensor output;
+          {
+            AutocastSnapshot state = AutocastSnapshot::capture(at::kCPU);
+            state.cpu_enabled = bf16;
+            state.cpu_dtype = at::kBFloat16;
+            const ScopedAutocast autocast(state);
+            torch::manual_seed(7);
+            output = early_stop ? tail_without_projection(tail) : tail.complete();
+            EXPECT_TRUE(output.defined());
+          }
+          std::vector<torch::Tensor> wrt = {tail.residual, a, b};
+          if (h_wants_gradient) wrt.push_back(h_leaf);
+          return torch::autograd::grad({output}, wrt, {torch::randn({4, 6, 8})});
+        };
+        const auto plain = grads(false);
+        const auto early = grads(true);
+        ASSERT_EQ(plain.size(), early.size());
+        for (std::size_t i = 0; i < plain.size(); ++i) {
+          EXPECT_TRUE(torch::equal(plain[i], early[i])) << "gradient " << i;
+        }
+      }
+    }
+  }
 }
 
 TEST(TailBackward, AStridedProjectionInputIsNotSkipped) {

@@ -23,6 +23,8 @@ class QuantisedWeight {
 
   // The weight as fp32 values: the same values every call.
   torch::Tensor dequantise() const;
+  // The weight's (out, in).
+  const std::vector<int64_t>& sizes() const { return sizes_; }
   // Bytes held: the codes and the scales.
   int64_t bytes() const { return codes_.nbytes() + scales_.nbytes(); }
   // For a module to hold them as buffers (they move and count with it).

@@ -47,6 +47,13 @@ torch::Tensor dropout_backward(const DropoutReplay& replay, const torch::Tensor&
 struct TailState : torch::CustomClassHolder {
   torch::Tensor weight;  // as the projection used them: autocast's copies under autocast
   torch::Tensor bias;
+  // A quantised projection's values, dequantised in backward to the multiply's dtype (`weight`
+  // is then undefined).
+  QuantisedWeightPtr quantised;
+  at::ScalarType compute_dtype = at::kFloat;
+  int64_t out_features = 0;
+  bool has_term = false;  // an adapter's term is the last of the node's tensor inputs
+  at::ScalarType term_dtype = at::kFloat;
   std::optional<DropoutReplay> dropout;
   at::ScalarType residual_dtype = at::kFloat;
   at::ScalarType weight_dtype = at::kFloat;  // the parameters' own dtype
@@ -74,7 +81,7 @@ class TailFunction : public torch::autograd::Function<TailFunction> {
     }
     ctx->saved_data[kTailKey] = c10::IValue::make_capsule(state);
     std::vector<int64_t> sizes = input.sizes().vec();
-    sizes.back() = state->weight.size(0);
+    sizes.back() = state->out_features;
     const auto dtype = at::promote_types(residual.scalar_type(), input.scalar_type());
     return torch::zeros({}, residual.options().dtype(dtype)).expand(sizes);
   }
@@ -96,8 +103,13 @@ class TailFunction : public torch::autograd::Function<TailFunction> {
     LinearGrads grads;
     if (wanted) {
       grads = linear_backward(input, grad_projection, state->weight, state->bias);
-    } else {
-      grads.input = linear_input_backward(state->frozen_input, grad_projection, state->weight);
+    } else if (ctx->needs_input_grad(1)) {
+      // (Before the first adapter in front of it, h wants no gradient: the node exists only
+      // for an adapter's term.)
+      const torch::Tensor weight =
+          state->quantised ? state->quantised->dequantise().to(state->compute_dtype)
+                           : state->weight;
+      grads.input = linear_input_backward(state->frozen_input, grad_projection, weight);
     }
     // Under autocast the projection used cast copies of its parameters: the cast's backward
     // brings their gradients back to the parameters' dtype.
@@ -107,6 +119,8 @@ class TailFunction : public torch::autograd::Function<TailFunction> {
     if (state->bias.defined()) {
       result.push_back(wanted ? in_autograd_dtype(grads.bias, state->bias_dtype) : torch::Tensor());
     }
+    // The sum's backward hands the adapter's term the projection's gradient as it is.
+    if (state->has_term) result.push_back(in_autograd_dtype(grad_projection, state->term_dtype));
     result.emplace_back();  // the state
     return result;
   }
@@ -117,10 +131,10 @@ class TailFunction : public torch::autograd::Function<TailFunction> {
 torch::Tensor SublayerTail::complete() const {
   if (!sum_over) {
     torch::Tensor output = projection(kept_as, projection_input, weight, bias, quantised);
-    if (adapter) output = adapter(output, projection_input);
+    if (adapter_term) output = output + adapter_term(projection_input);
     return residual + torch::dropout(output, dropout, training);
   }
-  TORCH_CHECK(!adapter && !quantised, "fine-tuning a row-parallel projection is not built");
+  TORCH_CHECK(!adapter_term && !quantised, "fine-tuning a row-parallel projection is not built");
   const torch::Tensor partial = projection(kept_as, projection_input, weight, torch::Tensor());
   torch::Tensor output = scatter_sequence ? rematlab::scatter_sequence(partial, sum_over)
                                           : out_of_region(partial, sum_over);
@@ -133,18 +147,29 @@ torch::Tensor SublayerTail::complete() const {
 // gradient as it is, so the gradients of h and of this rank's columns are formed as without it.
 // A scattered one's backward gathers the sequence first: not replicated, the tail runs whole.
 torch::Tensor tail_without_projection(const SublayerTail& tail) {
-  // (A quantised projection's tail runs whole too: its weight is dequantised where it runs.)
-  if (tail.scatter_sequence || tail.adapter || tail.quantised) return {};
-  // h, the weight and the bias as the projection saw them (autocast's copies under autocast).
+  if (tail.scatter_sequence) return {};
+  // h, the weight and the bias as the projection saw them (autocast's copies under autocast). A
+  // quantised projection's node forms its input's gradient itself, whatever h's layout.
   const LinearOperands operands =
-      autocast_linear_operands(tail.projection_input, tail.weight, tail.bias);
-  if (!linear_backward_supported(operands.input, operands.weight, operands.bias)) return {};
+      tail.quantised ? quantised_operands(tail.projection_input, tail.bias)
+                     : autocast_linear_operands(tail.projection_input, tail.weight, tail.bias);
+  if (!tail.quantised &&
+      !linear_backward_supported(operands.input, operands.weight, operands.bias)) {
+    return {};
+  }
   const torch::Tensor& input = operands.input;
   auto state = c10::make_intrusive<TailState>();
-  state->weight = operands.weight;
+  if (tail.quantised) {
+    state->quantised = tail.quantised;
+    state->compute_dtype = operands.weight.scalar_type();
+    state->out_features = tail.quantised->sizes().front();
+  } else {
+    state->weight = operands.weight;
+    state->out_features = operands.weight.size(0);
+  }
   state->bias = operands.bias;
   std::vector<int64_t> sizes = input.sizes().vec();
-  sizes.back() = state->weight.size(0);
+  sizes.back() = state->out_features;
   state->dropout =
       replay_dropout(tail.dropout, tail.training, sizes, input.options().requires_grad(false));
   state->residual_dtype = tail.residual.scalar_type();
@@ -153,6 +178,13 @@ torch::Tensor tail_without_projection(const SublayerTail& tail) {
   if (tail.bias.defined()) state->bias_dtype = tail.bias.scalar_type();
   std::vector<torch::Tensor> params = {tail.weight};
   if (tail.bias.defined()) params.push_back(tail.bias);
+  if (tail.adapter_term) {
+    // Formed where the sum formed it, from h as the adapter sees it.
+    const torch::Tensor term = tail.adapter_term(tail.projection_input);
+    state->has_term = true;
+    state->term_dtype = term.scalar_type();
+    params.push_back(term);
+  }
   return TailFunction::apply(tail.residual, input, at::TensorList(params), state);
 }
 

@@ -33,15 +33,15 @@ struct SublayerTail {
   // Released with the tail: what must stay alive until the projection ran (the hold a sharding
   // of the parameters keeps on the projection's weight, model/parameter_units.h).
   std::shared_ptr<void> held;
-  // Fine-tuning: the projection's adapters, given its output and h, return the two summed
-  // (model/lora.h). Empty: none.
-  std::function<torch::Tensor(const torch::Tensor& output, const torch::Tensor& h)> adapter;
+  // Fine-tuning: the term the projection's adapter adds to its output, given h (model/lora.h).
+  // Empty: none.
+  std::function<torch::Tensor(const torch::Tensor& h)> adapter_term;
   // A quantised base: the projection's values (`weight` then only names it). Null: none.
   QuantisedWeightPtr quantised;
 
   // residual + dropout(linear(h)), as the sublayer's forward computes it (with sum_over:
-  // residual + dropout(Σ_ranks h·Wᵀ + bias); with an adapter: residual + dropout(adapter(
-  // linear(h), h))).
+  // residual + dropout(Σ_ranks h·Wᵀ + bias); with an adapter: residual + dropout(linear(h) +
+  // adapter_term(h))).
   torch::Tensor complete() const;
 };
 
@@ -51,10 +51,12 @@ struct SublayerTail {
 // exactly as plain autograd would. Call it where the tail's forward ran — right after a
 // recomputation reached the tail, under the RNG and autocast state of the forward, grad mode on:
 // it draws the dropout mask again (dropout of ones consumes the generator as the projection's
-// output did) and casts h as autocast cast it for the projection. Undefined when the projection's
-// operands have a layout linear_backward does not replicate, or when an adapter needs more than
-// h for its backward, or when the projection is quantised (its weight is dequantised where it
-// runs): the caller then runs complete().
+// output did) and casts h as autocast cast it for the projection. An adapter's term is formed
+// again (a rank-wide product: its backward needs its own values) and enters the node, which hands
+// it the projection's gradient as the sum did; a quantised weight is dequantised again in
+// backward only, as its own node does. Undefined when the projection's operands have a layout
+// linear_backward does not replicate, or under sequence parallelism: the caller then runs
+// complete().
 torch::Tensor tail_without_projection(const SublayerTail& tail);
 
 }  // namespace rematlab

@@ -71,7 +71,6 @@ SublayerCost EngineAccounting::attention(int64_t block) const {
   SublayerCost cost;
   cost.name = "a" + std::to_string(block);
   cost.output = per_local(d);
-  cost.tail_rebuilt = out_adapter || quantised_base();  // a quantised tail runs whole
   cost.input_dropped = !input_wanted;
   const int64_t outside_core = attention_outside_core(input_wanted, core_wanted, math);
   const int64_t core = core_wanted ? core_values(dq, qkv, scores, math) : 0;
@@ -134,7 +133,6 @@ SublayerCost EngineAccounting::mlp(int64_t block) const {
   SublayerCost cost;
   cost.name = "m" + std::to_string(block);
   cost.output = per_local(d);
-  cost.tail_rebuilt = down_adapter || quantised_base();
   cost.input_dropped = !input_wanted;
   // The norm; GELU: the up projection's output (GELU's input) and GELU's output (the down
   // projection's input). SwiGLU (model/swiglu.h): the fused gate-and-up output (2f) and the

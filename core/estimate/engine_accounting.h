@@ -33,10 +33,6 @@ struct SublayerCost {
   // In a recomputation, held on top of `interior`: under sequence parallelism a kept projection
   // re-enters the graph on its input gathered whole rather than the rank's slice.
   int64_t rebuilt_extra = 0;
-  // A recomputation runs its tail whole (its output projection again) rather than stopping
-  // before it: a tail with an adapter, whose backward needs more than the projection's input,
-  // or a quantised projection, whose weight is dequantised where it runs.
-  bool tail_rebuilt = false;
   // Its input wants no gradient (a frozen model before its first adapter): the norm keeps no
   // copy, so the residual stream it is handed is freed once it is done.
   bool input_dropped = false;

@@ -100,14 +100,11 @@ double frozen_base_backward_per_token(const Architecture& arch) {
   return backward;
 }
 
-// Whether a recomputation stops before the last projection of a segment (`tail`: the attention's
-// output projection or the MLP's down projection) and runs its backward from its input alone
-// (checkpoint/sublayer_tail.h): not under sequence parallelism, nor for a projection with an
-// adapter or a quantised weight, whose tails run whole.
-bool stops_before_tail(const Architecture& arch, LoraTarget tail, bool sequence_parallel) {
-  if (sequence_parallel) return false;
-  return !arch.lora.enabled() || (!arch.lora.adapts(tail) && !is_quantised(arch.lora.base));
-}
+// Whether a recomputation stops before the last projection of a segment (the attention's output
+// projection or the MLP's down projection) and runs its backward from its input alone
+// (checkpoint/sublayer_tail.h): not under sequence parallelism, whose tails run whole. An
+// adapter on that projection is formed again (counted with the segment's adapters).
+bool stops_before_tail(bool sequence_parallel) { return !sequence_parallel; }
 
 // Per token, what the plan runs a second time in backward.
 double recomputed_per_token(const Architecture& arch, const CheckpointPlan& plan,
@@ -133,11 +130,11 @@ double recomputed_per_token(const Architecture& arch, const CheckpointPlan& plan
       const bool last = i == segment.end - 1;
       if (i % 2 == 0) {
         again += core + attention_adapters + (plan.keep.qkv ? 0.0 : qkv);
-        const bool stops = last && stops_before_tail(arch, kLoraO, sequence_parallel);
+        const bool stops = last && stops_before_tail(sequence_parallel);
         if (!plan.keep.attention_out && !stops) again += out;
       } else {
         again += mlp_adapters + (plan.keep.mlp_in ? 0.0 : up);
-        if (!(last && stops_before_tail(arch, kLoraDown, sequence_parallel))) again += down;
+        if (!(last && stops_before_tail(sequence_parallel))) again += down;
       }
     }
   }

@@ -226,7 +226,7 @@ SublayerTail AttentionSublayer::forward_until_tail(const torch::Tensor& x) {
           group_,
           sequence_parallel_,
           nullptr,
-          adapter_of(out_lora_),
+          adapter_term_of(out_lora_),
           out_quantised_};
 }
 

@@ -62,27 +62,33 @@ LoraBranchImpl::LoraBranchImpl(int64_t in_features, int64_t out_features,
   }
 }
 
+// Scaled on the narrow side: rank values per token rather than the slice's width.
+torch::Tensor LoraBranchImpl::reduced(const torch::Tensor& input) const {
+  return torch::nn::functional::linear(input, down_) * scale_;
+}
+
+torch::Tensor LoraBranchImpl::term(const torch::Tensor& input) const {
+  TORCH_CHECK(slices_.size() == 1 && slices_[0].width == out_features_,
+              "an adapter's term over the whole output asked of a sliced projection");
+  return torch::nn::functional::linear(reduced(input), up_[0]);
+}
+
 torch::Tensor LoraBranchImpl::add_to(const torch::Tensor& base, const torch::Tensor& input) const {
-  // Scaled on the narrow side: rank values per token rather than the slice's width.
-  const torch::Tensor reduced = torch::nn::functional::linear(input, down_) * scale_;
-  auto term = [&](std::size_t i) {
-    return torch::nn::functional::linear(reduced.narrow(-1, static_cast<int64_t>(i) * rank_, rank_),
-                                         up_[i]);
-  };
-  if (slices_.size() == 1 && slices_[0].width == out_features_) return base + term(0);
+  if (slices_.size() == 1 && slices_[0].width == out_features_) return base + term(input);
+  const torch::Tensor low = reduced(input);
   std::vector<torch::Tensor> terms;
-  for (std::size_t i = 0; i < slices_.size(); ++i) terms.push_back(term(i));
+  for (std::size_t i = 0; i < slices_.size(); ++i) {
+    const auto first_row = static_cast<int64_t>(i) * rank_;
+    terms.push_back(torch::nn::functional::linear(low.narrow(-1, first_row, rank_), up_[i]));
+  }
   std::vector<int64_t> firsts;
   for (const LoraSlice& slice : slices_) firsts.push_back(slice.first);
   return AddIntoSlices::apply(base, at::TensorList(terms), firsts);
 }
 
-std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> adapter_of(
-    const LoraBranch& branch) {
+std::function<torch::Tensor(const torch::Tensor&)> adapter_term_of(const LoraBranch& branch) {
   if (!branch) return {};
-  return [held = branch.ptr()](const torch::Tensor& output, const torch::Tensor& input) {
-    return held->add_to(output, input);
-  };
+  return [held = branch.ptr()](const torch::Tensor& input) { return held->term(input); };
 }
 
 }  // namespace rematlab

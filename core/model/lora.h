@@ -26,8 +26,14 @@ class LoraBranchImpl : public torch::nn::Module {
                  int64_t rank, double scale);
   // `base` (the frozen projection's output for `input`) with the adapters' terms added.
   torch::Tensor add_to(const torch::Tensor& base, const torch::Tensor& input) const;
+  // The term of one adapter over the whole output (a sublayer's last projection has no other):
+  // add_to(base, input) is base + term(input).
+  torch::Tensor term(const torch::Tensor& input) const;
 
  private:
+  // A·x scaled by alpha / rank for every slice at once: (…, slices · rank).
+  torch::Tensor reduced(const torch::Tensor& input) const;
+
   std::vector<LoraSlice> slices_;
   int64_t out_features_;
   int64_t rank_;
@@ -37,9 +43,8 @@ class LoraBranchImpl : public torch::nn::Module {
 };
 TORCH_MODULE(LoraBranch);
 
-// What a sublayer's tail calls to add `branch`'s terms (checkpoint/sublayer_tail.h); empty for
-// none. It holds the branch: a pending recomputation never dangles.
-std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> adapter_of(
-    const LoraBranch& branch);
+// What a sublayer's tail calls for `branch`'s term (checkpoint/sublayer_tail.h); empty for none.
+// It holds the branch: a pending recomputation never dangles.
+std::function<torch::Tensor(const torch::Tensor&)> adapter_term_of(const LoraBranch& branch);
 
 }  // namespace rematlab

@@ -86,7 +86,7 @@ SublayerTail MlpSublayer::forward_until_tail(const torch::Tensor& x) {
           group_,
           sequence_parallel_,
           nullptr,
-          adapter_of(down_lora_),
+          adapter_term_of(down_lora_),
           down_quantised_};
 }
 
