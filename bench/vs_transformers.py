@@ -114,7 +114,7 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--lora-rank", type=int, default=16)
     parser.add_argument("--lora-alpha", type=float, default=32.0)
     parser.add_argument("--lora-targets", default="q,k,v,o,gate,up,down")
@@ -133,24 +133,33 @@ def main():
           f"alpha {args.lora_alpha:g} on {args.lora_targets}; median step of {args.steps} after "
           f"{args.warmup} warm-up, median of {args.rounds} rounds")
     header = ("training", "policy", "trained params ours / peer", "ours act MiB", "peer act MiB",
-              "act ours/peer", "ours tok/s", "peer tok/s", "tok/s ours/peer")
+              "act ours/peer", "ours tok/s", "peer tok/s", "tok/s ours/peer",
+              "rounds ours/peer, lowest–highest")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     pairings = [(f, p) for f in ("full", "lora") for p in ("none", "every:1")]
     runs = {(f, p, side): [] for f, p in pairings for side in ("ours", "peer")}
-    for _ in range(args.rounds):  # rounds outside: drift in the machine's speed hits every row
+    # Rounds outside, so that drift in the machine's speed hits every row; within a round the two
+    # sides of a pairing run back to back, first one then the other, so that each round's ratio
+    # compares runs a few seconds apart and neither side always runs first.
+    sides = {"ours": rematlab_run, "peer": peer_run}
+    for round_index in range(args.rounds):
+        order = ("ours", "peer") if round_index % 2 == 0 else ("peer", "ours")
         for finetune, policy in pairings:
-            runs[(finetune, policy, "ours")].append(rematlab_run(args, finetune, policy))
-            runs[(finetune, policy, "peer")].append(peer_run(args, finetune, policy))
+            for side in order:
+                runs[(finetune, policy, side)].append(sides[side](args, finetune, policy))
     mib = lambda b: b / (1 << 20)
     for finetune, policy in pairings:
         ours = median_run(runs[(finetune, policy, "ours")])
         peer = median_run(runs[(finetune, policy, "peer")])
+        ratios = sorted(o["tokens_per_s"] / p["tokens_per_s"] for o, p in
+                        zip(runs[(finetune, policy, "ours")], runs[(finetune, policy, "peer")]))
         print(f"| {finetune} | {policy} | {ours['trainable']:,} / {peer['trainable']:,} | "
               f"{mib(ours['peak_activation_bytes']):.1f} | {mib(peer['peak_activation_bytes']):.1f} | "
               f"{ours['peak_activation_bytes'] / peer['peak_activation_bytes']:.2f} | "
               f"{ours['tokens_per_s']:.0f} | {peer['tokens_per_s']:.0f} | "
-              f"{ours['tokens_per_s'] / peer['tokens_per_s']:.2f} |")
+              f"{ours['tokens_per_s'] / peer['tokens_per_s']:.2f} | "
+              f"{ratios[len(ratios) // 2]:.2f} ({ratios[0]:.2f}–{ratios[-1]:.2f}) |")
     print(f"load average at end: {load()}")
 
 
