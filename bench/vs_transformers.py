@@ -119,6 +119,8 @@ def main():
     parser.add_argument("--lora-alpha", type=float, default=32.0)
     parser.add_argument("--lora-targets", default="q,k,v,o,gate,up,down")
     args = parser.parse_args()
+    if args.rounds < 1 or args.rounds % 2 == 0:
+        parser.error("--rounds must be odd (a median of rounds that is one of them)")
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")  # the profiler warns that it sees no GPU
     import peft

@@ -419,8 +419,10 @@ TEST(TailBackward, AFrozenTailWithAnAdapterOrAQuantisedWeightStopsEarlyBitForBit
   for (const Base base : {Base::kFp32, Base::kInt8, Base::kNf4}) {
     for (const bool bf16 : {false, true}) {
       for (const bool h_wants_gradient : {true, false}) {
+        // GPT's projections have a (frozen) bias; Llama's have none.
+        const bool bias = h_wants_gradient != bf16;
         SCOPED_TRACE(std::to_string(static_cast<int>(base)) + (bf16 ? " bf16" : " fp32") +
-                     (h_wants_gradient ? "" : ", h wants no gradient"));
+                     (h_wants_gradient ? "" : ", h wants no gradient") + (bias ? ", bias" : ""));
         auto grads = [&](bool early_stop) {
           torch::manual_seed(0);
           SublayerTail tail;
@@ -431,6 +433,7 @@ TEST(TailBackward, AFrozenTailWithAnAdapterOrAQuantisedWeightStopsEarlyBitForBit
           tail.projection_input = h_leaf.clone();
           const torch::Tensor frozen = torch::randn({8, 64});
           tail.weight = frozen;
+          if (bias) tail.bias = torch::randn({8});
           if (base != Base::kFp32) {
             tail.quantised = std::make_shared<const QuantisedWeight>(
                 frozen, base == Base::kInt8 ? QuantisedFormat::kInt8 : QuantisedFormat::kNf4);

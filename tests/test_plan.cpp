@@ -407,6 +407,20 @@ TEST(ProfileKey, ReadsBackWhatItWasMeasuredFor) {
   old["method"] = 1;
   EXPECT_FALSE(read_profile_key(old.dump()).has_value());
   EXPECT_FALSE(read_profile_key("not json").has_value());
+  // Full training keeps the method its kept profiles were measured with; fine-tuning's tails
+  // stop early since method 4, so its profiles of method 3 are not offered.
+  EXPECT_EQ(nlohmann::json::parse(profile_key(config, 5))["method"], 3);
+  RunConfig adapted = config;
+  adapted.model.lora = default_lora_options(adapted.model.family);
+  const std::string adapted_key = profile_key(adapted, 5);
+  EXPECT_EQ(nlohmann::json::parse(adapted_key)["method"], 4);
+  ASSERT_TRUE(read_profile_key(adapted_key).has_value());
+  nlohmann::json before = nlohmann::json::parse(adapted_key);
+  before["method"] = 3;
+  EXPECT_FALSE(read_profile_key(before.dump()).has_value());
+  nlohmann::json mislabelled = nlohmann::json::parse(profile_key(config, 5));
+  mislabelled["method"] = 4;
+  EXPECT_FALSE(read_profile_key(mislabelled.dump()).has_value());
 }
 
 // A key whose config holds a setting this build cannot read (a newer RematLab's key, or a hand

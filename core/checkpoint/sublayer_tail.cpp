@@ -148,6 +148,8 @@ torch::Tensor SublayerTail::complete() const {
 // A scattered one's backward gathers the sequence first: not replicated, the tail runs whole.
 torch::Tensor tail_without_projection(const SublayerTail& tail) {
   if (tail.scatter_sequence) return {};
+  TORCH_CHECK(!tail.sum_over || (!tail.adapter_term && !tail.quantised),
+              "fine-tuning a row-parallel projection is not built");
   // h, the weight and the bias as the projection saw them (autocast's copies under autocast). A
   // quantised projection's node forms its input's gradient itself, whatever h's layout.
   const LinearOperands operands =
@@ -164,7 +166,9 @@ torch::Tensor tail_without_projection(const SublayerTail& tail) {
     state->compute_dtype = operands.weight.scalar_type();
     state->out_features = tail.quantised->sizes().front();
   } else {
-    state->weight = operands.weight;
+    // A frozen projection whose input wants no gradient (an adapter's node alone made this
+    // one) needs nothing of its weight: autocast's copy is not held until backward.
+    if (tail.weight.requires_grad() || input.requires_grad()) state->weight = operands.weight;
     state->out_features = operands.weight.size(0);
   }
   state->bias = operands.bias;

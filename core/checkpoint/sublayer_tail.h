@@ -54,9 +54,9 @@ struct SublayerTail {
 // output did) and casts h as autocast cast it for the projection. An adapter's term is formed
 // again (a rank-wide product: its backward needs its own values) and enters the node, which hands
 // it the projection's gradient as the sum did; a quantised weight is dequantised again in
-// backward only, as its own node does. Undefined when the projection's operands have a layout
-// linear_backward does not replicate, or under sequence parallelism: the caller then runs
-// complete().
+// backward only, as its own node does. Undefined under sequence parallelism, or when an
+// unquantised projection's operands have a layout linear_backward does not replicate: the caller
+// then runs complete().
 torch::Tensor tail_without_projection(const SublayerTail& tail);
 
 }  // namespace rematlab

@@ -28,33 +28,6 @@ torch::ScalarType kernel_dtype(const torch::Tensor& q) {
   return compat::autocast_enabled(type) ? compat::autocast_dtype(type) : q.scalar_type();
 }
 
-// Whether a masked block's fused kernel needs k and v repeated to the query heads. CUDA's fused
-// kernels that take a mask (memory-efficient; cuDNN in some dtypes and widths only) may refuse
-// key/value heads shared by several query heads, and the dispatcher then falls back to the math
-// kernel, which keeps each block's probabilities: window × 2·window values a head, 2 GiB a layer
-// for Mistral 7B at batch 1. Repeating k and v once costs two q-sized tensors instead. CPU's
-// fused kernel takes shared heads under a mask, so nothing is repeated there. The choice is
-// probed on empty tensors of a masked block's shapes: nothing is computed or copied.
-bool repeat_shared_heads(const torch::Tensor& q, const torch::Tensor& k, const WindowMasks& masks,
-                         double dropout) {
-  const int64_t window = masks.window();
-  const int64_t rows = std::min(window, q.size(2) - window);  // the second block, the first masked
-  const int64_t keys = rows + window;
-  const torch::Tensor mask = masks.get(rows, keys, window, kernel_dtype(q), q.device());
-  const torch::Tensor q_block = torch::empty({q.size(0), q.size(1), rows, q.size(3)}, q.options());
-  const auto keys_of = [&](int64_t heads) {
-    return torch::empty({k.size(0), heads, keys, k.size(3)}, k.options());
-  };
-  const int math = compat::kSdpaMathBackend;
-  if (compat::sdpa_backend_with_grad(q_block, keys_of(k.size(1)), keys_of(k.size(1)), dropout,
-                                     false, true, mask) != math)
-    return false;
-  const int repeated = compat::sdpa_backend_with_grad(q_block, keys_of(q.size(1)),
-                                                      keys_of(q.size(1)), dropout, false, false,
-                                                      mask);
-  return repeated >= 0 && repeated != math;
-}
-
 }  // namespace
 
 torch::Tensor WindowMasks::get(int64_t rows, int64_t keys, int64_t offset, torch::ScalarType dtype,
@@ -81,9 +54,9 @@ torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
   const int64_t seq = q.size(2);
   const int64_t groups = q.size(1) / k.size(1);
   const double p = training ? dropout : 0.0;
-  const bool repeated = kind == AttentionKind::kSdpa && groups != 1 &&
-                        repeat_shared_heads(q, k, masks, p);
-  const bool grouped = groups != 1 && !repeated;
+  // Shared key/value heads go to the fused kernels as they are, unless a masked block's kernel
+  // refuses them (see below): then they are repeated once for the blocks that follow.
+  bool grouped = groups != 1;
   // The explicit core scales q and repeats k and v once, each laid out (batch, heads, seq,
   // head_dim), then takes views of them a block at a time: batched matmul folds such a view
   // without copying it, so what the blocks keep for backward is each of these once, as without
@@ -93,9 +66,6 @@ torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
     q_scaled = (q * (1.0 / std::sqrt(static_cast<double>(q.size(3))))).contiguous();
     k_all = repeat_kv(k, groups).contiguous();
     v_all = repeat_kv(v, groups).contiguous();
-  } else if (repeated) {
-    k_all = repeat_kv(k, groups);
-    v_all = repeat_kv(v, groups);
   }
   // The queries are split (one backward joins their gradients); the keys of neighbouring blocks
   // overlap, so those are narrowed views.
@@ -108,16 +78,37 @@ torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
     const int64_t first_key = std::max<int64_t>(0, first - window);
     const int64_t keys = first + rows - first_key;
     const int64_t offset = first - first_key;
-    const torch::Tensor k_block = k_all.narrow(2, first_key, keys);
-    const torch::Tensor v_block = v_all.narrow(2, first_key, keys);
+    torch::Tensor k_block = k_all.narrow(2, first_key, keys);
+    torch::Tensor v_block = v_all.narrow(2, first_key, keys);
     torch::Tensor context;
     if (kind == AttentionKind::kSdpa) {
       // The first block has no keys before the window: plain causal attention.
       const bool causal = offset == 0;
       const torch::Tensor mask =
           causal ? torch::Tensor() : masks.get(rows, keys, offset, kernel_dtype(q), q.device());
-      const int backend =
+      int backend =
           compat::sdpa_backend_with_grad(q_block, k_block, v_block, p, causal, grouped, mask);
+      if (grouped && !causal && backend == compat::kSdpaMathBackend) {
+        // CUDA's kernels that take a mask (memory-efficient; cuDNN in some dtypes and widths
+        // only) may refuse shared heads, and the explicit fallback would keep each block's
+        // probabilities: window × 2·window values a head, 2 GiB a layer for Mistral 7B at batch
+        // 1. Repeated to the query heads, k and v cost two q-sized tensors instead, kept for
+        // the remaining blocks. CPU's fused kernel takes shared heads: nothing changes there.
+        // The same shapes ask the same question in a recomputation, which repeats as well.
+        const torch::Tensor k_repeated = repeat_kv(k, groups);
+        const torch::Tensor v_repeated = repeat_kv(v, groups);
+        const int repeated_backend = compat::sdpa_backend_with_grad(
+            q_block, k_repeated.narrow(2, first_key, keys), v_repeated.narrow(2, first_key, keys),
+            p, causal, false, mask);
+        if (repeated_backend >= 0 && repeated_backend != compat::kSdpaMathBackend) {
+          k_all = k_repeated;
+          v_all = v_repeated;
+          k_block = k_all.narrow(2, first_key, keys);
+          v_block = v_all.narrow(2, first_key, keys);
+          grouped = false;
+          backend = repeated_backend;
+        }
+      }
       AttentionKernelLog::record(torch::GradMode::is_enabled(), backend);
       const compat::ScopedSdpaBackend only(backend);
       context =

@@ -40,7 +40,9 @@ class WindowMasks {
 // q (batch, heads, seq, head_dim); k and v (batch, kv_heads, seq, head_dim), each shared by
 // heads/kv_heads query heads; seq > masks.window(). Returns the context as (batch, seq, heads,
 // head_dim), contiguous. The fused kernel of each block is chosen and forced as attention_core
-// does, so a checkpointed segment's recomputation runs the kernels its forward ran.
+// does, so a checkpointed segment's recomputation runs the kernels its forward ran. Where a
+// masked block's fused kernels refuse shared key/value heads (some of CUDA's), k and v are
+// repeated to the query heads once rather than left to the explicit fallback.
 torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& v, const WindowMasks& masks, double dropout,
                                  bool training, AttentionKind kind);

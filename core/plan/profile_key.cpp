@@ -11,8 +11,20 @@
 namespace rematlab::plan {
 namespace {
 
-// 2: piece times scaled to a whole step (time_scale); 3: and what an early stop saves, per stage.
+// 2: piece times scaled to a whole step (time_scale); 3: and what an early stop saves, per stage;
+// 4, for the configurations the engine then ran otherwise (others keep 3, so their kept profiles
+// stay found): adapted and quantised tails stop early, and on CUDA a sliding window over shared
+// key/value heads may repeat them rather than fall back to the explicit kernel.
 constexpr int kProfileMethod = 3;
+constexpr int kFineTuningAndWindowMethod = 4;
+
+int profile_method(const RunConfig& config) {
+  const ModelConfig& model = config.model;
+  const bool shared_heads = model.key_value_heads() < model.heads;
+  const bool cuda_window =
+      model.sliding_window > 0 && shared_heads && config.device.rfind("cuda", 0) == 0;
+  return model.lora.enabled() || cuda_window ? kFineTuningAndWindowMethod : kProfileMethod;
+}
 
 }  // namespace
 
@@ -40,7 +52,7 @@ std::string profile_key(const RunConfig& config, int repeats, const std::string&
   if (profiled["threads"] == 0) profiled["threads"] = at::get_num_threads();
   // nlohmann's object keeps its keys sorted: one config, one text. `method` changes whenever
   // profile_chain measures otherwise, so that no kept profile of another method is reused.
-  return nlohmann::json{{"method", kProfileMethod},
+  return nlohmann::json{{"method", profile_method(config)},
                         {"host", host},
                         {"libtorch", libtorch},
                         {"repeats", repeats},
@@ -51,10 +63,11 @@ std::string profile_key(const RunConfig& config, int repeats, const std::string&
 std::optional<ProfiledConfiguration> read_profile_key(const std::string& key,
                                                       std::string* refused) {
   const nlohmann::json json = parse_json_or_null(key);
-  if (!json.is_object() || json.value("method", 0) != kProfileMethod || !json.contains("config") ||
-      !json["config"].is_object()) {
+  if (!json.is_object() || !json.contains("config") || !json["config"].is_object()) {
     return std::nullopt;
   }
+  const int method = json.value("method", 0);
+  if (method != kProfileMethod && method != kFineTuningAndWindowMethod) return std::nullopt;
   nlohmann::json config = json["config"];
   int64_t ranks = 1;
   if (config.contains("ranks")) {
@@ -80,6 +93,7 @@ std::optional<ProfiledConfiguration> read_profile_key(const std::string& key,
     return std::nullopt;
   }
   profiled.config.world_size = ranks;
+  if (profile_method(profiled.config) != method) return std::nullopt;  // measured otherwise
   // The key leaves the preset out (it changes nothing measured); a model of a preset's shape is
   // named by it again, any other is "custom".
   profiled.config.preset = "custom";
