@@ -19,9 +19,9 @@
 #include "model/transformer.h"
 #include "runtime/numerics.h"
 #include "sweep/max_batch.h"
+#include "tiny_variants.h"
 #include "train/gradient_check.h"
 #include "train/trainer.h"
-#include "tiny_variants.h"
 
 namespace rematlab {
 
@@ -261,7 +261,8 @@ TEST_F(CudaPath, AWindowOverSharedKeyValueHeadsRunsFusedAndStaysExact) {
     {
       const AttentionKernelLog log;
       Trainer trainer(config);
-      ASSERT_TRUE(trainer.accumulate_gradients(trainer.policy().plan_for(config.model.layers, 0.0)));
+      ASSERT_TRUE(
+          trainer.accumulate_gradients(trainer.policy().plan_for(config.model.layers, 0.0)));
       ASSERT_FALSE(log.entries().empty());
       for (const auto& [grad, backend] : log.entries())
         EXPECT_NE(backend, compat::kSdpaMathBackend) << to_string(precision);

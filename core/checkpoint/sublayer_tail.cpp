@@ -106,9 +106,9 @@ class TailFunction : public torch::autograd::Function<TailFunction> {
     } else if (ctx->needs_input_grad(1)) {
       // (Before the first adapter in front of it, h wants no gradient: the node exists only
       // for an adapter's term.)
-      const torch::Tensor weight =
-          state->quantised ? state->quantised->dequantise().to(state->compute_dtype)
-                           : state->weight;
+      const torch::Tensor weight = state->quantised
+                                       ? state->quantised->dequantise().to(state->compute_dtype)
+                                       : state->weight;
       grads.input = linear_input_backward(state->frozen_input, grad_projection, weight);
     }
     // Under autocast the projection used cast copies of its parameters: the cast's backward

@@ -175,8 +175,7 @@ class StepReplay {
     }
     for (int64_t i = segment.end - 1; i >= segment.begin; --i) {
       // A sublayer's output is freed by its consumer's backward before its own begins.
-      const bool early_stopped =
-          segment.recompute && i == segment.end - 1 && !runs_tail_whole();
+      const bool early_stopped = segment.recompute && i == segment.end - 1 && !runs_tail_whole();
       if (!early_stopped && !output_dropped_[i]) live_ -= costs_[i].output;
       // An early-stopped tail's backward starts from the segment's output gradient itself (its
       // residual add hands it on as it is); an inner one is made where the branch rejoins.
@@ -216,9 +215,7 @@ class StepReplay {
       bytes += costs_[i].interior + costs_[i].output;
     return bytes;
   }
-  bool runs_tail_whole() const {
-    return input_.layout.sequence_parallel;
-  }
+  bool runs_tail_whole() const { return input_.layout.sequence_parallel; }
   // Offloaded: a recomputed segment's input leaves the device after its forward.
   bool input_offloaded(int64_t j) const { return input_.offload && segments_[j].recompute; }
 
