@@ -155,7 +155,7 @@ std::string estimate_to_text(const estimate::Estimate& estimate) {
     if (request.precision != Precision::kFp32) {
       // Measured against runs, the count holds to ±5 % in fp32 only (docs/estimates.md).
       out << "activations are calibrated in fp32; under 16-bit autocast they are approximate "
-             "(0.7-1.06 of measured on small shapes)\n";
+             "(0.7-1.08 of measured on small shapes)\n";
     }
   } else {
     out << "no shape given: activations not estimated (add --model or shape flags)\n";
