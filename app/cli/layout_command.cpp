@@ -187,9 +187,6 @@ struct LayoutOptions {
     ModelConfig config = estimate::architecture_model_config(imported ? "tiny" : model);
     shape.apply(config);
     validate(config);  // before any figure is derived from its sizes
-    if (config.lora.enabled()) {
-      throw InvalidInput("--finetune", "the layout planner does not model LoRA fine-tuning yet");
-    }
     request.arch = estimate::from_model_config(config);
     estimate::validate(request.arch);  // before any count divides by its sizes
     request.arch.name = imported ? shape.source() : model + (reshapes(model, config) ? "*" : "");

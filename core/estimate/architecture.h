@@ -38,6 +38,9 @@ struct Architecture {
   // Fine-tuning: adapters on a frozen base (none by default). A frozen projection keeps no input
   // for a weight's gradient; its adapter keeps that input and its own rank-wide values.
   LoraOptions lora;
+  // A pipeline stage after the first (the layout planner's chunks): under a frozen base its input
+  // still wants a gradient when adapters lie before it, which the stage sends back.
+  bool input_trains = false;
 
   int64_t head_dim() const { return head_width > 0 ? head_width : d_model / heads; }
   int64_t q_dim() const { return heads * head_dim(); }  // the queries' and the context's width

@@ -180,7 +180,7 @@ class EngineAccounting {
   // Whether sublayer `index` (a0 m0 a1 …) is handed an input that wants a gradient. Under LoRA
   // the frozen embedding's output wants none; only after the first adapter does the stream.
   bool input_gradient_wanted(int64_t index) const {
-    if (base_trains()) return true;
+    if (base_trains() || arch_.input_trains) return true;
     const bool attention_adapted = adapters({kLoraQ, kLoraK, kLoraV, kLoraO}) > 0;
     return index > (attention_adapted ? 0 : 1);
   }

@@ -73,7 +73,7 @@ double frozen_base_backward_per_token(const Architecture& arch) {
   const bool attention_adapted = attention_adapters_forward(arch) > 0.0;
   const bool mlp_adapted = mlp_adapters_forward(arch) > 0.0;
   double backward = 0.0;
-  bool trains_before = false;  // an adapter in an earlier sublayer
+  bool trains_before = arch.input_trains;  // an adapter in an earlier sublayer (or stage)
   for (int64_t block = 0; block < arch.layers; ++block) {
     // Attention: q, k and v; the core and the output projection once any of them trains.
     if (trains_before) backward += 2.0 * w.d * (w.q + 2.0 * w.kv);
@@ -125,7 +125,7 @@ double recomputed_per_token(const Architecture& arch, const CheckpointPlan& plan
   for (const Segment& segment : plan.segments) {
     if (!segment.recompute) continue;
     const bool idle = attention_adapters == 0.0 && (segment.end == 1 || mlp_adapters == 0.0);
-    if (arch.lora.enabled() && idle) continue;
+    if (arch.lora.enabled() && !arch.input_trains && idle) continue;
     for (int64_t i = segment.begin; i < segment.end; ++i) {
       const bool last = i == segment.end - 1;
       if (i % 2 == 0) {
@@ -142,8 +142,8 @@ double recomputed_per_token(const Architecture& arch, const CheckpointPlan& plan
   // when its q, k and v have no adapters.
   if (plan.recompute_attention_core) {
     const LoraOptions& lora = arch.lora;
-    const bool first_core_idle =
-        lora.enabled() && !lora.adapts(kLoraQ) && !lora.adapts(kLoraK) && !lora.adapts(kLoraV);
+    const bool first_core_idle = lora.enabled() && !arch.input_trains && !lora.adapts(kLoraQ) &&
+                                 !lora.adapts(kLoraK) && !lora.adapts(kLoraV);
     again += static_cast<double>(arch.layers - (first_core_idle ? 1 : 0)) * core;
   }
   // The loss in slices runs each slice's head forward again in backward.

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "checkpoint/checkpoint_policy.h"
 #include "common/byte_size.h"
 #include "estimate/activation_memory.h"
+#include "estimate/fine_tuning.h"
 #include "estimate/flops.h"
 #include "estimate/model_state.h"
 #include "estimate/sharded_units.h"
@@ -141,6 +143,10 @@ struct LayoutEvaluator::Stage {
   int64_t in_flight = 0;         // micro-batch chunks it holds at its peak
   int64_t parameters = 0;        // this rank's share of the model's parameters
   int64_t layer_parameters = 0;  // one block's (one tensor rank's part)
+  // Of them, what trains (all, or a fine-tuned model's adapters), and a frozen base's bytes as
+  // stored (fine-tuning's; zero in full training).
+  int64_t trained = 0;
+  int64_t frozen_bytes = 0;
 };
 
 LayoutEvaluator::LayoutEvaluator(const LayoutRequest& request) : request_(request) {}
@@ -166,6 +172,7 @@ LayoutEvaluator::ChunkActivations LayoutEvaluator::chunk_activations(const Layou
   estimate::Architecture arch = request_.arch;
   arch.layers = chunk_layers;
   arch.seq_len = request_.arch.seq_len / layout.cp;  // each context rank's tokens
+  arch.input_trains = !embedding;  // a later chunk sends its input's gradient back
   arch.vocab = padded_vocab(arch.vocab, layout.tp);
   const estimate::TensorLayout split{layout.tp, layout.sp};
   const int64_t value_bytes = estimate::bytes_per_value(request_.precision);
@@ -210,14 +217,15 @@ LayoutEvaluator::ChunkActivations LayoutEvaluator::chunk_activations(const Layou
 }
 
 estimate::StepFlops LayoutEvaluator::chunk_flops(const Layout& layout, int64_t chunk_layers,
-                                                 int64_t policy, bool head) {
+                                                 int64_t policy, bool embedding, bool head) {
   const int64_t tokens = layout.micro_batch * request_.arch.seq_len / layout.cp;
-  const FlopsKey key{layout.tp, layout.sp, tokens, chunk_layers, policy, head};
+  const FlopsKey key{layout.tp, layout.sp, tokens, chunk_layers, policy, embedding, head};
   const auto found = flops_cache_.find(key);
   if (found != flops_cache_.end()) return found->second;
   estimate::Architecture arch = request_.arch;
   arch.layers = chunk_layers;
   arch.vocab = head ? padded_vocab(arch.vocab, layout.tp) : 0;  // no head, no head's FLOPs
+  arch.input_trains = !embedding;
   const estimate::StepFlops flops =
       estimate::rank_step_flops(arch, tokens, plan(policy, chunk_layers), layout.tp, layout.sp);
   flops_cache_.emplace(key, flops);
@@ -242,7 +250,9 @@ LayoutEvaluator::StageWork LayoutEvaluator::make_stage_work(const Layout& layout
   double hardware = 0.0;
   for (size_t chunk = 0; chunk < stage.chunks.size(); ++chunk) {
     const bool head = stage.head && chunk + 1 == stage.chunks.size();
-    const estimate::StepFlops flops = chunk_flops(layout, stage.chunks[chunk], policy, head);
+    const bool embedding = stage.embedding && chunk == 0;
+    const estimate::StepFlops flops =
+        chunk_flops(layout, stage.chunks[chunk], policy, embedding, head);
     model += flops.model;
     hardware += flops.hardware;
   }
@@ -301,7 +311,7 @@ int64_t LayoutEvaluator::buffer_bytes(const Layout& layout, const Stage& stage) 
     // Gathered whole: the running block and the next one prefetched, and one block's gradients.
     bytes += (2 * w + g) * stage.layer_parameters;
   } else if (layout.zero == 2 || states_offloaded(layout)) {
-    bytes += 2 * std::min(kBucketValues, stage.parameters) * g;  // buckets being reduced
+    bytes += 2 * std::min(kBucketValues, stage.trained) * g;  // buckets being reduced
   }
   const int64_t tokens = layout.micro_batch * arch.seq_len / layout.cp;
   if (layout.pp > 1) bytes += 2 * tokens * arch.d_model * w / (layout.sp ? layout.tp : 1);
@@ -351,8 +361,8 @@ LayoutEvaluator::StageCost LayoutEvaluator::stage_cost(const Layout& layout, con
   figures.checkpoint = policy_text(policy);
   figures.layers = stage.layers;
   figures.in_flight = 1;
-  const ModelStates states =
-      model_states(stage.parameters, layout, request_.precision, request_.fp32_gradients);
+  const ModelStates states = model_states(stage.trained, layout, request_.precision,
+                                          request_.fp32_gradients, stage.frozen_bytes);
   figures.memory = states.device;
   // Activations: the chunks in flight keep what their forward saved; one of them (the one with
   // the embedding or the head, if the rank has it) runs through its peak.
@@ -403,6 +413,21 @@ std::vector<LayoutEvaluator::Stage> LayoutEvaluator::stages_of(const Layout& lay
   const int64_t embedding = vocab / layout.tp * d + (arch.learned_positions ? arch.seq_len * d : 0);
   // Split over stages a tied head keeps its own copy of the embedding's weight.
   const int64_t head = (arch.tied_head && layout.pp == 1 ? 0 : vocab / layout.tp * d) + norm;
+  // Fine-tuning (on one tensor rank: fine_tuning_problem): a block's adapters, and its frozen
+  // weights as the base stores them; the embedding, norms and head stay fp32 under any base
+  // (ModelConfig::frozen_base_bytes).
+  struct Tuned {
+    int64_t adapters_per_block = 0;
+    int64_t frozen_block_bytes = 0;
+  };
+  std::optional<Tuned> tuned;
+  if (arch.lora.enabled()) {
+    const ModelConfig config = estimate::to_model_config(split_arch);
+    const int64_t outside_blocks =
+        config.base_parameter_count() - arch.layers * (units.attention + units.mlp);
+    tuned = Tuned{config.adapter_parameter_count() / arch.layers,
+                  (config.frozen_base_bytes() - 4 * outside_blocks) / arch.layers};
+  }
   std::vector<Stage> stages;
   const std::vector<std::vector<int64_t>> chunks = chunk_layers(arch.layers, layout.pp, layout.vp);
   for (int64_t rank = 0; rank < layout.pp; ++rank) {
@@ -416,6 +441,12 @@ std::vector<LayoutEvaluator::Stage> LayoutEvaluator::stages_of(const Layout& lay
     stage.layer_parameters = units.attention + units.mlp;
     stage.parameters = stage.layers * stage.layer_parameters + (stage.embedding ? embedding : 0) +
                        (stage.head ? head : 0);
+    stage.trained = stage.parameters;
+    if (tuned) {
+      stage.trained = stage.layers * tuned->adapters_per_block;
+      stage.frozen_bytes = stage.layers * tuned->frozen_block_bytes +
+                           4 * ((stage.embedding ? embedding : 0) + (stage.head ? head : 0));
+    }
     stages.push_back(stage);
   }
   return stages;
@@ -460,7 +491,7 @@ LayoutEvaluator::Placed LayoutEvaluator::place_stages(const Layout& layout, bool
   Placed placed;
   size_t index = 0;
   for (const Stage& stage : stages_of(layout)) {
-    placed.most_parameters = std::max(placed.most_parameters, stage.parameters);
+    placed.most_trained = std::max(placed.most_trained, stage.trained);
     std::vector<StageCost>& costs = shapes[{stage.chunks, stage.embedding, stage.head}];
     if (costs.empty() && index < layout.stage_checkpoints.size()) {
       costs.push_back(stage_cost(layout, stage, policy_code(layout.stage_checkpoints[index])));
@@ -515,7 +546,7 @@ void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
   // reduce-scatter), overlapped with the last micro-batch's backward except for the last
   // bucket. A distributed optimizer then gathers the updated weights before the next forward,
   // which nothing hides (the engine's ZeRO 1 and 2; Megatron-LM without --overlap-param-gather).
-  const double P = static_cast<double>(placed.most_parameters);
+  const double P = static_cast<double>(placed.most_trained);
   if (layout.zero < 3 && shard > 1) {
     const int64_t span = layout.tp * layout.cp * layout.dp;
     const double buckets = std::max(1.0, std::ceil(P / static_cast<double>(kBucketValues)));
@@ -531,7 +562,7 @@ void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
   }
   // The update: on the GPU bound by memory bandwidth; offloaded, the gradients' shards go to the
   // host and the weights' come back over the host link, and the node's CPUs update every GPU's.
-  const double updated = ceil_div(placed.most_parameters, layout.zero >= 1 ? shard : 1);
+  const double updated = ceil_div(placed.most_trained, layout.zero >= 1 ? shard : 1);
   if (states_offloaded(layout)) {
     const double host =
         updated * (g + w) / gpu.host_link_bandwidth + updated * kHostUpdateBytesPerParameter *

@@ -49,9 +49,10 @@ class LayoutEvaluator {
   const CheckpointPlan& plan(int64_t policy, int64_t layers);
   ChunkActivations chunk_activations(const Layout& layout, int64_t chunk_layers, int64_t policy,
                                      bool embedding, bool head);
-  // One tensor rank's FLOPs of one micro-batch through a chunk (the head's only when it has it).
+  // One tensor rank's FLOPs of one micro-batch through a chunk (the head's only when it has it;
+  // without the embedding its input's gradient is formed, as a frozen base's first chunk does not).
   estimate::StepFlops chunk_flops(const Layout& layout, int64_t chunk_layers, int64_t policy,
-                                  bool head);
+                                  bool embedding, bool head);
   // What a stage's policy costs whatever the ZeRO stage and the model states' offload.
   struct StageWork {
     ChunkActivations own;    // the chunk with the embedding or head, if the rank has one
@@ -75,7 +76,7 @@ class LayoutEvaluator {
   struct Placed {
     double slowest = 0.0;  // the slowest stage's micro-batch
     TimeParts slowest_time;
-    int64_t most_parameters = 0;
+    int64_t most_trained = 0;  // the largest stage's parameters that train
   };
   // Chooses each stage's policy into `result` (memory, host bytes, stages when `detail`).
   Placed place_stages(const Layout& layout, bool detail, LayoutEvaluation& result);
@@ -88,7 +89,7 @@ class LayoutEvaluator {
   std::map<std::pair<int64_t, int64_t>, CheckpointPlan> plan_cache_;
   using Key = std::tuple<int64_t, bool, int64_t, int64_t, int64_t, int64_t, bool, bool, bool>;
   std::map<Key, ChunkActivations> activation_cache_;
-  using FlopsKey = std::tuple<int64_t, bool, int64_t, int64_t, int64_t, bool>;
+  using FlopsKey = std::tuple<int64_t, bool, int64_t, int64_t, int64_t, bool, bool>;
   std::map<FlopsKey, estimate::StepFlops> flops_cache_;
   // Kept while the degrees, micro-batch and activation offload stay the same.
   using WorkLayout = std::tuple<int64_t, bool, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;

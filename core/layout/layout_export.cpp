@@ -39,6 +39,16 @@ std::string uniform_policy(const Layout& layout, std::vector<std::string>& unsai
   return chosen;
 }
 
+// Fine-tuning with adapters is another program in each of them (NeMo's or torchtune's PEFT, not
+// Megatron-LM's pretrain_gpt.py, torchtitan's or a plain DeepSpeed config).
+void say_fine_tuning(const estimate::Architecture& arch, std::vector<std::string>& unsaid) {
+  if (arch.lora.enabled()) {
+    unsaid.push_back("LoRA fine-tuning (rank " + number(arch.lora.rank) + " on " +
+                     lora_targets_text(arch.lora.targets) + ", the base in " +
+                     to_string(arch.lora.base) + "): not a setting of this tool");
+  }
+}
+
 // The window lives in the other tools' model code (Megatron-LM's spec, torchtitan's model
 // args, the DeepSpeed script's model), not in the settings exported here.
 void say_window(const estimate::Architecture& arch, std::vector<std::string>& unsaid) {
@@ -71,6 +81,7 @@ LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvalua
   if (arch.head_width > 0) a += " --kv-channels " + number(arch.head_width);
   if (!arch.tied_head) a += " --untie-embeddings-and-output-weights";
   say_window(arch, out.unsaid);
+  say_fine_tuning(arch, out.unsaid);
   a += " --tensor-model-parallel-size " + number(layout.tp) + " --pipeline-model-parallel-size " +
        number(layout.pp);
   const bool even = arch.layers % (layout.pp * layout.vp) == 0;
@@ -125,6 +136,7 @@ LayoutExport torchtitan_toml(const LayoutRequest& request, const LayoutEvaluatio
   const Layout& layout = evaluation.layout;
   LayoutExport out;
   say_window(request.arch, out.unsaid);
+  say_fine_tuning(request.arch, out.unsaid);
   const bool shard = layout.zero == 3;
   if (layout.zero == 1 || layout.zero == 2) {
     out.unsaid.push_back("ZeRO " + number(layout.zero) +
@@ -186,6 +198,7 @@ LayoutExport deepspeed_json(const LayoutRequest& request, const LayoutEvaluation
   const Layout& layout = evaluation.layout;
   LayoutExport out;
   say_window(request.arch, out.unsaid);
+  say_fine_tuning(request.arch, out.unsaid);
   nlohmann::json config;
   config["train_batch_size"] = request.global_batch;
   config["train_micro_batch_size_per_gpu"] = layout.micro_batch;
@@ -244,6 +257,11 @@ LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& 
     if (arch.loss_chunks != 1) r += " --loss-chunks " + number(arch.loss_chunks);
     if (arch.attention != AttentionKind::kSdpa) r += " --attention " + to_string(arch.attention);
     if (arch.dropout > 0.0) r += " --dropout " + decimal_text(arch.dropout);
+  }
+  if (arch.lora.enabled()) {
+    r += " --finetune lora --lora-rank " + number(arch.lora.rank) + " --lora-alpha " +
+         decimal_text(arch.lora.alpha) + " --lora-targets " + lora_targets_text(arch.lora.targets) +
+         " --base-precision " + to_string(arch.lora.base);
   }
   r += " --seq-len " + number(arch.seq_len) + " --nproc " + number(layout.tp * layout.dp) +
        " --tp " + number(layout.tp);

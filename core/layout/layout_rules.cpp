@@ -152,6 +152,17 @@ std::string structural_problem(const LayoutRequest& request, const Layout& layou
   if (layout.offload == Offload::kOptimizer && layout.zero < 1) {
     return "offloading the optimizer needs ZeRO 1 or more";
   }
+  return arch.lora.enabled() ? fine_tuning_problem(layout) : "";
+}
+
+std::string fine_tuning_problem(const Layout& layout) {
+  // As the engine and the estimator train adapters: on data ranks and pipeline stages, the
+  // frozen base whole on every data rank.
+  if (layout.tp > 1) return "LoRA is not modelled over tensor ranks (" + degree("TP", 1) + ")";
+  if (layout.cp > 1) return "LoRA is not modelled over context ranks (" + degree("CP", 1) + ")";
+  if (layout.zero == 3 || layout.offload == Offload::kParameters) {
+    return "LoRA keeps the frozen base whole on every data rank: ZeRO 1 or 2 shards what trains";
+  }
   return "";
 }
 
@@ -297,6 +308,25 @@ void validate(const LayoutRequest& request) {
   require_positive(fixed.micro_batch, "--micro-batch");
   if (fixed.zero && (*fixed.zero < 0 || *fixed.zero > 3)) {
     throw InvalidInput("--zero", "must be 0, 1, 2 or 3, got " + std::to_string(*fixed.zero));
+  }
+  if (request.arch.lora.enabled()) {
+    if (request.arch.lora.base == BasePrecision::kBf16 && request.precision != Precision::kBf16) {
+      throw InvalidInput("--base-precision",
+                         "a bf16 base needs bf16 matmuls: give " + setting("precision", "bf16"));
+    }
+    Layout asked;  // each fixed degree alone against what fine-tuning is modelled with
+    asked.tp = fixed.tp.value_or(1);
+    asked.cp = fixed.cp.value_or(1);
+    asked.zero = fixed.zero.value_or(0);
+    asked.offload = fixed.offload.value_or(Offload::kNone);
+    const std::string problem = fine_tuning_problem(asked);
+    if (!problem.empty()) {
+      const char* flag = asked.tp > 1      ? "--tp"
+                         : asked.cp > 1    ? "--cp"
+                         : asked.zero == 3 ? "--zero"
+                                           : "--offload";
+      throw InvalidInput(flag, problem);
+    }
   }
   validate_fixed(request);
   require_countable(request);

@@ -12,6 +12,9 @@ namespace rematlab::layout {
 // Empty when the layout can be built; else one line naming the first rule it breaks ("TP 3 does
 // not divide 64 heads").
 std::string structural_problem(const LayoutRequest& request, const Layout& layout);
+// Of those rules, fine-tuning's (arch.lora enabled): LoRA is modelled on data ranks and pipeline
+// stages only, with ZeRO 1 or 2 sharding the adapters' states and the base whole on each rank.
+std::string fine_tuning_problem(const Layout& layout);
 
 // The blocks of each model chunk, by pipeline rank then chunk: rank r holds chunks r, r + p, …
 // (v of them). Each holds ⌈L / (p · v)⌉ blocks, and where that is too many the first chunk and

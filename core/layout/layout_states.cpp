@@ -5,7 +5,7 @@
 namespace rematlab::layout {
 
 ModelStates model_states(int64_t parameters, const Layout& layout, Precision precision,
-                         bool fp32_gradients) {
+                         bool fp32_gradients, int64_t frozen_bytes) {
   const int64_t w = estimate::bytes_per_value(precision);
   const int64_t g = fp32_gradients ? 4 : w;
   const int64_t shard = layout.dp * layout.cp;  // ranks that hold the same weights
@@ -14,7 +14,7 @@ ModelStates model_states(int64_t parameters, const Layout& layout, Precision pre
   };
   ModelStates states;
   MemoryParts& device = states.device;
-  device.weights = sharded(parameters * w, 3);
+  device.weights = sharded(parameters * w, 3) + frozen_bytes;
   device.gradients = sharded(parameters * g, 2);
   device.master = w < 4 ? sharded(parameters * 4, 1) : 0;
   device.optimizer = sharded(parameters * 8, 1);

@@ -14,9 +14,10 @@ struct ModelStates {
   int64_t host_bytes = 0;  // offloaded
 };
 
-// `parameters`: the GPU's part of the model (one tensor rank's of one pipeline stage).
-// Gradients take 4 bytes when `fp32_gradients`, else the precision's.
+// `parameters`: the GPU's part of the model that trains (one tensor rank's of one pipeline
+// stage). Gradients take 4 bytes when `fp32_gradients`, else the precision's. `frozen_bytes`: a
+// fine-tuned model's frozen base as stored on that GPU (whole on every data rank: weights only).
 ModelStates model_states(int64_t parameters, const Layout& layout, Precision precision,
-                         bool fp32_gradients);
+                         bool fp32_gradients, int64_t frozen_bytes = 0);
 
 }  // namespace rematlab::layout
