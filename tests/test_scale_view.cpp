@@ -142,6 +142,36 @@ TEST(ScaleView, TheArticlesCaseListsWhatTheNearestLack) {
   EXPECT_FALSE(view->try_button()->isEnabled());
 }
 
+// The article's first case at the layout's scale: Llama 3 8B fine-tuned with LoRA on one
+// 24 GiB card. In full it does not fit there; with an nf4 base it does, and the bar holds the
+// planner's figures for the same request.
+TEST(ScaleView, LoraOnANf4BaseFitsWhereFullTrainingDoesNot) {
+  Bench bench;
+  ScaleView* view = bench.window.scale_view();
+  fill(view, "llama3-8b", "rtx4090", 1, 4096, 8);
+  view->gpus_per_node_field()->setValue(1);
+  view->host_memory_field()->setValue(64);  // no room for the full model's states on the host
+  ASSERT_TRUE(plan_and_wait(view));
+  EXPECT_TRUE(view->answer()->best.empty()) << view->status().toStdString();
+  view->train_field()->setCurrentText("LoRA nf4");
+  ASSERT_TRUE(plan_and_wait(view));
+  ASSERT_FALSE(view->answer()->best.empty()) << view->status().toStdString();
+  ASSERT_TRUE(view->request()->arch.lora.enabled());
+  EXPECT_EQ(view->request()->arch.lora.base, rematlab::BasePrecision::kNf4);
+  const layout::LayoutAnswer expected = layout::search_layouts(*view->request());
+  ASSERT_FALSE(expected.best.empty());
+  EXPECT_EQ(view->memory_bar()->total_bytes(), expected.best.front().memory.total());
+  EXPECT_EQ(view->layout_list()->item(0, 5)->text(), "fits");
+  // Megatron-LM has no adapters: its export says so.
+  EXPECT_TRUE(view->export_text().contains("LoRA fine-tuning"))
+      << view->export_text().toStdString();
+  // A bf16 base with fp32 matmuls is one line naming the field.
+  view->train_field()->setCurrentText("LoRA bf16");
+  view->precision_field()->setCurrentText("fp32");
+  EXPECT_FALSE(view->plan());
+  EXPECT_TRUE(view->status().contains("bf16 base")) << view->status().toStdString();
+}
+
 TEST(ScaleView, ABadFieldSaysWhyAndDrawsNothing) {
   Bench bench;
   ScaleView* view = bench.window.scale_view();

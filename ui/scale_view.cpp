@@ -23,6 +23,7 @@
 #include "chart_style.h"
 #include "common/errors.h"
 #include "estimate/architecture.h"
+#include "estimate/fine_tuning.h"
 #include "layout/gpu_catalog.h"
 #include "layout/layout_export.h"
 #include "layout/layout_rules.h"
@@ -69,6 +70,7 @@ ScaleView::ScaleView(QWidget* parent)
       global_batch_(spin(1, 1 << 20, 1024, "Sequences per optimizer step")),
       host_gib_(spin(1, 1 << 20, 2048, "Host memory per node, GiB (what offloading may use)")),
       precision_(new QComboBox),
+      train_(new QComboBox),
       runnable_here_(new QCheckBox("Only what RematLab runs")),
       plan_button_(new QPushButton("Plan")),
       status_(new QLabel),
@@ -101,6 +103,15 @@ ScaleView::ScaleView(QWidget* parent)
   follow_gpu();
   connect(gpu_, &QComboBox::currentTextChanged, this, follow_gpu);
   precision_->addItems({"bf16", "fp32"});
+  // Fine-tuning as `layout --finetune lora` plans it, with run's default adapters (rank 16 on
+  // every projection); the base in the precision each item names.
+  train_->addItem("full");
+  for (const char* base : {"fp32", "bf16", "int8", "nf4"}) {
+    train_->addItem(QString("LoRA %1").arg(base), QString(base));
+  }
+  train_->setToolTip(
+      "Train every parameter, or rank-16 LoRA adapters on every projection of a frozen base "
+      "stored in fp32, bf16, int8 or nf4 (one tensor rank, no sharded base)");
   for (const char* name : kExports) export_choice_->addItem(name);
   build();
   connect(plan_button_, &QPushButton::clicked, this, &ScaleView::plan);
@@ -131,7 +142,8 @@ QGridLayout* ScaleView::build_fields() {
       {"Model", model_},       {"GPU", gpu_},
       {"GPUs", gpus_},         {"Per node", per_node_},
       {"Sequence", seq_len_},  {"Global batch", global_batch_},
-      {"Host GiB", host_gib_}, {"Precision", precision_}};
+      {"Host GiB", host_gib_}, {"Precision", precision_},
+      {"Train", train_}};
   // Three fields a row: the tab must fit beside the form on a 1024-pixel screen.
   int index = 0;
   for (const auto& [label, field] : rows) {
@@ -139,11 +151,11 @@ QGridLayout* ScaleView::build_fields() {
     fields->addWidget(field, index / 3, (index % 3) * 2 + 1);
     ++index;
   }
-  fields->addWidget(runnable_here_, 2, 4, 1, 2);
+  fields->addWidget(runnable_here_, 3, 0, 1, 6);
   runnable_here_->setToolTip(
       "Search only layouts RematLab's engine runs: no pipeline or context "
       "parallelism, model states on the GPUs");
-  fields->addWidget(plan_button_, 0, 6, 3, 1);
+  fields->addWidget(plan_button_, 0, 6, 4, 1);
   plan_button_->setToolTip("Evaluate every layout of these GPUs for this model and batch");
   return fields;
 }
@@ -220,6 +232,11 @@ layout::LayoutRequest ScaleView::read_request() const {
   request.cluster.host_memory_bytes = static_cast<int64_t>(host_gib_->value()) << 30;
   request.global_batch = global_batch_->value();
   request.precision = precision_->currentText() == "fp32" ? Precision::kFp32 : Precision::kBf16;
+  const QString base = train_->currentData().toString();
+  if (!base.isEmpty()) {
+    request.arch.lora = default_lora_options(estimate::to_model_config(request.arch).family);
+    request.arch.lora.base = parse_base_precision(base.toStdString());
+  }
   request.top = 10;
   request.engine_only = runnable_here_->isChecked();
   estimate::validate(request.arch);

@@ -75,6 +75,7 @@ class ScaleView : public QWidget {
   QSpinBox* global_batch_field() const { return global_batch_; }
   QSpinBox* host_memory_field() const { return host_gib_; }
   QComboBox* precision_field() const { return precision_; }
+  QComboBox* train_field() const { return train_; }
   QCheckBox* runnable_here_field() const { return runnable_here_; }
   QPushButton* plan_button() const { return plan_button_; }
   QTableWidget* layout_list() const { return list_; }
@@ -113,6 +114,7 @@ class ScaleView : public QWidget {
   QSpinBox* global_batch_;
   QSpinBox* host_gib_;
   QComboBox* precision_;
+  QComboBox* train_;  // full, or LoRA on a base in fp32, bf16, int8 or nf4 (item data)
   QCheckBox* runnable_here_;
   QPushButton* plan_button_;
   QLabel* status_;
