@@ -62,6 +62,55 @@ TEST(LayoutLora, OneGpuHoldsTheEstimatorsFineTuningStates) {
   }
 }
 
+// Split over pipeline stages, each block's frozen weights sit on its stage, the embedding (fp32)
+// on the first and the final norm and head on the last: a bf16 base stores an untied head in 16
+// bits, so the first stage holds more than the last. Over the stages the weights add up to the
+// whole model's, byte for byte.
+TEST(LayoutLora, StagesHoldTheirOwnPartOfTheFrozenBase) {
+  for (const BasePrecision base : {BasePrecision::kBf16, BasePrecision::kNf4}) {
+    SCOPED_TRACE(to_string(base));
+    const LayoutRequest request =
+        lora_request("llama3-8b", base, Precision::kBf16, "a100-80gb", 2, 256, 1);
+    ASSERT_FALSE(request.arch.tied_head);
+    Layout layout;
+    layout.pp = 2;
+    layout.stage_checkpoints = {"every:1", "every:1"};
+    const LayoutEvaluation evaluation = LayoutEvaluator(request).evaluate(layout, true);
+    ASSERT_EQ(evaluation.stages.size(), 2u);
+    const estimate::ModelStateBytes whole = estimate::fine_tuning_state_bytes(
+        request.arch, Precision::kBf16, estimate::Optimizer::kAdamW);
+    EXPECT_EQ(evaluation.stages[0].memory.weights + evaluation.stages[1].memory.weights,
+              whole.weights);
+    EXPECT_EQ(evaluation.stages[0].layers, evaluation.stages[1].layers);
+    const int64_t vocab_d = request.arch.vocab * request.arch.d_model;
+    const int64_t head_bytes = base == BasePrecision::kBf16 ? 2 : 4;
+    // The embedding at 4 bytes a value against the head at its own, less the final norm.
+    EXPECT_EQ(evaluation.stages[0].memory.weights - evaluation.stages[1].memory.weights,
+              (4 - head_bytes) * vocab_d - 4 * request.arch.d_model);
+  }
+}
+
+// A stage after the first forms its input's gradient (adapters lie before it): with adapters
+// only on the output and down projections, a middle stage's blocks cost more than the first
+// stage's same number of blocks, in time and in what they keep.
+TEST(LayoutLora, AMiddleStageFormsItsInputsGradient) {
+  LayoutRequest request =
+      lora_request("llama-small", BasePrecision::kFp32, Precision::kFp32, "a100-80gb", 3, 256, 1);
+  request.arch.lora.targets = parse_lora_targets("o,down");
+  Layout layout;
+  layout.pp = 3;
+  layout.stage_checkpoints = {"none", "none", "none"};
+  const LayoutEvaluation evaluation = LayoutEvaluator(request).evaluate(layout, true);
+  ASSERT_EQ(evaluation.stages.size(), 3u);
+  const StageFigures& first = evaluation.stages[0];
+  const StageFigures& middle = evaluation.stages[1];
+  ASSERT_EQ(first.layers, middle.layers);
+  EXPECT_GT(middle.microbatch_s, first.microbatch_s);
+  // Both hold one micro-batch's chain here; the middle one keeps more of it.
+  EXPECT_GT(middle.memory.activations / middle.in_flight,
+            first.memory.activations / first.in_flight);
+}
+
 // Over data ranks ZeRO 1 and 2 shard what trains and leave the base whole on every rank, as the
 // engine's --shard optimizer|gradients does: the estimator's per-rank figure.
 TEST(LayoutLora, DataRanksShardOnlyWhatTrains) {
@@ -114,6 +163,18 @@ TEST(LayoutLora, SearchesDataRanksAndStagesAndRefusesTheRest) {
   FixedDimensions sharded;
   sharded.zero = 3;
   EXPECT_EQ(refused_flag(sharded), "--zero");
+  FixedDimensions context;
+  context.cp = 2;
+  EXPECT_EQ(refused_flag(context), "--cp");
+  FixedDimensions offloaded;
+  offloaded.offload = Offload::kParameters;
+  EXPECT_EQ(refused_flag(offloaded), "--offload");
+  FixedDimensions sequence;
+  sequence.sp = true;
+  EXPECT_EQ(refused_flag(sequence), "--sequence-parallel");
+  LayoutRequest literature = request;
+  literature.activation_model = ActivationModel::kMegatron;
+  EXPECT_THROW(validate(literature), InvalidInput);
   request.arch.lora.base = BasePrecision::kBf16;
   request.precision = Precision::kFp32;
   EXPECT_EQ(refused_flag({}), "--base-precision");

@@ -48,6 +48,11 @@ std::string layout_to_text(const layout::LayoutRequest& request,
       << request.global_batch << " sequences, " << to_string(request.precision) << ", on "
       << cluster.gpus << " × " << cluster.gpu.name << " (" << format_bytes(cluster.gpu.memory_bytes)
       << ", " << cluster.node_gpus() << " per node)\n";
+  const LoraOptions& lora = request.arch.lora;
+  if (lora.enabled()) {
+    out << "LoRA fine-tuning: rank " << lora.rank << " on " << lora_targets_text(lora.targets)
+        << ", the base in " << to_string(lora.base) << "\n";
+  }
   if (cluster.gpu.name == "local") out << "local: " << cluster.gpu.description << "\n";
   out << answer.points.size() << " layouts evaluated, " << fitting << " fit, in "
       << format_number(answer.search_s, 2) << " s (matmul efficiency "

@@ -413,20 +413,28 @@ std::vector<LayoutEvaluator::Stage> LayoutEvaluator::stages_of(const Layout& lay
   const int64_t embedding = vocab / layout.tp * d + (arch.learned_positions ? arch.seq_len * d : 0);
   // Split over stages a tied head keeps its own copy of the embedding's weight.
   const int64_t head = (arch.tied_head && layout.pp == 1 ? 0 : vocab / layout.tp * d) + norm;
-  // Fine-tuning (on one tensor rank: fine_tuning_problem): a block's adapters, and its frozen
-  // weights as the base stores them; the embedding, norms and head stay fp32 under any base
-  // (ModelConfig::frozen_base_bytes).
+  // Fine-tuning (on one tensor rank: fine_tuning_problem): a block's adapters and its frozen
+  // weights as the base stores them, the embedding (fp32 under any base) and what the last stage
+  // holds besides its blocks: the final norm and an untied head as the base stores it (a bf16
+  // base keeps it in 16 bits), or a tied head's own fp32 copy once split over stages. Taken from
+  // ModelConfig::frozen_base_bytes of one block and of two, so every byte is its count's.
   struct Tuned {
     int64_t adapters_per_block = 0;
     int64_t frozen_block_bytes = 0;
+    int64_t frozen_embedding_bytes = 0;
+    int64_t frozen_head_bytes = 0;
   };
   std::optional<Tuned> tuned;
   if (arch.lora.enabled()) {
-    const ModelConfig config = estimate::to_model_config(split_arch);
-    const int64_t outside_blocks =
-        config.base_parameter_count() - arch.layers * (units.attention + units.mlp);
-    tuned = Tuned{config.adapter_parameter_count() / arch.layers,
-                  (config.frozen_base_bytes() - 4 * outside_blocks) / arch.layers};
+    ModelConfig config = estimate::to_model_config(split_arch);
+    config.layers = 1;
+    const ModelConfig one_block = config;
+    config.layers = 2;
+    const int64_t block = config.frozen_base_bytes() - one_block.frozen_base_bytes();
+    const int64_t embedding_bytes = 4 * embedding;
+    const int64_t tied_copy = arch.tied_head && layout.pp > 1 ? 4 * (vocab / layout.tp * d) : 0;
+    tuned = Tuned{one_block.adapter_parameter_count(), block, embedding_bytes,
+                  one_block.frozen_base_bytes() - block - embedding_bytes + tied_copy};
   }
   std::vector<Stage> stages;
   const std::vector<std::vector<int64_t>> chunks = chunk_layers(arch.layers, layout.pp, layout.vp);
@@ -445,7 +453,8 @@ std::vector<LayoutEvaluator::Stage> LayoutEvaluator::stages_of(const Layout& lay
     if (tuned) {
       stage.trained = stage.layers * tuned->adapters_per_block;
       stage.frozen_bytes = stage.layers * tuned->frozen_block_bytes +
-                           4 * ((stage.embedding ? embedding : 0) + (stage.head ? head : 0));
+                           (stage.embedding ? tuned->frozen_embedding_bytes : 0) +
+                           (stage.head ? tuned->frozen_head_bytes : 0);
     }
     stages.push_back(stage);
   }

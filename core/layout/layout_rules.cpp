@@ -158,8 +158,8 @@ std::string structural_problem(const LayoutRequest& request, const Layout& layou
 std::string fine_tuning_problem(const Layout& layout) {
   // As the engine and the estimator train adapters: on data ranks and pipeline stages, the
   // frozen base whole on every data rank.
-  if (layout.tp > 1) return "LoRA is not modelled over tensor ranks (" + degree("TP", 1) + ")";
-  if (layout.cp > 1) return "LoRA is not modelled over context ranks (" + degree("CP", 1) + ")";
+  if (layout.tp > 1) return "LoRA is not modelled over tensor ranks: TP 1 only";
+  if (layout.cp > 1) return "LoRA is not modelled over context ranks: CP 1 only";
   if (layout.zero == 3 || layout.offload == Offload::kParameters) {
     return "LoRA keeps the frozen base whole on every data rank: ZeRO 1 or 2 shards what trains";
   }
@@ -313,6 +313,16 @@ void validate(const LayoutRequest& request) {
     if (request.arch.lora.base == BasePrecision::kBf16 && request.precision != Precision::kBf16) {
       throw InvalidInput("--base-precision",
                          "a bf16 base needs bf16 matmuls: give " + setting("precision", "bf16"));
+    }
+    if (fixed.sp && *fixed.sp) {
+      throw InvalidInput("--sequence-parallel",
+                         "LoRA is not modelled over tensor ranks, so not with sequence "
+                         "parallelism");
+    }
+    if (request.activation_model == ActivationModel::kMegatron) {
+      throw InvalidInput("--activation-model",
+                         "Korthikanti et al.'s per-layer terms are full training's: a frozen "
+                         "base keeps less (use engine)");
     }
     Layout asked;  // each fixed degree alone against what fine-tuning is modelled with
     asked.tp = fixed.tp.value_or(1);

@@ -59,10 +59,18 @@ void for_each_layout(const LayoutRequest& request, Visit visit) {
   std::vector<Offload> offloads = {Offload::kNone, Offload::kOptimizer, Offload::kParameters,
                                    Offload::kActivations};
   if (request.engine_only) offloads = {Offload::kNone, Offload::kActivations};
+  if (request.arch.lora.enabled() && !request.engine_only) {
+    offloads = {Offload::kNone, Offload::kOptimizer, Offload::kActivations};
+  }
   if (fixed.offload) offloads = {*fixed.offload};
-  const int64_t most_cp = request.engine_only ? 1 : gpus;
+  const int64_t most_cp = request.engine_only || request.arch.lora.enabled() ? 1 : gpus;
   const int64_t most_pp = request.engine_only ? 1 : std::min(layers, gpus);
-  for (int64_t tp : values_or(fixed.tp, divisors(request.cluster.node_gpus()))) {
+  // Fine-tuning is modelled on one tensor rank and one context rank (fine_tuning_problem): the
+  // others are not weighed, nor counted as impossible.
+  const bool tuned = request.arch.lora.enabled();
+  const std::vector<int64_t> tps =
+      tuned ? std::vector<int64_t>{1} : divisors(request.cluster.node_gpus());
+  for (int64_t tp : values_or(fixed.tp, tps)) {
     std::vector<bool> sps = {false, true};
     if (fixed.sp) sps = {*fixed.sp};
     for (bool sp : sps) {
@@ -101,7 +109,9 @@ void for_each_layout(const LayoutRequest& request, Visit visit) {
           for (int64_t vp : values_or(fixed.vp, vps)) {
             for (int64_t b : values_or(fixed.micro_batch, batches)) {
               const int64_t accum = std::max<int64_t>(1, request.global_batch / dp / b);
-              std::vector<int64_t> zeros = {0, 1, 2, 3};
+              // A fine-tuned base is whole on every data rank: no ZeRO 3.
+              std::vector<int64_t> zeros =
+                  tuned ? std::vector<int64_t>{0, 1, 2} : std::vector<int64_t>{0, 1, 2, 3};
               if (fixed.zero) zeros = {*fixed.zero};
               for (int64_t zero : zeros) {
                 for (Offload offload : offloads) {
