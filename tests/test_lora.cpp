@@ -375,9 +375,15 @@ TEST(LoraCli, ARunRecordsItsAdaptersAndBadSettingsAreOneLine) {
       {"estimate --model llama-tiny --finetune lora --nproc 2 --shard parameters", "--shard"},
       {"estimate --model llama-tiny --finetune lora --nproc 2 --tp 2", "--tp"},
       {"estimate --model llama-tiny --finetune lora --base-precision bf16", "--base-precision"},
+      {"layout --model llama-tiny --gpu a100-80gb --gpus 2 --seq-len 64 --global-batch 4 "
+       "--finetune lora --tp 2",
+       "--tp"},
+      {"layout --model llama-tiny --gpu a100-80gb --gpus 2 --seq-len 64 --global-batch 4 "
+       "--finetune lora --zero 3",
+       "--zero"},
       {"layout --model llama-tiny --gpu a100-80gb --gpus 1 --seq-len 64 --global-batch 4 "
-       "--finetune lora",
-       "--finetune"},
+       "--finetune lora --base-precision bf16 --precision fp32",
+       "--base-precision"},
   };
   for (const auto& [arguments, flag] : refused) {
     const bool runs = arguments.rfind("run ", 0) == 0;

@@ -49,40 +49,67 @@ Layout degrees(int64_t tp, int64_t pp, int64_t cp, int64_t dp, bool sp) {
   return layout;
 }
 
+// The values each dimension the request leaves open takes, whatever the others are.
+struct OpenValues {
+  std::vector<int64_t> tps, cps, pps, zeros;
+  std::vector<Offload> offloads;
+};
+
+OpenValues open_values(const LayoutRequest& request) {
+  const FixedDimensions& fixed = request.fixed;
+  const int64_t gpus = request.cluster.gpus;
+  // Fine-tuning is modelled on one tensor rank and one context rank, with its base whole on
+  // every data rank (fine_tuning_problem): the others are not weighed, nor counted impossible.
+  const bool tuned = request.arch.lora.enabled();
+  OpenValues open;
+  open.offloads = {Offload::kNone, Offload::kOptimizer, Offload::kParameters,
+                   Offload::kActivations};
+  if (tuned) open.offloads = {Offload::kNone, Offload::kOptimizer, Offload::kActivations};
+  if (request.engine_only) open.offloads = {Offload::kNone, Offload::kActivations};
+  if (fixed.offload) open.offloads = {*fixed.offload};
+  open.tps =
+      values_or(fixed.tp, tuned ? std::vector<int64_t>{1} : divisors(request.cluster.node_gpus()));
+  std::vector<int64_t> cps;
+  for (int64_t cp : powers_of_two_up_to(request.engine_only || tuned ? 1 : gpus)) {
+    if (cp == 1 || request.arch.seq_len / cp >= kMinContextTokens) cps.push_back(cp);
+  }
+  open.cps = values_or(fixed.cp, cps);
+  const int64_t most_pp = request.engine_only ? 1 : std::min(request.arch.layers, gpus);
+  std::vector<int64_t> pps;
+  for (int64_t pp = 1; pp <= most_pp; ++pp) pps.push_back(pp);
+  open.pps = values_or(fixed.pp, pps);
+  open.zeros = tuned ? std::vector<int64_t>{0, 1, 2} : std::vector<int64_t>{0, 1, 2, 3};
+  if (fixed.zero) open.zeros = {*fixed.zero};
+  return open;
+}
+
+// Sequences per micro-batch that divide each data-parallel replica's share of the batch.
+std::vector<int64_t> micro_batches(const LayoutRequest& request, int64_t dp) {
+  const int64_t per_replica = request.global_batch % dp == 0 ? request.global_batch / dp : 0;
+  std::vector<int64_t> batches = {1};
+  if (per_replica > 0) {
+    batches = divisors(std::min({per_replica, kMaxMicroBatch, countable_micro_batch(request)}));
+  }
+  batches.erase(std::remove_if(batches.begin(), batches.end(),
+                               [&](int64_t b) { return per_replica % b != 0; }),
+                batches.end());
+  return values_or(request.fixed.micro_batch, batches);
+}
+
 // Every combination the request leaves open, in a fixed order.
 template <typename Visit>
 void for_each_layout(const LayoutRequest& request, Visit visit) {
   const FixedDimensions& fixed = request.fixed;
   const int64_t gpus = request.cluster.gpus;
   const int64_t layers = request.arch.layers;
-  const int64_t countable = countable_micro_batch(request);
-  std::vector<Offload> offloads = {Offload::kNone, Offload::kOptimizer, Offload::kParameters,
-                                   Offload::kActivations};
-  if (request.engine_only) offloads = {Offload::kNone, Offload::kActivations};
-  if (request.arch.lora.enabled() && !request.engine_only) {
-    offloads = {Offload::kNone, Offload::kOptimizer, Offload::kActivations};
-  }
-  if (fixed.offload) offloads = {*fixed.offload};
-  const int64_t most_cp = request.engine_only || request.arch.lora.enabled() ? 1 : gpus;
-  const int64_t most_pp = request.engine_only ? 1 : std::min(layers, gpus);
-  // Fine-tuning is modelled on one tensor rank and one context rank (fine_tuning_problem): the
-  // others are not weighed, nor counted as impossible.
-  const bool tuned = request.arch.lora.enabled();
-  const std::vector<int64_t> tps =
-      tuned ? std::vector<int64_t>{1} : divisors(request.cluster.node_gpus());
-  for (int64_t tp : values_or(fixed.tp, tps)) {
+  const OpenValues open = open_values(request);
+  for (int64_t tp : open.tps) {
     std::vector<bool> sps = {false, true};
     if (fixed.sp) sps = {*fixed.sp};
     for (bool sp : sps) {
       if (sp && tp == 1 && !fixed.sp) continue;
-      std::vector<int64_t> cps;
-      for (int64_t cp : powers_of_two_up_to(most_cp)) {
-        if (cp == 1 || request.arch.seq_len / cp >= kMinContextTokens) cps.push_back(cp);
-      }
-      for (int64_t cp : values_or(fixed.cp, cps)) {
-        std::vector<int64_t> pps;
-        for (int64_t pp = 1; pp <= most_pp; ++pp) pps.push_back(pp);
-        for (int64_t pp : values_or(fixed.pp, pps)) {
+      for (int64_t cp : open.cps) {
+        for (int64_t pp : open.pps) {
           const int64_t model_ranks = tp * cp * pp;
           if (model_ranks <= 0 || gpus % model_ranks != 0) {
             if (fixed.tp && fixed.pp && fixed.cp) visit(degrees(tp, pp, cp, 0, sp));
@@ -97,24 +124,12 @@ void for_each_layout(const LayoutRequest& request, Visit visit) {
           for (int64_t v = 2; pp > 1 && v <= kMaxVirtualStages && pp * v <= layers; ++v) {
             vps.push_back(v);
           }
-          const int64_t per_replica =
-              request.global_batch % dp == 0 ? request.global_batch / dp : 0;
-          std::vector<int64_t> batches = {1};
-          if (per_replica > 0) {
-            batches = divisors(std::min({per_replica, kMaxMicroBatch, countable}));
-          }
-          batches.erase(std::remove_if(batches.begin(), batches.end(),
-                                       [&](int64_t b) { return per_replica % b != 0; }),
-                        batches.end());
+          const std::vector<int64_t> batches = micro_batches(request, dp);
           for (int64_t vp : values_or(fixed.vp, vps)) {
-            for (int64_t b : values_or(fixed.micro_batch, batches)) {
+            for (int64_t b : batches) {
               const int64_t accum = std::max<int64_t>(1, request.global_batch / dp / b);
-              // A fine-tuned base is whole on every data rank: no ZeRO 3.
-              std::vector<int64_t> zeros =
-                  tuned ? std::vector<int64_t>{0, 1, 2} : std::vector<int64_t>{0, 1, 2, 3};
-              if (fixed.zero) zeros = {*fixed.zero};
-              for (int64_t zero : zeros) {
-                for (Offload offload : offloads) {
+              for (int64_t zero : open.zeros) {
+                for (Offload offload : open.offloads) {
                   // Over one data-parallel rank every stage shards nothing: ZeRO only for the
                   // offload that needs its stage (ZeRO-Offload on a single GPU).
                   const bool needed = (offload == Offload::kOptimizer && zero == 1) ||

@@ -1,0 +1,44 @@
+#include "layout/collective_time.h"
+
+#include <algorithm>
+
+namespace rematlab::layout {
+
+// A group of ranks `span` apart at most (tensor ranks innermost) talks over NVLink (or PCIe)
+// inside a node, over each GPU's share of the network beyond it.
+double link_bandwidth(const Cluster& cluster, int64_t span) {
+  return span <= cluster.node_gpus() ? cluster.gpu.intra_node_bandwidth
+                                     : cluster.gpu.inter_node_bandwidth;
+}
+
+// One ring collective over `ranks` ranks `span` apart at most, in `phases` passes round the ring
+// (an all-reduce 2, an all-gather or a reduce-scatter 1) of a `bytes` tensor: NCCL's latency
+// model (a fixed cost, then one per ring step, over the network for the steps between nodes)
+// plus each rank's share of the bytes over the slowest link it uses.
+double ring_seconds(const Cluster& cluster, int64_t ranks, int64_t span, int phases, double bytes) {
+  if (ranks <= 1) return 0.0;
+  const GpuKind& gpu = cluster.gpu;
+  const int64_t node = cluster.node_gpus();
+  const int64_t nodes = std::min(ranks, std::max<int64_t>(1, (span + node - 1) / node));
+  const double inter_steps = static_cast<double>(phases * (nodes - 1));
+  const double intra_steps = static_cast<double>(phases * (ranks - 1)) - inter_steps;
+  const double share = static_cast<double>(phases * (ranks - 1)) / static_cast<double>(ranks);
+  return gpu.collective_latency + intra_steps * gpu.intra_node_step_latency +
+         inter_steps * gpu.inter_node_step_latency + share * bytes / link_bandwidth(cluster, span);
+}
+double all_reduce_seconds(const Cluster& cluster, int64_t ranks, int64_t span, double bytes) {
+  return ring_seconds(cluster, ranks, span, 2, bytes);
+}
+// An all-gather's, and a reduce-scatter's.
+double all_gather_seconds(const Cluster& cluster, int64_t ranks, int64_t span, double bytes) {
+  return ring_seconds(cluster, ranks, span, 1, bytes);
+}
+// A send of `bytes` between two ranks `span` apart at most: one step of a ring.
+double send_seconds(const Cluster& cluster, int64_t span, double bytes) {
+  const GpuKind& gpu = cluster.gpu;
+  const double step =
+      span <= cluster.node_gpus() ? gpu.intra_node_step_latency : gpu.inter_node_step_latency;
+  return gpu.collective_latency + step + bytes / link_bandwidth(cluster, span);
+}
+
+}  // namespace rematlab::layout
