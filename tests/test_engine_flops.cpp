@@ -102,7 +102,8 @@ TEST(EngineFlops, TheCountIsTheEnginesMatrixProductsWithAdaptersOnAFrozenBase) {
   };
   for (const Case& c : {Case{"tiny", "all", "fp32"}, Case{"llama-tiny", "all", "fp32"},
                         Case{"llama-tiny", "o,down", "int8"}, Case{"llama-tiny", "gate,up", "nf4"},
-                        Case{"tiny", "v", "fp32"}}) {
+                        Case{"tiny", "v", "fp32"}, Case{"llama-tiny", "o", "fp32"},
+                        Case{"llama-tiny", "q,v", "fp32"}, Case{"mistral-tiny", "down", "nf4"}}) {
     for (const char* policy :
          {"none", "every:1", "every:2", "sublayer:1,1", "selective", "keep:matmul"}) {
       SCOPED_TRACE(std::string(c.preset) + " " + c.targets + " " + c.base + " " + policy);
