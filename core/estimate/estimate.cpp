@@ -263,13 +263,7 @@ nlohmann::json to_json(const Estimate& estimate) {
     json["attention"] = to_string(arch.attention);
     json["sliding_window"] = arch.sliding_window;
     json["tokens_per_step"] = request.batch * arch.seq_len;
-    json["finetune"] = arch.lora.enabled() ? "lora" : "full";
-    if (arch.lora.enabled()) {
-      json["lora_rank"] = arch.lora.rank;
-      json["lora_alpha"] = arch.lora.alpha;
-      json["lora_targets"] = lora_targets_text(arch.lora.targets);
-      json["base_precision"] = to_string(arch.lora.base);
-    }
+    put_fine_tuning(json, arch.lora);
   }
   if (estimate.activations) {
     const ActivationEstimate& act = *estimate.activations;
@@ -295,6 +289,15 @@ nlohmann::json to_json(const Estimate& estimate) {
       estimate.rank_flops ? nlohmann::json(estimate.rank_flops->hardware) : nlohmann::json(nullptr);
   json["devices"] = fits_to_json(estimate.fits);
   return json;
+}
+
+void put_fine_tuning(nlohmann::json& json, const LoraOptions& lora) {
+  json["finetune"] = lora.enabled() ? "lora" : "full";
+  if (!lora.enabled()) return;
+  json["lora_rank"] = lora.rank;
+  json["lora_alpha"] = lora.alpha;
+  json["lora_targets"] = lora_targets_text(lora.targets);
+  json["base_precision"] = to_string(lora.base);
 }
 
 }  // namespace rematlab::estimate

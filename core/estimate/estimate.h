@@ -79,4 +79,8 @@ ActivationEstimate estimate_policy_activations(const Architecture& arch, int64_t
 
 nlohmann::json to_json(const Estimate& estimate);
 
+// What an answer's JSON says of fine-tuning (`estimate`'s and `layout`'s): "finetune" full or
+// lora, and with adapters their rank, alpha, targets and the base's precision.
+void put_fine_tuning(nlohmann::json& json, const LoraOptions& lora);
+
 }  // namespace rematlab::estimate

@@ -1,6 +1,7 @@
 #include "layout/layout_json.h"
 
 #include "common/json_numbers.h"
+#include "estimate/estimate.h"
 #include "layout/layout_export.h"
 
 namespace rematlab::layout {
@@ -78,14 +79,7 @@ nlohmann::json to_json(const LayoutRequest& request, const LayoutAnswer& answer)
   json["seq_len"] = request.arch.seq_len;
   json["global_batch"] = request.global_batch;
   json["precision"] = to_string(request.precision);
-  const LoraOptions& lora = request.arch.lora;
-  json["finetune"] = lora.enabled() ? "lora" : "full";
-  if (lora.enabled()) {
-    json["lora_rank"] = lora.rank;
-    json["lora_alpha"] = json_number(lora.alpha);
-    json["lora_targets"] = lora_targets_text(lora.targets);
-    json["base_precision"] = to_string(lora.base);
-  }
+  estimate::put_fine_tuning(json, request.arch.lora);
   json["matmul_efficiency"] = json_number(request.efficiency());
   json["fragmentation"] = json_number(request.fragmentation);
   json["evaluated"] = answer.points.size();
