@@ -20,6 +20,7 @@
 #include <QThread>
 #include <QToolTip>
 
+#include "advice_words.h"
 #include "chart_style.h"
 #include "common/errors.h"
 #include "estimate/architecture.h"
@@ -50,10 +51,10 @@ QString said_by_field(const InvalidInput& error) {
       {"--gpus-per-node", "Per node"},
       {"--seq-len", "Sequence"},
       {"--global-batch", "Global batch"},
-      {"--host-memory", "Host GiB"}};
+      {"--host-memory", "Host GiB"},
+      {"--base-precision", "Train"}};
   for (const auto& [flag, label] : kFieldLabels) {
-    if (error.field() == flag)
-      return QString(label) + ": " + QString::fromStdString(error.reason());
+    if (error.field() == flag) return QString(label) + ": " + in_form_words(error.reason_words());
   }
   return QString::fromStdString(error.what());
 }
