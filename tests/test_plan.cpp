@@ -421,6 +421,16 @@ TEST(ProfileKey, ReadsBackWhatItWasMeasuredFor) {
   nlohmann::json mislabelled = nlohmann::json::parse(profile_key(config, 5));
   mislabelled["method"] = 4;
   EXPECT_FALSE(read_profile_key(mislabelled.dump()).has_value());
+  // Stored fields of another type make the key unread, not an exception.
+  for (const auto& [field, value] : {std::pair<const char*, nlohmann::json>{"method", "3"},
+                                     {"method", 4294967299LL},
+                                     {"repeats", "5"},
+                                     {"host", 7},
+                                     {"libtorch", nullptr}}) {
+    nlohmann::json odd = nlohmann::json::parse(profile_key(config, 5));
+    odd[field] = value;
+    EXPECT_FALSE(read_profile_key(odd.dump()).has_value()) << field << " " << value.dump();
+  }
 }
 
 // A key whose config holds a setting this build cannot read (a newer RematLab's key, or a hand

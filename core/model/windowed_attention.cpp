@@ -57,6 +57,7 @@ torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
   // Shared key/value heads go to the fused kernels as they are, unless a masked block's kernel
   // refuses them (see below): then they are repeated once for the blocks that follow.
   bool grouped = groups != 1;
+  bool repeat_refused = false;  // repeated heads got the explicit kernel too: not asked again
   // The explicit core scales q and repeats k and v once, each laid out (batch, heads, seq,
   // head_dim), then takes views of them a block at a time: batched matmul folds such a view
   // without copying it, so what the blocks keep for backward is each of these once, as without
@@ -88,7 +89,7 @@ torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
           causal ? torch::Tensor() : masks.get(rows, keys, offset, kernel_dtype(q), q.device());
       int backend =
           compat::sdpa_backend_with_grad(q_block, k_block, v_block, p, causal, grouped, mask);
-      if (grouped && !causal && backend == compat::kSdpaMathBackend) {
+      if (grouped && !repeat_refused && !causal && backend == compat::kSdpaMathBackend) {
         // CUDA's kernels that take a mask (memory-efficient; cuDNN in some dtypes and widths
         // only) may refuse shared heads, and the explicit fallback would keep each block's
         // probabilities: window × 2·window values a head, 2 GiB a masked block for Mistral 7B
@@ -107,6 +108,8 @@ torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
           v_block = v_all.narrow(2, first_key, keys);
           grouped = false;
           backend = repeated_backend;
+        } else {
+          repeat_refused = true;
         }
       }
       AttentionKernelLog::record(torch::GradMode::is_enabled(), backend);

@@ -66,7 +66,19 @@ std::optional<ProfiledConfiguration> read_profile_key(const std::string& key,
   if (!json.is_object() || !json.contains("config") || !json["config"].is_object()) {
     return std::nullopt;
   }
-  const int method = json.value("method", 0);
+  // A stored key is not trusted to hold what this build writes: a field of another type (a hand
+  // edit, another version) makes the key unread, never an exception into the window's loop.
+  const auto integer = [&json](const char* name) {
+    return json.contains(name) && json[name].is_number_integer();
+  };
+  const auto text = [&json](const char* name) {
+    return !json.contains(name) || json[name].is_string();
+  };
+  if (!integer("method") || !text("host") || !text("libtorch") ||
+      (json.contains("repeats") && !integer("repeats"))) {
+    return std::nullopt;
+  }
+  const int64_t method = json["method"].get<int64_t>();
   if (method != kProfileMethod && method != kFineTuningAndWindowMethod) return std::nullopt;
   nlohmann::json config = json["config"];
   int64_t ranks = 1;
