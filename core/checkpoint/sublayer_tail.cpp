@@ -136,8 +136,9 @@ torch::Tensor SublayerTail::complete() const {
   }
   TORCH_CHECK(!adapter_term && !quantised, "fine-tuning a row-parallel projection is not built");
   const torch::Tensor partial = projection(kept_as, projection_input, weight, torch::Tensor());
-  torch::Tensor output = scatter_sequence ? rematlab::scatter_sequence(partial, sum_over)
-                                          : out_of_region(partial, sum_over);
+  torch::Tensor output = scatter_sequence
+                             ? rematlab::scatter_sequence(partial, sum_over, gathered_order)
+                             : out_of_region(partial, sum_over);
   // As a linear under autocast would add it: in the output's dtype.
   if (bias.defined()) output = output + bias.to(output.scalar_type());
   return residual + torch::dropout(output, dropout, training);

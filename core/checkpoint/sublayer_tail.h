@@ -28,8 +28,9 @@ struct SublayerTail {
   // projection's output is summed over these ranks before the bias is added.
   TensorParallel sum_over;
   // Sequence parallelism: the sum is scattered along the sequence, each rank keeping its slice
-  // (the residual is that slice).
+  // (the residual is that slice); h lies in `gathered_order`.
   bool scatter_sequence = false;
+  GatheredOrder gathered_order = GatheredOrder::kSequence;
   // Released with the tail: what must stay alive until the projection ran (the hold a sharding
   // of the parameters keeps on the projection's weight, model/parameter_units.h).
   std::shared_ptr<void> held;

@@ -10,6 +10,7 @@ using torch::autograd::variable_list;
 
 constexpr int64_t kSequenceDim = 1;
 constexpr const char* kGroupKey = "rematlab.tensor_parallel";
+constexpr const char* kDimKey = "rematlab.gathered_dim";
 
 // The group as an autograd context can hold it (a capsule of a custom class).
 struct GroupHolder : torch::CustomClassHolder {
@@ -59,29 +60,31 @@ class OutOfRegion : public torch::autograd::Function<OutOfRegion> {
 class GatherSequence : public torch::autograd::Function<GatherSequence> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& local,
-                               const TensorParallel& group) {
+                               const TensorParallel& group, int64_t dim) {
     keep_group(ctx, group);
-    return group->gather(local, kSequenceDim, "gathering the sequence over tensor ranks");
+    ctx->saved_data[kDimKey] = dim;
+    return group->gather(local, dim, "gathering the sequence over tensor ranks");
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {group_of(ctx).sum_and_scatter(grads.at(0), kSequenceDim,
+    return {group_of(ctx).sum_and_scatter(grads.at(0), ctx->saved_data.at(kDimKey).toInt(),
                                           "scattering a gathered sequence's gradient"),
-            torch::Tensor()};
+            torch::Tensor(), torch::Tensor()};
   }
 };
 
 class ScatterSequence : public torch::autograd::Function<ScatterSequence> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& partial,
-                               const TensorParallel& group) {
+                               const TensorParallel& group, int64_t dim) {
     keep_group(ctx, group);
-    return group->sum_and_scatter(partial, kSequenceDim,
+    ctx->saved_data[kDimKey] = dim;
+    return group->sum_and_scatter(partial, dim,
                                   "summing a row-parallel layer into sequence slices");
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {group_of(ctx).gather(grads.at(0), kSequenceDim,
+    return {group_of(ctx).gather(grads.at(0), ctx->saved_data.at(kDimKey).toInt(),
                                  "gathering a scattered sequence's gradient"),
-            torch::Tensor()};
+            torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -109,12 +112,18 @@ torch::Tensor out_of_region(const torch::Tensor& partial, const TensorParallel& 
   return OutOfRegion::apply(partial, group);
 }
 
-torch::Tensor gather_sequence(const torch::Tensor& local, const TensorParallel& group) {
-  return GatherSequence::apply(local, group);
+int64_t gathered_dim(GatheredOrder order) {
+  return order == GatheredOrder::kRankMajor ? 0 : kSequenceDim;
 }
 
-torch::Tensor scatter_sequence(const torch::Tensor& partial, const TensorParallel& group) {
-  return ScatterSequence::apply(partial, group);
+torch::Tensor gather_sequence(const torch::Tensor& local, const TensorParallel& group,
+                              GatheredOrder order) {
+  return GatherSequence::apply(local, group, gathered_dim(order));
+}
+
+torch::Tensor scatter_sequence(const torch::Tensor& partial, const TensorParallel& group,
+                               GatheredOrder order) {
+  return ScatterSequence::apply(partial, group, gathered_dim(order));
 }
 
 torch::Tensor split_sequence(const torch::Tensor& whole, const TensorParallel& group) {

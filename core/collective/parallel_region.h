@@ -23,9 +23,26 @@ using TensorParallel = std::shared_ptr<TensorParallelGroup>;
 
 torch::Tensor into_region(const torch::Tensor& x, const TensorParallel& group);
 torch::Tensor out_of_region(const torch::Tensor& partial, const TensorParallel& group);
-// Along dimension 1 of (batch, seq, …).
-torch::Tensor gather_sequence(const torch::Tensor& local, const TensorParallel& group);
-torch::Tensor scatter_sequence(const torch::Tensor& partial, const TensorParallel& group);
+// How the ranks' slices of a split sequence (batch, seq / ranks, …) lie once gathered, and so how
+// a sum to be scattered must lie.
+enum class GatheredOrder {
+  // In sequence order, (batch, seq, …): what attention needs. A copy follows the gather and
+  // precedes the scatter, as the collectives lay the ranks' slices one after another.
+  kSequence,
+  // Rank after rank along dimension 0, (ranks × batch, seq / ranks, …), as the collectives lay
+  // them: for token-wise work (the MLP), whose result does not depend on the tokens' order. No
+  // copies.
+  kRankMajor,
+};
+
+torch::Tensor gather_sequence(const torch::Tensor& local, const TensorParallel& group,
+                              GatheredOrder order = GatheredOrder::kSequence);
+// `partial` laid out as gather_sequence(…, order) lays out its result.
+torch::Tensor scatter_sequence(const torch::Tensor& partial, const TensorParallel& group,
+                               GatheredOrder order = GatheredOrder::kSequence);
+// The dimension along which `order` lays the ranks' slices.
+int64_t gathered_dim(GatheredOrder order);
+// This rank's slice along dimension 1 of (batch, seq, …).
 torch::Tensor split_sequence(const torch::Tensor& whole, const TensorParallel& group);
 
 }  // namespace rematlab

@@ -225,6 +225,7 @@ SublayerTail AttentionSublayer::forward_until_tail(const torch::Tensor& x) {
           KeptOutput::kAttentionOut,
           group_,
           sequence_parallel_,
+          GatheredOrder::kSequence,
           nullptr,
           adapter_term_of(out_lora_),
           out_quantised_};

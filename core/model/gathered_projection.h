@@ -16,19 +16,22 @@
 
 namespace rematlab {
 
-// projection(which, gather_sequence(local, group), weight, bias), with the same gradients bit
-// for bit. Where a keep: policy keeps this output, the plain route runs (inside a recomputation
+// projection(which, gather_sequence(local, group, order), weight, bias), with the same gradients
+// bit for bit. Where a keep: policy keeps this output, the plain route runs (inside a recomputation
 // its gathered input lives only while the segment's backward runs).
 torch::Tensor gathered_projection(std::optional<KeptOutput> which, const torch::Tensor& local,
                                   const torch::Tensor& weight, const torch::Tensor& bias,
-                                  const TensorParallel& group);
+                                  const TensorParallel& group,
+                                  GatheredOrder order = GatheredOrder::kSequence);
 
 // A column-parallel layer's projection of a norm's output: alone, the projection itself; split
 // over tensor ranks, after the region's entry (its backward sums the input's gradient); under
-// sequence parallelism, gathered_projection. A quantised base (`quantised`) runs unsplit.
+// sequence parallelism, gathered_projection with the tokens in `order`. A quantised base
+// (`quantised`) runs unsplit.
 torch::Tensor column_projection(std::optional<KeptOutput> which, const torch::Tensor& normed,
                                 const torch::Tensor& weight, const torch::Tensor& bias,
                                 const TensorParallel& group, bool sequence_parallel,
-                                const QuantisedWeightPtr& quantised = nullptr);
+                                const QuantisedWeightPtr& quantised = nullptr,
+                                GatheredOrder order = GatheredOrder::kSequence);
 
 }  // namespace rematlab

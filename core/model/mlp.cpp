@@ -67,8 +67,9 @@ SublayerTail MlpSublayer::forward_until_tail(const torch::Tensor& x) {
   torch::Tensor hidden;
   {  // the norm's output goes before the activation runs
     const torch::Tensor normed = norm_(x);
+    // Token-wise from here to the scatter: the gathered sequence stays rank after rank.
     hidden = column_projection(KeptOutput::kMlpIn, normed, up_->weight, up_->bias, group_,
-                               sequence_parallel_, up_quantised_);
+                               sequence_parallel_, up_quantised_, GatheredOrder::kRankMajor);
     if (up_lora_) hidden = up_lora_->add_to(hidden, normed);
   }
   if (family_ == ModelFamily::kLlama) {
@@ -85,6 +86,7 @@ SublayerTail MlpSublayer::forward_until_tail(const torch::Tensor& x) {
           std::nullopt,
           group_,
           sequence_parallel_,
+          GatheredOrder::kRankMajor,
           nullptr,
           adapter_term_of(down_lora_),
           down_quantised_};
