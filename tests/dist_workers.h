@@ -17,6 +17,7 @@
 
 #include "child_process.h"
 #include "common/posix_files.h"
+#include "model/transformer.h"
 #include "run/run_config.h"
 #include "run/run_fields.h"
 #include "scratch_dir.h"
@@ -30,6 +31,9 @@ namespace rematlab::testing::dist {
 // One rank's side of a tensor-parallel case (test_tensor_parallel.cpp).
 std::vector<torch::Tensor> run_tensor_parallel_case(
     const std::shared_ptr<parallel::DistContext>& context, const nlohmann::json& item);
+// One rank's side of a pipeline case (test_pipeline.cpp).
+std::vector<torch::Tensor> run_pipeline_case(const std::shared_ptr<parallel::DistContext>& context,
+                                             const nlohmann::json& item);
 // One rank's side of a fully sharded case (test_fully_sharded.cpp).
 std::vector<torch::Tensor> run_fully_sharded_case(
     const std::shared_ptr<parallel::DistContext>& context, const nlohmann::json& item);
@@ -105,6 +109,17 @@ inline std::vector<torch::Tensor> load(const std::string& path) {
 
 inline std::string result_file(const std::string& directory, const std::string& name, int rank) {
   return files::join(directory, name + "." + std::to_string(rank) + ".pt");
+}
+
+// Whether parameter `index` of the model is the fused qkv projection's bias, whose key part has
+// a gradient of exactly zero in exact arithmetic (softmax ignores a constant added to every
+// score of a row): what either layout computes for it is rounding noise, which AdamW turns into
+// steps of ±lr whatever its size, so after training it can only be compared against 2·lr·steps.
+inline bool is_qkv_bias(const nlohmann::json& fields, std::size_t index) {
+  Transformer model(config_from(fields).model);
+  const auto named = model->named_parameters();
+  const std::string& key = named[index].key();
+  return key.size() >= 8 && key.compare(key.size() - 8, 8, "qkv.bias") == 0;
 }
 
 inline double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {

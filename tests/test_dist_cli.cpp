@@ -301,6 +301,11 @@ TEST(DistCli, KillingATensorParallelRankFailsTheRunTheSameWay) {
   expect_a_killed_rank_fails_the_run("--nproc 2 --tp 2", 2);
 }
 
+// Its neighbouring stage waits for activations or gradients that never come: the same ending.
+TEST(DistCli, KillingAPipelineStageFailsTheRunTheSameWay) {
+  expect_a_killed_rank_fails_the_run("--nproc 2 --pp 2 --accum 2", 2);
+}
+
 TEST(DistCli, AHungRankIsKilledAfterTheTimeoutAndNamed) {
   ScratchDir dir("distcli-hang");
   const std::string db = dir.file("runs.sqlite");

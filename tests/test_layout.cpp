@@ -214,7 +214,8 @@ TEST(LayoutSearch, FindsMetasLlama3LayoutsFeasible) {
   answer = search_layouts(request);
   ASSERT_FALSE(answer.best.empty()) << answer.nearest.front().reason;
   EXPECT_EQ(answer.best.front().engine_lacks,
-            (std::vector<std::string>{"pipeline parallelism", "context parallelism"}));
+            (std::vector<std::string>{"pipeline stages with tensor or data ranks",
+                                      "context parallelism"}));
 }
 
 TEST(LayoutSearch, Gpt3OnEightA100sFitsOnlyWithItsStatesInMoreHostMemory) {
@@ -394,6 +395,47 @@ TEST(LayoutSearch, RunnableHereKeepsToWhatTheEngineTrains) {
   const LayoutEvaluation norms = LayoutEvaluator(qwen3).evaluate(split);
   EXPECT_EQ(norms.engine_lacks, std::vector<std::string>{"q/k norms over tensor ranks"});
   EXPECT_TRUE(rematlab_run(qwen3, norms).text.empty());
+}
+
+// The engine runs a pipeline alone (pipeline_exchange.h): as many ranks as stages, 1F1B, a
+// micro-batch a stage at least, nothing sharded or offloaded. Those layouts are searched among
+// the runnable ones and exported as a run with --pp; each other pipeline says what it lacks.
+TEST(LayoutExport, APipelineAloneRunsHereWithItsStagesAndMicroBatches) {
+  LayoutRequest request = request_for("small", "rtx4090", 2, 256, 8);
+  request.precision = Precision::kFp32;
+  request.engine_only = true;
+  request.top = 100;
+  const LayoutAnswer answer = search_layouts(request);
+  bool pipelined = false;
+  for (const auto& best : answer.best) {
+    EXPECT_TRUE(best.engine_lacks.empty()) << layout_name(best.layout);
+    if (best.layout.pp != 2) continue;
+    pipelined = true;
+    EXPECT_EQ(best.layout.tp * best.layout.dp, 1);
+    EXPECT_GE(best.layout.accum, 2);
+    const std::string run = rematlab_run(request, best).text;
+    EXPECT_NE(run.find("--nproc 2 --tp 1 --pp 2"), std::string::npos) << run;
+    EXPECT_NE(run.find("--accum " + std::to_string(best.layout.accum)), std::string::npos) << run;
+  }
+  EXPECT_TRUE(pipelined) << "no two-stage layout among the runnable ones";
+  request.engine_only = false;
+  const std::vector<std::pair<Layout, std::string>> lacking = {
+      {Layout{1, 2, 2}, "the interleaved pipeline schedule (virtual stages)"},
+      {Layout{2, 2}, "pipeline stages with tensor or data ranks"},
+  };
+  for (const auto& [layout, lack] : lacking) {
+    Layout given = layout;
+    given.accum = 4;
+    if (given.tp * given.pp > 2) request.cluster.gpus = request.cluster.gpus_per_node = 4;
+    const LayoutEvaluation evaluation = LayoutEvaluator(request).evaluate(given);
+    EXPECT_EQ(evaluation.engine_lacks, std::vector<std::string>{lack}) << layout_name(given);
+    EXPECT_TRUE(rematlab_run(request, evaluation).text.empty());
+  }
+  Layout few;
+  few.pp = 2;
+  few.accum = 1;
+  EXPECT_EQ(LayoutEvaluator(request).evaluate(few).engine_lacks,
+            std::vector<std::string>{"fewer micro-batches than pipeline stages"});
 }
 
 // A sliding window is RematLab's own flag; the other tools set it in their model code, and say so.
@@ -627,7 +669,8 @@ TEST(LayoutExport, EachToolGetsTheLayoutInItsOwnTerms) {
   EXPECT_FALSE(deepspeed.unsaid.empty());  // the degrees live in the model code
   const LayoutExport rematlab = rematlab_run(request, best);
   EXPECT_TRUE(rematlab.text.empty());
-  EXPECT_EQ(rematlab.unsaid, std::vector<std::string>{"pipeline parallelism"});
+  EXPECT_EQ(rematlab.unsaid,
+            std::vector<std::string>{"the interleaved pipeline schedule (virtual stages)"});
 
   // Stages that chose every:2 and every:16 are given every:16 (compared as numbers), and said.
   LayoutEvaluation mixed = best;
@@ -840,7 +883,8 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
       {"--gpu a100-80gb --micro-batch 4611686018427387904", "--micro-batch"},
       {"--gpu a100-80gb --gpus 4611686018427387904", "--gpus"},
       {"--gpu a100-80gb --efficiency 0", "--efficiency"},
-      {"--gpu a100-80gb --runnable-here --pp 2", "--runnable-here"},
+      {"--gpu a100-80gb --runnable-here --pp 2",
+       "layout: RematLab's engine does not run pipeline stages with tensor or data ranks"},
       {"--gpu a100-80gb --offload optimizer --zero 0", "ZeRO 1"},
       {"--gpu a100-80gb --heads 0", "--heads"},
       {"--gpu a100-80gb --zero 4294967297", "--zero"},

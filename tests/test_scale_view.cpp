@@ -245,13 +245,40 @@ TEST(ScaleView, TryItHereGivesTheFormTheLayout) {
   ASSERT_TRUE(view->try_button()->isEnabled());
   view->try_button()->click();
   const layout::Layout& chosen = view->chosen()->layout;
-  EXPECT_EQ(bench.panel->ranks_field()->value(), chosen.tp * chosen.dp);
+  EXPECT_EQ(bench.panel->ranks_field()->value(), chosen.tp * chosen.pp * chosen.dp);
   EXPECT_EQ(bench.panel->tensor_ranks_field()->value(), chosen.tp);
+  EXPECT_EQ(bench.panel->pipeline_stages_field()->value(), chosen.pp);
   EXPECT_EQ(bench.panel->sequence_parallel_field()->isChecked(), chosen.sp);
   EXPECT_EQ(bench.panel->policies_field()->text().toStdString(), chosen.stage_checkpoints[0]);
   const char* shard[] = {"none", "optimizer", "gradients", "parameters"};
   EXPECT_EQ(bench.panel->shard_field()->currentText(), chosen.dp > 1 ? shard[chosen.zero] : "none");
   EXPECT_TRUE(bench.panel->first_config().has_value());  // the form takes it as it is
+}
+
+TEST(ScaleView, TryItHereGivesTheFormAPipelineWithItsMicroBatches) {
+  Bench bench;
+  ScaleView* view = bench.window.scale_view();
+  // Two GPUs and every stage count fixed: the engine runs a pipeline alone.
+  fill(view, "small", "rtx4090", 2, 256, 8);
+  view->gpus_per_node_field()->setValue(2);
+  view->precision_field()->setCurrentText("fp32");
+  view->runnable_here_field()->setChecked(true);
+  ASSERT_TRUE(plan_and_wait(view));
+  int pipelined = -1;
+  for (std::size_t i = 0; i < view->listed().size(); ++i) {
+    EXPECT_TRUE(view->listed()[i].engine_lacks.empty());
+    if (view->listed()[i].layout.pp == 2 && pipelined < 0) pipelined = static_cast<int>(i);
+  }
+  ASSERT_GE(pipelined, 0) << "no two-stage layout listed";
+  view->choose(pipelined);
+  ASSERT_TRUE(view->try_button()->isEnabled());
+  view->try_button()->click();
+  const layout::Layout& chosen = view->chosen()->layout;
+  EXPECT_EQ(bench.panel->ranks_field()->value(), 2);
+  EXPECT_EQ(bench.panel->pipeline_stages_field()->value(), 2);
+  EXPECT_EQ(bench.panel->accum_field()->value(), chosen.accum);
+  EXPECT_TRUE(bench.panel->first_config().has_value());  // the form takes it as it is
+  EXPECT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
 }
 
 }  // namespace

@@ -131,17 +131,6 @@ double relative_difference(const torch::Tensor& got, const torch::Tensor& expect
   return max_abs_difference(got, expected) / scale;
 }
 
-// Whether parameter `index` of the model is the fused qkv projection's bias, whose key part has
-// a gradient of exactly zero in exact arithmetic (softmax ignores a constant added to every
-// score of a row): what either layout computes for it is rounding noise, which AdamW turns into
-// steps of ±lr whatever its size, so after training it can only be compared against 2·lr·steps.
-bool is_qkv_bias(const nlohmann::json& fields, std::size_t index) {
-  Transformer model(config_from(fields).model);
-  const auto named = model->named_parameters();
-  const std::string& key = named[index].key();
-  return key.size() >= 8 && key.compare(key.size() - 8, 8, "qkv.bias") == 0;
-}
-
 // A step's gradient norm against one process's: its squares summed in another order, over
 // parameters whose own values differ by the bound below after a few steps.
 constexpr double kNormTolerance = 1e-4;

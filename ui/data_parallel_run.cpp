@@ -52,6 +52,7 @@ RunConfig run_on_ranks(const nlohmann::ordered_json& spec, const RankLayout& lay
   config.shard = layout.shard.toStdString();
   config.tp = layout.tensor_ranks;
   config.sequence_parallel = layout.sequence_parallel;
+  config.pp = layout.pipeline_stages;
   validate(config);
   return config;
 }
@@ -69,6 +70,8 @@ std::vector<std::string> rank_arguments(const QString& program, const QString& c
                                         layout.shard.toStdString(),
                                         "--tp",
                                         std::to_string(layout.tensor_ranks),
+                                        "--pp",
+                                        std::to_string(layout.pipeline_stages),
                                         "--dist-timeout",
                                         std::to_string(kRankTimeoutSeconds)};
   if (layout.sequence_parallel) arguments.push_back("--sequence-parallel");

@@ -156,6 +156,12 @@ void ExperimentPanel::create_training_fields() {
   sequence_parallel_->setToolTip(
       "With tensor ranks: the activations between the layers (residual stream, norms) split "
       "along the sequence too");
+  pipeline_stages_ = spin(1, 4096, 1);
+  pipeline_stages_->setObjectName("pp");
+  pipeline_stages_->setToolTip(
+      "Pipeline parallelism: of the ranks, how many run a share of the blocks each, one after "
+      "another, the step's micro-batches (Accumulation, at least one a stage) passing through "
+      "them in 1F1B order; alone for now: Ranks equal to it (1: none)");
   shard_ = new QComboBox;
   shard_->addItems({"none", "optimizer", "gradients", "parameters"});
   shard_->setToolTip(
@@ -293,6 +299,7 @@ QLayout* ExperimentPanel::training_fields() {
   training->addRow("Shard", shard_);
   training->addRow("Tensor ranks", tensor_ranks_);
   training->addRow("", sequence_parallel_);
+  training->addRow("Pipeline stages", pipeline_stages_);
   return training;
 }
 
@@ -351,7 +358,8 @@ void ExperimentPanel::connect_fields() {
   connect(sequence_parallel_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
   connect(loss_chunks_, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
   for (auto* box : {layers_, d_model_, heads_, kv_heads_, mlp_hidden_, seq_len_, vocab_, accum_,
-                    steps_, seed_, threads_, ranks_, tensor_ranks_, max_batch_limit_}) {
+                    steps_, seed_, threads_, ranks_, tensor_ranks_, pipeline_stages_,
+                    max_batch_limit_}) {
     connect(box, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
   }
   for (auto* box : {dropout_, lr_}) {
@@ -422,6 +430,7 @@ QWidget* ExperimentPanel::field_for(const QString& key) const {
       {"shard", shard_},
       {"tp", tensor_ranks_},
       {"sequence_parallel", sequence_parallel_},
+      {"pp", pipeline_stages_},
       {"finetune", finetune_},
       {"lora_rank", lora_rank_},
       {"lora_alpha", lora_alpha_},
@@ -489,7 +498,7 @@ void ExperimentPanel::remember_field_help() {
                             "dropout",        "data",       "accum",
                             "steps",          "lr",         "seed",
                             "threads",        "device",     "ranks",
-                            "shard",          "tp",         "sequence_parallel",
+                            "shard",          "tp",         "sequence_parallel", "pp",
                             "checkpoint",     "offload",    "batch",
                             "precision",      "budget",     "finetune",
                             "lora_rank",      "lora_alpha", "lora_targets",
@@ -527,6 +536,7 @@ void ExperimentPanel::revalidate() {
                     .arg(tensor_ranks())
                     .arg(sequence_parallel() ? " with the sequence" : "");
       }
+      if (pipeline_stages() > 1) runs += QString(", blocks over %1 stages").arg(pipeline_stages());
     }
     if (!skipped.empty()) {
       runs += skipped.size() == 1
@@ -575,6 +585,7 @@ int ExperimentPanel::ranks() const { return ranks_->value(); }
 QString ExperimentPanel::shard() const { return shard_->currentText(); }
 int ExperimentPanel::tensor_ranks() const { return tensor_ranks_->value(); }
 bool ExperimentPanel::sequence_parallel() const { return sequence_parallel_->isChecked(); }
+int ExperimentPanel::pipeline_stages() const { return pipeline_stages_->value(); }
 
 bool ExperimentPanel::can_start() const {
   return problem_.isEmpty() && !running_ && read_only_reason_.isEmpty();

@@ -47,6 +47,7 @@ class ExperimentPanel : public QWidget {
   // Of the ranks, how many split each layer (tensor parallelism), and whether the sequence too.
   int tensor_ranks() const;
   bool sequence_parallel() const;
+  int pipeline_stages() const;
   bool data_parallel() const {
     return ranks() > 1 || shard() != "none" || tensor_ranks() > 1 || sequence_parallel();
   }
@@ -113,6 +114,8 @@ class ExperimentPanel : public QWidget {
   QComboBox* shard_field() const { return shard_; }
   QSpinBox* tensor_ranks_field() const { return tensor_ranks_; }
   QCheckBox* sequence_parallel_field() const { return sequence_parallel_; }
+  QSpinBox* pipeline_stages_field() const { return pipeline_stages_; }
+  QSpinBox* accum_field() const { return accum_; }
   QComboBox* finetune_field() const { return finetune_; }
   QSpinBox* lora_rank_field() const { return lora_rank_; }
   QLineEdit* lora_targets_field() const { return lora_targets_; }
@@ -228,6 +231,7 @@ class ExperimentPanel : public QWidget {
   QComboBox* shard_;
   QSpinBox* tensor_ranks_;
   QCheckBox* sequence_parallel_;
+  QSpinBox* pipeline_stages_;
   QComboBox* finetune_;
   QSpinBox* lora_rank_;
   QDoubleSpinBox* lora_alpha_;

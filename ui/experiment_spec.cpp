@@ -123,7 +123,8 @@ nlohmann::ordered_json ExperimentPanel::form_values() const {
     values["data_parallel"] = {{"ranks", ranks()},
                                {"shard", shard().toStdString()},
                                {"tp", tensor_ranks()},
-                               {"sequence_parallel", sequence_parallel()}};
+                               {"sequence_parallel", sequence_parallel()},
+                               {"pp", pipeline_stages()}};
     return values;
   } catch (const InvalidInput&) {
     return {};
@@ -146,6 +147,7 @@ void ExperimentPanel::check_data_parallel(const std::vector<SweepPoint>& points)
   config.shard = shard().toStdString();
   config.tp = tensor_ranks();
   config.sequence_parallel = sequence_parallel();
+  config.pp = pipeline_stages();
   validate(config);  // a shard the run refuses names --shard, which the form calls Shard
 }
 
@@ -286,6 +288,10 @@ void ExperimentPanel::load_parallel_fields(const nlohmann::ordered_json& spec) {
   sequence_parallel_->setChecked(parallel.is_object() && parallel.contains("sequence_parallel") &&
                                  parallel["sequence_parallel"].is_boolean() &&
                                  parallel["sequence_parallel"].get<bool>());
+  pipeline_stages_->setValue(1);
+  if (parallel.is_object() && parallel.contains("pp") && parallel["pp"].is_number_integer()) {
+    set_integer(pipeline_stages_, parallel["pp"]);
+  }
 }
 
 void ExperimentPanel::add_policy(const QString& policy) {

@@ -32,6 +32,7 @@ struct RankLayout {
   QString shard = "none";
   int tensor_ranks = 1;
   bool sequence_parallel = false;
+  int pipeline_stages = 1;
 };
 
 }  // namespace rematlab::ui

@@ -154,8 +154,8 @@ QGridLayout* ScaleView::build_fields() {
   }
   fields->addWidget(runnable_here_, 3, 0, 1, 6);
   runnable_here_->setToolTip(
-      "Search only layouts RematLab's engine runs: no pipeline or context "
-      "parallelism, model states on the GPUs");
+      "Search only layouts RematLab's engine runs: no context parallelism, a pipeline "
+      "only alone (no tensor or data ranks), model states on the GPUs");
   fields->addWidget(plan_button_, 0, 6, 4, 1);
   plan_button_->setToolTip("Evaluate every layout of these GPUs for this model and batch");
   return fields;
@@ -420,9 +420,11 @@ void ScaleView::try_here() {
   const layout::LayoutEvaluation* layout = chosen();
   if (!layout || !layout->engine_lacks.empty()) return;
   TrialLayout trial;
-  trial.ranks = static_cast<int>(layout->layout.tp * layout->layout.dp);
+  trial.ranks = static_cast<int>(layout->layout.tp * layout->layout.pp * layout->layout.dp);
   trial.tensor_ranks = static_cast<int>(layout->layout.tp);
   trial.sequence_parallel = layout->layout.sp;
+  trial.pipeline_stages = static_cast<int>(layout->layout.pp);
+  trial.accum = static_cast<int>(layout->layout.accum);
   trial.shard = QString::fromStdString(to_string(layout::engine_shard(layout->layout)));
   trial.policy = QString::fromStdString(layout->layout.stage_checkpoints.front());
   trial.offload_host = layout->layout.offload == layout::Offload::kActivations;

@@ -37,6 +37,8 @@ struct TrialLayout {
   int ranks = 1;
   int tensor_ranks = 1;
   bool sequence_parallel = false;
+  int pipeline_stages = 1;
+  int accum = 1;  // micro-batches per step (a pipeline needs one a stage at least)
   QString shard;  // none, optimizer, gradients or parameters
   QString policy;
   bool offload_host = false;

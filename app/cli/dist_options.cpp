@@ -25,6 +25,10 @@ void DistOptions::add_to(CLI::App& command) {
   command.add_flag("--sequence-parallel", sequence_parallel_,
                    "Tensor parallel: split the residual stream and the norms between the "
                    "layers along the sequence (needs --tp 2 or more)");
+  command.add_option("--pp", pp_,
+                     "Pipeline parallel: stages that each run a share of the blocks, the step's "
+                     "--accum micro-batches passing through them in 1F1B order (--nproc equal "
+                     "to it; --accum at least it)");
   command.add_option("--bucket-size", bucket_size_,
                      "Data parallel: gradient bucket size (bytes, KiB, MiB; default 25MiB)");
   command.add_option("--dist-timeout", timeout_s_,
@@ -43,6 +47,7 @@ void DistOptions::apply(RunConfig& config) const {
   }
   config.shard = shard_;
   if (tp_) config.tp = *tp_;
+  if (pp_) config.pp = *pp_;
   if (sequence_parallel_) config.sequence_parallel = true;
   if (!bucket_size_.empty()) config.bucket_bytes = parse_byte_size(bucket_size_, "--bucket-size");
   if (timeout_s_ && !(*timeout_s_ >= 1.0 && *timeout_s_ <= 86400.0)) {

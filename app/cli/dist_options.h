@@ -25,6 +25,7 @@ class DistOptions {
  private:
   std::optional<int> nproc_;
   std::optional<int64_t> tp_;
+  std::optional<int64_t> pp_;
   bool sequence_parallel_ = false;
   std::string shard_ = "none";
   std::string bucket_size_;

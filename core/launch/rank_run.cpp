@@ -16,6 +16,7 @@
 #include "parallel/dist_context.h"
 #include "parallel/dist_errors.h"
 #include "parallel/fully_sharded.h"
+#include "parallel/pipeline_exchange.h"
 #include "parallel/tensor_parallel_exchange.h"
 #include "plan/chain_costs_json.h"
 #include "plan/profile_key.h"
@@ -189,7 +190,7 @@ void keep_measured_chain_costs(const Trainer& trainer, RunStore* store,
   keep_chain_costs(store, kept);
 }
 
-// Data parallelism, or tensor parallelism with data parallelism over its groups.
+// Data parallelism, tensor parallelism with data parallelism over its groups, or a pipeline.
 struct RankExchange {
   std::shared_ptr<parallel::GradientExchange> exchange;
   std::function<parallel::ModelStateBytes()> state_bytes;
@@ -199,6 +200,12 @@ struct RankExchange {
 RankExchange make_exchange(const std::shared_ptr<parallel::DistContext>& context,
                            const RunConfig& config) {
   const parallel::DataParallelOptions options{parse_shard(config.shard), config.bucket_bytes};
+  if (config.pp > 1) {
+    // No communication buffers beyond the activations a stage sends, counted as activations.
+    auto pipeline = std::make_shared<parallel::PipelineExchange>(context);
+    return {pipeline, [pipeline] { return pipeline->model_state_bytes(); },
+            [] { return int64_t{0}; }};
+  }
   if (config.tp > 1) {
     auto tensor = std::make_shared<parallel::TensorParallelExchange>(
         context, static_cast<int>(config.tp), options);

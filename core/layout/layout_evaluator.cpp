@@ -564,7 +564,9 @@ LayoutEvaluation LayoutEvaluator::evaluate(const Layout& layout, bool detail) {
   const Cluster& cluster = request_.cluster;
   LayoutEvaluation result;
   result.layout = layout;
-  if (layout.pp > 1) result.engine_lacks.push_back("pipeline parallelism");
+  if (const std::string lack = engine_pipeline_lack(request_, layout); !lack.empty()) {
+    result.engine_lacks.push_back(lack);
+  }
   if (layout.cp > 1) result.engine_lacks.push_back("context parallelism");
   if (states_offloaded(layout)) result.engine_lacks.push_back("model states in host memory");
   // What validate_tensor_parallel refuses (run/run_config.cpp).

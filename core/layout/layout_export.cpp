@@ -263,8 +263,9 @@ LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& 
          decimal_text(arch.lora.alpha) + " --lora-targets " + lora_targets_text(arch.lora.targets) +
          " --base-precision " + to_string(arch.lora.base);
   }
-  r += " --seq-len " + number(arch.seq_len) + " --nproc " + number(layout.tp * layout.dp) +
-       " --tp " + number(layout.tp);
+  r += " --seq-len " + number(arch.seq_len) + " --nproc " +
+       number(layout.tp * layout.pp * layout.dp) + " --tp " + number(layout.tp);
+  if (layout.pp > 1) r += " --pp " + number(layout.pp);
   if (layout.sp) r += " --sequence-parallel";
   if (shard != "none") r += " --shard " + shard;
   r += " --batch " + number(layout.micro_batch) + " --accum " + number(layout.accum) +

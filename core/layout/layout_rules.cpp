@@ -5,6 +5,7 @@
 
 #include "common/byte_size.h"
 #include "common/errors.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace rematlab::layout {
 namespace {
@@ -26,24 +27,28 @@ void require_positive(const std::optional<int64_t>& value, const char* flag) {
 
 namespace {
 
-// One chunk per rank: equal middle stages (Megatron-LM splits the middle evenly and takes the
-// first and last stages' counts as given), the remainder on the first and the last.
+// One chunk per rank, as the engine splits the blocks.
 std::vector<std::vector<int64_t>> stage_split(int64_t layers, int64_t pp) {
-  if (pp == 1) return {{layers}};
-  if (pp == 2) return {{layers / 2}, {layers - layers / 2}};
-  int64_t middle = (layers + pp - 1) / pp;
-  int64_t ends = layers - (pp - 2) * middle;
-  if (ends < 2) {  // too few left for the ends: thinner middle stages
-    middle = (layers - 2) / (pp - 2);
-    ends = layers - (pp - 2) * middle;
+  const std::vector<int64_t> bounds = parallel::stage_block_bounds(layers, pp);
+  std::vector<std::vector<int64_t>> by_rank;
+  for (std::size_t stage = 0; stage + 1 < bounds.size(); ++stage) {
+    by_rank.push_back({bounds[stage + 1] - bounds[stage]});
   }
-  std::vector<std::vector<int64_t>> by_rank(static_cast<size_t>(pp), {middle});
-  by_rank.front() = {ends / 2};
-  by_rank.back() = {ends - ends / 2};
   return by_rank;
 }
 
 }  // namespace
+
+std::string engine_pipeline_lack(const LayoutRequest& request, const Layout& layout) {
+  if (layout.pp == 1) return "";
+  if (layout.vp > 1) return "the interleaved pipeline schedule (virtual stages)";
+  if (layout.tp > 1 || layout.dp > 1) return "pipeline stages with tensor or data ranks";
+  if (layout.accum < layout.pp) return "fewer micro-batches than pipeline stages";
+  if (layout.offload != Offload::kNone) return "offload on pipeline stages";
+  if (layout.zero > 0) return "sharded model states on pipeline stages";
+  if (request.arch.lora.enabled()) return "LoRA fine-tuning on pipeline stages";
+  return "";
+}
 
 std::vector<std::vector<int64_t>> chunk_layers(int64_t layers, int64_t pp, int64_t vp) {
   if (vp == 1) return stage_split(layers, pp);
@@ -263,12 +268,12 @@ void validate_fixed(const LayoutRequest& request) {
     }
   }
   if (request.engine_only) {
-    const bool beyond = (fixed.pp && *fixed.pp > 1) || (fixed.cp && *fixed.cp > 1) ||
+    const bool beyond = (fixed.cp && *fixed.cp > 1) ||
                         (fixed.offload && (*fixed.offload == Offload::kOptimizer ||
                                            *fixed.offload == Offload::kParameters));
     if (beyond) {
       throw InvalidInput("--runnable-here",
-                         "contradicts a fixed pipeline, context split or model-state offload, "
+                         "contradicts a fixed context split or model-state offload, "
                          "which RematLab's engine does not run");
     }
   }

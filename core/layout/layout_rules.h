@@ -20,6 +20,10 @@ std::string fine_tuning_problem(const Layout& layout);
 // (v of them). Each holds ⌈L / (p · v)⌉ blocks, and where that is too many the first chunk and
 // the last give one up first, then the second and the second-to-last, … (those ranks also hold
 // the embedding and the head, as Llama 3 405B's first and last stages held one layer less).
+// What RematLab's engine lacks to run `layout`'s pipeline (run_config's validate_pipeline
+// refuses it); empty when it has no pipeline or the engine runs it.
+std::string engine_pipeline_lack(const LayoutRequest& request, const Layout& layout);
+
 std::vector<std::vector<int64_t>> chunk_layers(int64_t layers, int64_t pp, int64_t vp);
 
 // The vocabulary as Megatron-LM pads it: to a multiple of 128 · tp.

@@ -74,7 +74,7 @@ OpenValues open_values(const LayoutRequest& request) {
     if (cp == 1 || request.arch.seq_len / cp >= kMinContextTokens) cps.push_back(cp);
   }
   open.cps = values_or(fixed.cp, cps);
-  const int64_t most_pp = request.engine_only ? 1 : std::min(request.arch.layers, gpus);
+  const int64_t most_pp = std::min(request.arch.layers, gpus);
   std::vector<int64_t> pps;
   for (int64_t pp = 1; pp <= most_pp; ++pp) pps.push_back(pp);
   open.pps = values_or(fixed.pp, pps);
@@ -196,6 +196,11 @@ LayoutAnswer search_layouts(const LayoutRequest& request, const std::atomic<bool
     if (problem.empty() && request.engine_only &&
         !shard_trains_in(engine_shard(layout), request.precision)) {
       problem = "RematLab's engine shards parameters (ZeRO 3) in fp32 only";
+    }
+    if (problem.empty() && request.engine_only) {
+      if (const std::string lack = engine_pipeline_lack(request, layout); !lack.empty()) {
+        problem = "RematLab's engine does not run " + lack;
+      }
     }
     if (!problem.empty()) {
       ++answer.impossible;

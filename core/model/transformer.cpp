@@ -42,6 +42,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
     sublayers_.push_back(attention);
     sublayers_.push_back(mlp);
   }
+  stage_end_ = static_cast<int64_t>(sublayers_.size());
   final_norm_ = register_module("final_norm", Norm(config.family, config.d_model));
   if (!config.tie_head) {
     head_ = register_module(
@@ -214,14 +215,58 @@ torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens) {
 
 torch::Tensor TransformerImpl::chain_output(const torch::Tensor& tokens,
                                             const CheckpointPlan& plan) {
-  for (const auto& attention : attention_sublayers_) {
-    attention->set_recompute_core(plan.recompute_attention_core);
-  }
   // Unit 0 (embeddings, final norm, head) stays whole from here until its gradients are reduced:
   // the head's forward ends the step's forward and its backward begins backward.
   if (units_) units_->gather(0);
-  torch::Tensor h = embed(tokens);
-  for (const Segment& segment : plan.segments) h = run_segment(segment, h, plan.keep);
+  return stage_output(tokens, plan);
+}
+
+void TransformerImpl::keep_stage(int64_t begin, int64_t end) {
+  const auto count = static_cast<int64_t>(sublayers_.size());
+  if (begin < 0 || begin >= end || end > count) {
+    throw std::logic_error("a pipeline stage outside the chain");
+  }
+  stage_begin_ = begin;
+  stage_end_ = end;
+  std::unordered_set<const void*> kept;
+  for (int64_t index = begin; index < end; ++index) {
+    for (const torch::Tensor& param : sublayers_[static_cast<std::size_t>(index)]->parameters()) {
+      kept.insert(param.unsafeGetTensorImpl());
+    }
+  }
+  auto keep = [&kept](const torch::nn::Module& module) {
+    for (const torch::Tensor& param : module.parameters()) kept.insert(param.unsafeGetTensorImpl());
+  };
+  if (has_embedding()) {
+    keep(*token_embedding_);
+    if (position_embedding_) keep(*position_embedding_);
+  }
+  if (has_head()) {
+    keep(*final_norm_);
+    if (head_) keep(*head_);
+    if (config_.tie_head) keep(*token_embedding_);
+  }
+  torch::NoGradGuard no_grad;
+  for (torch::Tensor& param : parameters()) {
+    if (kept.count(param.unsafeGetTensorImpl())) continue;
+    param.requires_grad_(false);
+    param.set_data(torch::empty({0}, param.options()));
+  }
+}
+
+torch::Tensor TransformerImpl::stage_output(const torch::Tensor& input,
+                                            const CheckpointPlan& plan) {
+  for (const auto& attention : attention_sublayers_) {
+    attention->set_recompute_core(plan.recompute_attention_core);
+  }
+  torch::Tensor h = has_embedding() ? embed(input) : input;
+  for (const Segment& segment : plan.segments) {
+    // The plan's segments cut at the stage's edges: a segment across one is recomputed on each
+    // side from that side's own input.
+    const Segment here{std::max(segment.begin, stage_begin_), std::min(segment.end, stage_end_),
+                       segment.recompute};
+    if (here.begin < here.end) h = run_segment(here, h, plan.keep);
+  }
   return h;
 }
 

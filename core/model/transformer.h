@@ -49,6 +49,18 @@ class TransformerImpl : public torch::nn::Module {
                                                  bool sequence_parallel = false);
   const TensorParallel& tensor_parallel() const { return group_; }
 
+  // Pipeline parallelism: this process runs sublayers [begin, end) of the chain, with the
+  // embedding when begin is 0 and the final norm, head and loss when end is the last; every other
+  // parameter is released (left empty, wanting no gradient). A tied head keeps the token
+  // embedding on both the first and the last stage. Call once, before anything holds the
+  // parameters.
+  void keep_stage(int64_t begin, int64_t end);
+  bool has_embedding() const { return stage_begin_ == 0; }
+  bool has_head() const { return stage_end_ == static_cast<int64_t>(sublayers_.size()); }
+  // This stage's part of the chain under `plan` (its segments cut at the stage's edges): from
+  // token ids on the first stage, else from the previous stage's output.
+  torch::Tensor stage_output(const torch::Tensor& input, const CheckpointPlan& plan);
+
   // Fully sharded parameters: the units the model asks to have whole (model/parameter_units.h),
   // each unit's parameters in registration order; unit 0 is every parameter outside the
   // sublayers. From use_parameter_units() on, forward and backward gather and release them.
@@ -83,6 +95,9 @@ class TransformerImpl : public torch::nn::Module {
   VocabShard vocab_shard_;           // the embedding's and head's rows here, under group_
   bool sequence_parallel_ = false;
   std::shared_ptr<ParameterUnits> units_;  // null: every parameter is whole all the time
+  // The sublayers this process runs (keep_stage): all of them unless it is a pipeline stage.
+  int64_t stage_begin_ = 0;
+  int64_t stage_end_ = 0;
 };
 TORCH_MODULE(Transformer);
 

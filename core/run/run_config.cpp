@@ -76,8 +76,11 @@ void validate_offload_location(const OffloadSpec& offload) {
 void validate_model_states_fit(const RunConfig& config, const c10::Device& device) {
   const ModelConfig& model = config.model;
   const double params = static_cast<double>(model.parameter_count());
-  const double tp = static_cast<double>(std::max<int64_t>(1, config.tp));
-  const double data_ranks = std::max(1.0, static_cast<double>(config.world_size) / tp);
+  // A pipeline stage holds about 1/P of the blocks (more on the stages with the embedding and
+  // head: this refuses only what cannot fit).
+  const double tp = static_cast<double>(std::max<int64_t>(1, config.tp)) *
+                    static_cast<double>(std::max<int64_t>(1, config.pp));
+  const double data_ranks = static_cast<double>(config.data_ranks());
   double per_param = 16.0;  // weights 4, gradients 4, moments 8
   switch (parse_shard(config.shard)) {
     case ShardMode::kNone:
@@ -193,6 +196,42 @@ void validate_tensor_parallel(const RunConfig& config) {
   }
 }
 
+// Pipeline parallelism: every stage needs a block, 1F1B a micro-batch per stage at least; what
+// it cannot combine with yet is refused before anything starts.
+void validate_pipeline(const RunConfig& config) {
+  const int64_t pp = config.pp;
+  if (pp < 1 || pp > kMaxWorldSize) {
+    throw InvalidInput("--pp", "must be between 1 and " + std::to_string(kMaxWorldSize) + ", got " +
+                                   std::to_string(pp));
+  }
+  if (pp == 1) return;
+  if (pp > config.model.layers) {
+    throw InvalidInput("--pp", std::to_string(pp) + " stages for " +
+                                   std::to_string(config.model.layers) +
+                                   " blocks: every stage needs one block at least");
+  }
+  if (config.accum < pp) {
+    throw InvalidInput("--accum", std::to_string(config.accum) + " micro-batch(es) for " +
+                                      std::to_string(pp) +
+                                      " stages: a pipeline needs at least as many micro-batches "
+                                      "as stages (" +
+                                      setting("accum", std::to_string(pp)) + " or more)");
+  }
+  if (config.world_size != pp) {
+    throw InvalidInput("--pp", "a pipeline with tensor or data parallelism is not built yet: give " +
+                                   setting("nproc", std::to_string(pp)) + " for " +
+                                   std::to_string(pp) + " stages");
+  }
+  auto not_yet = [](const char* flag, const std::string& what) {
+    throw InvalidInput(flag, what + " is not built for pipeline stages yet");
+  };
+  if (parse_shard(config.shard) != ShardMode::kNone) not_yet("--shard", "sharding");
+  if (parse_offload(config.offload).kind != OffloadKind::kNone) not_yet("--offload", "offload");
+  if (CheckpointPolicy::parse(config.checkpoint).is_plan()) not_yet("--checkpoint", "plan:");
+  if (config.model.lora.enabled()) not_yet("--finetune", "LoRA fine-tuning");
+  if (config.timeline) not_yet("--timeline", "a memory timeline");
+}
+
 }  // namespace
 
 void validate_shard_precision(ShardMode shard, Precision precision) {
@@ -283,6 +322,7 @@ void validate(const RunConfig& config) {
   }
   validate_data_parallel(config);
   validate_tensor_parallel(config);
+  validate_pipeline(config);
   if (config.model.lora.base == BasePrecision::kBf16 && config.precision != Precision::kBf16) {
     throw InvalidInput("--base-precision",
                        "a bf16 base needs bf16 matmuls: give " + setting("precision", "bf16"));
@@ -353,6 +393,7 @@ nlohmann::json to_json(const RunConfig& config) {
       {"tp", config.tp},
       {"sequence_parallel", config.sequence_parallel},
   };
+  if (config.pp > 1) json["pp"] = config.pp;  // only where set: other records stay as they were
   // Only where they are set: every other model's record (and profile key) stays as it was.
   // (and where the preset has them otherwise, so that reading the record back, which starts
   // from the preset, gives this model: qwen2.5-7b with --qkv-bias false).
@@ -396,6 +437,7 @@ std::string describe_run(const RunConfig& config, const std::string& batch) {
   if (config.world_size > 1) text += " x" + std::to_string(config.world_size);
   if (config.tp > 1) text += " tp" + std::to_string(config.tp);
   if (config.sequence_parallel) text += " sp";
+  if (config.pp > 1) text += " pp" + std::to_string(config.pp);
   if (config.shard != "none") text += " shard:" + config.shard;
   if (config.model.lora.enabled()) {
     text += " lora:r" + std::to_string(config.model.lora.rank);

@@ -77,6 +77,9 @@ struct RunConfig {
   int64_t tp = 1;
   // With tp: the residual stream and the norms between the layers split along the sequence.
   bool sequence_parallel = false;
+  // Pipeline parallelism: ranks that each run a share of the blocks, one after another, the
+  // step's `accum` micro-batches flowing through them in 1F1B order (parallel/pipeline_schedule).
+  int64_t pp = 1;
   // For `plan:`: the chain's costs measured earlier for this configuration, kept in the runs
   // database (store/profile_registry.h), so that the run plans without profiling again. Used
   // only while its key still matches the config (a max-batch probe changes the batch). Not
@@ -84,7 +87,9 @@ struct RunConfig {
   std::shared_ptr<const KnownChainCosts> known_chain_costs;
 
   int64_t timed_warmup_steps() const;
-  // Per data-parallel rank: the tensor ranks of one data rank train the same tokens.
+  // The ranks that train different rows: world_size / (tp × pp).
+  int64_t data_ranks() const { return std::max<int64_t>(1, world_size / std::max<int64_t>(1, tp * pp)); }
+  // Per data-parallel rank: the tensor ranks and stages of one data rank train the same tokens.
   int64_t tokens_per_step() const { return batch * accum * model.seq_len; }
 };
 

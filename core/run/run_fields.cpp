@@ -277,6 +277,7 @@ const std::map<std::string, Setter>& setters() {
       {"bucket_bytes", integer(&RunConfig::bucket_bytes)},
       {"tp", integer(&RunConfig::tp)},
       {"sequence_parallel", flag(&RunConfig::sequence_parallel)},
+      {"pp", integer(&RunConfig::pp)},
   };
   return table;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 
 #include "common/byte_size.h"
 #include "common/errors.h"
@@ -12,6 +13,7 @@
 #include "memory/process_memory.h"
 #include "offload/disk_offload.h"
 #include "offload/host_offload.h"
+#include "parallel/pipeline_schedule.h"
 #include "parallel/ranks_profile.h"
 #include "plan/chain_profile.h"
 #include "plan/profile_key.h"
@@ -33,6 +35,8 @@ double elapsed_ms(Clock::time_point since) {
 constexpr uint64_t kDataSeedSalt = 0x9E3779B97F4A7C15ull;
 // Data parallel: rank r > 0 draws its dropout from seed ^ (r × this).
 constexpr uint64_t kRankSeedSalt = 0xD1B54A32D192ED03ull;
+// Pipeline parallel: stage s > 0 draws its dropout from seed ^ (s × this).
+constexpr uint64_t kStageSeedSalt = 0x8CB92BA72F3D8DD7ull;
 
 // plan:BUDGET. Over several ranks the chain is measured on every one at once and agreed on
 // (parallel/ranks_profile.h), unless the run brings costs kept for it; then planned as one
@@ -59,8 +63,9 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
       planned_(resolve_plan(config_, exchange.get(), cancel)),
       policy_(CheckpointPolicy::parse(config_.checkpoint)),
       tracker_(device_),
-      exchange_(std::move(exchange)) {
-  const int64_t world = exchange_ ? exchange_->world_size() * config_.tp : 1;
+      exchange_(std::move(exchange)),
+      pipeline_(dynamic_cast<parallel::PipelineExchange*>(exchange_.get())) {
+  const int64_t world = exchange_ ? exchange_->world_size() * config_.tp * config_.pp : 1;
   if (config_.world_size != world) {
     throw InvalidInput("--nproc", "a run over " + std::to_string(config_.world_size) +
                                       " ranks needs its launcher (rematlab-cli run --nproc, "
@@ -76,6 +81,13 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
   if (exchange_ && exchange_->tensor_parallel()) {
     exchange_->use_layout(
         model_->split_for_tensor_parallel(exchange_->tensor_parallel(), config_.sequence_parallel));
+  }
+  if (pipeline_) {
+    const std::vector<int64_t> blocks =
+        parallel::stage_block_bounds(config_.model.layers, pipeline_->stages());
+    const auto stage = static_cast<std::size_t>(pipeline_->stage());
+    model_->keep_stage(2 * blocks[stage], 2 * blocks[stage + 1]);  // two sublayers a block
+    if (config_.model.tie_head) pipeline_->share_gradient_of(model_->head_weight());
   }
   model_->to(device_);
   model_->train();
@@ -101,6 +113,11 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
     // ranks of one data rank share its stream: they drop the same positions of the same rows.
     if (exchange_->rank() > 0) {
       torch::manual_seed(config_.seed ^ (kRankSeedSalt * static_cast<uint64_t>(exchange_->rank())));
+    }
+    // Pipeline stages run different blocks from one stream each: the same stream would drop
+    // the same positions in each stage's first block.
+    if (pipeline_ && pipeline_->stage() > 0) {
+      torch::manual_seed(config_.seed ^ (kStageSeedSalt * static_cast<uint64_t>(pipeline_->stage())));
     }
   }
   const OffloadSpec offload = parse_offload(config_.offload);
@@ -162,6 +179,77 @@ double Trainer::micro_batch(const CheckpointPlan& plan, StepMetrics& metrics, bo
   return value;
 }
 
+double Trainer::pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& metrics) {
+  parallel::PipelineExchange& pipe = *pipeline_;
+  // What a micro-batch's backward needs from its forward: the stage's input (its gradient goes
+  // back) and its output (the loss on the last stage).
+  struct InFlight {
+    torch::Tensor input;
+    torch::Tensor output;
+  };
+  std::deque<InFlight> in_flight;
+  const std::vector<int64_t> activation_sizes{config_.batch, config_.model.seq_len,
+                                              config_.model.d_model};
+  // The residual stream stays in the parameters' dtype (autocast casts only inside matmuls).
+  const auto activation_options = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
+  double loss_sum = 0.0;
+  for (const parallel::PipelineAction& action :
+       parallel::one_forward_one_backward(pipe.stage(), pipe.stages(), config_.accum)) {
+    if (action.forward) {
+      const TokenBatch batch = next_batch();  // every stage draws every batch, in order
+      auto start = Clock::now();
+      InFlight flight;
+      {
+        ScopedMemoryPhase phase(MemoryPhase::kForward);
+        std::optional<ScopedAutocast> autocast;
+        if (autocast_) autocast.emplace(*autocast_);
+        if (pipe.first()) {
+          flight.input = batch.tokens.to(device_);
+        } else {
+          flight.input = pipe.receive_input(activation_sizes, activation_options,
+                                            action.micro_batch)
+                             .requires_grad_(true);
+        }
+        flight.output = model_->stage_output(flight.input, plan);
+        if (pipe.last()) {
+          flight.output = model_->head_loss(flight.output, batch.targets.to(device_)) /
+                          static_cast<double>(config_.accum);
+        } else {
+          TORCH_CHECK(flight.output.scalar_type() == torch::kFloat32,
+                      "a pipeline stage's output in ", flight.output.scalar_type(),
+                      " where the next stage receives fp32");
+          pipe.send_output(flight.output, action.micro_batch);
+        }
+      }
+      device_memory::synchronize(device_);
+      metrics.forward_ms += elapsed_ms(start);
+      metrics.saved_activation_bytes = std::max(
+          metrics.saved_activation_bytes, tracker_.current_bytes() - metrics.baseline_bytes);
+      in_flight.push_back(std::move(flight));
+      continue;
+    }
+    InFlight flight = std::move(in_flight.front());
+    in_flight.pop_front();
+    const auto start = Clock::now();
+    {
+      ScopedMemoryPhase phase(MemoryPhase::kBackward);
+      if (pipe.last()) {
+        loss_sum += flight.output.item<double>() * static_cast<double>(config_.accum);
+        (scaler_ ? scaler_->scale(flight.output) : flight.output).backward();
+      } else {
+        const torch::Tensor gradient = pipe.receive_output_gradient(
+            flight.output.sizes(), flight.output.options(), action.micro_batch);
+        torch::autograd::backward({flight.output}, {gradient});
+      }
+      flight.output.reset();
+      if (!pipe.first()) pipe.send_input_gradient(flight.input.grad(), action.micro_batch);
+    }
+    metrics.backward_ms += elapsed_ms(start);
+  }
+  pipe.finish_sends();
+  return loss_sum;
+}
+
 void Trainer::update_parameters(StepMetrics& metrics) {
   ScopedMemoryPhase phase(MemoryPhase::kOptimizer);
   const auto start = Clock::now();
@@ -204,7 +292,12 @@ StepMetrics Trainer::step(int64_t index, const TrainerCallbacks& callbacks) {
   metrics.baseline_bytes = tracker_.current_bytes();
   const auto start = Clock::now();
   double loss_sum = 0.0;
-  for (int64_t micro = 0; micro < config_.accum; ++micro) {
+  if (pipeline_) {
+    // Stages wait on one another inside the step: it is cancelled before it begins.
+    if (cancel_requested(callbacks.cancel)) throw Cancelled{};
+    loss_sum = pipeline_micro_batches(plan, metrics);
+  }
+  for (int64_t micro = 0; micro < config_.accum && !pipeline_; ++micro) {
     if (cancel_requested(callbacks.cancel)) throw Cancelled{};
     loss_sum += micro_batch(plan, metrics, micro + 1 == config_.accum);
   }
@@ -213,9 +306,9 @@ StepMetrics Trainer::step(int64_t index, const TrainerCallbacks& callbacks) {
   metrics.step_ms = elapsed_ms(start);
 
   metrics.loss = loss_sum / static_cast<double>(config_.accum);
-  // Every data rank trains tokens_per_step() tokens in the same step (its tensor ranks the same
-  // ones): tokens/s of the whole run.
-  const int64_t data_ranks = config_.world_size / config_.tp;
+  // Every data rank trains tokens_per_step() tokens in the same step (its tensor ranks and
+  // stages the same ones): tokens/s of the whole run.
+  const int64_t data_ranks = config_.data_ranks();
   metrics.tokens_per_s =
       static_cast<double>(config_.tokens_per_step() * data_ranks) / (metrics.step_ms / 1e3);
   if (exchange_) exchange_->report(metrics);
@@ -321,6 +414,12 @@ void Trainer::record_flops(RunSummary& summary) const {
   estimate::StepFlops flops = estimate::rank_step_flops(arch, config_.tokens_per_step(), {},
                                                         config_.tp, config_.sequence_parallel);
   if (counted > 0) flops.hardware = hardware / static_cast<double>(counted);
+  if (config_.pp > 1) {
+    // The stages share the work unevenly (the head is on the last): per rank, the run's mean,
+    // so that MFU is the whole pipeline's.
+    flops.model /= static_cast<double>(config_.pp);
+    flops.hardware /= static_cast<double>(config_.pp);
+  }
   summary.model_flops = flops.model;
   summary.hardware_flops = flops.hardware;
   summary.peak_flops = config_.peak_flops;
@@ -341,7 +440,11 @@ std::optional<double> Trainer::accumulate_gradients(const CheckpointPlan& plan,
                                                     const std::atomic<bool>* cancel) {
   StepMetrics unused;
   double loss_sum = 0.0;
-  for (int64_t micro = 0; micro < config_.accum; ++micro) {
+  if (pipeline_) {
+    if (cancel_requested(cancel)) return std::nullopt;
+    loss_sum = pipeline_micro_batches(plan, unused);
+  }
+  for (int64_t micro = 0; micro < config_.accum && !pipeline_; ++micro) {
     if (cancel_requested(cancel)) return std::nullopt;
     loss_sum += micro_batch(plan, unused, micro + 1 == config_.accum);
   }

@@ -15,6 +15,7 @@
 #include "model/transformer.h"
 #include "offload/offload_store.h"
 #include "parallel/gradient_exchange.h"
+#include "parallel/pipeline_exchange.h"
 #include "plan/plan_policy.h"
 #include "run/run_config.h"
 #include "run/run_summary.h"
@@ -74,6 +75,9 @@ class Trainer {
   struct Cancelled {};
   StepMetrics step(int64_t index, const TrainerCallbacks& callbacks);
   double micro_batch(const CheckpointPlan& plan, StepMetrics& metrics, bool last);
+  // A pipeline stage's share of the step's micro-batches, in 1F1B order; the sum of their
+  // losses on the last stage, 0 elsewhere.
+  double pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& metrics);
   bool cancel_requested(const std::atomic<bool>* cancel);
   void update_parameters(StepMetrics& metrics);
   void record_flops(RunSummary& summary) const;
@@ -95,6 +99,7 @@ class Trainer {
   std::unique_ptr<OffloadStore> offload_;     // --offload disk
   // Declared after the model: destroyed first, so no gradient hook outlives what it reaches.
   std::shared_ptr<parallel::GradientExchange> exchange_;  // data parallel; null alone
+  parallel::PipelineExchange* pipeline_ = nullptr;        // exchange_ when it is a pipeline
 };
 
 // A Trainer, with `on_setup` (if given) told true before it is built and false once it is built
