@@ -488,6 +488,29 @@ TEST(Window, TheSegmentsPreviewShowsEveryPolicyInFull) {
       << "the last policy cannot be scrolled into view";
 }
 
+TEST(Window, PipelineStagesShowTheirBlocksAndMicroBatchesInFlight) {
+  Bench bench;
+  bench.panel->load_spec(rematlab::default_study_spec());  // a 12-block model
+  bench.panel->ranks_field()->setValue(3);
+  bench.panel->pipeline_stages_field()->setValue(3);
+  bench.panel->accum_field()->setValue(4);
+  QApplication::processEvents();
+  const QString preview = bench.panel->segments_preview()->toPlainText();
+  EXPECT_TRUE(preview.contains(
+      "Stages (1F1B): 0: blocks 0–3, 3 in flight; 1: blocks 4–7, 2 in flight; 2: blocks 8–11, "
+      "1 in flight"))
+      << preview.toStdString();
+  // Fewer micro-batches than stages: refused at Accumulation before Run (ranks train one run).
+  bench.panel->policies_field()->setText("every:1");
+  bench.panel->max_batch_box()->setChecked(false);
+  QApplication::processEvents();
+  EXPECT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
+  bench.panel->accum_field()->setValue(2);
+  QApplication::processEvents();
+  EXPECT_TRUE(bench.panel->problem().startsWith("Accumulation: 2 micro-batch(es) for 3 stages"))
+      << bench.panel->problem().toStdString();
+}
+
 TEST(FieldErrors, CoreErrorsAreSaidInTheFormsWords) {
   using rematlab::InvalidInput;
   using rematlab::ui::explain;

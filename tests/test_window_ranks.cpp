@@ -149,6 +149,33 @@ TEST(WindowRanks, ATensorParallelRunFromTheFormIsRecordedWithItsLayout) {
   }
 }
 
+// Pipeline stages from the form: two ranks each run half the blocks in 1F1B order; the run is
+// recorded with its stages and both ranks' figures, the first holding more activations (two
+// micro-batches in flight against the last's one).
+TEST(WindowRanks, APipelineRunFromTheFormIsRecordedWithItsStages) {
+  Bench bench;
+  bench.panel->batch_field()->setText("2");
+  bench.panel->ranks_field()->setValue(2);
+  bench.panel->pipeline_stages_field()->setValue(2);
+  bench.panel->accum_field()->setValue(4);
+  bench.panel->steps_field()->setValue(3);
+  ASSERT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
+  ASSERT_EQ(bench.run_sweep(), "ok") << bench.window.status_text().toStdString();
+  const auto runs = bench.reader().runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].config.world_size, 2);
+  EXPECT_EQ(runs[0].config.pp, 2);
+  ASSERT_EQ(runs[0].result.ranks.size(), 2u);
+  const rematlab::RankResult& first = runs[0].result.ranks[0];
+  const rematlab::RankResult& last = runs[0].result.ranks[1];
+  EXPECT_GT(first.peak_activation_bytes, last.peak_activation_bytes);
+  const int64_t whole = 4 * runs[0].config.model.parameter_count();
+  for (const rematlab::RankResult& rank : runs[0].result.ranks) {
+    EXPECT_LT(rank.param_bytes, whole) << "rank " << rank.rank << " holds the whole model";
+    EXPECT_GT(rank.grad_bytes, 0) << "rank " << rank.rank;
+  }
+}
+
 // Tensor ranks that the ranks cannot hold are refused at the field, before Run.
 TEST(WindowRanks, TensorRanksThatDoNotDivideTheRanksAreMarkedAtTheirField) {
   Bench bench;

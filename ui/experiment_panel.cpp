@@ -22,6 +22,7 @@
 #include "common/errors.h"
 #include "field_errors.h"
 #include "model/model_config.h"
+#include "parallel/pipeline_schedule.h"
 #include "run/run_config.h"
 #include "runtime/runtime_info.h"
 #include "sweep/sweep_spec.h"
@@ -464,7 +465,21 @@ void ExperimentPanel::update_preview() {
       preview << policy + ": —";
     }
   }
-  const QString text = "Segments of each policy:\n" + preview.join("\n");
+  QString text = "Segments of each policy:\n" + preview.join("\n");
+  const int stages = pipeline_stages_->value();
+  if (stages > 1 && stages <= layers_->value()) {
+    // Which blocks each stage runs, and how many micro-batches it holds at once under 1F1B.
+    const std::vector<int64_t> bounds = parallel::stage_block_bounds(layers_->value(), stages);
+    QStringList parts;
+    for (int stage = 0; stage < stages; ++stage) {
+      parts << QString("%1: blocks %2–%3, %4 in flight")
+                   .arg(stage)
+                   .arg(bounds[stage])
+                   .arg(bounds[stage + 1] - 1)
+                   .arg(parallel::micro_batches_in_flight(stage, stages, accum_->value()));
+    }
+    text += "\nStages (1F1B): " + parts.join("; ");
+  }
   if (preview_->toPlainText() != text) preview_->setPlainText(text);
 }
 

@@ -78,7 +78,8 @@ struct ConfigFile {
 ConfigFile config_from_file(const CLI::App& command, const std::string& path) {
   const std::set<std::string> with_config = {
       "--config", "--db",          "--name",         "--json", "--nproc",
-      "--shard",  "--bucket-size", "--dist-timeout", "--tp",   "--sequence-parallel"};
+      "--shard",  "--bucket-size", "--dist-timeout", "--tp",   "--sequence-parallel",
+      "--pp"};
   for (const CLI::Option* option : command.get_options()) {
     if (option->count() == 0 || with_config.count(option->get_name()) > 0) continue;
     throw InvalidInput("--config", "give the run either in the file or as flags, not both (" +

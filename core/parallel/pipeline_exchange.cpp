@@ -1,5 +1,6 @@
 #include "parallel/pipeline_exchange.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -24,12 +25,24 @@ PipelineExchange::PipelineExchange(std::shared_ptr<DistContext> world) : world_(
 PipelineExchange::~PipelineExchange() {
   // A step that failed between a send and its wait: the sends are not waited for (a neighbour
   // may be gone), only dropped.
-  sends_.clear();
+  outputs_sent_.clear();
+  gradients_sent_.clear();
+  tied_sent_.clear();
 }
 
-void PipelineExchange::send(const torch::Tensor& tensor, int to, int tag) {
+void PipelineExchange::wait_for(std::deque<Pending>& sent, int64_t through) {
+  while (!sent.empty() && sent.front().micro_batch <= through) {
+    // The only reference to the work is the one waited on (DistContext::wait).
+    const c10::intrusive_ptr<c10d::Work> work = std::move(sent.front().work);
+    world_->wait(work, "sending to a neighbouring stage");
+    sent.pop_front();
+  }
+}
+
+void PipelineExchange::send(std::deque<Pending>& sent, const torch::Tensor& tensor, int to,
+                            int tag, int64_t micro_batch) {
   std::vector<at::Tensor> tensors{tensor.detach().contiguous()};
-  sends_.push_back({world_->backend().send(tensors, to, tag), tensors.front()});
+  sent.push_back({world_->backend().send(tensors, to, tag), tensors.front(), micro_batch});
 }
 
 torch::Tensor PipelineExchange::receive(at::IntArrayRef sizes, const at::TensorOptions& options,
@@ -42,37 +55,44 @@ torch::Tensor PipelineExchange::receive(at::IntArrayRef sizes, const at::TensorO
 }
 
 void PipelineExchange::send_output(const torch::Tensor& output, int64_t micro_batch) {
-  send(output, static_cast<int>(stage() + 1), forward_tag(micro_batch));
+  send(outputs_sent_, output, static_cast<int>(stage() + 1), forward_tag(micro_batch),
+       micro_batch);
 }
 
 torch::Tensor PipelineExchange::receive_input(at::IntArrayRef sizes,
                                               const at::TensorOptions& options,
                                               int64_t micro_batch) {
   const std::string what = "receiving stage " + std::to_string(stage() - 1) + "'s activations";
-  return receive(sizes, options, static_cast<int>(stage() - 1), forward_tag(micro_batch),
-                 what.c_str());
+  torch::Tensor input = receive(sizes, options, static_cast<int>(stage() - 1),
+                                forward_tag(micro_batch), what.c_str());
+  // Under 1F1B the previous stage runs the backward of micro-batch j before the forward of
+  // j + P − s + 1 (it runs P − s forwards first): the gradients sent to it for every j up to
+  // this micro-batch − (P − s) − 1 were taken, and their tensors can go.
+  wait_for(gradients_sent_, micro_batch - (stages() - stage()) - 1);
+  return input;
 }
 
 void PipelineExchange::send_input_gradient(const torch::Tensor& gradient, int64_t micro_batch) {
-  send(gradient, static_cast<int>(stage() - 1), backward_tag(micro_batch));
+  send(gradients_sent_, gradient, static_cast<int>(stage() - 1), backward_tag(micro_batch),
+       micro_batch);
 }
 
 torch::Tensor PipelineExchange::receive_output_gradient(at::IntArrayRef sizes,
                                                         const at::TensorOptions& options,
                                                         int64_t micro_batch) {
   const std::string what = "receiving stage " + std::to_string(stage() + 1) + "'s gradients";
-  return receive(sizes, options, static_cast<int>(stage() + 1), backward_tag(micro_batch),
-                 what.c_str());
+  torch::Tensor gradient = receive(sizes, options, static_cast<int>(stage() + 1),
+                                   backward_tag(micro_batch), what.c_str());
+  // The next stage formed this gradient from the output sent to it: that send was taken.
+  wait_for(outputs_sent_, micro_batch);
+  return gradient;
 }
 
 void PipelineExchange::finish_sends() {
   const auto start = Clock::now();
-  for (Pending& pending : sends_) {
-    // The only reference to the work is the one waited on (DistContext::wait).
-    const c10::intrusive_ptr<c10d::Work> work = std::move(pending.work);
-    world_->wait(work, "sending to a neighbouring stage");
+  for (auto* sent : {&outputs_sent_, &gradients_sent_, &tied_sent_}) {
+    wait_for(*sent, std::numeric_limits<int64_t>::max());
   }
-  sends_.clear();
   wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
@@ -93,7 +113,7 @@ std::vector<double> PipelineExchange::max_over_ranks(const std::vector<double>& 
 void PipelineExchange::add_tied_gradients() {
   torch::NoGradGuard no_grad;
   const int other = static_cast<int>(first() ? stages() - 1 : 0);
-  send(tied_.grad(), other, kTiedTag);
+  send(tied_sent_, tied_.grad(), other, kTiedTag, 0);
   const torch::Tensor theirs =
       receive(tied_.grad().sizes(), tied_.grad().options(), other, kTiedTag,
               "adding the tied head's gradients of the first and the last stage");

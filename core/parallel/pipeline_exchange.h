@@ -10,6 +10,7 @@
 
 #include <torch/torch.h>
 
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -30,7 +31,9 @@ class PipelineExchange final : public GradientExchange {
   bool first() const { return stage() == 0; }
   bool last() const { return stage() + 1 == stages(); }
 
-  // To the next stage: a micro-batch's output. Returns at once; the tensor is held until sent.
+  // To the next stage: a micro-batch's output. Returns at once; the tensor is held until the
+  // next stage took it, which the schedule tells (a send is let go once a receive proves it
+  // was taken, so a stage holds only what its neighbours have not reached yet).
   void send_output(const torch::Tensor& output, int64_t micro_batch);
   // From the previous stage: its output for `micro_batch`, of `sizes` and `options`.
   torch::Tensor receive_input(at::IntArrayRef sizes, const at::TensorOptions& options,
@@ -66,17 +69,26 @@ class PipelineExchange final : public GradientExchange {
  private:
   torch::Tensor receive(at::IntArrayRef sizes, const at::TensorOptions& options, int from, int tag,
                         const char* what);
-  void send(const torch::Tensor& tensor, int to, int tag);
+  struct Pending {
+    c10::intrusive_ptr<c10d::Work> work;
+    torch::Tensor tensor;  // alive until sent
+    int64_t micro_batch = 0;
+  };
+  void send(std::deque<Pending>& sent, const torch::Tensor& tensor, int to, int tag,
+            int64_t micro_batch);
+  // Waits for the sends in `sent` of micro-batches up to `through` (each already taken, or
+  // about to be) and lets their tensors go.
+  void wait_for(std::deque<Pending>& sent, int64_t through);
   void add_tied_gradients();
 
   std::shared_ptr<DistContext> world_;
   std::vector<torch::Tensor> params_;
   torch::Tensor tied_;  // undefined: no tied head, or not held here
-  struct Pending {
-    c10::intrusive_ptr<c10d::Work> work;
-    torch::Tensor tensor;  // alive until sent
-  };
-  std::vector<Pending> sends_;
+  // Sends not yet known to be taken, oldest first: outputs to the next stage, gradients to the
+  // previous one, the tied head's gradient.
+  std::deque<Pending> outputs_sent_;
+  std::deque<Pending> gradients_sent_;
+  std::deque<Pending> tied_sent_;
   double wait_ms_ = 0.0;  // blocked on a neighbour since the last report
   torch::optim::Optimizer* optimizer_ = nullptr;  // the last step's, for its state's size
   ModelStateBytes state_bytes_;

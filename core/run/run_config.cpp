@@ -229,7 +229,6 @@ void validate_pipeline(const RunConfig& config) {
   if (parse_offload(config.offload).kind != OffloadKind::kNone) not_yet("--offload", "offload");
   if (CheckpointPolicy::parse(config.checkpoint).is_plan()) not_yet("--checkpoint", "plan:");
   if (config.model.lora.enabled()) not_yet("--finetune", "LoRA fine-tuning");
-  if (config.timeline) not_yet("--timeline", "a memory timeline");
 }
 
 }  // namespace
