@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Pipeline stages measured on this machine against what the layout planner predicts for them.
+
+    python3 bench/pipeline_here.py [--cli build/app/rematlab-cli] [--stages 2] [--accum 4]
+
+Each model and policy runs as `rematlab-cli run --nproc P --pp P --accum M … --steps 4
+--threads 1 --json` (1F1B, one stage a rank) and is evaluated by `layout` with the same degrees
+fixed and this machine described as layout_here.py describes it (its matmul peak, its Gloo link,
+the share of the peak one process reaches as efficiency, nothing overlapped). Per stage: the
+peak (activations above the model states, and the states), measured and predicted; then the
+step, and the time the stages waited on one another (the bubble, and the activations and
+gradients on the wire), measured as the largest rank's wait and predicted as the planner's
+bubble plus pipeline transfers. Prints Markdown. Run it on an idle machine.
+"""
+import argparse
+import os
+import sys
+import tempfile
+
+from cli_json import last_json
+from layout_here import gloo_link
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cli", default="build/app/rematlab-cli")
+    parser.add_argument("--python", default=".venv/bin/python")
+    parser.add_argument("--presets", default="small,llama-small")
+    parser.add_argument("--stages", type=int, default=2)
+    parser.add_argument("--accum", type=int, default=4)
+    parser.add_argument("--seq-len", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--policies", default="none,every:1")
+    args = parser.parse_args()
+    stages, accum = args.stages, args.accum
+    cores = os.cpu_count() or 1
+    with tempfile.TemporaryDirectory() as scratch:  # measured now, kept nowhere
+        peak = last_json([args.cli, "peak", "--threads", "1", "--json", "--db",
+                          os.path.join(scratch, "runs.sqlite")])["peak_flops"]
+    bandwidth, fixed_latency, step_latency = gloo_link(args.python)
+    link = bandwidth[min(4, max(2, stages))]
+    print(f"one rank's peak {peak / 1e9:.1f} GFLOP/s (fp32, 1 thread), {cores} cores; Gloo "
+          f"bandwidth {link / 1e9:.2f} GB/s; {stages} stages, {accum} micro-batches of "
+          f"{args.batch} × {args.seq_len} tokens\n")
+    print("| model | policy | stage | peak meas. / pred. MiB | ratio | above the states meas. / "
+          "pred. MiB | states meas. / pred. MiB | step meas. / pred. ms | ratio | waiting on "
+          "the other stages meas. / pred. ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    mib = 1024 * 1024
+    for preset in args.presets.split(","):
+        for policy in args.policies.split(","):
+            common = ["--preset", preset, "--seq-len", str(args.seq_len), "--batch",
+                      str(args.batch), "--checkpoint", policy, "--steps", "4", "--threads", "1"]
+            one = last_json([args.cli, "run"] + common + ["--accum", str(accum), "--peak-flops",
+                                                          str(peak), "--json"])
+            measured = last_json([args.cli, "run"] + common + [
+                "--nproc", str(stages), "--pp", str(stages), "--accum", str(accum), "--json"])
+            plan = last_json([
+                args.cli, "layout", "--model", preset, "--seq-len", str(args.seq_len),
+                "--gpu-memory", "16GiB", "--peak-flops", str(peak * min(1.0, cores / stages)),
+                "--efficiency", str(one["hfu"]), "--intra-node-bandwidth", str(link),
+                "--inter-node-bandwidth", str(link), "--collective-latency", str(fixed_latency),
+                "--intra-node-latency", str(step_latency), "--no-overlap", "--gpus", str(stages),
+                "--gpus-per-node", str(stages), "--global-batch", str(args.batch * accum),
+                "--precision", "fp32", "--fragmentation", "0", "--tp", "1", "--pp", str(stages),
+                "--virtual-stages", "1", "--cp", "1", "--dp", "1", "--zero", "0",
+                "--micro-batch", str(args.batch), "--checkpoint", policy, "--offload", "none",
+                "--json"])
+            best = plan["layouts"][0]
+            parts = best["time_s"]
+            wait_pred = 1000 * (parts["bubble"] + parts["pipeline"])
+            wait = max(rank["comm_wait_ms"] for rank in measured["ranks"])
+            step_ratio = measured["step_ms"] / (1000 * best["step_s"])
+            for rank, stage in zip(sorted(measured["ranks"], key=lambda r: r["rank"]),
+                                   best["stages"]):
+                memory = stage["memory_bytes"]
+                states = (memory["weights"] + memory["gradients"] + memory["master"]
+                          + memory["optimizer"])
+                print(f'| {preset} | {policy} | {rank["rank"]} of {stages} '
+                      f'| {rank["peak_bytes"] / mib:.1f} / {memory["total"] / mib:.1f} '
+                      f'| {rank["peak_bytes"] / memory["total"]:.3f} '
+                      f'| {rank["peak_activation_bytes"] / mib:.1f} / '
+                      f'{(memory["activations"] + memory["buffers"]) / mib:.1f} '
+                      f'| {rank["model_state_bytes"] / mib:.1f} / {states / mib:.1f} '
+                      f'| {measured["step_ms"]:.0f} / {1000 * best["step_s"]:.0f} '
+                      f'| {step_ratio:.2f} | {wait:.0f} / {wait_pred:.0f} |')
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
