@@ -178,6 +178,41 @@ TEST(CheckpointPolicy, EveryNamedPolicyIsASegmentList) {
   }
 }
 
+// stages:P0/P1/…: the blocks split as pipeline stages split them, each stage's blocks planned by
+// its own policy as a model of their own.
+TEST(CheckpointPolicy, StagesPlanEachStagesBlocksWithItsOwnPolicy) {
+  using V = std::vector<std::tuple<int64_t, int64_t, bool>>;
+  // 5 blocks on 2 stages: 2 and 3. every:2 groups from the second stage's first block.
+  const CheckpointPolicy two = CheckpointPolicy::parse("stages:every:1/every:2");
+  EXPECT_EQ(two.text(), "stages:every:1/every:2");
+  EXPECT_EQ(two.kind(), CheckpointPolicy::Kind::kStages);
+  ASSERT_EQ(two.stages().size(), 2u);
+  EXPECT_EQ(spans(two.plan_for(5, 0)), V({{0, 2, true}, {2, 4, true}, {4, 8, true}, {8, 10, true}}));
+  // 10 blocks on 4 stages: 2, 3, 3, 2; segments: names a stage's blocks from a0.
+  const CheckpointPolicy four = CheckpointPolicy::parse("stages:every:1/none/segments:m1/none");
+  EXPECT_EQ(spans(four.plan_for(10, 0)),
+            V({{0, 2, true}, {2, 4, true}, {4, 10, false}, {10, 13, false}, {13, 14, true},
+               {14, 16, false}, {16, 20, false}}));
+  // A plan as any other: its canonical segment list recomputes the same segments.
+  const CheckpointPlan plan = four.plan_for(10, 0);
+  EXPECT_EQ(plan.canonical(), "segments:a0-m0,a1-m1,m6");
+  EXPECT_EQ(CheckpointPolicy::parse(plan.canonical()).plan_for(10, 0).canonical(),
+            plan.canonical());
+  // Refused, naming the text: one stage, a whole-model policy inside, a stage without a block.
+  for (const char* bad : {"stages:every:1", "stages:selective/none", "stages:keep:qkv/none",
+                          "stages:plan:1MiB/none", "stages:stages:none/none/none",
+                          "stages:every:1/", "stages:every:0/none"}) {
+    EXPECT_THROW(CheckpointPolicy::parse(bad), InvalidInput) << bad;
+  }
+  try {
+    CheckpointPolicy::parse("stages:none/none/none").plan_for(2, 0);
+    ADD_FAILURE() << "3 stages of 2 blocks accepted";
+  } catch (const InvalidInput& error) {
+    EXPECT_NE(std::string(error.what()).find("3 stages for 2 blocks"), std::string::npos)
+        << error.what();
+  }
+}
+
 TEST(CheckpointPolicy, ASegmentListIsRefusedWithTheReason) {
   for (const char* bad :
        {"segments:", "segments:x1", "segments:a1-a0", "segments:a0-m1,m0", "segments:a0,a0",

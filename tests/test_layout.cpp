@@ -431,6 +431,21 @@ TEST(LayoutExport, APipelineAloneRunsHereWithItsStagesAndMicroBatches) {
     EXPECT_EQ(evaluation.engine_lacks, std::vector<std::string>{lack}) << layout_name(given);
     EXPECT_TRUE(rematlab_run(request, evaluation).text.empty());
   }
+  // A policy per stage is RematLab's own: stages:… where each stage's is none or every:K.
+  request.cluster.gpus = request.cluster.gpus_per_node = 2;
+  Layout two;
+  two.pp = 2;
+  two.accum = 4;
+  LayoutEvaluation per_stage = LayoutEvaluator(request).evaluate(two);
+  per_stage.layout.stage_checkpoints = {"every:1", "none"};
+  const LayoutExport staged = rematlab_run(request, per_stage);
+  EXPECT_NE(staged.text.find("--checkpoint stages:every:1/none"), std::string::npos) << staged.text;
+  EXPECT_TRUE(staged.unsaid.empty());
+  per_stage.layout.stage_checkpoints = {"selective", "none"};
+  const LayoutExport uniform = rematlab_run(request, per_stage);
+  EXPECT_NE(uniform.text.find("--checkpoint selective"), std::string::npos) << uniform.text;
+  ASSERT_EQ(uniform.unsaid.size(), 1u);
+  EXPECT_NE(uniform.unsaid[0].find("selective is given for all"), std::string::npos);
   Layout few;
   few.pp = 2;
   few.accum = 1;

@@ -426,7 +426,8 @@ void ScaleView::try_here() {
   trial.pipeline_stages = static_cast<int>(layout->layout.pp);
   trial.accum = static_cast<int>(layout->layout.accum);
   trial.shard = QString::fromStdString(to_string(layout::engine_shard(layout->layout)));
-  trial.policy = QString::fromStdString(layout->layout.stage_checkpoints.front());
+  std::vector<std::string> unsaid;  // a policy per stage is RematLab's own (stages:…)
+  trial.policy = QString::fromStdString(layout::rematlab_policy(layout->layout, unsaid));
   trial.offload_host = layout->layout.offload == layout::Offload::kActivations;
   emit tryRequested(trial);
 }

@@ -6,6 +6,7 @@
 #include "common/byte_size.h"
 #include "common/decimal_text.h"
 #include "common/errors.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace rematlab {
 namespace {
@@ -245,10 +246,26 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
     }
     if (policy.plan_budget_bytes_ <= 0) reject(text, "the budget must be positive");
     policy.text_ = "plan:" + byte_size_text(policy.plan_budget_bytes_);
+  } else if (head == "stages") {
+    const std::vector<std::string> parts = split(args, '/');
+    if (parts.size() < 2) reject(text, "expected stages:POLICY/POLICY/…, e.g. stages:every:1/none");
+    policy.kind_ = Kind::kStages;
+    policy.text_ = "stages:";
+    for (const std::string& part : parts) {
+      CheckpointPolicy stage = parse(part);
+      const Kind kind = stage.kind();
+      if (kind != Kind::kNone && kind != Kind::kEvery && kind != Kind::kSublayer &&
+          kind != Kind::kSegments) {
+        reject(text, "a stage's policy is none, every:K, sublayer:A,F or segments:…, not '" +
+                         part + "'");
+      }
+      policy.text_ += (policy.stages_.empty() ? "" : "/") + stage.text();
+      policy.stages_.push_back(std::move(stage));
+    }
   } else {
     reject(text,
            "unknown policy (use none, every:K, sublayer:A,F, selective, schedule:P=K,…, "
-           "keep:LIST, segments:FIRST-LAST,…, plan:BUDGET)");
+           "keep:LIST, segments:FIRST-LAST,…, stages:P/P/…, plan:BUDGET)");
   }
   return policy;
 }
@@ -299,6 +316,23 @@ CheckpointPlan CheckpointPolicy::plan_for(int64_t layers, double progress) const
       boundaries.push_back(2 * layers);
       for (std::size_t i = 0; i + 1 < boundaries.size(); ++i) {
         plan.segments.push_back({boundaries[i], boundaries[i + 1], true});
+      }
+      break;
+    }
+    case Kind::kStages: {
+      const auto count = static_cast<int64_t>(stages_.size());
+      if (count > layers) {
+        reject(text_, std::to_string(count) + " stages for " + std::to_string(layers) +
+                          " blocks: every stage needs one block at least");
+      }
+      const std::vector<int64_t> bounds = parallel::stage_block_bounds(layers, count);
+      for (std::size_t stage = 0; stage < stages_.size(); ++stage) {
+        // The stage's blocks as a model of their own, moved to where they are in the chain.
+        const int64_t first = 2 * bounds[stage];
+        const CheckpointPlan own = stages_[stage].plan_for(bounds[stage + 1] - bounds[stage], 0.0);
+        for (const Segment& segment : own.segments) {
+          plan.segments.push_back({first + segment.begin, first + segment.end, segment.recompute});
+        }
       }
       break;
     }

@@ -82,13 +82,28 @@ class CheckpointPolicy {
   CheckpointPlan plan_for(int64_t layers, double progress) const;
 
   const std::string& text() const { return text_; }
-  enum class Kind { kNone, kEvery, kSublayer, kSelective, kSchedule, kKeep, kSegments, kPlan };
+  enum class Kind {
+    kNone,
+    kEvery,
+    kSublayer,
+    kSelective,
+    kSchedule,
+    kKeep,
+    kSegments,
+    kPlan,
+    kStages
+  };
   Kind kind() const { return kind_; }
   bool is_none() const { return kind_ == Kind::kNone; }
   // `plan:BUDGET`: a segment list chosen when a run starts (core/plan/plan_policy.h), from costs
   // measured there; it has no plan of its own until then.
   bool is_plan() const { return kind_ == Kind::kPlan; }
   int64_t plan_budget_bytes() const { return plan_budget_bytes_; }
+  // `stages:P0/P1/…`: the blocks split into as many stages as policies (as pipeline stages split
+  // them, parallel/pipeline_schedule.h), each stage's blocks planned by its own policy as a model
+  // of their own (every:2 groups from the stage's first block; segments: names them from a0).
+  // Each is none, every:K, sublayer:A,F or segments:…; empty for any other policy.
+  const std::vector<CheckpointPolicy>& stages() const { return stages_; }
   // `schedule:`'s entries (progress threshold, K), ascending; empty for any other policy.
   const std::vector<std::pair<double, int64_t>>& schedule() const { return schedule_; }
 
@@ -101,6 +116,7 @@ class CheckpointPolicy {
   KeptOutputs keep_;
   std::vector<Segment> recomputed_;  // `segments:`, ascending, disjoint
   int64_t plan_budget_bytes_ = 0;    // `plan:`
+  std::vector<CheckpointPolicy> stages_;  // `stages:`
   std::string text_ = "none";
 };
 

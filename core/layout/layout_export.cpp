@@ -231,6 +231,19 @@ LayoutExport deepspeed_json(const LayoutRequest& request, const LayoutEvaluation
   return out;
 }
 
+std::string rematlab_policy(const Layout& layout, std::vector<std::string>& unsaid) {
+  const std::vector<std::string>& chosen = layout.stage_checkpoints;
+  const bool mixed = std::any_of(chosen.begin(), chosen.end(),
+                                 [&chosen](const std::string& p) { return p != chosen.front(); });
+  const bool per_stage = std::all_of(chosen.begin(), chosen.end(), [](const std::string& p) {
+    return p == "none" || p.rfind("every:", 0) == 0;
+  });
+  if (!mixed || !per_stage) return uniform_policy(layout, unsaid);
+  std::string policy = "stages:";
+  for (const std::string& stage : chosen) policy += (policy.back() == ':' ? "" : "/") + stage;
+  return policy;
+}
+
 LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& evaluation) {
   const Layout& layout = evaluation.layout;
   LayoutExport out;
@@ -270,7 +283,7 @@ LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& 
   if (shard != "none") r += " --shard " + shard;
   r += " --batch " + number(layout.micro_batch) + " --accum " + number(layout.accum) +
        " --precision " + to_string(request.precision) + " --checkpoint " +
-       uniform_policy(layout, out.unsaid);
+       rematlab_policy(layout, out.unsaid);
   if (layout.offload == Offload::kActivations) r += " --offload host";
   return out;
 }

@@ -21,6 +21,10 @@ LayoutExport torchtitan_toml(const LayoutRequest& request, const LayoutEvaluatio
 LayoutExport deepspeed_json(const LayoutRequest& request, const LayoutEvaluation& layout);
 // Empty text (and the reasons in `unsaid`) where the engine cannot run the layout.
 LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& layout);
+// The --checkpoint RematLab's run is given for `layout`: its stages' one policy, or
+// stages:P0/P1/… where they differ and each is none or every:K; else the most recomputing one
+// for all, said in `unsaid`.
+std::string rematlab_policy(const Layout& layout, std::vector<std::string>& unsaid);
 
 // All four as {"megatron": {"text", "unsaid"}, "torchtitan": …, "deepspeed": …, "rematlab": …}.
 nlohmann::json export_json(const LayoutRequest& request, const LayoutEvaluation& layout);

@@ -225,9 +225,17 @@ void validate_pipeline(const RunConfig& config) {
   auto not_yet = [](const char* flag, const std::string& what) {
     throw InvalidInput(flag, what + " is not built for pipeline stages yet");
   };
+  const CheckpointPolicy policy = CheckpointPolicy::parse(config.checkpoint);
+  if (policy.kind() == CheckpointPolicy::Kind::kStages &&
+      static_cast<int64_t>(policy.stages().size()) != pp) {
+    throw InvalidInput("--checkpoint", "'" + config.checkpoint + "' gives " +
+                                           std::to_string(policy.stages().size()) +
+                                           " stages' policies for " + std::to_string(pp) +
+                                           " pipeline stages");
+  }
   if (parse_shard(config.shard) != ShardMode::kNone) not_yet("--shard", "sharding");
   if (parse_offload(config.offload).kind != OffloadKind::kNone) not_yet("--offload", "offload");
-  if (CheckpointPolicy::parse(config.checkpoint).is_plan()) not_yet("--checkpoint", "plan:");
+  if (policy.is_plan()) not_yet("--checkpoint", "plan:");
   if (config.model.lora.enabled()) not_yet("--finetune", "LoRA fine-tuning");
 }
 
