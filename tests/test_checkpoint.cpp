@@ -187,21 +187,26 @@ TEST(CheckpointPolicy, StagesPlanEachStagesBlocksWithItsOwnPolicy) {
   EXPECT_EQ(two.text(), "stages:every:1/every:2");
   EXPECT_EQ(two.kind(), CheckpointPolicy::Kind::kStages);
   ASSERT_EQ(two.stages().size(), 2u);
-  EXPECT_EQ(spans(two.plan_for(5, 0)), V({{0, 2, true}, {2, 4, true}, {4, 8, true}, {8, 10, true}}));
+  EXPECT_EQ(spans(two.plan_for(5, 0)),
+            V({{0, 2, true}, {2, 4, true}, {4, 8, true}, {8, 10, true}}));
   // 10 blocks on 4 stages: 2, 3, 3, 2; segments: names a stage's blocks from a0.
   const CheckpointPolicy four = CheckpointPolicy::parse("stages:every:1/none/segments:m1/none");
-  EXPECT_EQ(spans(four.plan_for(10, 0)),
-            V({{0, 2, true}, {2, 4, true}, {4, 10, false}, {10, 13, false}, {13, 14, true},
-               {14, 16, false}, {16, 20, false}}));
+  EXPECT_EQ(spans(four.plan_for(10, 0)), V({{0, 2, true},
+                                            {2, 4, true},
+                                            {4, 10, false},
+                                            {10, 13, false},
+                                            {13, 14, true},
+                                            {14, 16, false},
+                                            {16, 20, false}}));
   // A plan as any other: its canonical segment list recomputes the same segments.
   const CheckpointPlan plan = four.plan_for(10, 0);
   EXPECT_EQ(plan.canonical(), "segments:a0-m0,a1-m1,m6");
   EXPECT_EQ(CheckpointPolicy::parse(plan.canonical()).plan_for(10, 0).canonical(),
             plan.canonical());
   // Refused, naming the text: one stage, a whole-model policy inside, a stage without a block.
-  for (const char* bad : {"stages:every:1", "stages:selective/none", "stages:keep:qkv/none",
-                          "stages:plan:1MiB/none", "stages:stages:none/none/none",
-                          "stages:every:1/", "stages:every:0/none"}) {
+  for (const char* bad :
+       {"stages:every:1", "stages:selective/none", "stages:keep:qkv/none", "stages:plan:1MiB/none",
+        "stages:stages:none/none/none", "stages:every:1/", "stages:every:0/none"}) {
     EXPECT_THROW(CheckpointPolicy::parse(bad), InvalidInput) << bad;
   }
   try {

@@ -500,11 +500,18 @@ TEST(Window, PipelineStagesShowTheirBlocksAndMicroBatchesInFlight) {
       "Stages (1F1B): 0: blocks 0–3, 3 in flight; 1: blocks 4–7, 2 in flight; 2: blocks 8–11, "
       "1 in flight"))
       << preview.toStdString();
-  // Fewer micro-batches than stages: refused at Accumulation before Run (ranks train one run).
+  // Ranks train one run: one policy, no max-batch search.
   bench.panel->policies_field()->setText("every:1");
   bench.panel->max_batch_box()->setChecked(false);
   QApplication::processEvents();
   EXPECT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
+  // Stages need their ranks: with one rank the form does not run one process instead.
+  bench.panel->ranks_field()->setValue(1);
+  QApplication::processEvents();
+  EXPECT_TRUE(bench.panel->problem().startsWith("Pipeline stages: 3 stages need"))
+      << bench.panel->problem().toStdString();
+  bench.panel->ranks_field()->setValue(3);
+  // Fewer micro-batches than stages: refused at Accumulation before Run.
   bench.panel->accum_field()->setValue(2);
   QApplication::processEvents();
   EXPECT_TRUE(bench.panel->problem().startsWith("Accumulation: 2 micro-batch(es) for 3 stages"))

@@ -86,16 +86,15 @@ TEST(PipelineSchedule, OneForwardOneBackwardRunsEveryMicroBatchOnceInOrderWithPM
 }
 
 TEST(PipelineSchedule, BlocksSplitIntoEqualMiddleStagesWithTheRestAtTheEnds) {
-  EXPECT_EQ(parallel::stage_block_bounds(4, 1), (std::vector<int64_t>{0, 4}));
-  EXPECT_EQ(parallel::stage_block_bounds(4, 2), (std::vector<int64_t>{0, 2, 4}));
-  EXPECT_EQ(parallel::stage_block_bounds(5, 2), (std::vector<int64_t>{0, 2, 5}));
-  EXPECT_EQ(parallel::stage_block_bounds(5, 3), (std::vector<int64_t>{0, 1, 3, 5}));
-  EXPECT_EQ(parallel::stage_block_bounds(12, 4), (std::vector<int64_t>{0, 3, 6, 9, 12}));
-  EXPECT_EQ(parallel::stage_block_bounds(10, 4), (std::vector<int64_t>{0, 2, 5, 8, 10}));
-  EXPECT_EQ(parallel::stage_block_bounds(3, 3), (std::vector<int64_t>{0, 1, 2, 3}));
-  EXPECT_EQ(parallel::stage_block_bounds(80, 6),
-            (std::vector<int64_t>{0, 12, 26, 40, 54, 68, 80}));
-  EXPECT_THROW(parallel::stage_block_bounds(2, 3), std::invalid_argument);
+  EXPECT_EQ(stage_block_bounds(4, 1), (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(stage_block_bounds(4, 2), (std::vector<int64_t>{0, 2, 4}));
+  EXPECT_EQ(stage_block_bounds(5, 2), (std::vector<int64_t>{0, 2, 5}));
+  EXPECT_EQ(stage_block_bounds(5, 3), (std::vector<int64_t>{0, 1, 3, 5}));
+  EXPECT_EQ(stage_block_bounds(12, 4), (std::vector<int64_t>{0, 3, 6, 9, 12}));
+  EXPECT_EQ(stage_block_bounds(10, 4), (std::vector<int64_t>{0, 2, 5, 8, 10}));
+  EXPECT_EQ(stage_block_bounds(3, 3), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(stage_block_bounds(80, 6), (std::vector<int64_t>{0, 12, 26, 40, 54, 68, 80}));
+  EXPECT_THROW(stage_block_bounds(2, 3), std::invalid_argument);
 }
 
 // tiny with enough blocks for three stages; heads 4 as the other multi-rank suites have them.
@@ -151,7 +150,10 @@ double expect_stages_match(const ScratchDir& dir, const std::string& name,
     EXPECT_EQ(got[0].numel(), static_cast<int64_t>(reference.values.size())) << name;
     for (int64_t i = 0; i < std::min<int64_t>(got[0].numel(), reference.values.size()); ++i) {
       const double expected = reference.values[static_cast<std::size_t>(i)];
-      EXPECT_NEAR(got[0][i].item<double>(), expected, std::max(tolerance, 1e-12) * expected)
+      // Losses and norms: the norm's squares are added in double per stage, where one process
+      // lets clip_grad_norm_ add them, so its figure (not the clipping: none, or the same
+      // coefficient) agrees to 1e-6 even where the parameters agree bit for bit.
+      EXPECT_NEAR(got[0][i].item<double>(), expected, std::max(tolerance, 1e-6) * expected)
           << name << ", rank " << rank << ", value " << i;
     }
     for (std::size_t at = 1; at + 1 < got.size(); at += 2) {
@@ -164,13 +166,15 @@ double expect_stages_match(const ScratchDir& dir, const std::string& name,
       if (tolerance > 0.0 && is_qkv_bias(fields, index)) {
         const int64_t first = config.model.d_model;  // [query; key; value]
         const int64_t width = config.model.head_dim() * config.model.key_value_heads();
-        EXPECT_LE(max_abs_difference(mine.narrow(0, first, width), expected.narrow(0, first, width)),
-                  2 * config.lr * static_cast<double>(config.steps))
+        EXPECT_LE(
+            max_abs_difference(mine.narrow(0, first, width), expected.narrow(0, first, width)),
+            2 * config.lr * static_cast<double>(config.steps))
             << name << ", rank " << rank << ", the key bias";
-        mine = torch::cat({mine.narrow(0, 0, first), mine.narrow(0, first + width, mine.size(0) - first - width)});
-        expected = torch::cat(
-            {expected.narrow(0, 0, first),
-             expected.narrow(0, first + width, expected.size(0) - first - width)});
+        mine = torch::cat({mine.narrow(0, 0, first),
+                           mine.narrow(0, first + width, mine.size(0) - first - width)});
+        expected =
+            torch::cat({expected.narrow(0, 0, first),
+                        expected.narrow(0, first + width, expected.size(0) - first - width)});
       }
       const double scale = std::max(expected.abs().max().item<double>(), 1e-30);
       const double difference = max_abs_difference(mine, expected) / scale;
@@ -216,14 +220,17 @@ TEST(Pipeline, TwoAndThreeStagesTrainTenStepsLikeOneProcessForBothFamilies) {
     ScratchDir dir("pp-steps-" + std::to_string(stages));
     nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
     for (const auto& [name, item] : cases) {
-      if (item.second == stages) spec["cases"].push_back(case_of(name, "pipeline_steps", item.first));
+      if (item.second == stages)
+        spec["cases"].push_back(case_of(name, "pipeline_steps", item.first));
     }
     run_workers(spec, stages, dir);
     if (HasFatalFailure()) return;
     for (const auto& [name, item] : cases) {
       if (item.second != stages) continue;
+      // Llama here is unclipped with a head of its own: nothing is summed apart, bit for bit.
+      const bool exact = name.find("llama") != std::string::npos;
       expect_stages_match(dir, name, item.first, stages, one_process(item.first, true),
-                          kStepsTolerance);
+                          exact ? 0.0 : kStepsTolerance);
     }
   }
 }
@@ -239,8 +246,8 @@ std::string case_name(const std::string& arch, std::string policy) {
 TEST(Pipeline, EveryPolicyGivesOneProcesssGradientsBitForBitUnderTwoStages) {
   ScratchDir dir("pp-policies");
   const std::vector<std::string> policies = {
-      "none",     "every:1",          "every:2",     "every:3",
-      "selective", "keep:qkv,mlp-in", "sublayer:1,1", "segments:a0-m1,m2",
+      "none", "every:1", "every:2", "every:3", "selective", "keep:qkv,mlp-in", "sublayer:1,1",
+      "segments:a0-m1,m2",
       // Each stage its own: the first (two micro-batches in flight) recomputing, the last not.
       "stages:every:1/none", "stages:none/sublayer:1,1"};
   std::map<std::string, nlohmann::json> cases;
@@ -271,10 +278,15 @@ TEST(Pipeline, LayoutsThatCannotRunAreRefusedBeforeAnythingStarts) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"--nproc 5 --pp 5 --accum 5",
        "--pp: 5 stages for 4 blocks: every stage needs one block at least"},
-      {"--nproc 2 --pp 2", "--accum: 1 micro-batch(es) for 2 stages: a pipeline needs at least "
-                           "as many micro-batches as stages (--accum 2 or more)"},
+      {"--nproc 2 --pp 2",
+       "--accum: 1 micro-batch(es) for 2 stages: a pipeline needs at least "
+       "as many micro-batches as stages (--accum 2 or more)"},
       {"--nproc 4 --pp 2 --accum 2",
        "--pp: a pipeline with tensor or data parallelism is not built yet: give --nproc 2"},
+      {"--nproc 2 --tp 2 --pp 2 --accum 2",
+       "--pp: a pipeline with tensor or data parallelism is not built yet: give --nproc 2 for 2 "
+       "stages and --tp 1"},
+      {"--pp 2 --accum 2", "--pp: 2 stages need --nproc 2 (one rank a stage)"},
       {"--nproc 2 --pp 0", "--pp: must be between 1 and 4096, got 0"},
       {"--nproc 2 --pp 2 --accum 2 --shard optimizer",
        "--shard: sharding is not built for pipeline stages yet"},

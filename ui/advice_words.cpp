@@ -40,6 +40,7 @@ constexpr Label kLabels[] = {
     {"shard", "Shard"},
     {"tp", "Tensor ranks"},
     {"sequence_parallel", "Sequence parallel"},
+    {"pp", "Pipeline stages"},
     {"finetune", "Fine-tuning"},
     {"lora_rank", "LoRA rank"},
     {"lora_alpha", "LoRA alpha"},

@@ -22,7 +22,6 @@
 #include "common/errors.h"
 #include "field_errors.h"
 #include "model/model_config.h"
-#include "parallel/pipeline_schedule.h"
 #include "run/run_config.h"
 #include "runtime/runtime_info.h"
 #include "sweep/sweep_spec.h"
@@ -30,9 +29,6 @@
 
 namespace rematlab::ui {
 namespace {
-
-// A tint, not a style-sheet border: a border changes a field's size hint and so moves the layout.
-const QColor kErrorTint(0xfd, 0xe2, 0xe6);
 
 QSpinBox* spin(int minimum, int maximum, int value) {
   auto* box = new QSpinBox;
@@ -358,9 +354,9 @@ void ExperimentPanel::connect_fields() {
   connect_attention_fields();
   connect(sequence_parallel_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
   connect(loss_chunks_, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
-  for (auto* box : {layers_, d_model_, heads_, kv_heads_, mlp_hidden_, seq_len_, vocab_, accum_,
-                    steps_, seed_, threads_, ranks_, tensor_ranks_, pipeline_stages_,
-                    max_batch_limit_}) {
+  for (auto* box :
+       {layers_, d_model_, heads_, kv_heads_, mlp_hidden_, seq_len_, vocab_, accum_, steps_, seed_,
+        threads_, ranks_, tensor_ranks_, pipeline_stages_, max_batch_limit_}) {
     connect(box, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
   }
   for (auto* box : {dropout_, lr_}) {
@@ -447,81 +443,6 @@ QWidget* ExperimentPanel::field_for(const QString& key) const {
     if (key == QLatin1String(name)) return widget;
   }
   return nullptr;
-}
-
-void ExperimentPanel::update_preview() {
-  QStringList preview;
-  for (const QString& policy : split_list(policies_, ';')) {
-    try {
-      const std::string text = split_policy_and_offload(policy.toStdString()).checkpoint;
-      const CheckpointPolicy parsed = CheckpointPolicy::parse(text);
-      if (parsed.is_plan()) {  // its segments are known once the run has measured its chain
-        preview << policy + ": chosen when the run starts (the Plan tab shows it)";
-        continue;
-      }
-      const auto plan = parsed.plan_for(layers_->value(), 0.0);
-      preview << policy + ": " + QString::fromStdString(plan.describe());
-    } catch (const InvalidInput&) {
-      preview << policy + ": —";
-    }
-  }
-  QString text = "Segments of each policy:\n" + preview.join("\n");
-  const int stages = pipeline_stages_->value();
-  if (stages > 1 && stages <= layers_->value()) {
-    // Which blocks each stage runs, and how many micro-batches it holds at once under 1F1B.
-    const std::vector<int64_t> bounds = parallel::stage_block_bounds(layers_->value(), stages);
-    QStringList parts;
-    for (int stage = 0; stage < stages; ++stage) {
-      parts << QString("%1: blocks %2–%3, %4 in flight")
-                   .arg(stage)
-                   .arg(bounds[stage])
-                   .arg(bounds[stage + 1] - 1)
-                   .arg(parallel::micro_batches_in_flight(stage, stages, accum_->value()));
-    }
-    text += "\nStages (1F1B): " + parts.join("; ");
-  }
-  if (preview_->toPlainText() != text) preview_->setPlainText(text);
-}
-
-// The bad field: tinted, the reason first in its tooltip, and in a line edit a warning sign
-// (inside the field, so the layout does not move). Every other field is back to normal.
-void ExperimentPanel::mark_field(QWidget* bad_field) {
-  for (auto it = help_.cbegin(); it != help_.cend(); ++it) {
-    QWidget* field = it.key();
-    const bool bad = field == bad_field;
-    QPalette tinted = palette();
-    tinted.setColor(QPalette::Base, kErrorTint);
-    tinted.setColor(QPalette::Button, kErrorTint);
-    field->setPalette(bad ? tinted : QPalette());  // an empty palette inherits again
-    field->setProperty("invalid", bad);
-    field->setToolTip(bad ? problem_ + (it.value().isEmpty() ? "" : "\n\n" + it.value())
-                          : it.value());
-  }
-  for (QLineEdit* edit : findChildren<QLineEdit*>()) edit->removeAction(error_mark_);
-  if (auto* edit = qobject_cast<QLineEdit*>(bad_field)) {
-    error_mark_->setToolTip(problem_);
-    edit->addAction(error_mark_, QLineEdit::TrailingPosition);
-  }
-}
-
-void ExperimentPanel::remember_field_help() {
-  if (help_.isEmpty()) {  // first call: every field's own help, before any reason is added
-    for (const char* key : {"name",           "preset",     "arch",
-                            "layers",         "d_model",    "heads",
-                            "kv_heads",       "mlp_hidden", "loss_chunks",
-                            "seq_len",        "vocab",      "attention",
-                            "dropout",        "data",       "accum",
-                            "steps",          "lr",         "seed",
-                            "threads",        "device",     "ranks",
-                            "shard",          "tp",         "sequence_parallel", "pp",
-                            "checkpoint",     "offload",    "batch",
-                            "precision",      "budget",     "finetune",
-                            "lora_rank",      "lora_alpha", "lora_targets",
-                            "base_precision", "head_dim",   "rope_theta",
-                            "qkv_bias",       "qk_norm",    "sliding_window"}) {
-      if (QWidget* field = field_for(key)) help_.insert(field, field->toolTip());
-    }
-  }
 }
 
 void ExperimentPanel::revalidate() {

@@ -49,7 +49,8 @@ class ExperimentPanel : public QWidget {
   bool sequence_parallel() const;
   int pipeline_stages() const;
   bool data_parallel() const {
-    return ranks() > 1 || shard() != "none" || tensor_ranks() > 1 || sequence_parallel();
+    return ranks() > 1 || shard() != "none" || tensor_ranks() > 1 || sequence_parallel() ||
+           pipeline_stages() > 1;
   }
   // The first combination that checkpoints: what the gradient check compares against none.
   // nullopt when the form is invalid or every policy is none (check_problem() says which).

@@ -346,11 +346,10 @@ void MainWindow::on_sweep_requested(const QString& spec_json) {
   remember_form();
   worker_->arm();
   if (panel_->data_parallel()) {
-    emit startDataParallel(
-        spec_json,
-        {panel_->ranks(), panel_->shard(), panel_->tensor_ranks(), panel_->sequence_parallel(),
-         panel_->pipeline_stages()},
-        database_);
+    emit startDataParallel(spec_json,
+                           {panel_->ranks(), panel_->shard(), panel_->tensor_ranks(),
+                            panel_->sequence_parallel(), panel_->pipeline_stages()},
+                           database_);
   } else {
     emit startSweep(spec_json, database_);
   }
@@ -508,39 +507,6 @@ void MainWindow::on_profile_failed(const QString& message) {
   status_->setText(message);
   show_error("Profiling failed: " + message);
   emit profileEnded({});
-}
-
-void MainWindow::on_layout_tried(const TrialLayout& trial) {
-  if (trial.ranks > panel_->ranks_field()->maximum()) {
-    status_->setText(QString("The layout has %1 ranks; the form runs at most %2")
-                         .arg(trial.ranks)
-                         .arg(panel_->ranks_field()->maximum()));
-    return;
-  }
-  panel_->ranks_field()->setValue(trial.ranks);
-  panel_->tensor_ranks_field()->setValue(trial.tensor_ranks);
-  panel_->sequence_parallel_field()->setChecked(trial.sequence_parallel);
-  panel_->pipeline_stages_field()->setValue(trial.pipeline_stages);
-  // A pipeline needs a micro-batch a stage at least: the layout's own count.
-  if (trial.pipeline_stages > 1) panel_->accum_field()->setValue(trial.accum);
-  panel_->shard_field()->setCurrentText(trial.shard);
-  panel_->policies_field()->setText(trial.policy);
-  // Segment inputs wait in host memory on a GPU; the CPU's engine keeps them on disk.
-  const auto form = panel_->first_config();
-  const bool gpu = form && form->device.rfind("cuda", 0) == 0;
-  panel_->offload_field()->setText(trial.offload_host ? (gpu ? "host" : "disk") : "none");
-  status_->setText(QString("The form trains its model with %1 ranks, %2 tensor ranks%3%6, shard "
-                           "%4, %5: press Run to measure the layout here")
-                       .arg(trial.ranks)
-                       .arg(trial.tensor_ranks)
-                       .arg(trial.sequence_parallel ? " (sequence parallel)" : "")
-                       .arg(trial.shard)
-                       .arg(trial.policy)
-                       .arg(trial.pipeline_stages > 1
-                                ? QString(", %1 pipeline stages of %2 micro-batches")
-                                      .arg(trial.pipeline_stages)
-                                      .arg(trial.accum)
-                                : QString()));
 }
 
 namespace {

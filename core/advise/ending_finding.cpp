@@ -23,6 +23,7 @@ std::string budget_flag(int64_t bytes) {
 // configuration cannot be estimated. Split over tensor ranks, the figures are one rank's.
 std::optional<estimate::DeviceFit> estimated_fit(const RunConfig& config, int64_t batch,
                                                  int64_t budget) {
+  if (config.pp > 1) return std::nullopt;  // not estimated stage by stage yet (unestimable)
   try {
     estimate::EstimateRequest request;
     request.arch = estimate::from_model_config(config.model);

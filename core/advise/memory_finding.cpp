@@ -72,7 +72,7 @@ Wording fine_tuning_states_advice(const RunConfig& config) {
 Wording states_advice(const RunConfig& config) {
   if (config.model.lora.enabled()) return fine_tuning_states_advice(config);
   const ShardMode shard = parse_shard(config.shard);
-  const int64_t data_ranks = config.world_size / std::max<int64_t>(1, config.tp);
+  const int64_t data_ranks = config.data_ranks();
   const bool fp32 = config.precision == Precision::kFp32;
   const std::string ranks = std::to_string(data_ranks) + " data ranks";
   // fp16 shards the optimizer state only (its loss scaling needs whole gradients).
@@ -143,6 +143,11 @@ Cause dominant_cause(const RunRecord& run, int64_t logits_bytes, int64_t kept_by
 }  // namespace
 
 std::optional<std::string> unestimable(const RunConfig& config) {
+  if (config.pp > 1) {
+    return std::string(
+        "pipeline stages are not estimated stage by stage yet; `layout` with the "
+        "same degrees predicts each stage");
+  }
   try {
     const estimate::Architecture arch = estimate::from_model_config(config.model);
     estimate::validate(arch);
@@ -183,7 +188,7 @@ std::optional<Finding> diagnose_memory(const RunRecord& run,
                                                     estimate::Optimizer::kAdamW)
                 : estimate::model_state_bytes(estimate::rank_parameter_count(arch, config.tp),
                                               config.precision, estimate::Optimizer::kAdamW),
-            config.world_size / std::max<int64_t>(1, config.tp), config.shard)
+            config.data_ranks(), config.shard)
             .total();
     if (parse_shard(config.shard) == ShardMode::kParameters) {
       states += estimate::gathered_unit_bytes(arch, config.precision, config.tp);

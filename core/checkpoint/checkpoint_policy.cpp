@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <sstream>
 
+#include "checkpoint/stage_blocks.h"
 #include "common/byte_size.h"
 #include "common/decimal_text.h"
 #include "common/errors.h"
-#include "parallel/pipeline_schedule.h"
 
 namespace rematlab {
 namespace {
@@ -256,8 +256,8 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
       const Kind kind = stage.kind();
       if (kind != Kind::kNone && kind != Kind::kEvery && kind != Kind::kSublayer &&
           kind != Kind::kSegments) {
-        reject(text, "a stage's policy is none, every:K, sublayer:A,F or segments:…, not '" +
-                         part + "'");
+        reject(text,
+               "a stage's policy is none, every:K, sublayer:A,F or segments:…, not '" + part + "'");
       }
       policy.text_ += (policy.stages_.empty() ? "" : "/") + stage.text();
       policy.stages_.push_back(std::move(stage));
@@ -325,7 +325,7 @@ CheckpointPlan CheckpointPolicy::plan_for(int64_t layers, double progress) const
         reject(text_, std::to_string(count) + " stages for " + std::to_string(layers) +
                           " blocks: every stage needs one block at least");
       }
-      const std::vector<int64_t> bounds = parallel::stage_block_bounds(layers, count);
+      const std::vector<int64_t> bounds = stage_block_bounds(layers, count);
       for (std::size_t stage = 0; stage < stages_.size(); ++stage) {
         // The stage's blocks as a model of their own, moved to where they are in the chain.
         const int64_t first = 2 * bounds[stage];

@@ -114,8 +114,8 @@ class CheckpointPolicy {
   int64_t mlp_stride_ = 0;
   std::vector<std::pair<double, int64_t>> schedule_;  // (progress threshold, K), ascending
   KeptOutputs keep_;
-  std::vector<Segment> recomputed_;  // `segments:`, ascending, disjoint
-  int64_t plan_budget_bytes_ = 0;    // `plan:`
+  std::vector<Segment> recomputed_;       // `segments:`, ascending, disjoint
+  int64_t plan_budget_bytes_ = 0;         // `plan:`
   std::vector<CheckpointPolicy> stages_;  // `stages:`
   std::string text_ = "none";
 };

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "checkpoint/stage_blocks.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
-#include "parallel/pipeline_schedule.h"
 
 namespace rematlab::layout {
 namespace {
@@ -29,7 +29,7 @@ namespace {
 
 // One chunk per rank, as the engine splits the blocks.
 std::vector<std::vector<int64_t>> stage_split(int64_t layers, int64_t pp) {
-  const std::vector<int64_t> bounds = parallel::stage_block_bounds(layers, pp);
+  const std::vector<int64_t> bounds = stage_block_bounds(layers, pp);
   std::vector<std::vector<int64_t>> by_rank;
   for (std::size_t stage = 0; stage + 1 < bounds.size(); ++stage) {
     by_rank.push_back({bounds[stage + 1] - bounds[stage]});
@@ -268,9 +268,9 @@ void validate_fixed(const LayoutRequest& request) {
     }
   }
   if (request.engine_only) {
-    const bool beyond = (fixed.cp && *fixed.cp > 1) ||
-                        (fixed.offload && (*fixed.offload == Offload::kOptimizer ||
-                                           *fixed.offload == Offload::kParameters));
+    const bool beyond =
+        (fixed.cp && *fixed.cp > 1) || (fixed.offload && (*fixed.offload == Offload::kOptimizer ||
+                                                          *fixed.offload == Offload::kParameters));
     if (beyond) {
       throw InvalidInput("--runnable-here",
                          "contradicts a fixed context split or model-state offload, "

@@ -178,6 +178,15 @@ void require_searchable(const LayoutRequest& request) {
   }
 }
 
+// Searching only what RematLab's engine runs: why it does not run `layout`, or nothing.
+std::string engine_problem(const LayoutRequest& request, const Layout& layout) {
+  if (!shard_trains_in(engine_shard(layout), request.precision)) {
+    return "RematLab's engine shards parameters (ZeRO 3) in fp32 only";
+  }
+  const std::string lack = engine_pipeline_lack(request, layout);
+  return lack.empty() ? "" : "RematLab's engine does not run " + lack;
+}
+
 }  // namespace
 
 LayoutAnswer search_layouts(const LayoutRequest& request, const std::atomic<bool>* cancel) {
@@ -193,15 +202,7 @@ LayoutAnswer search_layouts(const LayoutRequest& request, const std::atomic<bool
   for_each_layout(request, [&](const Layout& layout) {
     stop_if_cancelled();
     std::string problem = structural_problem(request, layout);
-    if (problem.empty() && request.engine_only &&
-        !shard_trains_in(engine_shard(layout), request.precision)) {
-      problem = "RematLab's engine shards parameters (ZeRO 3) in fp32 only";
-    }
-    if (problem.empty() && request.engine_only) {
-      if (const std::string lack = engine_pipeline_lack(request, layout); !lack.empty()) {
-        problem = "RematLab's engine does not run " + lack;
-      }
-    }
+    if (problem.empty() && request.engine_only) problem = engine_problem(request, layout);
     if (!problem.empty()) {
       ++answer.impossible;
       if (first_problem.empty()) first_problem = problem;

@@ -18,7 +18,7 @@ constexpr const char* kStateKey = "rematlab.gathered_projection";
 struct GatheredState : torch::CustomClassHolder {
   TensorParallel group;
   int64_t gathered_dim = 1;  // gathered_dim(order)
-  torch::Tensor weight;  // as the projection used them: autocast's copies under autocast
+  torch::Tensor weight;      // as the projection used them: autocast's copies under autocast
   torch::Tensor bias;
   at::ScalarType weight_dtype = at::kFloat;  // the parameters' own dtype
   at::ScalarType bias_dtype = at::kFloat;

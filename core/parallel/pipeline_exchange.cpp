@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "update/parameter_update.h"
 
 namespace rematlab::parallel {
 namespace {
@@ -39,10 +40,10 @@ void PipelineExchange::wait_for(std::deque<Pending>& sent, int64_t through) {
   }
 }
 
-void PipelineExchange::send(std::deque<Pending>& sent, const torch::Tensor& tensor, int to,
-                            int tag, int64_t micro_batch) {
+void PipelineExchange::send(std::deque<Pending>& sent, const torch::Tensor& tensor, int to, int tag,
+                            int64_t micro_batch) {
   std::vector<at::Tensor> tensors{tensor.detach().contiguous()};
-  sent.push_back({world_->backend().send(tensors, to, tag), tensors.front(), micro_batch});
+  sent.push_back({tensors.front(), world_->backend().send(tensors, to, tag), micro_batch});
 }
 
 torch::Tensor PipelineExchange::receive(at::IntArrayRef sizes, const at::TensorOptions& options,
@@ -55,8 +56,7 @@ torch::Tensor PipelineExchange::receive(at::IntArrayRef sizes, const at::TensorO
 }
 
 void PipelineExchange::send_output(const torch::Tensor& output, int64_t micro_batch) {
-  send(outputs_sent_, output, static_cast<int>(stage() + 1), forward_tag(micro_batch),
-       micro_batch);
+  send(outputs_sent_, output, static_cast<int>(stage() + 1), forward_tag(micro_batch), micro_batch);
 }
 
 torch::Tensor PipelineExchange::receive_input(at::IntArrayRef sizes,
@@ -132,15 +132,7 @@ std::optional<double> PipelineExchange::step(torch::optim::Optimizer& optimizer,
     grads.push_back(param.grad());
   }
   const double total = std::sqrt(world_->sum(sum_of_squares(grads)));
-  // As clip_grad_norm_ clips.
-  if (std::isfinite(max_norm)) {
-    const double coefficient = max_norm / (total + 1e-6);
-    if (coefficient < 1.0) {
-      for (const torch::Tensor& param : params_) {
-        if (param.grad().defined()) param.grad().mul_(coefficient);
-      }
-    }
-  }
+  clip_to_norm(params_, max_norm, total);
   optimizer.step();
   optimizer_ = &optimizer;
   return total;

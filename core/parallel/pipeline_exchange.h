@@ -70,8 +70,8 @@ class PipelineExchange final : public GradientExchange {
   torch::Tensor receive(at::IntArrayRef sizes, const at::TensorOptions& options, int from, int tag,
                         const char* what);
   struct Pending {
+    torch::Tensor tensor;  // alive until sent: declared first, so destroyed after the work
     c10::intrusive_ptr<c10d::Work> work;
-    torch::Tensor tensor;  // alive until sent
     int64_t micro_batch = 0;
   };
   void send(std::deque<Pending>& sent, const torch::Tensor& tensor, int to, int tag,
@@ -89,7 +89,7 @@ class PipelineExchange final : public GradientExchange {
   std::deque<Pending> outputs_sent_;
   std::deque<Pending> gradients_sent_;
   std::deque<Pending> tied_sent_;
-  double wait_ms_ = 0.0;  // blocked on a neighbour since the last report
+  double wait_ms_ = 0.0;                          // blocked on a neighbour since the last report
   torch::optim::Optimizer* optimizer_ = nullptr;  // the last step's, for its state's size
   ModelStateBytes state_bytes_;
 };

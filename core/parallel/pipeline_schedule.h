@@ -1,17 +1,13 @@
-// Pipeline parallelism's plan of work, apart from any tensor: which blocks each stage runs, and
-// the order in which a stage runs its micro-batches' forward and backward passes.
+// Pipeline parallelism's plan of work, apart from any tensor: the order in which a stage runs its
+// micro-batches' forward and backward passes (which blocks it runs: checkpoint/stage_blocks.h).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-namespace rematlab::parallel {
+#include "checkpoint/stage_blocks.h"
 
-// Stage s runs blocks [bounds[s], bounds[s + 1]): two stages split the layers in halves (the
-// second taking an odd one); more have equal middle stages and split what is left between the
-// first and the last, which also run the embedding and the head. The layout planner weighs the
-// same split. Needs 1 ≤ stages ≤ layers.
-std::vector<int64_t> stage_block_bounds(int64_t layers, int64_t stages);
+namespace rematlab::parallel {
 
 struct PipelineAction {
   bool forward = true;

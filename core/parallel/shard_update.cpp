@@ -3,6 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "update/parameter_update.h"
+
 namespace rematlab::parallel {
 
 int64_t optimizer_state_bytes(torch::optim::Optimizer& optimizer) {
@@ -41,12 +43,7 @@ double ShardUpdate::step(DistContext& context, const std::vector<torch::Tensor>&
   for (const torch::Tensor& shard : shards) grads.push_back(shard.grad());
   const double local_squares = squares_ ? squares_(grads) : sum_of_squares(grads);
   const double total = std::sqrt(timer.blocking([&] { return context.sum(local_squares); }));
-  if (std::isfinite(max_norm)) {
-    const double coefficient = max_norm / (total + 1e-6);
-    if (coefficient < 1.0) {
-      for (const torch::Tensor& shard : shards) shard.grad().mul_(coefficient);
-    }
-  }
+  clip_to_norm(shards, max_norm, total);
   optimizer_->step();
   return total;
 }

@@ -8,6 +8,7 @@
 
 #include "common/errors.h"
 #include "parallel/fully_sharded.h"
+#include "update/parameter_update.h"
 
 namespace rematlab::parallel {
 
@@ -230,16 +231,7 @@ std::optional<double> TensorParallelExchange::step(torch::optim::Optimizer& opti
   // sharded_squares() says.
   if (!data_->shard_layouts().empty()) return data_->step(optimizer, max_norm);
   const double total = whole_norm();
-  // As clip_grad_norm_ clips.
-  if (std::isfinite(max_norm)) {
-    const double coefficient = max_norm / (total + 1e-6);
-    if (coefficient < 1.0) {
-      torch::NoGradGuard no_grad;
-      for (const torch::Tensor& param : params_) {
-        if (param.grad().defined()) param.grad().mul_(coefficient);
-      }
-    }
-  }
+  clip_to_norm(params_, max_norm, total);
   data_->step(optimizer, max_norm);  // unsharded: it only notes the optimizer, for its figures
   optimizer.step();
   return total;

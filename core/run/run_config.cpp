@@ -217,10 +217,22 @@ void validate_pipeline(const RunConfig& config) {
                                       "as stages (" +
                                       setting("accum", std::to_string(pp)) + " or more)");
   }
-  if (config.world_size != pp) {
-    throw InvalidInput("--pp", "a pipeline with tensor or data parallelism is not built yet: give " +
-                                   setting("nproc", std::to_string(pp)) + " for " +
-                                   std::to_string(pp) + " stages");
+  if (config.tp > 1 || config.world_size > pp) {
+    throw InvalidInput("--pp",
+                       "a pipeline with tensor or data parallelism is not built yet: give " +
+                           setting("nproc", std::to_string(pp)) + " for " + std::to_string(pp) +
+                           " stages" + (config.tp > 1 ? " and " + setting("tp", "1") : ""));
+  }
+  if (config.world_size < pp) {
+    throw InvalidInput("--pp", std::to_string(pp) + " stages need " +
+                                   setting("nproc", std::to_string(pp)) + " (one rank a stage)");
+  }
+  // NCCL's sends block until their receives are posted, and the stages send both ways at once:
+  // they would need their sends and receives coalesced, which is not built.
+  if (parse_device(config.device).is_cuda()) {
+    throw InvalidInput("--pp",
+                       "pipeline stages run on the CPU (Gloo) only for now: their NCCL "
+                       "sends and receives are not built yet");
   }
   auto not_yet = [](const char* flag, const std::string& what) {
     throw InvalidInput(flag, what + " is not built for pipeline stages yet");
@@ -237,6 +249,25 @@ void validate_pipeline(const RunConfig& config) {
   if (parse_offload(config.offload).kind != OffloadKind::kNone) not_yet("--offload", "offload");
   if (policy.is_plan()) not_yet("--checkpoint", "plan:");
   if (config.model.lora.enabled()) not_yet("--finetune", "LoRA fine-tuning");
+}
+
+// What a fine-tuned model trains with: its base's precision, and the layouts its adapters take.
+void validate_fine_tuning(const RunConfig& config) {
+  if (config.model.lora.base == BasePrecision::kBf16 && config.precision != Precision::kBf16) {
+    throw InvalidInput("--base-precision",
+                       "a bf16 base needs bf16 matmuls: give " + setting("precision", "bf16"));
+  }
+  // Data ranks average the adapters' gradients and may shard their optimizer state and
+  // gradients; the frozen base stays whole on every rank.
+  if (config.model.lora.enabled() && config.tp > 1) {
+    throw InvalidInput(
+        "--tp", "LoRA fine-tuning is not split over tensor ranks yet (" + setting("tp", "1") + ")");
+  }
+  if (config.model.lora.enabled() && parse_shard(config.shard) == ShardMode::kParameters) {
+    throw InvalidInput("--shard",
+                       "LoRA shards what trains (optimizer, gradients); the frozen base stays "
+                       "whole on every rank, not sharded as parameters");
+  }
 }
 
 }  // namespace
@@ -330,21 +361,7 @@ void validate(const RunConfig& config) {
   validate_data_parallel(config);
   validate_tensor_parallel(config);
   validate_pipeline(config);
-  if (config.model.lora.base == BasePrecision::kBf16 && config.precision != Precision::kBf16) {
-    throw InvalidInput("--base-precision",
-                       "a bf16 base needs bf16 matmuls: give " + setting("precision", "bf16"));
-  }
-  // Data ranks average the adapters' gradients and may shard their optimizer state and
-  // gradients; the frozen base stays whole on every rank.
-  if (config.model.lora.enabled() && config.tp > 1) {
-    throw InvalidInput(
-        "--tp", "LoRA fine-tuning is not split over tensor ranks yet (" + setting("tp", "1") + ")");
-  }
-  if (config.model.lora.enabled() && parse_shard(config.shard) == ShardMode::kParameters) {
-    throw InvalidInput("--shard",
-                       "LoRA shards what trains (optimizer, gradients); the frozen base stays "
-                       "whole on every rank, not sharded as parameters");
-  }
+  validate_fine_tuning(config);
 }
 
 OffloadSpec parse_offload(const std::string& text) {

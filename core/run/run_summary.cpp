@@ -212,6 +212,7 @@ nlohmann::json to_json(const RunSummary& summary) {
       {"shard", config.shard},
       {"tp", config.tp},
       {"sequence_parallel", config.sequence_parallel},
+      {"pp", config.pp},
       {"steps", summary.steps_completed},
   };
   json.update(to_json(static_cast<const RunResult&>(summary)));

@@ -84,7 +84,7 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
   }
   if (pipeline_) {
     const std::vector<int64_t> blocks =
-        parallel::stage_block_bounds(config_.model.layers, pipeline_->stages());
+        stage_block_bounds(config_.model.layers, pipeline_->stages());
     const auto stage = static_cast<std::size_t>(pipeline_->stage());
     model_->keep_stage(2 * blocks[stage], 2 * blocks[stage + 1]);  // two sublayers a block
     if (config_.model.tie_head) pipeline_->share_gradient_of(model_->head_weight());
@@ -117,7 +117,8 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
     // Pipeline stages run different blocks from one stream each: the same stream would drop
     // the same positions in each stage's first block.
     if (pipeline_ && pipeline_->stage() > 0) {
-      torch::manual_seed(config_.seed ^ (kStageSeedSalt * static_cast<uint64_t>(pipeline_->stage())));
+      torch::manual_seed(config_.seed ^
+                         (kStageSeedSalt * static_cast<uint64_t>(pipeline_->stage())));
     }
   }
   const OffloadSpec offload = parse_offload(config_.offload);
@@ -206,9 +207,9 @@ double Trainer::pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& 
         if (pipe.first()) {
           flight.input = batch.tokens.to(device_);
         } else {
-          flight.input = pipe.receive_input(activation_sizes, activation_options,
-                                            action.micro_batch)
-                             .requires_grad_(true);
+          flight.input =
+              pipe.receive_input(activation_sizes, activation_options, action.micro_batch)
+                  .requires_grad_(true);
         }
         flight.output = model_->stage_output(flight.input, plan);
         if (pipe.last()) {
@@ -223,8 +224,8 @@ double Trainer::pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& 
       }
       device_memory::synchronize(device_);
       metrics.forward_ms += elapsed_ms(start);
-      metrics.saved_activation_bytes = std::max(
-          metrics.saved_activation_bytes, tracker_.current_bytes() - metrics.baseline_bytes);
+      metrics.saved_activation_bytes = std::max(metrics.saved_activation_bytes,
+                                                tracker_.current_bytes() - metrics.baseline_bytes);
       in_flight.push_back(std::move(flight));
       continue;
     }

@@ -21,6 +21,16 @@ double clip_and_step(torch::optim::Optimizer& optimizer, const std::vector<torch
   return norm;
 }
 
+void clip_to_norm(const std::vector<torch::Tensor>& params, double max_norm, double total) {
+  if (!std::isfinite(max_norm)) return;
+  const double coefficient = max_norm / (total + 1e-6);
+  if (coefficient >= 1.0) return;
+  torch::NoGradGuard no_grad;
+  for (const torch::Tensor& param : params) {
+    if (param.grad().defined()) param.grad().mul_(coefficient);
+  }
+}
+
 void zero_gradients(const std::vector<torch::Tensor>& params) {
   torch::NoGradGuard no_grad;
   for (const torch::Tensor& param : params) {

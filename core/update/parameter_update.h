@@ -23,6 +23,11 @@ double max_grad_norm(const RunConfig& config);
 double clip_and_step(torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
                      double max_norm);
 
+// Scales every defined gradient of `params` as clip_grad_norm_ would for a gradient norm of
+// `total` (found by the caller, e.g. over ranks): by max_norm / (total + 1e-6) where that is
+// below 1; nothing with an infinite max_norm.
+void clip_to_norm(const std::vector<torch::Tensor>& params, double max_norm, double total);
+
 // Zeroes every gradient in place; one left undefined (sharded away, or never reached) is skipped.
 void zero_gradients(const std::vector<torch::Tensor>& params);
 

@@ -1,0 +1,16 @@
+// Which blocks each of a model's stages holds: the split pipeline stages run (parallel/), the
+// stages:P0/P1/… checkpoint policy plans (checkpoint_policy.h) and the layout planner weighs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace rematlab {
+
+// Stage s runs blocks [bounds[s], bounds[s + 1]): two stages split the layers in halves (the
+// second taking an odd one); more have equal middle stages and split what is left between the
+// first and the last, which also run the embedding and the head. The layout planner weighs the
+// same split. Needs 1 ≤ stages ≤ layers.
+std::vector<int64_t> stage_block_bounds(int64_t layers, int64_t stages);
+
+}  // namespace rematlab
