@@ -419,9 +419,15 @@ TEST(LayoutExport, APipelineAloneRunsHereWithItsStagesAndMicroBatches) {
   }
   EXPECT_TRUE(pipelined) << "no two-stage layout among the runnable ones";
   request.engine_only = false;
+  Layout interleaved;
+  interleaved.pp = 2;
+  interleaved.vp = 2;
+  Layout with_tensor_ranks;
+  with_tensor_ranks.tp = 2;
+  with_tensor_ranks.pp = 2;
   const std::vector<std::pair<Layout, std::string>> lacking = {
-      {Layout{1, 2, 2}, "the interleaved pipeline schedule (virtual stages)"},
-      {Layout{2, 2}, "pipeline stages with tensor or data ranks"},
+      {interleaved, "the interleaved pipeline schedule (virtual stages)"},
+      {with_tensor_ranks, "pipeline stages with tensor or data ranks"},
   };
   for (const auto& [layout, lack] : lacking) {
     Layout given = layout;

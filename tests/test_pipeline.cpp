@@ -251,7 +251,7 @@ TEST(Pipeline, EveryPolicyGivesOneProcesssGradientsBitForBitUnderTwoStages) {
       // Each stage its own: the first (two micro-batches in flight) recomputing, the last not.
       "stages:every:1/none", "stages:none/sublayer:1,1"};
   std::map<std::string, nlohmann::json> cases;
-  for (const std::string& arch : {"gpt", "llama"}) {
+  for (const char* arch : {"gpt", "llama"}) {
     for (const std::string& policy : policies) {
       cases[case_name(arch, policy)] =
           with(stage_fields(arch, 2), {{"checkpoint", policy}, {"tie_head", false}});
@@ -263,7 +263,7 @@ TEST(Pipeline, EveryPolicyGivesOneProcesssGradientsBitForBitUnderTwoStages) {
   }
   run_workers(spec, 2, dir);
   if (HasFatalFailure()) return;
-  for (const std::string& arch : {"gpt", "llama"}) {
+  for (const char* arch : {"gpt", "llama"}) {
     const Reference none = one_process(cases.at(case_name(arch, "none")), false);
     for (const std::string& policy : policies) {
       const std::string name = case_name(arch, policy);
