@@ -180,6 +180,21 @@ double Trainer::micro_batch(const CheckpointPlan& plan, StepMetrics& metrics, bo
   return value;
 }
 
+std::optional<double> Trainer::micro_batches(const CheckpointPlan& plan, StepMetrics& metrics,
+                                             const std::atomic<bool>* cancel) {
+  if (pipeline_) {
+    // Stages wait on one another inside the step: it is cancelled before it begins.
+    if (cancel_requested(cancel)) return std::nullopt;
+    return pipeline_micro_batches(plan, metrics);
+  }
+  double loss_sum = 0.0;
+  for (int64_t micro = 0; micro < config_.accum; ++micro) {
+    if (cancel_requested(cancel)) return std::nullopt;
+    loss_sum += micro_batch(plan, metrics, micro + 1 == config_.accum);
+  }
+  return loss_sum;
+}
+
 double Trainer::pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& metrics) {
   parallel::PipelineExchange& pipe = *pipeline_;
   // What a micro-batch's backward needs from its forward: the stage's input (its gradient goes
@@ -292,16 +307,9 @@ StepMetrics Trainer::step(int64_t index, const TrainerCallbacks& callbacks) {
   tracker_.reset_peak();
   metrics.baseline_bytes = tracker_.current_bytes();
   const auto start = Clock::now();
-  double loss_sum = 0.0;
-  if (pipeline_) {
-    // Stages wait on one another inside the step: it is cancelled before it begins.
-    if (cancel_requested(callbacks.cancel)) throw Cancelled{};
-    loss_sum = pipeline_micro_batches(plan, metrics);
-  }
-  for (int64_t micro = 0; micro < config_.accum && !pipeline_; ++micro) {
-    if (cancel_requested(callbacks.cancel)) throw Cancelled{};
-    loss_sum += micro_batch(plan, metrics, micro + 1 == config_.accum);
-  }
+  const std::optional<double> accumulated = micro_batches(plan, metrics, callbacks.cancel);
+  if (!accumulated) throw Cancelled{};
+  double loss_sum = *accumulated;
   update_parameters(metrics);
   if (exchange_) loss_sum = exchange_->mean(loss_sum);  // the global batch's loss
   metrics.step_ms = elapsed_ms(start);
@@ -440,17 +448,10 @@ void Trainer::use_peak_flops(double flops, const std::string& source) {
 std::optional<double> Trainer::accumulate_gradients(const CheckpointPlan& plan,
                                                     const std::atomic<bool>* cancel) {
   StepMetrics unused;
-  double loss_sum = 0.0;
-  if (pipeline_) {
-    if (cancel_requested(cancel)) return std::nullopt;
-    loss_sum = pipeline_micro_batches(plan, unused);
-  }
-  for (int64_t micro = 0; micro < config_.accum && !pipeline_; ++micro) {
-    if (cancel_requested(cancel)) return std::nullopt;
-    loss_sum += micro_batch(plan, unused, micro + 1 == config_.accum);
-  }
-  if (exchange_) loss_sum = exchange_->mean(loss_sum);
-  return loss_sum / static_cast<double>(config_.accum);
+  std::optional<double> loss_sum = micro_batches(plan, unused, cancel);
+  if (!loss_sum) return std::nullopt;
+  if (exchange_) loss_sum = exchange_->mean(*loss_sum);
+  return *loss_sum / static_cast<double>(config_.accum);
 }
 
 std::unique_ptr<Trainer> build_trainer(const RunConfig& config,

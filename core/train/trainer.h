@@ -74,6 +74,10 @@ class Trainer {
  private:
   struct Cancelled {};
   StepMetrics step(int64_t index, const TrainerCallbacks& callbacks);
+  // The step's micro-batches, forward and backward, without the update: the sum of their
+  // losses (a pipeline's last stage's), or nothing when `cancel` was set before one began.
+  std::optional<double> micro_batches(const CheckpointPlan& plan, StepMetrics& metrics,
+                                      const std::atomic<bool>* cancel);
   double micro_batch(const CheckpointPlan& plan, StepMetrics& metrics, bool last);
   // A pipeline stage's share of the step's micro-batches, in 1F1B order; the sum of their
   // losses on the last stage, 0 elsewhere.
