@@ -15,6 +15,17 @@ namespace rematlab::compat {
 constexpr bool kTorchAtLeast_2_4 = TORCH_VERSION_MAJOR > 2 ||
                                    (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4);
 
+// The CUDA runtime and the caching allocator start with the first CUDA tensor; the allocator's
+// counters asked for before that throw ("Invalid device argument: did you call init?"), which is
+// how a run that measures its memory before it builds its model failed on the first GPU.
+inline void initialize_cuda() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+  at::globalContext().lazyInitDevice(at::kCUDA);
+#else
+  at::globalContext().lazyInitCUDA();
+#endif
+}
+
 // Autocast state is per device type; LibTorch 2.4 unified the CPU/CUDA-specific calls.
 inline bool autocast_enabled(at::DeviceType type) {
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
