@@ -90,10 +90,28 @@ torch::Tensor attention_core(const torch::Tensor& qkv, const AttentionShape& sha
     // no-grad forward of a checkpointed segment and its recomputation with grad could run
     // different kernels, with other rounding and other dropout masks. The kernel is chosen once,
     // as with grad, and forced on both.
-    const int backend = compat::sdpa_backend_with_grad(q, k, v, p, /*causal=*/true, grouped);
+    bool shared_heads = grouped;
+    int backend = compat::sdpa_backend_with_grad(q, k, v, p, /*causal=*/true, shared_heads);
+    if (shared_heads && backend == compat::kSdpaMathBackend) {
+      // In fp32 CUDA's only fused kernel (memory-efficient) refuses shared key/value heads (seen
+      // on an H200), and the explicit fallback keeps seq × seq probabilities a head. Repeated to
+      // the query heads, k and v cost two q-sized tensors instead. CPU's kernel takes shared
+      // heads; the recomputation asks the same question and repeats as well.
+      const int64_t groups = shape.heads / shape.kv_heads;
+      const torch::Tensor k_repeated = repeat_kv(k, groups);
+      const torch::Tensor v_repeated = repeat_kv(v, groups);
+      const int repeated =
+          compat::sdpa_backend_with_grad(q, k_repeated, v_repeated, p, true, false);
+      if (repeated >= 0 && repeated != compat::kSdpaMathBackend) {
+        k = k_repeated;
+        v = v_repeated;
+        shared_heads = false;
+        backend = repeated;
+      }
+    }
     AttentionKernelLog::record(torch::GradMode::is_enabled(), backend);
     const compat::ScopedSdpaBackend only(backend);
-    context = compat::scaled_dot_product_attention(q, k, v, p, /*causal=*/true, grouped);
+    context = compat::scaled_dot_product_attention(q, k, v, p, /*causal=*/true, shared_heads);
   } else {
     // Scale q (b·h·s·d elements) rather than the scores (b·h·s·s), and mask in place: the only
     // s×s tensor this keeps for backward is the probabilities, as the literature's formula assumes.

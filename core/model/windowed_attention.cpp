@@ -89,13 +89,13 @@ torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
           causal ? torch::Tensor() : masks.get(rows, keys, offset, kernel_dtype(q), q.device());
       int backend =
           compat::sdpa_backend_with_grad(q_block, k_block, v_block, p, causal, grouped, mask);
-      if (grouped && !repeat_refused && !causal && backend == compat::kSdpaMathBackend) {
-        // CUDA's kernels that take a mask (memory-efficient; cuDNN in some dtypes and widths
-        // only) may refuse shared heads, and the explicit fallback would keep each block's
-        // probabilities: window × 2·window values a head, 2 GiB a masked block for Mistral 7B
-        // at batch 1. Repeated to the query heads, k and v cost two q-sized tensors instead,
-        // kept for the remaining blocks. CPU's fused kernel takes shared heads: nothing changes
-        // there. The same shapes ask the same question in a recomputation, which repeats as well.
+      if (grouped && !repeat_refused && backend == compat::kSdpaMathBackend) {
+        // CUDA's kernels that take a mask (memory-efficient; cuDNN in some dtypes and widths),
+        // and in fp32 the causal first block's too (seen on an H200), may refuse shared heads;
+        // the explicit fallback would keep each block's probabilities: window × 2·window values
+        // a head, 2 GiB a masked block for Mistral 7B at batch 1. Repeated, k and v cost two
+        // q-sized tensors, kept for the remaining blocks (CPU's kernel takes shared heads). A
+        // recomputation asks the same question of the same shapes, and repeats as well.
         const torch::Tensor k_repeated = repeat_kv(k, groups);
         const torch::Tensor v_repeated = repeat_kv(v, groups);
         const int repeated_backend = compat::sdpa_backend_with_grad(
