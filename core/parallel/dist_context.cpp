@@ -36,7 +36,15 @@ bool mentions(const std::string& text, std::initializer_list<const char*> words)
 DistContext::DistContext(DistEnv env, c10::Device device, std::chrono::milliseconds timeout)
     : env_(std::move(env)), device_(device), timeout_(timeout) {}
 
-DistContext::~DistContext() = default;
+DistContext::~DistContext() {
+  if (!backend_ || !device_.is_cuda()) return;
+  try {
+    close_nccl_backend(*backend_);
+  } catch (const std::exception&) {
+    // A communicator that cannot close cleanly (a peer gone) is aborted by the backend's own
+    // destructor; nothing more can be done while this context ends.
+  }
+}
 
 std::shared_ptr<DistContext> DistContext::connect(const DistEnv& env, const c10::Device& device,
                                                   std::chrono::milliseconds timeout,

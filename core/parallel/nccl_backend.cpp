@@ -21,4 +21,6 @@ c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10
   return backend;
 }
 
+void close_nccl_backend(c10d::Backend& backend) { backend.shutdown(); }
+
 }  // namespace rematlab::parallel

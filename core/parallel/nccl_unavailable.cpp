@@ -10,4 +10,6 @@ c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10
   throw InvalidInput("--device", "this LibTorch has no CUDA, so no NCCL for distributed runs");
 }
 
+void close_nccl_backend(c10d::Backend&) {}
+
 }  // namespace rematlab::parallel
