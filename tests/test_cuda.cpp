@@ -6,11 +6,13 @@
 
 #ifdef REMATLAB_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #endif
 
 #include <set>
 #include <string>
 
+#include "cli_runner.h"
 #include "common/errors.h"
 #include "compat/torch_compat.h"
 #include "launch/rank_launch.h"
@@ -153,7 +155,8 @@ TEST_F(CudaPath, TrackerAgreesWithTheCachingAllocatorOnAKnownAllocation) {
 #ifdef REMATLAB_WITH_CUDA
   const c10::Device device("cuda");
   const auto stats = [&] {
-    return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    // "cuda" has no number; the allocator is asked about the current device.
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
   };
   constexpr std::size_t kAggregate = 0;
   MemoryTracker tracker(device);
@@ -177,6 +180,18 @@ TEST_F(CudaPath, TrackerAgreesWithTheCachingAllocatorOnAKnownAllocation) {
 #else
   GTEST_SKIP() << "LibTorch without CUDA: no caching allocator to compare with";
 #endif
+}
+
+// A run measures the device before it builds anything on it. The first H200 showed that asking
+// the caching allocator for its counters in a process with no CUDA tensor yet throws ("did you
+// call init?"); the CLI is a fresh process, so this is that first question every time.
+TEST_F(CudaPath, AFreshProcessMeasuresTheDeviceBeforeItsFirstTensor) {
+  const auto result = testing::cli("run --preset tiny --device cuda --steps 2 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto run = testing::last_line_json(result.out);
+  EXPECT_EQ(run.at("status"), "ok");
+  EXPECT_GT(run.at("peak_bytes").get<int64_t>(), 0);
+  EXPECT_GE(run.at("reserved_bytes").get<int64_t>(), run.at("peak_bytes").get<int64_t>());
 }
 
 TEST_F(CudaPath, StepsReportReservedAndDeviceMemoryAboveLiveBytes) {
@@ -271,6 +286,28 @@ TEST_F(CudaPath, AWindowOverSharedKeyValueHeadsRunsFusedAndStaysExact) {
     EXPECT_TRUE(check.identical) << to_string(precision) << ": " << check.worst_param << " off by "
                                  << check.max_abs_diff;
   }
+}
+
+// Without a window: in fp32 the memory-efficient kernel, CUDA's only fused one there, refuses
+// key/value heads shared by several query heads (the H200 chose the explicit kernel, which keeps
+// seq × seq probabilities); k and v are repeated instead, and every:1 stays exact.
+TEST_F(CudaPath, SharedHeadsInFp32RunFusedAndStayExact) {
+  RunConfig config = cuda_run(1);
+  config.preset = "llama-tiny";
+  config.model = testing::tiny_variant("llama-tiny");
+  ASSERT_LT(config.model.kv_heads, config.model.heads);
+  config.precision = Precision::kFp32;
+  config.batch = 2;
+  config.checkpoint = "every:1";
+  {
+    const AttentionKernelLog log;
+    Trainer trainer(config);
+    ASSERT_TRUE(trainer.accumulate_gradients(trainer.policy().plan_for(config.model.layers, 0.0)));
+    ASSERT_FALSE(log.entries().empty());
+    for (const auto& [grad, backend] : log.entries()) EXPECT_NE(backend, compat::kSdpaMathBackend);
+  }
+  const GradientCheckResult check = check_gradients(config);
+  EXPECT_TRUE(check.identical) << check.worst_param << " off by " << check.max_abs_diff;
 }
 
 // The kernel choice is asked for in grad mode, whatever the caller's mode: LibTorch counts

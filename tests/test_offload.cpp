@@ -307,6 +307,7 @@ TEST_F(HostOffloadOnCuda, RoundTripSurvivesReuseOfTheDeviceBlock) {
   auto store = make_host_offload_store(device);
   torch::Tensor original = torch::randn({256, 1024}, torch::TensorOptions().device(device));
   const torch::Tensor expected = original.cpu();
+  const c10::Device resident = original.device();  // "cuda" resolved to a numbered device
   auto ticket = store->stash(original);
   original = torch::Tensor();  // the graph would drop it here; its block must not be reused early
   std::vector<torch::Tensor> scribble;
@@ -314,7 +315,7 @@ TEST_F(HostOffloadOnCuda, RoundTripSurvivesReuseOfTheDeviceBlock) {
   EXPECT_EQ(store->offloaded_peak_bytes(), 256 * 1024 * 4);
   store->begin_backward();
   const torch::Tensor back = ticket->fetch();
-  EXPECT_EQ(back.device(), device);
+  EXPECT_EQ(back.device(), resident);
   EXPECT_TRUE(torch::equal(back.cpu(), expected));
 }
 
