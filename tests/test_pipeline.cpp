@@ -85,6 +85,27 @@ TEST(PipelineSchedule, OneForwardOneBackwardRunsEveryMicroBatchOnceInOrderWithPM
   }
 }
 
+// The first stage keeps the most micro-batches' activations, the last the head's states: each
+// figure's maximum apart would pair one stage's peak with another's activations.
+TEST(PipelineFigures, TheRunsMemoryIsTheFullestStagesWhole) {
+  RunResult result;
+  RankResult first;
+  first.rank = 0, first.peak_bytes = 100, first.peak_activation_bytes = 90,
+  first.baseline_bytes = 10;
+  RankResult last;
+  last.rank = 1, last.peak_bytes = 120, last.peak_activation_bytes = 60, last.baseline_bytes = 60;
+  result.ranks = {first, last};
+  result.take_memory_of_fullest_rank();
+  EXPECT_EQ(result.peak_bytes, 120);
+  EXPECT_EQ(result.peak_activation_bytes, 60);
+  EXPECT_EQ(result.baseline_bytes, 60);
+  result.ranks[0].peak_bytes = 130;
+  result.take_memory_of_fullest_rank();
+  EXPECT_EQ(result.peak_bytes, 130);
+  EXPECT_EQ(result.peak_activation_bytes, 90);
+  EXPECT_EQ(result.baseline_bytes, 10);
+}
+
 TEST(PipelineSchedule, BlocksSplitIntoEqualMiddleStagesWithTheRestAtTheEnds) {
   EXPECT_EQ(stage_block_bounds(4, 1), (std::vector<int64_t>{0, 4}));
   EXPECT_EQ(stage_block_bounds(4, 2), (std::vector<int64_t>{0, 2, 4}));

@@ -191,16 +191,6 @@ void keep_measured_chain_costs(const Trainer& trainer, RunStore* store,
   keep_chain_costs(store, kept);
 }
 
-// Pipeline stages hold unlike amounts (the first the most micro-batches, the last the head): the
-// run's peak is the highest stage's, not rank 0's. Its steps stay rank 0's.
-void use_highest_stage_peak(RunSummary& summary) {
-  for (const RankResult& rank : summary.ranks) {
-    summary.peak_bytes = std::max(summary.peak_bytes, rank.peak_bytes);
-    summary.peak_activation_bytes =
-        std::max(summary.peak_activation_bytes, rank.peak_activation_bytes);
-  }
-}
-
 // Data parallelism, tensor parallelism with data parallelism over its groups, or a pipeline.
 struct RankExchange {
   std::shared_ptr<parallel::GradientExchange> exchange;
@@ -288,7 +278,9 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const parallel::DistEnv&
     for (const std::string& text : all) {
       summary.ranks.push_back(rank_result_from_json(parse_json(text)));
     }
-    if (config.pp > 1) use_highest_stage_peak(summary);
+    // Stages hold unlike amounts (the first the most micro-batches, the last the head): the
+    // run's memory is the fullest stage's, its steps rank 0's.
+    if (config.pp > 1) summary.take_memory_of_fullest_rank();
     summary.run_id = recorder.id();
     recorder.finish(summary);
     return summary;

@@ -110,6 +110,16 @@ void RunSummary::summarize() {
   }
 }
 
+void RunResult::take_memory_of_fullest_rank() {
+  if (ranks.empty()) return;
+  const auto fullest = std::max_element(
+      ranks.begin(), ranks.end(),
+      [](const RankResult& a, const RankResult& b) { return a.peak_bytes < b.peak_bytes; });
+  peak_bytes = fullest->peak_bytes;
+  peak_activation_bytes = fullest->peak_activation_bytes;
+  baseline_bytes = fullest->baseline_bytes;
+}
+
 nlohmann::json to_json(const StepMetrics& step) {
   return {{"step", step.step},
           {"warmup", step.warmup},

@@ -61,6 +61,10 @@ struct RunResult {
   int64_t recompute_gathers = 0;
   // Data parallel: every rank's figures, in rank order (empty for a run of one process).
   std::vector<RankResult> ranks;
+
+  // A pipeline's memory is its fullest stage's: the peak, the activations and the model states
+  // all from the rank with the highest peak (each figure's maximum apart could mix stages).
+  void take_memory_of_fullest_rank();
 };
 
 // How a result field reads best: the CLI and the window format values by it.
