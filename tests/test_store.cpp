@@ -561,6 +561,8 @@ TEST(Store, CsvQuotesCommasQuotesAndLineBreaks) {
   EXPECT_EQ(column("checkpoint"), "sublayer:1,2");
   EXPECT_EQ(std::stod(column("tokens_per_s")), 1234.5678901234567);  // full precision
   EXPECT_EQ(column("peak_bytes"), "123456789");
+  EXPECT_EQ(column("tp"), "1");
+  EXPECT_EQ(column("pp"), "1");  // the record keeps pp only above 1: one stage is still one
 }
 
 RunRecord measured_run(int64_t id, const std::string& checkpoint, int64_t peak, double speed) {
@@ -589,6 +591,13 @@ TEST(Comparison, ShowsDifferencesAndRatiosToTheChosenBaseline) {
   EXPECT_DOUBLE_EQ(*second.ratio(0, "peak_bytes"), 4.0);
   EXPECT_DOUBLE_EQ(*second.ratio(0, "tokens_per_s"), 1.25);
   EXPECT_TRUE(second.warnings.empty());
+  EXPECT_EQ(second.row("pp"), nullptr);  // one stage each: no difference
+
+  RunRecord staged = measured_run(3, "none", 300, 900.0);
+  staged.config.pp = 2;
+  const RunComparison pipelines = compare_runs({a, staged});
+  ASSERT_NE(pipelines.row("pp"), nullptr);
+  EXPECT_EQ(pipelines.row("pp")->values, (std::vector<nlohmann::json>{1, 2}));  // 1, not blank
 }
 
 TEST(Comparison, ParetoFrontLeavesOutDominatedAndUnfinishedRuns) {
