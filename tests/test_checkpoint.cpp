@@ -207,7 +207,28 @@ TEST(CheckpointPolicy, StagesPlanEachStagesBlocksWithItsOwnPolicy) {
   for (const char* bad :
        {"stages:every:1", "stages:selective/none", "stages:keep:qkv/none", "stages:plan:1MiB/none",
         "stages:stages:none/none/none", "stages:every:1/", "stages:every:0/none"}) {
-    EXPECT_THROW(CheckpointPolicy::parse(bad), InvalidInput) << bad;
+    try {
+      CheckpointPolicy::parse(bad);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const InvalidInput& error) {
+      EXPECT_NE(std::string(error.what()).find("'" + std::string(bad) + "'"), std::string::npos)
+          << error.what();
+    }
+  }
+  try {
+    CheckpointPolicy::parse("stages:none/every:x");
+    ADD_FAILURE() << "every:x accepted";
+  } catch (const InvalidInput& error) {
+    EXPECT_EQ(error.reason(),
+              "'stages:none/every:x': stage 1: 'every:x': K 'x' is not a whole number");
+  }
+  try {  // segments: names a stage's own blocks; past them, the stage and its size are said
+    CheckpointPolicy::parse("stages:segments:m5/none").plan_for(4, 0);
+    ADD_FAILURE() << "m5 of a 2-block stage accepted";
+  } catch (const InvalidInput& error) {
+    EXPECT_NE(error.reason().find("'stages:segments:m5/none': stage 0 (2 blocks, named from a0): "),
+              std::string::npos)
+        << error.reason();
   }
   try {
     CheckpointPolicy::parse("stages:none/none/none").plan_for(2, 0);

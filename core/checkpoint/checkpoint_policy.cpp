@@ -190,6 +190,33 @@ std::string CheckpointPlan::canonical() const {
   return list.empty() ? "none" : "segments:" + list;
 }
 
+// stages:P0/P1/…: each part a policy of its own, planned over its stage's blocks.
+void CheckpointPolicy::parse_stages(const std::string& text, const std::string& args) {
+  const std::vector<std::string> parts = split(args, '/');
+  if (parts.size() < 2) reject(text, "expected stages:POLICY/POLICY/…, e.g. stages:every:1/none");
+  kind_ = Kind::kStages;
+  text_ = "stages:";
+  for (const std::string& part : parts) {
+    // A part's own error names the part alone: say whose stage and the whole text.
+    const std::string stage_name = "stage " + std::to_string(stages_.size());
+    if (part.empty()) reject(text, stage_name + " has no policy (none, every:K, …)");
+    CheckpointPolicy stage;
+    try {
+      stage = parse(part);
+    } catch (const InvalidInput& error) {
+      reject(text, stage_name + ": " + error.reason());
+    }
+    const Kind kind = stage.kind();
+    if (kind != Kind::kNone && kind != Kind::kEvery && kind != Kind::kSublayer &&
+        kind != Kind::kSegments) {
+      reject(text,
+             "a stage's policy is none, every:K, sublayer:A,F or segments:…, not '" + part + "'");
+    }
+    text_ += (stages_.empty() ? "" : "/") + stage.text();
+    stages_.push_back(std::move(stage));
+  }
+}
+
 CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
   CheckpointPolicy policy;
   policy.text_ = text;
@@ -247,21 +274,7 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
     if (policy.plan_budget_bytes_ <= 0) reject(text, "the budget must be positive");
     policy.text_ = "plan:" + byte_size_text(policy.plan_budget_bytes_);
   } else if (head == "stages") {
-    const std::vector<std::string> parts = split(args, '/');
-    if (parts.size() < 2) reject(text, "expected stages:POLICY/POLICY/…, e.g. stages:every:1/none");
-    policy.kind_ = Kind::kStages;
-    policy.text_ = "stages:";
-    for (const std::string& part : parts) {
-      CheckpointPolicy stage = parse(part);
-      const Kind kind = stage.kind();
-      if (kind != Kind::kNone && kind != Kind::kEvery && kind != Kind::kSublayer &&
-          kind != Kind::kSegments) {
-        reject(text,
-               "a stage's policy is none, every:K, sublayer:A,F or segments:…, not '" + part + "'");
-      }
-      policy.text_ += (policy.stages_.empty() ? "" : "/") + stage.text();
-      policy.stages_.push_back(std::move(stage));
-    }
+    policy.parse_stages(text, args);
   } else {
     reject(text,
            "unknown policy (use none, every:K, sublayer:A,F, selective, schedule:P=K,…, "
@@ -276,6 +289,34 @@ std::string CheckpointPolicy::canonical_text(const std::string& text) {
   } catch (const InvalidInput&) {
     return text;  // validate() refuses it in its own words
   }
+}
+
+// The stages' own plans, each moved to where its blocks are in the chain.
+std::vector<Segment> CheckpointPolicy::stage_segments(int64_t layers) const {
+  std::vector<Segment> segments;
+  const auto count = static_cast<int64_t>(stages_.size());
+  if (count > layers) {
+    reject(text_, std::to_string(count) + " stages for " + std::to_string(layers) +
+                      " blocks: every stage needs one block at least");
+  }
+  const std::vector<int64_t> bounds = stage_block_bounds(layers, count);
+  for (std::size_t stage = 0; stage < stages_.size(); ++stage) {
+    // The stage's blocks as a model of their own, moved to where they are in the chain.
+    const int64_t first = 2 * bounds[stage];
+    const int64_t blocks = bounds[stage + 1] - bounds[stage];
+    CheckpointPlan own;
+    try {
+      own = stages_[stage].plan_for(blocks, 0.0);
+    } catch (const InvalidInput& error) {
+      // Its own words count the stage's blocks as a model's: say which stage, how many.
+      reject(text_, "stage " + std::to_string(stage) + " (" + std::to_string(blocks) +
+                        " blocks, named from a0): " + error.reason());
+    }
+    for (const Segment& segment : own.segments) {
+      segments.push_back({first + segment.begin, first + segment.end, segment.recompute});
+    }
+  }
+  return segments;
 }
 
 CheckpointPlan CheckpointPolicy::plan_for(int64_t layers, double progress) const {
@@ -319,23 +360,9 @@ CheckpointPlan CheckpointPolicy::plan_for(int64_t layers, double progress) const
       }
       break;
     }
-    case Kind::kStages: {
-      const auto count = static_cast<int64_t>(stages_.size());
-      if (count > layers) {
-        reject(text_, std::to_string(count) + " stages for " + std::to_string(layers) +
-                          " blocks: every stage needs one block at least");
-      }
-      const std::vector<int64_t> bounds = stage_block_bounds(layers, count);
-      for (std::size_t stage = 0; stage < stages_.size(); ++stage) {
-        // The stage's blocks as a model of their own, moved to where they are in the chain.
-        const int64_t first = 2 * bounds[stage];
-        const CheckpointPlan own = stages_[stage].plan_for(bounds[stage + 1] - bounds[stage], 0.0);
-        for (const Segment& segment : own.segments) {
-          plan.segments.push_back({first + segment.begin, first + segment.end, segment.recompute});
-        }
-      }
+    case Kind::kStages:
+      plan.segments = stage_segments(layers);
       break;
-    }
     case Kind::kPlan:
       reject(text_, "a plan is chosen when the run starts, from its measured costs");
     case Kind::kSegments: {

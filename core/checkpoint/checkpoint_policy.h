@@ -108,6 +108,9 @@ class CheckpointPolicy {
   const std::vector<std::pair<double, int64_t>>& schedule() const { return schedule_; }
 
  private:
+  void parse_stages(const std::string& text, const std::string& args);
+  std::vector<Segment> stage_segments(int64_t layers) const;
+
   Kind kind_ = Kind::kNone;
   int64_t every_ = 0;
   int64_t attention_stride_ = 0;
