@@ -106,6 +106,20 @@ TEST(PipelineFigures, TheRunsMemoryIsTheFullestStagesWhole) {
   EXPECT_EQ(result.baseline_bytes, 10);
 }
 
+// A stored record's degrees may be anything: 2^32 tensor ranks times 2^32 stages wraps to 0 in
+// 64 bits, which read as one split would make every rank a data rank.
+TEST(PipelineFigures, DataRanksOfHostileDegreesDoNotOverflow) {
+  RunConfig config;
+  config.world_size = 8;
+  config.tp = 2;
+  config.pp = 2;
+  EXPECT_EQ(config.data_ranks(), 2);
+  config.tp = config.pp = int64_t{1} << 32;
+  EXPECT_EQ(config.data_ranks(), 1);
+  config.tp = config.pp = -3;  // read as one each
+  EXPECT_EQ(config.data_ranks(), 8);
+}
+
 TEST(PipelineSchedule, BlocksSplitIntoEqualMiddleStagesWithTheRestAtTheEnds) {
   EXPECT_EQ(stage_block_bounds(4, 1), (std::vector<int64_t>{0, 4}));
   EXPECT_EQ(stage_block_bounds(4, 2), (std::vector<int64_t>{0, 2, 4}));

@@ -89,7 +89,9 @@ struct RunConfig {
   int64_t timed_warmup_steps() const;
   // The ranks that train different rows: world_size / (tp × pp).
   int64_t data_ranks() const {
-    return std::max<int64_t>(1, world_size / std::max<int64_t>(1, tp * pp));
+    // Divided in turn rather than by tp·pp: a stored record's degrees may be anything, and
+    // their product could overflow.
+    return std::max<int64_t>(1, world_size / std::max<int64_t>(1, tp) / std::max<int64_t>(1, pp));
   }
   // Per data-parallel rank: the tensor ranks and stages of one data rank train the same tokens.
   int64_t tokens_per_step() const { return batch * accum * model.seq_len; }
