@@ -176,6 +176,35 @@ TEST(WindowRanks, APipelineRunFromTheFormIsRecordedWithItsStages) {
   }
 }
 
+// Stages wait on one another inside a step, so a pipeline stops between steps: Stop says so, and
+// the run ends cancelled with every rank gone.
+TEST(WindowRanks, StopSaysAPipelineEndsAfterItsStepAndRecordsItCancelled) {
+  Bench bench;
+  bench.panel->batch_field()->setText("2");
+  bench.panel->ranks_field()->setValue(2);
+  bench.panel->pipeline_stages_field()->setValue(2);
+  bench.panel->accum_field()->setValue(4);
+  bench.panel->steps_field()->setValue(100000);
+  QSignalSpy ended(&bench.window, &MainWindow::sweepEnded);
+  bench.panel->run_button()->click();
+  QElapsedTimer waited;
+  waited.start();
+  const LiveCharts* charts = bench.window.charts();
+  while ((charts->run_count() < 1 || charts->points(LiveCharts::kMemory, 0) < 2) &&
+         waited.elapsed() < kTimeoutMs && ended.isEmpty()) {
+    QTest::qWait(20);
+  }
+  ASSERT_TRUE(ended.isEmpty()) << bench.window.status_text().toStdString();
+  bench.panel->stop_button()->click();
+  EXPECT_EQ(bench.window.status_text(), "Stopping the pipeline after its current step …");
+  ASSERT_TRUE(ended.wait(30000));
+  EXPECT_EQ(ended.takeFirst().at(0).toString(), "cancelled");
+  EXPECT_TRUE(children_of_this_process().empty());
+  const auto runs = bench.reader().runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].status, RunStatus::kCancelled) << runs[0].message;
+}
+
 // Tensor ranks that the ranks cannot hold are refused at the field, before Run.
 TEST(WindowRanks, TensorRanksThatDoNotDivideTheRanksAreMarkedAtTheirField) {
   Bench bench;

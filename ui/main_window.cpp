@@ -315,8 +315,14 @@ void MainWindow::set_busy(bool busy, bool profiling) {
 void MainWindow::stop() {
   if (!running_) return;
   worker_->request_cancel();
-  status_->setText(profiling_ ? "Stopping the profile after its current repeat …"
-                              : "Stopping after the current micro-batch …");
+  status_->setText(stopping_text());
+}
+
+QString MainWindow::stopping_text() const {
+  if (profiling_) return "Stopping the profile after its current repeat …";
+  // Stages wait on one another inside a step, so a pipeline stops between steps.
+  if (panel_->pipeline_stages() > 1) return "Stopping the pipeline after its current step …";
+  return "Stopping after the current micro-batch …";
 }
 
 void MainWindow::refresh_runs() {

@@ -50,6 +50,9 @@ class MainWindow : public QMainWindow {
   QTabWidget* tabs() const { return tabs_; }
   QProgressBar* progress_bar() const { return progress_; }
   QString status_text() const;
+  // What the status bar says while a run stops: a profile after its repeat, a pipeline after its
+  // step, any other run after its micro-batch.
+  QString stopping_text() const;
   bool is_running() const { return running_; }
   QString database_path() const { return database_; }
   // Opens another database; shows why in a dialog and keeps the current one when it fails.

@@ -161,14 +161,15 @@ void MainWindow::closeEvent(QCloseEvent* event) {
     // Training stops as the question opens, not after the answer: what the dialog says is what
     // is recorded, and nothing trains on behind it.
     worker_->request_cancel();
-    status_->setText(profiling_ ? "Stopping the profile after its current repeat …"
-                                : "Stopping after the current micro-batch …");
+    status_->setText(stopping_text());
+    const QString ends_at =
+        panel_->pipeline_stages() > 1 ? "the end of its step" : "its next micro-batch";
     QMessageBox box(QMessageBox::Question, "Quit RematLab",
                     profiling_
                         ? "The profile has been stopped; nothing of it is kept. Quit RematLab?"
-                        : "The sweep has been stopped: the run in progress ends at its next "
-                          "micro-batch and is recorded as cancelled, and no other run starts. Quit "
-                          "RematLab?",
+                        : "The sweep has been stopped: the run in progress ends at " + ends_at +
+                              " and is recorded as cancelled, and no other run starts. "
+                              "Quit RematLab?",
                     QMessageBox::Yes | QMessageBox::No, this);
     box.button(QMessageBox::Yes)->setText("Quit");
     box.button(QMessageBox::No)->setText("Stay (stopped)");

@@ -25,7 +25,9 @@ PipelineExchange::PipelineExchange(std::shared_ptr<DistContext> world) : world_(
 
 PipelineExchange::~PipelineExchange() {
   // A step that failed between a send and its wait: the sends are not waited for (a neighbour
-  // may be gone), only dropped.
+  // may be gone), only dropped. Gloo's pairs reach a send's buffer through a weak pointer that
+  // its destruction clears (waiting out a write in progress), and each work is destroyed before
+  // the tensor it sends (Pending's order), so no write reads freed memory.
   outputs_sent_.clear();
   gradients_sent_.clear();
   tied_sent_.clear();
