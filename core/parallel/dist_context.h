@@ -87,8 +87,8 @@ c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10
                                                     const c10::Device& device,
                                                     std::chrono::milliseconds timeout);
 
-// Ends an NCCL backend's communicators before it is destroyed: its destructor does the same, but
-// first warns that the process group was never destroyed (seen on the first H200 run).
+// Aborts an NCCL backend's communicators before it is destroyed, which its destructor would
+// otherwise do after warning that the process group was never destroyed (the H200 run).
 void close_nccl_backend(c10d::Backend& backend);
 
 }  // namespace rematlab::parallel

@@ -1,5 +1,7 @@
 // The NCCL backend, built only where LibTorch has CUDA (see core/CMakeLists.txt); the CPU-only
 // build takes nccl_unavailable.cpp instead.
+#include <torch/version.h>
+
 #include <cstdlib>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
@@ -21,6 +23,15 @@ c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10
   return backend;
 }
 
-void close_nccl_backend(c10d::Backend& backend) { backend.shutdown(); }
+void close_nccl_backend(c10d::Backend& backend) {
+  // abort, not shutdown: shutdown finalises the communicators, waiting for every kernel, which
+  // hangs a rank that failed or was cancelled with a collective its peers never joined (until
+  // the watchdog's timeout). After a clean run nothing is in flight and abort ends at once.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 7)
+  backend.abort();
+#else
+  (void)backend;  // Backend has no abort before 2.7: the destructor aborts, after its warning
+#endif
+}
 
 }  // namespace rematlab::parallel
