@@ -92,11 +92,12 @@ torch::Tensor attention_core(const torch::Tensor& qkv, const AttentionShape& sha
     // as with grad, and forced on both.
     bool shared_heads = grouped;
     int backend = compat::sdpa_backend_with_grad(q, k, v, p, /*causal=*/true, shared_heads);
-    if (shared_heads && backend == compat::kSdpaMathBackend) {
+    if (shared_heads && q.is_cuda() && backend == compat::kSdpaMathBackend) {
       // In fp32 CUDA's only fused kernel (memory-efficient) refuses shared key/value heads (seen
       // on an H200), and the explicit fallback keeps seq × seq probabilities a head. Repeated to
-      // the query heads, k and v cost two q-sized tensors instead. CPU's kernel takes shared
-      // heads; the recomputation asks the same question and repeats as well.
+      // the query heads, k and v cost two q-sized tensors instead. Not asked on the CPU (its
+      // fused kernel takes shared heads, and with dropout neither is fused); the recomputation
+      // asks the same question and repeats as well.
       const int64_t groups = shape.heads / shape.kv_heads;
       const torch::Tensor k_repeated = repeat_kv(k, groups);
       const torch::Tensor v_repeated = repeat_kv(v, groups);

@@ -108,8 +108,8 @@ torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
           v_block = v_all.narrow(2, first_key, keys);
           grouped = false;
           backend = repeated_backend;
-        } else {
-          repeat_refused = true;
+        } else if (!causal) {
+          repeat_refused = true;  // the masked blocks' answer; the causal block's says less
         }
       }
       AttentionKernelLog::record(torch::GradMode::is_enabled(), backend);
