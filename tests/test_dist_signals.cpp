@@ -191,6 +191,38 @@ TEST(Signals, SigtermMidLaunchEndsEveryRankCancelled) {
   scratch.expect_nothing_left();
 }
 
+// Stages wait on one another inside a step, so a pipeline is cancelled between steps: a Ctrl-C
+// in its first step (the run recorded, no step yet) ends it cancelled after that step at most,
+// with every rank gone and nothing left.
+TEST(Signals, CtrlCInAPipelinesFirstStepEndsItCancelled) {
+  SignalCase scratch("signal-pipeline");
+  auto launcher = scratch.start(
+      "run --preset small --layers 4 --seq-len 256 --batch 4 --threads 1 --nproc 2 --pp 2 "
+      "--accum 4 --steps 100000 --dist-timeout 30 --db " +
+      scratch.db());
+  const auto recorded = [&] {
+    if (!files::exists(scratch.db())) return false;
+    try {
+      RunStore store(scratch.db(), StoreAccess::kReadOnly, false);
+      const std::vector<RunRecord> runs = store.runs();
+      return runs.size() == 1 && store.steps(runs[0].id).empty();
+    } catch (const std::exception&) {
+      return false;  // rank 0 is still creating it
+    }
+  };
+  ASSERT_TRUE(wait_until(recorded, std::chrono::seconds(60))) << slurp(scratch.err());
+  ASSERT_EQ(::kill(launcher->pid(), SIGINT), 0);
+  const std::optional<int> code = launcher->exit_code(std::chrono::seconds(60));
+  ASSERT_TRUE(code.has_value()) << "the pipeline did not stop";
+  EXPECT_EQ(*code, 0) << slurp(scratch.err());
+  RunStore store(scratch.db(), StoreAccess::kReadOnly, false);
+  const RunRecord run = store.runs().at(0);
+  EXPECT_EQ(run.status, RunStatus::kCancelled) << run.message;
+  EXPECT_LE(store.steps(run.id).size(), 1u);
+  EXPECT_EQ(static_cast<int64_t>(store.steps(run.id).size()), run.result.steps_completed);
+  scratch.expect_nothing_left();
+}
+
 TEST(Signals, SigtermMidSweepCancelsThePointWithItsSteps) {
   SignalCase scratch("signal-sweep");
   std::ofstream(scratch.file("spec.json"))
