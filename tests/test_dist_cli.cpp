@@ -306,12 +306,14 @@ TEST(DistCli, KillingAPipelineStageFailsTheRunTheSameWay) {
   expect_a_killed_rank_fails_the_run("--nproc 2 --pp 2 --accum 2", 2);
 }
 
-TEST(DistCli, AHungRankIsKilledAfterTheTimeoutAndNamed) {
+// Runs `layout` (--nproc 2 …) until its ranks train, stops rank 1 (SIGSTOP), and expects rank 0
+// to give up within the timeout and the launcher to kill and name the hung rank.
+void expect_a_hung_rank_killed_and_named(const std::string& layout) {
   ScratchDir dir("distcli-hang");
   const std::string db = dir.file("runs.sqlite");
   std::vector<std::string> args = {REMATLAB_CLI_PATH, "run"};
   for (const std::string& word : split(kTiny)) args.push_back(word);
-  for (const std::string& word : split("--nproc 2 --steps 100000 --dist-timeout 2 --db " + db)) {
+  for (const std::string& word : split(layout + " --steps 100000 --dist-timeout 2 --db " + db)) {
     args.push_back(word);
   }
   ChildProcess launcher(args, {}, dir.file("out"), dir.file("err"));
@@ -334,6 +336,15 @@ TEST(DistCli, AHungRankIsKilledAfterTheTimeoutAndNamed) {
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].status, RunStatus::kFailed);
   EXPECT_NE(runs[0].message.find("rank 1"), std::string::npos) << runs[0].message;
+}
+
+TEST(DistCli, AHungRankIsKilledAfterTheTimeoutAndNamed) {
+  expect_a_hung_rank_killed_and_named("--nproc 2");
+}
+
+// The neighbouring stage waits in a receive that never completes: the same ending.
+TEST(DistCli, AHungPipelineStageIsKilledAfterTheTimeoutAndNamed) {
+  expect_a_hung_rank_killed_and_named("--nproc 2 --pp 2 --accum 2");
 }
 
 TEST(DistCli, RanksStartedWithDifferentFlagsRefuseNamingTheFlag) {
