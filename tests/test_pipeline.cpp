@@ -239,7 +239,7 @@ double expect_stages_match(const ScratchDir& dir, const std::string& name,
 // (llama unclipped and untied: bit for bit); the tolerance leaves a factor 15.
 constexpr double kStepsTolerance = 1e-5;
 
-TEST(Pipeline, TwoAndThreeStagesTrainTenStepsLikeOneProcessForBothFamilies) {
+TEST(Pipeline, TwoThreeAndFourStagesTrainTenStepsLikeOneProcessForBothFamilies) {
   std::map<std::string, std::pair<nlohmann::json, int>> cases;
   for (int stages : {2, 3}) {
     const std::string p = "pp" + std::to_string(stages);
@@ -251,7 +251,16 @@ TEST(Pipeline, TwoAndThreeStagesTrainTenStepsLikeOneProcessForBothFamilies) {
   // More micro-batches than stages, and a head of its own (not tied to the embedding).
   cases["pp2_gpt_untied_accum5"] = {
       with(stage_fields("gpt", 2), {{"steps", 10}, {"accum", 5}, {"tie_head", false}}), 2};
-  for (int stages : {2, 3}) {
+  // bf16 autocast: the stages send what one process passes between blocks.
+  cases["pp2_llama_bf16"] = {
+      with(stage_fields("llama", 2),
+           {{"kv_heads", 2}, {"steps", 10}, {"grad_clip", 0}, {"precision", "bf16"}}),
+      2};
+  // Four stages of one block each, the two in the middle passing both ways.
+  cases["pp4_llama"] = {with(stage_fields("llama", 4),
+                             {{"layers", 4}, {"kv_heads", 2}, {"steps", 10}, {"grad_clip", 0}}),
+                        4};
+  for (int stages : {2, 3, 4}) {
     ScratchDir dir("pp-steps-" + std::to_string(stages));
     nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
     for (const auto& [name, item] : cases) {
