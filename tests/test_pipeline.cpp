@@ -349,5 +349,24 @@ TEST(Pipeline, LayoutsThatCannotRunAreRefusedBeforeAnythingStarts) {
   }
 }
 
+// Dropout in stages: each stage past the first draws from its own stream, so a pipeline matches
+// no one process, but it repeats itself bit for bit, and its masks do drop (other losses than
+// without dropout).
+TEST(Pipeline, DropoutInStagesRepeatsBitForBitAndDrops) {
+  const auto final_loss = [](const std::string& dropout) {
+    const testing::CliResult result = testing::cli(
+        "run --preset tiny --layers 4 --batch 2 --threads 1 --steps 3 --nproc 2 --pp 2 --accum 2 "
+        "--dropout " +
+        dropout + " --json");
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    return result.exit_code == 0
+               ? testing::last_line_json(result.out).at("final_loss").get<double>()
+               : -1.0;
+  };
+  const double first = final_loss("0.1");
+  EXPECT_EQ(final_loss("0.1"), first);  // bit for bit
+  EXPECT_NE(final_loss("0"), first);
+}
+
 }  // namespace pipeline_suite
 }  // namespace rematlab
