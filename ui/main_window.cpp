@@ -308,6 +308,7 @@ QString MainWindow::status_text() const { return status_->text(); }
 void MainWindow::set_busy(bool busy, bool profiling) {
   running_ = busy;
   profiling_ = busy && profiling;
+  stopping_ = false;
   panel_->set_running(busy);  // revalidates, and so updates the menu's actions
   plan_->set_busy(busy, profiling_);
 }
@@ -315,6 +316,7 @@ void MainWindow::set_busy(bool busy, bool profiling) {
 void MainWindow::stop() {
   if (!running_) return;
   worker_->request_cancel();
+  stopping_ = true;
   status_->setText(stopping_text());
 }
 
@@ -388,7 +390,8 @@ void MainWindow::on_position(const SweepPosition& position) {
               ? QString("step %1 of %2").arg(position.step).arg(position.total_steps)
               : position.activity;
   text += " · " + format_eta(position.eta_s);
-  status_->setText(text);
+  // The steps that finish while a run stops would otherwise hide that it is stopping.
+  status_->setText(stopping_ ? stopping_text() : text);
 }
 
 void MainWindow::on_run_finished(int index, RunStatus status, const QString& message, qint64 run_id,

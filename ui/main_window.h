@@ -147,6 +147,7 @@ class MainWindow : public QMainWindow {
   SweepWorker* worker_;  // owned by worker_thread_ (deleted on its finished())
   bool running_ = false;
   bool profiling_ = false;
+  bool stopping_ = false;  // Stop was asked for: progress no longer replaces what it says
   std::optional<RunStatus> last_run_status_;
   QStringList run_labels_;  // of the current sweep, by run index
   QStringList endings_;     // of the current sweep: "run #12 ended oom: …", one per run not ok

@@ -161,6 +161,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
     // Training stops as the question opens, not after the answer: what the dialog says is what
     // is recorded, and nothing trains on behind it.
     worker_->request_cancel();
+    stopping_ = true;
     status_->setText(stopping_text());
     const QString ends_at =
         panel_->pipeline_stages() > 1 ? "the end of its step" : "its next micro-batch";
