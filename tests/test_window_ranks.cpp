@@ -37,6 +37,17 @@ void two_tiny_ranks(ExperimentPanel* panel, const char* shard) {
   panel->shard_field()->setCurrentText(shard);
 }
 
+// Waits until `runs` series are charted and series `last` has two steps, or the sweep ended.
+void wait_for_two_steps(const MainWindow& window, int runs, int last, const QSignalSpy& ended) {
+  QElapsedTimer waited;
+  waited.start();
+  const LiveCharts* charts = window.charts();
+  while ((charts->run_count() < runs || charts->points(LiveCharts::kMemory, last) < 2) &&
+         waited.elapsed() < kTimeoutMs && ended.isEmpty()) {
+    QTest::qWait(20);
+  }
+}
+
 TEST(MainWindow, ATwoRankRunDrawsAMemoryCurvePerRankAndIsRecordedWithBoth) {
   Bench bench;
   two_tiny_ranks(bench.panel, "optimizer");
@@ -73,13 +84,7 @@ TEST(MainWindow, StopEndsEveryRankOfARunAndRecordsItCancelled) {
   bench.panel->steps_field()->setValue(100000);
   QSignalSpy ended(&bench.window, &MainWindow::sweepEnded);
   bench.panel->run_button()->click();
-  QElapsedTimer waited;
-  waited.start();
-  const LiveCharts* charts = bench.window.charts();
-  while ((charts->run_count() < 2 || charts->points(LiveCharts::kMemory, 1) < 2) &&
-         waited.elapsed() < kTimeoutMs && ended.isEmpty()) {
-    QTest::qWait(20);
-  }
+  wait_for_two_steps(bench.window, 2, 1, ended);
   ASSERT_TRUE(ended.isEmpty()) << bench.window.status_text().toStdString();
   const std::vector<pid_t> ranks = children_of_this_process();
   ASSERT_EQ(ranks.size(), 2u);
@@ -187,13 +192,7 @@ TEST(WindowRanks, StopSaysAPipelineEndsAfterItsStepAndRecordsItCancelled) {
   bench.panel->steps_field()->setValue(100000);
   QSignalSpy ended(&bench.window, &MainWindow::sweepEnded);
   bench.panel->run_button()->click();
-  QElapsedTimer waited;
-  waited.start();
-  const LiveCharts* charts = bench.window.charts();
-  while ((charts->run_count() < 1 || charts->points(LiveCharts::kMemory, 0) < 2) &&
-         waited.elapsed() < kTimeoutMs && ended.isEmpty()) {
-    QTest::qWait(20);
-  }
+  wait_for_two_steps(bench.window, 1, 0, ended);
   ASSERT_TRUE(ended.isEmpty()) << bench.window.status_text().toStdString();
   bench.panel->stop_button()->click();
   EXPECT_EQ(bench.window.status_text(), "Stopping the pipeline after its current step …");
