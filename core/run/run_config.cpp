@@ -373,6 +373,12 @@ OffloadSpec parse_offload(const std::string& text) {
                      "unknown offload '" + text + "' (use none, host, disk or disk:DIR)");
 }
 
+nlohmann::json shown_json(const RunConfig& config) {
+  nlohmann::json json = to_json(config);
+  json["pp"] = config.pp;
+  return json;
+}
+
 nlohmann::json to_json(const RunConfig& config) {
   nlohmann::json json = {
       {"preset", config.preset},

@@ -111,6 +111,9 @@ bool shard_trains_in(ShardMode shard, Precision precision);  // validate_shard_p
 void validate(const RunConfig& config);
 
 nlohmann::json to_json(const RunConfig& config);
+// to_json with every setting a report shows, also those the record keeps only where set beyond
+// their default: pp (a run of one stage has one, not none).
+nlohmann::json shown_json(const RunConfig& config);
 
 // A short name for legends and run lists: policy, offload, batch and a non-default precision,
 // e.g. "every:1+disk b8 bf16".

@@ -77,14 +77,11 @@ std::vector<std::string> run_row(const RunRecord& run) {
                                   run.host,
                                   run.libtorch,
                                   std::to_string(run.steps_recorded)};
-  const nlohmann::json config = to_json(run.config);
+  const nlohmann::json config = shown_json(run.config);
   for (const std::string& key : config_columns()) {
     // A max-batch run that found no batch trained at none: blank, not a batch it never ran.
     if (key == "batch" && run.config.batch == 0) {
       row.emplace_back();
-    } else if (key == "pp") {
-      // Kept in the record only where above 1; a run of one stage has one, not none.
-      row.push_back(std::to_string(run.config.pp));
     } else {
       row.push_back(value_text(config.value(key, nlohmann::json())));
     }

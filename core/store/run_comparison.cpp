@@ -132,11 +132,7 @@ RunComparison compare_runs(const std::vector<RunRecord>& runs, std::size_t basel
   comparison.rows.push_back(std::move(status));
 
   std::vector<nlohmann::json> configs;
-  for (const RunRecord& run : runs) {
-    nlohmann::json config = to_json(run.config);
-    config["pp"] = run.config.pp;  // kept only above 1: one stage beside a pipeline is still one
-    configs.push_back(std::move(config));
-  }
+  for (const RunRecord& run : runs) configs.push_back(shown_json(run.config));
   std::vector<std::string> differing_workload;
   for (const std::string& key : config_keys(configs)) {
     ComparisonRow row{key, ComparisonRow::Kind::kConfig, nullptr, {}, {}};
