@@ -2,9 +2,10 @@
 """Pipeline stages measured on this machine against what the layout planner predicts for them.
 
     python3 bench/pipeline_here.py [--cli build/app/rematlab-cli] [--stages 2] [--accum 4]
+                                   [--virtual-stages 1]
 
-Each model and policy runs as `rematlab-cli run --nproc P --pp P --accum M … --steps 4
---threads 1 --json` (1F1B, one stage a rank) and is evaluated by `layout` with the same degrees
+Each model and policy runs as `rematlab-cli run --nproc P --pp P --virtual-stages V --accum M …
+--steps 4 --threads 1 --json` (1F1B, or interleaved with V > 1; one stage a rank) and is evaluated by `layout` with the same degrees
 fixed and this machine described as layout_here.py describes it (its matmul peak, its Gloo link,
 the share of the peak one process reaches as efficiency, nothing overlapped). Per stage: the
 peak (activations above the model states, and the states), measured and predicted; then the
@@ -28,11 +29,12 @@ def main():
     parser.add_argument("--presets", default="small,llama-small")
     parser.add_argument("--stages", type=int, default=2)
     parser.add_argument("--accum", type=int, default=4)
+    parser.add_argument("--virtual-stages", type=int, default=1)
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--policies", default="none,every:1")
     args = parser.parse_args()
-    stages, accum = args.stages, args.accum
+    stages, accum, chunks = args.stages, args.accum, args.virtual_stages
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as scratch:  # measured now, kept nowhere
         peak = last_json([args.cli, "peak", "--threads", "1", "--json", "--db",
@@ -40,7 +42,8 @@ def main():
     bandwidth, fixed_latency, step_latency = gloo_link(args.python)
     link = bandwidth[min(4, max(2, stages))]
     print(f"one rank's peak {peak / 1e9:.1f} GFLOP/s (fp32, 1 thread), {cores} cores; Gloo "
-          f"bandwidth {link / 1e9:.2f} GB/s; {stages} stages, {accum} micro-batches of "
+          f"bandwidth {link / 1e9:.2f} GB/s; {stages} stages of {chunks} chunks, {accum} "
+          f"micro-batches of "
           f"{args.batch} × {args.seq_len} tokens\n")
     print("| model | policy | stage | peak meas. / pred. MiB | ratio | above the states meas. / "
           "pred. MiB | states meas. / pred. MiB | step meas. / pred. ms | ratio | waiting on "
@@ -54,7 +57,8 @@ def main():
             one = last_json([args.cli, "run"] + common + ["--accum", str(accum), "--peak-flops",
                                                           str(peak), "--json"])
             measured = last_json([args.cli, "run"] + common + [
-                "--nproc", str(stages), "--pp", str(stages), "--accum", str(accum), "--json"])
+                "--nproc", str(stages), "--pp", str(stages), "--virtual-stages", str(chunks),
+                "--accum", str(accum), "--json"])
             plan = last_json([
                 args.cli, "layout", "--model", preset, "--seq-len", str(args.seq_len),
                 "--gpu-memory", "16GiB", "--peak-flops", str(peak * min(1.0, cores / stages)),
@@ -63,7 +67,7 @@ def main():
                 "--intra-node-latency", str(step_latency), "--no-overlap", "--gpus", str(stages),
                 "--gpus-per-node", str(stages), "--global-batch", str(args.batch * accum),
                 "--precision", "fp32", "--fragmentation", "0", "--tp", "1", "--pp", str(stages),
-                "--virtual-stages", "1", "--cp", "1", "--dp", "1", "--zero", "0",
+                "--virtual-stages", str(chunks), "--cp", "1", "--dp", "1", "--zero", "0",
                 "--micro-batch", str(args.batch), "--checkpoint", policy, "--offload", "none",
                 "--json"])
             best = plan["layouts"][0]

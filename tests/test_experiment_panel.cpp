@@ -516,6 +516,30 @@ TEST(Window, PipelineStagesShowTheirBlocksAndMicroBatchesInFlight) {
   QApplication::processEvents();
   EXPECT_TRUE(bench.panel->problem().startsWith("Accumulation: 2 micro-batch(es) for 3 stages"))
       << bench.panel->problem().toStdString();
+  // Two chunks a stage: each stage's two runs of blocks, and the interleaved schedule's passes
+  // in flight (the first two stages all six of their three micro-batches' chunks).
+  bench.panel->accum_field()->setValue(3);
+  bench.panel->virtual_stages_field()->setValue(2);
+  QApplication::processEvents();
+  EXPECT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
+  EXPECT_TRUE(bench.panel->segments_preview()->toPlainText().contains(
+      "Stages (interleaved 1F1B): 0: blocks 0–1 and 6–7, 6 in flight; 1: blocks 2–3 and 8–9, 6 "
+      "in flight; 2: blocks 4–5 and 10–11, 4 in flight"))
+      << bench.panel->segments_preview()->toPlainText().toStdString();
+  EXPECT_TRUE(bench.panel->summary().contains("blocks over 3 stages of 2 chunks"))
+      << bench.panel->summary().toStdString();
+  // Rounds of the stages: 4 micro-batches for 3 stages are refused at Accumulation.
+  bench.panel->accum_field()->setValue(4);
+  QApplication::processEvents();
+  EXPECT_TRUE(bench.panel->problem().startsWith("Accumulation: 4 micro-batches: the interleaved"))
+      << bench.panel->problem().toStdString();
+  // Chunks without a pipeline are no plain run: refused at Virtual stages.
+  bench.panel->accum_field()->setValue(3);
+  bench.panel->pipeline_stages_field()->setValue(1);
+  bench.panel->ranks_field()->setValue(1);
+  QApplication::processEvents();
+  EXPECT_TRUE(bench.panel->problem().startsWith("Virtual stages: model chunks per stage need"))
+      << bench.panel->problem().toStdString();
 }
 
 TEST(FieldErrors, CoreErrorsAreSaidInTheFormsWords) {

@@ -10,7 +10,10 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
 
+#include "checkpoint/stage_blocks.h"
 #include "cli_runner.h"
 #include "dist_workers.h"
 #include "parallel/pipeline_exchange.h"
@@ -52,28 +55,80 @@ namespace pipeline_suite {
 
 using namespace testing::dist;
 
+// Every stage's order played together, sends returning at once and receives waiting: returns
+// whether every action ran (no stage waited on another in a cycle). Checks on the way that each
+// stage runs every chunk's forward and backward of every micro-batch once, each kind in
+// micro-batch order within a chunk and a backward only after its forward, and counts the most
+// chunk passes in flight on each stage into `most`.
+bool plays_to_the_end(const parallel::PipelineSchedule& schedule, std::vector<int64_t>& most) {
+  const int64_t stages = schedule.stages();
+  const int64_t chunks = schedule.chunks();
+  const int64_t micro = schedule.micro_batches();
+  const int64_t chain = stages * chunks;
+  // sent[(virtual stage, micro-batch, gradient)]: what a receive could take.
+  std::set<std::tuple<int64_t, int64_t, bool>> sent;
+  std::vector<std::size_t> next(static_cast<std::size_t>(stages), 0);
+  std::vector<std::vector<int64_t>> forwards(static_cast<std::size_t>(stages),
+                                             std::vector<int64_t>(chunks, 0));
+  auto backwards = forwards;
+  most.assign(static_cast<std::size_t>(stages), 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int64_t stage = 0; stage < stages; ++stage) {
+      const auto s = static_cast<std::size_t>(stage);
+      const auto& actions = schedule.actions(stage);
+      if (next[s] == actions.size()) continue;
+      const parallel::PipelineAction& action = actions[next[s]];
+      const int64_t virtual_stage = action.chunk * stages + stage;
+      const auto c = static_cast<std::size_t>(action.chunk);
+      if (action.forward) {
+        if (virtual_stage > 0 && !sent.count({virtual_stage - 1, action.micro_batch, false})) {
+          continue;
+        }
+        EXPECT_EQ(action.micro_batch, forwards[s][c]++);
+        if (virtual_stage + 1 < chain) sent.insert({virtual_stage, action.micro_batch, false});
+      } else {
+        if (virtual_stage + 1 < chain &&
+            !sent.count({virtual_stage + 1, action.micro_batch, true})) {
+          continue;
+        }
+        EXPECT_EQ(action.micro_batch, backwards[s][c]++);
+        EXPECT_LT(action.micro_batch, forwards[s][c]);
+        if (virtual_stage > 0) sent.insert({virtual_stage, action.micro_batch, true});
+      }
+      EXPECT_EQ(schedule.position(stage, action), static_cast<int64_t>(next[s]));
+      int64_t flying = 0;
+      for (std::size_t k = 0; k < forwards[s].size(); ++k) {
+        flying += forwards[s][k] - backwards[s][k];
+      }
+      most[s] = std::max(most[s], flying);
+      ++next[s];
+      progress = true;
+    }
+  }
+  for (int64_t stage = 0; stage < stages; ++stage) {
+    const auto s = static_cast<std::size_t>(stage);
+    if (next[s] != schedule.actions(stage).size()) return false;
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      EXPECT_EQ(forwards[s][static_cast<std::size_t>(chunk)], micro);
+      EXPECT_EQ(backwards[s][static_cast<std::size_t>(chunk)], micro);
+    }
+  }
+  return true;
+}
+
 TEST(PipelineSchedule, OneForwardOneBackwardRunsEveryMicroBatchOnceInOrderWithPMinusSInFlight) {
   for (int64_t stages : {1, 2, 3, 4}) {
     for (int64_t micro : {stages, stages + 1, 2 * stages + 3}) {
+      const parallel::PipelineSchedule schedule(stages, 1, micro);
+      std::vector<int64_t> most;
+      EXPECT_TRUE(plays_to_the_end(schedule, most)) << stages << " stages, " << micro;
       for (int64_t stage = 0; stage < stages; ++stage) {
-        const auto actions = parallel::one_forward_one_backward(stage, stages, micro);
+        const auto& actions = schedule.actions(stage);
         ASSERT_EQ(actions.size(), static_cast<std::size_t>(2 * micro));
-        int64_t forwards = 0;
-        int64_t backwards = 0;
-        int64_t most = 0;
-        for (const parallel::PipelineAction& action : actions) {
-          // Each kind in micro-batch order, a backward only after its forward.
-          if (action.forward) {
-            EXPECT_EQ(action.micro_batch, forwards++);
-          } else {
-            EXPECT_EQ(action.micro_batch, backwards++);
-            EXPECT_LT(action.micro_batch, forwards);
-          }
-          most = std::max(most, forwards - backwards);
-        }
-        EXPECT_EQ(most, parallel::micro_batches_in_flight(stage, stages, micro))
+        EXPECT_EQ(most[static_cast<std::size_t>(stage)], schedule.most_in_flight(stage))
             << stage << " of " << stages << ", " << micro << " micro-batches";
-        EXPECT_EQ(most, std::min(stages - stage, micro));
+        EXPECT_EQ(schedule.most_in_flight(stage), std::min(stages - stage, micro));
         // The last stage alternates from the start; the first runs P − 1 forwards first.
         const int64_t leading =
             std::find_if(actions.begin(), actions.end(),
@@ -83,6 +138,48 @@ TEST(PipelineSchedule, OneForwardOneBackwardRunsEveryMicroBatchOnceInOrderWithPM
       }
     }
   }
+}
+
+// Interleaved: the same guarantees over V chunks; the first stage holds 2(P − 1) + (V − 1)·P + 1
+// chunk passes at once (all of them when M = P), so that with a chunk 1/V of a stage's blocks
+// it keeps P·(1 + (P − 1)/(P·V)) micro-batches' worth, as Megatron-LM's paper says.
+TEST(PipelineSchedule, InterleavedRunsEveryChunkOfEveryMicroBatchWithoutAWaitingCycle) {
+  for (int64_t stages : {2, 3, 4}) {
+    for (int64_t chunks : {2, 3}) {
+      for (int64_t micro : {stages, 2 * stages, 3 * stages}) {
+        const parallel::PipelineSchedule schedule(stages, chunks, micro);
+        std::vector<int64_t> most;
+        EXPECT_TRUE(plays_to_the_end(schedule, most))
+            << stages << " stages of " << chunks << " chunks, " << micro << " micro-batches";
+        for (int64_t stage = 0; stage < stages; ++stage) {
+          EXPECT_EQ(schedule.actions(stage).size(), static_cast<std::size_t>(2 * chunks * micro));
+          // Chunks of unequal size: the walk without the order against the order itself.
+          const std::vector<int64_t> weights = {3, 1, 2};
+          int64_t held = 0;
+          int64_t most_weighed = 0;
+          for (const parallel::PipelineAction& action : schedule.actions(stage)) {
+            const int64_t weight = weights[static_cast<std::size_t>(action.chunk)];
+            held += action.forward ? weight : -weight;
+            most_weighed = std::max(most_weighed, held);
+          }
+          EXPECT_EQ(parallel::PipelineSchedule::most_held(
+                        stages, stage, micro,
+                        std::vector<int64_t>(weights.begin(), weights.begin() + chunks)),
+                    most_weighed)
+              << stage << " of " << stages << " × " << chunks << ", " << micro;
+          EXPECT_EQ(most[static_cast<std::size_t>(stage)], schedule.most_in_flight(stage))
+              << stage << " of " << stages << " × " << chunks << ", " << micro;
+        }
+        if (micro > stages) {
+          EXPECT_EQ(schedule.most_in_flight(0), 2 * (stages - 1) + (chunks - 1) * stages + 1);
+        } else {
+          EXPECT_EQ(schedule.most_in_flight(0), chunks * micro);
+        }
+      }
+    }
+  }
+  EXPECT_THROW(parallel::PipelineSchedule(2, 2, 3), std::invalid_argument);  // rounds of P
+  EXPECT_THROW(parallel::PipelineSchedule(2, 0, 2), std::invalid_argument);
 }
 
 // The first stage keeps the most micro-batches' activations, the last the head's states: each
@@ -129,6 +226,20 @@ TEST(PipelineSchedule, BlocksSplitIntoEqualMiddleStagesWithTheRestAtTheEnds) {
   EXPECT_EQ(stage_block_bounds(10, 4), (std::vector<int64_t>{0, 2, 5, 8, 10}));
   EXPECT_EQ(stage_block_bounds(3, 3), (std::vector<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(stage_block_bounds(80, 6), (std::vector<int64_t>{0, 12, 26, 40, 54, 68, 80}));
+  // Too few blocks left for the ends: ⌊L/P⌋ each, the rest one more each in the middle.
+  EXPECT_EQ(stage_block_bounds(7, 5), (std::vector<int64_t>{0, 1, 3, 4, 6, 7}));
+  // 12 blocks in 8 chunks, PP 4 × V 2: three blocks on every stage.
+  EXPECT_EQ(stage_block_bounds(12, 8), (std::vector<int64_t>{0, 1, 3, 4, 6, 8, 9, 11, 12}));
+  const std::vector<int64_t> many = stage_block_bounds(105, 70);
+  ASSERT_EQ(many.size(), 71u);
+  EXPECT_EQ(many.back(), 105);
+  for (std::size_t stage = 0; stage < 70; ++stage) {
+    const int64_t blocks = many[stage + 1] - many[stage];
+    EXPECT_TRUE(blocks == 1 || blocks == 2) << stage;
+    if (stage == 0 || stage == 69) {
+      EXPECT_EQ(blocks, 1) << stage;
+    }
+  }
   EXPECT_THROW(stage_block_bounds(2, 3), std::invalid_argument);
 }
 
@@ -152,6 +263,7 @@ struct Reference {
 Reference one_process(const nlohmann::json& fields, bool steps) {
   RunConfig config = config_from(fields);
   config.pp = 1;
+  config.virtual_stages = 1;
   Trainer trainer(config);
   Reference reference;
   if (steps) {
@@ -260,6 +372,26 @@ TEST(Pipeline, TwoThreeAndFourStagesTrainTenStepsLikeOneProcessForBothFamilies) 
   cases["pp4_llama"] = {with(stage_fields("llama", 4),
                              {{"layers", 4}, {"kv_heads", 2}, {"steps", 10}, {"grad_clip", 0}}),
                         4};
+  // Interleaved, two chunks a stage: the last stage's chunks send back to the first stage's.
+  cases["pp2v2_gpt"] = {
+      with(stage_fields("gpt", 2), {{"layers", 4}, {"virtual_stages", 2}, {"steps", 10}}), 2};
+  cases["pp2v2_llama"] = {
+      with(
+          stage_fields("llama", 2),
+          {{"layers", 4}, {"virtual_stages", 2}, {"kv_heads", 2}, {"steps", 10}, {"grad_clip", 0}}),
+      2};
+  // Three stages of two chunks, as many micro-batches as stages: every forward before any
+  // backward on the first.
+  cases["pp3v2_gpt"] = {with(stage_fields("gpt", 3),
+                             {{"layers", 6}, {"virtual_stages", 2}, {"accum", 3}, {"steps", 10}}),
+                        3};
+  cases["pp3v2_llama"] = {with(stage_fields("llama", 3), {{"layers", 6},
+                                                          {"virtual_stages", 2},
+                                                          {"accum", 6},
+                                                          {"kv_heads", 2},
+                                                          {"steps", 10},
+                                                          {"grad_clip", 0}}),
+                          3};
   for (int stages : {2, 3, 4}) {
     ScratchDir dir("pp-steps-" + std::to_string(stages));
     nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
@@ -294,12 +426,22 @@ TEST(Pipeline, EveryPolicyGivesOneProcesssGradientsBitForBitUnderTwoStages) {
       "segments:a0-m1,m2",
       // Each stage its own: the first (two micro-batches in flight) recomputing, the last not.
       "stages:every:1/none", "stages:none/sublayer:1,1"};
+  // Interleaved, two chunks of two blocks a stage: the plan's segments cut at every chunk's edges.
+  const std::vector<std::string> interleaved = {"every:1", "every:3", "selective",
+                                                "stages:every:1/none/sublayer:1,1/every:1"};
   std::map<std::string, nlohmann::json> cases;
   for (const char* arch : {"gpt", "llama"}) {
     for (const std::string& policy : policies) {
       cases[case_name(arch, policy)] =
           with(stage_fields(arch, 2), {{"checkpoint", policy}, {"tie_head", false}});
     }
+    for (const std::string& policy : interleaved) {
+      cases[case_name(arch, "v2_" + policy)] =
+          with(stage_fields(arch, 2),
+               {{"checkpoint", policy}, {"tie_head", false}, {"layers", 4}, {"virtual_stages", 2}});
+    }
+    cases[case_name(arch, "v2_none")] =
+        with(stage_fields(arch, 2), {{"tie_head", false}, {"layers", 4}, {"virtual_stages", 2}});
   }
   nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
   for (const auto& [name, fields] : cases) {
@@ -313,6 +455,13 @@ TEST(Pipeline, EveryPolicyGivesOneProcesssGradientsBitForBitUnderTwoStages) {
       const std::string name = case_name(arch, policy);
       expect_stages_match(dir, name, cases.at(name), 2, none, 0.0);
     }
+    const Reference four_blocks = one_process(cases.at(case_name(arch, "v2_none")), false);
+    for (const std::string& policy : interleaved) {
+      const std::string name = case_name(arch, "v2_" + policy);
+      expect_stages_match(dir, name, cases.at(name), 2, four_blocks, 0.0);
+    }
+    const std::string none_v2 = case_name(arch, "v2_none");
+    expect_stages_match(dir, none_v2, cases.at(none_v2), 2, four_blocks, 0.0);
   }
 }
 
@@ -338,6 +487,19 @@ TEST(Pipeline, LayoutsThatCannotRunAreRefusedBeforeAnythingStarts) {
        "--checkpoint: plan: is not built for pipeline stages yet"},
       {"--nproc 2 --pp 2 --accum 2 --checkpoint stages:none/none/every:1",
        "--checkpoint: 'stages:none/none/every:1' gives 3 stages' policies for 2 pipeline stages"},
+      {"--nproc 2 --pp 2 --accum 2 --virtual-stages 2 --checkpoint stages:none/every:1",
+       "--checkpoint: 'stages:none/every:1' gives 2 stages' policies for 4 model chunks (2 "
+       "stages of 2)"},
+      {"--virtual-stages 2",
+       "--virtual-stages: model chunks per stage need a pipeline: give --pp 2 or more"},
+      {"--nproc 2 --pp 2 --accum 2 --virtual-stages 3",
+       "--virtual-stages: 2 stages of 3 chunks for 4 blocks: every chunk needs one block at "
+       "least"},
+      {"--nproc 2 --pp 2 --accum 3 --virtual-stages 2",
+       "--accum: 3 micro-batches: the interleaved schedule runs them in rounds of the 2 stages "
+       "(give a multiple of 2)"},
+      {"--nproc 2 --pp 2 --accum 2 --virtual-stages 0",
+       "--virtual-stages: must be between 1 and the model's 4 blocks, got 0"},
   };
   for (const auto& [flags, message] : refused) {
     const testing::CliResult result = testing::cli(
@@ -347,6 +509,26 @@ TEST(Pipeline, LayoutsThatCannotRunAreRefusedBeforeAnythingStarts) {
     EXPECT_EQ(testing::count_lines(result.err), 1) << flags << ": " << result.err;
     EXPECT_FALSE(files::exists(db)) << flags;
   }
+}
+
+// An interleaved run as a user starts it: its chunks in the record, the run list and the report.
+TEST(Pipeline, AnInterleavedRunIsRecordedWithItsVirtualStages) {
+  ScratchDir dir("pp-recorded");
+  const std::string db = dir.file("runs.sqlite");
+  const testing::CliResult run = testing::cli(
+      "run --preset tiny --layers 4 --batch 2 --threads 1 --steps 2 --nproc 2 --pp 2 "
+      "--virtual-stages 2 --accum 2 --json --db " +
+      db);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json result = testing::last_line_json(run.out);
+  EXPECT_EQ(result.at("pp"), 2);
+  EXPECT_EQ(result.at("virtual_stages"), 2);
+  const testing::CliResult shown = testing::cli("show 1 --json --db " + db);
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("\"virtual_stages\":2"), std::string::npos) << shown.out;
+  const testing::CliResult listed = testing::cli("runs --db " + db);
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_NE(listed.out.find("pp2×2"), std::string::npos) << listed.out;
 }
 
 // Dropout in stages: each stage past the first draws from its own stream, so a pipeline matches

@@ -41,6 +41,7 @@ constexpr Label kLabels[] = {
     {"tp", "Tensor ranks"},
     {"sequence_parallel", "Sequence parallel"},
     {"pp", "Pipeline stages"},
+    {"virtual_stages", "Virtual stages"},
     {"finetune", "Fine-tuning"},
     {"lora_rank", "LoRA rank"},
     {"lora_alpha", "LoRA alpha"},

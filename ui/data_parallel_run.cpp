@@ -53,6 +53,7 @@ RunConfig run_on_ranks(const nlohmann::ordered_json& spec, const RankLayout& lay
   config.tp = layout.tensor_ranks;
   config.sequence_parallel = layout.sequence_parallel;
   config.pp = layout.pipeline_stages;
+  config.virtual_stages = layout.virtual_stages;
   validate(config);
   return config;
 }
@@ -72,6 +73,8 @@ std::vector<std::string> rank_arguments(const QString& program, const QString& c
                                         std::to_string(layout.tensor_ranks),
                                         "--pp",
                                         std::to_string(layout.pipeline_stages),
+                                        "--virtual-stages",
+                                        std::to_string(layout.virtual_stages),
                                         "--dist-timeout",
                                         std::to_string(kRankTimeoutSeconds)};
   if (layout.sequence_parallel) arguments.push_back("--sequence-parallel");

@@ -64,6 +64,7 @@ void ExperimentPanel::remember_field_help() {
                             "tp",
                             "sequence_parallel",
                             "pp",
+                            "virtual_stages",
                             "checkpoint",
                             "offload",
                             "batch",

@@ -159,6 +159,12 @@ void ExperimentPanel::create_training_fields() {
       "Pipeline parallelism: of the ranks, how many run a share of the blocks each, one after "
       "another, the step's micro-batches (Accumulation, at least one a stage) passing through "
       "them in 1F1B order; alone for now: Ranks equal to it (1: none)");
+  virtual_stages_ = spin(1, 4096, 1);
+  virtual_stages_->setObjectName("virtual_stages");
+  virtual_stages_->setToolTip(
+      "Pipeline parallelism: model chunks per stage, run in the interleaved 1F1B order: a "
+      "smaller bubble for more sends and a little more memory on the first stage "
+      "(Accumulation a multiple of the stages; 1: plain 1F1B)");
   shard_ = new QComboBox;
   shard_->addItems({"none", "optimizer", "gradients", "parameters"});
   shard_->setToolTip(
@@ -297,6 +303,7 @@ QLayout* ExperimentPanel::training_fields() {
   training->addRow("Tensor ranks", tensor_ranks_);
   training->addRow("", sequence_parallel_);
   training->addRow("Pipeline stages", pipeline_stages_);
+  training->addRow("Virtual stages", virtual_stages_);
   return training;
 }
 
@@ -356,7 +363,7 @@ void ExperimentPanel::connect_fields() {
   connect(loss_chunks_, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
   for (auto* box :
        {layers_, d_model_, heads_, kv_heads_, mlp_hidden_, seq_len_, vocab_, accum_, steps_, seed_,
-        threads_, ranks_, tensor_ranks_, pipeline_stages_, max_batch_limit_}) {
+        threads_, ranks_, tensor_ranks_, pipeline_stages_, virtual_stages_, max_batch_limit_}) {
     connect(box, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
   }
   for (auto* box : {dropout_, lr_}) {
@@ -428,6 +435,7 @@ QWidget* ExperimentPanel::field_for(const QString& key) const {
       {"tp", tensor_ranks_},
       {"sequence_parallel", sequence_parallel_},
       {"pp", pipeline_stages_},
+      {"virtual_stages", virtual_stages_},
       {"finetune", finetune_},
       {"lora_rank", lora_rank_},
       {"lora_alpha", lora_alpha_},
@@ -472,7 +480,10 @@ void ExperimentPanel::revalidate() {
                     .arg(tensor_ranks())
                     .arg(sequence_parallel() ? " with the sequence" : "");
       }
-      if (pipeline_stages() > 1) runs += QString(", blocks over %1 stages").arg(pipeline_stages());
+      if (pipeline_stages() > 1) {
+        runs += QString(", blocks over %1 stages").arg(pipeline_stages());
+        if (virtual_stages() > 1) runs += QString(" of %1 chunks").arg(virtual_stages());
+      }
     }
     if (!skipped.empty()) {
       runs += skipped.size() == 1
@@ -522,6 +533,7 @@ QString ExperimentPanel::shard() const { return shard_->currentText(); }
 int ExperimentPanel::tensor_ranks() const { return tensor_ranks_->value(); }
 bool ExperimentPanel::sequence_parallel() const { return sequence_parallel_->isChecked(); }
 int ExperimentPanel::pipeline_stages() const { return pipeline_stages_->value(); }
+int ExperimentPanel::virtual_stages() const { return virtual_stages_->value(); }
 
 bool ExperimentPanel::can_start() const {
   return problem_.isEmpty() && !running_ && read_only_reason_.isEmpty();

@@ -48,9 +48,10 @@ class ExperimentPanel : public QWidget {
   int tensor_ranks() const;
   bool sequence_parallel() const;
   int pipeline_stages() const;
+  int virtual_stages() const;  // model chunks per pipeline stage
   bool data_parallel() const {
     return ranks() > 1 || shard() != "none" || tensor_ranks() > 1 || sequence_parallel() ||
-           pipeline_stages() > 1;
+           pipeline_stages() > 1 || virtual_stages() > 1;
   }
   // The first combination that checkpoints: what the gradient check compares against none.
   // nullopt when the form is invalid or every policy is none (check_problem() says which).
@@ -116,6 +117,7 @@ class ExperimentPanel : public QWidget {
   QSpinBox* tensor_ranks_field() const { return tensor_ranks_; }
   QCheckBox* sequence_parallel_field() const { return sequence_parallel_; }
   QSpinBox* pipeline_stages_field() const { return pipeline_stages_; }
+  QSpinBox* virtual_stages_field() const { return virtual_stages_; }
   QSpinBox* accum_field() const { return accum_; }
   QComboBox* finetune_field() const { return finetune_; }
   QSpinBox* lora_rank_field() const { return lora_rank_; }
@@ -233,6 +235,7 @@ class ExperimentPanel : public QWidget {
   QSpinBox* tensor_ranks_;
   QCheckBox* sequence_parallel_;
   QSpinBox* pipeline_stages_;
+  QSpinBox* virtual_stages_;
   QComboBox* finetune_;
   QSpinBox* lora_rank_;
   QDoubleSpinBox* lora_alpha_;

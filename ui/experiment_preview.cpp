@@ -3,6 +3,7 @@
 #include <QSpinBox>
 
 #include "checkpoint/checkpoint_policy.h"
+#include "checkpoint/stage_blocks.h"
 #include "common/errors.h"
 #include "experiment_panel.h"
 #include "field_errors.h"
@@ -28,18 +29,28 @@ void ExperimentPanel::update_preview() {
   }
   QString text = "Segments of each policy:\n" + preview.join("\n");
   const int stages = pipeline_stages_->value();
-  if (stages > 1 && stages <= layers_->value()) {
-    // Which blocks each stage runs, and how many micro-batches it holds at once under 1F1B.
-    const std::vector<int64_t> bounds = stage_block_bounds(layers_->value(), stages);
+  const int chunks = virtual_stages_->value();
+  const int accum = accum_->value();
+  // What validate() refuses the problem line names; the preview shows only what can run.
+  if (stages > 1 && stages * chunks <= layers_->value() && accum >= stages &&
+      (chunks == 1 || accum % stages == 0)) {
+    // Which blocks each stage runs, and how many micro-batches' chunks it holds at once.
+    const std::vector<int64_t> bounds = stage_block_bounds(layers_->value(), stages * chunks);
+    const parallel::PipelineSchedule schedule(stages, chunks, accum);
     QStringList parts;
     for (int stage = 0; stage < stages; ++stage) {
-      parts << QString("%1: blocks %2–%3, %4 in flight")
+      QStringList blocks;
+      for (int chunk = 0; chunk < chunks; ++chunk) {
+        const auto at = static_cast<std::size_t>(chunk * stages + stage);
+        blocks << QString("%1–%2").arg(bounds[at]).arg(bounds[at + 1] - 1);
+      }
+      parts << QString("%1: blocks %2, %3 in flight")
                    .arg(stage)
-                   .arg(bounds[stage])
-                   .arg(bounds[stage + 1] - 1)
-                   .arg(parallel::micro_batches_in_flight(stage, stages, accum_->value()));
+                   .arg(blocks.join(" and "))
+                   .arg(schedule.most_in_flight(stage));
     }
-    text += "\nStages (1F1B): " + parts.join("; ");
+    text += QString("\nStages (%1): ").arg(chunks == 1 ? "1F1B" : "interleaved 1F1B") +
+            parts.join("; ");
   }
   if (preview_->toPlainText() != text) preview_->setPlainText(text);
 }

@@ -120,11 +120,10 @@ nlohmann::ordered_json ExperimentPanel::build_spec() const {
 nlohmann::ordered_json ExperimentPanel::form_values() const {
   try {
     nlohmann::ordered_json values = build_spec();
-    values["data_parallel"] = {{"ranks", ranks()},
-                               {"shard", shard().toStdString()},
-                               {"tp", tensor_ranks()},
-                               {"sequence_parallel", sequence_parallel()},
-                               {"pp", pipeline_stages()}};
+    values["data_parallel"] = {
+        {"ranks", ranks()},        {"shard", shard().toStdString()},
+        {"tp", tensor_ranks()},    {"sequence_parallel", sequence_parallel()},
+        {"pp", pipeline_stages()}, {"virtual_stages", virtual_stages()}};
     return values;
   } catch (const InvalidInput&) {
     return {};
@@ -148,6 +147,7 @@ void ExperimentPanel::check_data_parallel(const std::vector<SweepPoint>& points)
   config.tp = tensor_ranks();
   config.sequence_parallel = sequence_parallel();
   config.pp = pipeline_stages();
+  config.virtual_stages = virtual_stages();
   validate(config);  // a shard the run refuses names --shard, which the form calls Shard
 }
 
@@ -291,6 +291,11 @@ void ExperimentPanel::load_parallel_fields(const nlohmann::ordered_json& spec) {
   pipeline_stages_->setValue(1);
   if (parallel.is_object() && parallel.contains("pp") && parallel["pp"].is_number_integer()) {
     set_integer(pipeline_stages_, parallel["pp"]);
+  }
+  virtual_stages_->setValue(1);
+  if (parallel.is_object() && parallel.contains("virtual_stages") &&
+      parallel["virtual_stages"].is_number_integer()) {
+    set_integer(virtual_stages_, parallel["virtual_stages"]);
   }
 }
 

@@ -22,6 +22,7 @@ void MainWindow::on_layout_tried(const TrialLayout& trial) {
   panel_->tensor_ranks_field()->setValue(trial.tensor_ranks);
   panel_->sequence_parallel_field()->setChecked(trial.sequence_parallel);
   panel_->pipeline_stages_field()->setValue(trial.pipeline_stages);
+  panel_->virtual_stages_field()->setValue(trial.virtual_stages);
   // A pipeline needs a micro-batch a stage at least: the layout's own count.
   if (trial.pipeline_stages > 1) panel_->accum_field()->setValue(trial.accum);
   panel_->shard_field()->setCurrentText(trial.shard);
@@ -38,8 +39,11 @@ void MainWindow::on_layout_tried(const TrialLayout& trial) {
                        .arg(trial.shard)
                        .arg(trial.policy)
                        .arg(trial.pipeline_stages > 1
-                                ? QString(", %1 pipeline stages of %2 micro-batches")
+                                ? QString(", %1 pipeline stages%2 of %3 micro-batches")
                                       .arg(trial.pipeline_stages)
+                                      .arg(trial.virtual_stages > 1
+                                               ? QString(" × %1 chunks").arg(trial.virtual_stages)
+                                               : QString())
                                       .arg(trial.accum)
                                 : QString()));
 }

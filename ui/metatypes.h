@@ -33,6 +33,7 @@ struct RankLayout {
   int tensor_ranks = 1;
   bool sequence_parallel = false;
   int pipeline_stages = 1;
+  int virtual_stages = 1;
 };
 
 }  // namespace rematlab::ui

@@ -424,6 +424,7 @@ void ScaleView::try_here() {
   trial.tensor_ranks = static_cast<int>(layout->layout.tp);
   trial.sequence_parallel = layout->layout.sp;
   trial.pipeline_stages = static_cast<int>(layout->layout.pp);
+  trial.virtual_stages = static_cast<int>(layout->layout.vp);
   trial.accum = static_cast<int>(layout->layout.accum);
   trial.shard = QString::fromStdString(to_string(layout::engine_shard(layout->layout)));
   std::vector<std::string> unsaid;  // a policy per stage is RematLab's own (stages:…)

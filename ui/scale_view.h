@@ -38,8 +38,9 @@ struct TrialLayout {
   int tensor_ranks = 1;
   bool sequence_parallel = false;
   int pipeline_stages = 1;
-  int accum = 1;  // micro-batches per step (a pipeline needs one a stage at least)
-  QString shard;  // none, optimizer, gradients or parameters
+  int virtual_stages = 1;  // model chunks per stage (interleaved 1F1B when above 1)
+  int accum = 1;           // micro-batches per step (a pipeline needs one a stage at least)
+  QString shard;           // none, optimizer, gradients or parameters
   QString policy;
   bool offload_host = false;
 };

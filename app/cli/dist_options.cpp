@@ -29,6 +29,9 @@ void DistOptions::add_to(CLI::App& command) {
                      "Pipeline parallel: stages that each run a share of the blocks, the step's "
                      "--accum micro-batches passing through them in 1F1B order (--nproc equal "
                      "to it; --accum at least it)");
+  command.add_option("--virtual-stages", virtual_stages_,
+                     "Pipeline parallel: model chunks per stage, run under the interleaved 1F1B "
+                     "schedule (--pp × it blocks at least; --accum a multiple of --pp)");
   command.add_option("--bucket-size", bucket_size_,
                      "Data parallel: gradient bucket size (bytes, KiB, MiB; default 25MiB)");
   command.add_option("--dist-timeout", timeout_s_,
@@ -48,6 +51,7 @@ void DistOptions::apply(RunConfig& config) const {
   config.shard = shard_;
   if (tp_) config.tp = *tp_;
   if (pp_) config.pp = *pp_;
+  if (virtual_stages_) config.virtual_stages = *virtual_stages_;
   if (sequence_parallel_) config.sequence_parallel = true;
   if (!bucket_size_.empty()) config.bucket_bytes = parse_byte_size(bucket_size_, "--bucket-size");
   if (timeout_s_ && !(*timeout_s_ >= 1.0 && *timeout_s_ <= 86400.0)) {

@@ -76,10 +76,12 @@ struct ConfigFile {
 // its ranks with it). The model and training flags are then refused: one place says what runs.
 // The run is recorded under the spec's experiment, as `sweep` would record it.
 ConfigFile config_from_file(const CLI::App& command, const std::string& path) {
-  const std::set<std::string> with_config = {
-      "--config", "--db",          "--name",         "--json", "--nproc",
-      "--shard",  "--bucket-size", "--dist-timeout", "--tp",   "--sequence-parallel",
-      "--pp"};
+  const std::set<std::string> with_config = {"--config",      "--db",
+                                             "--name",        "--json",
+                                             "--nproc",       "--shard",
+                                             "--bucket-size", "--dist-timeout",
+                                             "--tp",          "--sequence-parallel",
+                                             "--pp",          "--virtual-stages"};
   for (const CLI::Option* option : command.get_options()) {
     if (option->count() == 0 || with_config.count(option->get_name()) > 0) continue;
     throw InvalidInput("--config", "give the run either in the file or as flags, not both (" +

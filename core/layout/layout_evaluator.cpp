@@ -14,6 +14,7 @@
 #include "layout/collective_time.h"
 #include "layout/layout_rules.h"
 #include "layout/layout_states.h"
+#include "parallel/pipeline_schedule.h"
 #include "run/run_config.h"
 
 namespace rematlab::layout {
@@ -26,18 +27,6 @@ constexpr int64_t kBucketValues = 40'000'000;
 constexpr double kHostUpdateBytesPerParameter = 30.0;
 
 double ceil_div(int64_t a, int64_t b) { return static_cast<double>((a + b - 1) / b); }
-
-// In-flight micro-batch chunks on pipeline rank r (Megatron-LM's warm-up count plus the one in
-// its steady state): p − r for 1F1B, 2(p − r − 1) + (v − 1)p + 1 interleaved (all m·v of them
-// when m = p), never more than the step's m·v.
-int64_t chunks_in_flight(const Layout& layout, int64_t rank) {
-  const int64_t p = layout.pp;
-  const int64_t v = layout.vp;
-  // Interleaved with as many micro-batches as stages, every forward runs before any backward.
-  if (v > 1 && layout.accum == p) return layout.accum * v;
-  const int64_t warmup = v == 1 ? p - rank - 1 : 2 * (p - rank - 1) + (v - 1) * p;
-  return std::min(warmup + 1, layout.accum * v);
-}
 
 bool is_recomputing(const std::string& policy) { return policy.rfind("every:", 0) == 0; }
 
@@ -104,7 +93,11 @@ struct LayoutEvaluator::Stage {
   int64_t chunk_layers = 0;     // the largest chunk's
   bool embedding = false;
   bool head = false;
-  int64_t in_flight = 0;         // micro-batch chunks it holds at its peak
+  int64_t in_flight = 0;  // micro-batch chunks it holds at its peak
+  // Its place in the pipeline's schedule (pipeline_schedule.h).
+  int64_t rank = 0;
+  int64_t pipeline_stages = 1;
+  int64_t micro_batches = 1;
   int64_t parameters = 0;        // this rank's share of the model's parameters
   int64_t layer_parameters = 0;  // one block's (one tensor rank's part)
   // Of them, what trains (all, or a fine-tuned model's adapters), and a frozen base's bytes as
@@ -335,6 +328,13 @@ LayoutEvaluator::StageCost LayoutEvaluator::stage_cost(const Layout& layout, con
   cost.host_at_one = states.host_bytes + work.own.offloaded;
   cost.saved_per_chunk = work.plain.saved;
   cost.offloaded_per_chunk = work.plain.offloaded;
+  for (int64_t blocks : stage.chunks) {
+    const ChunkActivations chunk = blocks == stage.chunk_layers
+                                       ? work.plain
+                                       : chunk_activations(layout, blocks, policy, false, false);
+    cost.saved_by_chunk.push_back(chunk.saved);
+    cost.offloaded_by_chunk.push_back(chunk.offloaded);
+  }
   figures.memory.buffers = buffer_bytes(layout, stage);
 
   TimeParts& time = cost.time;
@@ -348,21 +348,31 @@ LayoutEvaluator::StageCost LayoutEvaluator::stage_cost(const Layout& layout, con
   return cost;
 }
 
-int64_t LayoutEvaluator::total_in_flight(const StageCost& cost, int64_t chunks) const {
-  const int64_t allocated = cost.at_one.memory.total() + (chunks - 1) * cost.saved_per_chunk;
+int64_t LayoutEvaluator::held_beyond_one(const Stage& stage, const std::vector<int64_t>& by_chunk,
+                                         int64_t running) {
+  // (in_flight − 1) × running where the chunks are equal; less where smaller ones are held.
+  return parallel::PipelineSchedule::most_held(stage.pipeline_stages, stage.rank,
+                                               stage.micro_batches, by_chunk) -
+         running;
+}
+
+int64_t LayoutEvaluator::total_in_flight(const StageCost& cost, const Stage& stage) const {
+  const int64_t allocated = cost.at_one.memory.total() +
+                            held_beyond_one(stage, cost.saved_by_chunk, cost.saved_per_chunk);
   return allocated + static_cast<int64_t>(
                          std::llround(request_.fragmentation * static_cast<double>(allocated)));
 }
 
-StageFigures LayoutEvaluator::in_flight(const StageCost& cost, int64_t chunks,
+StageFigures LayoutEvaluator::in_flight(const StageCost& cost, const Stage& stage,
                                         int64_t& host_bytes) const {
   StageFigures figures = cost.at_one;
-  figures.in_flight = chunks;
-  figures.memory.activations += (chunks - 1) * cost.saved_per_chunk;
+  figures.in_flight = stage.in_flight;
+  figures.memory.activations += held_beyond_one(stage, cost.saved_by_chunk, cost.saved_per_chunk);
   figures.memory.allowance = 0;
   figures.memory.allowance = static_cast<int64_t>(
       std::llround(request_.fragmentation * static_cast<double>(figures.memory.total())));
-  host_bytes = cost.host_at_one + (chunks - 1) * cost.offloaded_per_chunk;
+  host_bytes =
+      cost.host_at_one + held_beyond_one(stage, cost.offloaded_by_chunk, cost.offloaded_per_chunk);
   return figures;
 }
 
@@ -409,7 +419,12 @@ std::vector<LayoutEvaluator::Stage> LayoutEvaluator::stages_of(const Layout& lay
     stage.chunk_layers = *std::max_element(stage.chunks.begin(), stage.chunks.end());
     stage.embedding = rank == 0;
     stage.head = rank == layout.pp - 1;
-    stage.in_flight = chunks_in_flight(layout, rank);
+    // As the engine orders it: 1F1B, or interleaved with virtual stages.
+    stage.in_flight = parallel::PipelineSchedule::most_held(
+        layout.pp, rank, layout.accum, std::vector<int64_t>(stage.chunks.size(), 1));
+    stage.rank = rank;
+    stage.pipeline_stages = layout.pp;
+    stage.micro_batches = layout.accum;
     stage.layer_parameters = units.attention + units.mlp;
     stage.parameters = stage.layers * stage.layer_parameters + (stage.embedding ? embedding : 0) +
                        (stage.head ? head : 0);
@@ -426,13 +441,13 @@ std::vector<LayoutEvaluator::Stage> LayoutEvaluator::stages_of(const Layout& lay
 }
 
 const LayoutEvaluator::StageCost& LayoutEvaluator::choose_policy(
-    const std::vector<StageCost>& costs, int64_t in_flight_chunks) const {
+    const std::vector<StageCost>& costs, const Stage& stage) const {
   const int64_t device = request_.cluster.gpu.memory_bytes;
   const StageCost* chosen = nullptr;
   int64_t chosen_total = 0;
   bool fits = false;
   for (const StageCost& cost : costs) {
-    const int64_t total = total_in_flight(cost, in_flight_chunks);
+    const int64_t total = total_in_flight(cost, stage);
     const bool trial_fits = total <= device;
     const bool better =
         !chosen ||
@@ -475,9 +490,9 @@ LayoutEvaluator::Placed LayoutEvaluator::place_stages(const Layout& layout, bool
         costs.push_back(stage_cost(layout, stage, k));
       }
     }
-    const StageCost& chosen = choose_policy(costs, stage.in_flight);
+    const StageCost& chosen = choose_policy(costs, stage);
     int64_t host_bytes = 0;
-    const StageFigures figures = in_flight(chosen, stage.in_flight, host_bytes);
+    const StageFigures figures = in_flight(chosen, stage, host_bytes);
     result.recomputes = result.recomputes || is_recomputing(figures.checkpoint);
     if (figures.memory.total() > result.memory.total()) result.memory = figures.memory;
     result.host_bytes = std::max(result.host_bytes, host_bytes);

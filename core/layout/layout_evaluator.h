@@ -41,7 +41,10 @@ class LayoutEvaluator {
     StageFigures at_one;
     int64_t host_at_one = 0;
     TimeParts time;  // one micro-batch's
-    int64_t saved_per_chunk = 0;
+    // Each more held: what a micro-batch keeps of each of the stage's chunks, in its order.
+    std::vector<int64_t> saved_by_chunk;
+    std::vector<int64_t> offloaded_by_chunk;
+    int64_t saved_per_chunk = 0;  // the largest chunk's, which at_one holds running
     int64_t offloaded_per_chunk = 0;
   };
 
@@ -70,9 +73,9 @@ class LayoutEvaluator {
 
   // The pipeline ranks' parts of the model.
   std::vector<Stage> stages_of(const Layout& layout) const;
-  // The fastest policy that fits holding `in_flight_chunks`; the smallest when none does.
-  const StageCost& choose_policy(const std::vector<StageCost>& costs,
-                                 int64_t in_flight_chunks) const;
+  // The fastest policy that fits holding what `stage` holds in flight; the smallest when none
+  // does.
+  const StageCost& choose_policy(const std::vector<StageCost>& costs, const Stage& stage) const;
   struct Placed {
     double slowest = 0.0;  // the slowest stage's micro-batch
     TimeParts slowest_time;
@@ -82,8 +85,12 @@ class LayoutEvaluator {
   Placed place_stages(const Layout& layout, bool detail, LayoutEvaluation& result);
   // The step's time, tokens/s and MFU.
   void finish_step(const Layout& layout, const Placed& placed, LayoutEvaluation& result) const;
-  StageFigures in_flight(const StageCost& cost, int64_t chunks, int64_t& host_bytes) const;
-  int64_t total_in_flight(const StageCost& cost, int64_t chunks) const;  // in_flight's total
+  StageFigures in_flight(const StageCost& cost, const Stage& stage, int64_t& host_bytes) const;
+  int64_t total_in_flight(const StageCost& cost, const Stage& stage) const;  // in_flight's total
+  // What the chunk passes `stage` holds at most keep (each chunk's `by_chunk`, as its schedule
+  // holds them), beyond `running`: the one at_one counts.
+  static int64_t held_beyond_one(const Stage& stage, const std::vector<int64_t>& by_chunk,
+                                 int64_t running);
 
   const LayoutRequest& request_;
   std::map<std::pair<int64_t, int64_t>, CheckpointPlan> plan_cache_;

@@ -239,8 +239,12 @@ std::string rematlab_policy(const Layout& layout, std::vector<std::string>& unsa
     return p == "none" || p.rfind("every:", 0) == 0;
   });
   if (!mixed || !per_stage) return uniform_policy(layout, unsaid);
+  // One policy a model chunk, in chain order: chunk c is stage c mod P's.
   std::string policy = "stages:";
-  for (const std::string& stage : chosen) policy += (policy.back() == ':' ? "" : "/") + stage;
+  for (std::size_t chunk = 0; chunk < chosen.size() * static_cast<std::size_t>(layout.vp);
+       ++chunk) {
+    policy += (policy.back() == ':' ? "" : "/") + chosen[chunk % chosen.size()];
+  }
   return policy;
 }
 
@@ -279,6 +283,7 @@ LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& 
   r += " --seq-len " + number(arch.seq_len) + " --nproc " +
        number(layout.tp * layout.pp * layout.dp) + " --tp " + number(layout.tp);
   if (layout.pp > 1) r += " --pp " + number(layout.pp);
+  if (layout.vp > 1) r += " --virtual-stages " + number(layout.vp);
   if (layout.sp) r += " --sequence-parallel";
   if (shard != "none") r += " --shard " + shard;
   r += " --batch " + number(layout.micro_batch) + " --accum " + number(layout.accum) +

@@ -25,23 +25,8 @@ void require_positive(const std::optional<int64_t>& value, const char* flag) {
 
 }  // namespace
 
-namespace {
-
-// One chunk per rank, as the engine splits the blocks.
-std::vector<std::vector<int64_t>> stage_split(int64_t layers, int64_t pp) {
-  const std::vector<int64_t> bounds = stage_block_bounds(layers, pp);
-  std::vector<std::vector<int64_t>> by_rank;
-  for (std::size_t stage = 0; stage + 1 < bounds.size(); ++stage) {
-    by_rank.push_back({bounds[stage + 1] - bounds[stage]});
-  }
-  return by_rank;
-}
-
-}  // namespace
-
 std::string engine_pipeline_lack(const LayoutRequest& request, const Layout& layout) {
   if (layout.pp == 1) return "";
-  if (layout.vp > 1) return "the interleaved pipeline schedule (virtual stages)";
   if (layout.tp > 1 || layout.dp > 1) return "pipeline stages with tensor or data ranks";
   if (layout.accum < layout.pp) return "fewer micro-batches than pipeline stages";
   if (layout.offload != Offload::kNone) return "offload on pipeline stages";
@@ -51,22 +36,12 @@ std::string engine_pipeline_lack(const LayoutRequest& request, const Layout& lay
 }
 
 std::vector<std::vector<int64_t>> chunk_layers(int64_t layers, int64_t pp, int64_t vp) {
-  if (vp == 1) return stage_split(layers, pp);
-  const int64_t chunks = pp * vp;
-  const int64_t base = (layers + chunks - 1) / chunks;
-  std::vector<int64_t> sizes(static_cast<size_t>(chunks), base);  // in pipeline order
-  int64_t deficit = base * chunks - layers;
-  for (int64_t i = 0; deficit > 0; i = (i + 1) % chunks) {
-    const int64_t from_start = i / 2;
-    const size_t chunk = static_cast<size_t>(i % 2 == 0 ? from_start : chunks - 1 - from_start);
-    if (sizes[chunk] > 1) {
-      --sizes[chunk];
-      --deficit;
-    }
-  }
+  // As the engine splits the blocks: the chain's P·V chunks, chunk c on rank c mod P.
+  const std::vector<int64_t> bounds = stage_block_bounds(layers, pp * vp);
   std::vector<std::vector<int64_t>> by_rank(static_cast<size_t>(pp));
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    by_rank[static_cast<size_t>(chunk % pp)].push_back(sizes[static_cast<size_t>(chunk)]);
+  for (int64_t chunk = 0; chunk < pp * vp; ++chunk) {
+    const auto at = static_cast<size_t>(chunk);
+    by_rank[static_cast<size_t>(chunk % pp)].push_back(bounds[at + 1] - bounds[at]);
   }
   return by_rank;
 }

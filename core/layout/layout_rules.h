@@ -16,14 +16,14 @@ std::string structural_problem(const LayoutRequest& request, const Layout& layou
 // stages only, with ZeRO 1 or 2 sharding the adapters' states and the base whole on each rank.
 std::string fine_tuning_problem(const Layout& layout);
 
-// The blocks of each model chunk, by pipeline rank then chunk: rank r holds chunks r, r + p, …
-// (v of them). Each holds ⌈L / (p · v)⌉ blocks, and where that is too many the first chunk and
-// the last give one up first, then the second and the second-to-last, … (those ranks also hold
-// the embedding and the head, as Llama 3 405B's first and last stages held one layer less).
 // What RematLab's engine lacks to run `layout`'s pipeline (run_config's validate_pipeline
 // refuses it); empty when it has no pipeline or the engine runs it.
 std::string engine_pipeline_lack(const LayoutRequest& request, const Layout& layout);
 
+// The blocks of each model chunk, by pipeline rank then chunk: rank r holds chunks r, r + p, …
+// (v of them), split as the engine splits them (stage_block_bounds over the p · v chunks: the
+// middle ones ⌈L / (p · v)⌉ blocks, the first and the last what is left, as Llama 3 405B's
+// first and last stages held one layer less, for the embedding and the head).
 std::vector<std::vector<int64_t>> chunk_layers(int64_t layers, int64_t pp, int64_t vp);
 
 // The vocabulary as Megatron-LM pads it: to a multiple of 128 · tp.

@@ -42,7 +42,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
     sublayers_.push_back(attention);
     sublayers_.push_back(mlp);
   }
-  stage_end_ = static_cast<int64_t>(sublayers_.size());
+  chunks_ = {{0, static_cast<int64_t>(sublayers_.size())}};
   final_norm_ = register_module("final_norm", Norm(config.family, config.d_model));
   if (!config.tie_head) {
     head_ = register_module(
@@ -218,20 +218,26 @@ torch::Tensor TransformerImpl::chain_output(const torch::Tensor& tokens,
   // Unit 0 (embeddings, final norm, head) stays whole from here until its gradients are reduced:
   // the head's forward ends the step's forward and its backward begins backward.
   if (units_) units_->gather(0);
-  return stage_output(tokens, plan);
+  return chunk_output(tokens, plan);
 }
 
-void TransformerImpl::keep_stage(int64_t begin, int64_t end) {
+void TransformerImpl::keep_chunks(const std::vector<std::pair<int64_t, int64_t>>& chunks) {
   const auto count = static_cast<int64_t>(sublayers_.size());
-  if (begin < 0 || begin >= end || end > count) {
-    throw std::logic_error("a pipeline stage outside the chain");
+  int64_t previous_end = 0;
+  for (const auto& [begin, end] : chunks) {
+    if (begin < previous_end || begin >= end || end > count) {
+      throw std::logic_error("pipeline chunks outside the chain or out of order");
+    }
+    previous_end = end;
   }
-  stage_begin_ = begin;
-  stage_end_ = end;
+  if (chunks.empty()) throw std::logic_error("a pipeline stage without a chunk");
+  chunks_ = chunks;
   std::unordered_set<const void*> kept;
-  for (int64_t index = begin; index < end; ++index) {
-    for (const torch::Tensor& param : sublayers_[static_cast<std::size_t>(index)]->parameters()) {
-      kept.insert(param.unsafeGetTensorImpl());
+  for (const auto& [begin, end] : chunks) {
+    for (int64_t index = begin; index < end; ++index) {
+      for (const torch::Tensor& param : sublayers_[static_cast<std::size_t>(index)]->parameters()) {
+        kept.insert(param.unsafeGetTensorImpl());
+      }
     }
   }
   auto keep = [&kept](const torch::nn::Module& module) {
@@ -254,16 +260,17 @@ void TransformerImpl::keep_stage(int64_t begin, int64_t end) {
   }
 }
 
-torch::Tensor TransformerImpl::stage_output(const torch::Tensor& input,
-                                            const CheckpointPlan& plan) {
+torch::Tensor TransformerImpl::chunk_output(const torch::Tensor& input, const CheckpointPlan& plan,
+                                            std::size_t chunk) {
+  const auto [begin, end] = chunks_.at(chunk);
   for (const auto& attention : attention_sublayers_) {
     attention->set_recompute_core(plan.recompute_attention_core);
   }
-  torch::Tensor h = has_embedding() ? embed(input) : input;
+  torch::Tensor h = begin == 0 ? embed(input) : input;
   for (const Segment& segment : plan.segments) {
-    // The plan's segments cut at the stage's edges: a segment across one is recomputed on each
+    // The plan's segments cut at the chunk's edges: a segment across one is recomputed on each
     // side from that side's own input.
-    const Segment here{std::max(segment.begin, stage_begin_), std::min(segment.end, stage_end_),
+    const Segment here{std::max(segment.begin, begin), std::min(segment.end, end),
                        segment.recompute};
     if (here.begin < here.end) h = run_segment(here, h, plan.keep);
   }

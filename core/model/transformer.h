@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/checkpoint_policy.h"
@@ -49,17 +50,19 @@ class TransformerImpl : public torch::nn::Module {
                                                  bool sequence_parallel = false);
   const TensorParallel& tensor_parallel() const { return group_; }
 
-  // Pipeline parallelism: this process runs sublayers [begin, end) of the chain, with the
-  // embedding when begin is 0 and the final norm, head and loss when end is the last; every other
+  // Pipeline parallelism: this process runs the chunks of the chain given as sublayer ranges
+  // [begin, end), in chain order (one without virtual stages), with the embedding where a chunk
+  // begins at 0 and the final norm, head and loss where one ends at the last; every other
   // parameter is released (left empty, wanting no gradient). A tied head keeps the token
   // embedding on both the first and the last stage. Call once, before anything holds the
   // parameters.
-  void keep_stage(int64_t begin, int64_t end);
-  bool has_embedding() const { return stage_begin_ == 0; }
-  bool has_head() const { return stage_end_ == static_cast<int64_t>(sublayers_.size()); }
-  // This stage's part of the chain under `plan` (its segments cut at the stage's edges): from
-  // token ids on the first stage, else from the previous stage's output.
-  torch::Tensor stage_output(const torch::Tensor& input, const CheckpointPlan& plan);
+  void keep_chunks(const std::vector<std::pair<int64_t, int64_t>>& chunks);
+  bool has_embedding() const { return chunks_.front().first == 0; }
+  bool has_head() const { return chunks_.back().second == static_cast<int64_t>(sublayers_.size()); }
+  // Kept chunk `chunk`'s part of the chain under `plan` (its segments cut at the chunk's edges):
+  // from token ids where the chunk begins the chain, else from the previous chunk's output.
+  torch::Tensor chunk_output(const torch::Tensor& input, const CheckpointPlan& plan,
+                             std::size_t chunk = 0);
 
   // Fully sharded parameters: the units the model asks to have whole (model/parameter_units.h),
   // each unit's parameters in registration order; unit 0 is every parameter outside the
@@ -95,9 +98,9 @@ class TransformerImpl : public torch::nn::Module {
   VocabShard vocab_shard_;           // the embedding's and head's rows here, under group_
   bool sequence_parallel_ = false;
   std::shared_ptr<ParameterUnits> units_;  // null: every parameter is whole all the time
-  // The sublayers this process runs (keep_stage): all of them unless it is a pipeline stage.
-  int64_t stage_begin_ = 0;
-  int64_t stage_end_ = 0;
+  // The sublayer ranges this process runs (keep_chunks): the whole chain unless it is a
+  // pipeline stage.
+  std::vector<std::pair<int64_t, int64_t>> chunks_;
 };
 TORCH_MODULE(Transformer);
 

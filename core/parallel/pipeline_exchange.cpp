@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "update/parameter_update.h"
@@ -13,10 +14,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Activations go forward under tag 2m, their gradients back under 2m + 1; the tied head's
-// gradients pass under a tag no micro-batch reaches.
-int forward_tag(int64_t micro_batch) { return static_cast<int>(2 * micro_batch); }
-int backward_tag(int64_t micro_batch) { return static_cast<int>(2 * micro_batch + 1); }
+// The tied head's gradients pass under a tag no activation reaches.
 constexpr int kTiedTag = std::numeric_limits<int>::max();
 
 }  // namespace
@@ -28,73 +26,115 @@ PipelineExchange::~PipelineExchange() {
   // may be gone), only dropped. Gloo's pairs reach a send's buffer through a weak pointer that
   // its destruction clears (waiting out a write in progress), and each work is destroyed before
   // the tensor it sends (Pending's order), so no write reads freed memory.
-  outputs_sent_.clear();
-  gradients_sent_.clear();
+  sent_.clear();
   tied_sent_.clear();
 }
 
-void PipelineExchange::wait_for(std::deque<Pending>& sent, int64_t through) {
-  while (!sent.empty() && sent.front().micro_batch <= through) {
+void PipelineExchange::use_schedule(const PipelineSchedule& schedule) {
+  if (schedule.stages() != stages()) throw std::logic_error("a schedule for another pipeline");
+  // Every message's tag, 2·(m·P·V + virtual stage) + 1 at most, below the tied head's.
+  if (2 * schedule.micro_batches() * schedule.stages() * schedule.chunks() >= kTiedTag) {
+    throw std::invalid_argument("more micro-batches than a pipeline's tags can number");
+  }
+  schedule_.emplace(schedule);
+}
+
+bool PipelineExchange::ends_chain(int64_t chunk) const {
+  return last() && chunk + 1 == schedule_.value().chunks();
+}
+
+int PipelineExchange::stage_of(int64_t virtual_stage) const {
+  return static_cast<int>(virtual_stage % stages());
+}
+
+int64_t PipelineExchange::chunk_of(int64_t virtual_stage) const { return virtual_stage / stages(); }
+
+PipelineAction PipelineExchange::receiving_action(const Message& message) const {
+  const int64_t receiver = message.gradient ? message.sender - 1 : message.sender + 1;
+  return {!message.gradient, chunk_of(receiver), message.micro_batch};
+}
+
+PipelineAction PipelineExchange::sending_action(const Message& message) const {
+  return {!message.gradient, chunk_of(message.sender), message.micro_batch};
+}
+
+int PipelineExchange::tag_of(const Message& message) const {
+  const int64_t chain = stages() * schedule_.value().chunks();
+  return static_cast<int>(2 * (message.micro_batch * chain + message.sender) +
+                          (message.gradient ? 1 : 0));
+}
+
+void PipelineExchange::release_taken(int to, int64_t position) {
+  for (auto it = sent_.begin(); it != sent_.end();) {
+    if (it->to != to || it->taken_at > position) {
+      ++it;
+      continue;
+    }
     // The only reference to the work is the one waited on (DistContext::wait).
+    const c10::intrusive_ptr<c10d::Work> work = std::move(it->work);
+    world_->wait(work, "sending to a neighbouring stage");
+    it = sent_.erase(it);
+  }
+}
+
+void PipelineExchange::send(const torch::Tensor& tensor, const Message& message) {
+  const int64_t receiver = message.gradient ? message.sender - 1 : message.sender + 1;
+  const int to = stage_of(receiver);
+  std::vector<at::Tensor> tensors{tensor.detach().contiguous()};
+  sent_.push_back({tensors.front(), world_->backend().send(tensors, to, tag_of(message)), to,
+                   schedule_.value().position(to, receiving_action(message))});
+}
+
+torch::Tensor PipelineExchange::receive(at::IntArrayRef sizes, const at::TensorOptions& options,
+                                        const Message& message, const std::string& what) {
+  const int from = stage_of(message.sender);
+  std::vector<at::Tensor> tensors{torch::empty(sizes, options)};
+  const auto start = Clock::now();
+  world_->wait(world_->backend().recv(tensors, from, tag_of(message)), what.c_str());
+  wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  // The sender ran every action before this message's: what it took of ours in them was taken.
+  release_taken(from, schedule_.value().position(from, sending_action(message)));
+  return tensors.front();
+}
+
+void PipelineExchange::send_output(const torch::Tensor& output, int64_t chunk,
+                                   int64_t micro_batch) {
+  send(output, {chunk * stages() + stage(), micro_batch, false});
+}
+
+torch::Tensor PipelineExchange::receive_input(at::IntArrayRef sizes,
+                                              const at::TensorOptions& options, int64_t chunk,
+                                              int64_t micro_batch) {
+  const Message message{chunk * stages() + stage() - 1, micro_batch, false};
+  return receive(sizes, options, message,
+                 "receiving stage " + std::to_string(stage_of(message.sender)) + "'s activations");
+}
+
+void PipelineExchange::send_input_gradient(const torch::Tensor& gradient, int64_t chunk,
+                                           int64_t micro_batch) {
+  send(gradient, {chunk * stages() + stage(), micro_batch, true});
+}
+
+torch::Tensor PipelineExchange::receive_output_gradient(at::IntArrayRef sizes,
+                                                        const at::TensorOptions& options,
+                                                        int64_t chunk, int64_t micro_batch) {
+  const Message message{chunk * stages() + stage() + 1, micro_batch, true};
+  return receive(sizes, options, message,
+                 "receiving stage " + std::to_string(stage_of(message.sender)) + "'s gradients");
+}
+
+void PipelineExchange::wait_for_all(std::deque<Pending>& sent) {
+  while (!sent.empty()) {
     const c10::intrusive_ptr<c10d::Work> work = std::move(sent.front().work);
     world_->wait(work, "sending to a neighbouring stage");
     sent.pop_front();
   }
 }
 
-void PipelineExchange::send(std::deque<Pending>& sent, const torch::Tensor& tensor, int to, int tag,
-                            int64_t micro_batch) {
-  std::vector<at::Tensor> tensors{tensor.detach().contiguous()};
-  sent.push_back({tensors.front(), world_->backend().send(tensors, to, tag), micro_batch});
-}
-
-torch::Tensor PipelineExchange::receive(at::IntArrayRef sizes, const at::TensorOptions& options,
-                                        int from, int tag, const char* what) {
-  std::vector<at::Tensor> tensors{torch::empty(sizes, options)};
-  const auto start = Clock::now();
-  world_->wait(world_->backend().recv(tensors, from, tag), what);
-  wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  return tensors.front();
-}
-
-void PipelineExchange::send_output(const torch::Tensor& output, int64_t micro_batch) {
-  send(outputs_sent_, output, static_cast<int>(stage() + 1), forward_tag(micro_batch), micro_batch);
-}
-
-torch::Tensor PipelineExchange::receive_input(at::IntArrayRef sizes,
-                                              const at::TensorOptions& options,
-                                              int64_t micro_batch) {
-  const std::string what = "receiving stage " + std::to_string(stage() - 1) + "'s activations";
-  torch::Tensor input = receive(sizes, options, static_cast<int>(stage() - 1),
-                                forward_tag(micro_batch), what.c_str());
-  // Under 1F1B the previous stage runs the backward of micro-batch j before the forward of
-  // j + P − s + 1 (it runs P − s forwards first): the gradients sent to it for every j up to
-  // this micro-batch − (P − s) − 1 were taken, and their tensors can go.
-  wait_for(gradients_sent_, micro_batch - (stages() - stage()) - 1);
-  return input;
-}
-
-void PipelineExchange::send_input_gradient(const torch::Tensor& gradient, int64_t micro_batch) {
-  send(gradients_sent_, gradient, static_cast<int>(stage() - 1), backward_tag(micro_batch),
-       micro_batch);
-}
-
-torch::Tensor PipelineExchange::receive_output_gradient(at::IntArrayRef sizes,
-                                                        const at::TensorOptions& options,
-                                                        int64_t micro_batch) {
-  const std::string what = "receiving stage " + std::to_string(stage() + 1) + "'s gradients";
-  torch::Tensor gradient = receive(sizes, options, static_cast<int>(stage() + 1),
-                                   backward_tag(micro_batch), what.c_str());
-  // The next stage formed this gradient from the output sent to it: that send was taken.
-  wait_for(outputs_sent_, micro_batch);
-  return gradient;
-}
-
 void PipelineExchange::finish_sends() {
   const auto start = Clock::now();
-  for (auto* sent : {&outputs_sent_, &gradients_sent_, &tied_sent_}) {
-    wait_for(*sent, std::numeric_limits<int64_t>::max());
-  }
+  wait_for_all(sent_);
+  wait_for_all(tied_sent_);
   wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
@@ -115,13 +155,16 @@ std::vector<double> PipelineExchange::max_over_ranks(const std::vector<double>& 
 void PipelineExchange::add_tied_gradients() {
   torch::NoGradGuard no_grad;
   const int other = static_cast<int>(first() ? stages() - 1 : 0);
-  send(tied_sent_, tied_.grad(), other, kTiedTag, 0);
-  const torch::Tensor theirs =
-      receive(tied_.grad().sizes(), tied_.grad().options(), other, kTiedTag,
-              "adding the tied head's gradients of the first and the last stage");
+  std::vector<at::Tensor> mine{tied_.grad().detach().contiguous()};
+  tied_sent_.push_back({mine.front(), world_->backend().send(mine, other, kTiedTag), other, 0});
+  std::vector<at::Tensor> theirs{torch::empty_like(tied_.grad())};
+  const auto start = Clock::now();
+  world_->wait(world_->backend().recv(theirs, other, kTiedTag),
+               "adding the tied head's gradients of the first and the last stage");
+  wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   finish_sends();
   // a + b on one stage, b + a on the other: the same sum, bit for bit.
-  tied_.grad().add_(theirs);
+  tied_.grad().add_(theirs.front());
 }
 
 std::optional<double> PipelineExchange::step(torch::optim::Optimizer& optimizer, double max_norm) {

@@ -1,21 +1,25 @@
 // Pipeline parallelism over P ranks, one stage each: stage s runs its share of the blocks (the
-// first also the embedding, the last also the final norm, the head and the loss) and hands each
-// micro-batch's output to stage s + 1 and its input's gradient back to stage s − 1, point to
-// point. Every stage trains the same rows of every global batch; its own parameters get their
-// whole gradients from its own backward, so the update needs no reduction but two: a tied head's
-// weight, which the first and the last stage both hold and whose gradients they add, and the
-// gradient norm, whose squares every stage adds to. Not yet combined with tensor or data
-// parallelism (run_config's validate refuses that).
+// first also the embedding, the last also the final norm, the head and the loss), in V chunks
+// under the interleaved schedule, and hands each micro-batch's output to the next virtual stage
+// and its input's gradient back to the previous one, point to point (from the last stage to the
+// first between a micro-batch's rounds through the stages). Every stage trains the same rows of
+// every global batch; its own parameters get their whole gradients from its own backward, so the
+// update needs no reduction but two: a tied head's weight, which the first and the last stage both
+// hold and whose gradients they add, and the gradient norm, whose squares every stage adds to. Not
+// yet combined with tensor or data parallelism (run_config's validate refuses that).
 #pragma once
 
 #include <torch/torch.h>
 
 #include <deque>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "parallel/dist_context.h"
 #include "parallel/gradient_exchange.h"
+#include "parallel/pipeline_schedule.h"
 #include "parallel/shard_update.h"
 
 namespace rematlab::parallel {
@@ -31,18 +35,27 @@ class PipelineExchange final : public GradientExchange {
   bool first() const { return stage() == 0; }
   bool last() const { return stage() + 1 == stages(); }
 
-  // To the next stage: a micro-batch's output. Returns at once; the tensor is held until the
-  // next stage took it, which the schedule tells (a send is let go once a receive proves it
-  // was taken, so a stage holds only what its neighbours have not reached yet).
-  void send_output(const torch::Tensor& output, int64_t micro_batch);
-  // From the previous stage: its output for `micro_batch`, of `sizes` and `options`.
+  // The order every stage runs (the same on every rank; before the first step). It tells which
+  // chunks begin and end the chain, and when a send was taken: once its receiver sent this
+  // stage something from a later action of its own.
+  void use_schedule(const PipelineSchedule& schedule);
+  // Chunk `chunk` of this stage begins the chain (the embedding) or ends it (head and loss).
+  const PipelineSchedule& schedule() const { return schedule_.value(); }
+  bool begins_chain(int64_t chunk) const { return first() && chunk == 0; }
+  bool ends_chain(int64_t chunk) const;
+
+  // To the next virtual stage: a micro-batch's output of this stage's chunk `chunk`. Returns at
+  // once; the tensor is held until the receiver took it, which a later receive from it proves,
+  // so a stage holds only what its neighbours have not reached yet.
+  void send_output(const torch::Tensor& output, int64_t chunk, int64_t micro_batch);
+  // From the previous virtual stage: its output for `micro_batch`, the input of chunk `chunk`.
   torch::Tensor receive_input(at::IntArrayRef sizes, const at::TensorOptions& options,
-                              int64_t micro_batch);
-  // To the previous stage: the gradient of the input it sent for `micro_batch`.
-  void send_input_gradient(const torch::Tensor& gradient, int64_t micro_batch);
-  // From the next stage: the gradient of the output sent to it for `micro_batch`.
+                              int64_t chunk, int64_t micro_batch);
+  // To the previous virtual stage: the gradient of the input chunk `chunk` received.
+  void send_input_gradient(const torch::Tensor& gradient, int64_t chunk, int64_t micro_batch);
+  // From the next virtual stage: the gradient of chunk `chunk`'s output for `micro_batch`.
   torch::Tensor receive_output_gradient(at::IntArrayRef sizes, const at::TensorOptions& options,
-                                        int64_t micro_batch);
+                                        int64_t chunk, int64_t micro_batch);
   // Waits until every send went out; called once a step's micro-batches are done.
   void finish_sends();
 
@@ -67,27 +80,40 @@ class PipelineExchange final : public GradientExchange {
   const ModelStateBytes& model_state_bytes() const { return state_bytes_; }
 
  private:
-  torch::Tensor receive(at::IntArrayRef sizes, const at::TensorOptions& options, int from, int tag,
-                        const char* what);
   struct Pending {
     torch::Tensor tensor;  // alive until sent: declared first, so destroyed after the work
     c10::intrusive_ptr<c10d::Work> work;
-    int64_t micro_batch = 0;
+    int to = 0;            // the receiving stage
+    int64_t taken_at = 0;  // the position of the receiver's action that takes it
   };
-  void send(std::deque<Pending>& sent, const torch::Tensor& tensor, int to, int tag,
-            int64_t micro_batch);
-  // Waits for the sends in `sent` of micro-batches up to `through` (each already taken, or
-  // about to be) and lets their tensors go.
-  void wait_for(std::deque<Pending>& sent, int64_t through);
+  // One message between virtual stages: `sender` virtual stage's output (or, `gradient`, its
+  // input's gradient) for `micro_batch`.
+  struct Message {
+    int64_t sender = 0;
+    int64_t micro_batch = 0;
+    bool gradient = false;
+  };
+  int stage_of(int64_t virtual_stage) const;
+  int64_t chunk_of(int64_t virtual_stage) const;
+  // The receiver's action that takes `message`, and the sender's that sent it.
+  PipelineAction receiving_action(const Message& message) const;
+  PipelineAction sending_action(const Message& message) const;
+  int tag_of(const Message& message) const;
+  void send(const torch::Tensor& tensor, const Message& message);
+  torch::Tensor receive(at::IntArrayRef sizes, const at::TensorOptions& options,
+                        const Message& message, const std::string& what);
+  // Waits for the sends to `to` its action at `position` or before took, and lets them go.
+  void release_taken(int to, int64_t position);
+  void wait_for_all(std::deque<Pending>& sent);
   void add_tied_gradients();
 
   std::shared_ptr<DistContext> world_;
   std::vector<torch::Tensor> params_;
   torch::Tensor tied_;  // undefined: no tied head, or not held here
-  // Sends not yet known to be taken, oldest first: outputs to the next stage, gradients to the
-  // previous one, the tied head's gradient.
-  std::deque<Pending> outputs_sent_;
-  std::deque<Pending> gradients_sent_;
+  std::optional<PipelineSchedule> schedule_;
+  // Sends not yet known to be taken, oldest first: activations and their gradients; the tied
+  // head's gradient.
+  std::deque<Pending> sent_;
   std::deque<Pending> tied_sent_;
   double wait_ms_ = 0.0;                          // blocked on a neighbour since the last report
   torch::optim::Optimizer* optimizer_ = nullptr;  // the last step's, for its state's size

@@ -1,28 +1,66 @@
-// Pipeline parallelism's plan of work, apart from any tensor: the order in which a stage runs its
-// micro-batches' forward and backward passes (which blocks it runs: checkpoint/stage_blocks.h).
+// Pipeline parallelism's plan of work, apart from any tensor: the order in which each stage runs
+// its micro-batches' forward and backward passes through its model chunks (which blocks a chunk
+// holds: checkpoint/stage_blocks.h).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "checkpoint/stage_blocks.h"
-
 namespace rematlab::parallel {
 
 struct PipelineAction {
   bool forward = true;
+  int64_t chunk = 0;  // which of the stage's model chunks: 0 without virtual stages
   int64_t micro_batch = 0;
 };
 
-// 1F1B: stage s of P first runs the forward passes of min(P − 1 − s, M) micro-batches, then
-// alternates one forward and one backward until every forward ran, then the backwards left.
-// Both kinds run in micro-batch order, so gradients accumulate in the order one process adds
-// them. Needs M ≥ 1.
-std::vector<PipelineAction> one_forward_one_backward(int64_t stage, int64_t stages,
-                                                     int64_t micro_batches);
+// P stages of V model chunks each: chunk c of stage s is virtual stage c·P + s of the chain's
+// P·V, so a micro-batch passes every stage V times, from the last back to the first between
+// rounds. With V = 1 the schedule is 1F1B: stage s first runs the forwards of min(P − 1 − s, M)
+// micro-batches, then alternates one forward and one backward, then runs the backwards left.
+// With V > 1 it is interleaved 1F1B (Narayanan et al. 2021): forwards go through the chunks in
+// rounds of P micro-batches (chunk 0 for micro-batches 0…P−1, chunk 1 for the same, …, then
+// chunk 0 for P…2P−1), backwards the same rounds with the chunks reversed; stage s runs
+// 2(P − 1 − s) + (V − 1)·P forwards before its first backward. Needs M a multiple of P.
+// Within a chunk both kinds run in micro-batch order, so every parameter's gradients accumulate
+// in the order one process adds them. Sends return at once and receives wait: under that rule
+// no stage waits on another in a cycle (tests/test_pipeline.cpp plays every stage's order).
+class PipelineSchedule {
+ public:
+  // Throws std::invalid_argument for no stage, chunk or micro-batch, or M not a multiple of P
+  // with V > 1 (run_config's validate says so in the user's words first).
+  PipelineSchedule(int64_t stages, int64_t chunks, int64_t micro_batches);
 
-// The most micro-batches whose forward ran and whose backward did not, at once, on stage s
-// under 1F1B: min(P − s, M). The first stage holds the most.
-int64_t micro_batches_in_flight(int64_t stage, int64_t stages, int64_t micro_batches);
+  int64_t stages() const { return stages_; }
+  int64_t chunks() const { return chunks_; }
+  int64_t micro_batches() const { return micro_batches_; }
+  const std::vector<PipelineAction>& actions(int64_t stage) const;
+  // Where `action` comes in actions(stage).
+  int64_t position(int64_t stage, const PipelineAction& action) const;
+  // The most (chunk, micro-batch) pairs whose forward ran and whose backward did not, at once,
+  // on `stage`: min(P − s, M) under 1F1B, min(2(P − 1 − s) + (V − 1)·P + 1, V·M) interleaved.
+  // A chunk holds 1/V of the stage's blocks, so the first stage keeps about
+  // P·(1 + (P − 1)/(P·V)) micro-batches' activations of its blocks instead of P.
+  int64_t most_in_flight(int64_t stage) const;
+
+  // The most of `weights` (one a chunk: its blocks, say) held at once on `stage`: the largest
+  // Σ_c held_c · weights[c] over its order, right after a forward. Chunks of unequal size peak
+  // below most_in_flight × the largest. Walks the order without building it (the layout planner
+  // asks for thousands of layouts): past the warm-up the held chunks repeat every P·V pairs.
+  static int64_t most_held(int64_t stages, int64_t stage, int64_t micro_batches,
+                           const std::vector<int64_t>& weights);
+
+ private:
+  std::size_t slot(const PipelineAction& action) const;
+  // The k-th forward (or backward) and the forwards stage s runs before its first backward.
+  static PipelineAction unit(int64_t k, bool forward, int64_t stages, int64_t chunks);
+  static int64_t warmup(int64_t stage, int64_t stages, int64_t chunks, int64_t micro_batches);
+
+  int64_t stages_;
+  int64_t chunks_;
+  int64_t micro_batches_;
+  std::vector<std::vector<PipelineAction>> actions_;  // per stage
+  std::vector<std::vector<int64_t>> positions_;       // per stage, by slot()
+};
 
 }  // namespace rematlab::parallel

@@ -196,19 +196,44 @@ void validate_tensor_parallel(const RunConfig& config) {
   }
 }
 
-// Pipeline parallelism: every stage needs a block, 1F1B a micro-batch per stage at least; what
-// it cannot combine with yet is refused before anything starts.
+// Virtual stages: chunks of a pipeline's stages (their blocks and micro-batches
+// validate_pipeline checks).
+void validate_virtual_stages(const RunConfig& config) {
+  const int64_t chunks = config.virtual_stages;
+  const int64_t layers = config.model.layers;
+  if (chunks < 1 || chunks > layers) {
+    throw InvalidInput("--virtual-stages", "must be between 1 and the model's " +
+                                               std::to_string(layers) + " blocks, got " +
+                                               std::to_string(chunks));
+  }
+  if (chunks > 1 && config.pp == 1) {
+    throw InvalidInput("--virtual-stages", "model chunks per stage need a pipeline: give " +
+                                               setting("pp", "2") + " or more");
+  }
+}
+
+// Pipeline parallelism: every chunk needs a block, 1F1B a micro-batch per stage at least and the
+// interleaved schedule rounds of them; what it cannot combine with yet is refused before
+// anything starts.
 void validate_pipeline(const RunConfig& config) {
   const int64_t pp = config.pp;
   if (pp < 1 || pp > kMaxWorldSize) {
     throw InvalidInput("--pp", "must be between 1 and " + std::to_string(kMaxWorldSize) + ", got " +
                                    std::to_string(pp));
   }
+  const int64_t chunks = config.virtual_stages;
+  const int64_t layers = config.model.layers;
+  validate_virtual_stages(config);
   if (pp == 1) return;
-  if (pp > config.model.layers) {
-    throw InvalidInput("--pp", std::to_string(pp) + " stages for " +
-                                   std::to_string(config.model.layers) +
+  if (pp > layers) {
+    throw InvalidInput("--pp", std::to_string(pp) + " stages for " + std::to_string(layers) +
                                    " blocks: every stage needs one block at least");
+  }
+  if (pp * chunks > layers) {
+    throw InvalidInput("--virtual-stages", std::to_string(pp) + " stages of " +
+                                               std::to_string(chunks) + " chunks for " +
+                                               std::to_string(layers) +
+                                               " blocks: every chunk needs one block at least");
   }
   if (config.accum < pp) {
     throw InvalidInput("--accum", std::to_string(config.accum) + " micro-batch(es) for " +
@@ -216,6 +241,13 @@ void validate_pipeline(const RunConfig& config) {
                                       " stages: a pipeline needs at least as many micro-batches "
                                       "as stages (" +
                                       setting("accum", std::to_string(pp)) + " or more)");
+  }
+  if (chunks > 1 && config.accum % pp != 0) {
+    throw InvalidInput("--accum", std::to_string(config.accum) +
+                                      " micro-batches: the interleaved schedule runs them in "
+                                      "rounds of the " +
+                                      std::to_string(pp) + " stages (give a multiple of " +
+                                      std::to_string(pp) + ")");
   }
   if (config.tp > 1 || config.world_size > pp) {
     throw InvalidInput("--pp",
@@ -238,12 +270,16 @@ void validate_pipeline(const RunConfig& config) {
     throw InvalidInput(flag, what + " is not built for pipeline stages yet");
   };
   const CheckpointPolicy policy = CheckpointPolicy::parse(config.checkpoint);
+  // stages: gives a policy to each chunk, in chain order: a stage's own under 1F1B.
   if (policy.kind() == CheckpointPolicy::Kind::kStages &&
-      static_cast<int64_t>(policy.stages().size()) != pp) {
-    throw InvalidInput("--checkpoint", "'" + config.checkpoint + "' gives " +
-                                           std::to_string(policy.stages().size()) +
-                                           " stages' policies for " + std::to_string(pp) +
-                                           " pipeline stages");
+      static_cast<int64_t>(policy.stages().size()) != pp * chunks) {
+    throw InvalidInput(
+        "--checkpoint",
+        "'" + config.checkpoint + "' gives " + std::to_string(policy.stages().size()) +
+            " stages' policies for " +
+            (chunks == 1 ? std::to_string(pp) + " pipeline stages"
+                         : std::to_string(pp * chunks) + " model chunks (" + std::to_string(pp) +
+                               " stages of " + std::to_string(chunks) + ")"));
   }
   if (parse_shard(config.shard) != ShardMode::kNone) not_yet("--shard", "sharding");
   if (parse_offload(config.offload).kind != OffloadKind::kNone) not_yet("--offload", "offload");
@@ -376,6 +412,7 @@ OffloadSpec parse_offload(const std::string& text) {
 nlohmann::json shown_json(const RunConfig& config) {
   nlohmann::json json = to_json(config);
   json["pp"] = config.pp;
+  json["virtual_stages"] = config.virtual_stages;
   return json;
 }
 
@@ -423,7 +460,9 @@ nlohmann::json to_json(const RunConfig& config) {
       {"tp", config.tp},
       {"sequence_parallel", config.sequence_parallel},
   };
-  if (config.pp > 1) json["pp"] = config.pp;  // only where set: other records stay as they were
+  // Only where set: other records stay as they were.
+  if (config.pp > 1) json["pp"] = config.pp;
+  if (config.virtual_stages > 1) json["virtual_stages"] = config.virtual_stages;
   // Only where they are set: every other model's record (and profile key) stays as it was.
   // (and where the preset has them otherwise, so that reading the record back, which starts
   // from the preset, gives this model: qwen2.5-7b with --qkv-bias false).
@@ -468,6 +507,7 @@ std::string describe_run(const RunConfig& config, const std::string& batch) {
   if (config.tp > 1) text += " tp" + std::to_string(config.tp);
   if (config.sequence_parallel) text += " sp";
   if (config.pp > 1) text += " pp" + std::to_string(config.pp);
+  if (config.virtual_stages > 1) text += "×" + std::to_string(config.virtual_stages);
   if (config.shard != "none") text += " shard:" + config.shard;
   if (config.model.lora.enabled()) {
     text += " lora:r" + std::to_string(config.model.lora.rank);

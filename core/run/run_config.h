@@ -78,8 +78,10 @@ struct RunConfig {
   // With tp: the residual stream and the norms between the layers split along the sequence.
   bool sequence_parallel = false;
   // Pipeline parallelism: ranks that each run a share of the blocks, one after another, the
-  // step's `accum` micro-batches flowing through them in 1F1B order (parallel/pipeline_schedule).
+  // step's `accum` micro-batches flowing through them in 1F1B order (parallel/pipeline_schedule);
+  // with virtual_stages V > 1 each rank runs V chunks of the blocks, interleaved.
   int64_t pp = 1;
+  int64_t virtual_stages = 1;
   // For `plan:`: the chain's costs measured earlier for this configuration, kept in the runs
   // database (store/profile_registry.h), so that the run plans without profiling again. Used
   // only while its key still matches the config (a max-batch probe changes the batch). Not
@@ -112,7 +114,7 @@ void validate(const RunConfig& config);
 
 nlohmann::json to_json(const RunConfig& config);
 // to_json with every setting a report shows, also those the record keeps only where set beyond
-// their default: pp (a run of one stage has one, not none).
+// their default: pp and virtual_stages (a run of one stage has one, not none).
 nlohmann::json shown_json(const RunConfig& config);
 
 // A short name for legends and run lists: policy, offload, batch and a non-default precision,

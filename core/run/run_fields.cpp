@@ -278,6 +278,7 @@ const std::map<std::string, Setter>& setters() {
       {"tp", integer(&RunConfig::tp)},
       {"sequence_parallel", flag(&RunConfig::sequence_parallel)},
       {"pp", integer(&RunConfig::pp)},
+      {"virtual_stages", integer(&RunConfig::virtual_stages)},
   };
   return table;
 }

@@ -223,6 +223,7 @@ nlohmann::json to_json(const RunSummary& summary) {
       {"tp", config.tp},
       {"sequence_parallel", config.sequence_parallel},
       {"pp", config.pp},
+      {"virtual_stages", config.virtual_stages},
       {"steps", summary.steps_completed},
   };
   json.update(to_json(static_cast<const RunResult&>(summary)));

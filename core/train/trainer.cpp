@@ -5,6 +5,7 @@
 #include <cmath>
 #include <deque>
 
+#include "checkpoint/stage_blocks.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "estimate/flops.h"
@@ -82,13 +83,7 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
     exchange_->use_layout(
         model_->split_for_tensor_parallel(exchange_->tensor_parallel(), config_.sequence_parallel));
   }
-  if (pipeline_) {
-    const std::vector<int64_t> blocks =
-        stage_block_bounds(config_.model.layers, pipeline_->stages());
-    const auto stage = static_cast<std::size_t>(pipeline_->stage());
-    model_->keep_stage(2 * blocks[stage], 2 * blocks[stage + 1]);  // two sublayers a block
-    if (config_.model.tie_head) pipeline_->share_gradient_of(model_->head_weight());
-  }
+  if (pipeline_) keep_pipeline_chunks();
   model_->to(device_);
   model_->train();
   std::shared_ptr<ParameterUnits> units =
@@ -180,6 +175,21 @@ double Trainer::micro_batch(const CheckpointPlan& plan, StepMetrics& metrics, bo
   return value;
 }
 
+void Trainer::keep_pipeline_chunks() {
+  const int64_t stages = pipeline_->stages();
+  const int64_t chunks = config_.virtual_stages;
+  pipeline_->use_schedule(parallel::PipelineSchedule(stages, chunks, config_.accum));
+  // Chunk c of stage s is the chain's chunk c·P + s of P·V.
+  const std::vector<int64_t> blocks = stage_block_bounds(config_.model.layers, stages * chunks);
+  std::vector<std::pair<int64_t, int64_t>> kept;
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const auto at = static_cast<std::size_t>(chunk * stages + pipeline_->stage());
+    kept.emplace_back(2 * blocks[at], 2 * blocks[at + 1]);  // two sublayers a block
+  }
+  model_->keep_chunks(kept);
+  if (config_.model.tie_head) pipeline_->share_gradient_of(model_->head_weight());
+}
+
 std::optional<double> Trainer::micro_batches(const CheckpointPlan& plan, StepMetrics& metrics,
                                              const std::atomic<bool>* cancel) {
   if (pipeline_) {
@@ -197,73 +207,79 @@ std::optional<double> Trainer::micro_batches(const CheckpointPlan& plan, StepMet
 
 double Trainer::pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& metrics) {
   parallel::PipelineExchange& pipe = *pipeline_;
-  // What a micro-batch's backward needs from its forward: the stage's input (its gradient goes
-  // back) and its output (the loss on the last stage).
-  struct InFlight {
-    torch::Tensor input;
-    torch::Tensor output;
-  };
-  std::deque<InFlight> in_flight;
-  const std::vector<int64_t> activation_sizes{config_.batch, config_.model.seq_len,
-                                              config_.model.d_model};
-  // The residual stream stays in the parameters' dtype (autocast casts only inside matmuls).
-  const auto activation_options = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
+  // Each chunk's backwards run in the order of its forwards.
+  std::vector<std::deque<PipelineFlight>> in_flight(
+      static_cast<std::size_t>(config_.virtual_stages));
+  // Every stage draws every batch, in order, at its first chunk's forward; the last keeps the
+  // targets until its last chunk's.
+  std::deque<TokenBatch> batches;
   double loss_sum = 0.0;
-  for (const parallel::PipelineAction& action :
-       parallel::one_forward_one_backward(pipe.stage(), pipe.stages(), config_.accum)) {
+  for (const parallel::PipelineAction& action : pipe.schedule().actions(pipe.stage())) {
+    std::deque<PipelineFlight>& chunk_flights = in_flight[static_cast<std::size_t>(action.chunk)];
     if (action.forward) {
-      const TokenBatch batch = next_batch();  // every stage draws every batch, in order
+      if (action.chunk == 0) batches.push_back(next_batch());
       auto start = Clock::now();
-      InFlight flight;
-      {
-        ScopedMemoryPhase phase(MemoryPhase::kForward);
-        std::optional<ScopedAutocast> autocast;
-        if (autocast_) autocast.emplace(*autocast_);
-        if (pipe.first()) {
-          flight.input = batch.tokens.to(device_);
-        } else {
-          flight.input =
-              pipe.receive_input(activation_sizes, activation_options, action.micro_batch)
-                  .requires_grad_(true);
-        }
-        flight.output = model_->stage_output(flight.input, plan);
-        if (pipe.last()) {
-          flight.output = model_->head_loss(flight.output, batch.targets.to(device_)) /
-                          static_cast<double>(config_.accum);
-        } else {
-          TORCH_CHECK(flight.output.scalar_type() == torch::kFloat32,
-                      "a pipeline stage's output in ", flight.output.scalar_type(),
-                      " where the next stage receives fp32");
-          pipe.send_output(flight.output, action.micro_batch);
-        }
-      }
+      // The first chunk forwards the batch just drawn; the last, the oldest: both go in order.
+      chunk_flights.push_back(
+          pipeline_forward(action, action.chunk == 0 ? batches.back() : batches.front(), plan));
+      if (action.chunk + 1 == config_.virtual_stages) batches.pop_front();
       device_memory::synchronize(device_);
       metrics.forward_ms += elapsed_ms(start);
       metrics.saved_activation_bytes = std::max(metrics.saved_activation_bytes,
                                                 tracker_.current_bytes() - metrics.baseline_bytes);
-      in_flight.push_back(std::move(flight));
       continue;
     }
-    InFlight flight = std::move(in_flight.front());
-    in_flight.pop_front();
+    PipelineFlight flight = std::move(chunk_flights.front());
+    chunk_flights.pop_front();
     const auto start = Clock::now();
     {
       ScopedMemoryPhase phase(MemoryPhase::kBackward);
-      if (pipe.last()) {
+      if (pipe.ends_chain(action.chunk)) {
         loss_sum += flight.output.item<double>() * static_cast<double>(config_.accum);
         (scaler_ ? scaler_->scale(flight.output) : flight.output).backward();
       } else {
         const torch::Tensor gradient = pipe.receive_output_gradient(
-            flight.output.sizes(), flight.output.options(), action.micro_batch);
+            flight.output.sizes(), flight.output.options(), action.chunk, action.micro_batch);
         torch::autograd::backward({flight.output}, {gradient});
       }
       flight.output.reset();
-      if (!pipe.first()) pipe.send_input_gradient(flight.input.grad(), action.micro_batch);
+      if (!pipe.begins_chain(action.chunk)) {
+        pipe.send_input_gradient(flight.input.grad(), action.chunk, action.micro_batch);
+      }
     }
     metrics.backward_ms += elapsed_ms(start);
   }
   pipe.finish_sends();
   return loss_sum;
+}
+
+Trainer::PipelineFlight Trainer::pipeline_forward(const parallel::PipelineAction& action,
+                                                  const TokenBatch& batch,
+                                                  const CheckpointPlan& plan) {
+  parallel::PipelineExchange& pipe = *pipeline_;
+  ScopedMemoryPhase phase(MemoryPhase::kForward);
+  std::optional<ScopedAutocast> autocast;
+  if (autocast_) autocast.emplace(*autocast_);
+  PipelineFlight flight;
+  if (pipe.begins_chain(action.chunk)) {
+    flight.input = batch.tokens.to(device_);
+  } else {
+    // The residual stream stays in the parameters' dtype (autocast casts only inside matmuls).
+    flight.input = pipe.receive_input({config_.batch, config_.model.seq_len, config_.model.d_model},
+                                      torch::TensorOptions().dtype(torch::kFloat32).device(device_),
+                                      action.chunk, action.micro_batch)
+                       .requires_grad_(true);
+  }
+  flight.output = model_->chunk_output(flight.input, plan, static_cast<std::size_t>(action.chunk));
+  if (pipe.ends_chain(action.chunk)) {
+    flight.output = model_->head_loss(flight.output, batch.targets.to(device_)) /
+                    static_cast<double>(config_.accum);
+  } else {
+    TORCH_CHECK(flight.output.scalar_type() == torch::kFloat32, "a pipeline stage's output in ",
+                flight.output.scalar_type(), " where the next stage receives fp32");
+    pipe.send_output(flight.output, action.chunk, action.micro_batch);
+  }
+  return flight;
 }
 
 void Trainer::update_parameters(StepMetrics& metrics) {

@@ -79,9 +79,21 @@ class Trainer {
   std::optional<double> micro_batches(const CheckpointPlan& plan, StepMetrics& metrics,
                                       const std::atomic<bool>* cancel);
   double micro_batch(const CheckpointPlan& plan, StepMetrics& metrics, bool last);
-  // A pipeline stage's share of the step's micro-batches, in 1F1B order; the sum of their
-  // losses on the last stage, 0 elsewhere.
+  // A pipeline stage's share of the step's micro-batches, in its schedule's order; the sum of
+  // their losses on the last stage, 0 elsewhere.
   double pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& metrics);
+  // A pipeline stage keeps its chunks of the model and gives the exchange its schedule.
+  void keep_pipeline_chunks();
+  // What a micro-batch's backward through a chunk needs from its forward: the chunk's input (its
+  // gradient goes back) and its output (the loss where the chunk ends the chain).
+  struct PipelineFlight {
+    torch::Tensor input;
+    torch::Tensor output;
+  };
+  // One chunk's forward of one micro-batch: received (or embedded), run, and sent on (or its
+  // loss formed).
+  PipelineFlight pipeline_forward(const parallel::PipelineAction& action, const TokenBatch& batch,
+                                  const CheckpointPlan& plan);
   bool cancel_requested(const std::atomic<bool>* cancel);
   void update_parameters(StepMetrics& metrics);
   void record_flops(RunSummary& summary) const;
