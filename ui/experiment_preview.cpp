@@ -42,7 +42,9 @@ void ExperimentPanel::update_preview() {
       QStringList blocks;
       for (int chunk = 0; chunk < chunks; ++chunk) {
         const auto at = static_cast<std::size_t>(chunk * stages + stage);
-        blocks << QString("%1–%2").arg(bounds[at]).arg(bounds[at + 1] - 1);
+        const int64_t first = bounds[at];
+        const int64_t last = bounds[at + 1] - 1;
+        blocks << (first == last ? QString::number(first) : QString("%1–%2").arg(first).arg(last));
       }
       parts << QString("%1: blocks %2, %3 in flight")
                    .arg(stage)
