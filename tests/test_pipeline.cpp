@@ -60,6 +60,15 @@ using namespace testing::dist;
 // stage runs every chunk's forward and backward of every micro-batch once, each kind in
 // micro-batch order within a chunk and a backward only after its forward, and counts the most
 // chunk passes in flight on each stage into `most`.
+std::vector<parallel::PipelineAction> actions_of(const parallel::PipelineSchedule& schedule,
+                                                 int64_t stage) {
+  std::vector<parallel::PipelineAction> actions;
+  for (int64_t index = 0; index < schedule.length(); ++index) {
+    actions.push_back(schedule.action(stage, index));
+  }
+  return actions;
+}
+
 bool plays_to_the_end(const parallel::PipelineSchedule& schedule, std::vector<int64_t>& most) {
   const int64_t stages = schedule.stages();
   const int64_t chunks = schedule.chunks();
@@ -76,7 +85,7 @@ bool plays_to_the_end(const parallel::PipelineSchedule& schedule, std::vector<in
     progress = false;
     for (int64_t stage = 0; stage < stages; ++stage) {
       const auto s = static_cast<std::size_t>(stage);
-      const auto& actions = schedule.actions(stage);
+      const auto& actions = actions_of(schedule, stage);
       if (next[s] == actions.size()) continue;
       const parallel::PipelineAction& action = actions[next[s]];
       const int64_t virtual_stage = action.chunk * stages + stage;
@@ -108,7 +117,7 @@ bool plays_to_the_end(const parallel::PipelineSchedule& schedule, std::vector<in
   }
   for (int64_t stage = 0; stage < stages; ++stage) {
     const auto s = static_cast<std::size_t>(stage);
-    if (next[s] != schedule.actions(stage).size()) return false;
+    if (next[s] != actions_of(schedule, stage).size()) return false;
     for (int64_t chunk = 0; chunk < chunks; ++chunk) {
       EXPECT_EQ(forwards[s][static_cast<std::size_t>(chunk)], micro);
       EXPECT_EQ(backwards[s][static_cast<std::size_t>(chunk)], micro);
@@ -124,7 +133,7 @@ TEST(PipelineSchedule, OneForwardOneBackwardRunsEveryMicroBatchOnceInOrderWithPM
       std::vector<int64_t> most;
       EXPECT_TRUE(plays_to_the_end(schedule, most)) << stages << " stages, " << micro;
       for (int64_t stage = 0; stage < stages; ++stage) {
-        const auto& actions = schedule.actions(stage);
+        const auto& actions = actions_of(schedule, stage);
         ASSERT_EQ(actions.size(), static_cast<std::size_t>(2 * micro));
         EXPECT_EQ(most[static_cast<std::size_t>(stage)], schedule.most_in_flight(stage))
             << stage << " of " << stages << ", " << micro << " micro-batches";
@@ -152,12 +161,13 @@ TEST(PipelineSchedule, InterleavedRunsEveryChunkOfEveryMicroBatchWithoutAWaiting
         EXPECT_TRUE(plays_to_the_end(schedule, most))
             << stages << " stages of " << chunks << " chunks, " << micro << " micro-batches";
         for (int64_t stage = 0; stage < stages; ++stage) {
-          EXPECT_EQ(schedule.actions(stage).size(), static_cast<std::size_t>(2 * chunks * micro));
+          EXPECT_EQ(actions_of(schedule, stage).size(),
+                    static_cast<std::size_t>(2 * chunks * micro));
           // Chunks of unequal size: the walk without the order against the order itself.
           const std::vector<int64_t> weights = {3, 1, 2};
           int64_t held = 0;
           int64_t most_weighed = 0;
-          for (const parallel::PipelineAction& action : schedule.actions(stage)) {
+          for (const parallel::PipelineAction& action : actions_of(schedule, stage)) {
             const int64_t weight = weights[static_cast<std::size_t>(action.chunk)];
             held += action.forward ? weight : -weight;
             most_weighed = std::max(most_weighed, held);
@@ -509,6 +519,17 @@ TEST(Pipeline, LayoutsThatCannotRunAreRefusedBeforeAnythingStarts) {
     EXPECT_EQ(testing::count_lines(result.err), 1) << flags << ": " << result.err;
     EXPECT_FALSE(files::exists(db)) << flags;
   }
+  // A message's tag numbers its micro-batch and chunk in an int: 2^30 of them at most.
+  const testing::CliResult tags = testing::cli(
+      "run --preset tiny --layers 2048 --batch 2 --steps 1 --nproc 2 --pp 2 --virtual-stages 1024 "
+      "--accum 1000000 --db " +
+      db);
+  EXPECT_EQ(tags.exit_code, 2) << tags.err;
+  EXPECT_NE(tags.err.find("--accum: 1000000 micro-batches through 2048 chunks are more than a "
+                          "pipeline's messages can number (at most 524287)"),
+            std::string::npos)
+      << tags.err;
+  EXPECT_FALSE(files::exists(db));
 }
 
 // An interleaved run as a user starts it: its chunks in the record, the run list and the report.

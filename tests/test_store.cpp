@@ -563,6 +563,14 @@ TEST(Store, CsvQuotesCommasQuotesAndLineBreaks) {
   EXPECT_EQ(column("peak_bytes"), "123456789");
   EXPECT_EQ(column("tp"), "1");
   EXPECT_EQ(column("pp"), "1");  // the record keeps pp only above 1: one stage is still one
+  EXPECT_EQ(column("virtual_stages"), "1");
+  run.config.pp = 2;
+  run.config.virtual_stages = 2;
+  const auto interleaved = parse_csv(runs_csv({run}));
+  ASSERT_EQ(interleaved.size(), 2u);
+  const auto at = std::find(interleaved[0].begin(), interleaved[0].end(), "virtual_stages");
+  ASSERT_NE(at, interleaved[0].end());
+  EXPECT_EQ(interleaved[1][static_cast<std::size_t>(at - interleaved[0].begin())], "2");
 }
 
 RunRecord measured_run(int64_t id, const std::string& checkpoint, int64_t peak, double speed) {

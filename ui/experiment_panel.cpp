@@ -159,7 +159,7 @@ void ExperimentPanel::create_training_fields() {
       "Pipeline parallelism: of the ranks, how many run a share of the blocks each, one after "
       "another, the step's micro-batches (Accumulation, at least one a stage) passing through "
       "them in 1F1B order; alone for now: Ranks equal to it (1: none)");
-  virtual_stages_ = spin(1, 4096, 1);
+  virtual_stages_ = spin(1, 512, 1);  // at most one chunk a block
   virtual_stages_->setObjectName("virtual_stages");
   virtual_stages_->setToolTip(
       "Pipeline parallelism: model chunks per stage, run in the interleaved 1F1B order: a "

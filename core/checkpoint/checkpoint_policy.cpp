@@ -310,7 +310,8 @@ std::vector<Segment> CheckpointPolicy::stage_segments(int64_t layers) const {
     } catch (const InvalidInput& error) {
       // Its own words count the stage's blocks as a model's: say which stage, how many.
       reject(text_, "stage " + std::to_string(stage) + " (" + std::to_string(blocks) +
-                        " blocks, named from a0): " + error.reason());
+                        (blocks == 1 ? " block" : " blocks") +
+                        ", named from a0): " + error.reason());
     }
     for (const Segment& segment : own.segments) {
       segments.push_back({first + segment.begin, first + segment.end, segment.recompute});

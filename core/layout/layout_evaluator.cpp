@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <tuple>
 
 #include "checkpoint/checkpoint_policy.h"
 #include "common/byte_size.h"
@@ -94,10 +95,7 @@ struct LayoutEvaluator::Stage {
   bool embedding = false;
   bool head = false;
   int64_t in_flight = 0;  // micro-batch chunks it holds at its peak
-  // Its place in the pipeline's schedule (pipeline_schedule.h).
-  int64_t rank = 0;
-  int64_t pipeline_stages = 1;
-  int64_t micro_batches = 1;
+  int64_t rank = 0, pipeline_stages = 1, micro_batches = 1;  // its place in the schedule
   int64_t parameters = 0;        // this rank's share of the model's parameters
   int64_t layer_parameters = 0;  // one block's (one tensor rank's part)
   // Of them, what trains (all, or a fine-tuned model's adapters), and a frozen base's bytes as
@@ -326,8 +324,6 @@ LayoutEvaluator::StageCost LayoutEvaluator::stage_cost(const Layout& layout, con
   const StageWork& work = stage_work(layout, stage, policy);
   figures.memory.activations = work.own.peak;
   cost.host_at_one = states.host_bytes + work.own.offloaded;
-  cost.saved_per_chunk = work.plain.saved;
-  cost.offloaded_per_chunk = work.plain.offloaded;
   for (int64_t blocks : stage.chunks) {
     const ChunkActivations chunk = blocks == stage.chunk_layers
                                        ? work.plain
@@ -348,17 +344,16 @@ LayoutEvaluator::StageCost LayoutEvaluator::stage_cost(const Layout& layout, con
   return cost;
 }
 
-int64_t LayoutEvaluator::held_beyond_one(const Stage& stage, const std::vector<int64_t>& by_chunk,
-                                         int64_t running) {
-  // (in_flight − 1) × running where the chunks are equal; less where smaller ones are held.
+int64_t LayoutEvaluator::held_beyond_one(const Stage& stage, const std::vector<int64_t>& by_chunk) {
+  // The largest chunk is the one running (at_one).
   return parallel::PipelineSchedule::most_held(stage.pipeline_stages, stage.rank,
                                                stage.micro_batches, by_chunk) -
-         running;
+         *std::max_element(by_chunk.begin(), by_chunk.end());
 }
 
 int64_t LayoutEvaluator::total_in_flight(const StageCost& cost, const Stage& stage) const {
-  const int64_t allocated = cost.at_one.memory.total() +
-                            held_beyond_one(stage, cost.saved_by_chunk, cost.saved_per_chunk);
+  const int64_t allocated =
+      cost.at_one.memory.total() + held_beyond_one(stage, cost.saved_by_chunk);
   return allocated + static_cast<int64_t>(
                          std::llround(request_.fragmentation * static_cast<double>(allocated)));
 }
@@ -367,12 +362,11 @@ StageFigures LayoutEvaluator::in_flight(const StageCost& cost, const Stage& stag
                                         int64_t& host_bytes) const {
   StageFigures figures = cost.at_one;
   figures.in_flight = stage.in_flight;
-  figures.memory.activations += held_beyond_one(stage, cost.saved_by_chunk, cost.saved_per_chunk);
+  figures.memory.activations += held_beyond_one(stage, cost.saved_by_chunk);
   figures.memory.allowance = 0;
   figures.memory.allowance = static_cast<int64_t>(
       std::llround(request_.fragmentation * static_cast<double>(figures.memory.total())));
-  host_bytes =
-      cost.host_at_one + held_beyond_one(stage, cost.offloaded_by_chunk, cost.offloaded_per_chunk);
+  host_bytes = cost.host_at_one + held_beyond_one(stage, cost.offloaded_by_chunk);
   return figures;
 }
 
@@ -422,9 +416,8 @@ std::vector<LayoutEvaluator::Stage> LayoutEvaluator::stages_of(const Layout& lay
     // As the engine orders it: 1F1B, or interleaved with virtual stages.
     stage.in_flight = parallel::PipelineSchedule::most_held(
         layout.pp, rank, layout.accum, std::vector<int64_t>(stage.chunks.size(), 1));
-    stage.rank = rank;
-    stage.pipeline_stages = layout.pp;
-    stage.micro_batches = layout.accum;
+    std::tie(stage.rank, stage.pipeline_stages, stage.micro_batches) =
+        std::make_tuple(rank, layout.pp, layout.accum);
     stage.layer_parameters = units.attention + units.mlp;
     stage.parameters = stage.layers * stage.layer_parameters + (stage.embedding ? embedding : 0) +
                        (stage.head ? head : 0);

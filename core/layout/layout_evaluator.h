@@ -41,11 +41,10 @@ class LayoutEvaluator {
     StageFigures at_one;
     int64_t host_at_one = 0;
     TimeParts time;  // one micro-batch's
-    // Each more held: what a micro-batch keeps of each of the stage's chunks, in its order.
+    // Each more held: what a micro-batch keeps of each of the stage's chunks, in its order (the
+    // largest's is also in at_one, which holds it running).
     std::vector<int64_t> saved_by_chunk;
     std::vector<int64_t> offloaded_by_chunk;
-    int64_t saved_per_chunk = 0;  // the largest chunk's, which at_one holds running
-    int64_t offloaded_per_chunk = 0;
   };
 
   // Policies are numbers here: 0 none, -1 selective, K every:K.
@@ -88,9 +87,8 @@ class LayoutEvaluator {
   StageFigures in_flight(const StageCost& cost, const Stage& stage, int64_t& host_bytes) const;
   int64_t total_in_flight(const StageCost& cost, const Stage& stage) const;  // in_flight's total
   // What the chunk passes `stage` holds at most keep (each chunk's `by_chunk`, as its schedule
-  // holds them), beyond `running`: the one at_one counts.
-  static int64_t held_beyond_one(const Stage& stage, const std::vector<int64_t>& by_chunk,
-                                 int64_t running);
+  // holds them), beyond the largest chunk's, which at_one counts.
+  static int64_t held_beyond_one(const Stage& stage, const std::vector<int64_t>& by_chunk);
 
   const LayoutRequest& request_;
   std::map<std::pair<int64_t, int64_t>, CheckpointPlan> plan_cache_;

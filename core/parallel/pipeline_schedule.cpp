@@ -29,44 +29,43 @@ PipelineSchedule::PipelineSchedule(int64_t stages, int64_t chunks, int64_t micro
   if (chunks > 1 && micro_batches % stages != 0) {
     throw std::invalid_argument("the interleaved schedule needs micro-batches in rounds of P");
   }
-  const int64_t units = chunks * micro_batches;  // forwards, and as many backwards, a stage
-  for (int64_t stage = 0; stage < stages; ++stage) {
-    const int64_t leading = warmup(stage, stages, chunks, micro_batches);
-    std::vector<PipelineAction> actions;
-    int64_t forwards = 0;
-    int64_t backwards = 0;
-    while (forwards < leading) actions.push_back(unit(forwards++, true, stages, chunks));
-    while (forwards < units) {
-      actions.push_back(unit(forwards++, true, stages, chunks));
-      actions.push_back(unit(backwards++, false, stages, chunks));
-    }
-    while (backwards < units) actions.push_back(unit(backwards++, false, stages, chunks));
-    std::vector<int64_t> positions(static_cast<std::size_t>(2 * units), -1);
-    for (std::size_t at = 0; at < actions.size(); ++at) {
-      positions[slot(actions[at])] = static_cast<int64_t>(at);
-    }
-    actions_.push_back(std::move(actions));
-    positions_.push_back(std::move(positions));
-  }
 }
 
-std::size_t PipelineSchedule::slot(const PipelineAction& action) const {
+void PipelineSchedule::check_stage(int64_t stage) const {
+  if (stage < 0 || stage >= stages_) throw std::invalid_argument("a stage outside the pipeline");
+}
+
+// A stage's order: `leading` forwards, then pairs of one forward and one backward until every
+// forward ran, then the backwards left.
+PipelineAction PipelineSchedule::action(int64_t stage, int64_t index) const {
+  check_stage(stage);
+  if (index < 0 || index >= length()) throw std::invalid_argument("an action past the schedule");
+  const int64_t units = chunks_ * micro_batches_;
+  const int64_t leading = warmup(stage, stages_, chunks_, micro_batches_);
+  if (index < leading) return unit(index, true, stages_, chunks_);
+  if (index < 2 * units - leading) {
+    const int64_t paired = index - leading;
+    return paired % 2 == 0 ? unit(leading + paired / 2, true, stages_, chunks_)
+                           : unit(paired / 2, false, stages_, chunks_);
+  }
+  return unit(index - units, false, stages_, chunks_);
+}
+
+int64_t PipelineSchedule::position(int64_t stage, const PipelineAction& action) const {
+  check_stage(stage);
   if (action.chunk < 0 || action.chunk >= chunks_ || action.micro_batch < 0 ||
       action.micro_batch >= micro_batches_) {
     throw std::invalid_argument("an action outside the pipeline's schedule");
   }
-  return static_cast<std::size_t>(
-      ((action.forward ? 0 : 1) * chunks_ + action.chunk) * micro_batches_ + action.micro_batch);
-}
-
-const std::vector<PipelineAction>& PipelineSchedule::actions(int64_t stage) const {
-  if (stage < 0 || stage >= stages_) throw std::invalid_argument("a stage outside the pipeline");
-  return actions_[static_cast<std::size_t>(stage)];
-}
-
-int64_t PipelineSchedule::position(int64_t stage, const PipelineAction& action) const {
-  actions(stage);  // checks the stage
-  return positions_[static_cast<std::size_t>(stage)][slot(action)];
+  // The unit index k of the action (unit()'s inverse), then where action() puts unit k.
+  const int64_t round_chunk = action.forward ? action.chunk : chunks_ - 1 - action.chunk;
+  const int64_t k = chunks_ == 1 ? action.micro_batch
+                                 : (action.micro_batch / stages_) * stages_ * chunks_ +
+                                       round_chunk * stages_ + action.micro_batch % stages_;
+  const int64_t units = chunks_ * micro_batches_;
+  const int64_t leading = warmup(stage, stages_, chunks_, micro_batches_);
+  if (action.forward) return k < leading ? k : leading + 2 * (k - leading);
+  return k < units - leading ? leading + 2 * k + 1 : units + k;
 }
 
 int64_t PipelineSchedule::most_in_flight(int64_t stage) const {

@@ -28,14 +28,18 @@ struct PipelineAction {
 class PipelineSchedule {
  public:
   // Throws std::invalid_argument for no stage, chunk or micro-batch, or M not a multiple of P
-  // with V > 1 (run_config's validate says so in the user's words first).
+  // with V > 1 (run_config's validate says so in the user's words first). Holds no order: each
+  // action is computed where it is asked for, so a step of a million micro-batches costs no
+  // memory here.
   PipelineSchedule(int64_t stages, int64_t chunks, int64_t micro_batches);
 
   int64_t stages() const { return stages_; }
   int64_t chunks() const { return chunks_; }
   int64_t micro_batches() const { return micro_batches_; }
-  const std::vector<PipelineAction>& actions(int64_t stage) const;
-  // Where `action` comes in actions(stage).
+  // Every stage runs 2·V·M actions; the index-th of `stage`'s order.
+  int64_t length() const { return 2 * chunks_ * micro_batches_; }
+  PipelineAction action(int64_t stage, int64_t index) const;
+  // Where `action` comes in `stage`'s order (the inverse of action()).
   int64_t position(int64_t stage, const PipelineAction& action) const;
   // The most (chunk, micro-batch) pairs whose forward ran and whose backward did not, at once,
   // on `stage`: min(P − s, M) under 1F1B, min(2(P − 1 − s) + (V − 1)·P + 1, V·M) interleaved.
@@ -45,13 +49,14 @@ class PipelineSchedule {
 
   // The most of `weights` (one a chunk: its blocks, say) held at once on `stage`: the largest
   // Σ_c held_c · weights[c] over its order, right after a forward. Chunks of unequal size peak
-  // below most_in_flight × the largest. Walks the order without building it (the layout planner
-  // asks for thousands of layouts): past the warm-up the held chunks repeat every P·V pairs.
+  // below most_in_flight × the largest. Walks the order only as far as it can rise (the layout
+  // planner asks for thousands of layouts): past the warm-up the held chunks repeat every P·V
+  // pairs.
   static int64_t most_held(int64_t stages, int64_t stage, int64_t micro_batches,
                            const std::vector<int64_t>& weights);
 
  private:
-  std::size_t slot(const PipelineAction& action) const;
+  void check_stage(int64_t stage) const;
   // The k-th forward (or backward) and the forwards stage s runs before its first backward.
   static PipelineAction unit(int64_t k, bool forward, int64_t stages, int64_t chunks);
   static int64_t warmup(int64_t stage, int64_t stages, int64_t chunks, int64_t micro_batches);
@@ -59,8 +64,6 @@ class PipelineSchedule {
   int64_t stages_;
   int64_t chunks_;
   int64_t micro_batches_;
-  std::vector<std::vector<PipelineAction>> actions_;  // per stage
-  std::vector<std::vector<int64_t>> positions_;       // per stage, by slot()
 };
 
 }  // namespace rematlab::parallel

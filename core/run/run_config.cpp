@@ -249,6 +249,15 @@ void validate_pipeline(const RunConfig& config) {
                                       std::to_string(pp) + " stages (give a multiple of " +
                                       std::to_string(pp) + ")");
   }
+  // Each message's tag numbers its micro-batch, sending chunk and direction in an int.
+  const int64_t most_micro_batches = ((int64_t{1} << 30) - 1) / (pp * chunks);
+  if (config.accum > most_micro_batches) {
+    throw InvalidInput("--accum", std::to_string(config.accum) + " micro-batches through " +
+                                      std::to_string(pp * chunks) +
+                                      " chunks are more than a pipeline's messages can number "
+                                      "(at most " +
+                                      std::to_string(most_micro_batches) + ")");
+  }
   if (config.tp > 1 || config.world_size > pp) {
     throw InvalidInput("--pp",
                        "a pipeline with tensor or data parallelism is not built yet: give " +

@@ -35,6 +35,7 @@ std::vector<std::string> config_columns() {
   every.model.lora = default_lora_options(ModelFamily::kLlama);
   every.model.lora.base = BasePrecision::kBf16;
   every.pp = 2;
+  every.virtual_stages = 2;
   const nlohmann::json config = to_json(every);
   std::vector<std::string> keys;
   for (const auto& item : config.items()) keys.push_back(item.key());

@@ -214,14 +214,19 @@ double Trainer::pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& 
   // targets until its last chunk's.
   std::deque<TokenBatch> batches;
   double loss_sum = 0.0;
-  for (const parallel::PipelineAction& action : pipe.schedule().actions(pipe.stage())) {
+  const parallel::PipelineSchedule& schedule = pipe.schedule();
+  for (int64_t index = 0; index < schedule.length(); ++index) {
+    const parallel::PipelineAction action = schedule.action(pipe.stage(), index);
     std::deque<PipelineFlight>& chunk_flights = in_flight[static_cast<std::size_t>(action.chunk)];
     if (action.forward) {
       if (action.chunk == 0) batches.push_back(next_batch());
       auto start = Clock::now();
-      // The first chunk forwards the batch just drawn; the last, the oldest: both go in order.
-      chunk_flights.push_back(
-          pipeline_forward(action, action.chunk == 0 ? batches.back() : batches.front(), plan));
+      // Only a chunk that begins the chain reads the tokens (those just drawn), and only one that
+      // ends it the targets (the oldest batch's: its forwards go in micro-batch order too).
+      const TokenBatch* batch = action.chunk == 0                            ? &batches.back()
+                                : action.chunk + 1 == config_.virtual_stages ? &batches.front()
+                                                                             : nullptr;
+      chunk_flights.push_back(pipeline_forward(action, batch, plan));
       if (action.chunk + 1 == config_.virtual_stages) batches.pop_front();
       device_memory::synchronize(device_);
       metrics.forward_ms += elapsed_ms(start);
@@ -254,7 +259,7 @@ double Trainer::pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& 
 }
 
 Trainer::PipelineFlight Trainer::pipeline_forward(const parallel::PipelineAction& action,
-                                                  const TokenBatch& batch,
+                                                  const TokenBatch* batch,
                                                   const CheckpointPlan& plan) {
   parallel::PipelineExchange& pipe = *pipeline_;
   ScopedMemoryPhase phase(MemoryPhase::kForward);
@@ -262,7 +267,7 @@ Trainer::PipelineFlight Trainer::pipeline_forward(const parallel::PipelineAction
   if (autocast_) autocast.emplace(*autocast_);
   PipelineFlight flight;
   if (pipe.begins_chain(action.chunk)) {
-    flight.input = batch.tokens.to(device_);
+    flight.input = batch->tokens.to(device_);
   } else {
     // The residual stream stays in the parameters' dtype (autocast casts only inside matmuls).
     flight.input = pipe.receive_input({config_.batch, config_.model.seq_len, config_.model.d_model},
@@ -272,7 +277,7 @@ Trainer::PipelineFlight Trainer::pipeline_forward(const parallel::PipelineAction
   }
   flight.output = model_->chunk_output(flight.input, plan, static_cast<std::size_t>(action.chunk));
   if (pipe.ends_chain(action.chunk)) {
-    flight.output = model_->head_loss(flight.output, batch.targets.to(device_)) /
+    flight.output = model_->head_loss(flight.output, batch->targets.to(device_)) /
                     static_cast<double>(config_.accum);
   } else {
     TORCH_CHECK(flight.output.scalar_type() == torch::kFloat32, "a pipeline stage's output in ",

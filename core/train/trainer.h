@@ -91,8 +91,8 @@ class Trainer {
     torch::Tensor output;
   };
   // One chunk's forward of one micro-batch: received (or embedded), run, and sent on (or its
-  // loss formed).
-  PipelineFlight pipeline_forward(const parallel::PipelineAction& action, const TokenBatch& batch,
+  // loss formed). `batch` is the micro-batch's where the chunk begins or ends the chain.
+  PipelineFlight pipeline_forward(const parallel::PipelineAction& action, const TokenBatch* batch,
                                   const CheckpointPlan& plan);
   bool cancel_requested(const std::atomic<bool>* cancel);
   void update_parameters(StepMetrics& metrics);
