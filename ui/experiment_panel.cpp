@@ -158,7 +158,7 @@ void ExperimentPanel::create_training_fields() {
   pipeline_stages_->setToolTip(
       "Pipeline parallelism: of the ranks, how many run a share of the blocks each, one after "
       "another, the step's micro-batches (Accumulation, at least one a stage) passing through "
-      "them in 1F1B order; alone for now: Ranks equal to it (1: none)");
+      "them in 1F1B order; Ranks a multiple of it, each pipeline of them a data rank (1: none)");
   virtual_stages_ = spin(1, 512, 1);  // at most one chunk a block
   virtual_stages_->setObjectName("virtual_stages");
   virtual_stages_->setToolTip(

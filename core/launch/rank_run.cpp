@@ -203,7 +203,7 @@ RankExchange make_exchange(const std::shared_ptr<parallel::DistContext>& context
   const parallel::DataParallelOptions options{parse_shard(config.shard), config.bucket_bytes};
   if (config.pp > 1) {
     // No communication buffers beyond the activations a stage sends, counted as activations.
-    auto pipeline = std::make_shared<parallel::PipelineExchange>(context);
+    auto pipeline = std::make_shared<parallel::PipelineExchange>(context, config.pp);
     return {pipeline, [pipeline] { return pipeline->model_state_bytes(); },
             [] { return int64_t{0}; }};
   }

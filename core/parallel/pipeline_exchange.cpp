@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -19,7 +20,27 @@ constexpr int kTiedTag = std::numeric_limits<int>::max();
 
 }  // namespace
 
-PipelineExchange::PipelineExchange(std::shared_ptr<DistContext> world) : world_(std::move(world)) {}
+PipelineExchange::PipelineExchange(std::shared_ptr<DistContext> world, int64_t stages)
+    : all_(std::move(world)) {
+  const int rank = all_->rank();
+  const int count = static_cast<int>(stages);
+  if (count < 1 || all_->world_size() % count != 0) {
+    throw std::logic_error("a pipeline's ranks are not a multiple of its stages");
+  }
+  if (all_->world_size() == count) {
+    pipe_ = all_;
+    return;
+  }
+  // Made in the same order on every rank: every pipeline, then every stage's data group.
+  std::vector<int> pipeline(static_cast<std::size_t>(count));
+  std::iota(pipeline.begin(), pipeline.end(), rank / count * count);
+  pipe_ = all_->subgroup("pipeline" + std::to_string(rank / count), pipeline);
+  std::vector<int> same_stage;
+  for (int member = rank % count; member < all_->world_size(); member += count) {
+    same_stage.push_back(member);
+  }
+  data_ = all_->subgroup("stage" + std::to_string(rank % count), same_stage);
+}
 
 PipelineExchange::~PipelineExchange() {
   // A step that failed between a send and its wait: the sends are not waited for (a neighbour
@@ -72,7 +93,7 @@ void PipelineExchange::release_taken(int to, int64_t position) {
     }
     // The only reference to the work is the one waited on (DistContext::wait).
     const c10::intrusive_ptr<c10d::Work> work = std::move(it->work);
-    world_->wait(work, "sending to a neighbouring stage");
+    pipe_->wait(work, "sending to a neighbouring stage");
     it = sent_.erase(it);
   }
 }
@@ -81,7 +102,7 @@ void PipelineExchange::send(const torch::Tensor& tensor, const Message& message)
   const int64_t receiver = message.gradient ? message.sender - 1 : message.sender + 1;
   const int to = stage_of(receiver);
   std::vector<at::Tensor> tensors{tensor.detach().contiguous()};
-  sent_.push_back({tensors.front(), world_->backend().send(tensors, to, tag_of(message)), to,
+  sent_.push_back({tensors.front(), pipe_->backend().send(tensors, to, tag_of(message)), to,
                    schedule_.value().position(to, receiving_action(message))});
 }
 
@@ -90,7 +111,7 @@ torch::Tensor PipelineExchange::receive(at::IntArrayRef sizes, const at::TensorO
   const int from = stage_of(message.sender);
   std::vector<at::Tensor> tensors{torch::empty(sizes, options)};
   const auto start = Clock::now();
-  world_->wait(world_->backend().recv(tensors, from, tag_of(message)), what.c_str());
+  pipe_->wait(pipe_->backend().recv(tensors, from, tag_of(message)), what.c_str());
   wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   // The sender ran every action before this message's: what it took of ours in them was taken.
   release_taken(from, schedule_.value().position(from, sending_action(message)));
@@ -126,7 +147,7 @@ torch::Tensor PipelineExchange::receive_output_gradient(at::IntArrayRef sizes,
 void PipelineExchange::wait_for_all(std::deque<Pending>& sent) {
   while (!sent.empty()) {
     const c10::intrusive_ptr<c10d::Work> work = std::move(sent.front().work);
-    world_->wait(work, "sending to a neighbouring stage");
+    pipe_->wait(work, "sending to a neighbouring stage");
     sent.pop_front();
   }
 }
@@ -144,23 +165,39 @@ void PipelineExchange::share_gradient_of(const torch::Tensor& weight) {
 
 void PipelineExchange::attach(const std::vector<torch::Tensor>& params) { params_ = params; }
 
-bool PipelineExchange::any_rank(bool local) { return world_->any(local); }
+bool PipelineExchange::any_rank(bool local) { return all_->any(local); }
 
-double PipelineExchange::mean(double local) { return world_->sum(last() ? local : 0.0); }
+// The last stages' losses, averaged over the pipelines.
+double PipelineExchange::mean(double local) {
+  return all_->sum(last() ? local : 0.0) / static_cast<double>(world_size());
+}
 
 std::vector<double> PipelineExchange::max_over_ranks(const std::vector<double>& local) {
-  return world_->max(local);
+  return all_->max(local);
+}
+
+void PipelineExchange::average_over_pipelines() {
+  torch::NoGradGuard no_grad;
+  const auto start = Clock::now();
+  const double pipelines = static_cast<double>(data_->world_size());
+  for (const torch::Tensor& param : params_) {
+    if (!param.grad().defined()) continue;
+    std::vector<at::Tensor> gradient{param.grad()};
+    data_->wait(data_->backend().allreduce(gradient), "averaging a stage's gradients");
+    param.grad().div_(pipelines);
+  }
+  wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
 void PipelineExchange::add_tied_gradients() {
   torch::NoGradGuard no_grad;
   const int other = static_cast<int>(first() ? stages() - 1 : 0);
   std::vector<at::Tensor> mine{tied_.grad().detach().contiguous()};
-  tied_sent_.push_back({mine.front(), world_->backend().send(mine, other, kTiedTag), other, 0});
+  tied_sent_.push_back({mine.front(), pipe_->backend().send(mine, other, kTiedTag), other, 0});
   std::vector<at::Tensor> theirs{torch::empty_like(tied_.grad())};
   const auto start = Clock::now();
-  world_->wait(world_->backend().recv(theirs, other, kTiedTag),
-               "adding the tied head's gradients of the first and the last stage");
+  pipe_->wait(pipe_->backend().recv(theirs, other, kTiedTag),
+              "adding the tied head's gradients of the first and the last stage");
   wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   finish_sends();
   // a + b on one stage, b + a on the other: the same sum, bit for bit.
@@ -168,6 +205,8 @@ void PipelineExchange::add_tied_gradients() {
 }
 
 std::optional<double> PipelineExchange::step(torch::optim::Optimizer& optimizer, double max_norm) {
+  // Every pipeline's stage s then holds the same gradients: the norm is one pipeline's.
+  if (data_) average_over_pipelines();
   if (tied_.defined()) add_tied_gradients();
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> grads;
@@ -176,7 +215,7 @@ std::optional<double> PipelineExchange::step(torch::optim::Optimizer& optimizer,
     if (!param.grad().defined() || (last() && !first() && param.is_same(tied_))) continue;
     grads.push_back(param.grad());
   }
-  const double total = std::sqrt(world_->sum(sum_of_squares(grads)));
+  const double total = std::sqrt(pipe_->sum(sum_of_squares(grads)));
   clip_to_norm(params_, max_norm, total);
   optimizer.step();
   optimizer_ = &optimizer;

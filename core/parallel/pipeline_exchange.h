@@ -2,11 +2,14 @@
 // first also the embedding, the last also the final norm, the head and the loss), in V chunks
 // under the interleaved schedule, and hands each micro-batch's output to the next virtual stage
 // and its input's gradient back to the previous one, point to point (from the last stage to the
-// first between a micro-batch's rounds through the stages). Every stage trains the same rows of
-// every global batch; its own parameters get their whole gradients from its own backward, so the
-// update needs no reduction but two: a tied head's weight, which the first and the last stage both
-// hold and whose gradients they add, and the gradient norm, whose squares every stage adds to. Not
-// yet combined with tensor or data parallelism (run_config's validate refuses that).
+// first between a micro-batch's rounds through the stages). Every stage of a pipeline trains the
+// same rows of every global batch; its own parameters get their whole gradients from its own
+// backward, so the update needs no reduction but two: a tied head's weight, which the first and
+// the last stage both hold and whose gradients they add, and the gradient norm, whose squares
+// every stage adds to. Several pipelines are data ranks: each stage's gradients are first
+// averaged over the pipelines (an all-reduce per parameter after the step's micro-batches, not
+// overlapped with them). Not yet combined with tensor parallelism or sharding (run_config's
+// validate refuses those).
 #pragma once
 
 #include <torch/torch.h>
@@ -26,12 +29,14 @@ namespace rematlab::parallel {
 
 class PipelineExchange final : public GradientExchange {
  public:
-  // Rank r of `world` is stage r of world->world_size().
-  explicit PipelineExchange(std::shared_ptr<DistContext> world);
+  // `stages` ranks a pipeline, the world's ranks d·P … d·P + P − 1 running pipeline d's stages
+  // (rank r is stage r mod P); with more ranks than stages the pipelines are data ranks, each
+  // training its own rows, their gradients averaged stage by stage before the update.
+  PipelineExchange(std::shared_ptr<DistContext> world, int64_t stages);
   ~PipelineExchange() override;
 
-  int64_t stage() const { return world_->rank(); }
-  int64_t stages() const { return world_->world_size(); }
+  int64_t stage() const { return pipe_->rank(); }
+  int64_t stages() const { return pipe_->world_size(); }
   bool first() const { return stage() == 0; }
   bool last() const { return stage() + 1 == stages(); }
 
@@ -64,9 +69,9 @@ class PipelineExchange final : public GradientExchange {
   void share_gradient_of(const torch::Tensor& weight);
 
   void attach(const std::vector<torch::Tensor>& params) override;
-  // Every stage trains every row: one data rank.
-  int64_t world_size() const override { return 1; }
-  int64_t rank() const override { return 0; }
+  // The pipelines train different rows: one data rank each.
+  int64_t world_size() const override { return all_->world_size() / pipe_->world_size(); }
+  int64_t rank() const override { return all_->rank() / pipe_->world_size(); }
   bool any_rank(bool local) override;
   // The step's loss, which only the last stage forms: its value on every stage.
   double mean(double local) override;
@@ -107,7 +112,10 @@ class PipelineExchange final : public GradientExchange {
   void wait_for_all(std::deque<Pending>& sent);
   void add_tied_gradients();
 
-  std::shared_ptr<DistContext> world_;
+  std::shared_ptr<DistContext> all_;   // every rank
+  std::shared_ptr<DistContext> pipe_;  // this pipeline's stages
+  std::shared_ptr<DistContext> data_;  // this stage's ranks in every pipeline; null with one
+  void average_over_pipelines();
   std::vector<torch::Tensor> params_;
   torch::Tensor tied_;  // undefined: no tied head, or not held here
   std::optional<PipelineSchedule> schedule_;

@@ -258,15 +258,15 @@ void validate_pipeline(const RunConfig& config) {
                                       "(at most " +
                                       std::to_string(most_micro_batches) + ")");
   }
-  if (config.tp > 1 || config.world_size > pp) {
-    throw InvalidInput("--pp",
-                       "a pipeline with tensor or data parallelism is not built yet: give " +
-                           setting("nproc", std::to_string(pp)) + " for " + std::to_string(pp) +
-                           " stages" + (config.tp > 1 ? " and " + setting("tp", "1") : ""));
+  if (config.tp > 1) {
+    throw InvalidInput(
+        "--pp", "a pipeline with tensor parallelism is not built yet: give " + setting("tp", "1"));
   }
-  if (config.world_size < pp) {
+  if (config.world_size < pp || config.world_size % pp != 0) {
     throw InvalidInput("--pp", std::to_string(pp) + " stages need " +
-                                   setting("nproc", std::to_string(pp)) + " (one rank a stage)");
+                                   setting("nproc", std::to_string(pp)) +
+                                   " or a multiple of it (one rank a stage, one pipeline a data "
+                                   "rank)");
   }
   // NCCL's sends block until their receives are posted, and the stages send both ways at once:
   // they would need their sends and receives coalesced, which is not built.

@@ -106,14 +106,12 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
     // Dropout draws from the default generator: each rank its own stream (rank 0 keeps the
     // run's), or every rank would drop the same positions of its different rows. The tensor
     // ranks of one data rank share its stream: they drop the same positions of the same rows.
-    if (exchange_->rank() > 0) {
-      torch::manual_seed(config_.seed ^ (kRankSeedSalt * static_cast<uint64_t>(exchange_->rank())));
-    }
     // Pipeline stages run different blocks from one stream each: the same stream would drop
     // the same positions in each stage's first block.
-    if (pipeline_ && pipeline_->stage() > 0) {
-      torch::manual_seed(config_.seed ^
-                         (kStageSeedSalt * static_cast<uint64_t>(pipeline_->stage())));
+    const uint64_t stage = pipeline_ ? static_cast<uint64_t>(pipeline_->stage()) : 0;
+    if (exchange_->rank() > 0 || stage > 0) {
+      torch::manual_seed(config_.seed ^ (kRankSeedSalt * static_cast<uint64_t>(exchange_->rank())) ^
+                         (kStageSeedSalt * stage));
     }
   }
   const OffloadSpec offload = parse_offload(config_.offload);
