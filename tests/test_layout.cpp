@@ -396,9 +396,10 @@ TEST(LayoutSearch, RunnableHereKeepsToWhatTheEngineTrains) {
   EXPECT_TRUE(rematlab_run(qwen3, norms).text.empty());
 }
 
-// The engine runs a pipeline alone (pipeline_exchange.h): as many ranks as stages, 1F1B, a
-// micro-batch a stage at least, nothing sharded or offloaded. Those layouts are searched among
-// the runnable ones and exported as a run with --pp; each other pipeline says what it lacks.
+// The engine runs pipelines without tensor ranks (pipeline_exchange.h): a rank a stage, the
+// pipelines data ranks, a micro-batch a stage at least, nothing sharded or offloaded. Those layouts
+// are searched among the runnable ones and exported as a run with --pp; each other pipeline says
+// what it lacks.
 TEST(LayoutExport, APipelineAloneRunsHereWithItsStagesAndMicroBatches) {
   LayoutRequest request = request_for("small", "rtx4090", 2, 256, 8);
   request.precision = Precision::kFp32;

@@ -258,7 +258,7 @@ TEST(ScaleView, TryItHereGivesTheFormTheLayout) {
 TEST(ScaleView, TryItHereGivesTheFormAPipelineWithItsMicroBatches) {
   Bench bench;
   ScaleView* view = bench.window.scale_view();
-  // Two GPUs and every stage count fixed: the engine runs a pipeline alone.
+  // Two GPUs and every stage count fixed: one pipeline of two stages, which the engine runs.
   fill(view, "small", "rtx4090", 2, 256, 8);
   view->gpus_per_node_field()->setValue(2);
   view->precision_field()->setCurrentText("fp32");

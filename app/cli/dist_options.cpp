@@ -28,7 +28,7 @@ void DistOptions::add_to(CLI::App& command) {
   command.add_option("--pp", pp_,
                      "Pipeline parallel: stages that each run a share of the blocks, the step's "
                      "--accum micro-batches passing through them in 1F1B order (--nproc equal "
-                     "to it; --accum at least it)");
+                     "to it, or a multiple: the pipelines are data ranks; --accum at least it)");
   command.add_option("--virtual-stages", virtual_stages_,
                      "Pipeline parallel: model chunks per stage, run under the interleaved 1F1B "
                      "schedule (--pp × it blocks at least; --accum a multiple of --pp)");

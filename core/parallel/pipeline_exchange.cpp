@@ -31,15 +31,17 @@ PipelineExchange::PipelineExchange(std::shared_ptr<DistContext> world, int64_t s
     pipe_ = all_;
     return;
   }
-  // Made in the same order on every rank: every pipeline, then every stage's data group.
-  std::vector<int> pipeline(static_cast<std::size_t>(count));
-  std::iota(pipeline.begin(), pipeline.end(), rank / count * count);
-  pipe_ = all_->subgroup("pipeline" + std::to_string(rank / count), pipeline);
-  std::vector<int> same_stage;
-  for (int member = rank % count; member < all_->world_size(); member += count) {
-    same_stage.push_back(member);
-  }
-  data_ = all_->subgroup("stage" + std::to_string(rank % count), same_stage);
+  // Stages outermost, as the layout planner places them (layout.h): rank r is stage r / D of
+  // pipeline r mod D, so a stage's D data ranks are neighbours (one node's links). Made in the
+  // same order on every rank: its pipeline, then its stage's data group.
+  const int pipelines = all_->world_size() / count;
+  std::vector<int> pipeline;
+  for (int stage = 0; stage < count; ++stage)
+    pipeline.push_back(stage * pipelines + rank % pipelines);
+  pipe_ = all_->subgroup("pipeline" + std::to_string(rank % pipelines), pipeline);
+  std::vector<int> same_stage(static_cast<std::size_t>(pipelines));
+  std::iota(same_stage.begin(), same_stage.end(), rank / pipelines * pipelines);
+  data_ = all_->subgroup("stage" + std::to_string(rank / pipelines), same_stage);
 }
 
 PipelineExchange::~PipelineExchange() {

@@ -29,9 +29,9 @@ namespace rematlab::parallel {
 
 class PipelineExchange final : public GradientExchange {
  public:
-  // `stages` ranks a pipeline, the world's ranks d·P … d·P + P − 1 running pipeline d's stages
-  // (rank r is stage r mod P); with more ranks than stages the pipelines are data ranks, each
-  // training its own rows, their gradients averaged stage by stage before the update.
+  // `stages` ranks a pipeline; with D·P ranks, rank r is stage r / D of pipeline r mod D, and the
+  // D pipelines are data ranks, each training its own rows, their gradients averaged stage by
+  // stage before the update.
   PipelineExchange(std::shared_ptr<DistContext> world, int64_t stages);
   ~PipelineExchange() override;
 
@@ -71,7 +71,7 @@ class PipelineExchange final : public GradientExchange {
   void attach(const std::vector<torch::Tensor>& params) override;
   // The pipelines train different rows: one data rank each.
   int64_t world_size() const override { return all_->world_size() / pipe_->world_size(); }
-  int64_t rank() const override { return all_->rank() / pipe_->world_size(); }
+  int64_t rank() const override { return all_->rank() % world_size(); }
   bool any_rank(bool local) override;
   // The step's loss, which only the last stage forms: its value on every stage.
   double mean(double local) override;
