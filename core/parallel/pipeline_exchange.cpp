@@ -15,6 +15,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
 // The tied head's gradients pass under a tag no activation reaches.
 constexpr int kTiedTag = std::numeric_limits<int>::max();
 
@@ -36,8 +40,9 @@ PipelineExchange::PipelineExchange(std::shared_ptr<DistContext> world, int64_t s
   // same order on every rank: its pipeline, then its stage's data group.
   const int pipelines = all_->world_size() / count;
   std::vector<int> pipeline;
-  for (int stage = 0; stage < count; ++stage)
+  for (int stage = 0; stage < count; ++stage) {
     pipeline.push_back(stage * pipelines + rank % pipelines);
+  }
   pipe_ = all_->subgroup("pipeline" + std::to_string(rank % pipelines), pipeline);
   std::vector<int> same_stage(static_cast<std::size_t>(pipelines));
   std::iota(same_stage.begin(), same_stage.end(), rank / pipelines * pipelines);
@@ -114,7 +119,7 @@ torch::Tensor PipelineExchange::receive(at::IntArrayRef sizes, const at::TensorO
   std::vector<at::Tensor> tensors{torch::empty(sizes, options)};
   const auto start = Clock::now();
   pipe_->wait(pipe_->backend().recv(tensors, from, tag_of(message)), what.c_str());
-  wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  wait_ms_ += ms_since(start);
   // The sender ran every action before this message's: what it took of ours in them was taken.
   release_taken(from, schedule_.value().position(from, sending_action(message)));
   return tensors.front();
@@ -158,7 +163,7 @@ void PipelineExchange::finish_sends() {
   const auto start = Clock::now();
   wait_for_all(sent_);
   wait_for_all(tied_sent_);
-  wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  wait_ms_ += ms_since(start);
 }
 
 void PipelineExchange::share_gradient_of(const torch::Tensor& weight) {
@@ -188,7 +193,7 @@ void PipelineExchange::average_over_pipelines() {
     data_->wait(data_->backend().allreduce(gradient), "averaging a stage's gradients");
     param.grad().div_(pipelines);
   }
-  wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  wait_ms_ += ms_since(start);
 }
 
 void PipelineExchange::add_tied_gradients() {
@@ -200,7 +205,7 @@ void PipelineExchange::add_tied_gradients() {
   const auto start = Clock::now();
   pipe_->wait(pipe_->backend().recv(theirs, other, kTiedTag),
               "adding the tied head's gradients of the first and the last stage");
-  wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  wait_ms_ += ms_since(start);
   finish_sends();
   // a + b on one stage, b + a on the other: the same sum, bit for bit.
   tied_.grad().add_(theirs.front());
