@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "child_process.h"
+#include "collective/tensor_parallel_group.h"
 #include "common/posix_files.h"
 #include "model/transformer.h"
 #include "run/run_config.h"
@@ -120,6 +121,21 @@ inline bool is_qkv_bias(const nlohmann::json& fields, std::size_t index) {
   const auto named = model->named_parameters();
   const std::string& key = named[index].key();
   return key.size() >= 8 && key.compare(key.size() - 8, 8, "qkv.bias") == 0;
+}
+
+// `whole` (one tensor per parameter of the model `fields` describes) as tensor rank `rank` of
+// `ranks` holds it: the model's own split, applied to these values.
+inline std::vector<torch::Tensor> part_of_rank(const nlohmann::json& fields,
+                                               const std::vector<torch::Tensor>& whole, int rank,
+                                               int ranks) {
+  torch::NoGradGuard no_grad;
+  Transformer model(config_from(fields).model);
+  const auto params = model->parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) params[i].copy_(whole[i]);
+  model->split_for_tensor_parallel(std::make_shared<TensorParallelGroup>(rank, ranks));
+  std::vector<torch::Tensor> parts;
+  for (const auto& param : model->parameters()) parts.push_back(param.detach().clone());
+  return parts;
 }
 
 inline double max_abs_difference(const torch::Tensor& a, const torch::Tensor& b) {

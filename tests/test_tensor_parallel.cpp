@@ -111,21 +111,6 @@ Reference one_process(const nlohmann::json& fields, int data_ranks, bool steps) 
   return reference;
 }
 
-// `whole` (one tensor per parameter of the model `fields` describes) as tensor rank `rank` of
-// `ranks` holds it: the model's own split, applied to these values.
-std::vector<torch::Tensor> part_of_rank(const nlohmann::json& fields,
-                                        const std::vector<torch::Tensor>& whole, int rank,
-                                        int ranks) {
-  torch::NoGradGuard no_grad;
-  Transformer model(config_from(fields).model);
-  const auto params = model->parameters();
-  for (std::size_t i = 0; i < params.size(); ++i) params[i].copy_(whole[i]);
-  model->split_for_tensor_parallel(std::make_shared<TensorParallelGroup>(rank, ranks));
-  std::vector<torch::Tensor> parts;
-  for (const auto& param : model->parameters()) parts.push_back(param.detach().clone());
-  return parts;
-}
-
 double relative_difference(const torch::Tensor& got, const torch::Tensor& expected) {
   const double scale = std::max(expected.abs().max().item<double>(), 1e-30);
   return max_abs_difference(got, expected) / scale;

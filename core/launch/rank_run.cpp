@@ -202,10 +202,12 @@ RankExchange make_exchange(const std::shared_ptr<parallel::DistContext>& context
                            const RunConfig& config) {
   const parallel::DataParallelOptions options{parse_shard(config.shard), config.bucket_bytes};
   if (config.pp > 1) {
-    // No communication buffers beyond the activations a stage sends, counted as activations.
-    auto pipeline = std::make_shared<parallel::PipelineExchange>(context, config.pp);
+    // The activations a stage sends are counted as activations; its buffers are the buckets its
+    // data ranks average.
+    auto pipeline =
+        std::make_shared<parallel::PipelineExchange>(context, config.pp, config.tp, options);
     return {pipeline, [pipeline] { return pipeline->model_state_bytes(); },
-            [] { return int64_t{0}; }};
+            [pipeline] { return pipeline->buffer_peak_bytes(); }};
   }
   if (config.tp > 1) {
     auto tensor = std::make_shared<parallel::TensorParallelExchange>(

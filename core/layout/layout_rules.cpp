@@ -27,7 +27,6 @@ void require_positive(const std::optional<int64_t>& value, const char* flag) {
 
 std::string engine_pipeline_lack(const LayoutRequest& request, const Layout& layout) {
   if (layout.pp == 1) return "";
-  if (layout.tp > 1) return "pipeline stages with tensor ranks";
   if (layout.accum < layout.pp) return "fewer micro-batches than pipeline stages";
   if (layout.offload != Offload::kNone) return "offload on pipeline stages";
   if (layout.zero > 0) return "sharded model states on pipeline stages";

@@ -24,29 +24,38 @@ constexpr int kTiedTag = std::numeric_limits<int>::max();
 
 }  // namespace
 
-PipelineExchange::PipelineExchange(std::shared_ptr<DistContext> world, int64_t stages)
+PipelineExchange::PipelineExchange(std::shared_ptr<DistContext> world, int64_t stages,
+                                   int64_t tensor_ranks, DataParallelOptions data_options)
     : all_(std::move(world)) {
   const int rank = all_->rank();
   const int count = static_cast<int>(stages);
-  if (count < 1 || all_->world_size() % count != 0) {
-    throw std::logic_error("a pipeline's ranks are not a multiple of its stages");
+  if (count < 1 || tensor_ranks < 1 || all_->world_size() % (count * tensor_ranks) != 0) {
+    throw std::logic_error("a pipeline's ranks are not a multiple of its stages' tensor ranks");
   }
   if (all_->world_size() == count) {
     pipe_ = all_;
     return;
   }
-  // Stages outermost, as the layout planner places them (layout.h): rank r is stage r / D of
-  // pipeline r mod D, so a stage's D data ranks are neighbours (one node's links). Made in the
-  // same order on every rank: its pipeline, then its stage's data group.
-  const int pipelines = all_->world_size() / count;
+  // Stages outermost, as the layout planner places them (layout.h): a stage's ranks are
+  // neighbours (one node's links), and rank r's pipeline holds rank r mod S of every stage of S
+  // ranks. Made in the same order on every rank: its pipeline, then its stage's group.
+  const int stage_ranks = all_->world_size() / count;
+  const int place = rank % stage_ranks;
   std::vector<int> pipeline;
-  for (int stage = 0; stage < count; ++stage) {
-    pipeline.push_back(stage * pipelines + rank % pipelines);
+  for (int stage = 0; stage < count; ++stage) pipeline.push_back(stage * stage_ranks + place);
+  pipe_ = all_->subgroup("pipeline" + std::to_string(place), pipeline);
+  std::vector<int> same_stage(static_cast<std::size_t>(stage_ranks));
+  std::iota(same_stage.begin(), same_stage.end(), rank / stage_ranks * stage_ranks);
+  const auto stage_context =
+      all_->subgroup("stage" + std::to_string(rank / stage_ranks), same_stage);
+  if (tensor_ranks > 1) {
+    tensor_ = std::make_shared<TensorParallelExchange>(
+        stage_context, static_cast<int>(tensor_ranks), data_options);
+    stage_ = tensor_;
+  } else {
+    data_ = std::make_shared<DataParallel>(stage_context, data_options);
+    stage_ = data_;
   }
-  pipe_ = all_->subgroup("pipeline" + std::to_string(rank % pipelines), pipeline);
-  std::vector<int> same_stage(static_cast<std::size_t>(pipelines));
-  std::iota(same_stage.begin(), same_stage.end(), rank / pipelines * pipelines);
-  data_ = all_->subgroup("stage" + std::to_string(rank / pipelines), same_stage);
 }
 
 PipelineExchange::~PipelineExchange() {
@@ -170,30 +179,42 @@ void PipelineExchange::share_gradient_of(const torch::Tensor& weight) {
   if (stages() > 1 && (first() || last())) tied_ = weight;
 }
 
-void PipelineExchange::attach(const std::vector<torch::Tensor>& params) { params_ = params; }
+void PipelineExchange::before_chunk_backward(bool last_of_chunk) {
+  if (stage_) stage_->before_backward(last_of_chunk);
+}
+
+void PipelineExchange::finish_micro_batches() {
+  finish_sends();
+  if (stage_) stage_->after_backward(true);
+}
+
+TensorParallel PipelineExchange::tensor_parallel() const {
+  return tensor_ ? tensor_->tensor_parallel() : nullptr;
+}
+
+void PipelineExchange::use_layout(TensorParallelLayout layout) {
+  if (tensor_) tensor_->use_layout(std::move(layout));
+}
+
+void PipelineExchange::attach(const std::vector<torch::Tensor>& params) {
+  params_ = params;
+  if (stage_) stage_->attach(params);
+}
+
+int64_t PipelineExchange::buffer_peak_bytes() const {
+  if (tensor_) return tensor_->buffer_peak_bytes();
+  return data_ ? data_->buffer_peak_bytes() : 0;
+}
 
 bool PipelineExchange::any_rank(bool local) { return all_->any(local); }
 
-// The last stages' losses, averaged over the pipelines.
+// The last stage's losses, averaged over its ranks (a data rank's tensor ranks hold one loss).
 double PipelineExchange::mean(double local) {
-  return all_->sum(last() ? local : 0.0) / static_cast<double>(world_size());
+  return all_->sum(last() ? local : 0.0) / static_cast<double>(all_->world_size() / stages());
 }
 
 std::vector<double> PipelineExchange::max_over_ranks(const std::vector<double>& local) {
   return all_->max(local);
-}
-
-void PipelineExchange::average_over_pipelines() {
-  torch::NoGradGuard no_grad;
-  const auto start = Clock::now();
-  const double pipelines = static_cast<double>(data_->world_size());
-  for (const torch::Tensor& param : params_) {
-    if (!param.grad().defined()) continue;
-    std::vector<at::Tensor> gradient{param.grad()};
-    data_->wait(data_->backend().allreduce(gradient), "averaging a stage's gradients");
-    param.grad().div_(pipelines);
-  }
-  wait_ms_ += ms_since(start);
 }
 
 void PipelineExchange::add_tied_gradients() {
@@ -211,18 +232,25 @@ void PipelineExchange::add_tied_gradients() {
   tied_.grad().add_(theirs.front());
 }
 
-std::optional<double> PipelineExchange::step(torch::optim::Optimizer& optimizer, double max_norm) {
-  // Every pipeline's stage s then holds the same gradients: the norm is one pipeline's.
-  if (data_) average_over_pipelines();
-  if (tied_.defined()) add_tied_gradients();
-  torch::NoGradGuard no_grad;
+// This stage's share of the squared gradient norm, the tied weight's counted once (on the first
+// stage), and every split parameter's parts once over its tensor ranks.
+double PipelineExchange::stage_squares() {
+  const bool skip_tied = last() && !first() && tied_.defined();
+  if (tensor_) return tensor_->squared_norm(skip_tied ? tied_ : torch::Tensor());
   std::vector<torch::Tensor> grads;
   for (const torch::Tensor& param : params_) {
-    // The tied weight's gradient counts once, on the first stage.
-    if (!param.grad().defined() || (last() && !first() && param.is_same(tied_))) continue;
+    if (!param.grad().defined() || (skip_tied && param.is_same(tied_))) continue;
     grads.push_back(param.grad());
   }
-  const double total = std::sqrt(pipe_->sum(sum_of_squares(grads)));
+  return sum_of_squares(grads);
+}
+
+std::optional<double> PipelineExchange::step(torch::optim::Optimizer& optimizer, double max_norm) {
+  // The stage's gradients are averaged over its data ranks already (finish_micro_batches): every
+  // pipeline's stage s holds the same ones, and the norm is one pipeline's.
+  if (tied_.defined()) add_tied_gradients();
+  torch::NoGradGuard no_grad;
+  const double total = std::sqrt(pipe_->sum(stage_squares()));
   clip_to_norm(params_, max_norm, total);
   optimizer.step();
   optimizer_ = &optimizer;
@@ -235,6 +263,7 @@ void PipelineExchange::report(StepMetrics& metrics) {
   metrics.comm_ms += wait_ms_;
   metrics.comm_wait_ms += wait_ms_;
   wait_ms_ = 0.0;
+  if (stage_) stage_->report(metrics);  // the average over data ranks, tensor ranks' sums
   ModelStateBytes bytes;
   for (const torch::Tensor& param : params_) {
     bytes.params += static_cast<int64_t>(param.nbytes());

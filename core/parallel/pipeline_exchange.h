@@ -6,10 +6,11 @@
 // same rows of every global batch; its own parameters get their whole gradients from its own
 // backward, so the update needs no reduction but two: a tied head's weight, which the first and
 // the last stage both hold and whose gradients they add, and the gradient norm, whose squares
-// every stage adds to. Several pipelines are data ranks: each stage's gradients are first
-// averaged over the pipelines (an all-reduce per parameter after the step's micro-batches, not
-// overlapped with them). Not yet combined with tensor parallelism or sharding (run_config's
-// validate refuses those).
+// every stage adds to. A stage may be T tensor ranks (each sends its neighbour stage's tensor
+// rank of the same part what it holds of the residual stream) and D pipelines, which are data
+// ranks: within a stage these T·D ranks are a tensor-parallel exchange (or, with T = 1, a
+// data-parallel one) over the stage's own ranks, its buckets averaged while the stage's last
+// backwards run. Not yet combined with sharding (run_config's validate refuses it).
 #pragma once
 
 #include <torch/torch.h>
@@ -20,19 +21,23 @@
 #include <string>
 #include <vector>
 
+#include "parallel/data_parallel.h"
 #include "parallel/dist_context.h"
 #include "parallel/gradient_exchange.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/shard_update.h"
+#include "parallel/tensor_parallel_exchange.h"
 
 namespace rematlab::parallel {
 
 class PipelineExchange final : public GradientExchange {
  public:
-  // `stages` ranks a pipeline; with D·P ranks, rank r is stage r / D of pipeline r mod D, and the
-  // D pipelines are data ranks, each training its own rows, their gradients averaged stage by
-  // stage before the update.
-  PipelineExchange(std::shared_ptr<DistContext> world, int64_t stages);
+  // `stages` ranks a pipeline. With P·D·T ranks, rank r is stage r / (D·T), and within its stage
+  // tensor part r mod T of data rank (r / T) mod D: Megatron's order, tensor ranks innermost,
+  // stages outermost (as the layout planner places them). Each data rank trains its own rows;
+  // the stage's gradients are averaged over them before the update.
+  PipelineExchange(std::shared_ptr<DistContext> world, int64_t stages, int64_t tensor_ranks = 1,
+                   DataParallelOptions data_options = {});
   ~PipelineExchange() override;
 
   int64_t stage() const { return pipe_->rank(); }
@@ -61,21 +66,30 @@ class PipelineExchange final : public GradientExchange {
   // From the next virtual stage: the gradient of chunk `chunk`'s output for `micro_batch`.
   torch::Tensor receive_output_gradient(at::IntArrayRef sizes, const at::TensorOptions& options,
                                         int64_t chunk, int64_t micro_batch);
-  // Waits until every send went out; called once a step's micro-batches are done.
+  // Waits until every send went out.
   void finish_sends();
+  // Before each backward: `last_of_chunk`, the chunk's last micro-batch, after which its
+  // gradients are whole and the stage's data ranks average them while the others run.
+  void before_chunk_backward(bool last_of_chunk);
+  // Once a step's micro-batches are done: every send went out, and the stage's gradients are
+  // averaged over its data ranks and summed over its tensor ranks where each formed a part.
+  void finish_micro_batches();
 
   // A tied head: the token embedding's weight, which the first stage uses as the embedding and
   // the last as the head; their gradients are added before the update (on other stages a no-op).
   void share_gradient_of(const torch::Tensor& weight);
 
+  TensorParallel tensor_parallel() const override;
+  void use_layout(TensorParallelLayout layout) override;
   void attach(const std::vector<torch::Tensor>& params) override;
-  // The pipelines train different rows: one data rank each.
-  int64_t world_size() const override { return all_->world_size() / pipe_->world_size(); }
-  int64_t rank() const override { return all_->rank() % world_size(); }
+  // The pipelines train different rows: one data rank each (its tensor ranks the same rows).
+  int64_t world_size() const override { return stage_ ? stage_->world_size() : 1; }
+  int64_t rank() const override { return stage_ ? stage_->rank() : 0; }
   bool any_rank(bool local) override;
   // The step's loss, which only the last stage forms: its value on every stage.
   double mean(double local) override;
   std::vector<double> max_over_ranks(const std::vector<double>& local) override;
+  // The Trainer's pipeline path calls before_chunk_backward and finish_micro_batches instead.
   void before_backward(bool /*last*/) override {}
   void after_backward(bool /*last*/) override {}
   std::optional<double> step(torch::optim::Optimizer& optimizer, double max_norm) override;
@@ -83,6 +97,8 @@ class PipelineExchange final : public GradientExchange {
 
   // This stage's weights, gradients and AdamW moments, as measured at the last report.
   const ModelStateBytes& model_state_bytes() const { return state_bytes_; }
+  // The stage's averaging buckets at their fullest (0 with one rank a stage).
+  int64_t buffer_peak_bytes() const;
 
  private:
   struct Pending {
@@ -112,10 +128,15 @@ class PipelineExchange final : public GradientExchange {
   void wait_for_all(std::deque<Pending>& sent);
   void add_tied_gradients();
 
+  double stage_squares();
+
   std::shared_ptr<DistContext> all_;   // every rank
-  std::shared_ptr<DistContext> pipe_;  // this pipeline's stages
-  std::shared_ptr<DistContext> data_;  // this stage's ranks in every pipeline; null with one
-  void average_over_pipelines();
+  std::shared_ptr<DistContext> pipe_;  // this pipeline's stages: one rank of each
+  // The stage's other ranks: its tensor ranks and the other pipelines' (null: one rank a stage).
+  // stage_ is one of the two below.
+  std::shared_ptr<GradientExchange> stage_;
+  std::shared_ptr<TensorParallelExchange> tensor_;
+  std::shared_ptr<DataParallel> data_;
   std::vector<torch::Tensor> params_;
   torch::Tensor tied_;  // undefined: no tied head, or not held here
   std::optional<PipelineSchedule> schedule_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <numeric>
 #include <stdexcept>
 #include <unordered_set>
@@ -49,8 +50,24 @@ std::shared_ptr<ParameterUnits> TensorParallelExchange::shard_parameters(
   return data_->shard_parameters(units);
 }
 
+void TensorParallelExchange::keep_layout_of_attached() {
+  std::unordered_set<const void*> attached;
+  for (const torch::Tensor& param : params_) attached.insert(param.unsafeGetTensorImpl());
+  auto held = [&attached](const torch::Tensor& param) {
+    return attached.count(param.unsafeGetTensorImpl()) > 0;
+  };
+  std::vector<torch::Tensor> split;
+  std::copy_if(layout_.split.begin(), layout_.split.end(), std::back_inserter(split), held);
+  std::vector<PartialRows> partial;
+  std::copy_if(layout_.partial.begin(), layout_.partial.end(), std::back_inserter(partial),
+               [&held](const PartialRows& rows) { return held(rows.param); });
+  layout_.split = std::move(split);
+  layout_.partial = std::move(partial);
+}
+
 void TensorParallelExchange::attach(const std::vector<torch::Tensor>& params) {
   params_ = params;
+  keep_layout_of_attached();
   data_->attach(params);
   split_ranges_ = split_elements();
   replicated_ranges_ = replicated_elements();
@@ -211,18 +228,20 @@ double TensorParallelExchange::squares_over_ranks(double split, double replicate
   return parts.item<double>() + replicated;
 }
 
-double TensorParallelExchange::whole_norm() {
+double TensorParallelExchange::squared_norm(const torch::Tensor& except) {
   torch::NoGradGuard no_grad;
-  auto views = [this](const std::vector<ElementRange>& ranges) {
+  auto views = [&](const std::vector<ElementRange>& ranges) {
     std::vector<torch::Tensor> parts;
     for (const ElementRange& range : ranges) {
-      const torch::Tensor& grad = params_[range.param].grad();
-      if (grad.defined()) parts.push_back(grad.reshape({-1}).narrow(0, range.begin, range.count));
+      const torch::Tensor& param = params_[range.param];
+      const torch::Tensor& grad = param.grad();
+      if (!grad.defined() || (except.defined() && param.is_same(except))) continue;
+      parts.push_back(grad.reshape({-1}).narrow(0, range.begin, range.count));
     }
     return parts;
   };
-  return std::sqrt(squares_over_ranks(sum_of_squares(views(split_ranges_)),
-                                      sum_of_squares(views(replicated_ranges_))));
+  return squares_over_ranks(sum_of_squares(views(split_ranges_)),
+                            sum_of_squares(views(replicated_ranges_)));
 }
 
 std::optional<double> TensorParallelExchange::step(torch::optim::Optimizer& optimizer,
@@ -230,7 +249,7 @@ std::optional<double> TensorParallelExchange::step(torch::optim::Optimizer& opti
   // Sharded: the data exchange clips and steps the shards, counting the norm as
   // sharded_squares() says.
   if (!data_->shard_layouts().empty()) return data_->step(optimizer, max_norm);
-  const double total = whole_norm();
+  const double total = std::sqrt(squared_norm());
   clip_to_norm(params_, max_norm, total);
   data_->step(optimizer, max_norm);  // unsharded: it only notes the optimizer, for its figures
   optimizer.step();

@@ -43,6 +43,11 @@ class TensorParallelExchange final : public GradientExchange {
   std::optional<double> step(torch::optim::Optimizer& optimizer, double max_norm) override;
   void report(StepMetrics& metrics) override;
 
+  // The squared norm of the attached gradients over the tensor group, every split element once
+  // and every replicated one once, `except` left out (a pipeline's tied head on its last stage).
+  // Unsharded only.
+  double squared_norm(const torch::Tensor& except = {});
+
   const ModelStateBytes& model_state_bytes() const { return data_->model_state_bytes(); }
   int64_t buffer_peak_bytes() const { return data_->buffer_peak_bytes(); }
   // The exchange over the ranks holding this rank's tensor part.
@@ -61,7 +66,8 @@ class TensorParallelExchange final : public GradientExchange {
   double squares_over_ranks(double split, double replicated) const;
   void sum_partial_rows();
   void sum_partial_shards();
-  double whole_norm();
+  // A pipeline stage holds part of the model: the layout's parameters it does not hold go.
+  void keep_layout_of_attached();
 
   std::shared_ptr<DistContext> world_;
   TensorParallel tensor_;
