@@ -13,6 +13,7 @@
 #include <set>
 #include <tuple>
 
+#include "checkpoint/checkpoint_policy.h"
 #include "checkpoint/stage_blocks.h"
 #include "cli_runner.h"
 #include "dist_workers.h"
@@ -28,7 +29,10 @@ std::vector<torch::Tensor> testing::dist::run_pipeline_case(
     const std::shared_ptr<parallel::DistContext>& context, const nlohmann::json& item) {
   RunConfig config = config_from(item.at("run"));
   config.world_size = context->world_size();
-  Trainer trainer(config, std::make_shared<parallel::PipelineExchange>(context, config.pp));
+  Trainer trainer(config,
+                  std::make_shared<parallel::PipelineExchange>(
+                      context, config.pp, config.tp,
+                      parallel::DataParallelOptions{ShardMode::kNone, config.bucket_bytes}));
   std::vector<torch::Tensor> result;
   if (item.at("mode") == "pipeline_gradients") {
     const std::optional<double> loss =
@@ -276,6 +280,8 @@ Reference one_process(const nlohmann::json& fields, bool steps, int64_t pipeline
   config.batch *= pipelines;
   config.pp = 1;
   config.virtual_stages = 1;
+  config.tp = 1;
+  config.sequence_parallel = false;
   Trainer trainer(config);
   Reference reference;
   if (steps) {
@@ -292,17 +298,20 @@ Reference one_process(const nlohmann::json& fields, bool steps, int64_t pipeline
   return reference;
 }
 
-// Every rank's values and tensors against `reference`, each within `tolerance` of its tensor's
-// largest element (0: bit for bit); every parameter must be held by some stage. After steps, the
-// key part of a qkv bias only within 2·lr·steps (is_qkv_bias). Returns the largest relative
-// difference seen.
+// Every rank's values and tensors against `reference` (a tensor rank's against its part of it),
+// each within `tolerance` of its tensor's largest element (0: bit for bit); every parameter must
+// be held by some stage. After steps, the key part of a qkv bias only within 2·lr·steps
+// (is_qkv_bias). Returns the largest relative difference seen.
 double expect_stages_match(const ScratchDir& dir, const std::string& name,
-                           const nlohmann::json& fields, int stages, const Reference& reference,
+                           const nlohmann::json& fields, int ranks, const Reference& reference,
                            double tolerance) {
   const RunConfig config = config_from(fields);
+  const int tp = static_cast<int>(config.tp);
   std::vector<bool> held(reference.tensors.size(), false);
   double largest = 0.0;
-  for (int rank = 0; rank < stages; ++rank) {
+  for (int rank = 0; rank < ranks; ++rank) {
+    const std::vector<torch::Tensor> parts =
+        tp > 1 ? part_of_rank(fields, reference.tensors, rank % tp, tp) : reference.tensors;
     const std::vector<torch::Tensor> got = load(result_file(dir.path(), name, rank));
     EXPECT_FALSE(got.empty()) << name;
     if (got.empty()) return INFINITY;
@@ -321,10 +330,10 @@ double expect_stages_match(const ScratchDir& dir, const std::string& name,
       if (index >= reference.tensors.size()) return INFINITY;
       held[index] = true;
       torch::Tensor mine = got[at + 1];
-      torch::Tensor expected = reference.tensors[index];
+      torch::Tensor expected = parts[index];
       if (tolerance > 0.0 && is_qkv_bias(fields, index)) {
-        const int64_t first = config.model.d_model;  // [query; key; value]
-        const int64_t width = config.model.head_dim() * config.model.key_value_heads();
+        const int64_t first = config.model.d_model / tp;  // [query; key; value], this rank's
+        const int64_t width = config.model.head_dim() * config.model.key_value_heads() / tp;
         EXPECT_LE(
             max_abs_difference(mine.narrow(0, first, width), expected.narrow(0, first, width)),
             2 * config.lr * static_cast<double>(config.steps))
@@ -349,7 +358,7 @@ double expect_stages_match(const ScratchDir& dir, const std::string& name,
   for (std::size_t index = 0; index < held.size(); ++index) {
     EXPECT_TRUE(held[index]) << name << ": no stage holds parameter " << index;
   }
-  std::cout << name << " over " << stages << " stages: largest relative difference " << largest
+  std::cout << name << " over " << ranks << " ranks: largest relative difference " << largest
             << std::endl;
   return largest;
 }
@@ -418,6 +427,17 @@ TEST(Pipeline, TwoThreeAndFourStagesTrainTenStepsLikeOneProcessForBothFamilies) 
           stage_fields("llama", 2),
           {{"layers", 4}, {"virtual_stages", 2}, {"kv_heads", 2}, {"steps", 10}, {"grad_clip", 0}}),
       4};
+  // Two stages of two tensor ranks each: the residual stream passed whole, and (gpt) sliced by
+  // sequence parallelism, each tensor rank to its counterpart.
+  cases["pp2_tp2_llama"] = {with(stage_fields("llama", 2), {{"tp", 2},
+                                                            {"layers", 4},
+                                                            {"virtual_stages", 2},
+                                                            {"kv_heads", 2},
+                                                            {"steps", 10},
+                                                            {"grad_clip", 0}}),
+                            4};
+  cases["pp2_tp2_sp_gpt"] = {
+      with(stage_fields("gpt", 2), {{"tp", 2}, {"sequence_parallel", true}, {"steps", 10}}), 4};
   for (int stages : {2, 3, 4}) {
     ScratchDir dir("pp-steps-" + std::to_string(stages));
     nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
@@ -431,13 +451,40 @@ TEST(Pipeline, TwoThreeAndFourStagesTrainTenStepsLikeOneProcessForBothFamilies) 
       if (item.second != stages) continue;
       // Llama here is unclipped with a head of its own: nothing is summed apart, bit for bit;
       // but pipelines average their gradients, which one process does not.
-      const int64_t pipelines = stages / item.first.at("pp").get<int64_t>();
-      const bool exact = name.find("llama") != std::string::npos && pipelines == 1;
+      const int64_t pipelines =
+          stages / item.first.at("pp").get<int64_t>() / item.first.value("tp", int64_t{1});
+      // Tensor ranks add a split layer's products in another order: as data ranks, 1e-4.
+      const bool alone = pipelines == 1 && !item.first.contains("tp");
+      const bool exact = name.find("llama") != std::string::npos && alone;
       expect_stages_match(dir, name, item.first, stages, one_process(item.first, true, pipelines),
-                          exact            ? 0.0
-                          : pipelines == 1 ? kStepsTolerance
-                                           : kDataRanksTolerance);
+                          exact   ? 0.0
+                          : alone ? kStepsTolerance
+                                  : kDataRanksTolerance);
     }
+  }
+}
+
+// The three layouts together on eight ranks: two pipelines (data ranks) of two stages of two
+// tensor ranks each, a stage's data ranks averaging their buckets while its last backwards run.
+TEST(Pipeline, TwoStagesOfTwoTensorRanksAsTwoDataRanksTrainLikeOneProcessOnEightRanks) {
+  const std::map<std::string, nlohmann::json> cases = {
+      {"pp2_tp2_dp2_llama", with(stage_fields("llama", 2),
+                                 {{"tp", 2}, {"kv_heads", 2}, {"steps", 10}, {"grad_clip", 0}})},
+      {"pp2_tp2_sp_dp2_gpt_v2", with(stage_fields("gpt", 2), {{"tp", 2},
+                                                              {"sequence_parallel", true},
+                                                              {"layers", 4},
+                                                              {"virtual_stages", 2},
+                                                              {"steps", 10}})},
+  };
+  ScratchDir dir("pp-tp-dp");
+  nlohmann::json spec = {{"output", dir.path()}, {"cases", nlohmann::json::array()}};
+  for (const auto& [name, fields] : cases) {
+    spec["cases"].push_back(case_of(name, "pipeline_steps", fields));
+  }
+  run_workers(spec, 8, dir);
+  if (HasFatalFailure()) return;
+  for (const auto& [name, fields] : cases) {
+    expect_stages_match(dir, name, fields, 8, one_process(fields, true, 2), kDataRanksTolerance);
   }
 }
 
@@ -505,16 +552,13 @@ TEST(Pipeline, LayoutsThatCannotRunAreRefusedBeforeAnythingStarts) {
        "--accum: 1 micro-batch(es) for 2 stages: a pipeline needs at least "
        "as many micro-batches as stages (--accum 2 or more)"},
       {"--nproc 3 --pp 2 --accum 2",
-       "--pp: 2 stages need --nproc 2 or a multiple of it (one rank a stage, one pipeline a data "
-       "rank)"},
-      {"--nproc 4 --tp 2 --pp 2 --accum 2",
-       "--pp: a pipeline with tensor parallelism is not built yet: give --tp 1"},
+       "--pp: 2 stages need --nproc 2 or a multiple of it (one pipeline a data rank)"},
+      {"--nproc 6 --tp 2 --pp 2 --accum 2",
+       "--pp: 2 stages of 2 tensor ranks need --nproc 4 or a multiple of it"},
       {"--pp 2 --accum 2", "--pp: 2 stages need --nproc 2 or a multiple of it"},
       {"--nproc 2 --pp 0", "--pp: must be between 1 and 4096, got 0"},
       {"--nproc 2 --pp 2 --accum 2 --shard optimizer",
        "--shard: sharding is not built for pipeline stages yet"},
-      {"--nproc 2 --pp 2 --accum 2 --checkpoint plan:1MiB",
-       "--checkpoint: plan: is not built for pipeline stages yet"},
       {"--nproc 2 --pp 2 --accum 2 --checkpoint stages:none/none/every:1",
        "--checkpoint: 'stages:none/none/every:1' gives 3 stages' policies for 2 pipeline stages"},
       {"--nproc 2 --pp 2 --accum 2 --virtual-stages 2 --checkpoint stages:none/every:1",
@@ -553,6 +597,49 @@ TEST(Pipeline, LayoutsThatCannotRunAreRefusedBeforeAnythingStarts) {
 }
 
 // An interleaved run as a user starts it: its chunks in the record, the run list and the report.
+// plan:BUDGET in a pipeline: each stage planned for the micro-batches it holds (the first two,
+// the last one), from the chain measured on both ranks; each stage's measured activation peak
+// within 5 % of its prediction and the budget.
+TEST(Pipeline, APlanUnderABudgetChoosesEachStagesPolicyAndEveryStageFitsIt) {
+  ScratchDir dir("pp-plan");
+  const std::string run =
+      "run --preset tiny --layers 4 --batch 2 --accum 4 --threads 1 --steps 2 --nproc 2 --pp 2 "
+      "--json --checkpoint ";
+  auto plan_of = [&](const std::string& budget) {
+    const testing::CliResult result = testing::cli(run + "plan:" + budget);
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    return testing::last_line_json(result.out);
+  };
+  const nlohmann::json too_small = plan_of("1KiB");
+  EXPECT_EQ(too_small.at("status"), "oom");
+  const int64_t smallest = too_small.at("plan").at("smallest_feasible_bytes").get<int64_t>();
+  const nlohmann::json none = testing::last_line_json(testing::cli(run + "none").out);
+  int64_t none_peak = 0;
+  for (const nlohmann::json& rank : none.at("ranks")) {
+    none_peak = std::max(none_peak, rank.at("peak_activation_bytes").get<int64_t>());
+  }
+  ASSERT_GT(none_peak, smallest);
+  const int64_t budget = (smallest + none_peak) / 2;
+  const nlohmann::json planned = plan_of(std::to_string(budget));
+  ASSERT_EQ(planned.at("status"), "ok") << planned.dump();
+  const std::string chosen = planned.at("plan").at("chosen").get<std::string>();
+  EXPECT_EQ(planned.at("checkpoint"), chosen);
+  const CheckpointPolicy policy = CheckpointPolicy::parse(chosen);
+  ASSERT_EQ(policy.stages().size(), 2u) << chosen;
+  // Under the budget the first stage, holding two micro-batches, recomputes; the last need not.
+  EXPECT_FALSE(policy.stages()[0].is_none()) << chosen;
+  const auto predicted =
+      planned.at("plan").at("predicted_stage_peak_bytes").get<std::vector<int64_t>>();
+  ASSERT_EQ(predicted.size(), 2u);
+  for (const nlohmann::json& rank : planned.at("ranks")) {
+    const auto stage = static_cast<std::size_t>(rank.at("rank").get<int>());
+    const auto measured = static_cast<double>(rank.at("peak_activation_bytes").get<int64_t>());
+    EXPECT_LE(predicted[stage], budget) << chosen;
+    EXPECT_NEAR(measured / static_cast<double>(predicted[stage]), 1.0, 0.05)
+        << chosen << ", stage " << stage;
+  }
+}
+
 TEST(Pipeline, AnInterleavedRunIsRecordedWithItsVirtualStages) {
   ScratchDir dir("pp-recorded");
   const std::string db = dir.file("runs.sqlite");

@@ -8,8 +8,10 @@
 #include <random>
 
 #include "checkpoint/checkpoint_policy.h"
+#include "checkpoint/stage_blocks.h"
 #include "common/errors.h"
 #include "model/model_config.h"
+#include "parallel/pipeline_schedule.h"
 #include "plan/chain_costs_json.h"
 #include "plan/chain_profile.h"
 #include "plan/frontier.h"
@@ -17,6 +19,7 @@
 #include "plan/plan_prediction.h"
 #include "plan/profile_key.h"
 #include "plan/segment_planner.h"
+#include "plan/stage_plans.h"
 #include "scratch_dir.h"
 #include "store/profile_registry.h"
 #include "store/run_store.h"
@@ -523,6 +526,146 @@ TEST(ProfileRegistry, ARunPlansFromKnownCostsOnlyWhileTheyAreItsConfigurations) 
   const std::optional<PlannedPolicy> measured = resolve_planned_policy(probe);
   ASSERT_TRUE(measured.has_value());
   EXPECT_EQ(measured->profile_source, "measured for this run");
+}
+
+// plan:BUDGET over pipeline stages (stage_plans.h), on chains of identical sublayers so that the
+// stages differ only in the micro-batches each holds in flight.
+ChainCosts identical_sublayers(int64_t count) {
+  const int64_t unit = 1 << 16;
+  ChainCosts costs;
+  costs.input_bytes = 2 * unit;
+  costs.head_peak_bytes = 6 * unit;
+  costs.embedding_backward_peak_bytes = 3 * unit;
+  for (int64_t i = 0; i < count; ++i) {
+    StageCost stage;
+    stage.forward_ms = 2.0;
+    stage.backward_ms = 4.0;
+    stage.early_stop_saving_ms = 0.5;
+    stage.kept_bytes = 10 * unit;
+    stage.output_bytes = 2 * unit;
+    stage.forward_transient_bytes = unit;
+    stage.backward_transient_bytes = 4 * unit;
+    costs.stages.push_back(stage);
+  }
+  return costs;
+}
+
+PipelineShape pipeline_shape(int64_t stages, int64_t chunks, int64_t micro_batches,
+                             int64_t layers) {
+  PipelineShape shape;
+  shape.stages = stages;
+  shape.chunks = chunks;
+  shape.micro_batches = micro_batches;
+  shape.layers = layers;
+  shape.most_held = [stages, micro_batches](int64_t stage, const std::vector<int64_t>& weights) {
+    return parallel::PipelineSchedule::most_held(stages, stage, micro_batches, weights);
+  };
+  return shape;
+}
+
+// Chunk `chunk` (in chain order) of `whole` as a chain of its own, split as the engine splits.
+ChainCosts chunk_chain(const ChainCosts& whole, const PipelineShape& shape, int64_t chunk) {
+  const std::vector<int64_t> bounds = stage_block_bounds(shape.layers, shape.stages * shape.chunks);
+  const int64_t begin = 2 * bounds[chunk];
+  const int64_t end = 2 * bounds[chunk + 1];
+  ChainCosts part;
+  part.stages.assign(whole.stages.begin() + begin, whole.stages.begin() + end);
+  part.input_bytes = begin == 0 ? whole.input_bytes : whole.stages[begin - 1].output_bytes;
+  part.embedding_backward_peak_bytes = begin == 0 ? whole.embedding_backward_peak_bytes : 0;
+  part.head_peak_bytes = end == 2 * shape.layers ? whole.head_peak_bytes : 0;
+  return part;
+}
+
+// A stage's peak and compute with `plans` for its chunks (in its order), counted here apart from
+// the planner: its chunks held at once by the schedule, the largest of them at its peak.
+std::pair<int64_t, double> stage_figures(const ChainCosts& whole, const PipelineShape& shape,
+                                         int64_t stage, const std::vector<CheckpointPlan>& plans) {
+  std::vector<int64_t> held;
+  int64_t running = 0;
+  double compute = 0.0;
+  for (int64_t chunk = 0; chunk < shape.chunks; ++chunk) {
+    const PlanPrediction p = predict_plan(chunk_chain(whole, shape, chunk * shape.stages + stage),
+                                          plans[static_cast<std::size_t>(chunk)]);
+    held.push_back(p.held_bytes);
+    running = std::max(running, p.peak_bytes);
+    compute += p.step_ms;
+  }
+  const int64_t most =
+      parallel::PipelineSchedule::most_held(shape.stages, stage, shape.micro_batches, held);
+  return {most - *std::max_element(held.begin(), held.end()) + running, compute};
+}
+
+TEST(StagePlans, EveryStageFitsWithItsMicroBatchesInFlightAndTheFirstRecomputesMost) {
+  const PipelineShape shape = pipeline_shape(4, 1, 8, 8);
+  const ChainCosts costs = identical_sublayers(16);
+  const int64_t smallest = smallest_stages_budget(costs, shape);
+  // The first stage holds four micro-batches, the last one: without recomputing, the first needs
+  // the most.
+  const auto none = CheckpointPolicy::none().plan_for(2, 0);
+  const int64_t first_without = stage_figures(costs, shape, 0, {none}).first;
+  const int64_t last_without = stage_figures(costs, shape, 3, {none}).first;
+  ASSERT_GT(first_without, 2 * last_without);
+  const int64_t budget = smallest + (first_without - smallest) / 4;
+  ASSERT_GE(budget, last_without);
+  const auto planned = plan_stages_under_budget(costs, shape, budget);
+  ASSERT_TRUE(planned.has_value());
+  ASSERT_EQ(planned->stages.size(), 4u);
+  EXPECT_EQ(CheckpointPolicy::parse(planned->policy).stages().size(), 4u) << planned->policy;
+  std::vector<double> recompute;
+  for (int64_t stage = 0; stage < 4; ++stage) {
+    const StagePlan& plan = planned->stages[static_cast<std::size_t>(stage)];
+    const auto [peak, compute] = stage_figures(costs, shape, stage, plan.chunks);
+    EXPECT_EQ(plan.peak_bytes, peak) << "stage " << stage;
+    EXPECT_LE(plan.peak_bytes, budget) << "stage " << stage;
+    EXPECT_DOUBLE_EQ(plan.compute_ms, compute) << "stage " << stage;
+    recompute.push_back(compute);
+  }
+  // The last stage fits without recomputing at all; the first recomputes the most.
+  EXPECT_EQ(planned->stages.back().chunks[0].canonical(), "none");
+  EXPECT_GT(recompute[0], recompute[3]);
+  EXPECT_TRUE(std::is_sorted(recompute.rbegin(), recompute.rend()));
+  EXPECT_EQ(planned->compute_ms, recompute[0]);
+
+  // Faster than any one policy for every stage that fits the same budget on every stage.
+  int fitting = 0;
+  for (const char* uniform : {"none", "every:1", "every:2", "sublayer:1,2", "sublayer:2,1"}) {
+    const CheckpointPlan each = CheckpointPolicy::parse(uniform).plan_for(2, 0);
+    double slowest = 0.0;
+    bool fits = true;
+    for (int64_t stage = 0; stage < 4; ++stage) {
+      const auto [peak, compute] = stage_figures(costs, shape, stage, {each});
+      fits = fits && peak <= budget;
+      slowest = std::max(slowest, compute);
+    }
+    if (!fits) continue;
+    ++fitting;
+    EXPECT_LT(planned->compute_ms, slowest) << uniform;
+  }
+  EXPECT_GT(fitting, 0);
+
+  EXPECT_FALSE(plan_stages_under_budget(costs, shape, smallest - smallest / 100).has_value());
+  EXPECT_TRUE(plan_stages_under_budget(costs, shape, smallest).has_value());
+}
+
+TEST(StagePlans, InterleavedStagesPlanEachChunkAndNameThemInChainOrder) {
+  const PipelineShape shape = pipeline_shape(2, 2, 4, 8);
+  const ChainCosts costs = identical_sublayers(16);
+  const int64_t smallest = smallest_stages_budget(costs, shape);
+  const auto planned = plan_stages_under_budget(costs, shape, smallest + smallest / 4);
+  ASSERT_TRUE(planned.has_value());
+  const CheckpointPolicy policy = CheckpointPolicy::parse(planned->policy);
+  ASSERT_EQ(policy.stages().size(), 4u) << planned->policy;
+  for (int64_t stage = 0; stage < 2; ++stage) {
+    const StagePlan& plan = planned->stages[static_cast<std::size_t>(stage)];
+    ASSERT_EQ(plan.chunks.size(), 2u);
+    EXPECT_EQ(plan.peak_bytes, stage_figures(costs, shape, stage, plan.chunks).first);
+    EXPECT_LE(plan.peak_bytes, smallest + smallest / 4);
+    for (int64_t chunk = 0; chunk < 2; ++chunk) {
+      // Chain chunk c·P + s is stage s's chunk c.
+      EXPECT_EQ(policy.stages()[static_cast<std::size_t>(chunk * 2 + stage)].text(),
+                plan.chunks[static_cast<std::size_t>(chunk)].canonical());
+    }
+  }
 }
 
 }  // namespace

@@ -9,8 +9,45 @@
 
 namespace rematlab::plan {
 
+namespace {
+
+// The pipeline's step: the slowest stage's compute over the step's M micro-batches and the
+// bubble, (P − 1)/V micro-batches more of it; the embedding's, head's and optimizer's time
+// (fixed_ms) left out.
+double pipeline_step_ms(const PipelinePlan& plan, const PipelineShape& shape) {
+  const double bubble = static_cast<double>(shape.stages - 1) /
+                        static_cast<double>(shape.chunks * shape.micro_batches);
+  return plan.compute_ms * (1.0 + bubble);
+}
+
+void choose(const ChainCosts& costs, const PipelineShape* pipeline, PlannedPolicy& planned) {
+  if (pipeline) {
+    if (const auto chosen = plan_stages_under_budget(costs, *pipeline, planned.budget_bytes)) {
+      planned.chosen = chosen->policy;
+      planned.predicted_peak_bytes = chosen->peak_bytes;
+      planned.predicted_step_ms = pipeline_step_ms(*chosen, *pipeline);
+      for (const StagePlan& stage : chosen->stages) {
+        planned.predicted_stage_peak_bytes.push_back(stage.peak_bytes);
+      }
+    } else {
+      planned.smallest_feasible_bytes = smallest_stages_budget(costs, *pipeline);
+    }
+    return;
+  }
+  if (const auto chosen = plan_under_budget(costs, planned.budget_bytes)) {
+    planned.chosen = chosen->plan.canonical();
+    planned.predicted_peak_bytes = chosen->prediction.peak_bytes;
+    planned.predicted_step_ms = chosen->prediction.step_ms;
+  } else {
+    planned.smallest_feasible_bytes = smallest_feasible_budget(costs);
+  }
+}
+
+}  // namespace
+
 std::optional<PlannedPolicy> resolve_planned_policy(RunConfig& config,
-                                                    const std::atomic<bool>* cancel) {
+                                                    const std::atomic<bool>* cancel,
+                                                    const PipelineShape* pipeline) {
   const CheckpointPolicy policy = CheckpointPolicy::parse(config.checkpoint);
   if (!policy.is_plan()) return std::nullopt;
   PlannedPolicy planned;
@@ -31,14 +68,8 @@ std::optional<PlannedPolicy> resolve_planned_policy(RunConfig& config,
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     planned.profile_source = "measured for this run";
   }
-  if (const auto chosen = plan_under_budget(costs, planned.budget_bytes)) {
-    planned.chosen = chosen->plan.canonical();
-    planned.predicted_peak_bytes = chosen->prediction.peak_bytes;
-    planned.predicted_step_ms = chosen->prediction.step_ms;
-    config.checkpoint = planned.chosen;
-  } else {
-    planned.smallest_feasible_bytes = smallest_feasible_budget(costs);
-  }
+  choose(costs, pipeline, planned);
+  if (!planned.chosen.empty()) config.checkpoint = planned.chosen;
   return planned;
 }
 

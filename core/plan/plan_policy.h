@@ -6,6 +6,7 @@
 #include <atomic>
 #include <optional>
 
+#include "plan/stage_plans.h"
 #include "run/planned_policy.h"
 #include "run/run_config.h"
 
@@ -14,8 +15,10 @@ namespace rematlab::plan {
 // For a config whose checkpoint is plan:BUDGET: profiles it (or takes config.known_chain_costs
 // when their key matches it), plans, and sets config.checkpoint to the chosen list (left as it
 // is when none fits). Nothing for any other policy. Profiling is stopped by `cancel`
-// (ProfileCancelled).
+// (ProfileCancelled). A pipeline (`pipeline`, for a config with pp > 1) plans each stage for its
+// micro-batches in flight (stage_plans.h): the chosen policy is a stages: list.
 std::optional<PlannedPolicy> resolve_planned_policy(RunConfig& config,
-                                                    const std::atomic<bool>* cancel = nullptr);
+                                                    const std::atomic<bool>* cancel = nullptr,
+                                                    const PipelineShape* pipeline = nullptr);
 
 }  // namespace rematlab::plan

@@ -50,6 +50,7 @@ PlanPrediction predict_plan(const ChainCosts& costs, const CheckpointPlan& plan)
     }
     if (segment.recompute) held += stages[segment.end - 1].output_bytes;
   }
+  prediction.held_bytes = held;
   peak.at(held + costs.head_peak_bytes);
   // Backward, last segment first: a segment's stages free what they hold as their backward ends.
   for (std::size_t s = plan.segments.size(); s-- > 0;) {

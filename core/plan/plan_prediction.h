@@ -16,6 +16,9 @@ struct PlanPrediction {
   int64_t peak_bytes = 0;  // above the model states
   double step_ms = 0.0;
   double recompute_ms = 0.0;  // of which recomputation
+  // What a micro-batch holds from the end of its forward to its backward (the head's peak
+  // aside): what a pipeline stage keeps of each micro-batch in flight.
+  int64_t held_bytes = 0;
 };
 
 // What recomputing `stage` costs: its whole forward, or, as the last of its segment, its forward

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace rematlab {
 
@@ -13,7 +14,9 @@ struct PlannedPolicy {
   std::string requested;  // "plan:200MiB"
   int64_t budget_bytes = 0;
   std::string chosen;                // the segment list (canonical); empty when no plan fits
-  int64_t predicted_peak_bytes = 0;  // activations, above the model states
+  int64_t predicted_peak_bytes = 0;  // activations, above the model states (the fullest stage's)
+  // A pipeline's: each stage's predicted peak, as predicted_peak_bytes (empty for one chain).
+  std::vector<int64_t> predicted_stage_peak_bytes;
   double predicted_step_ms = 0.0;
   int64_t smallest_feasible_bytes = 0;  // when no plan fits: the least budget one would
   double profile_ms = 0.0;              // how long measuring the chain took (then or now)

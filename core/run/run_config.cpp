@@ -258,15 +258,14 @@ void validate_pipeline(const RunConfig& config) {
                                       "(at most " +
                                       std::to_string(most_micro_batches) + ")");
   }
-  if (config.tp > 1) {
-    throw InvalidInput(
-        "--pp", "a pipeline with tensor parallelism is not built yet: give " + setting("tp", "1"));
-  }
-  if (config.world_size < pp || config.world_size % pp != 0) {
-    throw InvalidInput("--pp", std::to_string(pp) + " stages need " +
-                                   setting("nproc", std::to_string(pp)) +
-                                   " or a multiple of it (one rank a stage, one pipeline a data "
-                                   "rank)");
+  // Each stage holds tp·D ranks: tensor ranks innermost, then the pipelines (data ranks).
+  const int64_t stage_ranks = pp * std::max<int64_t>(1, config.tp);
+  if (config.world_size < stage_ranks || config.world_size % stage_ranks != 0) {
+    const std::string layout = config.tp > 1 ? std::to_string(pp) + " stages of " +
+                                                   std::to_string(config.tp) + " tensor ranks"
+                                             : std::to_string(pp) + " stages";
+    throw InvalidInput("--pp", layout + " need " + setting("nproc", std::to_string(stage_ranks)) +
+                                   " or a multiple of it (one pipeline a data rank)");
   }
   // NCCL's sends block until their receives are posted, and the stages send both ways at once:
   // they would need their sends and receives coalesced, which is not built.
@@ -292,7 +291,6 @@ void validate_pipeline(const RunConfig& config) {
   }
   if (parse_shard(config.shard) != ShardMode::kNone) not_yet("--shard", "sharding");
   if (parse_offload(config.offload).kind != OffloadKind::kNone) not_yet("--offload", "offload");
-  if (policy.is_plan()) not_yet("--checkpoint", "plan:");
   if (config.model.lora.enabled()) not_yet("--finetune", "LoRA fine-tuning");
 }
 

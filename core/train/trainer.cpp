@@ -41,7 +41,7 @@ constexpr uint64_t kStageSeedSalt = 0x8CB92BA72F3D8DD7ull;
 
 // plan:BUDGET. Over several ranks the chain is measured on every one at once and agreed on
 // (parallel/ranks_profile.h), unless the run brings costs kept for it; then planned as one
-// process plans.
+// process plans, or, in a pipeline, stage by stage for the micro-batches each holds.
 std::optional<PlannedPolicy> resolve_plan(RunConfig& config, parallel::GradientExchange* exchange,
                                           const std::atomic<bool>* cancel) {
   if (exchange && CheckpointPolicy::parse(config.checkpoint).is_plan()) {
@@ -51,7 +51,16 @@ std::optional<PlannedPolicy> resolve_plan(RunConfig& config, parallel::GradientE
           parallel::profile_over_ranks(config, *exchange, cancel));
     }
   }
-  return plan::resolve_planned_policy(config, cancel);
+  if (config.pp == 1) return plan::resolve_planned_policy(config, cancel);
+  plan::PipelineShape pipeline;
+  pipeline.stages = config.pp;
+  pipeline.chunks = config.virtual_stages;
+  pipeline.micro_batches = config.accum;
+  pipeline.layers = config.model.layers;
+  pipeline.most_held = [&config](int64_t stage, const std::vector<int64_t>& weights) {
+    return parallel::PipelineSchedule::most_held(config.pp, stage, config.accum, weights);
+  };
+  return plan::resolve_planned_policy(config, cancel, &pipeline);
 }
 
 }  // namespace
@@ -237,6 +246,8 @@ double Trainer::pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& 
     const auto start = Clock::now();
     {
       ScopedMemoryPhase phase(MemoryPhase::kBackward);
+      // Each chunk's backwards run in micro-batch order: its last one completes its gradients.
+      pipe.before_chunk_backward(action.micro_batch + 1 == config_.accum);
       if (pipe.ends_chain(action.chunk)) {
         loss_sum += flight.output.item<double>() * static_cast<double>(config_.accum);
         (scaler_ ? scaler_->scale(flight.output) : flight.output).backward();
@@ -252,7 +263,7 @@ double Trainer::pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& 
     }
     metrics.backward_ms += elapsed_ms(start);
   }
-  pipe.finish_sends();
+  pipe.finish_micro_batches();
   return loss_sum;
 }
 
@@ -267,8 +278,11 @@ Trainer::PipelineFlight Trainer::pipeline_forward(const parallel::PipelineAction
   if (pipe.begins_chain(action.chunk)) {
     flight.input = batch->tokens.to(device_);
   } else {
-    // The residual stream stays in the parameters' dtype (autocast casts only inside matmuls).
-    flight.input = pipe.receive_input({config_.batch, config_.model.seq_len, config_.model.d_model},
+    // The residual stream stays in the parameters' dtype (autocast casts only inside matmuls);
+    // under sequence parallelism each tensor rank holds its slice of the positions.
+    const int64_t positions =
+        config_.model.seq_len / (config_.sequence_parallel ? std::max<int64_t>(1, config_.tp) : 1);
+    flight.input = pipe.receive_input({config_.batch, positions, config_.model.d_model},
                                       torch::TensorOptions().dtype(torch::kFloat32).device(device_),
                                       action.chunk, action.micro_batch)
                        .requires_grad_(true);

@@ -1,0 +1,128 @@
+#include "plan/stage_plans.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "checkpoint/stage_blocks.h"
+#include "plan/segment_planner.h"
+
+namespace rematlab::plan {
+namespace {
+
+// Each stage's chunks are planned under a budget for one micro-batch of this many steps of the
+// stage's budget; the fastest that fits with its micro-batches in flight wins. Holding less of
+// each micro-batch lets more of them fit: a chunk's fastest plan is not the stage's.
+constexpr int64_t kBudgetSteps = 48;
+
+// Sublayers [begin, end) of `whole` as a chain of their own: its input the previous sublayer's
+// output (received from the previous stage), the embedding's backward only on the first chunk,
+// the head and loss only on the last.
+ChainCosts chunk_costs(const ChainCosts& whole, int64_t begin, int64_t end) {
+  ChainCosts part;
+  part.stages.assign(whole.stages.begin() + begin, whole.stages.begin() + end);
+  const bool first = begin == 0;
+  const bool last = end == static_cast<int64_t>(whole.stages.size());
+  part.input_bytes = first ? whole.input_bytes : whole.stages[begin - 1].output_bytes;
+  part.embedding_backward_peak_bytes = first ? whole.embedding_backward_peak_bytes : 0;
+  part.head_peak_bytes = last ? whole.head_peak_bytes : 0;
+  part.time_scale = whole.time_scale;
+  return part;
+}
+
+// Each stage's chunks' costs, in the stage's order.
+std::vector<std::vector<ChainCosts>> stage_chunks(const ChainCosts& costs,
+                                                  const PipelineShape& shape) {
+  const int64_t count = shape.stages * shape.chunks;
+  if (static_cast<int64_t>(costs.stages.size()) != 2 * shape.layers) {
+    throw std::invalid_argument("a profile of another model's chain");
+  }
+  const std::vector<int64_t> bounds = stage_block_bounds(shape.layers, count);
+  std::vector<std::vector<ChainCosts>> by_stage(static_cast<std::size_t>(shape.stages));
+  for (int64_t chunk = 0; chunk < count; ++chunk) {
+    const auto at = static_cast<std::size_t>(chunk);
+    by_stage[static_cast<std::size_t>(chunk % shape.stages)].push_back(
+        chunk_costs(costs, 2 * bounds[at], 2 * bounds[at + 1]));
+  }
+  return by_stage;
+}
+
+// The fastest plan of each chunk whose one micro-batch peaks within `each`, and the stage's peak
+// with its micro-batches in flight: what they hold at once, the largest chunk's passing through
+// its peak (as the layout planner counts a stage).
+std::optional<StagePlan> stage_within(const std::vector<ChainCosts>& chunks, int64_t stage,
+                                      const PipelineShape& shape, int64_t each) {
+  StagePlan plan;
+  std::vector<int64_t> held;
+  int64_t running = 0;
+  for (const ChainCosts& costs : chunks) {
+    const std::optional<PlannedChain> chosen = plan_under_budget(costs, each);
+    if (!chosen) return std::nullopt;
+    held.push_back(chosen->prediction.held_bytes);
+    running = std::max(running, chosen->prediction.peak_bytes);
+    plan.compute_ms += chosen->prediction.step_ms;
+    plan.chunks.push_back(chosen->plan);
+  }
+  plan.peak_bytes =
+      shape.most_held(stage, held) - *std::max_element(held.begin(), held.end()) + running;
+  return plan;
+}
+
+std::optional<StagePlan> plan_stage(const std::vector<ChainCosts>& chunks, int64_t stage,
+                                    const PipelineShape& shape, int64_t budget) {
+  std::optional<StagePlan> best;
+  for (int64_t step = kBudgetSteps; step >= 1; --step) {
+    // budget · step / steps without overflow: the budget may be any int64.
+    const int64_t each = budget / kBudgetSteps * step + budget % kBudgetSteps * step / kBudgetSteps;
+    std::optional<StagePlan> plan = stage_within(chunks, stage, shape, each);
+    if (!plan || plan->peak_bytes > budget) continue;
+    if (!best || plan->compute_ms < best->compute_ms) best = std::move(plan);
+  }
+  return best;
+}
+
+}  // namespace
+
+std::optional<PipelinePlan> plan_stages_under_budget(const ChainCosts& costs,
+                                                     const PipelineShape& shape,
+                                                     int64_t budget_bytes) {
+  const std::vector<std::vector<ChainCosts>> by_stage = stage_chunks(costs, shape);
+  PipelinePlan pipeline;
+  for (int64_t stage = 0; stage < shape.stages; ++stage) {
+    std::optional<StagePlan> plan =
+        plan_stage(by_stage[static_cast<std::size_t>(stage)], stage, shape, budget_bytes);
+    if (!plan) return std::nullopt;
+    pipeline.peak_bytes = std::max(pipeline.peak_bytes, plan->peak_bytes);
+    pipeline.compute_ms = std::max(pipeline.compute_ms, plan->compute_ms);
+    pipeline.stages.push_back(std::move(*plan));
+  }
+  pipeline.policy = "stages:";
+  for (int64_t chunk = 0; chunk < shape.stages * shape.chunks; ++chunk) {
+    const StagePlan& stage = pipeline.stages[static_cast<std::size_t>(chunk % shape.stages)];
+    pipeline.policy += (chunk == 0 ? "" : "/") +
+                       stage.chunks[static_cast<std::size_t>(chunk / shape.stages)].canonical();
+  }
+  return pipeline;
+}
+
+int64_t smallest_stages_budget(const ChainCosts& costs, const PipelineShape& shape) {
+  const std::vector<std::vector<ChainCosts>> by_stage = stage_chunks(costs, shape);
+  // Without checkpointing every stage fits what it then holds.
+  int64_t fits = 0;
+  for (int64_t stage = 0; stage < shape.stages; ++stage) {
+    const std::optional<StagePlan> none =
+        stage_within(by_stage[static_cast<std::size_t>(stage)], stage, shape, int64_t{1} << 62);
+    fits = std::max(fits, none.value().peak_bytes);
+  }
+  int64_t fails = 0;
+  while (fits - fails > std::max<int64_t>(1, fits / 1000)) {
+    const int64_t middle = fails + (fits - fails) / 2;
+    if (plan_stages_under_budget(costs, shape, middle)) {
+      fits = middle;
+    } else {
+      fails = middle;
+    }
+  }
+  return fits;
+}
+
+}  // namespace rematlab::plan
