@@ -396,11 +396,11 @@ TEST(LayoutSearch, RunnableHereKeepsToWhatTheEngineTrains) {
   EXPECT_TRUE(rematlab_run(qwen3, norms).text.empty());
 }
 
-// The engine runs pipelines without tensor ranks (pipeline_exchange.h): a rank a stage, the
-// pipelines data ranks, a micro-batch a stage at least, nothing sharded or offloaded. Those layouts
-// are searched among the runnable ones and exported as a run with --pp; each other pipeline says
+// The engine runs pipelines (pipeline_exchange.h) of stages of tensor ranks, the pipelines data
+// ranks, a micro-batch a stage at least, nothing sharded or offloaded. Those layouts are
+// searched among the runnable ones and exported as a run with --pp; each other pipeline says
 // what it lacks.
-TEST(LayoutExport, APipelineAloneRunsHereWithItsStagesAndMicroBatches) {
+TEST(LayoutExport, APipelineRunsHereWithItsStagesTensorRanksAndMicroBatches) {
   LayoutRequest request = request_for("small", "rtx4090", 2, 256, 8);
   request.precision = Precision::kFp32;
   request.engine_only = true;
@@ -422,13 +422,24 @@ TEST(LayoutExport, APipelineAloneRunsHereWithItsStagesAndMicroBatches) {
   Layout with_tensor_ranks;
   with_tensor_ranks.tp = 2;
   with_tensor_ranks.pp = 2;
+  with_tensor_ranks.sp = true;
+  with_tensor_ranks.accum = 4;
+  request.cluster.gpus = request.cluster.gpus_per_node = 4;
+  const LayoutEvaluation stages_of_two = LayoutEvaluator(request).evaluate(with_tensor_ranks);
+  EXPECT_TRUE(stages_of_two.engine_lacks.empty()) << stages_of_two.engine_lacks.front();
+  const std::string stages_run = rematlab_run(request, stages_of_two).text;
+  EXPECT_NE(stages_run.find("--nproc 4 --tp 2 --pp 2"), std::string::npos) << stages_run;
+  EXPECT_NE(stages_run.find("--sequence-parallel"), std::string::npos) << stages_run;
+  Layout sharded;
+  sharded.pp = 2;
+  sharded.dp = 2;
+  sharded.zero = 1;
   const std::vector<std::pair<Layout, std::string>> lacking = {
-      {with_tensor_ranks, "pipeline stages with tensor ranks"},
+      {sharded, "sharded model states on pipeline stages"},
   };
   for (const auto& [layout, lack] : lacking) {
     Layout given = layout;
     given.accum = 4;
-    if (given.tp * given.pp > 2) request.cluster.gpus = request.cluster.gpus_per_node = 4;
     const LayoutEvaluation evaluation = LayoutEvaluator(request).evaluate(given);
     EXPECT_EQ(evaluation.engine_lacks, std::vector<std::string>{lack}) << layout_name(given);
     EXPECT_TRUE(rematlab_run(request, evaluation).text.empty());
