@@ -51,18 +51,31 @@ void print_summary(const RunSummary& summary) {
   std::cout << "communication    " << format_number(summary.comm_ms, 1) << " ms per step, "
             << format_number(summary.comm_hidden_ms, 1) << " ms hidden, "
             << format_number(summary.comm_wait_ms, 1) << " ms waited (rank 0)\n";
+  // A pipeline's ranks hold unlike stages: which one, and what its activations took.
+  const int64_t pp = summary.config.pp;
+  const int64_t stage_ranks =
+      std::max<int64_t>(1, summary.config.world_size / std::max<int64_t>(1, pp));
   std::vector<std::vector<std::string>> rows;
   for (const RankResult& rank : summary.ranks) {
-    rows.push_back({std::to_string(rank.rank), format_bytes(rank.peak_bytes),
-                    format_bytes(rank.model_state_bytes()), format_bytes(rank.optimizer_bytes),
-                    format_bytes(rank.buffer_peak_bytes), format_number(rank.step_ms, 1),
-                    format_number(rank.comm_ms, 1), format_number(rank.comm_hidden_ms, 1),
-                    format_number(rank.comm_wait_ms, 1)});
+    std::vector<std::string> row = {std::to_string(rank.rank)};
+    if (pp > 1) {
+      row.push_back(std::to_string(rank.rank / stage_ranks));
+      row.push_back(format_bytes(rank.peak_activation_bytes));
+    }
+    for (std::string cell :
+         {format_bytes(rank.peak_bytes), format_bytes(rank.model_state_bytes()),
+          format_bytes(rank.optimizer_bytes), format_bytes(rank.buffer_peak_bytes),
+          format_number(rank.step_ms, 1), format_number(rank.comm_ms, 1),
+          format_number(rank.comm_hidden_ms, 1), format_number(rank.comm_wait_ms, 1)}) {
+      row.push_back(std::move(cell));
+    }
+    rows.push_back(std::move(row));
   }
-  std::cout << "\n"
-            << format_table({"rank", "peak", "model states", "optimizer", "buffers", "step ms",
-                             "comm ms", "hidden ms", "wait ms"},
-                            rows);
+  std::vector<std::string> header = {"rank"};
+  if (pp > 1) header.insert(header.end(), {"stage", "activations"});
+  header.insert(header.end(), {"peak", "model states", "optimizer", "buffers", "step ms", "comm ms",
+                               "hidden ms", "wait ms"});
+  std::cout << "\n" << format_table(header, rows);
 }
 
 // A run given by `--config FILE`, and the experiment its spec names.
