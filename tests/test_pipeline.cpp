@@ -596,7 +596,6 @@ TEST(Pipeline, LayoutsThatCannotRunAreRefusedBeforeAnythingStarts) {
   EXPECT_FALSE(files::exists(db));
 }
 
-// An interleaved run as a user starts it: its chunks in the record, the run list and the report.
 // plan:BUDGET in a pipeline: each stage planned for the micro-batches it holds (the first two,
 // the last one), from the chain measured on both ranks; each stage's measured activation peak
 // within 5 % of its prediction and the budget.
@@ -640,6 +639,7 @@ TEST(Pipeline, APlanUnderABudgetChoosesEachStagesPolicyAndEveryStageFitsIt) {
   }
 }
 
+// An interleaved run as a user starts it: its chunks in the record, the run list and the report.
 TEST(Pipeline, AnInterleavedRunIsRecordedWithItsVirtualStages) {
   ScratchDir dir("pp-recorded");
   const std::string db = dir.file("runs.sqlite");

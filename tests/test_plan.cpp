@@ -577,22 +577,33 @@ ChainCosts chunk_chain(const ChainCosts& whole, const PipelineShape& shape, int6
 }
 
 // A stage's peak and compute with `plans` for its chunks (in its order), counted here apart from
-// the planner: its chunks held at once by the schedule, the largest of them at its peak.
+// the planner by walking the stage's schedule: a forward runs through its chunk's peak above what
+// is held and then holds what its micro-batch keeps; a backward runs through its peak with its
+// own micro-batch's part counted once, and lets that part go.
 std::pair<int64_t, double> stage_figures(const ChainCosts& whole, const PipelineShape& shape,
                                          int64_t stage, const std::vector<CheckpointPlan>& plans) {
-  std::vector<int64_t> held;
-  int64_t running = 0;
+  std::vector<PlanPrediction> chunks;
   double compute = 0.0;
   for (int64_t chunk = 0; chunk < shape.chunks; ++chunk) {
-    const PlanPrediction p = predict_plan(chunk_chain(whole, shape, chunk * shape.stages + stage),
-                                          plans[static_cast<std::size_t>(chunk)]);
-    held.push_back(p.held_bytes);
-    running = std::max(running, p.peak_bytes);
-    compute += p.step_ms;
+    chunks.push_back(predict_plan(chunk_chain(whole, shape, chunk * shape.stages + stage),
+                                  plans[static_cast<std::size_t>(chunk)]));
+    compute += chunks.back().step_ms;
   }
-  const int64_t most =
-      parallel::PipelineSchedule::most_held(shape.stages, stage, shape.micro_batches, held);
-  return {most - *std::max_element(held.begin(), held.end()) + running, compute};
+  const parallel::PipelineSchedule schedule(shape.stages, shape.chunks, shape.micro_batches);
+  int64_t held = 0;
+  int64_t peak = 0;
+  for (int64_t index = 0; index < schedule.length(); ++index) {
+    const parallel::PipelineAction action = schedule.action(stage, index);
+    const PlanPrediction& chunk = chunks[static_cast<std::size_t>(action.chunk)];
+    if (action.forward) {
+      peak = std::max(peak, held + chunk.peak_bytes);
+      held += chunk.held_bytes;
+    } else {
+      peak = std::max(peak, held - chunk.held_bytes + chunk.peak_bytes);
+      held -= chunk.held_bytes;
+    }
+  }
+  return {peak, compute};
 }
 
 TEST(StagePlans, EveryStageFitsWithItsMicroBatchesInFlightAndTheFirstRecomputesMost) {
@@ -647,23 +658,30 @@ TEST(StagePlans, EveryStageFitsWithItsMicroBatchesInFlightAndTheFirstRecomputesM
   EXPECT_TRUE(plan_stages_under_budget(costs, shape, smallest).has_value());
 }
 
+// Unequal chunks (7 blocks in 4) and a head far above a block's: the head's chunk may recompute
+// where the other keeps everything, and the stage's peak must still cover the walk of its order.
 TEST(StagePlans, InterleavedStagesPlanEachChunkAndNameThemInChainOrder) {
-  const PipelineShape shape = pipeline_shape(2, 2, 4, 8);
-  const ChainCosts costs = identical_sublayers(16);
+  const PipelineShape shape = pipeline_shape(2, 2, 4, 7);
+  ChainCosts costs = identical_sublayers(14);
+  costs.head_peak_bytes = 40 * costs.input_bytes;
   const int64_t smallest = smallest_stages_budget(costs, shape);
-  const auto planned = plan_stages_under_budget(costs, shape, smallest + smallest / 4);
-  ASSERT_TRUE(planned.has_value());
-  const CheckpointPolicy policy = CheckpointPolicy::parse(planned->policy);
-  ASSERT_EQ(policy.stages().size(), 4u) << planned->policy;
-  for (int64_t stage = 0; stage < 2; ++stage) {
-    const StagePlan& plan = planned->stages[static_cast<std::size_t>(stage)];
-    ASSERT_EQ(plan.chunks.size(), 2u);
-    EXPECT_EQ(plan.peak_bytes, stage_figures(costs, shape, stage, plan.chunks).first);
-    EXPECT_LE(plan.peak_bytes, smallest + smallest / 4);
-    for (int64_t chunk = 0; chunk < 2; ++chunk) {
-      // Chain chunk c·P + s is stage s's chunk c.
-      EXPECT_EQ(policy.stages()[static_cast<std::size_t>(chunk * 2 + stage)].text(),
-                plan.chunks[static_cast<std::size_t>(chunk)].canonical());
+  for (const int64_t budget : {smallest, smallest + smallest / 4, 2 * smallest}) {
+    const auto planned = plan_stages_under_budget(costs, shape, budget);
+    ASSERT_TRUE(planned.has_value()) << budget;
+    const CheckpointPolicy policy = CheckpointPolicy::parse(planned->policy);
+    ASSERT_EQ(policy.stages().size(), 4u) << planned->policy;
+    for (int64_t stage = 0; stage < 2; ++stage) {
+      const StagePlan& plan = planned->stages[static_cast<std::size_t>(stage)];
+      ASSERT_EQ(plan.chunks.size(), 2u);
+      const auto [walked, compute] = stage_figures(costs, shape, stage, plan.chunks);
+      EXPECT_GE(plan.peak_bytes, walked) << planned->policy << ", stage " << stage;
+      EXPECT_LE(plan.peak_bytes, budget) << planned->policy << ", stage " << stage;
+      EXPECT_DOUBLE_EQ(plan.compute_ms, compute);
+      for (int64_t chunk = 0; chunk < 2; ++chunk) {
+        // Chain chunk c·P + s is stage s's chunk c.
+        EXPECT_EQ(policy.stages()[static_cast<std::size_t>(chunk * 2 + stage)].text(),
+                  plan.chunks[static_cast<std::size_t>(chunk)].canonical());
+      }
     }
   }
 }

@@ -91,7 +91,9 @@ struct DataParallel::Engine {
   variable_list before_accumulate(std::size_t param, const variable_list& grads) {
     const std::size_t index = bucket_of[param];
     Bucket& bucket = buckets[index];
-    if (armed && bucket.sent && !grads.empty() && grads[0].defined()) {
+    // Sent means on the wire until finish(), armed or not: a pipeline disarms between its
+    // chunks' last backwards.
+    if (bucket.sent && !grads.empty() && grads[0].defined()) {
       // The bucket is on the wire and its buffer must not change: keep this part aside for
       // finish(), and hand the accumulator nothing (it skips an undefined gradient).
       torch::NoGradGuard no_grad;

@@ -260,10 +260,12 @@ std::optional<double> PipelineExchange::step(torch::optim::Optimizer& optimizer,
 void PipelineExchange::report(StepMetrics& metrics) {
   // Every receive blocks the stage that needs it: none of the wait is hidden. It holds the
   // pipeline's bubble too, the time a neighbour was still computing.
+  // The stage's tensor and data ranks' figures first: the data side sets comm_ms and
+  // comm_wait_ms (CommTimer::report), the rest adds to them.
+  if (stage_) stage_->report(metrics);
   metrics.comm_ms += wait_ms_;
   metrics.comm_wait_ms += wait_ms_;
   wait_ms_ = 0.0;
-  if (stage_) stage_->report(metrics);  // the average over data ranks, tensor ranks' sums
   ModelStateBytes bytes;
   for (const torch::Tensor& param : params_) {
     bytes.params += static_cast<int64_t>(param.nbytes());

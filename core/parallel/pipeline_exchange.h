@@ -1,16 +1,17 @@
-// Pipeline parallelism over P ranks, one stage each: stage s runs its share of the blocks (the
-// first also the embedding, the last also the final norm, the head and the loss), in V chunks
-// under the interleaved schedule, and hands each micro-batch's output to the next virtual stage
-// and its input's gradient back to the previous one, point to point (from the last stage to the
-// first between a micro-batch's rounds through the stages). Every stage of a pipeline trains the
-// same rows of every global batch; its own parameters get their whole gradients from its own
-// backward, so the update needs no reduction but two: a tied head's weight, which the first and
-// the last stage both hold and whose gradients they add, and the gradient norm, whose squares
-// every stage adds to. A stage may be T tensor ranks (each sends its neighbour stage's tensor
-// rank of the same part what it holds of the residual stream) and D pipelines, which are data
-// ranks: within a stage these T·D ranks are a tensor-parallel exchange (or, with T = 1, a
-// data-parallel one) over the stage's own ranks, its buckets averaged while the stage's last
-// backwards run. Not yet combined with sharding (run_config's validate refuses it).
+// Pipeline parallelism: P stages, each of T·D ranks (T tensor ranks of each of D data ranks).
+// Stage s runs its share of the blocks (the first also the embedding, the last also the final
+// norm, the head and the loss), in V chunks under the interleaved schedule, and hands each
+// micro-batch's output to the next virtual stage and its input's gradient back to the previous
+// one, point to point, each rank to the rank of the same tensor part and data rank there (from
+// the last stage to the first between a micro-batch's rounds through the stages). A pipeline (one
+// rank of each stage) trains the same rows of every global batch; each stage's parameters get
+// their gradients from its own backward. Within a stage its T·D ranks are a tensor-parallel
+// exchange of their own (or, with T = 1, a data-parallel one): each chunk's last backward
+// averages its buckets over the data ranks while the others run, and the tensor ranks sum the
+// rows each formed only part of. Then the pipeline reduces two things: a tied head's weight,
+// which the first and the last stage both hold and whose gradients they add, and the gradient
+// norm, whose squares every stage adds to. Not yet combined with sharding, offload or LoRA
+// (run_config's validate refuses them).
 #pragma once
 
 #include <torch/torch.h>

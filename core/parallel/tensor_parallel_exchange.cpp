@@ -51,11 +51,9 @@ std::shared_ptr<ParameterUnits> TensorParallelExchange::shard_parameters(
 }
 
 void TensorParallelExchange::keep_layout_of_attached() {
-  std::unordered_set<const void*> attached;
-  for (const torch::Tensor& param : params_) attached.insert(param.unsafeGetTensorImpl());
-  auto held = [&attached](const torch::Tensor& param) {
-    return attached.count(param.unsafeGetTensorImpl()) > 0;
-  };
+  // Another stage's parameters were released (TransformerImpl::keep_chunks: no gradient); any
+  // other parameter left out of attach() is still the logic error index_of() names.
+  auto held = [](const torch::Tensor& param) { return param.requires_grad(); };
   std::vector<torch::Tensor> split;
   std::copy_if(layout_.split.begin(), layout_.split.end(), std::back_inserter(split), held);
   std::vector<PartialRows> partial;

@@ -66,7 +66,8 @@ class TensorParallelExchange final : public GradientExchange {
   double squares_over_ranks(double split, double replicated) const;
   void sum_partial_rows();
   void sum_partial_shards();
-  // A pipeline stage holds part of the model: the layout's parameters it does not hold go.
+  // A pipeline stage holds part of the model: the layout's parameters another stage holds (the
+  // ones released, without gradient) go.
   void keep_layout_of_attached();
 
   std::shared_ptr<DistContext> world_;

@@ -47,23 +47,24 @@ std::vector<std::vector<ChainCosts>> stage_chunks(const ChainCosts& costs,
 }
 
 // The fastest plan of each chunk whose one micro-batch peaks within `each`, and the stage's peak
-// with its micro-batches in flight: what they hold at once, the largest chunk's passing through
-// its peak (as the layout planner counts a stage).
+// with its micro-batches in flight: the most they hold at once (counted right after a forward,
+// so the pass about to run its backward is among them), with whichever chunk rises furthest above
+// what it holds passing through its peak. An upper bound: the chunk at its peak need not be
+// running when the most is held.
 std::optional<StagePlan> stage_within(const std::vector<ChainCosts>& chunks, int64_t stage,
                                       const PipelineShape& shape, int64_t each) {
   StagePlan plan;
   std::vector<int64_t> held;
-  int64_t running = 0;
+  int64_t rise = 0;
   for (const ChainCosts& costs : chunks) {
     const std::optional<PlannedChain> chosen = plan_under_budget(costs, each);
     if (!chosen) return std::nullopt;
     held.push_back(chosen->prediction.held_bytes);
-    running = std::max(running, chosen->prediction.peak_bytes);
+    rise = std::max(rise, chosen->prediction.peak_bytes - chosen->prediction.held_bytes);
     plan.compute_ms += chosen->prediction.step_ms;
     plan.chunks.push_back(chosen->plan);
   }
-  plan.peak_bytes =
-      shape.most_held(stage, held) - *std::max_element(held.begin(), held.end()) + running;
+  plan.peak_bytes = shape.most_held(stage, held) + rise;
   return plan;
 }
 

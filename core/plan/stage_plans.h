@@ -47,7 +47,9 @@ std::optional<PipelinePlan> plan_stages_under_budget(const ChainCosts& costs,
                                                      const PipelineShape& shape,
                                                      int64_t budget_bytes);
 
-// The smallest budget every stage fits a plan under (within one part in a thousand).
+// A budget every stage fits a plan under, found by bisection to within one part in a thousand
+// of where fitting stops (the sweep's grid moves with the budget, so fitting is not strictly
+// monotonic: a little less may fit too).
 int64_t smallest_stages_budget(const ChainCosts& costs, const PipelineShape& shape);
 
 }  // namespace rematlab::plan

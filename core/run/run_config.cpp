@@ -258,13 +258,15 @@ void validate_pipeline(const RunConfig& config) {
                                       "(at most " +
                                       std::to_string(most_micro_batches) + ")");
   }
-  // Each stage holds tp·D ranks: tensor ranks innermost, then the pipelines (data ranks).
-  const int64_t stage_ranks = pp * std::max<int64_t>(1, config.tp);
-  if (config.world_size < stage_ranks || config.world_size % stage_ranks != 0) {
+  // Each stage holds T·D ranks (tensor ranks innermost, then the pipelines, which are data
+  // ranks): the world is a multiple of one pipeline's P·T.
+  const int64_t pipeline_ranks = pp * std::max<int64_t>(1, config.tp);
+  if (config.world_size < pipeline_ranks || config.world_size % pipeline_ranks != 0) {
     const std::string layout = config.tp > 1 ? std::to_string(pp) + " stages of " +
                                                    std::to_string(config.tp) + " tensor ranks"
                                              : std::to_string(pp) + " stages";
-    throw InvalidInput("--pp", layout + " need " + setting("nproc", std::to_string(stage_ranks)) +
+    throw InvalidInput("--pp", layout + " need " +
+                                   setting("nproc", std::to_string(pipeline_ranks)) +
                                    " or a multiple of it (one pipeline a data rank)");
   }
   // NCCL's sends block until their receives are posted, and the stages send both ways at once:

@@ -79,8 +79,8 @@ struct RunConfig {
   bool sequence_parallel = false;
   // Pipeline parallelism: ranks that each run a share of the blocks, one after another, the
   // step's `accum` micro-batches flowing through them in 1F1B order (parallel/pipeline_schedule);
-  // with virtual_stages V > 1 each rank runs V chunks of the blocks, interleaved. world_size / pp
-  // pipelines train as data ranks.
+  // with virtual_stages V > 1 each rank runs V chunks of the blocks, interleaved. A stage may be
+  // tp tensor ranks; world_size / (pp · tp) pipelines train as data ranks.
   int64_t pp = 1;
   int64_t virtual_stages = 1;
   // For `plan:`: the chain's costs measured earlier for this configuration, kept in the runs
