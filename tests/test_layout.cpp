@@ -213,8 +213,9 @@ TEST(LayoutSearch, FindsMetasLlama3LayoutsFeasible) {
   request.fixed = {8, 16, 1, 16, 8, 1, true, 1, std::nullopt, Offload::kNone};
   answer = search_layouts(request);
   ASSERT_FALSE(answer.best.empty()) << answer.nearest.front().reason;
-  EXPECT_EQ(answer.best.front().engine_lacks,
-            (std::vector<std::string>{"pipeline stages with tensor ranks", "context parallelism"}));
+  EXPECT_EQ(
+      answer.best.front().engine_lacks,
+      (std::vector<std::string>{"sharded model states on pipeline stages", "context parallelism"}));
 }
 
 TEST(LayoutSearch, Gpt3OnEightA100sFitsOnlyWithItsStatesInMoreHostMemory) {
@@ -708,7 +709,7 @@ TEST(LayoutExport, EachToolGetsTheLayoutInItsOwnTerms) {
   EXPECT_FALSE(deepspeed.unsaid.empty());  // the degrees live in the model code
   const LayoutExport rematlab = rematlab_run(request, best);
   EXPECT_TRUE(rematlab.text.empty());
-  EXPECT_EQ(rematlab.unsaid, std::vector<std::string>{"pipeline stages with tensor ranks"});
+  EXPECT_EQ(rematlab.unsaid, std::vector<std::string>{"sharded model states on pipeline stages"});
 
   // Stages that chose every:2 and every:16 are given every:16 (compared as numbers), and said.
   LayoutEvaluation mixed = best;
@@ -921,8 +922,8 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
       {"--gpu a100-80gb --micro-batch 4611686018427387904", "--micro-batch"},
       {"--gpu a100-80gb --gpus 4611686018427387904", "--gpus"},
       {"--gpu a100-80gb --efficiency 0", "--efficiency"},
-      {"--gpu a100-80gb --runnable-here --pp 2 --tp 2",
-       "layout: RematLab's engine does not run pipeline stages with tensor ranks"},
+      {"--gpu a100-80gb --runnable-here --pp 2 --zero 1",
+       "layout: RematLab's engine does not run sharded model states on pipeline stages"},
       {"--gpu a100-80gb --offload optimizer --zero 0", "ZeRO 1"},
       {"--gpu a100-80gb --heads 0", "--heads"},
       {"--gpu a100-80gb --zero 4294967297", "--zero"},
