@@ -81,12 +81,9 @@ std::optional<StagePlan> plan_stage(const std::vector<ChainCosts>& chunks, int64
   return best;
 }
 
-}  // namespace
-
-std::optional<PipelinePlan> plan_stages_under_budget(const ChainCosts& costs,
-                                                     const PipelineShape& shape,
-                                                     int64_t budget_bytes) {
-  const std::vector<std::vector<ChainCosts>> by_stage = stage_chunks(costs, shape);
+// Every stage planned under `budget_bytes` from its chunks' costs (stage_chunks), split once.
+std::optional<PipelinePlan> plan_split_stages(const std::vector<std::vector<ChainCosts>>& by_stage,
+                                              const PipelineShape& shape, int64_t budget_bytes) {
   PipelinePlan pipeline;
   for (int64_t stage = 0; stage < shape.stages; ++stage) {
     std::optional<StagePlan> plan =
@@ -105,6 +102,14 @@ std::optional<PipelinePlan> plan_stages_under_budget(const ChainCosts& costs,
   return pipeline;
 }
 
+}  // namespace
+
+std::optional<PipelinePlan> plan_stages_under_budget(const ChainCosts& costs,
+                                                     const PipelineShape& shape,
+                                                     int64_t budget_bytes) {
+  return plan_split_stages(stage_chunks(costs, shape), shape, budget_bytes);
+}
+
 int64_t smallest_stages_budget(const ChainCosts& costs, const PipelineShape& shape) {
   const std::vector<std::vector<ChainCosts>> by_stage = stage_chunks(costs, shape);
   // Without checkpointing every stage fits what it then holds.
@@ -117,7 +122,7 @@ int64_t smallest_stages_budget(const ChainCosts& costs, const PipelineShape& sha
   int64_t fails = 0;
   while (fits - fails > std::max<int64_t>(1, fits / 1000)) {
     const int64_t middle = fails + (fits - fails) / 2;
-    if (plan_stages_under_budget(costs, shape, middle)) {
+    if (plan_split_stages(by_stage, shape, middle)) {
       fits = middle;
     } else {
       fails = middle;
