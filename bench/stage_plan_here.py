@@ -48,6 +48,11 @@ def compare(args, preset, stages, chunks):
     budget = int(smallest + args.budget_at * (fullest(none) - smallest))
     plan_policy = f"plan:{budget}"
     peaks = {"plan": run(sized, preset, stages, chunks, plan_policy)}
+    if not peaks["plan"]["plan"].get("chosen") or "ranks" not in peaks["plan"]:
+        # The sweep's grid moves with the budget: a budget just above the smallest can miss.
+        print(f"\n**{preset}, {stages}×{chunks}**: no plan fits {budget / MIB:.1f} MiB "
+              f"(status {peaks['plan'].get('status')}); raise --budget-at")
+        return
     for policy in UNIFORM:
         peaks[policy] = none if policy == "none" else run(sized, preset, stages, chunks, policy)
     fitting = [policy for policy in UNIFORM if fullest(peaks[policy]) <= budget]

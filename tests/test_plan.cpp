@@ -354,7 +354,9 @@ TEST(ChainCostsJson, RefusesFiguresNoMeasurementGives) {
       {"/stages/0/early_stop_saving_ms"_json_pointer, 1e6},  // more than the stage's forward
       {"/time_scale"_json_pointer, 0.0},
       {"/fixed_ms"_json_pointer, nullptr},
-      {"/stages"_json_pointer, nlohmann::json::array()}};
+      {"/stages"_json_pointer, nlohmann::json::array()},
+      // Each within range, together past 1 PiB (a pipeline's plan multiplies them).
+      {"/head_peak_bytes"_json_pointer, int64_t{1} << 50}};
   for (const auto& [where, value] : hostile) {
     nlohmann::json damaged = good;
     damaged[where] = value;
@@ -684,6 +686,61 @@ TEST(StagePlans, InterleavedStagesPlanEachChunkAndNameThemInChainOrder) {
       }
     }
   }
+}
+
+// A chain near the most a kept profile may hold, over a million micro-batches: the stages hold
+// what their schedule keeps in flight, counted without wrapping, and the search ends.
+TEST(StagePlans, AChainNearOnePebibyteOverAMillionMicroBatchesPlansWithoutOverflow) {
+  constexpr int64_t kMicroBatches = 1'000'000;
+  const PipelineShape shape = pipeline_shape(2, 1, kMicroBatches, 2);
+  ChainCosts costs = identical_sublayers(4);
+  for (StageCost& stage : costs.stages) stage.kept_bytes = int64_t{1} << 47;
+  EXPECT_NO_THROW(chain_costs_from_json(to_json(costs)));
+  // The first stage holds two micro-batches' 2^48 bytes under 1F1B, the last one's.
+  const int64_t budget = int64_t{3} << 47;
+  const auto planned = plan_stages_under_budget(costs, shape, budget);
+  ASSERT_TRUE(planned.has_value());
+  // The first stage recomputes; the last, holding one micro-batch, keeps everything.
+  EXPECT_GT(planned->stages[0].chunks[0].recomputed_segments(), 0);
+  EXPECT_EQ(planned->stages[1].chunks[0].canonical(), "none");
+  EXPECT_GT(planned->peak_bytes, 0);
+  EXPECT_LE(planned->peak_bytes, budget);
+  const int64_t smallest = smallest_stages_budget(costs, shape);
+  EXPECT_GT(smallest, 0);
+  EXPECT_TRUE(plan_stages_under_budget(costs, shape, smallest).has_value());
+}
+
+// A Stop while a large pipeline is weighed ends the search; nothing is chosen.
+TEST(StagePlans, ACancelledSearchThrowsAndChoosesNothing) {
+  const PipelineShape shape = pipeline_shape(2, 1, 4, 4);
+  const ChainCosts costs = identical_sublayers(8);
+  const std::atomic<bool> cancel{true};
+  EXPECT_THROW(plan_stages_under_budget(costs, shape, int64_t{1} << 40, &cancel), ProfileCancelled);
+  EXPECT_THROW(smallest_stages_budget(costs, shape, &cancel), ProfileCancelled);
+  const std::atomic<bool> go_on{false};
+  EXPECT_TRUE(plan_stages_under_budget(costs, shape, int64_t{1} << 40, &go_on).has_value());
+}
+
+// The stages' predicted peaks read back all or not at all: one edited away or made negative
+// would pair the rest with the wrong stages.
+TEST(PlannedPolicy, StagePeaksReadBackWholeOrNotAtAll) {
+  PlannedPolicy planned;
+  planned.requested = "plan:2MiB";
+  planned.chosen = "stages:every:1/none";
+  planned.predicted_stage_peak_bytes = {1500000, 900000};
+  const nlohmann::json good = to_json(planned);
+  EXPECT_EQ(planned_policy_from_json(nlohmann::json::parse(good.dump())).predicted_stage_peak_bytes,
+            planned.predicted_stage_peak_bytes);
+  for (const nlohmann::json& peaks :
+       {nlohmann::json{1500000, -1}, nlohmann::json{1500000, 2.5}, nlohmann::json{1500000, "x"},
+        nlohmann::json{uint64_t{1} << 63, 1}}) {
+    nlohmann::json damaged = good;
+    damaged["predicted_stage_peak_bytes"] = peaks;
+    EXPECT_TRUE(planned_policy_from_json(damaged).predicted_stage_peak_bytes.empty())
+        << peaks.dump();
+  }
+  planned.predicted_stage_peak_bytes.clear();
+  EXPECT_FALSE(to_json(planned).contains("predicted_stage_peak_bytes"));
 }
 
 }  // namespace

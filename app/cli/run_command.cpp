@@ -23,6 +23,24 @@
 namespace rematlab::cli {
 namespace {
 
+// What a plan:BUDGET run chose, and what it predicted (for each stage under a pipeline), beside
+// the figures measured above.
+void print_plan(const RunSummary& summary) {
+  if (!summary.planned || summary.planned->chosen.empty()) return;
+  const PlannedPolicy& planned = *summary.planned;
+  std::cout << "plan             " << planned.chosen << " under "
+            << format_bytes(planned.budget_bytes) << ", predicted peak activation "
+            << format_bytes(planned.predicted_peak_bytes);
+  if (!planned.predicted_stage_peak_bytes.empty()) {
+    std::cout << " (stages";
+    for (const int64_t peak : planned.predicted_stage_peak_bytes) {
+      std::cout << " " << format_bytes(peak);
+    }
+    std::cout << ")";
+  }
+  std::cout << "\n";
+}
+
 void print_summary(const RunSummary& summary) {
   std::cout << "status           " << to_string(summary.status)
             << (summary.message.empty() ? "" : " (" + summary.message + ")") << "\n"
@@ -47,6 +65,7 @@ void print_summary(const RunSummary& summary) {
   } else {
     std::cout << "MFU / HFU        unknown (no step was timed)\n";
   }
+  print_plan(summary);
   if (summary.ranks.empty()) return;
   std::cout << "communication    " << format_number(summary.comm_ms, 1) << " ms per step, "
             << format_number(summary.comm_hidden_ms, 1) << " ms hidden, "

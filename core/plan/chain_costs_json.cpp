@@ -46,6 +46,18 @@ double ms_field(const nlohmann::json& object, const char* key, double low = 0.0,
   return ms;
 }
 
+// Every byte figure of the chain added up, or just past kMaxBytes once it is over: each figure
+// is at most kMaxBytes, so stopping there keeps every partial sum far inside int64.
+int64_t total_bytes(const ChainCosts& costs) {
+  int64_t total = costs.input_bytes + costs.head_peak_bytes + costs.embedding_backward_peak_bytes;
+  for (const StageCost& stage : costs.stages) {
+    if (total > kMaxBytes) break;
+    total += stage.kept_bytes + stage.output_bytes + stage.forward_transient_bytes +
+             stage.backward_transient_bytes;
+  }
+  return total;
+}
+
 }  // namespace
 
 nlohmann::json to_json(const ChainCosts& costs) {
@@ -93,6 +105,11 @@ ChainCosts chain_costs_from_json(const nlohmann::json& json) {
     stage.forward_transient_bytes = bytes_field(entry, "forward_transient_bytes");
     stage.backward_transient_bytes = bytes_field(entry, "backward_transient_bytes");
     costs.stages.push_back(stage);
+  }
+  // Each figure within range may still add up past what int64 counts (a pipeline stage's plan
+  // adds whole chunks for every micro-batch in flight): the chain as a whole holds at most 1 PiB.
+  if (total_bytes(costs) > kMaxBytes) {
+    throw std::invalid_argument("a chain profile holding more than 1 PiB in all");
   }
   return costs;
 }

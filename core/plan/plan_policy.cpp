@@ -20,9 +20,11 @@ double pipeline_step_ms(const PipelinePlan& plan, const PipelineShape& shape) {
   return plan.compute_ms * (1.0 + bubble);
 }
 
-void choose(const ChainCosts& costs, const PipelineShape* pipeline, PlannedPolicy& planned) {
+void choose(const ChainCosts& costs, const PipelineShape* pipeline, const std::atomic<bool>* cancel,
+            PlannedPolicy& planned) {
   if (pipeline) {
-    if (const auto chosen = plan_stages_under_budget(costs, *pipeline, planned.budget_bytes)) {
+    if (const auto chosen =
+            plan_stages_under_budget(costs, *pipeline, planned.budget_bytes, cancel)) {
       planned.chosen = chosen->policy;
       planned.predicted_peak_bytes = chosen->peak_bytes;
       planned.predicted_step_ms = pipeline_step_ms(*chosen, *pipeline);
@@ -30,7 +32,7 @@ void choose(const ChainCosts& costs, const PipelineShape* pipeline, PlannedPolic
         planned.predicted_stage_peak_bytes.push_back(stage.peak_bytes);
       }
     } else {
-      planned.smallest_feasible_bytes = smallest_stages_budget(costs, *pipeline);
+      planned.smallest_feasible_bytes = smallest_stages_budget(costs, *pipeline, cancel);
     }
     return;
   }
@@ -68,7 +70,7 @@ std::optional<PlannedPolicy> resolve_planned_policy(RunConfig& config,
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     planned.profile_source = "measured for this run";
   }
-  choose(costs, pipeline, planned);
+  choose(costs, pipeline, cancel, planned);
   if (!planned.chosen.empty()) config.checkpoint = planned.chosen;
   return planned;
 }

@@ -1,9 +1,12 @@
 #include "plan/stage_plans.h"
 
 #include <algorithm>
+#include <limits>
+#include <numeric>
 #include <stdexcept>
 
 #include "checkpoint/stage_blocks.h"
+#include "plan/chain_profile.h"
 #include "plan/segment_planner.h"
 
 namespace rematlab::plan {
@@ -34,7 +37,8 @@ std::vector<std::vector<ChainCosts>> stage_chunks(const ChainCosts& costs,
                                                   const PipelineShape& shape) {
   const int64_t count = shape.stages * shape.chunks;
   if (static_cast<int64_t>(costs.stages.size()) != 2 * shape.layers) {
-    throw std::invalid_argument("a profile of another model's chain");
+    // Costs and shape both come from the run's config (a kept profile only by its model's key).
+    throw std::logic_error("a profile of another model's chain");
   }
   const std::vector<int64_t> bounds = stage_block_bounds(shape.layers, count);
   std::vector<std::vector<ChainCosts>> by_stage(static_cast<std::size_t>(shape.stages));
@@ -44,6 +48,20 @@ std::vector<std::vector<ChainCosts>> stage_chunks(const ChainCosts& costs,
         chunk_costs(costs, 2 * bounds[at], 2 * bounds[at + 1]));
   }
   return by_stage;
+}
+
+// The stage's peak: the most of `held` its schedule keeps at once, and `rise` above it, or the
+// largest int64 where that could overflow (no budget fits it). A stage holds at most
+// min(V·M, (V + 2)·P) chunks' passes in flight (PipelineSchedule::most_in_flight), each at most
+// all its chunks hold; a kept profile's chain holds at most 1 PiB, but P may be in the thousands.
+int64_t held_with_rise(const std::vector<int64_t>& held, int64_t rise, int64_t stage,
+                       const PipelineShape& shape) {
+  constexpr int64_t kMost = std::numeric_limits<int64_t>::max();
+  const int64_t all_chunks = std::accumulate(held.begin(), held.end(), int64_t{0});
+  const int64_t passes =
+      std::min(shape.chunks * shape.micro_batches, (shape.chunks + 2) * shape.stages);
+  if (all_chunks > (kMost - rise) / std::max<int64_t>(1, passes)) return kMost;
+  return shape.most_held(stage, held) + rise;
 }
 
 // The fastest plan of each chunk whose one micro-batch peaks within `each`, and the stage's peak
@@ -64,14 +82,16 @@ std::optional<StagePlan> stage_within(const std::vector<ChainCosts>& chunks, int
     plan.compute_ms += chosen->prediction.step_ms;
     plan.chunks.push_back(chosen->plan);
   }
-  plan.peak_bytes = shape.most_held(stage, held) + rise;
+  plan.peak_bytes = held_with_rise(held, rise, stage, shape);
   return plan;
 }
 
 std::optional<StagePlan> plan_stage(const std::vector<ChainCosts>& chunks, int64_t stage,
-                                    const PipelineShape& shape, int64_t budget) {
+                                    const PipelineShape& shape, int64_t budget,
+                                    const std::atomic<bool>* cancel) {
   std::optional<StagePlan> best;
   for (int64_t step = kBudgetSteps; step >= 1; --step) {
+    if (cancel && cancel->load()) throw ProfileCancelled();
     // budget · step / steps without overflow: the budget may be any int64.
     const int64_t each = budget / kBudgetSteps * step + budget % kBudgetSteps * step / kBudgetSteps;
     std::optional<StagePlan> plan = stage_within(chunks, stage, shape, each);
@@ -83,11 +103,12 @@ std::optional<StagePlan> plan_stage(const std::vector<ChainCosts>& chunks, int64
 
 // Every stage planned under `budget_bytes` from its chunks' costs (stage_chunks), split once.
 std::optional<PipelinePlan> plan_split_stages(const std::vector<std::vector<ChainCosts>>& by_stage,
-                                              const PipelineShape& shape, int64_t budget_bytes) {
+                                              const PipelineShape& shape, int64_t budget_bytes,
+                                              const std::atomic<bool>* cancel) {
   PipelinePlan pipeline;
   for (int64_t stage = 0; stage < shape.stages; ++stage) {
     std::optional<StagePlan> plan =
-        plan_stage(by_stage[static_cast<std::size_t>(stage)], stage, shape, budget_bytes);
+        plan_stage(by_stage[static_cast<std::size_t>(stage)], stage, shape, budget_bytes, cancel);
     if (!plan) return std::nullopt;
     pipeline.peak_bytes = std::max(pipeline.peak_bytes, plan->peak_bytes);
     pipeline.compute_ms = std::max(pipeline.compute_ms, plan->compute_ms);
@@ -106,23 +127,28 @@ std::optional<PipelinePlan> plan_split_stages(const std::vector<std::vector<Chai
 
 std::optional<PipelinePlan> plan_stages_under_budget(const ChainCosts& costs,
                                                      const PipelineShape& shape,
-                                                     int64_t budget_bytes) {
-  return plan_split_stages(stage_chunks(costs, shape), shape, budget_bytes);
+                                                     int64_t budget_bytes,
+                                                     const std::atomic<bool>* cancel) {
+  return plan_split_stages(stage_chunks(costs, shape), shape, budget_bytes, cancel);
 }
 
-int64_t smallest_stages_budget(const ChainCosts& costs, const PipelineShape& shape) {
+int64_t smallest_stages_budget(const ChainCosts& costs, const PipelineShape& shape,
+                               const std::atomic<bool>* cancel) {
   const std::vector<std::vector<ChainCosts>> by_stage = stage_chunks(costs, shape);
   // Without checkpointing every stage fits what it then holds.
   int64_t fits = 0;
   for (int64_t stage = 0; stage < shape.stages; ++stage) {
+    // A chunk's plan without checkpointing fits 2^62: the chain holds at most 1 PiB
+    // (chain_costs_json.h), and a stage that holds it too often saturates.
     const std::optional<StagePlan> none =
         stage_within(by_stage[static_cast<std::size_t>(stage)], stage, shape, int64_t{1} << 62);
-    fits = std::max(fits, none.value().peak_bytes);
+    if (!none) throw std::logic_error("a chunk that fits no plan under 2^62 bytes");
+    fits = std::max(fits, none->peak_bytes);
   }
   int64_t fails = 0;
   while (fits - fails > std::max<int64_t>(1, fits / 1000)) {
     const int64_t middle = fails + (fits - fails) / 2;
-    if (plan_split_stages(by_stage, shape, middle)) {
+    if (plan_split_stages(by_stage, shape, middle, cancel)) {
       fits = middle;
     } else {
       fails = middle;

@@ -6,6 +6,7 @@
 // from its own first sublayer (checkpoint_policy.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -42,14 +43,17 @@ struct PipelinePlan {
 };
 
 // `costs`: the whole chain's, as one process profiles it. Nothing when some stage fits no plan
-// under `budget_bytes` (activations only, as plan:'s budget).
+// under `budget_bytes` (activations only, as plan:'s budget). Both searches throw
+// ProfileCancelled once `cancel` is set (a Stop in the window while they weigh a large model).
 std::optional<PipelinePlan> plan_stages_under_budget(const ChainCosts& costs,
                                                      const PipelineShape& shape,
-                                                     int64_t budget_bytes);
+                                                     int64_t budget_bytes,
+                                                     const std::atomic<bool>* cancel = nullptr);
 
 // A budget every stage fits a plan under, found by bisection to within one part in a thousand
 // of where fitting stops (the sweep's grid moves with the budget, so fitting is not strictly
 // monotonic: a little less may fit too).
-int64_t smallest_stages_budget(const ChainCosts& costs, const PipelineShape& shape);
+int64_t smallest_stages_budget(const ChainCosts& costs, const PipelineShape& shape,
+                               const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace rematlab::plan

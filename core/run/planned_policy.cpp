@@ -1,6 +1,27 @@
 #include "run/planned_policy.h"
 
+#include <limits>
+
 namespace rematlab {
+namespace {
+
+// The stages' predicted peaks, all or none: a list with one edited away or made negative would
+// pair the rest with the wrong stages.
+std::vector<int64_t> stage_peaks(const nlohmann::json& planned) {
+  const auto stages = planned.find("predicted_stage_peak_bytes");
+  if (stages == planned.end() || !stages->is_array()) return {};
+  std::vector<int64_t> peaks;
+  for (const nlohmann::json& peak : *stages) {
+    const bool counts = peak.is_number_unsigned()
+                            ? peak.get<uint64_t>() <= std::numeric_limits<int64_t>::max()
+                            : peak.is_number_integer() && peak.get<int64_t>() >= 0;
+    if (!counts) return {};
+    peaks.push_back(peak.get<int64_t>());
+  }
+  return peaks;
+}
+
+}  // namespace
 
 nlohmann::json to_json(const PlannedPolicy& planned) {
   nlohmann::json json = {{"requested", planned.requested},
@@ -28,13 +49,7 @@ PlannedPolicy planned_policy_from_json(const nlohmann::json& json) {
   planned.smallest_feasible_bytes = json.value("smallest_feasible_bytes", int64_t{0});
   planned.profile_ms = json.value("profile_ms", 0.0);
   planned.profile_source = json.value("profile_source", "");
-  const auto stages = json.find("predicted_stage_peak_bytes");
-  if (stages != json.end() && stages->is_array()) {
-    for (const nlohmann::json& peak : *stages) {
-      if (peak.is_number_integer())
-        planned.predicted_stage_peak_bytes.push_back(peak.get<int64_t>());
-    }
-  }
+  planned.predicted_stage_peak_bytes = stage_peaks(json);
   return planned;
 }
 
