@@ -601,36 +601,43 @@ TEST(Pipeline, LayoutsThatCannotRunAreRefusedBeforeAnythingStarts) {
 // within 5 % of its prediction and the budget.
 TEST(Pipeline, APlanUnderABudgetChoosesEachStagesPolicyAndEveryStageFitsIt) {
   ScratchDir dir("pp-plan");
+  const std::string db = dir.file("runs.sqlite");
   const std::string run =
       "run --preset tiny --layers 4 --batch 2 --accum 4 --threads 1 --steps 2 --nproc 2 --pp 2 "
-      "--json --checkpoint ";
-  auto plan_of = [&](const std::string& budget) {
-    const testing::CliResult result = testing::cli(run + "plan:" + budget);
-    EXPECT_EQ(result.exit_code, 0) << result.err;
-    return testing::last_line_json(result.out);
-  };
-  const nlohmann::json too_small = plan_of("1KiB");
+      "--checkpoint ";
+  const nlohmann::json too_small =
+      testing::last_line_json(testing::cli(run + "plan:1KiB --json").out);
   EXPECT_EQ(too_small.at("status"), "oom");
   const int64_t smallest = too_small.at("plan").at("smallest_feasible_bytes").get<int64_t>();
-  const nlohmann::json none = testing::last_line_json(testing::cli(run + "none").out);
+  const nlohmann::json none = testing::last_line_json(testing::cli(run + "none --json").out);
   int64_t none_peak = 0;
   for (const nlohmann::json& rank : none.at("ranks")) {
     none_peak = std::max(none_peak, rank.at("peak_activation_bytes").get<int64_t>());
   }
   ASSERT_GT(none_peak, smallest);
   const int64_t budget = (smallest + none_peak) / 2;
-  const nlohmann::json planned = plan_of(std::to_string(budget));
-  ASSERT_EQ(planned.at("status"), "ok") << planned.dump();
-  const std::string chosen = planned.at("plan").at("chosen").get<std::string>();
-  EXPECT_EQ(planned.at("checkpoint"), chosen);
+  // As a user runs it: the text names the plan and each rank's stage; the record keeps both.
+  const testing::CliResult text =
+      testing::cli(run + "plan:" + std::to_string(budget) + " --db " + db);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const testing::CliResult shown = testing::cli("show 1 --json --db " + db);
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  const nlohmann::json record = testing::last_line_json(shown.out);
+  ASSERT_EQ(record.at("status"), "ok") << record.dump();
+  const nlohmann::json& plan = record.at("request").at("plan");
+  const std::string chosen = plan.at("chosen").get<std::string>();
+  EXPECT_EQ(record.at("config").at("checkpoint"), chosen);
+  EXPECT_NE(text.out.find("plan             " + chosen + " under "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("rank  stage  activations"), std::string::npos) << text.out;
   const CheckpointPolicy policy = CheckpointPolicy::parse(chosen);
   ASSERT_EQ(policy.stages().size(), 2u) << chosen;
   // Under the budget the first stage, holding two micro-batches, recomputes; the last need not.
   EXPECT_FALSE(policy.stages()[0].is_none()) << chosen;
-  const auto predicted =
-      planned.at("plan").at("predicted_stage_peak_bytes").get<std::vector<int64_t>>();
+  const auto predicted = plan.at("predicted_stage_peak_bytes").get<std::vector<int64_t>>();
   ASSERT_EQ(predicted.size(), 2u);
-  for (const nlohmann::json& rank : planned.at("ranks")) {
+  const nlohmann::json& ranks = record.at("result").at("ranks");
+  ASSERT_EQ(ranks.size(), 2u);
+  for (const nlohmann::json& rank : ranks) {
     const auto stage = static_cast<std::size_t>(rank.at("rank").get<int>());
     const auto measured = static_cast<double>(rank.at("peak_activation_bytes").get<int64_t>());
     EXPECT_LE(predicted[stage], budget) << chosen;
