@@ -9,9 +9,11 @@ Each model and policy runs as `rematlab-cli run --nproc P --pp P --virtual-stage
 fixed and this machine described as layout_here.py describes it (its matmul peak, its Gloo link,
 the share of the peak one process reaches as efficiency, nothing overlapped). Per stage: the
 peak (activations above the model states, and the states), measured and predicted; then the
-step, and the time the stages waited on one another (the bubble, and the activations and
-gradients on the wire), measured as the largest rank's wait and predicted as the planner's
-bubble plus pipeline transfers. Prints Markdown. Run it on an idle machine.
+step; the bubble (a rank idle until a neighbouring stage reached a message: the fill, the
+drain, and the stages' meeting at the gradient norm), measured as the longest any rank idled and
+predicted as the planner's, also as a share of the step; and each rank's transfers (blocked while
+an activation or gradient passed, once sent) against the planner's pipeline transfers. Prints
+Markdown. Run it on an idle machine.
 """
 import argparse
 import os
@@ -46,9 +48,9 @@ def main():
           f"micro-batches of "
           f"{args.batch} × {args.seq_len} tokens\n")
     print("| model | policy | stage | peak meas. / pred. MiB | ratio | above the states meas. / "
-          "pred. MiB | states meas. / pred. MiB | step meas. / pred. ms | ratio | waiting on "
-          "the other stages meas. / pred. ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "pred. MiB | states meas. / pred. MiB | step meas. / pred. ms | ratio | bubble "
+          "meas. / pred. ms | share of the step meas. / pred. | transfers meas. / pred. ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     mib = 1024 * 1024
     for preset in args.presets.split(","):
         for policy in args.policies.split(","):
@@ -72,8 +74,10 @@ def main():
                 "--json"])
             best = plan["layouts"][0]
             parts = best["time_s"]
-            wait_pred = 1000 * (parts["bubble"] + parts["pipeline"])
-            wait = max(rank["comm_wait_ms"] for rank in measured["ranks"])
+            # Each stage's bubble differs with where it idles (fill, drain); the planner's is
+            # the pipeline's, which the stage that waits longest shows.
+            bubble = max(rank["bubble_ms"] for rank in measured["ranks"])
+            bubble_pred = 1000 * parts["bubble"]
             step_ratio = measured["step_ms"] / (1000 * best["step_s"])
             for rank, stage in zip(sorted(measured["ranks"], key=lambda r: r["rank"]),
                                    best["stages"]):
@@ -87,7 +91,10 @@ def main():
                       f'{(memory["activations"] + memory["buffers"]) / mib:.1f} '
                       f'| {rank["model_state_bytes"] / mib:.1f} / {states / mib:.1f} '
                       f'| {measured["step_ms"]:.0f} / {1000 * best["step_s"]:.0f} '
-                      f'| {step_ratio:.2f} | {wait:.0f} / {wait_pred:.0f} |')
+                      f'| {step_ratio:.2f} | {bubble:.0f} / {bubble_pred:.0f} '
+                      f'| {bubble / measured["step_ms"]:.2f} / '
+                      f'{bubble_pred / (1000 * best["step_s"]):.2f} '
+                      f'| {rank["transfer_ms"]:.1f} / {1000 * parts["pipeline"]:.1f} |')
             sys.stdout.flush()
 
 

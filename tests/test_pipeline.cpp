@@ -19,6 +19,7 @@
 #include "dist_workers.h"
 #include "parallel/pipeline_exchange.h"
 #include "parallel/pipeline_schedule.h"
+#include "store/run_store.h"
 #include "train/trainer.h"
 
 namespace rematlab {
@@ -643,6 +644,38 @@ TEST(Pipeline, APlanUnderABudgetChoosesEachStagesPolicyAndEveryStageFitsIt) {
     EXPECT_LE(predicted[stage], budget) << chosen;
     EXPECT_NEAR(measured / static_cast<double>(predicted[stage]), 1.0, 0.05)
         << chosen << ", stage " << stage;
+  }
+}
+
+// Each stage's wait on its neighbours, split: idle until a neighbour reached a message (the
+// bubble) and blocked while one passed (the transfers), both within what the stage waited; with
+// two pipelines as data ranks, their gradient average counted beside them, not overwritten.
+TEST(Pipeline, EachRanksWaitSplitsIntoItsBubbleAndTransfersBesideItsDataRanksAverage) {
+  ScratchDir dir("pp-waits");
+  const std::string db = dir.file("runs.sqlite");
+  const testing::CliResult run = testing::cli(
+      "run --preset tiny --layers 4 --batch 2 --accum 4 --threads 1 --steps 3 --nproc 4 --pp 2 "
+      "--json --db " +
+      db);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json result = testing::last_line_json(run.out);
+  ASSERT_EQ(result.at("ranks").size(), 4u);
+  for (const nlohmann::json& rank : result.at("ranks")) {
+    // Every stage idles: the first while the last runs its backwards, the last while the
+    // first fills the pipeline, and all where they meet at the gradient norm.
+    EXPECT_GT(rank.at("bubble_ms").get<double>(), 0.0) << rank.dump();
+    EXPECT_GE(rank.at("transfer_ms").get<double>(), 0.0) << rank.dump();
+  }
+  RunStore store(db, StoreAccess::kReadOnly);
+  const std::vector<StepMetrics> steps = store.steps(1);
+  ASSERT_EQ(steps.size(), 3u);
+  for (const StepMetrics& step : steps) {
+    const double neighbours = step.bubble_ms + step.transfer_ms;
+    EXPECT_GT(step.bubble_ms, 0.0) << "step " << step.step;
+    EXPECT_GE(step.comm_wait_ms, neighbours - 1e-9) << "step " << step.step;
+    // The data ranks' average was in flight besides: more than the waits on the neighbours.
+    EXPECT_GT(step.comm_ms, neighbours) << "step " << step.step;
+    EXPECT_GE(step.comm_ms, step.comm_wait_ms - 1e-9) << "step " << step.step;
   }
 }
 

@@ -69,7 +69,11 @@ void print_summary(const RunSummary& summary) {
   if (summary.ranks.empty()) return;
   std::cout << "communication    " << format_number(summary.comm_ms, 1) << " ms per step, "
             << format_number(summary.comm_hidden_ms, 1) << " ms hidden, "
-            << format_number(summary.comm_wait_ms, 1) << " ms waited (rank 0)\n";
+            << format_number(summary.comm_wait_ms, 1) << " ms waited"
+            << (summary.config.pp > 1 ? " (" + format_number(summary.bubble_ms, 1) + " bubble, " +
+                                            format_number(summary.transfer_ms, 1) + " transfers)"
+                                      : std::string())
+            << " (rank 0)\n";
   // A pipeline's ranks hold unlike stages: which one, and what its activations took.
   const int64_t pp = summary.config.pp;
   const int64_t stage_ranks =
@@ -88,12 +92,18 @@ void print_summary(const RunSummary& summary) {
           format_number(rank.comm_hidden_ms, 1), format_number(rank.comm_wait_ms, 1)}) {
       row.push_back(std::move(cell));
     }
+    if (pp > 1) {
+      row.push_back(format_number(rank.bubble_ms, 1));
+      row.push_back(format_number(rank.transfer_ms, 1));
+    }
     rows.push_back(std::move(row));
   }
   std::vector<std::string> header = {"rank"};
   if (pp > 1) header.insert(header.end(), {"stage", "activations"});
   header.insert(header.end(), {"peak", "model states", "optimizer", "buffers", "step ms", "comm ms",
                                "hidden ms", "wait ms"});
+  // Within the wait: idle until a neighbouring stage reached a message, and the message passing.
+  if (pp > 1) header.insert(header.end(), {"bubble ms", "transfer ms"});
   std::cout << "\n" << format_table(header, rows);
 }
 

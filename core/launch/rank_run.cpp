@@ -105,6 +105,8 @@ RankResult rank_result(const RunSummary& summary, const parallel::ModelStateByte
   result.comm_ms = summary.comm_ms;
   result.comm_wait_ms = summary.comm_wait_ms;
   result.comm_hidden_ms = summary.comm_hidden_ms;
+  result.bubble_ms = summary.bubble_ms;
+  result.transfer_ms = summary.transfer_ms;
   result.param_bytes = bytes.params + frozen_bytes;
   result.grad_bytes = bytes.grads;
   result.optimizer_bytes = bytes.optimizer;

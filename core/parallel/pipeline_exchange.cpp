@@ -19,8 +19,16 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// The tied head's gradients pass under a tag no activation reaches.
+// The tied head's gradients pass under tags no activation reaches: its notice and the gradient.
+constexpr int kTiedNoticeTag = std::numeric_limits<int>::max() - 1;
 constexpr int kTiedTag = std::numeric_limits<int>::max();
+
+// Every tensor a stage sends goes after a one-byte notice. Blocked on the notice, the receiver
+// waits for its neighbour to come to the send (the bubble); on the tensor after it, for the
+// transfer alone: the two apart without comparing two processes' clocks.
+torch::Tensor notice_like(const torch::Tensor& tensor) {
+  return torch::zeros({1}, tensor.options().dtype(torch::kUInt8));
+}
 
 }  // namespace
 
@@ -69,8 +77,8 @@ PipelineExchange::~PipelineExchange() {
 
 void PipelineExchange::use_schedule(const PipelineSchedule& schedule) {
   if (schedule.stages() != stages()) throw std::logic_error("a schedule for another pipeline");
-  // Every message's tag, 2·(m·P·V + virtual stage) + 1 at most, below the tied head's.
-  if (2 * schedule.micro_batches() * schedule.stages() * schedule.chunks() >= kTiedTag) {
+  // Every message's tags, 4·(m·P·V + virtual stage) + 3 at most, below the tied head's.
+  if (4 * schedule.micro_batches() * schedule.stages() * schedule.chunks() >= kTiedNoticeTag) {
     throw std::invalid_argument("more micro-batches than a pipeline's tags can number");
   }
   schedule_.emplace(schedule);
@@ -95,10 +103,10 @@ PipelineAction PipelineExchange::sending_action(const Message& message) const {
   return {!message.gradient, chunk_of(message.sender), message.micro_batch};
 }
 
-int PipelineExchange::tag_of(const Message& message) const {
+int PipelineExchange::tag_of(const Message& message, bool notice) const {
   const int64_t chain = stages() * schedule_.value().chunks();
-  return static_cast<int>(2 * (message.micro_batch * chain + message.sender) +
-                          (message.gradient ? 1 : 0));
+  return static_cast<int>(4 * (message.micro_batch * chain + message.sender) +
+                          (message.gradient ? 2 : 0) + (notice ? 1 : 0));
 }
 
 void PipelineExchange::release_taken(int to, int64_t position) {
@@ -117,18 +125,34 @@ void PipelineExchange::release_taken(int to, int64_t position) {
 void PipelineExchange::send(const torch::Tensor& tensor, const Message& message) {
   const int64_t receiver = message.gradient ? message.sender - 1 : message.sender + 1;
   const int to = stage_of(receiver);
+  const int64_t taken_at = schedule_.value().position(to, receiving_action(message));
+  std::vector<at::Tensor> notice{notice_like(tensor)};
+  sent_.push_back(
+      {notice.front(), pipe_->backend().send(notice, to, tag_of(message, true)), to, taken_at});
   std::vector<at::Tensor> tensors{tensor.detach().contiguous()};
-  sent_.push_back({tensors.front(), pipe_->backend().send(tensors, to, tag_of(message)), to,
-                   schedule_.value().position(to, receiving_action(message))});
+  sent_.push_back(
+      {tensors.front(), pipe_->backend().send(tensors, to, tag_of(message, false)), to, taken_at});
+}
+
+void PipelineExchange::receive_after_notice(std::vector<at::Tensor>& tensors, int from, int tag,
+                                            int notice_tag, const char* what) {
+  std::vector<at::Tensor> notice{notice_like(tensors.front())};
+  // Both posted first: the tensor may pass as soon as the neighbour sends it.
+  const auto notified = pipe_->backend().recv(notice, from, notice_tag);
+  const auto received = pipe_->backend().recv(tensors, from, tag);
+  const auto start = Clock::now();
+  pipe_->wait(notified, what);
+  const auto reached = Clock::now();
+  bubble_ms_ += ms_since(start);
+  pipe_->wait(received, what);
+  transfer_ms_ += ms_since(reached);
 }
 
 torch::Tensor PipelineExchange::receive(at::IntArrayRef sizes, const at::TensorOptions& options,
                                         const Message& message, const std::string& what) {
   const int from = stage_of(message.sender);
   std::vector<at::Tensor> tensors{torch::empty(sizes, options)};
-  const auto start = Clock::now();
-  pipe_->wait(pipe_->backend().recv(tensors, from, tag_of(message)), what.c_str());
-  wait_ms_ += ms_since(start);
+  receive_after_notice(tensors, from, tag_of(message, false), tag_of(message, true), what.c_str());
   // The sender ran every action before this message's: what it took of ours in them was taken.
   release_taken(from, schedule_.value().position(from, sending_action(message)));
   return tensors.front();
@@ -169,10 +193,11 @@ void PipelineExchange::wait_for_all(std::deque<Pending>& sent) {
 }
 
 void PipelineExchange::finish_sends() {
+  // Waiting for neighbours still computing to come and take the last sends: bubble.
   const auto start = Clock::now();
   wait_for_all(sent_);
   wait_for_all(tied_sent_);
-  wait_ms_ += ms_since(start);
+  bubble_ms_ += ms_since(start);
 }
 
 void PipelineExchange::share_gradient_of(const torch::Tensor& weight) {
@@ -221,12 +246,13 @@ void PipelineExchange::add_tied_gradients() {
   torch::NoGradGuard no_grad;
   const int other = static_cast<int>(first() ? stages() - 1 : 0);
   std::vector<at::Tensor> mine{tied_.grad().detach().contiguous()};
+  std::vector<at::Tensor> notice{notice_like(mine.front())};
+  tied_sent_.push_back(
+      {notice.front(), pipe_->backend().send(notice, other, kTiedNoticeTag), other, 0});
   tied_sent_.push_back({mine.front(), pipe_->backend().send(mine, other, kTiedTag), other, 0});
   std::vector<at::Tensor> theirs{torch::empty_like(tied_.grad())};
-  const auto start = Clock::now();
-  pipe_->wait(pipe_->backend().recv(theirs, other, kTiedTag),
-              "adding the tied head's gradients of the first and the last stage");
-  wait_ms_ += ms_since(start);
+  receive_after_notice(theirs, other, kTiedTag, kTiedNoticeTag,
+                       "adding the tied head's gradients of the first and the last stage");
   finish_sends();
   // a + b on one stage, b + a on the other: the same sum, bit for bit.
   tied_.grad().add_(theirs.front());
@@ -250,7 +276,12 @@ std::optional<double> PipelineExchange::step(torch::optim::Optimizer& optimizer,
   // pipeline's stage s holds the same ones, and the norm is one pipeline's.
   if (tied_.defined()) add_tied_gradients();
   torch::NoGradGuard no_grad;
-  const double total = std::sqrt(pipe_->sum(stage_squares()));
+  const double squares = stage_squares();
+  // The stages meet here: every other one waits for the last to finish its backwards (the
+  // drain), which is bubble.
+  const auto start = Clock::now();
+  const double total = std::sqrt(pipe_->sum(squares));
+  bubble_ms_ += ms_since(start);
   clip_to_norm(params_, max_norm, total);
   optimizer.step();
   optimizer_ = &optimizer;
@@ -258,14 +289,15 @@ std::optional<double> PipelineExchange::step(torch::optim::Optimizer& optimizer,
 }
 
 void PipelineExchange::report(StepMetrics& metrics) {
-  // Every receive blocks the stage that needs it: none of the wait is hidden. It holds the
-  // pipeline's bubble too, the time a neighbour was still computing.
+  // Every receive blocks the stage that needs it: none of the wait is hidden.
   // The stage's tensor and data ranks' figures first: the data side sets comm_ms and
   // comm_wait_ms (CommTimer::report), the rest adds to them.
   if (stage_) stage_->report(metrics);
-  metrics.comm_ms += wait_ms_;
-  metrics.comm_wait_ms += wait_ms_;
-  wait_ms_ = 0.0;
+  metrics.bubble_ms = bubble_ms_;
+  metrics.transfer_ms = transfer_ms_;
+  metrics.comm_ms += bubble_ms_ + transfer_ms_;
+  metrics.comm_wait_ms += bubble_ms_ + transfer_ms_;
+  bubble_ms_ = transfer_ms_ = 0.0;
   ModelStateBytes bytes;
   for (const torch::Tensor& param : params_) {
     bytes.params += static_cast<int64_t>(param.nbytes());

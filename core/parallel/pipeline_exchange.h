@@ -120,12 +120,16 @@ class PipelineExchange final : public GradientExchange {
   // The receiver's action that takes `message`, and the sender's that sent it.
   PipelineAction receiving_action(const Message& message) const;
   PipelineAction sending_action(const Message& message) const;
-  int tag_of(const Message& message) const;
+  // The tag of `message`'s tensor, or of the notice sent before it.
+  int tag_of(const Message& message, bool notice) const;
   void send(const torch::Tensor& tensor, const Message& message);
   torch::Tensor receive(at::IntArrayRef sizes, const at::TensorOptions& options,
                         const Message& message, const std::string& what);
   // Waits for the sends to `to` its action at `position` or before took, and lets them go.
   void release_taken(int to, int64_t position);
+  // Receives a notice and then `tensors` from `from`, the wait for each counted apart.
+  void receive_after_notice(std::vector<at::Tensor>& tensors, int from, int tag, int notice_tag,
+                            const char* what);
   void wait_for_all(std::deque<Pending>& sent);
   void add_tied_gradients();
 
@@ -145,7 +149,9 @@ class PipelineExchange final : public GradientExchange {
   // head's gradient.
   std::deque<Pending> sent_;
   std::deque<Pending> tied_sent_;
-  double wait_ms_ = 0.0;                          // blocked on a neighbour since the last report
+  // Since the last report: blocked until a neighbour reached a message, and while one passed.
+  double bubble_ms_ = 0.0;
+  double transfer_ms_ = 0.0;
   torch::optim::Optimizer* optimizer_ = nullptr;  // the last step's, for its state's size
   ModelStateBytes state_bytes_;
 };

@@ -21,6 +21,9 @@ struct RankResult {
   double comm_ms = 0.0;         // collectives in flight
   double comm_wait_ms = 0.0;    // the training thread blocked on them
   double comm_hidden_ms = 0.0;  // comm_ms - comm_wait_ms: overlapped with computation
+  // A pipeline stage's part of comm_wait_ms: its bubble and its transfers (step_metrics.h).
+  double bubble_ms = 0.0;
+  double transfer_ms = 0.0;
   // Model states this rank holds between steps (unique storages): parameters, gradients and
   // optimizer state.
   int64_t param_bytes = 0;

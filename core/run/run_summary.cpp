@@ -50,6 +50,8 @@ const std::vector<ResultField>& result_fields() {
       {"comm_hidden_ms", &RunResult::comm_hidden_ms, U::kMilliseconds, true},
       {"parameter_gathers", &RunResult::parameter_gathers, U::kCount},
       {"recompute_gathers", &RunResult::recompute_gathers, U::kCount},
+      {"bubble_ms", &RunResult::bubble_ms, U::kMilliseconds},
+      {"transfer_ms", &RunResult::transfer_ms, U::kMilliseconds},
   };
   return fields;
 }
@@ -89,6 +91,8 @@ void RunSummary::summarize() {
   offload_wait_ms = collect(&StepMetrics::offload_wait_ms);
   comm_ms = collect(&StepMetrics::comm_ms);
   comm_wait_ms = collect(&StepMetrics::comm_wait_ms);
+  bubble_ms = collect(&StepMetrics::bubble_ms);
+  transfer_ms = collect(&StepMetrics::transfer_ms);
   std::vector<double> hidden;
   for (const auto* step : timed)
     hidden.push_back(std::max(0.0, step->comm_ms - step->comm_wait_ms));
@@ -147,7 +151,9 @@ nlohmann::json to_json(const StepMetrics& step) {
           {"comm_ms", step.comm_ms},
           {"comm_wait_ms", step.comm_wait_ms},
           {"parameter_gathers", step.parameter_gathers},
-          {"recompute_gathers", step.recompute_gathers}};
+          {"recompute_gathers", step.recompute_gathers},
+          {"bubble_ms", step.bubble_ms},
+          {"transfer_ms", step.transfer_ms}};
 }
 
 nlohmann::json to_json(const RunResult& result) {

@@ -55,6 +55,10 @@ struct RunResult {
   double comm_ms = 0.0;
   double comm_wait_ms = 0.0;
   double comm_hidden_ms = 0.0;
+  // A pipeline stage (0 otherwise), medians within comm_wait_ms: its bubble and its transfers
+  // (step_metrics.h).
+  double bubble_ms = 0.0;
+  double transfer_ms = 0.0;
   // Fully sharded parameters (0 otherwise), the most in one timed step: all-gathers of parameter
   // units, and those recomputation added.
   int64_t parameter_gathers = 0;

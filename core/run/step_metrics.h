@@ -47,6 +47,12 @@ struct StepMetrics {
   // many of them recomputation added (model/parameter_units.h).
   int64_t parameter_gathers = 0;
   int64_t recompute_gathers = 0;
+  // A pipeline stage (0 otherwise), within comm_wait_ms: blocked until a neighbouring stage
+  // reached a message (sent what this stage waits for, or came to take what it sent: the bubble,
+  // fill, drain and any stage slower than this one), and blocked while an activation or gradient
+  // passed once its neighbour had sent it (the transfer).
+  double bubble_ms = 0.0;
+  double transfer_ms = 0.0;
 };
 
 }  // namespace rematlab

@@ -183,6 +183,12 @@ const std::vector<const char*>& migrations() {
       ALTER TABLE steps ADD COLUMN parameter_gathers INTEGER NOT NULL DEFAULT 0;
       ALTER TABLE steps ADD COLUMN recompute_gathers INTEGER NOT NULL DEFAULT 0;
       )sql",
+      // 7 → 8: a pipeline stage's waits on its neighbours, apart: until a neighbour reached the
+      // message (the bubble), and while it passed (the transfer).
+      R"sql(
+      ALTER TABLE steps ADD COLUMN bubble_ms REAL NOT NULL DEFAULT 0;
+      ALTER TABLE steps ADD COLUMN transfer_ms REAL NOT NULL DEFAULT 0;
+      )sql",
   };
   return list;
 }

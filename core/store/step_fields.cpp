@@ -40,6 +40,9 @@ const std::vector<StepField>& step_fields() {
       // Schema 7.
       {"parameter_gathers", &StepMetrics::parameter_gathers},
       {"recompute_gathers", &StepMetrics::recompute_gathers},
+      // Schema 8.
+      {"bubble_ms", &StepMetrics::bubble_ms},
+      {"transfer_ms", &StepMetrics::transfer_ms},
   };
   return fields;
 }
