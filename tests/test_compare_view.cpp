@@ -7,6 +7,8 @@
 #include <QTextDocument>
 
 #include "compare_view.h"
+#include "live_charts.h"
+#include "rank_time_chart.h"
 #include "runs_view.h"
 #include "window_bench.h"
 
@@ -139,6 +141,69 @@ TEST(CompareView, ADataParallelRunHasOneMemoryCurvePerRankFromItsRecord) {
   EXPECT_NE(chart->graph(0)->pen().style(), chart->graph(1)->pen().style());
   ASSERT_EQ(chart->graph(2)->dataCount(), 2);
   EXPECT_EQ(chart->graph(2)->data()->at(1)->value, 6.0);
+}
+
+// Where each rank's step went, from its record: computing under its waits, a pipeline's bubble
+// and transfers apart from the other collectives', stacked; a run of one process draws nothing.
+TEST(CompareView, APipelineRunsRanksShowTheirComputingBubbleTransfersAndOtherWaits) {
+  rematlab::RunRecord pipeline;
+  pipeline.id = 4;
+  pipeline.status = RunStatus::kOk;
+  pipeline.has_result = true;
+  pipeline.result.steps_completed = 3;
+  pipeline.config.world_size = 2;
+  pipeline.config.pp = 2;
+  for (int rank = 0; rank < 2; ++rank) {
+    rematlab::RankResult figures;
+    figures.rank = rank;
+    figures.step_ms = 100.0;
+    figures.comm_wait_ms = 30.0 + rank;
+    figures.bubble_ms = 20.0 - rank;
+    figures.transfer_ms = 5.0;
+    pipeline.result.ranks.push_back(figures);
+  }
+  rematlab::RunRecord alone;
+  alone.id = 5;
+  alone.status = RunStatus::kOk;
+  alone.has_result = true;
+  alone.result.steps_completed = 2;
+
+  rematlab::ui::CompareView view;
+  view.set_runs({alone, pipeline}, {});
+  QCustomPlot* chart = view.rank_time_chart();
+  ASSERT_EQ(chart->plottableCount(), 4);
+  // From the axis up: computing, bubble, transfers, other collectives; rank 1 beside rank 0.
+  const std::vector<std::vector<double>> expected = {
+      {70.0, 69.0}, {20.0, 19.0}, {5.0, 5.0}, {5.0, 7.0}};
+  QCPBars* below = nullptr;
+  for (int part = 0; part < 4; ++part) {
+    auto* bars = qobject_cast<QCPBars*>(chart->plottable(part));
+    ASSERT_NE(bars, nullptr);
+    EXPECT_EQ(bars->barBelow(), below) << part;
+    ASSERT_EQ(bars->dataCount(), 2);
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_DOUBLE_EQ(bars->data()->at(rank)->value, expected[part][rank]) << part;
+    }
+    EXPECT_EQ(bars->data()->at(1)->key - bars->data()->at(0)->key, 1.0);
+    // The pipeline run is the second given: its colour, not the first run's.
+    EXPECT_EQ(bars->brush().color().hue(), rematlab::ui::run_colour(1).hue()) << part;
+    below = bars;
+  }
+  auto* ticker = dynamic_cast<QCPAxisTickerText*>(chart->xAxis->ticker().data());
+  ASSERT_NE(ticker, nullptr);
+  EXPECT_EQ(ticker->ticks().first(), "#4\nr0");
+  EXPECT_EQ(ticker->ticks().last(), "#4\nr1");
+
+  // Medians need not add up: what is left over never goes below zero.
+  rematlab::RankResult odd;
+  odd.step_ms = 10.0;
+  odd.comm_wait_ms = 4.0;
+  odd.bubble_ms = 6.0;
+  EXPECT_DOUBLE_EQ(rematlab::ui::rank_time_ms(odd, rematlab::ui::RankTimePart::kComputing), 4.0);
+  EXPECT_DOUBLE_EQ(rematlab::ui::rank_time_ms(odd, rematlab::ui::RankTimePart::kCollectives), 0.0);
+
+  view.set_runs({alone}, {});
+  EXPECT_EQ(view.rank_time_chart()->plottableCount(), 0);
 }
 
 // A warning names settings from the record, which a hand edit can fill with anything: a name

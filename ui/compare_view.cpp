@@ -16,6 +16,7 @@
 #include "common/byte_size.h"
 #include "elided_label.h"
 #include "live_charts.h"
+#include "rank_time_chart.h"
 #include "units.h"
 
 namespace rematlab::ui {
@@ -113,7 +114,9 @@ CompareView::CompareView(QWidget* parent)
       losses_(make_chart("Loss", "step", "nats/token")),
       step_memory_(
           make_chart("Peak memory per step (a curve per rank: solid rank 0, dashed 1, dotted 2)",
-                     "step", "MiB")) {
+                     "step", "MiB")),
+      rank_time_(make_chart("Where each rank's step went (other: waits on tensor and data ranks)",
+                            "run and rank", "ms")) {
   // A long run name must not widen the window: the list is as wide as the layout allows.
   baseline_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   baseline_->setMinimumContentsLength(16);
@@ -139,12 +142,14 @@ CompareView::CompareView(QWidget* parent)
   auto* charts = new QGridLayout;
   // Two rows whatever the number of charts: a third row would push the window past a 720 px
   // screen and squeeze every plot under its legend.
-  // Six columns: three charts above, the two with the longest legends below at half width.
-  charts->addWidget(memory_bars_, 0, 0, 1, 2);
-  charts->addWidget(throughput_bars_, 0, 2, 1, 2);
-  charts->addWidget(step_memory_, 0, 4, 1, 2);
-  charts->addWidget(scatter_, 1, 0, 1, 3);
-  charts->addWidget(losses_, 1, 3, 1, 3);
+  // Three charts a row.
+  charts->addWidget(memory_bars_, 0, 0);
+  charts->addWidget(throughput_bars_, 0, 1);
+  charts->addWidget(step_memory_, 0, 2);
+  charts->addWidget(scatter_, 1, 0);
+  charts->addWidget(losses_, 1, 1);
+  charts->addWidget(rank_time_, 1, 2);
+  for (int column = 0; column < 3; ++column) charts->setColumnStretch(column, 1);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
   layout->addWidget(warnings_);
@@ -229,6 +234,7 @@ void CompareView::rebuild() {
   fill_scatter();
   fill_losses();
   fill_step_memory();
+  fill_rank_time_chart(rank_time_, runs_);
   fit_table();
 }
 
@@ -419,7 +425,8 @@ QStringList CompareView::image_files(const QString& directory, const QString& na
                       {"throughput", throughput_bars_},
                       {"pareto", scatter_},
                       {"loss", losses_},
-                      {"step-memory", step_memory_}},
+                      {"step-memory", step_memory_},
+                      {"rank-time", rank_time_}},
                      directory, name);
 }
 
@@ -428,7 +435,8 @@ QStringList CompareView::export_images(const QString& directory, const QString& 
                       {"throughput", throughput_bars_},
                       {"pareto", scatter_},
                       {"loss", losses_},
-                      {"step-memory", step_memory_}},
+                      {"step-memory", step_memory_},
+                      {"rank-time", rank_time_}},
                      directory, name);
 }
 

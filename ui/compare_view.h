@@ -2,11 +2,12 @@
 // against a chosen baseline run, MFU and HFU), bar charts of peak activation memory and tokens/s,
 // a memory versus throughput scatter with the Pareto front marked, the loss curves overlaid, and
 // every step's peak memory: one curve per rank for a data-parallel run (each rank's figures are
-// in its record), one per run otherwise. A run has one colour everywhere: the table, with each
-// run's swatch, is the tab's one legend (the titles say what line styles and markers mean), so
-// no chart gives its plot's room to a legend; a loss or memory curve that lies on an earlier
-// run's says so.
-// Ratios, the front and the warnings come from core's one comparison (store/run_comparison.h).
+// in its record), one per run otherwise; and for runs of several ranks, where each rank's step
+// went (computing, a pipeline's bubble and transfers, other collectives: rank_time_chart.h). A run
+// has one colour everywhere: the table, with each run's swatch, is the tab's one legend of runs
+// (the titles say what line styles and markers mean); only the ranks' chart keys its fills, which
+// no title has room for. A loss or memory curve that lies on an earlier run's says so. Ratios, the
+// front and the warnings come from core's one comparison (store/run_comparison.h).
 #pragma once
 
 #include <QWidget>
@@ -43,6 +44,7 @@ class CompareView : public QWidget {
 
   QTableWidget* table() const { return table_; }
   QCustomPlot* step_memory_chart() const { return step_memory_; }
+  QCustomPlot* rank_time_chart() const { return rank_time_; }
   const RunComparison& comparison() const { return comparison_; }
   QString warnings_text() const;
   // Which runs' loss curves lie exactly on an earlier run's (said above the charts).
@@ -79,6 +81,7 @@ class CompareView : public QWidget {
   QCustomPlot* scatter_;
   QCustomPlot* losses_;
   QCustomPlot* step_memory_;
+  QCustomPlot* rank_time_;
 };
 
 }  // namespace rematlab::ui
