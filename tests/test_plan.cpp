@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <random>
 
@@ -567,7 +568,8 @@ PipelineShape pipeline_shape(int64_t stages, int64_t chunks, int64_t micro_batch
 
 // Chunk `chunk` (in chain order) of `whole` as a chain of its own, split as the engine splits.
 ChainCosts chunk_chain(const ChainCosts& whole, const PipelineShape& shape, int64_t chunk) {
-  const std::vector<int64_t> bounds = stage_block_bounds(shape.layers, shape.stages * shape.chunks);
+  const std::vector<int64_t> bounds =
+      chunk_block_bounds(shape.layers, shape.stages * shape.chunks, shape.chunk_blocks);
   const int64_t begin = 2 * bounds[chunk];
   const int64_t end = 2 * bounds[chunk + 1];
   ChainCosts part;
@@ -688,6 +690,33 @@ TEST(StagePlans, InterleavedStagesPlanEachChunkAndNameThemInChainOrder) {
   }
 }
 
+// A split given as a list: each stage planned over its own blocks, the first holding three of
+// four for its two micro-batches in flight, and its peak the walk of its schedule.
+TEST(StagePlans, AGivenSplitIsPlannedStageByStageAsTheEngineSplitsIt) {
+  PipelineShape shape = pipeline_shape(2, 1, 4, 4);
+  shape.chunk_blocks = {3, 1};
+  const ChainCosts costs = identical_sublayers(8);
+  const int64_t smallest = smallest_stages_budget(costs, shape);
+  const auto none = CheckpointPolicy::none().plan_for(3, 0);
+  const int64_t first_without = stage_figures(costs, shape, 0, {none}).first;
+  const auto planned = plan_stages_under_budget(costs, shape, (smallest + first_without) / 2);
+  ASSERT_TRUE(planned.has_value());
+  const CheckpointPolicy policy = CheckpointPolicy::parse(planned->policy);
+  ASSERT_EQ(policy.stages().size(), 2u);
+  for (int64_t stage = 0; stage < 2; ++stage) {
+    const StagePlan& plan = planned->stages[static_cast<std::size_t>(stage)];
+    EXPECT_EQ(plan.peak_bytes, stage_figures(costs, shape, stage, plan.chunks).first) << stage;
+    // Each stage's list names its own blocks: three on the first, one on the last.
+    const int64_t blocks = stage == 0 ? 3 : 1;
+    EXPECT_EQ(plan.chunks[0].segments.back().end, 2 * blocks) << planned->policy;
+  }
+  EXPECT_GT(planned->stages[0].chunks[0].recomputed_segments(), 0) << planned->policy;
+  // The policy read back under the same split recomputes the same sublayers of the chain.
+  const CheckpointPlan whole = policy.plan_for(4, 0.0, shape.chunk_blocks);
+  EXPECT_EQ(whole.segments.back().end, 8);
+  EXPECT_GT(whole.recomputed_segments(), 0);
+}
+
 // A chain near the most a kept profile may hold, over a million micro-batches: the stages hold
 // what their schedule keeps in flight, counted without wrapping, and the search ends.
 TEST(StagePlans, AChainNearOnePebibyteOverAMillionMicroBatchesPlansWithoutOverflow) {
@@ -708,6 +737,25 @@ TEST(StagePlans, AChainNearOnePebibyteOverAMillionMicroBatchesPlansWithoutOverfl
   const int64_t smallest = smallest_stages_budget(costs, shape);
   EXPECT_GT(smallest, 0);
   EXPECT_TRUE(plan_stages_under_budget(costs, shape, smallest).has_value());
+}
+
+// Past what int64 counts, a stage's peak saturates, without asking the schedule (whose count
+// would wrap): no budget fits it. Within range it is the schedule's most held plus the rise.
+TEST(StagePlans, AStagePeakPastWhatInt64CountsSaturates) {
+  PipelineShape many = pipeline_shape(4096, 1, 4096, 4096);
+  bool asked = false;
+  many.most_held = [&asked](int64_t, const std::vector<int64_t>&) {
+    asked = true;
+    return int64_t{0};
+  };
+  // 2^52 bytes a micro-batch, held for up to 4096 of them: past 2^63.
+  EXPECT_EQ(stage_peak_bytes({int64_t{1} << 52}, 0, 0, many), std::numeric_limits<int64_t>::max());
+  EXPECT_FALSE(asked);
+  EXPECT_EQ(stage_peak_bytes({int64_t{1} << 40}, 5, 0, many), 5);  // asked: its count, 0
+  EXPECT_TRUE(asked);
+  const PipelineShape two = pipeline_shape(2, 1, 4, 2);
+  EXPECT_EQ(stage_peak_bytes({100}, 7, 0, two), 2 * 100 + 7);  // the first holds two
+  EXPECT_EQ(stage_peak_bytes({100}, 7, 1, two), 100 + 7);
 }
 
 // A Stop while a large pipeline is weighed ends the search; nothing is chosen.

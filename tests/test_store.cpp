@@ -571,6 +571,13 @@ TEST(Store, CsvQuotesCommasQuotesAndLineBreaks) {
   const auto at = std::find(interleaved[0].begin(), interleaved[0].end(), "virtual_stages");
   ASSERT_NE(at, interleaved[0].end());
   EXPECT_EQ(interleaved[1][static_cast<std::size_t>(at - interleaved[0].begin())], "2");
+  // A split given as a list, in one cell; blank where the rule split the blocks.
+  const auto split = std::find(interleaved[0].begin(), interleaved[0].end(), "pp_split");
+  ASSERT_NE(split, interleaved[0].end());
+  EXPECT_EQ(interleaved[1][static_cast<std::size_t>(split - interleaved[0].begin())], "");
+  run.config.pp_split = {1, 2, 2, 1};
+  const auto given = parse_csv(runs_csv({run}));
+  EXPECT_EQ(given[1][static_cast<std::size_t>(split - interleaved[0].begin())], "[1,2,2,1]");
 }
 
 RunRecord measured_run(int64_t id, const std::string& checkpoint, int64_t peak, double speed) {

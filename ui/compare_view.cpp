@@ -420,24 +420,18 @@ void CompareView::resizeEvent(QResizeEvent* event) {
   fit_table();
 }
 
+std::vector<NamedChart> CompareView::named_charts() const {
+  return {{"activation", memory_bars_},  {"throughput", throughput_bars_},
+          {"pareto", scatter_},          {"loss", losses_},
+          {"step-memory", step_memory_}, {"rank-time", rank_time_}};
+}
+
 QStringList CompareView::image_files(const QString& directory, const QString& name) const {
-  return chart_files({{"activation", memory_bars_},
-                      {"throughput", throughput_bars_},
-                      {"pareto", scatter_},
-                      {"loss", losses_},
-                      {"step-memory", step_memory_},
-                      {"rank-time", rank_time_}},
-                     directory, name);
+  return chart_files(named_charts(), directory, name);
 }
 
 QStringList CompareView::export_images(const QString& directory, const QString& name) const {
-  return save_charts({{"activation", memory_bars_},
-                      {"throughput", throughput_bars_},
-                      {"pareto", scatter_},
-                      {"loss", losses_},
-                      {"step-memory", step_memory_},
-                      {"rank-time", rank_time_}},
-                     directory, name);
+  return save_charts(named_charts(), directory, name);
 }
 
 }  // namespace rematlab::ui

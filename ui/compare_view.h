@@ -14,6 +14,7 @@
 #include <map>
 #include <vector>
 
+#include "chart_style.h"
 #include "store/run_comparison.h"
 #include "store/run_store.h"
 
@@ -65,6 +66,8 @@ class CompareView : public QWidget {
   void fill_step_memory();
   // The table as tall as its rows, up to a quarter of the tab.
   void fit_table();
+  // Every chart under the name its exported file takes.
+  std::vector<NamedChart> named_charts() const;
 
   std::vector<RunRecord> runs_;
   std::map<int64_t, std::vector<StepMetrics>> steps_;

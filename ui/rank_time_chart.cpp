@@ -3,6 +3,7 @@
 #include <qcustomplot.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "chart_style.h"
 #include "live_charts.h"
@@ -43,16 +44,20 @@ const char* part_name(RankTimePart part) {
 }  // namespace
 
 double rank_time_ms(const RankResult& rank, RankTimePart part) {
-  const double neighbours = std::max(0.0, rank.bubble_ms) + std::max(0.0, rank.transfer_ms);
+  // A record is outside input: what is not a finite time (a hand edit, or a figure a record
+  // from before it was measured lacks) counts as none, so no bar reaches past the axis.
+  auto ms = [](double value) { return std::isfinite(value) && value > 0.0 ? value : 0.0; };
+  const double neighbours = ms(rank.bubble_ms) + ms(rank.transfer_ms);
+  const double waited = std::max(ms(rank.comm_wait_ms), neighbours);
   switch (part) {
     case RankTimePart::kComputing:
-      return std::max(0.0, rank.step_ms - std::max(rank.comm_wait_ms, neighbours));
+      return std::max(0.0, ms(rank.step_ms) - waited);
     case RankTimePart::kBubble:
-      return std::max(0.0, rank.bubble_ms);
+      return ms(rank.bubble_ms);
     case RankTimePart::kTransfers:
-      return std::max(0.0, rank.transfer_ms);
+      return ms(rank.transfer_ms);
     case RankTimePart::kCollectives:
-      return std::max(0.0, rank.comm_wait_ms - neighbours);
+      return waited - neighbours;
   }
   return 0.0;
 }
@@ -63,11 +68,10 @@ void fill_rank_time_chart(QCustomPlot* chart, const std::vector<RunRecord>& runs
   QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
   double position = 0.0;
   double top = 0.0;
+  bool key = true;  // the first run's parts are the key: the others differ only by their colour
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const std::vector<RankResult>& ranks = runs[i].result.ranks;
-    if (ranks.empty()) continue;
-    // The first run's parts are the key: the others differ from it only by their colour.
-    const bool key = position == 0.0;
+    if (ranks.empty() || !runs[i].has_result) continue;
     position += 0.5;  // a gap between runs
     QCPBars* below = nullptr;
     for (int part = 0; part < kRankTimeParts; ++part) {
@@ -88,8 +92,13 @@ void fill_rank_time_chart(QCustomPlot* chart, const std::vector<RunRecord>& runs
     for (std::size_t r = 0; r < ranks.size(); ++r) {
       ticker->addTick(position + static_cast<double>(r),
                       QString("#%1\nr%2").arg(runs[i].id).arg(ranks[r].rank));
-      top = std::max(top, ranks[r].step_ms);
+      double stacked = 0.0;
+      for (int part = 0; part < kRankTimeParts; ++part) {
+        stacked += rank_time_ms(ranks[r], static_cast<RankTimePart>(part));
+      }
+      top = std::max(top, stacked);
     }
+    key = false;
     position += static_cast<double>(ranks.size());
   }
   if (position == 0.0) {
@@ -101,7 +110,8 @@ void fill_rank_time_chart(QCustomPlot* chart, const std::vector<RunRecord>& runs
   chart->legend->setVisible(true);
   chart->xAxis->setTicker(ticker);
   chart->xAxis->setRange(0.0, position);
-  chart->yAxis->setRange(0.0, top > 0.0 ? top * 1.1 : 1.0);
+  // Within what QCustomPlot can scale (a hand-edited 1e300 would be ignored, the axis kept).
+  chart->yAxis->setRange(0.0, top > 0.0 ? std::min(top * 1.1, QCPRange::maxRange / 2) : 1.0);
   chart->replot();
 }
 

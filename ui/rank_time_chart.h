@@ -17,7 +17,9 @@ enum class RankTimePart { kComputing, kBubble, kTransfers, kCollectives };
 inline constexpr int kRankTimeParts = 4;
 
 // The part of `rank`'s median step; never negative (medians of the parts need not add up to
-// the median wait, so what is left over is clamped).
+// the median wait, so what is left over is clamped), and a figure that is not a finite time
+// counts as none (a hand-edited record; a pipeline recorded before its waits were split, whose
+// whole wait then shows as other waits).
 double rank_time_ms(const RankResult& rank, RankTimePart part);
 
 // Fills `chart` with a bar for every rank of every run in `runs` that has ranks, grouped by run

@@ -27,6 +27,7 @@ class DistOptions {
   std::optional<int64_t> tp_;
   std::optional<int64_t> pp_;
   std::optional<int64_t> virtual_stages_;
+  std::string pp_split_;
   bool sequence_parallel_ = false;
   std::string shard_ = "none";
   std::string bucket_size_;

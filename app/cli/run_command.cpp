@@ -70,9 +70,10 @@ void print_summary(const RunSummary& summary) {
   std::cout << "communication    " << format_number(summary.comm_ms, 1) << " ms per step, "
             << format_number(summary.comm_hidden_ms, 1) << " ms hidden, "
             << format_number(summary.comm_wait_ms, 1) << " ms waited"
-            << (summary.config.pp > 1 ? " (" + format_number(summary.bubble_ms, 1) + " bubble, " +
-                                            format_number(summary.transfer_ms, 1) + " transfers)"
-                                      : std::string())
+            << (summary.config.pp > 1
+                    ? ": " + format_number(summary.bubble_ms, 1) + " ms bubble, " +
+                          format_number(summary.transfer_ms, 1) + " ms transfer"
+                    : std::string())
             << " (rank 0)\n";
   // A pipeline's ranks hold unlike stages: which one, and what its activations took.
   const int64_t pp = summary.config.pp;
@@ -123,7 +124,8 @@ ConfigFile config_from_file(const CLI::App& command, const std::string& path) {
                                              "--nproc",       "--shard",
                                              "--bucket-size", "--dist-timeout",
                                              "--tp",          "--sequence-parallel",
-                                             "--pp",          "--virtual-stages"};
+                                             "--pp",          "--virtual-stages",
+                                             "--pp-split"};
   for (const CLI::Option* option : command.get_options()) {
     if (option->count() == 0 || with_config.count(option->get_name()) > 0) continue;
     throw InvalidInput("--config", "give the run either in the file or as flags, not both (" +

@@ -292,14 +292,19 @@ std::string CheckpointPolicy::canonical_text(const std::string& text) {
 }
 
 // The stages' own plans, each moved to where its blocks are in the chain.
-std::vector<Segment> CheckpointPolicy::stage_segments(int64_t layers) const {
+std::vector<Segment> CheckpointPolicy::stage_segments(
+    int64_t layers, const std::vector<int64_t>& chunk_blocks) const {
   std::vector<Segment> segments;
   const auto count = static_cast<int64_t>(stages_.size());
   if (count > layers) {
     reject(text_, std::to_string(count) + " stages for " + std::to_string(layers) +
                       " blocks: every stage needs one block at least");
   }
-  const std::vector<int64_t> bounds = stage_block_bounds(layers, count);
+  // A split given for another number of chunks is the run's to refuse (validate); this policy
+  // alone splits as the rule does.
+  const std::vector<int64_t> bounds = static_cast<int64_t>(chunk_blocks.size()) == count
+                                          ? chunk_block_bounds(layers, count, chunk_blocks)
+                                          : stage_block_bounds(layers, count);
   for (std::size_t stage = 0; stage < stages_.size(); ++stage) {
     // The stage's blocks as a model of their own, moved to where they are in the chain.
     const int64_t first = 2 * bounds[stage];
@@ -320,7 +325,8 @@ std::vector<Segment> CheckpointPolicy::stage_segments(int64_t layers) const {
   return segments;
 }
 
-CheckpointPlan CheckpointPolicy::plan_for(int64_t layers, double progress) const {
+CheckpointPlan CheckpointPolicy::plan_for(int64_t layers, double progress,
+                                          const std::vector<int64_t>& chunk_blocks) const {
   CheckpointPlan plan;
   switch (kind_) {
     case Kind::kNone:
@@ -362,7 +368,7 @@ CheckpointPlan CheckpointPolicy::plan_for(int64_t layers, double progress) const
       break;
     }
     case Kind::kStages:
-      plan.segments = stage_segments(layers);
+      plan.segments = stage_segments(layers, chunk_blocks);
       break;
     case Kind::kPlan:
       reject(text_, "a plan is chosen when the run starts, from its measured costs");

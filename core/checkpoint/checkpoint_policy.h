@@ -78,8 +78,11 @@ class CheckpointPolicy {
 
   // The plan for a model of `layers` blocks at `progress` ∈ [0, 1] of training (only `schedule`
   // depends on progress). Throws InvalidInput when a `segments:` list names a sublayer the
-  // model does not have, and for `plan:`, which must be resolved first.
-  CheckpointPlan plan_for(int64_t layers, double progress) const;
+  // model does not have, and for `plan:`, which must be resolved first. `chunk_blocks`: the
+  // blocks of each pipeline chunk in chain order where a run gives them (--pp-split), which a
+  // `stages:` policy's lists follow; empty, they split as stage_blocks.h's rule does.
+  CheckpointPlan plan_for(int64_t layers, double progress,
+                          const std::vector<int64_t>& chunk_blocks = {}) const;
 
   const std::string& text() const { return text_; }
   enum class Kind {
@@ -109,7 +112,8 @@ class CheckpointPolicy {
 
  private:
   void parse_stages(const std::string& text, const std::string& args);
-  std::vector<Segment> stage_segments(int64_t layers) const;
+  std::vector<Segment> stage_segments(int64_t layers,
+                                      const std::vector<int64_t>& chunk_blocks) const;
 
   Kind kind_ = Kind::kNone;
   int64_t every_ = 0;

@@ -37,4 +37,21 @@ std::vector<int64_t> stage_block_bounds(int64_t layers, int64_t stages) {
   return bounds;
 }
 
+std::vector<int64_t> chunk_block_bounds(int64_t layers, int64_t chunks,
+                                        const std::vector<int64_t>& given) {
+  if (given.empty()) return stage_block_bounds(layers, chunks);
+  if (static_cast<int64_t>(given.size()) != chunks) {
+    throw std::invalid_argument("a split of another number of chunks");
+  }
+  std::vector<int64_t> bounds{0};
+  for (int64_t blocks : given) {
+    if (blocks < 1 || blocks > layers - bounds.back()) {
+      throw std::invalid_argument("a split whose chunks are not blocks of the model");
+    }
+    bounds.push_back(bounds.back() + blocks);
+  }
+  if (bounds.back() != layers) throw std::invalid_argument("a split of another model's blocks");
+  return bounds;
+}
+
 }  // namespace rematlab

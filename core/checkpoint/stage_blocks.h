@@ -15,4 +15,10 @@ namespace rematlab {
 // planner weighs the same split. Needs 1 ≤ stages ≤ layers.
 std::vector<int64_t> stage_block_bounds(int64_t layers, int64_t stages);
 
+// The bounds of `chunks` chunks: `given` blocks each in chain order (--pp-split), or by the rule
+// above when none are given. Throws std::invalid_argument for a list of another length or sum,
+// or a chunk of no block (RunConfig's validate says which in the user's words first).
+std::vector<int64_t> chunk_block_bounds(int64_t layers, int64_t chunks,
+                                        const std::vector<int64_t>& given);
+
 }  // namespace rematlab

@@ -77,7 +77,8 @@ PipelineExchange::~PipelineExchange() {
 
 void PipelineExchange::use_schedule(const PipelineSchedule& schedule) {
   if (schedule.stages() != stages()) throw std::logic_error("a schedule for another pipeline");
-  // Every message's tags, 4·(m·P·V + virtual stage) + 3 at most, below the tied head's.
+  // Every message's tags, 4·m·P·V − 1 at most, below the tied head's two (RunConfig's validate
+  // refuses more micro-batches first, in the user's words).
   if (4 * schedule.micro_batches() * schedule.stages() * schedule.chunks() >= kTiedNoticeTag) {
     throw std::invalid_argument("more micro-batches than a pipeline's tags can number");
   }
@@ -115,9 +116,12 @@ void PipelineExchange::release_taken(int to, int64_t position) {
       ++it;
       continue;
     }
-    // The only reference to the work is the one waited on (DistContext::wait).
+    // The only reference to the work is the one waited on (DistContext::wait). Taken already,
+    // it is done or all but; any wait is for the neighbour to finish taking it: bubble.
     const c10::intrusive_ptr<c10d::Work> work = std::move(it->work);
+    const auto start = Clock::now();
     pipe_->wait(work, "sending to a neighbouring stage");
+    bubble_ms_ += ms_since(start);
     it = sent_.erase(it);
   }
 }

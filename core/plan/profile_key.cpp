@@ -38,7 +38,9 @@ std::string profile_key(const RunConfig& config, int repeats, const std::string&
   for (const char* unrelated :
        {"preset", "steps", "warmup_steps", "lr", "weight_decay", "seed", "checkpoint", "offload",
         "data", "budget_bytes", "timeline", "loss_scale", "loss_scale_growth_interval",
-        "world_size", "shard", "bucket_bytes"}) {
+        "world_size", "shard", "bucket_bytes",
+        // The whole chain is profiled on every rank: where the stages split it changes nothing.
+        "pp_split"}) {
     profiled.erase(unrelated);
   }
   // Measured by several ranks at once (parallel/ranks_profile.h), a chain is not one process's:

@@ -40,7 +40,7 @@ std::vector<std::vector<ChainCosts>> stage_chunks(const ChainCosts& costs,
     // Costs and shape both come from the run's config (a kept profile only by its model's key).
     throw std::logic_error("a profile of another model's chain");
   }
-  const std::vector<int64_t> bounds = stage_block_bounds(shape.layers, count);
+  const std::vector<int64_t> bounds = chunk_block_bounds(shape.layers, count, shape.chunk_blocks);
   std::vector<std::vector<ChainCosts>> by_stage(static_cast<std::size_t>(shape.stages));
   for (int64_t chunk = 0; chunk < count; ++chunk) {
     const auto at = static_cast<std::size_t>(chunk);
@@ -48,20 +48,6 @@ std::vector<std::vector<ChainCosts>> stage_chunks(const ChainCosts& costs,
         chunk_costs(costs, 2 * bounds[at], 2 * bounds[at + 1]));
   }
   return by_stage;
-}
-
-// The stage's peak: the most of `held` its schedule keeps at once, and `rise` above it, or the
-// largest int64 where that could overflow (no budget fits it). A stage holds at most
-// min(V·M, (V + 2)·P) chunks' passes in flight (PipelineSchedule::most_in_flight), each at most
-// all its chunks hold; a kept profile's chain holds at most 1 PiB, but P may be in the thousands.
-int64_t held_with_rise(const std::vector<int64_t>& held, int64_t rise, int64_t stage,
-                       const PipelineShape& shape) {
-  constexpr int64_t kMost = std::numeric_limits<int64_t>::max();
-  const int64_t all_chunks = std::accumulate(held.begin(), held.end(), int64_t{0});
-  const int64_t passes =
-      std::min(shape.chunks * shape.micro_batches, (shape.chunks + 2) * shape.stages);
-  if (all_chunks > (kMost - rise) / std::max<int64_t>(1, passes)) return kMost;
-  return shape.most_held(stage, held) + rise;
 }
 
 // The fastest plan of each chunk whose one micro-batch peaks within `each`, and the stage's peak
@@ -82,7 +68,7 @@ std::optional<StagePlan> stage_within(const std::vector<ChainCosts>& chunks, int
     plan.compute_ms += chosen->prediction.step_ms;
     plan.chunks.push_back(chosen->plan);
   }
-  plan.peak_bytes = held_with_rise(held, rise, stage, shape);
+  plan.peak_bytes = stage_peak_bytes(held, rise, stage, shape);
   return plan;
 }
 
@@ -124,6 +110,16 @@ std::optional<PipelinePlan> plan_split_stages(const std::vector<std::vector<Chai
 }
 
 }  // namespace
+
+int64_t stage_peak_bytes(const std::vector<int64_t>& held, int64_t rise, int64_t stage,
+                         const PipelineShape& shape) {
+  constexpr int64_t kMost = std::numeric_limits<int64_t>::max();
+  const int64_t all_chunks = std::accumulate(held.begin(), held.end(), int64_t{0});
+  const int64_t passes =
+      std::min(shape.chunks * shape.micro_batches, (shape.chunks + 2) * shape.stages);
+  if (all_chunks > (kMost - rise) / std::max<int64_t>(1, passes)) return kMost;
+  return shape.most_held(stage, held) + rise;
+}
 
 std::optional<PipelinePlan> plan_stages_under_budget(const ChainCosts& costs,
                                                      const PipelineShape& shape,

@@ -23,6 +23,7 @@ struct PipelineShape {
   int64_t chunks = 1;  // model chunks a stage (virtual stages)
   int64_t micro_batches = 1;
   int64_t layers = 1;
+  std::vector<int64_t> chunk_blocks;  // --pp-split, chain order; empty: stage_blocks.h's rule
   // The most of `weights` (one a chunk of `stage`) its schedule holds at once:
   // parallel::PipelineSchedule::most_held, given here because the schedule lives above this
   // module.
@@ -41,6 +42,14 @@ struct PipelinePlan {
   int64_t peak_bytes = 0;   // the fullest stage's
   double compute_ms = 0.0;  // the slowest stage's
 };
+
+// A stage's peak: the most of `held` (each of its chunks' bytes kept from a forward to its
+// backward) its schedule keeps at once, and `rise` above that; or the largest int64 where that
+// could overflow, which no budget fits. A stage holds at most min(V·M, (V + 2)·P) chunks'
+// passes in flight (PipelineSchedule::most_in_flight), each at most all its chunks hold; a kept
+// profile's chain holds at most 1 PiB, but P may be in the thousands.
+int64_t stage_peak_bytes(const std::vector<int64_t>& held, int64_t rise, int64_t stage,
+                         const PipelineShape& shape);
 
 // `costs`: the whole chain's, as one process profiles it. Nothing when some stage fits no plan
 // under `budget_bytes` (activations only, as plan:'s budget). Both searches throw

@@ -5,8 +5,9 @@
 namespace rematlab {
 namespace {
 
-// The stages' predicted peaks, all or none: a list with one edited away or made negative would
-// pair the rest with the wrong stages.
+// The stages' predicted peaks, all or none: a list with one value made negative or no count
+// reads as none rather than as the others' alone. (Its length is the run's stages; a record read
+// without the run's config cannot check that, and what shows it pairs them by rank.)
 std::vector<int64_t> stage_peaks(const nlohmann::json& planned) {
   const auto stages = planned.find("predicted_stage_peak_bytes");
   if (stages == planned.end() || !stages->is_array()) return {};

@@ -5,9 +5,11 @@
 #include <thread>
 
 #include "checkpoint/checkpoint_policy.h"
+#include "checkpoint/stage_blocks.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "common/posix_files.h"
+#include "run/pipeline_config.h"
 #include "run/shard_mode.h"
 #include "runtime/device.h"
 
@@ -15,6 +17,10 @@ namespace rematlab {
 
 int64_t RunConfig::timed_warmup_steps() const {
   return std::max<int64_t>(0, std::min(warmup_steps, steps - 1));
+}
+
+std::vector<int64_t> RunConfig::chunk_bounds() const {
+  return chunk_block_bounds(model.layers, pp * virtual_stages, pp_split);
 }
 
 int max_threads() {
@@ -196,106 +202,6 @@ void validate_tensor_parallel(const RunConfig& config) {
   }
 }
 
-// Virtual stages: chunks of a pipeline's stages (their blocks and micro-batches
-// validate_pipeline checks).
-void validate_virtual_stages(const RunConfig& config) {
-  const int64_t chunks = config.virtual_stages;
-  const int64_t layers = config.model.layers;
-  if (chunks < 1 || chunks > layers) {
-    throw InvalidInput("--virtual-stages", "must be between 1 and the model's " +
-                                               std::to_string(layers) + " blocks, got " +
-                                               std::to_string(chunks));
-  }
-  if (chunks > 1 && config.pp == 1) {
-    throw InvalidInput("--virtual-stages", "model chunks per stage need a pipeline: give " +
-                                               setting("pp", "2") + " or more");
-  }
-}
-
-// Pipeline parallelism: every chunk needs a block, 1F1B a micro-batch per stage at least and the
-// interleaved schedule rounds of them; what it cannot combine with yet is refused before
-// anything starts.
-void validate_pipeline(const RunConfig& config) {
-  const int64_t pp = config.pp;
-  if (pp < 1 || pp > kMaxWorldSize) {
-    throw InvalidInput("--pp", "must be between 1 and " + std::to_string(kMaxWorldSize) + ", got " +
-                                   std::to_string(pp));
-  }
-  const int64_t chunks = config.virtual_stages;
-  const int64_t layers = config.model.layers;
-  validate_virtual_stages(config);
-  if (pp == 1) return;
-  if (pp > layers) {
-    throw InvalidInput("--pp", std::to_string(pp) + " stages for " + std::to_string(layers) +
-                                   " blocks: every stage needs one block at least");
-  }
-  if (pp * chunks > layers) {
-    throw InvalidInput("--virtual-stages", std::to_string(pp) + " stages of " +
-                                               std::to_string(chunks) + " chunks for " +
-                                               std::to_string(layers) +
-                                               " blocks: every chunk needs one block at least");
-  }
-  if (config.accum < pp) {
-    throw InvalidInput("--accum", std::to_string(config.accum) + " micro-batch(es) for " +
-                                      std::to_string(pp) +
-                                      " stages: a pipeline needs at least as many micro-batches "
-                                      "as stages (" +
-                                      setting("accum", std::to_string(pp)) + " or more)");
-  }
-  if (chunks > 1 && config.accum % pp != 0) {
-    throw InvalidInput("--accum", std::to_string(config.accum) +
-                                      " micro-batches: the interleaved schedule runs them in "
-                                      "rounds of the " +
-                                      std::to_string(pp) + " stages (give a multiple of " +
-                                      std::to_string(pp) + ")");
-  }
-  // Each message's tag numbers its micro-batch, sending chunk and direction in an int.
-  const int64_t most_micro_batches = ((int64_t{1} << 30) - 1) / (pp * chunks);
-  if (config.accum > most_micro_batches) {
-    throw InvalidInput("--accum", std::to_string(config.accum) + " micro-batches through " +
-                                      std::to_string(pp * chunks) +
-                                      " chunks are more than a pipeline's messages can number "
-                                      "(at most " +
-                                      std::to_string(most_micro_batches) + ")");
-  }
-  // Each stage holds T·D ranks (tensor ranks innermost, then the pipelines, which are data
-  // ranks): the world is a multiple of one pipeline's P·T.
-  const int64_t pipeline_ranks = pp * std::max<int64_t>(1, config.tp);
-  if (config.world_size < pipeline_ranks || config.world_size % pipeline_ranks != 0) {
-    const std::string layout = config.tp > 1 ? std::to_string(pp) + " stages of " +
-                                                   std::to_string(config.tp) + " tensor ranks"
-                                             : std::to_string(pp) + " stages";
-    throw InvalidInput("--pp", layout + " need " +
-                                   setting("nproc", std::to_string(pipeline_ranks)) +
-                                   " or a multiple of it (one pipeline a data rank)");
-  }
-  // NCCL's sends block until their receives are posted, and the stages send both ways at once:
-  // they would need their sends and receives coalesced, which is not built.
-  if (parse_device(config.device).is_cuda()) {
-    throw InvalidInput("--pp",
-                       "pipeline stages run on the CPU (Gloo) only for now: their NCCL "
-                       "sends and receives are not built yet");
-  }
-  auto not_yet = [](const char* flag, const std::string& what) {
-    throw InvalidInput(flag, what + " is not built for pipeline stages yet");
-  };
-  const CheckpointPolicy policy = CheckpointPolicy::parse(config.checkpoint);
-  // stages: gives a policy to each chunk, in chain order: a stage's own under 1F1B.
-  if (policy.kind() == CheckpointPolicy::Kind::kStages &&
-      static_cast<int64_t>(policy.stages().size()) != pp * chunks) {
-    throw InvalidInput(
-        "--checkpoint",
-        "'" + config.checkpoint + "' gives " + std::to_string(policy.stages().size()) +
-            " stages' policies for " +
-            (chunks == 1 ? std::to_string(pp) + " pipeline stages"
-                         : std::to_string(pp * chunks) + " model chunks (" + std::to_string(pp) +
-                               " stages of " + std::to_string(chunks) + ")"));
-  }
-  if (parse_shard(config.shard) != ShardMode::kNone) not_yet("--shard", "sharding");
-  if (parse_offload(config.offload).kind != OffloadKind::kNone) not_yet("--offload", "offload");
-  if (config.model.lora.enabled()) not_yet("--finetune", "LoRA fine-tuning");
-}
-
 // What a fine-tuned model trains with: its base's precision, and the layouts its adapters take.
 void validate_fine_tuning(const RunConfig& config) {
   if (config.model.lora.base == BasePrecision::kBf16 && config.precision != Precision::kBf16) {
@@ -388,7 +294,6 @@ void validate(const RunConfig& config) {
   }
   validate_model_states_fit(config, device);
   const CheckpointPolicy policy = CheckpointPolicy::parse(config.checkpoint);
-  if (!policy.is_plan()) policy.plan_for(config.model.layers, 0.0);  // a list must fit the model
   const OffloadSpec offload = parse_offload(config.offload);
   validate_data_source(config.data);
   validate_offload_location(offload);
@@ -406,6 +311,9 @@ void validate(const RunConfig& config) {
   validate_data_parallel(config);
   validate_tensor_parallel(config);
   validate_pipeline(config);
+  // A list must fit the model (a stages: policy's, each its chunk's blocks as the run splits
+  // them, which validate_pipeline checked).
+  if (!policy.is_plan()) policy.plan_for(config.model.layers, 0.0, config.pp_split);
   validate_fine_tuning(config);
 }
 
@@ -472,6 +380,7 @@ nlohmann::json to_json(const RunConfig& config) {
   // Only where set: other records stay as they were.
   if (config.pp > 1) json["pp"] = config.pp;
   if (config.virtual_stages > 1) json["virtual_stages"] = config.virtual_stages;
+  if (!config.pp_split.empty()) json["pp_split"] = config.pp_split;
   // Only where they are set: every other model's record (and profile key) stays as it was.
   // (and where the preset has them otherwise, so that reading the record back, which starts
   // from the preset, gives this model: qwen2.5-7b with --qkv-bias false).

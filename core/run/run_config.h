@@ -83,6 +83,9 @@ struct RunConfig {
   // tp tensor ranks; world_size / (pp · tp) pipelines train as data ranks.
   int64_t pp = 1;
   int64_t virtual_stages = 1;
+  // --pp-split: the blocks of each of the pp · virtual_stages model chunks in chain order (chunk
+  // c·P + s is stage s's c-th); empty, they split as checkpoint/stage_blocks.h's rule does.
+  std::vector<int64_t> pp_split;
   // For `plan:`: the chain's costs measured earlier for this configuration, kept in the runs
   // database (store/profile_registry.h), so that the run plans without profiling again. Used
   // only while its key still matches the config (a max-batch probe changes the batch). Not
@@ -90,6 +93,8 @@ struct RunConfig {
   std::shared_ptr<const KnownChainCosts> known_chain_costs;
 
   int64_t timed_warmup_steps() const;
+  // Where each model chunk's blocks begin and end (pp_split's, or the rule's).
+  std::vector<int64_t> chunk_bounds() const;
   // The ranks that train different rows: world_size / (tp × pp).
   int64_t data_ranks() const {
     // Divided in turn rather than by tp·pp: a stored record's degrees may be anything, and

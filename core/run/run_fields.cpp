@@ -14,6 +14,7 @@
 #include "common/json_text.h"
 #include "common/wording.h"
 #include "model/hf_config.h"
+#include "run/pipeline_config.h"
 
 namespace rematlab {
 namespace {
@@ -279,6 +280,20 @@ const std::map<std::string, Setter>& setters() {
       {"sequence_parallel", flag(&RunConfig::sequence_parallel)},
       {"pp", integer(&RunConfig::pp)},
       {"virtual_stages", integer(&RunConfig::virtual_stages)},
+      // "3,5" as --pp-split takes it, or [3, 5] as the record keeps it.
+      {"pp_split",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         try {
+           if (v.is_array()) {
+             c.pp_split.clear();
+             for (const nlohmann::json& blocks : v) c.pp_split.push_back(as_integer(blocks, f));
+           } else {
+             c.pp_split = parse_pp_split(as_text(v, f));
+           }
+         } catch (const InvalidInput& error) {
+           throw InvalidInput(f, error.reason_words());
+         }
+       }},
   };
   return table;
 }

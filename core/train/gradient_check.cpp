@@ -32,7 +32,7 @@ OneStep gradients_under(RunConfig config, const std::string& policy, const std::
   }
   const double progress = static_cast<double>(at_step) / static_cast<double>(config.steps);
   const std::optional<double> loss = trainer.accumulate_gradients(
-      trainer.policy().plan_for(config.model.layers, progress), cancel);
+      trainer.policy().plan_for(config.model.layers, progress, config.pp_split), cancel);
   if (!loss) throw GradientCheckCancelled{};
   result.loss = *loss;
   for (const auto& item : trainer.model()->named_parameters()) {

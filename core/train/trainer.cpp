@@ -5,7 +5,6 @@
 #include <cmath>
 #include <deque>
 
-#include "checkpoint/stage_blocks.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "estimate/flops.h"
@@ -57,6 +56,7 @@ std::optional<PlannedPolicy> resolve_plan(RunConfig& config, parallel::GradientE
   pipeline.chunks = config.virtual_stages;
   pipeline.micro_batches = config.accum;
   pipeline.layers = config.model.layers;
+  pipeline.chunk_blocks = config.pp_split;
   pipeline.most_held = [&config](int64_t stage, const std::vector<int64_t>& weights) {
     return parallel::PipelineSchedule::most_held(config.pp, stage, config.accum, weights);
   };
@@ -187,7 +187,7 @@ void Trainer::keep_pipeline_chunks() {
   const int64_t chunks = config_.virtual_stages;
   pipeline_->use_schedule(parallel::PipelineSchedule(stages, chunks, config_.accum));
   // Chunk c of stage s is the chain's chunk c·P + s of P·V.
-  const std::vector<int64_t> blocks = stage_block_bounds(config_.model.layers, stages * chunks);
+  const std::vector<int64_t> blocks = config_.chunk_bounds();
   std::vector<std::pair<int64_t, int64_t>> kept;
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     const auto at = static_cast<std::size_t>(chunk * stages + pipeline_->stage());
@@ -330,8 +330,8 @@ StepMetrics Trainer::step(int64_t index, const TrainerCallbacks& callbacks) {
   metrics.step = index;
   metrics.total_steps = config_.steps;
   metrics.warmup = index < config_.timed_warmup_steps();
-  const CheckpointPlan plan =
-      policy_.plan_for(config_.model.layers, static_cast<double>(index) / config_.steps);
+  const CheckpointPlan plan = policy_.plan_for(
+      config_.model.layers, static_cast<double>(index) / config_.steps, config_.pp_split);
   metrics.checkpoint_interval = plan.interval;
   metrics.recomputed_segments = plan.recomputed_segments();
 
@@ -445,8 +445,8 @@ void Trainer::record_flops(RunSummary& summary) const {
   int64_t counted = 0;
   for (const StepMetrics& step : summary.steps) {
     if (step.warmup && summary.steps.size() > 1) continue;
-    const CheckpointPlan plan =
-        policy_.plan_for(config_.model.layers, static_cast<double>(step.step) / config_.steps);
+    const CheckpointPlan plan = policy_.plan_for(
+        config_.model.layers, static_cast<double>(step.step) / config_.steps, config_.pp_split);
     // Each tensor rank does its part of its data rank's work, and what the split repeats.
     hardware += estimate::rank_step_flops(arch, config_.tokens_per_step(), plan, config_.tp,
                                           config_.sequence_parallel)

@@ -1,0 +1,24 @@
+// A run's pipeline settings: --pp, --virtual-stages and --pp-split checked against the model,
+// the micro-batches, the ranks and the checkpoint policy (RunConfig's validate asks), and
+// --pp-split read from its text.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "run/run_config.h"
+
+namespace rematlab {
+
+// Every chunk needs a block, 1F1B a micro-batch per stage at least and the interleaved schedule
+// rounds of them; a stages: policy and a split give one entry for each chunk; what pipelines
+// cannot combine with yet is refused. Throws InvalidInput naming the flag.
+void validate_pipeline(const RunConfig& config);
+
+// "3,5": the blocks of each pipeline chunk (RunConfig::pp_split), positive whole numbers separated
+// by commas; "" is none (the rule's split). Throws InvalidInput("--pp-split") for anything else;
+// validate_pipeline checks the counts against the model and the pipeline.
+std::vector<int64_t> parse_pp_split(const std::string& text);
+
+}  // namespace rematlab
