@@ -71,7 +71,7 @@ void fill_rank_time_chart(QCustomPlot* chart, const std::vector<RunRecord>& runs
   bool key = true;  // the first run's parts are the key: the others differ only by their colour
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const std::vector<RankResult>& ranks = runs[i].result.ranks;
-    if (ranks.empty() || !runs[i].has_result) continue;
+    if (ranks.empty() || !runs[i].has_result || runs[i].result.steps_completed == 0) continue;
     position += 0.5;  // a gap between runs
     QCPBars* below = nullptr;
     for (int part = 0; part < kRankTimeParts; ++part) {

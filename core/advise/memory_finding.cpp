@@ -129,8 +129,7 @@ Cause dominant_cause(const RunRecord& run, int64_t logits_bytes, int64_t kept_by
         setting("loss_chunks", "auto") + " (the head and loss in slices no wider than the MLP)"};
   }
   const CheckpointPolicy policy = CheckpointPolicy::parse(run.config.checkpoint);
-  if (!policy.is_plan() &&
-      policy.plan_for(run.config.model.layers, 0.0, run.config.pp_split).keep.any()) {
+  if (!policy.is_plan() && policy.plan_for(run.config.model.layers, 0.0).keep.any()) {
     // keep: recomputes every block already; what it saves are the kept projections' outputs.
     return Cause{"the projection outputs the policy keeps dominate the activations",
                  {{"kept beyond every:1 (estimated)", share(kept_bytes)}, {"plan", kept_plan}},
@@ -214,9 +213,8 @@ std::optional<Finding> diagnose_memory(const RunRecord& run,
   const estimate::ActivationEstimate estimated_every = estimated("every:1", offload);
   const int64_t kept_bytes =
       std::max<int64_t>(0, estimated_run.saved_bytes - estimated_every.saved_bytes);
-  const std::string kept_plan = CheckpointPolicy::parse(config.checkpoint)
-                                    .plan_for(config.model.layers, 1.0, config.pp_split)
-                                    .describe();
+  const std::string kept_plan =
+      CheckpointPolicy::parse(config.checkpoint).plan_for(config.model.layers, 1.0).describe();
 
   const Cause cause = specific_cause(run, estimated_none, estimated_run)
                           .value_or(dominant_cause(run, logits_bytes, kept_bytes, kept_plan));

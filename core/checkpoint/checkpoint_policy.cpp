@@ -300,11 +300,8 @@ std::vector<Segment> CheckpointPolicy::stage_segments(
     reject(text_, std::to_string(count) + " stages for " + std::to_string(layers) +
                       " blocks: every stage needs one block at least");
   }
-  // A split given for another number of chunks is the run's to refuse (validate); this policy
-  // alone splits as the rule does.
-  const std::vector<int64_t> bounds = static_cast<int64_t>(chunk_blocks.size()) == count
-                                          ? chunk_block_bounds(layers, count, chunk_blocks)
-                                          : stage_block_bounds(layers, count);
+  // A split of another number of chunks is the run's to refuse first (validate), in its words.
+  const std::vector<int64_t> bounds = chunk_block_bounds(layers, count, chunk_blocks);
   for (std::size_t stage = 0; stage < stages_.size(); ++stage) {
     // The stage's blocks as a model of their own, moved to where they are in the chain.
     const int64_t first = 2 * bounds[stage];

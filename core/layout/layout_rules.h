@@ -21,7 +21,8 @@ std::string fine_tuning_problem(const Layout& layout);
 std::string engine_pipeline_lack(const LayoutRequest& request, const Layout& layout);
 
 // The blocks of each model chunk, by pipeline rank then chunk: rank r holds chunks r, r + p, …
-// (v of them), split as the engine splits them (stage_block_bounds over the p · v chunks: the
+// (v of them), split as the engine splits them by default (stage_block_bounds over the p · v
+// chunks, where a run gives no --pp-split: the
 // middle ones ⌈L / (p · v)⌉ blocks, the first and the last what is left, as Llama 3 405B's
 // first and last stages held one layer less, for the embedding and the head).
 std::vector<std::vector<int64_t>> chunk_layers(int64_t layers, int64_t pp, int64_t vp);

@@ -1,5 +1,7 @@
 #include "run/pipeline_config.h"
 
+#include <algorithm>
+
 #include "checkpoint/checkpoint_policy.h"
 #include "common/errors.h"
 #include "run/shard_mode.h"
@@ -50,7 +52,7 @@ void validate_pipeline_split(const RunConfig& config) {
                                            std::to_string(config.model.layers) + " blocks, got " +
                                            std::to_string(chunk));
     }
-    blocks += chunk;  // at most 2^20 chunks of at most `layers` blocks: no overflow
+    blocks += chunk;  // as many chunks as pp · V, each at most `layers` blocks: no overflow
   }
   if (blocks != config.model.layers) {
     throw InvalidInput("--pp-split", "gives " + std::to_string(blocks) +

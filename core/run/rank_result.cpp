@@ -1,7 +1,5 @@
 #include "run/rank_result.h"
 
-#include <cmath>
-
 #include "common/json_numbers.h"
 
 namespace rematlab {
@@ -56,8 +54,6 @@ RankResult rank_result_from_json(const nlohmann::json& json) {
   read(json, "comm_ms", rank.comm_ms);
   read(json, "comm_wait_ms", rank.comm_wait_ms);
   read(json, "comm_hidden_ms", rank.comm_hidden_ms);
-  // Unknown rather than none where a record from before they were measured lacks them.
-  rank.bubble_ms = rank.transfer_ms = std::nan("");
   read(json, "bubble_ms", rank.bubble_ms);
   read(json, "transfer_ms", rank.transfer_ms);
   read(json, "param_bytes", rank.param_bytes);

@@ -38,8 +38,7 @@ struct RankResult {
 };
 
 nlohmann::json to_json(const RankResult& rank);
-// Missing or mistyped keys read as zero (a record from another version still reads), but for
-// bubble_ms and transfer_ms, which a record from before they were measured lacks: unknown, NaN.
+// Missing or mistyped keys read as zero (a record from another version still reads).
 RankResult rank_result_from_json(const nlohmann::json& json);
 
 }  // namespace rematlab

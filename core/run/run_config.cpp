@@ -426,6 +426,12 @@ std::string describe_run(const RunConfig& config, const std::string& batch) {
   if (config.sequence_parallel) text += " sp";
   if (config.pp > 1) text += " pp" + std::to_string(config.pp);
   if (config.virtual_stages > 1) text += "×" + std::to_string(config.virtual_stages);
+  if (!config.pp_split.empty()) {
+    text += " split";
+    for (std::size_t i = 0; i < config.pp_split.size(); ++i) {
+      text += (i == 0 ? " " : ",") + std::to_string(config.pp_split[i]);
+    }
+  }
   if (config.shard != "none") text += " shard:" + config.shard;
   if (config.model.lora.enabled()) {
     text += " lora:r" + std::to_string(config.model.lora.rank);

@@ -93,7 +93,8 @@ struct RunConfig {
   std::shared_ptr<const KnownChainCosts> known_chain_costs;
 
   int64_t timed_warmup_steps() const;
-  // Where each model chunk's blocks begin and end (pp_split's, or the rule's).
+  // Where each model chunk's blocks begin and end (pp_split's, or the rule's). Of a validated
+  // config: throws std::invalid_argument for a split validate() refuses.
   std::vector<int64_t> chunk_bounds() const;
   // The ranks that train different rows: world_size / (tp × pp).
   int64_t data_ranks() const {

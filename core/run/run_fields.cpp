@@ -285,8 +285,13 @@ const std::map<std::string, Setter>& setters() {
        [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
          try {
            if (v.is_array()) {
-             c.pp_split.clear();
-             for (const nlohmann::json& blocks : v) c.pp_split.push_back(as_integer(blocks, f));
+             // Whole or not at all: a record's list with one bad entry is unread, not cut short.
+             std::vector<int64_t> split;
+             for (const nlohmann::json& blocks : v) split.push_back(as_integer(blocks, f));
+             c.pp_split = std::move(split);
+           } else if (!v.is_string()) {
+             throw InvalidInput(f, "must be block counts, as a list or as text (\"3,5\"), got " +
+                                       brief_json(v));
            } else {
              c.pp_split = parse_pp_split(as_text(v, f));
            }

@@ -233,6 +233,7 @@ nlohmann::json to_json(const RunSummary& summary) {
       {"steps", summary.steps_completed},
   };
   json.update(to_json(static_cast<const RunResult&>(summary)));
+  if (!config.pp_split.empty()) json["pp_split"] = config.pp_split;
   const LoraOptions& lora = config.model.lora;
   if (lora.enabled()) {  // what trains, beside `params` (all of them, the adapters included)
     json["finetune"] = "lora";

@@ -70,6 +70,12 @@ RunRecord read_run(const Statement& row) {
   const nlohmann::json summary = parse_or_empty(row.column_text(8));
   run.has_result = !summary.empty();
   run.result = run_result_from_json(summary);
+  // A pipeline recorded before its waits were split (schema 8) did not measure them: unknown,
+  // not none. Without a pipeline they are none.
+  if (run.config.pp > 1 && run.has_result && !summary.contains("bubble_ms")) {
+    run.result.bubble_ms = run.result.transfer_ms = std::nan("");
+    for (RankResult& rank : run.result.ranks) rank.bubble_ms = rank.transfer_ms = std::nan("");
+  }
   run.started = row.column_text(9);
   run.ended = row.column_text(10);
   run.host = row.column_text(11);
