@@ -55,9 +55,11 @@ TEST(CheckpointPolicy, KeepListsAreBlocksWithKeptOutputsInOneCanonicalText) {
   EXPECT_EQ(spans(plan), spans(CheckpointPolicy::parse("every:1").plan_for(3, 0)));
   EXPECT_TRUE(plan.keep.qkv && plan.keep.mlp_in && !plan.keep.attention_out);
   EXPECT_EQ(plan.describe(), "[a0 m0]* [a1 m1]* [a2 m2]* (kept: qkv,mlp-in)");
-  EXPECT_EQ(CheckpointPolicy::parse("keep:qkv,attn-out,mlp-in").text(), "keep:matmul");
+  EXPECT_EQ(CheckpointPolicy::parse("keep:qkv,attn-out,mlp-in,router,expert-out").text(),
+            "keep:matmul");
+  EXPECT_EQ(CheckpointPolicy::parse("keep:expert-out,router").text(), "keep:router,expert-out");
   EXPECT_EQ(CheckpointPolicy::parse("keep:matmul").plan_for(1, 0).keep,
-            (KeptOutputs{true, true, true}));
+            (KeptOutputs{true, true, true, true, true}));
   EXPECT_FALSE(CheckpointPolicy::parse("every:1").plan_for(1, 0).keep.any());
 }
 

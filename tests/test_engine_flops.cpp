@@ -92,6 +92,24 @@ TEST(EngineFlops, TheCountIsTheEnginesMatrixProductsUnderEveryPolicy) {
   }
 }
 
+// A mixture of experts without a capacity: each token's k experts, its router and a shared
+// expert, run again as the policy says (keep: spares the router's, the experts' [gate; up] and
+// their down projections').
+TEST(EngineFlops, TheCountIsTheEnginesMatrixProductsForAMixtureOfExperts) {
+  for (const char* preset : {"moe-tiny", "qwen2-moe-tiny"}) {
+    for (const char* policy : {"none", "every:1", "every:2", "sublayer:1,1", "selective",
+                               "keep:matmul", "keep:router,expert-out"}) {
+      SCOPED_TRACE(std::string(preset) + " " + policy);
+      RunConfig config = config_for(preset, policy);
+      const estimate::StepFlops flops = counted(config);
+      EXPECT_DOUBLE_EQ(measured_matmul_flops(config), flops.hardware);
+      if (std::string(policy) == "none") {
+        EXPECT_DOUBLE_EQ(flops.hardware, flops.model);
+      }
+    }
+  }
+}
+
 // Fine-tuning: a frozen base forms input gradients only, and only as far back as the first
 // adapter; the adapters run beside their projections, again in a recomputed segment.
 TEST(EngineFlops, TheCountIsTheEnginesMatrixProductsWithAdaptersOnAFrozenBase) {

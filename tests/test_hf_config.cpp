@@ -143,7 +143,7 @@ TEST(HfConfig, NothingIsDroppedSilentlyAndBadFilesAreOneLine) {
   expect_refused("not json", "not valid JSON");
   expect_refused("[1, 2]", "not a JSON object");
   expect_refused(R"({"hidden_size": 64})", "no \"model_type\"");
-  expect_refused(R"({"model_type": "mixtral"})", "\"mixtral\" is not one RematLab builds");
+  expect_refused(R"({"model_type": "deepseek_v3"})", "\"deepseek_v3\" is not one RematLab builds");
   expect_refused(R"({"model_type": "llama", "hidden_size": 64})", "no \"num_hidden_layers\"");
   // A head width of its own (Qwen 3's small models): q, k, v and the output projection follow.
   const ImportedConfig wide = import_hf_config_text("{" + base + R"(, "head_dim": 32})", "c");

@@ -1,6 +1,7 @@
 #include "cli/cli_output.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -15,11 +16,16 @@ void print_json_line(const nlohmann::json& object) {
 }
 
 void print_step_progress(const StepMetrics& step, const std::string& label) {
-  char line[256];
+  // A mixture of experts' balance loss beside the loss (k when the experts share evenly).
+  char balance[48] = "";
+  if (!std::isnan(step.balance_loss)) {
+    std::snprintf(balance, sizeof balance, "  balance %.3f", step.balance_loss);
+  }
+  char line[320];
   std::snprintf(line, sizeof line,
-                "%sstep %lld/%lld  loss %.4f  %.0f tok/s  %.1f ms  peak %s  act %s%s",
+                "%sstep %lld/%lld  loss %.4f%s  %.0f tok/s  %.1f ms  peak %s  act %s%s",
                 label.c_str(), static_cast<long long>(step.step + 1),
-                static_cast<long long>(step.total_steps), step.loss, step.tokens_per_s,
+                static_cast<long long>(step.total_steps), step.loss, balance, step.tokens_per_s,
                 step.step_ms, format_bytes(step.peak_bytes).c_str(),
                 format_bytes(step.peak_activation_bytes).c_str(), step.warmup ? "  (warm-up)" : "");
   std::cerr << line << std::endl;

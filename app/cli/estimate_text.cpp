@@ -80,13 +80,26 @@ std::string request_text(const estimate::Estimate& estimate) {
     out << "model       " << arch.name << ": " << arch.layers << " layers, d " << arch.d_model
         << ", " << arch.heads << " heads";
     if (arch.kv_heads != arch.heads) out << " (" << arch.kv_heads << " key/value)";
-    out << ", MLP " << arch.mlp_hidden << (arch.gated_mlp ? " SwiGLU" : "") << ", seq "
-        << arch.seq_len << ", vocab " << arch.vocab << ", " << rematlab::to_string(arch.attention)
-        << " attention";
+    if (arch.moe.enabled()) {
+      out << ", " << arch.moe.experts << " experts of " << arch.expert_hidden << " SwiGLU ("
+          << arch.moe.experts_per_token << " a token"
+          << (arch.moe.shared_expert_hidden > 0
+                  ? ", a shared one of " + std::to_string(arch.moe.shared_expert_hidden)
+                  : std::string())
+          << ")";
+    } else {
+      out << ", MLP " << arch.mlp_hidden << (arch.gated_mlp ? " SwiGLU" : "");
+    }
+    out << ", seq " << arch.seq_len << ", vocab " << arch.vocab << ", "
+        << rematlab::to_string(arch.attention) << " attention";
     if (arch.sliding_window > 0) out << " over a sliding window of " << arch.sliding_window;
     out << "\n";
     out << "parameters  " << *estimate.architecture_params << " ("
         << count(*estimate.architecture_params) << ")";
+    if (arch.moe.enabled()) {
+      const int64_t active = estimate::active_parameter_count(arch);
+      out << ", " << active << " (" << count(active) << ") active a token";
+    }
     if (request.layout.split()) {
       out << ", " << estimate.rank_params << " (" << count(estimate.rank_params)
           << ") per tensor rank";

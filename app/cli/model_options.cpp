@@ -1,5 +1,6 @@
 #include "cli/model_options.h"
 
+#include <algorithm>
 #include <iostream>
 #include <utility>
 
@@ -10,7 +11,8 @@ namespace rematlab::cli {
 void ModelOptions::add_to(CLI::App& command) {
   CLI::Option* config =
       command.add_option("--model-config", model_config_,
-                         "A Hugging Face config.json (llama, mistral, qwen2, qwen3, gpt2) as the "
+                         "A Hugging Face config.json (llama, mistral, qwen2, qwen3, mixtral, "
+                         "qwen2_moe, qwen3_moe, gpt2) as the "
                          "model's shape; the flags below refine it");
   if (CLI::Option* preset = command.get_option_no_throw("--preset")) config->excludes(preset);
   command.add_option("--arch", arch_,
@@ -50,6 +52,25 @@ void ModelOptions::add_to(CLI::App& command) {
   command.add_option("--dropout", dropout_, "Dropout rate in [0, 1) (default 0)");
   command.add_option("--attention", attention_, "sdpa (fused) or math (keeps the s×s scores)")
       ->capture_default_str();
+  command.add_option("--experts", experts_,
+                     "llama: each block's MLP a mixture of N SwiGLU experts (0: dense; default: "
+                     "the preset's)");
+  command.add_option("--experts-per-token", experts_per_token_,
+                     "With experts: the k experts each token is sent to (default 2)");
+  command.add_option("--expert-hidden", expert_hidden_,
+                     "With experts: each expert's inner width (0: --mlp-hidden)");
+  command.add_option("--shared-expert-hidden", shared_expert_hidden_,
+                     "With experts: a shared expert every token passes through, of this width, "
+                     "gated per token (Qwen 2 MoE); 0: none");
+  command.add_option("--expert-weights", expert_weights_,
+                     "With experts: normalised (a token's k weights sum to 1; Mixtral, Qwen 3 "
+                     "MoE) or softmax (the probabilities as they are; Qwen 2 MoE)");
+  command.add_option("--balance-coefficient", balance_coefficient_,
+                     "With experts: the load-balancing loss's weight in the loss trained on "
+                     "(router_aux_loss_coef; Mixtral 0.02)");
+  command.add_option("--capacity-factor", capacity_factor_,
+                     "With experts: each expert takes at most factor × its even share of a "
+                     "micro-batch's tokens, the rest pass it by; 0 (default): none dropped");
   command.add_option("--finetune", finetune_,
                      "full (default): every parameter trains; lora: the model is frozen and "
                      "low-rank adapters on its projections train");
@@ -88,6 +109,27 @@ void ModelOptions::apply_fine_tuning(ModelConfig& model) const {
     model.lora.targets = parse_lora_targets(*lora_targets_);
   }
   if (base_precision_) model.lora.base = parse_base_precision(*base_precision_);
+}
+
+void ModelOptions::apply_experts(ModelConfig& model) const {
+  MoeOptions& moe = model.moe;
+  if (experts_) moe.experts = *experts_;
+  if (experts_per_token_) moe.experts_per_token = *experts_per_token_;
+  // Experts asked for on a dense model: two a token unless told (Mixtral's).
+  if (experts_ && moe.experts > 0 && moe.experts_per_token == 0) {
+    moe.experts_per_token = std::min<int64_t>(2, moe.experts);
+  }
+  if (experts_ && moe.experts == 0) moe = MoeOptions{};  // --experts 0: dense again
+  if (expert_hidden_) moe.expert_hidden = *expert_hidden_;
+  if (shared_expert_hidden_) moe.shared_expert_hidden = *shared_expert_hidden_;
+  if (expert_weights_) moe.normalise_weights = parse_expert_weights(*expert_weights_);
+  if (balance_coefficient_) moe.balance_coefficient = *balance_coefficient_;
+  if (capacity_factor_) moe.capacity_factor = *capacity_factor_;
+}
+
+bool ModelOptions::gives_experts() const {
+  return experts_ || experts_per_token_ || expert_hidden_ || shared_expert_hidden_ ||
+         expert_weights_ || balance_coefficient_ || capacity_factor_;
 }
 
 bool ModelOptions::gives_fine_tuning() const {
@@ -149,6 +191,7 @@ void ModelOptions::apply(ModelConfig& model) const {
   if (seq_len_) model.seq_len = *seq_len_;
   if (vocab_) model.vocab = *vocab_;
   if (dropout_) model.dropout = *dropout_;
+  apply_experts(model);
   model.attention = parse_attention(attention_);
   // A head width of d_model / heads is the default's: one model, one record (and profile key).
   if (model.head_width > 0 && model.head_width * model.heads == model.d_model) {
@@ -160,7 +203,8 @@ void ModelOptions::apply(ModelConfig& model) const {
 bool ModelOptions::changes_shape() const {
   return model_config_.has_value() || !arch_.empty() || layers_ || d_model_ || heads_ ||
          kv_heads_ || head_dim_ || mlp_hidden_ || seq_len_ || vocab_ || tie_head_ || qkv_bias_ ||
-         qk_norm_ || sliding_window_ || !loss_chunks_.empty() || dropout_ || attention_ != "sdpa";
+         qk_norm_ || sliding_window_ || !loss_chunks_.empty() || dropout_ || attention_ != "sdpa" ||
+         gives_experts();
 }
 
 }  // namespace rematlab::cli

@@ -17,8 +17,9 @@ class ModelOptions {
   // Adds --model-config, --arch, --layers, --d-model, --heads, --kv-heads, --head-dim,
   // --mlp-hidden,
   // --rope-theta, --qkv-bias, --tie-head, --loss-chunks, --seq-len, --vocab, --dropout and
-  // --attention, and fine-tuning's --finetune, --lora-rank, --lora-alpha, --lora-targets and
-  // --base-precision.
+  // --attention, a mixture of experts' --experts, --experts-per-token, --expert-hidden,
+  // --shared-expert-hidden, --expert-weights, --balance-coefficient and --capacity-factor, and
+  // fine-tuning's --finetune, --lora-rank, --lora-alpha, --lora-targets and --base-precision.
   // Add the command's --preset (or --model) first: --model-config excludes it.
   void add_to(CLI::App& command);
   // `model` (a preset's shape, or the --model-config file's instead) with every given flag
@@ -51,8 +52,13 @@ class ModelOptions {
   std::optional<double> lora_alpha_;
   std::optional<std::string> lora_targets_;
   std::optional<std::string> base_precision_;
+  std::optional<int64_t> experts_, experts_per_token_, expert_hidden_, shared_expert_hidden_;
+  std::optional<std::string> expert_weights_;
+  std::optional<double> balance_coefficient_, capacity_factor_;
 
   void apply_fine_tuning(ModelConfig& model) const;
+  void apply_experts(ModelConfig& model) const;
+  bool gives_experts() const;
 };
 
 }  // namespace rematlab::cli

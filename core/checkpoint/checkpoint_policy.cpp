@@ -88,6 +88,10 @@ bool KeptOutputs::has(KeptOutput which) const {
       return attention_out;
     case KeptOutput::kMlpIn:
       return mlp_in;
+    case KeptOutput::kRouter:
+      return router;
+    case KeptOutput::kExpertOut:
+      return expert_out;
   }
   return false;
 }
@@ -131,7 +135,7 @@ std::vector<std::pair<double, int64_t>> parse_schedule(const std::string& args,
   return schedule;
 }
 
-// keep:LIST of qkv, attn-out, mlp-in, or matmul for all three.
+// keep:LIST of qkv, attn-out, mlp-in, router, expert-out, or matmul for all of them.
 KeptOutputs parse_kept(const std::string& args, const std::string& text) {
   KeptOutputs keep;
   for (const auto& name : split(args, ',')) {
@@ -141,10 +145,14 @@ KeptOutputs parse_kept(const std::string& args, const std::string& text) {
       keep.attention_out = true;
     } else if (name == "mlp-in") {
       keep.mlp_in = true;
+    } else if (name == "router") {
+      keep.router = true;
+    } else if (name == "expert-out") {
+      keep.expert_out = true;
     } else if (name == "matmul") {
-      keep = {true, true, true};
+      keep = KeptOutputs::every();
     } else {
-      reject(text, "'" + name + "' is not qkv, attn-out, mlp-in or matmul");
+      reject(text, "'" + name + "' is not qkv, attn-out, mlp-in, router, expert-out or matmul");
     }
   }
   return keep;
@@ -152,11 +160,14 @@ KeptOutputs parse_kept(const std::string& args, const std::string& text) {
 
 }  // namespace
 
+KeptOutputs KeptOutputs::every() { return {true, true, true, true, true}; }
+
 std::string KeptOutputs::text() const {
-  if (qkv && attention_out && mlp_in) return "matmul";
+  if (*this == every()) return "matmul";
   std::string names;
   for (const auto& [kept, name] :
-       {std::pair{qkv, "qkv"}, std::pair{attention_out, "attn-out"}, std::pair{mlp_in, "mlp-in"}}) {
+       {std::pair{qkv, "qkv"}, std::pair{attention_out, "attn-out"}, std::pair{mlp_in, "mlp-in"},
+        std::pair{router, "router"}, std::pair{expert_out, "expert-out"}}) {
     if (kept) names += (names.empty() ? "" : ",") + std::string(name);
   }
   return names;
@@ -252,7 +263,9 @@ CheckpointPolicy CheckpointPolicy::parse(const std::string& text) {
     }
   } else if (head == "keep") {
     if (!has_args || args.empty()) {
-      reject(text, "expected keep:LIST of qkv, attn-out, mlp-in or matmul, e.g. keep:matmul");
+      reject(text,
+             "expected keep:LIST of qkv, attn-out, mlp-in, router, expert-out or matmul, e.g. "
+             "keep:matmul");
     }
     policy.kind_ = Kind::kKeep;
     policy.keep_ = parse_kept(args, text);

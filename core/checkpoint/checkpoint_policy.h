@@ -28,20 +28,28 @@ struct Segment {
 
 // The projections whose outputs a `keep:` policy saves in forward instead of recomputing them.
 // The MLP's down projection is not among them: it ends every block, and a recomputed segment's
-// last projection is never recomputed (early stop).
-enum class KeptOutput { kQkv, kAttentionOut, kMlpIn };
+// last projection is never recomputed (early stop). A mixture of experts has no one projection
+// at its end: its router, its experts' [gate; up] (mlp-in) and their down projections
+// (expert-out) can each be kept.
+enum class KeptOutput { kQkv, kAttentionOut, kMlpIn, kRouter, kExpertOut };
 
 struct KeptOutputs {
   bool qkv = false;
   bool attention_out = false;
   bool mlp_in = false;
+  bool router = false;
+  bool expert_out = false;
 
-  bool any() const { return qkv || attention_out || mlp_in; }
+  bool any() const { return qkv || attention_out || mlp_in || router || expert_out; }
   bool has(KeptOutput which) const;
-  // "matmul" when all are kept, else the names in a fixed order: "qkv,attn-out,mlp-in".
+  // Every projection's output (`matmul`).
+  static KeptOutputs every();
+  // "matmul" when all are kept, else the names in a fixed order:
+  // "qkv,attn-out,mlp-in,router,expert-out".
   std::string text() const;
   bool operator==(const KeptOutputs& other) const {
-    return qkv == other.qkv && attention_out == other.attention_out && mlp_in == other.mlp_in;
+    return qkv == other.qkv && attention_out == other.attention_out && mlp_in == other.mlp_in &&
+           router == other.router && expert_out == other.expert_out;
   }
 };
 

@@ -95,4 +95,16 @@ std::optional<AutocastSnapshot> AutocastSnapshot::for_precision(Precision precis
   return state;
 }
 
+namespace {
+thread_local bool in_recomputation = false;
+}  // namespace
+
+ScopedRecomputation::ScopedRecomputation() : previous_(in_recomputation) {
+  in_recomputation = true;
+}
+
+ScopedRecomputation::~ScopedRecomputation() { in_recomputation = previous_; }
+
+bool recomputing() { return in_recomputation; }
+
 }  // namespace rematlab

@@ -63,4 +63,20 @@ class ScopedAutocast {
   AutocastSnapshot previous_;
 };
 
+// Marks a segment's recomputation on this thread for its lifetime: what a forward records once
+// (a mixture of experts' balance loss) is not recorded again when the segment runs a second time.
+class ScopedRecomputation {
+ public:
+  ScopedRecomputation();
+  ~ScopedRecomputation();
+  ScopedRecomputation(const ScopedRecomputation&) = delete;
+  ScopedRecomputation& operator=(const ScopedRecomputation&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Whether this thread is inside a segment's recomputation.
+bool recomputing();
+
 }  // namespace rematlab

@@ -85,6 +85,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
       ScopedMemoryPhase phase(MemoryPhase::kRecompute);
       ScopedRngReplay rng(replay->rng, replay->device);
       ScopedAutocast autocast(replay->autocast);
+      ScopedRecomputation recomputation;
       torch::AutoGradMode enable_grad(true);
       output = recompute(*replay, detached);
     }

@@ -129,6 +129,9 @@ class TailFunction : public torch::autograd::Function<TailFunction> {
 }  // namespace
 
 torch::Tensor SublayerTail::complete() const {
+  if (!weight.defined() && !quantised) {
+    return residual + torch::dropout(projection_input, dropout, training);
+  }
   if (!sum_over) {
     torch::Tensor output = projection(kept_as, projection_input, weight, bias, quantised);
     if (adapter_term) output = output + adapter_term(projection_input);
@@ -148,7 +151,7 @@ torch::Tensor SublayerTail::complete() const {
 // gradient as it is, so the gradients of h and of this rank's columns are formed as without it.
 // A scattered one's backward gathers the sequence first: not replicated, the tail runs whole.
 torch::Tensor tail_without_projection(const SublayerTail& tail) {
-  if (tail.scatter_sequence) return {};
+  if (tail.scatter_sequence || (!tail.weight.defined() && !tail.quantised)) return {};
   TORCH_CHECK(!tail.sum_over || (!tail.adapter_term && !tail.quantised),
               "fine-tuning a row-parallel projection is not built");
   // h, the weight and the bias as the projection saw them (autocast's copies under autocast). A

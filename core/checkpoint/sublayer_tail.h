@@ -18,8 +18,10 @@ namespace rematlab {
 struct SublayerTail {
   torch::Tensor residual;          // x, the sublayer's input
   torch::Tensor projection_input;  // h
-  torch::Tensor weight;            // the projection (out, in)
-  torch::Tensor bias;              // undefined when it has none
+  // The projection (out, in). Undefined for a sublayer without one projection at its end (a
+  // mixture of experts): h is then the branch's output, and the tail residual + dropout(h).
+  torch::Tensor weight;
+  torch::Tensor bias;  // undefined when it has none
   double dropout = 0.0;
   bool training = false;
   // Set when a keep: policy may keep the projection's output (kept_outputs.h).
@@ -55,9 +57,9 @@ struct SublayerTail {
 // output did) and casts h as autocast cast it for the projection. An adapter's term is formed
 // again (a rank-wide product: its backward needs its own values) and enters the node, which hands
 // it the projection's gradient as the sum did; a quantised weight is dequantised again in
-// backward only, as its own node does. Undefined under sequence parallelism, or when an
-// unquantised projection's operands have a layout linear_backward does not replicate: the caller
-// then runs complete().
+// backward only, as its own node does. Undefined under sequence parallelism, for a tail without a
+// projection, or when an unquantised projection's operands have a layout linear_backward does not
+// replicate: the caller then runs complete().
 torch::Tensor tail_without_projection(const SublayerTail& tail);
 
 }  // namespace rematlab

@@ -162,11 +162,12 @@ class StepReplay {
       if (j > 0 && input_offloaded(j - 1)) prefetch = residual_;  // read one ahead
       // The recomputation stops before the last sublayer's output projection and residual add:
       // that output is never rebuilt, except under sequence parallelism, where the tail's
-      // backward needs its scatter's conjugate: then the tail runs whole.
+      // backward needs its scatter's conjugate, and after a mixture of experts: then the tail
+      // runs whole.
       // Kept outputs re-enter the rebuilt interior; those it does not hold (the attention's
       // projection output, the QKV tensor beside the explicit core's copies) are freed.
       live_ += saved(segment) + rebuilt_extra(segment) - kept(segment) -
-               (runs_tail_whole() ? 0 : costs_[segment.end - 1].output);
+               (runs_tail_whole(segment.end - 1) ? 0 : costs_[segment.end - 1].output);
       // The segment's input is the recomputation's own; a stream inside it may be dropped.
       for (int64_t i = segment.begin + 1; i < segment.end; ++i) {
         if (costs_[i].input_dropped) drop_input_of(i);
@@ -175,7 +176,7 @@ class StepReplay {
     }
     for (int64_t i = segment.end - 1; i >= segment.begin; --i) {
       // A sublayer's output is freed by its consumer's backward before its own begins.
-      const bool early_stopped = segment.recompute && i == segment.end - 1 && !runs_tail_whole();
+      const bool early_stopped = segment.recompute && i == segment.end - 1 && !runs_tail_whole(i);
       if (!early_stopped && !output_dropped_[i]) live_ -= costs_[i].output;
       // An early-stopped tail's backward starts from the segment's output gradient itself (its
       // residual add hands it on as it is); an inner one is made where the branch rejoins.
@@ -215,7 +216,11 @@ class StepReplay {
       bytes += costs_[i].interior + costs_[i].output;
     return bytes;
   }
-  bool runs_tail_whole() const { return input_.layout.sequence_parallel; }
+  // Sublayer i's recomputation runs its tail (a mixture of experts has no one projection to stop
+  // before; under sequence parallelism none stops).
+  bool runs_tail_whole(int64_t i) const {
+    return input_.layout.sequence_parallel || costs_[i].tail_whole;
+  }
   // Offloaded: a recomputed segment's input leaves the device after its forward.
   bool input_offloaded(int64_t j) const { return input_.offload && segments_[j].recompute; }
 

@@ -69,6 +69,8 @@ Architecture from_model_config(const ModelConfig& config) {
   arch.head_width = config.head_width;
   arch.sliding_window = config.sliding_window;
   arch.lora = config.lora;
+  arch.moe = config.moe;
+  arch.expert_hidden = config.moe.enabled() ? config.expert_width() : 0;
   arch.engine_shape = true;
   return arch;
 }
@@ -152,19 +154,42 @@ void validate(const Architecture& arch) {
   }
 }
 
-int64_t matmul_parameter_count(const Architecture& arch) {
+namespace {
+
+// One block's projection weights, with `experts` of a mixture's experts counted.
+int64_t block_matmul_parameters(const Architecture& arch, int64_t experts) {
   const int64_t d = arch.d_model;
   const int64_t q = arch.q_dim();
   const int64_t attention = d * (q + 2 * arch.kv_dim()) + q * d;  // q, k, v and output
-  const int64_t mlp = (arch.gated_mlp ? 3 : 2) * d * arch.mlp_hidden;
-  return arch.layers * (attention + mlp) + arch.vocab * d;
+  if (!arch.moe.enabled()) return attention + (arch.gated_mlp ? 3 : 2) * d * arch.mlp_hidden;
+  const int64_t shared = arch.moe.shared_expert_hidden;
+  return attention + d * arch.moe.experts          // the router
+         + experts * 3 * d * arch.expert_hidden    // the experts
+         + (shared > 0 ? 3 * d * shared + d : 0);  // a shared expert and its gate
+}
+
+}  // namespace
+
+int64_t matmul_parameter_count(const Architecture& arch) {
+  return arch.layers * block_matmul_parameters(arch, arch.moe.experts_per_token) +
+         arch.vocab * arch.d_model;
+}
+
+int64_t active_parameter_count(const Architecture& arch) {
+  if (!arch.moe.enabled()) return parameter_count(arch);
+  return parameter_count(arch) -
+         arch.layers * (block_matmul_parameters(arch, arch.moe.experts) -
+                        block_matmul_parameters(arch, arch.moe.experts_per_token));
 }
 
 int64_t largest_parameter_count(const Architecture& arch) {
   const int64_t d = arch.d_model;
+  const int64_t mlp_width = arch.moe.enabled()
+                                ? std::max(arch.expert_hidden, arch.moe.shared_expert_hidden)
+                                : arch.mlp_hidden;
   return std::max({arch.vocab * d, arch.learned_positions ? arch.seq_len * d : 0,
                    (arch.q_dim() + 2 * arch.kv_dim()) * d, arch.q_dim() * d,
-                   (arch.gated_mlp ? 2 : 1) * arch.mlp_hidden * d});
+                   (arch.gated_mlp ? 2 : 1) * mlp_width * d, arch.moe.experts * d});
 }
 
 int64_t parameter_count(const Architecture& arch) {
@@ -178,8 +203,8 @@ int64_t parameter_count(const Architecture& arch) {
     biases = arch.q_dim() + 2 * arch.kv_dim();
   }
   const int64_t head_norms = arch.qk_norm ? 2 * arch.head_dim() : 0;
-  const int64_t blocks = matmul_parameter_count(arch) - arch.vocab * d +
-                         arch.layers * (2 * norm + head_norms + biases);
+  const int64_t blocks = arch.layers * (block_matmul_parameters(arch, arch.moe.experts) + 2 * norm +
+                                        head_norms + biases);
   const int64_t embeddings =
       arch.vocab * d * (arch.tied_head ? 1 : 2) + (arch.learned_positions ? arch.seq_len * d : 0);
   return blocks + embeddings + norm;

@@ -38,6 +38,10 @@ struct Architecture {
   // Fine-tuning: adapters on a frozen base (none by default). A frozen projection keeps no input
   // for a weight's gradient; its adapter keeps that input and its own rank-wide values.
   LoraOptions lora;
+  // A mixture of experts in every block's MLP (none by default), each expert `expert_hidden`
+  // wide (SwiGLU).
+  MoeOptions moe;
+  int64_t expert_hidden = 0;
   // A pipeline stage after the first (the layout planner's chunks): under a frozen base its input
   // still wants a gradient when adapters lie before it, which the stage sends back.
   bool input_trains = false;
@@ -67,7 +71,10 @@ int64_t parameter_count(const Architecture& arch);
 // The most values any one parameter tensor holds (the embedding, the MLP's fused gate-and-up…).
 int64_t largest_parameter_count(const Architecture& arch);
 // Weights that take part in a matrix multiply per token: every block's projections and the LM
-// head (embedding lookups, norms and biases do no multiply-adds worth counting).
+// head (embedding lookups, norms and biases do no multiply-adds worth counting); of a mixture of
+// experts, the router, the k experts a token goes to and a shared expert (its active weights).
 int64_t matmul_parameter_count(const Architecture& arch);
+// The parameters one token's forward uses: every one but the experts it is not sent to.
+int64_t active_parameter_count(const Architecture& arch);
 
 }  // namespace rematlab::estimate

@@ -125,6 +125,7 @@ SublayerCost EngineAccounting::attention(int64_t block) const {
 }
 
 SublayerCost EngineAccounting::mlp(int64_t block) const {
+  if (arch_.moe.enabled()) return experts(block);
   const int64_t d = arch_.d_model;
   const int64_t f = arch_.mlp_hidden / tp_;  // this rank's columns
   const bool input_wanted = input_gradient_wanted(2 * block + 1);
@@ -187,6 +188,47 @@ SublayerCost EngineAccounting::mlp(int64_t block) const {
   // keep: the up (or fused gate-and-up) projection's output.
   cost.kept = keep_.mlp_in ? per_token(arch_.gated_mlp ? 2 * f : f) : 0;
   cost.rebuilt_extra = keep_.mlp_in ? gathered_input_extra() : 0;
+  return cost;
+}
+
+SublayerCost EngineAccounting::experts(int64_t block) const {
+  const MoeOptions& moe = arch_.moe;
+  const int64_t d = arch_.d_model;
+  const int64_t f = arch_.expert_hidden;
+  const int64_t fs = moe.shared_expert_hidden;
+  const int64_t k = moe.experts_per_token;
+  // Slots the experts take: every token's k, or as many as E full experts hold.
+  const int64_t slots = std::min(tokens_ * k, moe.experts * expert_capacity(tokens_, moe));
+  auto per_slot = [&](int64_t values) { return values * slots * v_; };
+  SublayerCost cost;
+  cost.name = "m" + std::to_string(block);
+  cost.output = per_local(d);
+  cost.tail_whole = true;
+  // The router: the fp32 probabilities (the softmax keeps its output), the top k's indices and,
+  // normalised, the k weights and their sum the division keeps; the taken slots' order and each
+  // slot's row of the experts' outputs (int64).
+  const int64_t router =
+      tokens_ * (moe.experts * 4 + 2 * k * 8 + (moe.normalise_weights ? k * 4 + 4 : 0)) + slots * 8;
+  // Each taken slot: its token's copy (the experts' input), the fused [gate; up] output SwiGLU
+  // keeps, the product the down projection keeps, the expert's output and its weight, which the
+  // weighting keeps.
+  const int64_t routed = per_slot(d + 2 * f + f + d + 1);
+  // A shared expert: its fused output, product and output, and its sigmoid gate.
+  const int64_t shared = fs > 0 ? per_token(2 * fs + fs + d + 1) : 0;
+  cost.interior = norm_bytes() + router + routed + shared;
+  // Forward: the k copies of every token before the taken ones are gathered, and the slots'
+  // weighted outputs laid out by slot before each token's k are summed.
+  cost.forward_extra = std::max(per_token(k * d), per_token(k * d) + per_slot(d) - cost.output);
+  // Backward: the weighting's gradients (the outputs', and the weights' product before its sum)
+  // beside the gradient gathered by slot. A shared expert's backward runs first (it was formed
+  // last): what it kept is gone by then, and its input's gradient waits for the routed one's.
+  cost.backward_extra = 3 * per_slot(d) - (fs > 0 ? shared - per_token(d) : 0);
+  // keep: the router's logits (and a shared expert's gate), the experts' [gate; up] outputs and
+  // their down projections' (a shared expert's too).
+  const bool has_shared = fs > 0;
+  cost.kept = (keep_.router ? per_token(moe.experts + (has_shared ? 1 : 0)) : 0) +
+              (keep_.mlp_in ? per_slot(2 * f) + (has_shared ? per_token(2 * fs) : 0) : 0) +
+              (keep_.expert_out ? per_slot(d) + (has_shared ? per_token(d) : 0) : 0);
   return cost;
 }
 

@@ -36,6 +36,9 @@ struct SublayerCost {
   // Its input wants no gradient (a frozen model before its first adapter): the norm keeps no
   // copy, so the residual stream it is handed is freed once it is done.
   bool input_dropped = false;
+  // Its tail has no one projection a recomputation could stop before (a mixture of experts):
+  // the output is rebuilt.
+  bool tail_whole = false;
 };
 
 // The engine's saved tensors, per token, counted from what each LibTorch op keeps for backward
@@ -57,6 +60,10 @@ class EngineAccounting {
   // and context width, its QKV tensor dq plus the key/value width it projects.
   SublayerCost attention(int64_t block) const;
   SublayerCost mlp(int64_t block) const;
+  // A mixture of experts in the MLP's place (mlp() hands it on): its router, each token's k
+  // copies and what its experts keep for them, with no token dropped (or as many as the capacity
+  // lets each expert take, all experts full).
+  SublayerCost experts(int64_t block) const;
 
   int64_t embedding_output() const { return per_local(arch_.d_model); }
   // The final norm and the log-probabilities cross-entropy keeps. In slices, each slice's head

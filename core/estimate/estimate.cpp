@@ -104,6 +104,13 @@ void validate_request(const EstimateRequest& request) {
   if (request.arch) {
     validate(*request.arch);
     validate(*request.arch, layout);
+    // As `run` trains experts: whole on each rank, over data ranks at most.
+    if (request.arch->moe.enabled() && (layout.split() || shard == ShardMode::kParameters)) {
+      throw InvalidInput(layout.split() ? "--tp" : "--shard",
+                         "a mixture of experts trains whole on each rank for now (data "
+                         "parallelism, sharded optimizer state and gradients); this layout of it "
+                         "is not built yet");
+    }
     if (request.arch->lora.enabled()) {
       // As `run` trains adapters: on data ranks at most, the frozen base whole on each.
       if (layout.split()) {
@@ -258,6 +265,13 @@ nlohmann::json to_json(const Estimate& estimate) {
     json["heads"] = arch.heads;
     json["kv_heads"] = arch.kv_heads;
     json["mlp_hidden"] = arch.mlp_hidden;
+    if (arch.moe.enabled()) {
+      json["experts"] = arch.moe.experts;
+      json["experts_per_token"] = arch.moe.experts_per_token;
+      json["expert_hidden"] = arch.expert_hidden;
+      json["shared_expert_hidden"] = arch.moe.shared_expert_hidden;
+      json["active_params"] = active_parameter_count(arch);
+    }
     json["seq_len"] = arch.seq_len;
     json["vocab"] = arch.vocab;
     json["attention"] = to_string(arch.attention);

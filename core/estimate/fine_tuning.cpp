@@ -21,6 +21,8 @@ ModelConfig to_model_config(const Architecture& arch) {
   config.sliding_window = arch.sliding_window;
   config.loss_chunks = arch.loss_chunks;
   config.lora = arch.lora;
+  config.moe = arch.moe;
+  if (arch.moe.enabled()) config.moe.expert_hidden = arch.expert_hidden;
   return config;
 }
 

@@ -106,6 +106,20 @@ double frozen_base_backward_per_token(const Architecture& arch) {
 // adapter on that projection is formed again (counted with the segment's adapters).
 bool stops_before_tail(bool sequence_parallel) { return !sequence_parallel; }
 
+// Per token, a mixture of experts' block run again: its router (and a shared expert's gate), its
+// k experts' [gate; up] and down projections and a shared expert's, less what `keep` kept. With
+// a capacity factor dropped tokens run no expert: the count is what none dropped.
+double experts_recomputed_per_token(const Architecture& arch, const KeptOutputs& keep) {
+  const double d = static_cast<double>(arch.d_model);
+  const double routed = static_cast<double>(arch.moe.experts_per_token * arch.expert_hidden);
+  const double shared = static_cast<double>(arch.moe.shared_expert_hidden);
+  const double router =
+      2.0 * d * static_cast<double>(arch.moe.experts) + (shared > 0 ? 2.0 * d : 0);
+  const double ups = 2.0 * d * 2.0 * (routed + shared);
+  const double downs = 2.0 * (routed + shared) * d;
+  return (keep.router ? 0.0 : router) + (keep.mlp_in ? 0.0 : ups) + (keep.expert_out ? 0.0 : downs);
+}
+
 // Per token, what the plan runs a second time in backward.
 double recomputed_per_token(const Architecture& arch, const CheckpointPlan& plan,
                             bool sequence_parallel) {
@@ -132,6 +146,8 @@ double recomputed_per_token(const Architecture& arch, const CheckpointPlan& plan
         again += core + attention_adapters + (plan.keep.qkv ? 0.0 : qkv);
         const bool stops = last && stops_before_tail(sequence_parallel);
         if (!plan.keep.attention_out && !stops) again += out;
+      } else if (arch.moe.enabled()) {
+        again += experts_recomputed_per_token(arch, plan.keep);  // no tail to stop before
       } else {
         again += mlp_adapters + (plan.keep.mlp_in ? 0.0 : up);
         if (!(last && stops_before_tail(sequence_parallel))) again += down;

@@ -256,6 +256,12 @@ void validate_fixed(const LayoutRequest& request) {
 }  // namespace
 
 void validate(const LayoutRequest& request) {
+  if (request.arch.moe.enabled()) {
+    throw InvalidInput("--model",
+                       "the layout planner does not weigh experts yet (expert parallelism is "
+                       "not built); `estimate` counts a mixture of experts on one rank or over "
+                       "data ranks");
+  }
   const Cluster& cluster = request.cluster;
   require_between(cluster.gpus, 1, kMaxGpus, "--gpus");
   require_between(cluster.gpus_per_node, 1, kMaxGpusPerNode, "--gpus-per-node");

@@ -136,12 +136,12 @@ std::string format_number(double value) {
 // under-stated, and said so.
 void import_sliding_window(Fields& fields, ImportedConfig& imported) {
   const bool given = fields.has("sliding_window");
-  const bool used = imported.model_type == "mistral" || fields.flag_or("use_sliding_window", false);
+  const bool mistral_like = imported.model_type == "mistral" || imported.model_type == "mixtral";
+  const bool used = mistral_like || fields.flag_or("use_sliding_window", false);
   if (!given || !used) return;
   // Qwen's layers below max_window_layers attend to everything (transformers' default 28 when
   // the file leaves it out); Mistral has no such field.
-  const int64_t full_layers =
-      imported.model_type == "mistral" ? 0 : fields.count_or("max_window_layers", 28);
+  const int64_t full_layers = mistral_like ? 0 : fields.count_or("max_window_layers", 28);
   if (full_layers >= imported.model.layers) return;
   const int64_t window = fields.size("sliding_window");
   if (full_layers > 0) {
@@ -184,7 +184,7 @@ void import_llama_like(Fields& fields, ImportedConfig& imported, const std::stri
   // Qwen 2 has biases on q, k and v whatever the file says; Llama's attention_bias puts one on
   // the output projection too, which is not modelled.
   const bool attention_bias = fields.flag_or("attention_bias", false);
-  model.qkv_bias = type == "qwen2" || attention_bias;
+  model.qkv_bias = type == "qwen2" || type == "qwen2_moe" || attention_bias;
   if (attention_bias) {
     warnings.push_back("attention_bias: the output projection's bias is not modelled: " +
                        std::to_string(model.layers * model.d_model) + " parameters left out");
@@ -192,7 +192,8 @@ void import_llama_like(Fields& fields, ImportedConfig& imported, const std::stri
   if (fields.flag_or("mlp_bias", false)) {
     warnings.push_back("mlp_bias: the MLP's biases are not modelled");
   }
-  model.qk_norm = type == "qwen3";  // its heads' q and k are normalised, whatever the file says
+  // Its heads' q and k are normalised, whatever the file says.
+  model.qk_norm = type == "qwen3" || type == "qwen3_moe";
   import_sliding_window(fields, imported);
   if (fields.has("rope_scaling")) {
     warnings.push_back(
@@ -201,6 +202,44 @@ void import_llama_like(Fields& fields, ImportedConfig& imported, const std::stri
   }
   if (fields.number_or("attention_dropout", 0.0) != 0.0) {
     warnings.push_back("attention_dropout: dropout is set with --dropout");
+  }
+}
+
+// Mixtral's, Qwen 2 MoE's and Qwen 3 MoE's experts. transformers adds the balance loss only when
+// output_router_logits is set (their published files leave it off): so here, said in a warning.
+void import_experts(Fields& fields, ImportedConfig& imported) {
+  const std::string& type = imported.model_type;
+  MoeOptions& moe = imported.model.moe;
+  const bool mixtral = type == "mixtral";
+  moe.experts = fields.size(mixtral ? "num_local_experts" : "num_experts");
+  moe.experts_per_token = fields.size("num_experts_per_tok");
+  if (!mixtral) {
+    moe.expert_hidden = fields.size("moe_intermediate_size");
+    moe.normalise_weights = fields.flag_or("norm_topk_prob", false);
+  }
+  if (type == "qwen2_moe")
+    moe.shared_expert_hidden = fields.count_or("shared_expert_intermediate_size", 0);
+  const double coefficient = fields.number_or("router_aux_loss_coef", 0.001);
+  if (fields.flag_or("output_router_logits", false)) {
+    moe.balance_coefficient = coefficient;
+  } else {
+    imported.warnings.push_back(
+        "router_aux_loss_coef " + format_number(coefficient) +
+        " is not applied: output_router_logits is off, and transformers then trains without the "
+        "balance loss (--balance-coefficient sets it)");
+  }
+  if (fields.number_or("router_jitter_noise", 0.0) != 0.0) {
+    imported.warnings.push_back("router_jitter_noise: the router's logits are used without noise");
+  }
+  if (!mixtral) {
+    const int64_t step = fields.count_or("decoder_sparse_step", 1);
+    const bool dense_layers =
+        fields.has("mlp_only_layers") && fields.text_or("mlp_only_layers", "[]") != "[]";
+    if (step != 1 || dense_layers) {
+      imported.warnings.push_back(
+          "decoder_sparse_step / mlp_only_layers: some of the model's layers have a dense MLP; "
+          "here every layer is a mixture of experts");
+    }
   }
 }
 
@@ -260,12 +299,15 @@ ImportedConfig import_hf_config_text(const std::string& text, const std::string&
   const std::string& type = imported.model_type;
   if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3") {
     import_llama_like(fields, imported, name);
+  } else if (type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe") {
+    import_llama_like(fields, imported, name);
+    import_experts(fields, imported);
   } else if (type == "gpt2") {
     import_gpt2(fields, imported);
   } else {
     throw InvalidInput(kFlag, name + ": model_type \"" + type +
                                   "\" is not one RematLab builds (llama, mistral, qwen2, qwen3, "
-                                  "gpt2)");
+                                  "mixtral, qwen2_moe, qwen3_moe, gpt2)");
   }
   for (const std::string& key : fields.unread()) {
     imported.warnings.push_back(key + " is not modelled");

@@ -2,7 +2,8 @@
 // model, so that users name the model they fine-tune instead of translating it into flags.
 //
 // Families: llama, mistral, qwen2, qwen3 (RematLab's llama family: RMSNorm, SwiGLU, rotary
-// positions, grouped-query attention) and gpt2 (the gpt family). Every field is either modelled,
+// positions, grouped-query attention), their mixtures of experts mixtral, qwen2_moe and qwen3_moe,
+// and gpt2 (the gpt family). Every field is either modelled,
 // known not to change the model's memory or FLOPs (token ids, dtypes, the library's version), or
 // named in a warning: nothing is dropped silently (README.md, "Two model families").
 #pragma once

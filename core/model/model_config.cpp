@@ -54,6 +54,16 @@ ModelConfig with_sliding_window(ModelConfig config, int64_t window) {
   return config;
 }
 
+ModelConfig with_head_width(ModelConfig config, int64_t width) {
+  config.head_width = width;  // wider heads than d_model / heads (Qwen 3's small ones)
+  return config;
+}
+
+ModelConfig with_experts(ModelConfig config, const MoeOptions& moe) {
+  config.moe = moe;
+  return config;
+}
+
 // The published shapes (the models' config.json; the training sequence 8192 where they allow
 // more): parameter counts are checked in tests.
 const std::vector<Preset>& presets() {
@@ -75,6 +85,16 @@ const std::vector<Preset>& presets() {
       {"qwen2.5-7b", with_qkv_bias(llama({28, 3584, 28, 4, 18944, 8192, 152064, false, 1e6}))},
       {"qwen3-8b", with_qk_norm(llama({36, 4096, 32, 8, 12288, 8192, 151936, false, 1e6}))},
       {"llama2-70b", llama({80, 8192, 64, 8, 28672, 4096, 32000, false, 10000.0})},
+      // Mixtures of experts: a CPU-sized one (4 experts, 2 a token), then the published ones.
+      {"moe-tiny", with_experts(llama({2, 64, 4, 2, 96, 64, 256, false, 10000.0}),
+                                {4, 2, 0, 0, true, 0.01, 0.0})},
+      {"mixtral-8x7b", with_experts(llama({32, 4096, 32, 8, 14336, 8192, 32000, false, 1e6}),
+                                    {8, 2, 0, 0, true, 0.02, 0.0})},
+      {"qwen3-30b-a3b",
+       with_experts(
+           with_head_width(with_qk_norm(llama({48, 2048, 32, 4, 6144, 8192, 151936, false, 1e6})),
+                           128),
+           {128, 8, 768, 0, true, 0.001, 0.0})},
   };
   return kPresets;
 }
@@ -109,6 +129,7 @@ void ModelConfig::switch_family(ModelFamily to) {
   rope_theta = ModelConfig{}.rope_theta;
   qkv_bias = false;
   qk_norm = false;
+  moe = MoeOptions{};  // experts are the Llama family's
   if (to == ModelFamily::kGpt) lora.targets &= ~static_cast<uint32_t>(kLoraGate);
 }
 
@@ -209,9 +230,23 @@ int64_t ModelConfig::base_parameter_count() const {
                             + (qk_norm ? 2 * head_dim() : 0)              // q and k norms
                             + d * qkv_width + (qkv_bias ? qkv_width : 0)  // fused QKV
                             + attention_width * d                         // attention output
-                            + d * 2 * hidden                              // gate and up
-                            + hidden * d;                                 // down
+                            + mlp_parameter_count(moe.experts);
   return vocab * d + layers * per_block + d + head;
+}
+
+int64_t ModelConfig::mlp_parameter_count(int64_t experts_counted) const {
+  const int64_t d = d_model;
+  if (!moe.enabled()) return 3 * d * mlp_width();  // gate, up and down
+  const int64_t shared = moe.shared_expert_hidden > 0 ? 3 * d * moe.shared_expert_hidden + d : 0;
+  return d * moe.experts                             // the router
+         + experts_counted * 3 * d * expert_width()  // each expert's gate, up and down
+         + shared;                                   // a shared expert and its gate
+}
+
+int64_t ModelConfig::active_parameter_count() const {
+  if (!moe.enabled()) return parameter_count();
+  return parameter_count() -
+         layers * (mlp_parameter_count(moe.experts) - mlp_parameter_count(moe.experts_per_token));
 }
 
 const std::vector<std::string>& preset_names() {
@@ -239,6 +274,45 @@ ModelConfig model_preset(const std::string& name) {
 }
 
 namespace {
+
+void validate_experts(const ModelConfig& config) {
+  const MoeOptions& moe = config.moe;
+  if (moe.experts < 0) throw InvalidInput("--experts", "must not be negative");
+  if (!moe.enabled()) {
+    if (moe.experts_per_token != 0 || moe.expert_hidden != 0 || moe.shared_expert_hidden != 0 ||
+        moe.capacity_factor != 0.0 || moe.balance_coefficient != 0.0) {
+      throw InvalidInput("--experts",
+                         "is needed by the other expert settings (a dense MLP has none)");
+    }
+    return;
+  }
+  if (config.family != ModelFamily::kLlama) {
+    throw InvalidInput("--experts", "only llama models take experts (SwiGLU experts)");
+  }
+  require_at_most(moe.experts, kMaxExperts, "--experts");
+  if (moe.experts_per_token < 1 || moe.experts_per_token > moe.experts) {
+    throw InvalidInput("--experts-per-token", "must be 1 to " + std::to_string(moe.experts) +
+                                                  " (the experts), got " +
+                                                  std::to_string(moe.experts_per_token));
+  }
+  if (moe.expert_hidden < 0) throw InvalidInput("--expert-hidden", "must not be negative");
+  require_at_most(moe.expert_hidden, kMaxMlpHidden, "--expert-hidden");
+  if (moe.shared_expert_hidden < 0) {
+    throw InvalidInput("--shared-expert-hidden", "must not be negative");
+  }
+  require_at_most(moe.shared_expert_hidden, kMaxMlpHidden, "--shared-expert-hidden");
+  if (!(std::isfinite(moe.balance_coefficient) && moe.balance_coefficient >= 0.0)) {
+    throw InvalidInput("--balance-coefficient", "must be a number of at least 0 such as 0.01");
+  }
+  if (!(std::isfinite(moe.capacity_factor) && moe.capacity_factor >= 0.0 &&
+        moe.capacity_factor <= static_cast<double>(kMaxExperts))) {
+    throw InvalidInput("--capacity-factor",
+                       "must be 0 (no token dropped) or a positive number such as 1.25");
+  }
+  if (config.lora.enabled()) {
+    throw InvalidInput("--finetune", "adapters on experts are not built (train the model whole)");
+  }
+}
 
 void validate_lora(const ModelConfig& config) {
   const LoraOptions& lora = config.lora;
@@ -286,6 +360,7 @@ void validate(const ModelConfig& config) {
   if (config.sliding_window < 0) throw InvalidInput("--sliding-window", "must not be negative");
   require_at_most(config.sliding_window, kMaxSeqLen, "--sliding-window");
   validate_lora(config);
+  validate_experts(config);
   if (config.head_width < 0) throw InvalidInput("--head-dim", "must not be negative");
   require_at_most(config.head_width, kMaxDModel, "--head-dim");
   // With a head width of its own nothing else bounds the heads: the query width is held to the
@@ -349,5 +424,14 @@ int64_t parse_loss_chunks(const std::string& text) {
   }
   return value;
 }
+
+bool parse_expert_weights(const std::string& text) {
+  if (text == "normalised") return true;
+  if (text == "softmax") return false;
+  throw InvalidInput("--expert-weights",
+                     "unknown weights '" + text + "' (use normalised or softmax)");
+}
+
+std::string expert_weights_text(bool normalised) { return normalised ? "normalised" : "softmax"; }
 
 }  // namespace rematlab

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/lora_options.h"
+#include "model/moe_options.h"
 
 namespace rematlab {
 
@@ -42,6 +43,7 @@ struct ModelConfig {
   int64_t sliding_window = 0;   // each token attends to this many latest keys (Mistral); 0: all
   int64_t loss_chunks = 0;      // the head and loss in this many slices of tokens (0, 1: whole)
   LoraOptions lora;             // adapters on a frozen model (fine-tuning); none by default
+  MoeOptions moe;               // Llama family: each block's MLP a mixture of experts
 
   int64_t head_dim() const { return head_width > 0 ? head_width : d_model / heads; }
   int64_t key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
@@ -50,18 +52,27 @@ struct ModelConfig {
   // `--preset llama-small --arch gpt` is GPT-2 and not a GPT with Llama's K/V heads.
   void switch_family(ModelFamily to);
   int64_t mlp_width() const;
+  // Each routed expert's SwiGLU width (the MLP's width unless the experts have their own).
+  int64_t expert_width() const { return moe.expert_hidden > 0 ? moe.expert_hidden : mlp_width(); }
   // Slices the head and loss run in: loss_chunks, or for kAutoLossChunks as many as keep a
   // slice's logits no wider than 4·d_model (the MLP's width) per token: ⌈vocab / 4·d⌉.
   int64_t loss_chunk_count() const;
   // Exact parameter count of the engine's model, its adapters included.
   int64_t parameter_count() const;
+  // The parameters one token's forward uses: with experts, its k routed experts of each block
+  // (and the shared one) instead of all of them; else every parameter.
+  int64_t active_parameter_count() const;
+  // One block's MLP parameters (Llama family), with `experts_counted` of its routed experts: all
+  // of them for the model's size, k for what a token uses.
+  int64_t mlp_parameter_count(int64_t experts_counted) const;
   // The parameters that train: the adapters' under LoRA, else all of them.
   int64_t trainable_parameter_count() const;
   // The adapters' parameters (0 without LoRA), and the rest: the model they adapt.
   int64_t adapter_parameter_count() const;
   int64_t base_parameter_count() const;
   // Of the base: the projections' weights and biases (what --base-precision stores), and the
-  // bytes a frozen base holds (0 without LoRA: then every parameter trains).
+  // bytes a frozen base holds (0 without LoRA: then every parameter trains). Dense MLPs only:
+  // fine-tuning refuses experts.
   int64_t projection_parameter_count() const;
   int64_t frozen_base_bytes() const;
 };
@@ -95,6 +106,10 @@ inline constexpr int64_t kMaxMlpHidden = int64_t{1} << 22;
 inline constexpr int64_t kMaxLossChunks = 1'000'000;
 
 int64_t parse_loss_chunks(const std::string& text);
+// How a token's k routing weights are taken (--expert-weights): "normalised" (true: scaled to sum
+// to 1) or "softmax" (false: the probabilities as they are); throws InvalidInput otherwise.
+bool parse_expert_weights(const std::string& text);
+std::string expert_weights_text(bool normalised);
 // Slices for a `loss_chunks` setting (kAutoLossChunks included) on this vocabulary and width.
 int64_t resolve_loss_chunks(int64_t loss_chunks, int64_t vocab, int64_t d_model);
 

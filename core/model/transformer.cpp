@@ -33,11 +33,19 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
   // A sliding window's masks are made once and shared: each layer's kernel keeps its mask.
   std::shared_ptr<const WindowMasks> window;
   if (config.sliding_window > 0) window = std::make_shared<WindowMasks>(config.sliding_window);
+  if (config.moe.enabled()) {
+    balance_ = std::make_shared<BalanceLedger>(config.moe.balance_coefficient, config.layers);
+  }
   for (int64_t block = 0; block < config.layers; ++block) {
     auto attention = std::make_shared<AttentionSublayer>(config, rotary_, window);
-    auto mlp = std::make_shared<MlpSublayer>(config);
+    std::shared_ptr<Sublayer> mlp;
+    if (balance_) {
+      mlp = std::make_shared<MoeSublayer>(config, balance_);
+    } else {
+      mlp = std::make_shared<MlpSublayer>(config);
+    }
     register_module("block" + std::to_string(block) + "_attn", attention);
-    register_module("block" + std::to_string(block) + "_mlp", mlp);
+    register_module("block" + std::to_string(block) + (balance_ ? "_moe" : "_mlp"), mlp);
     attention_sublayers_.push_back(attention);
     sublayers_.push_back(attention);
     sublayers_.push_back(mlp);

@@ -11,8 +11,10 @@
 
 #include "checkpoint/checkpoint_policy.h"
 #include "model/attention.h"
+#include "model/balance_loss.h"
 #include "model/mlp.h"
 #include "model/model_config.h"
+#include "model/moe.h"
 #include "model/norm.h"
 #include "model/parameter_units.h"
 #include "model/rotary.h"
@@ -71,6 +73,9 @@ class TransformerImpl : public torch::nn::Module {
   void use_parameter_units(std::shared_ptr<ParameterUnits> units);
 
   const ModelConfig& config() const { return config_; }
+  // A mixture of experts' balance losses and the gradient they enter with; null for a dense
+  // model.
+  BalanceLedger* balance() const { return balance_.get(); }
   // attn0, mlp0, attn1, mlp1, …
   const std::vector<std::shared_ptr<Sublayer>>& sublayers() const { return sublayers_; }
   // The output projection (vocab, d): the token embedding when the head is tied.
@@ -92,6 +97,7 @@ class TransformerImpl : public torch::nn::Module {
   std::shared_ptr<RotaryTables> rotary_;              // Llama's rotary tables (also buffers)
   std::vector<std::shared_ptr<Sublayer>> sublayers_;
   std::vector<std::shared_ptr<AttentionSublayer>> attention_sublayers_;
+  std::shared_ptr<BalanceLedger> balance_;  // experts only
   Norm final_norm_{nullptr};
   torch::nn::Linear head_{nullptr};  // untied heads only
   TensorParallel group_;             // null: the whole model on this process

@@ -221,6 +221,26 @@ void validate_fine_tuning(const RunConfig& config) {
   }
 }
 
+// Experts train on one process or over data ranks, whole on each: splitting them (expert,
+// tensor or pipeline parallelism, sharded parameters) is not built yet.
+void validate_experts_layout(const RunConfig& config) {
+  if (!config.model.moe.enabled()) return;
+  const char* not_built = nullptr;
+  if (config.tp > 1) {
+    not_built = "--tp";
+  } else if (config.pp > 1) {
+    not_built = "--pp";
+  } else if (parse_shard(config.shard) == ShardMode::kParameters) {
+    not_built = "--shard";
+  }
+  if (not_built != nullptr) {
+    throw InvalidInput(not_built,
+                       "a mixture of experts trains whole on each rank for now (data "
+                       "parallelism, sharded optimizer state and gradients); this layout of "
+                       "it is not built yet");
+  }
+}
+
 }  // namespace
 
 void validate_shard_precision(ShardMode shard, Precision precision) {
@@ -315,6 +335,7 @@ void validate(const RunConfig& config) {
   // them, which validate_pipeline checked).
   if (!policy.is_plan()) policy.plan_for(config.model.layers, 0.0, config.pp_split);
   validate_fine_tuning(config);
+  validate_experts_layout(config);
 }
 
 OffloadSpec parse_offload(const std::string& text) {
@@ -332,6 +353,24 @@ nlohmann::json shown_json(const RunConfig& config) {
   json["virtual_stages"] = config.virtual_stages;
   return json;
 }
+
+namespace {
+
+// A mixture of experts' settings, where it has experts or its preset has (a record of the preset
+// made dense says "experts": 0).
+void put_experts(nlohmann::json& json, const MoeOptions& moe, const ModelConfig* named) {
+  if (!moe.enabled() && !(named && named->moe.enabled())) return;
+  json["experts"] = moe.experts;
+  if (!moe.enabled()) return;
+  json["experts_per_token"] = moe.experts_per_token;
+  json["expert_hidden"] = moe.expert_hidden;  // 0: the MLP width
+  json["shared_expert_hidden"] = moe.shared_expert_hidden;
+  json["expert_weights"] = expert_weights_text(moe.normalise_weights);
+  json["balance_coefficient"] = moe.balance_coefficient;
+  json["capacity_factor"] = moe.capacity_factor;
+}
+
+}  // namespace
 
 nlohmann::json to_json(const RunConfig& config) {
   nlohmann::json json = {
@@ -393,6 +432,7 @@ nlohmann::json to_json(const RunConfig& config) {
   if (config.model.sliding_window > 0 || (named && named->sliding_window > 0)) {
     json["sliding_window"] = config.model.sliding_window;
   }
+  put_experts(json, config.model.moe, named);
   const LoraOptions& lora = config.model.lora;
   if (lora.enabled()) {
     json["finetune"] = "lora";

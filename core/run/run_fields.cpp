@@ -7,6 +7,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <type_traits>
 
 #include "checkpoint/checkpoint_policy.h"
 #include "common/byte_size.h"
@@ -73,6 +74,16 @@ Setter model_integer(T ModelConfig::*member) {
     c.model.*member = narrow<T>(as_integer(v, f), f);
   };
 }
+template <typename T>
+Setter moe_field(T MoeOptions::*member) {
+  return [member](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+    if constexpr (std::is_same_v<T, double>) {
+      c.model.moe.*member = as_number(v, f);
+    } else {
+      c.model.moe.*member = narrow<T>(as_integer(v, f), f);
+    }
+  };
+}
 Setter number(double RunConfig::*member) {
   return [member](RunConfig& c, const nlohmann::json& v, const std::string& f) {
     c.*member = as_number(v, f);
@@ -128,6 +139,26 @@ const std::map<std::string, Setter>& setters() {
       {"head_dim", model_integer(&ModelConfig::head_width)},
       {"sliding_window", model_integer(&ModelConfig::sliding_window)},
       {"mlp_hidden", model_integer(&ModelConfig::mlp_hidden)},
+      // 0: a dense MLP, whatever the preset's experts were (a record of one made dense).
+      {"experts",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         const int64_t experts = as_integer(v, f);
+         if (experts == 0) c.model.moe = MoeOptions{};
+         c.model.moe.experts = experts;
+       }},
+      {"experts_per_token", moe_field(&MoeOptions::experts_per_token)},
+      {"expert_hidden", moe_field(&MoeOptions::expert_hidden)},
+      {"shared_expert_hidden", moe_field(&MoeOptions::shared_expert_hidden)},
+      {"balance_coefficient", moe_field(&MoeOptions::balance_coefficient)},
+      {"capacity_factor", moe_field(&MoeOptions::capacity_factor)},
+      {"expert_weights",
+       [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
+         try {
+           c.model.moe.normalise_weights = parse_expert_weights(as_text(v, f));
+         } catch (const InvalidInput& error) {
+           throw InvalidInput(f, error.reason_words());
+         }
+       }},
       {"tie_head",
        [](RunConfig& c, const nlohmann::json& v, const std::string& f) {
          if (!v.is_boolean()) wrong_type(f, "true or false", v);

@@ -153,7 +153,8 @@ nlohmann::json to_json(const StepMetrics& step) {
           {"parameter_gathers", step.parameter_gathers},
           {"recompute_gathers", step.recompute_gathers},
           {"bubble_ms", step.bubble_ms},
-          {"transfer_ms", step.transfer_ms}};
+          {"transfer_ms", step.transfer_ms},
+          {"balance_loss", json_number(step.balance_loss)}};
 }
 
 nlohmann::json to_json(const RunResult& result) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 namespace rematlab {
 
@@ -53,6 +54,9 @@ struct StepMetrics {
   // passed once its neighbour had sent it (the transfer).
   double bubble_ms = 0.0;
   double transfer_ms = 0.0;
+  // A mixture of experts: its blocks' mean load-balancing loss over the step's micro-batches
+  // (model/balance_loss.h; k when every expert gets its share); NaN for a dense model.
+  double balance_loss = std::numeric_limits<double>::quiet_NaN();
 };
 
 }  // namespace rematlab

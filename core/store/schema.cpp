@@ -188,6 +188,15 @@ const std::vector<const char*>& migrations() {
       R"sql(
       ALTER TABLE steps ADD COLUMN bubble_ms REAL NOT NULL DEFAULT 0;
       ALTER TABLE steps ADD COLUMN transfer_ms REAL NOT NULL DEFAULT 0;
+      UPDATE steps SET bubble_ms = 'nan', transfer_ms = 'nan'
+        WHERE run_id IN (SELECT id FROM runs WHERE json_valid(config)
+                           AND json_type(config, '$.pp') = 'integer'
+                           AND json_extract(config, '$.pp') > 1);
+      )sql",
+      // 8 → 9: a mixture of experts' balance loss each step; not measured before (no run had
+      // experts).
+      R"sql(
+      ALTER TABLE steps ADD COLUMN balance_loss REAL NOT NULL DEFAULT 'nan';
       )sql",
   };
   return list;

@@ -43,6 +43,8 @@ const std::vector<StepField>& step_fields() {
       // Schema 8.
       {"bubble_ms", &StepMetrics::bubble_ms},
       {"transfer_ms", &StepMetrics::transfer_ms},
+      // Schema 9.
+      {"balance_loss", &StepMetrics::balance_loss},
   };
   return fields;
 }

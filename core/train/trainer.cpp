@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <limits>
 
 #include "common/byte_size.h"
 #include "common/errors.h"
@@ -199,6 +200,12 @@ void Trainer::keep_pipeline_chunks() {
 
 std::optional<double> Trainer::micro_batches(const CheckpointPlan& plan, StepMetrics& metrics,
                                              const std::atomic<bool>* cancel) {
+  // Each micro-batch's loss enters backward divided by the accumulation steps (and scaled for
+  // fp16): so do the experts' balance losses.
+  if (BalanceLedger* balance = model_->balance()) {
+    balance->set_gradient_scale((scaler_ ? scaler_->current() : 1.0) /
+                                static_cast<double>(config_.accum));
+  }
   if (pipeline_) {
     // Stages wait on one another inside the step: it is cancelled before it begins.
     if (cancel_requested(cancel)) return std::nullopt;
@@ -339,12 +346,18 @@ StepMetrics Trainer::step(int64_t index, const TrainerCallbacks& callbacks) {
   if (offload_) offload_->reset_step_counters();
   tracker_.reset_peak();
   metrics.baseline_bytes = tracker_.current_bytes();
+  BalanceLedger* balance = model_->balance();
   const auto start = Clock::now();
   const std::optional<double> accumulated = micro_batches(plan, metrics, callbacks.cancel);
   if (!accumulated) throw Cancelled{};
   double loss_sum = *accumulated;
   update_parameters(metrics);
   if (exchange_) loss_sum = exchange_->mean(loss_sum);  // the global batch's loss
+  if (balance) {
+    const std::optional<double> recorded = balance->take();
+    metrics.balance_loss = recorded ? *recorded : std::numeric_limits<double>::quiet_NaN();
+    if (exchange_) metrics.balance_loss = exchange_->mean(metrics.balance_loss);
+  }
   metrics.step_ms = elapsed_ms(start);
 
   metrics.loss = loss_sum / static_cast<double>(config_.accum);
