@@ -148,6 +148,13 @@ TEST(ExperimentPanel, AHuggingFaceConfigFillsTheModelFieldsWhole) {
       << panel->model_source_label()->text().toStdString();
   EXPECT_EQ(panel->first_config()->model.family, rematlab::ModelFamily::kGpt);
   EXPECT_EQ(panel->first_config()->model.vocab, 50257);
+  // A mixture of experts: the form has no expert fields, so it is refused rather than trained
+  // dense, the fields as they were.
+  EXPECT_FALSE(panel->load_model_config(configs + "mixtral-8x7b.json"));
+  EXPECT_TRUE(panel->model_source_label()->text().contains("its 8 experts are more than the form"))
+      << panel->model_source_label()->text().toStdString();
+  EXPECT_EQ(panel->first_config()->model.vocab, 50257);
+  EXPECT_FALSE(panel->first_config()->model.moe.enabled());
   // A loaded spec's model is its own: the note goes.
   panel->load_spec(rematlab::default_study_spec());
   EXPECT_TRUE(panel->model_source_label()->text().isEmpty());

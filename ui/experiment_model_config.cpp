@@ -62,6 +62,13 @@ bool ExperimentPanel::load_model_config(const QString& path) {
     show_model_source_refusal(file + " was not read: " + QString::fromStdString(error.reason()));
     return false;
   }
+  if (imported.model.moe.enabled()) {  // the form has no expert fields: it would train it dense
+    show_model_source_refusal(file + " was not loaded: its " +
+                              QString::number(imported.model.moe.experts) +
+                              " experts are more than the form holds yet (rematlab-cli run "
+                              "--model-config takes it)");
+    return false;
+  }
   const QString beyond = field_beyond_the_form(imported.model);
   if (!beyond.isEmpty()) {
     show_model_source_refusal(file + " was not loaded: " + beyond +

@@ -188,7 +188,8 @@ void ExperimentPanel::create_sweep_fields() {
       "sublayer:A,F: a checkpoint before every A-th attention and every F-th MLP\n"
       "selective: recompute only the attention core (QKᵀ, softmax, ·V)\n"
       "schedule:P=K,…: every:K by training progress, e.g. schedule:0=2,0.5=5\n"
-      "keep:LIST: every:1, but the listed projections' outputs (qkv, attn-out, mlp-in; matmul: "
+      "keep:LIST: every:1, but the listed projections' outputs (qkv, attn-out, mlp-in, and with "
+      "experts router, expert-out; matmul: "
       "all) are saved, not recomputed");
   offload_ = new QLineEdit("none");
   offload_->setToolTip(

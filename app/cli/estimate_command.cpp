@@ -101,7 +101,8 @@ Command add_estimate_command(CLI::App& app) {
   command
       ->add_option("--checkpoint", options->checkpoint,
                    "none | every:K | sublayer:A,F | selective | schedule:P=K,… | keep:LIST "
-                   "(qkv, attn-out, mlp-in, matmul) | segments:LIST | stages:P/P/… | plan:BUDGET")
+                   "(qkv, attn-out, mlp-in, router, expert-out, matmul) | segments:LIST | "
+                   "stages:P/P/… | plan:BUDGET")
       ->capture_default_str();
   command->add_option("--offload", options->offload, "none or disk (segment inputs off device)")
       ->capture_default_str();

@@ -27,7 +27,8 @@ void RunOptions::add_to(CLI::App& command, const std::string& budget_help) {
   command
       .add_option("--checkpoint", checkpoint_,
                   "none | every:K | sublayer:A,F | selective | schedule:P=K,… | keep:LIST "
-                  "(qkv, attn-out, mlp-in, matmul) | segments:LIST | stages:P/P/… | plan:BUDGET")
+                  "(qkv, attn-out, mlp-in, router, expert-out, matmul) | segments:LIST | "
+                  "stages:P/P/… | plan:BUDGET")
       ->capture_default_str();
   command
       .add_option("--offload", offload_,
