@@ -84,10 +84,61 @@ TEST(MoeConfig, SettingsThatCannotTrainAreRefusedByName) {
   config = model_preset("moe-tiny");
   config.lora = default_lora_options(config.family);
   EXPECT_EQ(refused_field(config), "--finetune");
+  // Layouts that split experts are not built: each refused by its flag.
+  auto refused_run_field = [](RunConfig run) {
+    try {
+      validate(run);
+    } catch (const InvalidInput& error) {
+      return error.field() + (error.reason().find("mixture of experts") != std::string::npos
+                                  ? " (experts)"
+                                  : " (" + error.reason() + ")");
+    }
+    return std::string("accepted");
+  };
   RunConfig run;
   run.model = model_preset("moe-tiny");
+  run.world_size = 2;
+  EXPECT_EQ(refused_run_field(run), "accepted");  // data parallelism trains them
   run.tp = 2;
-  EXPECT_THROW(validate(run), InvalidInput);
+  EXPECT_EQ(refused_run_field(run), "--tp (experts)");
+  run.tp = 1;
+  run.pp = 2;
+  EXPECT_EQ(refused_run_field(run), "--pp (experts)");
+  run.pp = 1;
+  run.shard = "parameters";
+  EXPECT_EQ(refused_run_field(run), "--shard (experts)");
+  // More weights than anything counts: one line, not an overflow.
+  config = model_preset("moe-tiny");
+  config.layers = 10'000;
+  config.d_model = 1 << 20;
+  config.heads = 1 << 10;
+  config.moe.experts = kMaxExperts;
+  config.moe.expert_hidden = 1 << 22;
+  EXPECT_EQ(refused_field(config), "--experts");
+}
+
+// The balance loss is recorded once a block and micro-batch: a policy that recomputes some
+// blocks records what none records, bit for bit.
+TEST(MoeTraining, ARecomputedBlockDoesNotRecordItsBalanceLossAgain) {
+  auto balance_losses = [](const std::string& policy) {
+    RunConfig config;
+    config.model = model_preset("moe-tiny");
+    config.model.layers = 3;
+    config.batch = 2;
+    config.accum = 2;
+    config.steps = 2;
+    config.threads = 1;
+    config.checkpoint = policy;
+    std::vector<double> values;
+    TrainerCallbacks callbacks;
+    callbacks.on_step = [&](const StepMetrics& step) { values.push_back(step.balance_loss); };
+    Trainer(config).run(callbacks);
+    return values;
+  };
+  const std::vector<double> none = balance_losses("none");
+  ASSERT_EQ(none.size(), 2u);
+  EXPECT_EQ(balance_losses("segments:a0-m0"), none);  // block 0 recomputed, 1 and 2 not
+  EXPECT_EQ(balance_losses("every:1"), none);
 }
 
 TEST(ExpertRouting, EveryChoiceIsTakenWithoutACapacityAndGroupedByExpert) {
@@ -258,6 +309,9 @@ TEST(MoeRecords, TheExpertsAndTheBalanceLossReadBack) {
     EXPECT_TRUE(read.model.moe == config.model.moe) << to_json(config).dump();
     EXPECT_EQ(read.model.expert_width(), config.model.expert_width());
   }
+  // Its name in lists says it has experts.
+  EXPECT_EQ(describe_run(preset), "llama moe 4/2 none b8");
+  EXPECT_EQ(describe_run(dense), "llama none b8");
   testing::ScratchDir dir("moe-records");
   const std::string path = dir.file("runs.sqlite");
   RunStore store(path);

@@ -175,6 +175,36 @@ TEST(Store, MigratesThePreviousVersionKeepingItsRuns) {
   }
 }
 
+// Schema 8's zero waits of a pipeline's steps recorded before 8 read as unmeasured from 9 on;
+// waits schema 8 measured stay, and so does a run that was no pipeline.
+TEST(Store, APipelinesStepsWithoutWaitsReadAsUnmeasured) {
+  TempDir dir;
+  const std::string path = dir.file("eight.sqlite");
+  create_store_database_at_version(path, 8);
+  {
+    Database db(path, Database::Mode::kReadWrite);
+    for (const char* config : {"{\"pp\": 2}", "{\"pp\": 2}", "{\"batch\": 4}"}) {
+      Statement insert(db,
+                       "INSERT INTO runs (name, status, config, summary, started, device, host,"
+                       " pid, libtorch) VALUES ('r', 'ok', ?, '{}', '2026-01-01T00:00:00Z', 'cpu',"
+                       " 'h', 1, '2.0')");
+      insert.bind(1, std::string(config));
+      insert.run();
+    }
+    db.exec(
+        "INSERT INTO steps (run_id, step, total_steps, warmup, skipped, loss, bubble_ms,"
+        " transfer_ms) VALUES (1, 0, 1, 0, 0, 2.5, 0, 0), (2, 0, 1, 0, 0, 2.5, 3.5, 0.25),"
+        " (3, 0, 1, 0, 0, 2.5, 0, 0);");
+  }
+  RunStore store(path);
+  EXPECT_TRUE(std::isnan(store.steps(1)[0].bubble_ms));
+  EXPECT_TRUE(std::isnan(store.steps(1)[0].transfer_ms));
+  EXPECT_EQ(store.steps(2)[0].bubble_ms, 3.5);
+  EXPECT_EQ(store.steps(2)[0].transfer_ms, 0.25);
+  EXPECT_EQ(store.steps(3)[0].bubble_ms, 0.0);
+  EXPECT_TRUE(std::isnan(store.steps(3)[0].balance_loss));
+}
+
 TEST(Store, RefusesAFileThatIsNotADatabaseAndLeavesItAlone) {
   TempDir dir;
   const std::string path = dir.file("notes.txt");

@@ -26,7 +26,8 @@ std::size_t piece_of(const std::string& name, std::size_t pieces) {
   if (name.rfind("block", 0) == 0) {
     const std::size_t underscore = name.find('_');
     const std::size_t block = std::stoul(name.substr(5, underscore - 5));
-    const bool mlp = name.compare(underscore + 1, 3, "mlp") == 0;
+    // The MLP's modules, dense (block0_mlp) or a mixture of experts (block0_moe).
+    const bool mlp = name.compare(underscore + 1, 4, "attn") != 0;
     return 1 + 2 * block + (mlp ? 1 : 0);
   }
   return pieces - 1;  // final_norm, head
@@ -134,6 +135,10 @@ ChainWalk walk_chain(Trainer& trainer) {
   for (auto& param : model.parameters()) param.mutable_grad() = torch::Tensor();
 
   const int64_t accum = trainer.config().accum;
+  // The walk's backward starts from loss / accum, unscaled: so do the experts' balance losses.
+  if (BalanceLedger* balance = model.balance()) {
+    balance->set_gradient_scale(1.0 / static_cast<double>(accum));
+  }
   double loss_sum = 0.0;
   for (int64_t micro = 0; micro < accum; ++micro) {
     const TokenBatch batch = trainer.next_batch();

@@ -77,8 +77,10 @@ Wording states_advice(const RunConfig& config) {
   const std::string ranks = std::to_string(data_ranks) + " data ranks";
   // fp16 shards the optimizer state only (its loss scaling needs whole gradients).
   const bool gradients = shard_trains_in(ShardMode::kGradients, config.precision);
-  const ShardMode most =
-      fp32 ? ShardMode::kParameters : (gradients ? ShardMode::kGradients : ShardMode::kOptimizer);
+  // Experts are not sharded as parameters yet.
+  const ShardMode most = fp32 && !config.model.moe.enabled()
+                             ? ShardMode::kParameters
+                             : (gradients ? ShardMode::kGradients : ShardMode::kOptimizer);
   Wording more;
   if (data_ranks > 1 && shard < ShardMode::kGradients && gradients) {
     more = setting("shard", "gradients") + " shards the gradients and optimizer state over its " +

@@ -75,7 +75,7 @@ class CheckpointPolicy {
  public:
   // Throws InvalidInput("--checkpoint", …) naming the policy text. text() is the canonical
   // form: numbers without blanks or '+' (every:2, schedule:0=1,0.5=2, plan:200MiB), `keep:`
-  // lists in one order, all three as keep:matmul; `segments:` lists in ascending order. No
+  // lists in one order, all five as keep:matmul; `segments:` lists in ascending order. No
   // canonical text holds a '+', which separates a policy from its offload (POLICY+OFFLOAD).
   static CheckpointPolicy parse(const std::string& text);
   static CheckpointPolicy none() { return parse("none"); }

@@ -149,6 +149,10 @@ void validate(const Architecture& arch) {
     throw InvalidInput("--heads", "rotary positions need an even head width, got " +
                                       std::to_string(arch.head_dim()));
   }
+  validate_experts(arch.moe, arch.layers, arch.d_model, arch.expert_hidden);
+  if (arch.moe.enabled() && arch.expert_hidden <= 0) {
+    throw InvalidInput("--expert-hidden", "must be positive");
+  }
   if (!(arch.dropout >= 0.0 && arch.dropout < 1.0)) {
     throw InvalidInput("--dropout", "must be in [0, 1), got " + std::to_string(arch.dropout));
   }

@@ -64,6 +64,7 @@ std::vector<Rung> ladder(const FitQuestion& question, int64_t best_k) {
 
 std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_bytes) {
   const bool fine_tuning = question.arch.lora.enabled();
+  const bool experts = question.arch.moe.enabled();
   const ModelStateBytes whole =
       fine_tuning ? fine_tuning_state_bytes(question.arch, question.precision, question.optimizer)
                   : model_state_bytes(question.params, question.precision, question.optimizer);
@@ -78,7 +79,8 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
   std::vector<std::pair<int64_t, std::string>> layouts = {{question.world_size, question.shard}};
   const ShardMode asked = parse_shard(question.shard);
   for (const ShardMode more : {most, ShardMode::kParameters}) {
-    if (fine_tuning && more == ShardMode::kParameters) continue;  // the frozen base stays whole
+    // The frozen base stays whole; experts are not sharded as parameters yet.
+    if ((fine_tuning || experts) && more == ShardMode::kParameters) continue;
     if (question.world_size / tp > 1 && asked < more) {
       layouts.emplace_back(question.world_size, to_string(more));
     }
@@ -88,7 +90,7 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
   for (int64_t ranks = 2 * tp; ranks <= most_ranks; ranks *= 2) {
     if (ranks <= question.world_size) continue;
     layouts.emplace_back(ranks, to_string(most));
-    layouts.emplace_back(ranks, "parameters");
+    if (!experts) layouts.emplace_back(ranks, "parameters");
   }
   // Fully sharded, a rank's part reaches its device whole before it is sharded.
   const int64_t build_bytes = model_build_bytes(question.params);

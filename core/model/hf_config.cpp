@@ -219,10 +219,11 @@ void import_experts(Fields& fields, ImportedConfig& imported) {
   }
   if (type == "qwen2_moe")
     moe.shared_expert_hidden = fields.count_or("shared_expert_intermediate_size", 0);
+  const bool given = fields.has("router_aux_loss_coef");
   const double coefficient = fields.number_or("router_aux_loss_coef", 0.001);
   if (fields.flag_or("output_router_logits", false)) {
     moe.balance_coefficient = coefficient;
-  } else {
+  } else if (given) {
     imported.warnings.push_back(
         "router_aux_loss_coef " + format_number(coefficient) +
         " is not applied: output_router_logits is off, and transformers then trains without the "

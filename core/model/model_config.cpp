@@ -275,45 +275,6 @@ ModelConfig model_preset(const std::string& name) {
 
 namespace {
 
-void validate_experts(const ModelConfig& config) {
-  const MoeOptions& moe = config.moe;
-  if (moe.experts < 0) throw InvalidInput("--experts", "must not be negative");
-  if (!moe.enabled()) {
-    if (moe.experts_per_token != 0 || moe.expert_hidden != 0 || moe.shared_expert_hidden != 0 ||
-        moe.capacity_factor != 0.0 || moe.balance_coefficient != 0.0) {
-      throw InvalidInput("--experts",
-                         "is needed by the other expert settings (a dense MLP has none)");
-    }
-    return;
-  }
-  if (config.family != ModelFamily::kLlama) {
-    throw InvalidInput("--experts", "only llama models take experts (SwiGLU experts)");
-  }
-  require_at_most(moe.experts, kMaxExperts, "--experts");
-  if (moe.experts_per_token < 1 || moe.experts_per_token > moe.experts) {
-    throw InvalidInput("--experts-per-token", "must be 1 to " + std::to_string(moe.experts) +
-                                                  " (the experts), got " +
-                                                  std::to_string(moe.experts_per_token));
-  }
-  if (moe.expert_hidden < 0) throw InvalidInput("--expert-hidden", "must not be negative");
-  require_at_most(moe.expert_hidden, kMaxMlpHidden, "--expert-hidden");
-  if (moe.shared_expert_hidden < 0) {
-    throw InvalidInput("--shared-expert-hidden", "must not be negative");
-  }
-  require_at_most(moe.shared_expert_hidden, kMaxMlpHidden, "--shared-expert-hidden");
-  if (!(std::isfinite(moe.balance_coefficient) && moe.balance_coefficient >= 0.0)) {
-    throw InvalidInput("--balance-coefficient", "must be a number of at least 0 such as 0.01");
-  }
-  if (!(std::isfinite(moe.capacity_factor) && moe.capacity_factor >= 0.0 &&
-        moe.capacity_factor <= static_cast<double>(kMaxExperts))) {
-    throw InvalidInput("--capacity-factor",
-                       "must be 0 (no token dropped) or a positive number such as 1.25");
-  }
-  if (config.lora.enabled()) {
-    throw InvalidInput("--finetune", "adapters on experts are not built (train the model whole)");
-  }
-}
-
 void validate_lora(const ModelConfig& config) {
   const LoraOptions& lora = config.lora;
   if (lora.rank < 0) throw InvalidInput("--lora-rank", "must not be negative");
@@ -360,7 +321,13 @@ void validate(const ModelConfig& config) {
   if (config.sliding_window < 0) throw InvalidInput("--sliding-window", "must not be negative");
   require_at_most(config.sliding_window, kMaxSeqLen, "--sliding-window");
   validate_lora(config);
-  validate_experts(config);
+  if (config.moe.enabled() && config.family != ModelFamily::kLlama) {
+    throw InvalidInput("--experts", "only llama models take experts (SwiGLU experts)");
+  }
+  if (config.moe.enabled() && config.lora.enabled()) {
+    throw InvalidInput("--finetune", "adapters on experts are not built (train the model whole)");
+  }
+  validate_experts(config.moe, config.layers, config.d_model, config.expert_width());
   if (config.head_width < 0) throw InvalidInput("--head-dim", "must not be negative");
   require_at_most(config.head_width, kMaxDModel, "--head-dim");
   // With a head width of its own nothing else bounds the heads: the query width is held to the
@@ -423,6 +390,47 @@ int64_t parse_loss_chunks(const std::string& text) {
     throw InvalidInput("--loss-chunks", "'" + text + "' is not auto or a number of slices");
   }
   return value;
+}
+
+void validate_experts(const MoeOptions& moe, int64_t layers, int64_t d_model,
+                      int64_t expert_width) {
+  if (moe.experts < 0) throw InvalidInput("--experts", "must not be negative");
+  if (!moe.enabled()) {
+    if (moe.experts_per_token != 0 || moe.expert_hidden != 0 || moe.shared_expert_hidden != 0 ||
+        moe.capacity_factor != 0.0 || moe.balance_coefficient != 0.0) {
+      throw InvalidInput("--experts",
+                         "is needed by the other expert settings (a dense MLP has none)");
+    }
+    return;
+  }
+  require_at_most(moe.experts, kMaxExperts, "--experts");
+  if (moe.experts_per_token < 1 || moe.experts_per_token > moe.experts) {
+    throw InvalidInput("--experts-per-token", "must be 1 to " + std::to_string(moe.experts) +
+                                                  " (the experts), got " +
+                                                  std::to_string(moe.experts_per_token));
+  }
+  if (moe.expert_hidden < 0) throw InvalidInput("--expert-hidden", "must not be negative");
+  require_at_most(moe.expert_hidden, kMaxMlpHidden, "--expert-hidden");
+  if (moe.shared_expert_hidden < 0) {
+    throw InvalidInput("--shared-expert-hidden", "must not be negative");
+  }
+  require_at_most(moe.shared_expert_hidden, kMaxMlpHidden, "--shared-expert-hidden");
+  if (!(std::isfinite(moe.balance_coefficient) && moe.balance_coefficient >= 0.0)) {
+    throw InvalidInput("--balance-coefficient", "must be a number of at least 0 such as 0.01");
+  }
+  if (!(std::isfinite(moe.capacity_factor) && moe.capacity_factor >= 0.0 &&
+        moe.capacity_factor <= static_cast<double>(kMaxExperts))) {
+    throw InvalidInput("--capacity-factor",
+                       "must be 0 (no token dropped) or a positive number such as 1.25");
+  }
+  // Every other size has its limit; all the experts' weights together must stay countable.
+  const double weights = static_cast<double>(layers) * static_cast<double>(moe.experts) * 3.0 *
+                         static_cast<double>(d_model) * static_cast<double>(expert_width);
+  if (weights > kMaxExpertWeights) {
+    throw InvalidInput("--experts",
+                       "the experts hold more than 10^15 weights, beyond what "
+                       "RematLab counts");
+  }
 }
 
 bool parse_expert_weights(const std::string& text) {

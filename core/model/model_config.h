@@ -90,6 +90,10 @@ const ModelConfig* find_model_preset(const std::string& name);
 
 // Throws InvalidInput naming the offending flag.
 void validate(const ModelConfig& config);
+// The expert settings alone (the estimator's shapes check them too), for experts `expert_width`
+// wide in `layers` blocks of `d_model`.
+inline constexpr double kMaxExpertWeights = 1e15;
+void validate_experts(const MoeOptions& moe, int64_t layers, int64_t d_model, int64_t expert_width);
 
 std::string to_string(AttentionKind kind);
 AttentionKind parse_attention(const std::string& text);  // throws InvalidInput("--attention", …)

@@ -329,13 +329,13 @@ void validate(const RunConfig& config) {
                            setting("checkpoint") + " policy other than none");
   }
   validate_data_parallel(config);
+  validate_experts_layout(config);  // before the splits' own checks, which name other limits
   validate_tensor_parallel(config);
   validate_pipeline(config);
   // A list must fit the model (a stages: policy's, each its chunk's blocks as the run splits
   // them, which validate_pipeline checked).
   if (!policy.is_plan()) policy.plan_for(config.model.layers, 0.0, config.pp_split);
   validate_fine_tuning(config);
-  validate_experts_layout(config);
 }
 
 OffloadSpec parse_offload(const std::string& text) {
@@ -457,6 +457,11 @@ std::string describe_run(const RunConfig& config) {
 
 std::string describe_run(const RunConfig& config, const std::string& batch) {
   std::string text = config.model.family == ModelFamily::kLlama ? "llama " : "";
+  const MoeOptions& moe = config.model.moe;
+  if (moe.enabled()) {  // "moe 8/2": 8 experts, 2 a token
+    text +=
+        "moe " + std::to_string(moe.experts) + "/" + std::to_string(moe.experts_per_token) + " ";
+  }
   text += config.checkpoint;
   if (config.offload != "none") text += "+" + config.offload;
   text += " " + batch;

@@ -23,7 +23,7 @@ namespace {
 using Setter = std::function<void(RunConfig&, const nlohmann::json&, const std::string& field)>;
 
 // Read before every other field, in this order: each may reset what the next one sets.
-constexpr const char* kFirstFields[] = {"preset", "model_config", "arch", "finetune"};
+constexpr const char* kFirstFields[] = {"preset", "model_config", "arch", "finetune", "experts"};
 
 // A LoRA setting on a run that trains every weight would be silently ignored: refused.
 void require_lora(const RunConfig& config, const std::string& field) {
@@ -145,6 +145,10 @@ const std::map<std::string, Setter>& setters() {
          const int64_t experts = as_integer(v, f);
          if (experts == 0) c.model.moe = MoeOptions{};
          c.model.moe.experts = experts;
+         // Experts given to a dense model: two a token unless told, as --experts does.
+         if (experts > 0 && c.model.moe.experts_per_token == 0) {
+           c.model.moe.experts_per_token = std::min<int64_t>(2, experts);
+         }
        }},
       {"experts_per_token", moe_field(&MoeOptions::experts_per_token)},
       {"expert_hidden", moe_field(&MoeOptions::expert_hidden)},

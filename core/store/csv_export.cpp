@@ -34,6 +34,7 @@ std::vector<std::string> config_columns() {
   every.model.sliding_window = 1;
   every.model.lora = default_lora_options(ModelFamily::kLlama);
   every.model.lora.base = BasePrecision::kBf16;
+  every.model.moe = {2, 1, 1, 1, false, 0.01, 1.0};
   every.pp = 2;
   every.virtual_stages = 2;
   every.pp_split = {1};

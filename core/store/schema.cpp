@@ -188,15 +188,18 @@ const std::vector<const char*>& migrations() {
       R"sql(
       ALTER TABLE steps ADD COLUMN bubble_ms REAL NOT NULL DEFAULT 0;
       ALTER TABLE steps ADD COLUMN transfer_ms REAL NOT NULL DEFAULT 0;
-      UPDATE steps SET bubble_ms = 'nan', transfer_ms = 'nan'
-        WHERE run_id IN (SELECT id FROM runs WHERE json_valid(config)
-                           AND json_type(config, '$.pp') = 'integer'
-                           AND json_extract(config, '$.pp') > 1);
       )sql",
       // 8 → 9: a mixture of experts' balance loss each step; not measured before (no run had
-      // experts).
+      // experts). A pipeline's steps that 7 → 8 gave zero waits were recorded before the waits
+      // were: unmeasured, not measured as none (a stage that waited for nothing at all still
+      // records its sends' passage).
       R"sql(
       ALTER TABLE steps ADD COLUMN balance_loss REAL NOT NULL DEFAULT 'nan';
+      UPDATE steps SET bubble_ms = 'nan', transfer_ms = 'nan'
+        WHERE bubble_ms = 0 AND transfer_ms = 0
+          AND run_id IN (SELECT id FROM runs WHERE json_valid(config)
+                           AND json_type(config, '$.pp') = 'integer'
+                           AND json_extract(config, '$.pp') > 1);
       )sql",
   };
   return list;
