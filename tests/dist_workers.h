@@ -1,6 +1,7 @@
-// The worker processes of the multi-rank suites (test_dist, test_tensor_parallel): a spec of
-// cases in a file, this test binary started once per rank with REMATLAB_TEST_DIST_WORKER set to
-// it (test_main.cpp), each rank saving its tensors per case, and what reads them back.
+// The worker processes of the multi-rank suites (test_dist, test_tensor_parallel,
+// test_expert_parallel, …): a spec of cases in a file, this test binary started once per rank with
+// REMATLAB_TEST_DIST_WORKER set to it (test_main.cpp), each rank saving its tensors per case, and
+// what reads them back.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -35,6 +36,9 @@ std::vector<torch::Tensor> run_tensor_parallel_case(
 // One rank's side of a pipeline case (test_pipeline.cpp).
 std::vector<torch::Tensor> run_pipeline_case(const std::shared_ptr<parallel::DistContext>& context,
                                              const nlohmann::json& item);
+// One rank's side of an expert-parallel case (test_expert_parallel.cpp).
+std::vector<torch::Tensor> run_expert_parallel_case(
+    const std::shared_ptr<parallel::DistContext>& context, const nlohmann::json& item);
 // One rank's side of a fully sharded case (test_fully_sharded.cpp).
 std::vector<torch::Tensor> run_fully_sharded_case(
     const std::shared_ptr<parallel::DistContext>& context, const nlohmann::json& item);

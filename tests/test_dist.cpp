@@ -70,6 +70,7 @@ std::vector<torch::Tensor> run_case(const std::shared_ptr<parallel::DistContext>
   if (mode.rfind("tensor_", 0) == 0) return run_tensor_parallel_case(context, item);
   if (mode.rfind("sharded_", 0) == 0) return run_fully_sharded_case(context, item);
   if (mode.rfind("pipeline_", 0) == 0) return run_pipeline_case(context, item);
+  if (mode.rfind("experts_", 0) == 0) return run_expert_parallel_case(context, item);
   RunConfig config = config_from(item.at("run"));
   config.world_size = context->world_size();
   auto exchange = std::make_shared<parallel::DataParallel>(

@@ -17,9 +17,11 @@ void print_json_line(const nlohmann::json& object) {
 
 void print_step_progress(const StepMetrics& step, const std::string& label) {
   // A mixture of experts' balance loss beside the loss (k when the experts share evenly).
-  char balance[48] = "";
+  // and its busiest expert's load (1 when every expert takes its share).
+  char balance[64] = "";
   if (!std::isnan(step.balance_loss)) {
-    std::snprintf(balance, sizeof balance, "  balance %.3f", step.balance_loss);
+    std::snprintf(balance, sizeof balance, "  balance %.3f  load %.2f", step.balance_loss,
+                  step.expert_load);
   }
   char line[320];
   std::snprintf(line, sizeof line,

@@ -30,6 +30,10 @@ void DistOptions::add_to(CLI::App& command) {
                      "Pipeline parallel: stages that each run a share of the blocks, the step's "
                      "--accum micro-batches passing through them in 1F1B order (--nproc equal "
                      "to it, or a multiple: the pipelines are data ranks; --accum at least it)");
+  command.add_option("--ep", ep_,
+                     "Expert parallel: data ranks that split a mixture of experts' experts, each "
+                     "token sent to its expert's rank and back (all-to-all); it divides the data "
+                     "ranks (--nproc) and the experts (default 1)");
   command.add_option("--virtual-stages", virtual_stages_,
                      "Pipeline parallel: model chunks per stage, run under the interleaved 1F1B "
                      "schedule (--pp × it blocks at least; --accum a multiple of --pp)");
@@ -57,6 +61,7 @@ void DistOptions::apply(RunConfig& config) const {
   config.shard = shard_;
   if (tp_) config.tp = *tp_;
   if (pp_) config.pp = *pp_;
+  if (ep_) config.ep = *ep_;
   if (virtual_stages_) config.virtual_stages = *virtual_stages_;
   if (!pp_split_.empty()) config.pp_split = parse_pp_split(pp_split_);
   if (sequence_parallel_) config.sequence_parallel = true;

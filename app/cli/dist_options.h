@@ -26,6 +26,7 @@ class DistOptions {
   std::optional<int> nproc_;
   std::optional<int64_t> tp_;
   std::optional<int64_t> pp_;
+  std::optional<int64_t> ep_;
   std::optional<int64_t> virtual_stages_;
   std::string pp_split_;
   bool sequence_parallel_ = false;

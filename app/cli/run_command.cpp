@@ -1,4 +1,7 @@
+#include <algorithm>
+#include <cmath>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <set>
 
@@ -41,6 +44,19 @@ void print_plan(const RunSummary& summary) {
   std::cout << "\n";
 }
 
+// A mixture of experts: the busiest expert's load over the run (how far the router strayed from
+// sending every expert its share, which its activations must hold room for).
+void print_expert_load(const RunSummary& summary) {
+  double most = std::numeric_limits<double>::quiet_NaN();
+  for (const StepMetrics& step : summary.steps) {
+    if (!std::isnan(step.expert_load))
+      most = std::isnan(most) ? step.expert_load : std::max(most, step.expert_load);
+  }
+  if (std::isnan(most)) return;
+  std::cout << "expert load      " << format_number(most, 2)
+            << "× its share at most (the busiest expert's rows in one block)\n";
+}
+
 void print_summary(const RunSummary& summary) {
   std::cout << "status           " << to_string(summary.status)
             << (summary.message.empty() ? "" : " (" + summary.message + ")") << "\n"
@@ -66,6 +82,7 @@ void print_summary(const RunSummary& summary) {
     std::cout << "MFU / HFU        unknown (no step was timed)\n";
   }
   print_plan(summary);
+  print_expert_load(summary);
   if (summary.ranks.empty()) return;
   std::cout << "communication    " << format_number(summary.comm_ms, 1) << " ms per step, "
             << format_number(summary.comm_hidden_ms, 1) << " ms hidden, "
@@ -73,6 +90,9 @@ void print_summary(const RunSummary& summary) {
             << (summary.config.pp > 1
                     ? ": " + format_number(summary.bubble_ms, 1) + " ms bubble, " +
                           format_number(summary.transfer_ms, 1) + " ms transfer"
+                    : std::string())
+            << (summary.config.ep > 1
+                    ? ": " + format_number(summary.dispatch_ms, 1) + " ms all-to-all"
                     : std::string())
             << " (rank 0)\n";
   // A pipeline's ranks hold unlike stages: which one, and what its activations took.
@@ -125,7 +145,7 @@ ConfigFile config_from_file(const CLI::App& command, const std::string& path) {
                                              "--bucket-size", "--dist-timeout",
                                              "--tp",          "--sequence-parallel",
                                              "--pp",          "--virtual-stages",
-                                             "--pp-split"};
+                                             "--pp-split",    "--ep"};
   for (const CLI::Option* option : command.get_options()) {
     if (option->count() == 0 || with_config.count(option->get_name()) > 0) continue;
     throw InvalidInput("--config", "give the run either in the file or as flags, not both (" +

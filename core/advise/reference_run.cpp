@@ -14,7 +14,7 @@ const char* const kCostKeys[] = {
     "tf32", "deterministic", "world_size", "shard", "bucket_bytes", "tp", "sequence_parallel",
     // Written only where set (absent and absent compare equal).
     "qkv_bias", "qk_norm", "head_dim", "finetune", "lora_rank", "lora_alpha", "lora_targets",
-    "base_precision", "sliding_window", "pp", "virtual_stages", "pp_split", "experts",
+    "base_precision", "sliding_window", "pp", "virtual_stages", "pp_split", "ep", "experts",
     "experts_per_token", "expert_hidden", "shared_expert_hidden", "expert_weights",
     "balance_coefficient", "capacity_factor"};
 

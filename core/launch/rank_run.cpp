@@ -16,6 +16,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/dist_context.h"
 #include "parallel/dist_errors.h"
+#include "parallel/expert_parallel_exchange.h"
 #include "parallel/fully_sharded.h"
 #include "parallel/pipeline_exchange.h"
 #include "parallel/tensor_parallel_exchange.h"
@@ -106,6 +107,7 @@ RankResult rank_result(const RunSummary& summary, const parallel::ModelStateByte
   result.comm_wait_ms = summary.comm_wait_ms;
   result.comm_hidden_ms = summary.comm_hidden_ms;
   result.bubble_ms = summary.bubble_ms;
+  result.dispatch_ms = summary.dispatch_ms;
   result.transfer_ms = summary.transfer_ms;
   result.param_bytes = bytes.params + frozen_bytes;
   result.grad_bytes = bytes.grads;
@@ -210,6 +212,12 @@ RankExchange make_exchange(const std::shared_ptr<parallel::DistContext>& context
         std::make_shared<parallel::PipelineExchange>(context, config.pp, config.tp, options);
     return {pipeline, [pipeline] { return pipeline->model_state_bytes(); },
             [pipeline] { return pipeline->buffer_peak_bytes(); }};
+  }
+  if (config.ep > 1) {
+    auto experts = std::make_shared<parallel::ExpertParallelExchange>(
+        context, static_cast<int>(config.ep), options);
+    return {experts, [experts] { return experts->model_state_bytes(); },
+            [experts] { return experts->buffer_peak_bytes(); }};
   }
   if (config.tp > 1) {
     auto tensor = std::make_shared<parallel::TensorParallelExchange>(

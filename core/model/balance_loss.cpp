@@ -2,6 +2,9 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
+#include <utility>
+
 namespace rematlab {
 namespace {
 
@@ -49,6 +52,10 @@ std::optional<double> BalanceLedger::take() {
   count_ = 0;
   return mean;
 }
+
+void BalanceLedger::record_load(double ratio) { load_ = std::max(load_.value_or(0.0), ratio); }
+
+std::optional<double> BalanceLedger::take_load() { return std::exchange(load_, std::nullopt); }
 
 torch::Tensor balance_loss(const torch::Tensor& probabilities, const torch::Tensor& chosen) {
   const int64_t tokens = probabilities.size(0);

@@ -17,7 +17,7 @@
 namespace rematlab {
 
 // What a model's mixture-of-experts blocks share: the gradient the balance loss enters with and
-// the values its forwards recorded.
+// the values and loads its forwards recorded.
 class BalanceLedger {
  public:
   BalanceLedger(double coefficient, int64_t blocks);
@@ -35,12 +35,19 @@ class BalanceLedger {
   // recorded one.
   std::optional<double> take();
 
+  // A block's load from a forward: the most rows one of its experts took, over the share each
+  // would take were the tokens' choices spread evenly (1: balanced). take_load() returns the
+  // largest since the last take, and forgets it.
+  void record_load(double ratio);
+  std::optional<double> take_load();
+
  private:
   double coefficient_;
   int64_t blocks_;
   double gradient_scale_ = 1.0;
   torch::Tensor sum_;  // on the values' device: reading it waits for the device, once a take
   int64_t count_ = 0;
+  std::optional<double> load_;
 };
 
 // E/N · Σ_e chosen_e · mean_t probabilities_{t,e} (a scalar, float32).

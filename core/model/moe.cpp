@@ -1,5 +1,8 @@
 #include "model/moe.h"
 
+#include <algorithm>
+#include <stdexcept>
+
 #include "checkpoint/kept_outputs.h"
 #include "checkpoint/replay_state.h"
 #include "model/expert_routing.h"
@@ -45,28 +48,102 @@ torch::Tensor MoeSublayer::run_expert(const torch::Tensor& rows, const torch::nn
   return projection(KeptOutput::kExpertOut, hidden, down->weight, torch::Tensor());
 }
 
+std::vector<torch::Tensor> MoeSublayer::keep_experts(const ExpertParallel& group) {
+  if (group_) throw std::logic_error("keep_experts called twice");
+  group_ = group;
+  const int64_t first = group->first_expert(moe_.experts, group->rank());
+  const int64_t held = group->experts_per_rank(moe_.experts);
+  std::vector<torch::nn::Linear> up;
+  std::vector<torch::nn::Linear> down;
+  std::vector<torch::Tensor> kept;
+  for (int64_t e = 0; e < moe_.experts; ++e) {
+    const auto index = static_cast<std::size_t>(e);
+    if (e >= first && e < first + held) {
+      up.push_back(experts_up_[index]);
+      down.push_back(experts_down_[index]);
+      kept.push_back(up.back()->weight);
+      kept.push_back(down.back()->weight);
+    } else {
+      const std::string name = "expert" + std::to_string(e);
+      unregister_module(name + "_up");
+      unregister_module(name + "_down");
+    }
+  }
+  experts_up_ = std::move(up);
+  experts_down_ = std::move(down);
+  return kept;
+}
+
+MoeSublayer::ExpertOutputs MoeSublayer::run_experts(const torch::Tensor& rows,
+                                                    const std::vector<int64_t>& taken) {
+  if (group_) return run_experts_over_ranks(rows, taken);
+  // Every expert runs, on no rows when none came to it, so every one has a gradient each step
+  // (data parallelism's buckets wait for all of them).
+  const std::vector<torch::Tensor> pieces = rows.split_with_sizes(taken);
+  std::vector<torch::Tensor> outputs;
+  outputs.reserve(pieces.size());
+  for (std::size_t e = 0; e < pieces.size(); ++e) {
+    outputs.push_back(run_expert(pieces[e], experts_up_[e], experts_down_[e]));
+  }
+  return {torch::cat(outputs), *std::max_element(taken.begin(), taken.end())};
+}
+
+MoeSublayer::ExpertOutputs MoeSublayer::run_experts_over_ranks(const torch::Tensor& rows,
+                                                               const std::vector<int64_t>& taken) {
+  const int ranks = group_->size();
+  const auto held = static_cast<std::size_t>(group_->experts_per_rank(moe_.experts));
+  // The experts are split in blocks by rank, so `taken` lists, rank after rank, what each
+  // rank's experts take from here; `counts` is what each rank sends each expert held here.
+  const std::vector<int64_t> counts = group_->exchange_counts(
+      taken, static_cast<int64_t>(held), rows.device(), "counting the tokens each expert gets");
+  std::vector<int64_t> sent(static_cast<std::size_t>(ranks), 0);
+  std::vector<int64_t> received(static_cast<std::size_t>(ranks), 0);
+  for (std::size_t slot = 0; slot < taken.size(); ++slot) {
+    sent[slot / held] += taken[slot];
+    received[slot / held] += counts[slot];
+  }
+  // Source after source, each source's rows expert after expert: each expert takes its pieces
+  // in source order, which is the order of the global batch's rows, as one process takes them.
+  const std::vector<torch::Tensor> pieces =
+      dispatch_rows(rows, group_, sent, received).split_with_sizes(counts);
+  std::vector<torch::Tensor> outputs(pieces.size());
+  int64_t busiest = 0;
+  for (std::size_t expert = 0; expert < held; ++expert) {
+    std::vector<torch::Tensor> inputs;
+    std::vector<int64_t> sizes;
+    for (std::size_t source = 0; source < static_cast<std::size_t>(ranks); ++source) {
+      inputs.push_back(pieces[source * held + expert]);
+      sizes.push_back(counts[source * held + expert]);
+    }
+    const torch::Tensor output =
+        run_expert(torch::cat(inputs), experts_up_[expert], experts_down_[expert]);
+    const std::vector<torch::Tensor> parts = output.split_with_sizes(sizes);
+    for (std::size_t source = 0; source < parts.size(); ++source) {
+      outputs[source * held + expert] = parts[source];
+    }
+    busiest = std::max(busiest, output.size(0));
+  }
+  return {dispatch_rows(torch::cat(outputs), group_, received, sent), busiest};
+}
+
 torch::Tensor MoeSublayer::routed_experts(const torch::Tensor& tokens) {
   const torch::Tensor logits =
       projection(KeptOutput::kRouter, tokens, router_->weight, torch::Tensor());
   const ExpertRouting routing = route_tokens(logits, moe_);
   const int64_t k = moe_.experts_per_token;
-  // Every expert runs, on no rows when none came to it, so every one has a gradient each step
-  // (data parallelism's buckets wait for all of them).
-  const std::vector<torch::Tensor> rows =
-      gather_expert_inputs(tokens, routing, k).split_with_sizes(routing.taken);
-  std::vector<torch::Tensor> outputs;
-  outputs.reserve(rows.size());
-  for (std::size_t e = 0; e < rows.size(); ++e) {
-    outputs.push_back(run_expert(rows[e], experts_up_[e], experts_down_[e]));
-  }
   // The experts' outputs in one tensor (which the weighting keeps), their pieces gone.
-  torch::Tensor joined = torch::cat(outputs);
-  outputs.clear();
-  torch::Tensor combined = combine_expert_outputs(joined, routing, tokens.size(0), k);
-  joined.reset();
+  const ExpertOutputs outputs =
+      run_experts(gather_expert_inputs(tokens, routing, k), routing.taken);
+  torch::Tensor combined = combine_expert_outputs(outputs.rows, routing, tokens.size(0), k);
   if (is_training()) {
     const torch::Tensor balance = balance_loss(routing.probabilities, routing.chosen);
-    if (!recomputing()) ledger_->record(balance);
+    if (!recomputing()) {
+      ledger_->record(balance);
+      // Each expert's share when balanced: the token choices of the ranks it serves, evenly.
+      const int64_t ranks = group_ ? group_->size() : 1;
+      ledger_->record_load(static_cast<double>(outputs.busiest) * moe_.experts /
+                           static_cast<double>(tokens.size(0) * k * ranks));
+    }
     combined = attach_balance_gradient(combined, balance, ledger_);
   }
   return combined;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "collective/expert_parallel_group.h"
 #include "model/balance_loss.h"
 #include "model/model_config.h"
 #include "model/norm.h"
@@ -23,23 +24,39 @@ class MoeSublayer : public Sublayer {
   MoeSublayer(const ModelConfig& config, std::shared_ptr<BalanceLedger> ledger);
   SublayerTail forward_until_tail(const torch::Tensor& x) override;
 
+  // Expert parallelism: keeps the experts `group`'s rank holds (built whole alike on every
+  // rank) and from then on sends each token's rows to the rank of its expert. Returns the kept
+  // experts' parameters, which each rank holds unlike the others. Call once, before anything
+  // holds the parameters.
+  std::vector<torch::Tensor> keep_experts(const ExpertParallel& group);
+
  private:
   // One expert's SwiGLU MLP on its rows of tokens.
   static torch::Tensor run_expert(const torch::Tensor& rows, const torch::nn::Linear& up,
                                   const torch::nn::Linear& down);
   torch::Tensor routed_experts(const torch::Tensor& tokens);
+  struct ExpertOutputs {
+    torch::Tensor rows;   // in the order of the rows the experts were given
+    int64_t busiest = 0;  // the most rows one expert took
+  };
+  // The experts' outputs for `rows` (grouped by expert, taken[e] of expert e's): here, or over
+  // the expert ranks.
+  ExpertOutputs run_experts(const torch::Tensor& rows, const std::vector<int64_t>& taken);
+  ExpertOutputs run_experts_over_ranks(const torch::Tensor& rows,
+                                       const std::vector<int64_t>& taken);
   torch::Tensor shared_expert(const torch::Tensor& tokens);
 
   MoeOptions moe_;
   double dropout_;
   Norm norm_{nullptr};
   torch::nn::Linear router_{nullptr};
-  std::vector<torch::nn::Linear> experts_up_;  // [gate; up] of each expert
+  std::vector<torch::nn::Linear> experts_up_;  // [gate; up] of each expert held here
   std::vector<torch::nn::Linear> experts_down_;
   torch::nn::Linear shared_up_{nullptr};  // Qwen 2 MoE's shared expert and its gate, when set
   torch::nn::Linear shared_down_{nullptr};
   torch::nn::Linear shared_gate_{nullptr};
   std::shared_ptr<BalanceLedger> ledger_;
+  ExpertParallel group_;  // null: every expert here
 };
 
 }  // namespace rematlab

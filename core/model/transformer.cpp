@@ -101,6 +101,17 @@ void TransformerImpl::quantise_projections(QuantisedFormat format) {
   }
 }
 
+std::vector<torch::Tensor> TransformerImpl::split_for_expert_parallel(const ExpertParallel& group) {
+  std::vector<torch::Tensor> experts;
+  for (const auto& sublayer : sublayers_) {
+    if (auto moe = std::dynamic_pointer_cast<MoeSublayer>(sublayer)) {
+      const std::vector<torch::Tensor> kept = moe->keep_experts(group);
+      experts.insert(experts.end(), kept.begin(), kept.end());
+    }
+  }
+  return experts;
+}
+
 TensorParallelLayout TransformerImpl::split_for_tensor_parallel(const TensorParallel& group,
                                                                 bool sequence_parallel) {
   if (group_) throw std::logic_error("split_for_tensor_parallel called twice");

@@ -52,6 +52,12 @@ class TransformerImpl : public torch::nn::Module {
                                                  bool sequence_parallel = false);
   const TensorParallel& tensor_parallel() const { return group_; }
 
+  // Expert parallelism: every mixture-of-experts block keeps the experts `group`'s rank holds
+  // (MoeSublayer::keep_experts). Returns their parameters, which each rank of the group holds
+  // unlike the others; everything else is replicated. Call once, before anything holds the
+  // parameters.
+  std::vector<torch::Tensor> split_for_expert_parallel(const ExpertParallel& group);
+
   // Pipeline parallelism: this process runs the chunks of the chain given as sublayer ranges
   // [begin, end), in chain order (one without virtual stages), with the embedding where a chunk
   // begins at 0 and the final norm, head and loss where one ends at the last; every other

@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "collective/expert_parallel_group.h"
 #include "model/parameter_units.h"
 #include "model/tensor_parallel_layout.h"
 #include "run/step_metrics.h"
@@ -24,6 +25,11 @@ class GradientExchange {
   // Trainer split the model (before attach), what it split.
   virtual TensorParallel tensor_parallel() const { return nullptr; }
   virtual void use_layout(TensorParallelLayout /*layout*/) {}
+
+  // Expert parallelism: the group the model's experts are split over (null: none), and, once the
+  // Trainer split them (before attach), the parameters this rank holds unlike the group's others.
+  virtual ExpertParallel expert_parallel() const { return nullptr; }
+  virtual void use_experts(std::vector<torch::Tensor> /*held*/) {}
 
   // Fully sharded parameters: given the model's units (TransformerImpl::parameter_units) before
   // attach, what the model must call to have them whole while it runs; null when every rank

@@ -33,6 +33,7 @@ nlohmann::json to_json(const RankResult& rank) {
           {"comm_hidden_ms", json_number(rank.comm_hidden_ms)},
           {"bubble_ms", json_number(rank.bubble_ms)},
           {"transfer_ms", json_number(rank.transfer_ms)},
+          {"dispatch_ms", json_number(rank.dispatch_ms)},
           {"param_bytes", rank.param_bytes},
           {"grad_bytes", rank.grad_bytes},
           {"optimizer_bytes", rank.optimizer_bytes},
@@ -56,6 +57,7 @@ RankResult rank_result_from_json(const nlohmann::json& json) {
   read(json, "comm_hidden_ms", rank.comm_hidden_ms);
   read(json, "bubble_ms", rank.bubble_ms);
   read(json, "transfer_ms", rank.transfer_ms);
+  read(json, "dispatch_ms", rank.dispatch_ms);
   read(json, "param_bytes", rank.param_bytes);
   read(json, "grad_bytes", rank.grad_bytes);
   read(json, "optimizer_bytes", rank.optimizer_bytes);

@@ -24,6 +24,8 @@ struct RankResult {
   // A pipeline stage's part of comm_wait_ms: its bubble and its transfers (step_metrics.h).
   double bubble_ms = 0.0;
   double transfer_ms = 0.0;
+  // Expert parallelism's part of comm_wait_ms: its all-to-all exchanges (step_metrics.h).
+  double dispatch_ms = 0.0;
   // Model states this rank holds between steps (unique storages): parameters, gradients and
   // optimizer state.
   int64_t param_bytes = 0;

@@ -221,9 +221,49 @@ void validate_fine_tuning(const RunConfig& config) {
   }
 }
 
-// Experts train on one process or over data ranks, whole on each: splitting them (expert,
-// tensor or pipeline parallelism, sharded parameters) is not built yet.
+// Expert parallelism: ep data ranks share each expert set, so ep divides the data ranks and the
+// experts. Its all-to-all carries rows between data ranks only: tensor and pipeline ranks, and
+// shards of the experts' states, do not combine with it yet.
+void validate_expert_parallel(const RunConfig& config) {
+  const int64_t ep = config.ep;
+  if (ep < 1 || ep > kMaxWorldSize) {
+    throw InvalidInput("--ep", "must be between 1 and " + std::to_string(kMaxWorldSize) + ", got " +
+                                   std::to_string(ep));
+  }
+  if (ep == 1) return;
+  const MoeOptions& moe = config.model.moe;
+  if (!moe.enabled()) {
+    throw InvalidInput("--ep",
+                       "splits a mixture of experts' experts; this model has none (give "
+                       "--experts, or a Mixtral or Qwen MoE model)");
+  }
+  if (moe.experts % ep != 0) {
+    throw InvalidInput("--ep", std::to_string(ep) + " expert ranks cannot split " +
+                                   std::to_string(moe.experts) + " experts evenly");
+  }
+  const int64_t data = config.data_ranks();
+  if (config.world_size % ep != 0 || data % ep != 0) {
+    throw InvalidInput("--ep", std::to_string(ep) + " expert ranks need a multiple of " +
+                                   std::to_string(ep) + " data ranks, got " + std::to_string(data) +
+                                   " (--nproc)");
+  }
+  const char* not_built = config.tp > 1 ? "--tp" : config.pp > 1 ? "--pp" : nullptr;
+  // A plan's profile runs each block alone, where no exchange would meet its peers'.
+  if (CheckpointPolicy::parse(config.checkpoint).is_plan()) not_built = "--checkpoint plan:";
+  if (parse_shard(config.shard) != ShardMode::kNone) not_built = "--shard";
+  if (config.model.lora.enabled()) not_built = "--finetune";
+  if (not_built != nullptr) {
+    throw InvalidInput(not_built,
+                       "does not combine with expert parallelism (--ep) yet: its "
+                       "ranks split the experts of whole data ranks, each keeping its "
+                       "experts' states whole");
+  }
+}
+
+// Experts train on one process or over data ranks, whole on each or split over expert ranks:
+// splitting them over tensor or pipeline ranks, or sharding them as parameters, is not built yet.
 void validate_experts_layout(const RunConfig& config) {
+  validate_expert_parallel(config);
   if (!config.model.moe.enabled()) return;
   const char* not_built = nullptr;
   if (config.tp > 1) {
@@ -418,6 +458,7 @@ nlohmann::json to_json(const RunConfig& config) {
   };
   // Only where set: other records stay as they were.
   if (config.pp > 1) json["pp"] = config.pp;
+  if (config.ep > 1) json["ep"] = config.ep;
   if (config.virtual_stages > 1) json["virtual_stages"] = config.virtual_stages;
   if (!config.pp_split.empty()) json["pp_split"] = config.pp_split;
   // Only where they are set: every other model's record (and profile key) stays as it was.
@@ -470,6 +511,7 @@ std::string describe_run(const RunConfig& config, const std::string& batch) {
   if (config.tp > 1) text += " tp" + std::to_string(config.tp);
   if (config.sequence_parallel) text += " sp";
   if (config.pp > 1) text += " pp" + std::to_string(config.pp);
+  if (config.ep > 1) text += " ep" + std::to_string(config.ep);
   if (config.virtual_stages > 1) text += "×" + std::to_string(config.virtual_stages);
   if (!config.pp_split.empty()) {
     text += " split";

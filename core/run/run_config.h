@@ -86,6 +86,10 @@ struct RunConfig {
   // --pp-split: the blocks of each of the pp · virtual_stages model chunks in chain order (chunk
   // c·P + s is stage s's c-th); empty, they split as checkpoint/stage_blocks.h's rule does.
   std::vector<int64_t> pp_split;
+  // Expert parallelism: data ranks that split a mixture of experts' experts between them, each
+  // token's rows sent to its expert's rank and back (all-to-all); the data ranks in groups of
+  // ep, each group holding every expert once.
+  int64_t ep = 1;
   // For `plan:`: the chain's costs measured earlier for this configuration, kept in the runs
   // database (store/profile_registry.h), so that the run plans without profiling again. Used
   // only while its key still matches the config (a max-batch probe changes the batch). Not

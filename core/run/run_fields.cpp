@@ -314,6 +314,7 @@ const std::map<std::string, Setter>& setters() {
       {"tp", integer(&RunConfig::tp)},
       {"sequence_parallel", flag(&RunConfig::sequence_parallel)},
       {"pp", integer(&RunConfig::pp)},
+      {"ep", integer(&RunConfig::ep)},
       {"virtual_stages", integer(&RunConfig::virtual_stages)},
       // "3,5" as --pp-split takes it, or [3, 5] as the record keeps it.
       {"pp_split",

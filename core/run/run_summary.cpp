@@ -52,6 +52,7 @@ const std::vector<ResultField>& result_fields() {
       {"recompute_gathers", &RunResult::recompute_gathers, U::kCount},
       {"bubble_ms", &RunResult::bubble_ms, U::kMilliseconds},
       {"transfer_ms", &RunResult::transfer_ms, U::kMilliseconds},
+      {"dispatch_ms", &RunResult::dispatch_ms, U::kMilliseconds},
   };
   return fields;
 }
@@ -93,6 +94,7 @@ void RunSummary::summarize() {
   comm_wait_ms = collect(&StepMetrics::comm_wait_ms);
   bubble_ms = collect(&StepMetrics::bubble_ms);
   transfer_ms = collect(&StepMetrics::transfer_ms);
+  dispatch_ms = collect(&StepMetrics::dispatch_ms);
   std::vector<double> hidden;
   for (const auto* step : timed)
     hidden.push_back(std::max(0.0, step->comm_ms - step->comm_wait_ms));
@@ -154,7 +156,9 @@ nlohmann::json to_json(const StepMetrics& step) {
           {"recompute_gathers", step.recompute_gathers},
           {"bubble_ms", step.bubble_ms},
           {"transfer_ms", step.transfer_ms},
-          {"balance_loss", json_number(step.balance_loss)}};
+          {"balance_loss", json_number(step.balance_loss)},
+          {"expert_load", json_number(step.expert_load)},
+          {"dispatch_ms", step.dispatch_ms}};
 }
 
 nlohmann::json to_json(const RunResult& result) {
@@ -230,6 +234,7 @@ nlohmann::json to_json(const RunSummary& summary) {
       {"tp", config.tp},
       {"sequence_parallel", config.sequence_parallel},
       {"pp", config.pp},
+      {"ep", config.ep},
       {"virtual_stages", config.virtual_stages},
       {"steps", summary.steps_completed},
   };

@@ -59,6 +59,8 @@ struct RunResult {
   // (step_metrics.h).
   double bubble_ms = 0.0;
   double transfer_ms = 0.0;
+  // Expert parallelism (0 otherwise), the median within comm_wait_ms: its all-to-all exchanges.
+  double dispatch_ms = 0.0;
   // Fully sharded parameters (0 otherwise), the most in one timed step: all-gathers of parameter
   // units, and those recomputation added.
   int64_t parameter_gathers = 0;

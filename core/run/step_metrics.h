@@ -57,6 +57,13 @@ struct StepMetrics {
   // A mixture of experts: its blocks' mean load-balancing loss over the step's micro-batches
   // (model/balance_loss.h; k when every expert gets its share); NaN for a dense model.
   double balance_loss = std::numeric_limits<double>::quiet_NaN();
+  // A mixture of experts (NaN dense): the most rows one expert took in one block's forward, over
+  // its share were the tokens' choices spread evenly (1: balanced); the largest over the step's
+  // micro-batches, blocks and ranks.
+  double expert_load = std::numeric_limits<double>::quiet_NaN();
+  // Expert parallelism (0 otherwise), within comm_wait_ms: blocked in the all-to-all exchanges
+  // that carry tokens' rows to their experts' ranks and back (forward, backward, recomputation).
+  double dispatch_ms = 0.0;
 };
 
 }  // namespace rematlab

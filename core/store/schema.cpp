@@ -201,6 +201,13 @@ const std::vector<const char*>& migrations() {
                            AND json_type(config, '$.pp') = 'integer'
                            AND json_extract(config, '$.pp') > 1);
       )sql",
+      // 9 → 10: a mixture of experts' load (its busiest expert's rows over its share; not
+      // measured before) and the time expert parallelism's all-to-all exchanges blocked (none
+      // before: no run had it).
+      R"sql(
+      ALTER TABLE steps ADD COLUMN expert_load REAL NOT NULL DEFAULT 'nan';
+      ALTER TABLE steps ADD COLUMN dispatch_ms REAL NOT NULL DEFAULT 0;
+      )sql",
   };
   return list;
 }

@@ -45,6 +45,9 @@ const std::vector<StepField>& step_fields() {
       {"transfer_ms", &StepMetrics::transfer_ms},
       // Schema 9.
       {"balance_loss", &StepMetrics::balance_loss},
+      // Schema 10.
+      {"expert_load", &StepMetrics::expert_load},
+      {"dispatch_ms", &StepMetrics::dispatch_ms},
   };
   return fields;
 }

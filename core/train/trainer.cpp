@@ -93,6 +93,9 @@ Trainer::Trainer(RunConfig config, std::shared_ptr<parallel::GradientExchange> e
     exchange_->use_layout(
         model_->split_for_tensor_parallel(exchange_->tensor_parallel(), config_.sequence_parallel));
   }
+  if (exchange_ && exchange_->expert_parallel()) {
+    exchange_->use_experts(model_->split_for_expert_parallel(exchange_->expert_parallel()));
+  }
   if (pipeline_) keep_pipeline_chunks();
   model_->to(device_);
   model_->train();
@@ -357,6 +360,9 @@ StepMetrics Trainer::step(int64_t index, const TrainerCallbacks& callbacks) {
     const std::optional<double> recorded = balance->take();
     metrics.balance_loss = recorded ? *recorded : std::numeric_limits<double>::quiet_NaN();
     if (exchange_) metrics.balance_loss = exchange_->mean(metrics.balance_loss);
+    const std::optional<double> load = balance->take_load();
+    metrics.expert_load = load ? *load : std::numeric_limits<double>::quiet_NaN();
+    if (exchange_) metrics.expert_load = exchange_->max_over_ranks({metrics.expert_load}).front();
   }
   metrics.step_ms = elapsed_ms(start);
 
