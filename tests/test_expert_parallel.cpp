@@ -16,6 +16,7 @@
 #include "collective/expert_parallel_group.h"
 #include "common/errors.h"
 #include "dist_workers.h"
+#include "estimate/architecture.h"
 #include "parallel/data_parallel.h"
 #include "parallel/expert_parallel_exchange.h"
 #include "train/trainer.h"
@@ -293,6 +294,30 @@ TEST(ExpertParallel, EveryPolicyGivesTheGradientsOfNoneBitForBitUnderTheSameLayo
         EXPECT_TRUE(torch::equal(got[t], none[t]))
             << policies[i] << ", rank " << rank << ", tensor " << t;
       }
+    }
+  }
+}
+
+TEST(ExpertParallel, EstimatedParametersPerRankEqualTheSplitModel) {
+  for (const auto& [shared, ranks] :
+       std::vector<std::pair<int64_t, int>>{{0, 2}, {0, 4}, {32, 2}, {32, 4}}) {
+    const ModelConfig config = config_from(moe_fields({{"shared_expert_hidden", shared}})).model;
+    int64_t whole = 0;
+    for (const auto& param : Transformer(config)->parameters()) whole += param.numel();
+    const estimate::Architecture arch = estimate::from_model_config(config);
+    EXPECT_EQ(estimate::expert_rank_parameter_count(arch, 1), whole);
+    for (int rank = 0; rank < ranks; ++rank) {
+      Transformer model(config);
+      const std::vector<torch::Tensor> experts =
+          model->split_for_expert_parallel(std::make_shared<ExpertParallelGroup>(rank, ranks));
+      int64_t held = 0;
+      for (const auto& param : model->parameters()) held += param.numel();
+      int64_t held_experts = 0;
+      for (const auto& param : experts) held_experts += param.numel();
+      EXPECT_EQ(estimate::expert_rank_parameter_count(arch, ranks), held)
+          << "shared " << shared << " over " << ranks << ", rank " << rank;
+      EXPECT_EQ(held_experts * ranks, estimate::expert_parameter_count(arch));
+      EXPECT_LT(held, whole);
     }
   }
 }

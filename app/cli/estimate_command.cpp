@@ -30,6 +30,7 @@ struct EstimateOptions {
   std::optional<int64_t> nproc;  // absent: one process, or the tensor ranks of --tp
   std::string shard = "none";
   int64_t tp = 1;
+  int64_t ep = 1;
   bool sequence_parallel = false;
   bool json = false;
 
@@ -76,6 +77,7 @@ struct EstimateOptions {
     // Tensor ranks alone are one tensor group: --nproc defaults to them.
     request.world_size = nproc.value_or(tp);
     request.layout = {tp, sequence_parallel};
+    request.expert_ranks = ep;
     parse_shard(shard);  // names --shard when unknown
     request.shard = shard;
     return request;
@@ -121,6 +123,11 @@ Command add_estimate_command(CLI::App& app) {
       ->add_option("--tp", options->tp,
                    "Tensor-parallel ranks (heads, MLP width and vocabulary split; figures per "
                    "rank)")
+      ->capture_default_str();
+  command
+      ->add_option("--ep", options->ep,
+                   "Expert-parallel ranks (a mixture's experts split over data ranks; figures "
+                   "per rank)")
       ->capture_default_str();
   command->add_flag("--sequence-parallel", options->sequence_parallel,
                     "Split the residual stream and norms along the sequence between tensor ranks");

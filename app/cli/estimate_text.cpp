@@ -124,6 +124,11 @@ std::string request_text(const estimate::Estimate& estimate) {
         << " tensor ranks" << (request.layout.sequence_parallel ? " with sequence parallelism" : "")
         << " × " << request.world_size / request.layout.tp << " data-parallel, shard "
         << request.shard << ": the figures below are one rank's\n";
+  } else if (request.expert_ranks > 1) {
+    out << "per rank    " << request.world_size << " rank(s), experts split over "
+        << request.expert_ranks << " of them (each holds "
+        << request.arch->moe.experts / request.expert_ranks
+        << "): the model states below are one rank's\n";
   } else if (request.world_size > 1 || request.shard != "none") {
     out << "per rank    " << request.world_size << " rank(s), shard " << request.shard
         << ": the model states below are one rank's\n";

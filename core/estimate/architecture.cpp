@@ -186,6 +186,15 @@ int64_t active_parameter_count(const Architecture& arch) {
                         block_matmul_parameters(arch, arch.moe.experts_per_token));
 }
 
+int64_t expert_parameter_count(const Architecture& arch) {
+  return arch.layers * arch.moe.experts * 3 * arch.d_model * arch.expert_hidden;
+}
+
+int64_t expert_rank_parameter_count(const Architecture& arch, int64_t expert_ranks) {
+  const int64_t experts = expert_parameter_count(arch);
+  return parameter_count(arch) - experts + experts / expert_ranks;
+}
+
 int64_t largest_parameter_count(const Architecture& arch) {
   const int64_t d = arch.d_model;
   const int64_t mlp_width = arch.moe.enabled()

@@ -76,5 +76,9 @@ int64_t largest_parameter_count(const Architecture& arch);
 int64_t matmul_parameter_count(const Architecture& arch);
 // The parameters one token's forward uses: every one but the experts it is not sent to.
 int64_t active_parameter_count(const Architecture& arch);
+// Of a mixture of experts: its routed experts' weights (0 for a dense model), and the parameters
+// one of `expert_ranks` expert-parallel ranks holds (all but the other ranks' experts).
+int64_t expert_parameter_count(const Architecture& arch);
+int64_t expert_rank_parameter_count(const Architecture& arch, int64_t expert_ranks);
 
 }  // namespace rematlab::estimate

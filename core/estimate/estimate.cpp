@@ -71,6 +71,28 @@ ActivationEstimate estimate_policy_activations(const Architecture& arch, int64_t
 namespace {
 
 // What a request must say before anything is counted; throws InvalidInput naming the flag.
+// As `run` checks --ep (run_config.cpp): ranks that divide the data ranks and the experts, on
+// whole data ranks.
+void validate_expert_ranks(const EstimateRequest& request) {
+  const int64_t ep = request.expert_ranks;
+  if (ep < 1 || ep > kMaxWorldSize) {
+    throw InvalidInput("--ep", "must be between 1 and " + std::to_string(kMaxWorldSize));
+  }
+  if (ep == 1) return;
+  const MoeOptions& moe = request.arch->moe;
+  if (!moe.enabled()) {
+    throw InvalidInput("--ep", "splits a mixture of experts' experts; this model has none");
+  }
+  if (moe.experts % ep != 0 || request.world_size % ep != 0) {
+    throw InvalidInput("--ep", std::to_string(ep) + " expert ranks must divide the " +
+                                   std::to_string(moe.experts) + " experts and the " +
+                                   std::to_string(request.world_size) + " ranks (--nproc)");
+  }
+  if (parse_shard(request.shard) != ShardMode::kNone) {
+    throw InvalidInput("--shard", "does not combine with expert parallelism (--ep) yet");
+  }
+}
+
 void validate_request(const EstimateRequest& request) {
   if (!request.arch && request.nominal_params <= 0) {
     throw InvalidInput("--model", "give a model (--model or shape flags) or a size (--params)");
@@ -81,6 +103,9 @@ void validate_request(const EstimateRequest& request) {
   CheckpointPolicy::parse(request.checkpoint);  // names --checkpoint when it cannot be read
   const TensorLayout& layout = request.layout;
   validate(layout);
+  if (request.expert_ranks > 1 && !request.arch) {
+    throw InvalidInput("--ep", "splits a model's experts: give its shape (--model)");
+  }
   if (layout.split() && !request.arch) {
     throw InvalidInput("--tp", "splits a model's layers: give its shape (--model or shape flags)");
   }
@@ -111,6 +136,7 @@ void validate_request(const EstimateRequest& request) {
                          "parallelism, sharded optimizer state and gradients); this layout of it "
                          "is not built yet");
     }
+    validate_expert_ranks(request);
     if (request.arch->lora.enabled()) {
       // As `run` trains adapters: on data ranks at most, the frozen base whole on each.
       if (layout.split()) {
@@ -164,8 +190,10 @@ Estimate make_estimate(const EstimateRequest& request) {
   }
   estimate.params =
       request.nominal_params > 0 ? request.nominal_params : *estimate.architecture_params;
-  estimate.rank_params =
-      layout.split() ? rank_parameter_count(*request.arch, layout.tp) : estimate.params;
+  estimate.rank_params = layout.split() ? rank_parameter_count(*request.arch, layout.tp)
+                         : request.expert_ranks > 1
+                             ? expert_rank_parameter_count(*request.arch, request.expert_ranks)
+                             : estimate.params;
   const bool fine_tuning = request.arch && request.arch->lora.enabled();
   // (A frozen base's bytes are weights, which only a parameter shard divides: LoRA refuses it.)
   estimate.states = per_rank_model_states(
@@ -247,6 +275,7 @@ nlohmann::json to_json(const Estimate& estimate) {
       {"shard", request.shard},
       {"tp", request.layout.tp},
       {"sequence_parallel", request.layout.sequence_parallel},
+      {"ep", request.expert_ranks},
       {"rank_params", estimate.rank_params},
       {"trainable_params",
        request.arch ? trainable_parameter_count(*request.arch) : estimate.params},

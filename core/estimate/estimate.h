@@ -33,6 +33,8 @@ struct EstimateRequest {
   int64_t world_size = 1;
   std::string shard = "none";
   TensorLayout layout;  // tensor parallelism: needs a shape
+  // Expert parallelism: data ranks that split a mixture's experts (needs a shape with experts).
+  int64_t expert_ranks = 1;
 };
 
 struct DeviceFit {
