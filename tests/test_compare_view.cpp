@@ -171,12 +171,13 @@ TEST(CompareView, APipelineRunsRanksShowTheirComputingBubbleTransfersAndOtherWai
   rematlab::ui::CompareView view;
   view.set_runs({alone, pipeline}, {});
   QCustomPlot* chart = view.rank_time_chart();
-  ASSERT_EQ(chart->plottableCount(), 4);
-  // From the axis up: computing, bubble, transfers, other collectives; rank 1 beside rank 0.
+  ASSERT_EQ(chart->plottableCount(), 5);
+  // From the axis up: computing, bubble, transfers, all-to-all (none in a pipeline), other
+  // collectives; rank 1 beside rank 0.
   const std::vector<std::vector<double>> expected = {
-      {70.0, 69.0}, {20.0, 19.0}, {5.0, 5.0}, {5.0, 7.0}};
+      {70.0, 69.0}, {20.0, 19.0}, {5.0, 5.0}, {0.0, 0.0}, {5.0, 7.0}};
   QCPBars* below = nullptr;
-  for (int part = 0; part < 4; ++part) {
+  for (int part = 0; part < 5; ++part) {
     auto* bars = qobject_cast<QCPBars*>(chart->plottable(part));
     ASSERT_NE(bars, nullptr);
     EXPECT_EQ(bars->barBelow(), below) << part;
@@ -204,6 +205,69 @@ TEST(CompareView, APipelineRunsRanksShowTheirComputingBubbleTransfersAndOtherWai
 
   view.set_runs({alone}, {});
   EXPECT_EQ(view.rank_time_chart()->plottableCount(), 0);
+}
+
+// Expert parallelism: each rank's all-to-all is its own part of the bar, within its waits; each
+// mixture-of-experts run's expert load per step is drawn dotted on the loss chart's right axis,
+// which a comparison without experts does not show.
+TEST(CompareView, ExpertRanksShowTheirAllToAllAndTheLoadIsDrawnBesideTheLoss) {
+  rematlab::RunRecord experts;
+  experts.id = 7;
+  experts.status = RunStatus::kOk;
+  experts.has_result = true;
+  experts.result.steps_completed = 3;
+  experts.config.world_size = 2;
+  experts.config.ep = 2;
+  for (int rank = 0; rank < 2; ++rank) {
+    rematlab::RankResult figures;
+    figures.rank = rank;
+    figures.step_ms = 50.0;
+    figures.comm_wait_ms = 20.0;
+    figures.dispatch_ms = 12.0 + rank;
+    experts.result.ranks.push_back(figures);
+  }
+  rematlab::RunRecord dense;
+  dense.id = 8;
+  dense.status = RunStatus::kOk;
+  dense.has_result = true;
+  dense.result.steps_completed = 3;
+  std::map<int64_t, std::vector<rematlab::StepMetrics>> steps;
+  for (int step = 0; step < 3; ++step) {
+    rematlab::StepMetrics metrics;
+    metrics.step = step;
+    metrics.loss = 5.0 - step;
+    steps[8].push_back(metrics);
+    metrics.expert_load = 1.5 - 0.1 * step;
+    steps[7].push_back(metrics);
+  }
+
+  rematlab::ui::CompareView view;
+  view.set_runs({experts, dense}, steps);
+  QCustomPlot* ranks = view.rank_time_chart();
+  ASSERT_EQ(ranks->plottableCount(), 5);
+  auto* all_to_all = qobject_cast<QCPBars*>(ranks->plottable(3));
+  ASSERT_NE(all_to_all, nullptr);
+  EXPECT_EQ(all_to_all->name(), "all-to-all");
+  EXPECT_DOUBLE_EQ(all_to_all->data()->at(0)->value, 12.0);
+  EXPECT_DOUBLE_EQ(all_to_all->data()->at(1)->value, 13.0);
+  auto* other = qobject_cast<QCPBars*>(ranks->plottable(4));
+  EXPECT_DOUBLE_EQ(other->data()->at(0)->value, 8.0);
+  EXPECT_DOUBLE_EQ(qobject_cast<QCPBars*>(ranks->plottable(0))->data()->at(0)->value, 30.0);
+
+  QCustomPlot* losses = view.loss_chart();
+  ASSERT_EQ(losses->graphCount(), 3);  // two losses, one load
+  QCPGraph* load = losses->graph(2);
+  EXPECT_EQ(load->valueAxis(), losses->yAxis2);
+  ASSERT_EQ(load->dataCount(), 3);
+  EXPECT_DOUBLE_EQ(load->data()->at(0)->value, 1.5);
+  EXPECT_EQ(load->pen().style(), Qt::DotLine);
+  EXPECT_TRUE(losses->yAxis2->visible());
+  EXPECT_LE(losses->yAxis2->range().lower, 1.0);
+  EXPECT_GE(losses->yAxis2->range().upper, 1.5);
+
+  view.set_runs({dense}, steps);
+  EXPECT_EQ(view.loss_chart()->graphCount(), 1);
+  EXPECT_FALSE(view.loss_chart()->yAxis2->visible());
 }
 
 // A warning names settings from the record, which a hand edit can fill with anything: a name

@@ -349,15 +349,45 @@ void CompareView::fill_losses() {
                      std::isfinite(step.loss) ? step.loss : std::nan(""));
     }
   }
+  const bool loads = add_expert_loads();
   if (chart_has_data(losses_)) {
     losses_->rescaleAxes();
     const QCPRange range = losses_->yAxis->range();  // a margin: no point drawn on the axis
     const double margin = std::max(range.size() * 0.05, 1e-3);
     losses_->yAxis->setRange(range.lower - margin, range.upper + margin);
+    if (loads) {
+      const QCPRange load = losses_->yAxis2->range();  // 1 (balanced) always in sight
+      losses_->yAxis2->setRange(std::min(1.0, load.lower) - 0.05, load.upper * 1.05);
+    }
   } else {
     reset_empty_axes(losses_);
   }
   losses_->replot();
+}
+
+bool CompareView::add_expert_loads() {
+  bool any = false;
+  for (std::size_t i = 0; i < runs_.size(); ++i) {
+    const auto found = steps_.find(runs_[i].id);
+    if (found == steps_.end()) continue;
+    QCPGraph* curve = nullptr;
+    for (const StepMetrics& step : found->second) {
+      if (!std::isfinite(step.expert_load)) continue;
+      if (!curve) {
+        curve = losses_->addGraph(losses_->xAxis, losses_->yAxis2);
+        curve->setName(QString("%1 expert load").arg(run_label(runs_[i])));
+        curve->setPen(QPen(run_colour(static_cast<int>(i)), 1.0, Qt::DotLine));
+        curve->removeFromLegend();  // the table names the run; the axis says what it is
+      }
+      curve->addData(static_cast<double>(step.step + 1), step.expert_load);
+    }
+    any = any || curve != nullptr;
+  }
+  // A mixture of experts' busiest expert, over its share, on the right: how far each step's
+  // routing strayed from balanced (1), which the experts' activations must make room for.
+  losses_->yAxis2->setVisible(any);
+  losses_->yAxis2->setLabel(any ? "dotted: busiest expert ÷ its share" : QString());
+  return any;
 }
 
 void CompareView::fill_step_memory() {

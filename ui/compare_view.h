@@ -3,7 +3,9 @@
 // a memory versus throughput scatter with the Pareto front marked, the loss curves overlaid, and
 // every step's peak memory: one curve per rank for a data-parallel run (each rank's figures are
 // in its record), one per run otherwise; and for runs of several ranks, where each rank's step
-// went (computing, a pipeline's bubble and transfers, other collectives: rank_time_chart.h). A run
+// went (computing, a pipeline's bubble and transfers, the experts' all-to-all, other collectives:
+// rank_time_chart.h), and on the loss chart's right axis each mixture of experts' per-step expert
+// load. A run
 // has one colour everywhere: the table, with each run's swatch, is the tab's one legend of runs
 // (the titles say what line styles and markers mean); only the ranks' chart keys its fills, which
 // no title has room for. A loss or memory curve that lies on an earlier run's says so. Ratios, the
@@ -64,6 +66,9 @@ class CompareView : public QWidget {
   void fill_scatter();
   void fill_losses();
   void fill_step_memory();
+  // Each mixture-of-experts run's per-step expert load on the loss chart's right axis, dotted;
+  // whether any run had one.
+  bool add_expert_loads();
   // The table as tall as its rows, up to a quarter of the tab.
   void fit_table();
   // Every chart under the name its exported file takes.

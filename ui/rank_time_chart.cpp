@@ -21,6 +21,8 @@ QBrush part_brush(const QColor& colour, RankTimePart part) {
       return QBrush(colour.lighter(170));
     case RankTimePart::kTransfers:
       return QBrush(colour.darker(170));
+    case RankTimePart::kAllToAll:
+      return QBrush(colour, Qt::Dense4Pattern);
     case RankTimePart::kCollectives:
       return QBrush(colour, Qt::BDiagPattern);
   }
@@ -35,6 +37,8 @@ const char* part_name(RankTimePart part) {
       return "bubble";
     case RankTimePart::kTransfers:
       return "transfer";
+    case RankTimePart::kAllToAll:
+      return "all-to-all";
     case RankTimePart::kCollectives:
       return "other";
   }
@@ -47,8 +51,9 @@ double rank_time_ms(const RankResult& rank, RankTimePart part) {
   // A record is outside input: what is not a finite time (a hand edit, or a figure a record
   // from before it was measured lacks) counts as none, so no bar reaches past the axis.
   auto ms = [](double value) { return std::isfinite(value) && value > 0.0 ? value : 0.0; };
-  const double neighbours = ms(rank.bubble_ms) + ms(rank.transfer_ms);
-  const double waited = std::max(ms(rank.comm_wait_ms), neighbours);
+  // The waits measured apart (a pipeline's on its neighbours, the experts' exchanges).
+  const double apart = ms(rank.bubble_ms) + ms(rank.transfer_ms) + ms(rank.dispatch_ms);
+  const double waited = std::max(ms(rank.comm_wait_ms), apart);
   switch (part) {
     case RankTimePart::kComputing:
       return std::max(0.0, ms(rank.step_ms) - waited);
@@ -56,8 +61,10 @@ double rank_time_ms(const RankResult& rank, RankTimePart part) {
       return ms(rank.bubble_ms);
     case RankTimePart::kTransfers:
       return ms(rank.transfer_ms);
+    case RankTimePart::kAllToAll:
+      return ms(rank.dispatch_ms);
     case RankTimePart::kCollectives:
-      return waited - neighbours;
+      return waited - apart;
   }
   return 0.0;
 }

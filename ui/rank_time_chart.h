@@ -1,7 +1,8 @@
 // Where each rank's step went, for the runs of several ranks in a comparison: stacked bars, one
 // per rank, of computing, the pipeline's bubble (idle until a neighbouring stage reached a
-// message), its transfers, and the other collectives' waits (tensor ranks, the data ranks'
-// average). Every figure is the rank's median over its timed steps, as its record keeps it.
+// message), its transfers, expert parallelism's all-to-all exchanges, and the other collectives'
+// waits (tensor ranks, the data ranks' average). Every figure is the rank's median over its timed
+// steps, as its record keeps it.
 #pragma once
 
 #include <vector>
@@ -13,8 +14,8 @@ class QCustomPlot;
 namespace rematlab::ui {
 
 // The parts of a rank's step, in the order they stack from the axis up.
-enum class RankTimePart { kComputing, kBubble, kTransfers, kCollectives };
-inline constexpr int kRankTimeParts = 4;
+enum class RankTimePart { kComputing, kBubble, kTransfers, kAllToAll, kCollectives };
+inline constexpr int kRankTimeParts = 5;
 
 // The part of `rank`'s median step; never negative (medians of the parts need not add up to
 // the median wait, so what is left over is clamped), and a figure that is not a finite time
