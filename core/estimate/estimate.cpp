@@ -131,10 +131,7 @@ void validate_request(const EstimateRequest& request) {
     validate(*request.arch, layout);
     // As `run` trains experts: whole on each rank, over data ranks at most.
     if (request.arch->moe.enabled() && (layout.split() || shard == ShardMode::kParameters)) {
-      throw InvalidInput(layout.split() ? "--tp" : "--shard",
-                         "a mixture of experts trains whole on each rank for now (data "
-                         "parallelism, sharded optimizer state and gradients); this layout of it "
-                         "is not built yet");
+      throw experts_layout_not_built(layout.split() ? "--tp" : "--shard");
     }
     validate_expert_ranks(request);
     if (request.arch->lora.enabled()) {

@@ -274,14 +274,18 @@ void validate_experts_layout(const RunConfig& config) {
     not_built = "--shard";
   }
   if (not_built != nullptr) {
-    throw InvalidInput(not_built,
-                       "a mixture of experts trains whole on each rank for now (data "
-                       "parallelism, sharded optimizer state and gradients); this layout of "
-                       "it is not built yet");
+    throw experts_layout_not_built(not_built);
   }
 }
 
 }  // namespace
+
+InvalidInput experts_layout_not_built(const std::string& flag) {
+  return InvalidInput(flag,
+                      "a mixture of experts trains over data ranks for now (whole on each, or "
+                      "split over them with --ep; optimizer state and gradients may be sharded "
+                      "without --ep); this layout of it is not built yet");
+}
 
 void validate_shard_precision(ShardMode shard, Precision precision) {
   if (shard == ShardMode::kGradients && precision == Precision::kFp16) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "common/errors.h"
 #include "common/precision.h"
 #include "model/model_config.h"
 #include "run/shard_mode.h"
@@ -117,6 +118,9 @@ struct RunConfig {
 void validate_tensor_split(const ModelConfig& model, int64_t tp, bool sequence_parallel);
 // The precisions each shard mode trains in (InvalidInput("--shard") else); estimate asks too.
 void validate_shard_precision(ShardMode shard, Precision precision);
+// The refusal of a layout a mixture of experts does not train under (tensor or pipeline ranks,
+// sharded parameters), attributed to `flag`; `run` and `estimate` share it.
+InvalidInput experts_layout_not_built(const std::string& flag);
 bool shard_trains_in(ShardMode shard, Precision precision);  // validate_shard_precision passes
 
 // Throws InvalidInput naming the offending flag. Checks that the device exists, that fp16 runs

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Expert parallelism against data parallelism over the same ranks, side by side in one run.
+
+    python3 bench/expert_parallel_table.py --cli build/app/rematlab-cli
+
+Each row is a real `rematlab-cli run --nproc N [--ep E] --json` of one mixture-of-experts shape
+(moe-tiny refined by the flags below), fp32 AdamW on the CPU, one thread a rank. Per rank: the
+model states it holds between steps (largest over ranks) against `estimate --nproc N --ep E`, the
+peak (largest over ranks), the all-to-all time (median step, largest over ranks) within its
+waits; for the run: tokens/s, the final loss, and the busiest expert's load (the most rows one
+expert took in one block's forward over its even share, the largest over the run's steps, from
+the runs database).
+"""
+import argparse
+import os
+import sqlite3
+import tempfile
+
+from cli_json import last_json
+
+
+def shape_flags(args):
+    return ["--layers", str(args.layers), "--d-model", str(args.d_model), "--heads", "8",
+            "--kv-heads", "4", "--seq-len", str(args.seq_len), "--vocab", "256",
+            "--experts", str(args.experts), "--expert-hidden", str(args.expert_hidden)]
+
+
+def most_load(db, run_id):
+    with sqlite3.connect(db) as connection:
+        row = connection.execute("SELECT max(expert_load) FROM steps WHERE run_id = ?",
+                                 (run_id,)).fetchone()
+    return row[0]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cli", default="build/app/rematlab-cli")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--d-model", type=int, default=256)
+    parser.add_argument("--experts", type=int, default=8)
+    parser.add_argument("--expert-hidden", type=int, default=512)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--checkpoint", default="none")
+    args = parser.parse_args()
+    mib = lambda b: f"{b / 2**20:.2f}"
+    print(f"moe-tiny refined: {args.layers} blocks, d {args.d_model}, {args.experts} experts of "
+          f"SwiGLU {args.expert_hidden}, 2 a token, seq {args.seq_len}, batch {args.batch} per "
+          f"rank, {args.checkpoint}, fp32 AdamW, {args.steps} steps (1 warm-up), 1 thread a rank")
+    print()
+    print("| ranks | ep | model states MiB | estimate MiB | peak MiB | tok/s | all-to-all ms | "
+          "waited ms | step ms | final loss | expert load |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as scratch:
+        db = os.path.join(scratch, "runs.db")
+        for ranks, ep in ((2, 1), (2, 2), (4, 1), (4, 2), (4, 4)):
+            command = [args.cli, "run", "--preset", "moe-tiny", *shape_flags(args), "--batch",
+                       str(args.batch), "--steps", str(args.steps), "--checkpoint",
+                       args.checkpoint, "--threads", "1", "--nproc", str(ranks), "--ep", str(ep),
+                       "--db", db, "--json"]
+            run = last_json(command)
+            estimate = last_json([args.cli, "estimate", "--model", "moe-tiny", *shape_flags(args),
+                                  "--nproc", str(ranks), "--ep", str(ep), "--json"])
+            states = max(r["param_bytes"] + r["grad_bytes"] + r["optimizer_bytes"]
+                         for r in run["ranks"])
+            peak = max(r["peak_bytes"] for r in run["ranks"])
+            dispatch = max(r["dispatch_ms"] for r in run["ranks"])
+            waited = max(r["comm_wait_ms"] for r in run["ranks"])
+            print(f"| {ranks} | {ep} | {mib(states)} | {mib(estimate['model_state_bytes'])} | "
+                  f"{mib(peak)} | {run['tokens_per_s']:.0f} | {dispatch:.1f} | {waited:.1f} | "
+                  f"{run['step_ms']:.1f} | {run['final_loss']:.4f} | "
+                  f"{most_load(db, run['run_id']):.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
