@@ -323,6 +323,21 @@ TEST_F(AdviseDb, ShardedRunsAreAdvisedTheNextShardingStep) {
   }
 }
 
+// Expert ranks shard nothing: their states divide over more of them, never over --shard.
+TEST_F(AdviseDb, ExpertParallelRunsAreAdvisedMoreExpertRanks) {
+  const std::string flags =
+      "--arch llama --experts 4 --steps 2 --batch 1 --seq-len 8 --nproc 2 --ep 2 --checkpoint ";
+  run(flags + "none");
+  const int64_t every = run(flags + "every:1");
+  const Diagnosis diagnosis = diagnose(every, false);
+  const Finding* finding = find(diagnosis, FindingKind::kMemoryNotReduced);
+  ASSERT_NE(finding, nullptr) << to_json(diagnosis).dump();
+  EXPECT_NE(finding->title.find("model states dominate"), std::string::npos) << finding->title;
+  EXPECT_EQ(finding->next_step.command_line(),
+            "--precision bf16 halves the weights and gradients; --nproc 4 --ep 4 splits the "
+            "experts over twice the expert ranks");
+}
+
 TEST_F(AdviseDb, RecomputationIsSplitOutOfTheStepFromTheTimeline) {
   const int64_t none = run("--steps 6 --batch 16 --seq-len 128 --attention math --timeline");
   const int64_t every =

@@ -559,6 +559,39 @@ TEST(Estimate, SlicedLossAddsOneHeadForwardToHardwareFlops) {
                    2.0 * static_cast<double>(arch.vocab * arch.d_model) * 512);
 }
 
+// Under expert parallelism nothing is sharded (as `run` trains it): more ranks split the experts
+// over as many of them as divide the experts, and the advice says so with --ep.
+TEST(FitAdvice, ExpertRanksGrowWithTheRanksAndShardNothing) {
+  estimate::FitQuestion question;
+  question.arch = estimate::architecture_preset("mixtral-8x7b");
+  question.arch.seq_len = 1024;
+  question.precision = Precision::kBf16;
+  question.world_size = 2;
+  question.expert_ranks = 2;
+  question.params = estimate::expert_rank_parameter_count(question.arch, 2);
+  const int64_t memory = int64_t{141} << 30;  // an H200
+  const auto advice = estimate::advise_fit(question, memory);
+  ASSERT_TRUE(advice.has_value());
+  EXPECT_EQ(advice->shard, "none");
+  EXPECT_GT(advice->world_size, 2);
+  EXPECT_EQ(advice->expert_ranks, std::min<int64_t>(advice->world_size, 8));
+  const int64_t states =
+      estimate::model_state_bytes(
+          estimate::expert_rank_parameter_count(question.arch, advice->expert_ranks),
+          question.precision, question.optimizer)
+          .total();
+  estimate::Architecture arch = question.arch;
+  arch.loss_chunks = advice->loss_chunks;
+  EXPECT_EQ(advice->needed_bytes,
+            states + estimate::estimate_policy_activations(arch, 1, question.precision,
+                                                           advice->checkpoint, advice->offload)
+                         .peak_bytes);
+  // Half the ranks (half the expert ranks) do not fit, whatever the policy.
+  estimate::FitQuestion fewer = question;
+  fewer.max_world_size = advice->world_size / 2;
+  EXPECT_FALSE(estimate::advise_fit(fewer, memory).has_value());
+}
+
 // On the ranks asked for, gradients and then parameters are sharded before more ranks are added;
 // parameters only where `run` shards them (fp32).
 TEST(FitAdvice, ShardsMoreOnTheRanksAskedForBeforeAddingRanks) {

@@ -34,7 +34,11 @@ std::string advice_flags(const estimate::FitAdvice& advice, const estimate::Esti
     flags += " --loss-chunks " + std::to_string(advice.loss_chunks);
   if (advice.offload && !request.offload) flags += " --offload disk";
   if (advice.world_size != request.world_size || advice.shard != request.shard) {
-    flags += " --nproc " + std::to_string(advice.world_size) + " --shard " + advice.shard;
+    flags += " --nproc " + std::to_string(advice.world_size);
+    if (advice.expert_ranks <= 1) flags += " --shard " + advice.shard;
+  }
+  if (advice.expert_ranks != request.expert_ranks) {
+    flags += " --ep " + std::to_string(advice.expert_ranks);
   }
   return flags;
 }
@@ -55,6 +59,9 @@ std::string fit_advice_text(const estimate::Estimate& estimate) {
                     ? " (a base in fewer bits: --base-precision nf4 stores its projections in half "
                       "a byte a weight)\n"
                     : "\n");
+      } else if (estimate.request.expert_ranks > 1) {
+        out << "on up to " << estimate::kAdviceMaxRanks
+            << " ranks with the experts split over as many of them as divide the experts\n";
       } else if (estimate.request.layout.split()) {
         out << "on these " << estimate.request.layout.tp << " tensor ranks\n";
       } else {

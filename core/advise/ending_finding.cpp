@@ -35,6 +35,7 @@ std::optional<estimate::DeviceFit> estimated_fit(const RunConfig& config, int64_
     request.device_memories = {budget};
     request.world_size = config.world_size;
     request.shard = config.shard;
+    request.expert_ranks = config.ep;
     request.layout = {config.tp, config.sequence_parallel};
     const estimate::Estimate made = estimate::make_estimate(request);
     if (made.fits.empty()) return std::nullopt;

@@ -65,12 +65,36 @@ Wording fine_tuning_states_advice(const RunConfig& config) {
          " stores the frozen projections in half a byte a weight (int8: one byte)";
 }
 
+// Expert ranks shard nothing yet: what divides their states is more of them, up to one expert
+// each (more ranks in all where the data ranks are all expert ranks already).
+Wording expert_states_advice(const RunConfig& config) {
+  const int64_t experts = config.model.moe.experts;
+  const int64_t more_ranks = 2 * config.ep;
+  Wording more;
+  if (more_ranks > experts || experts % more_ranks != 0) {
+    more = Wording("a device with more memory (each expert rank holds " +
+                   std::to_string(experts / config.ep) + " of the " + std::to_string(experts) +
+                   " experts already)");
+  } else {
+    const int64_t ranks = std::max(config.world_size, more_ranks);
+    if (ranks > kMaxWorldSize) return Wording("a device with more memory");
+    more = (ranks != config.world_size ? setting("nproc", std::to_string(ranks)) + " " : Wording()) +
+           setting("ep", std::to_string(more_ranks)) +
+           " splits the experts over twice the expert ranks";
+  }
+  if (config.precision == Precision::kFp32) {
+    return setting("precision", "bf16") + " halves the weights and gradients; " + more;
+  }
+  return more;
+}
+
 // What divides the model states further, from what the run already does: shard more of them
 // over its data ranks, then (fully sharded) over twice the data ranks; or, split over tensor
 // ranks, split over twice as many where the model splits evenly. bf16 halves the weights and
 // gradients where the shard mode trains in it.
 Wording states_advice(const RunConfig& config) {
   if (config.model.lora.enabled()) return fine_tuning_states_advice(config);
+  if (config.ep > 1) return expert_states_advice(config);
   const ShardMode shard = parse_shard(config.shard);
   const int64_t data_ranks = config.data_ranks();
   const bool fp32 = config.precision == Precision::kFp32;

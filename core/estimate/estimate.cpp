@@ -70,29 +70,6 @@ ActivationEstimate estimate_policy_activations(const Architecture& arch, int64_t
 
 namespace {
 
-// What a request must say before anything is counted; throws InvalidInput naming the flag.
-// As `run` checks --ep (run_config.cpp): ranks that divide the data ranks and the experts, on
-// whole data ranks.
-void validate_expert_ranks(const EstimateRequest& request) {
-  const int64_t ep = request.expert_ranks;
-  if (ep < 1 || ep > kMaxWorldSize) {
-    throw InvalidInput("--ep", "must be between 1 and " + std::to_string(kMaxWorldSize));
-  }
-  if (ep == 1) return;
-  const MoeOptions& moe = request.arch->moe;
-  if (!moe.enabled()) {
-    throw InvalidInput("--ep", "splits a mixture of experts' experts; this model has none");
-  }
-  if (moe.experts % ep != 0 || request.world_size % ep != 0) {
-    throw InvalidInput("--ep", std::to_string(ep) + " expert ranks must divide the " +
-                                   std::to_string(moe.experts) + " experts and the " +
-                                   std::to_string(request.world_size) + " ranks (--nproc)");
-  }
-  if (parse_shard(request.shard) != ShardMode::kNone) {
-    throw InvalidInput("--shard", "does not combine with expert parallelism (--ep) yet");
-  }
-}
-
 void validate_request(const EstimateRequest& request) {
   if (!request.arch && request.nominal_params <= 0) {
     throw InvalidInput("--model", "give a model (--model or shape flags) or a size (--params)");
@@ -103,7 +80,7 @@ void validate_request(const EstimateRequest& request) {
   CheckpointPolicy::parse(request.checkpoint);  // names --checkpoint when it cannot be read
   const TensorLayout& layout = request.layout;
   validate(layout);
-  if (request.expert_ranks > 1 && !request.arch) {
+  if (request.expert_ranks != 1 && !request.arch) {
     throw InvalidInput("--ep", "splits a model's experts: give its shape (--model)");
   }
   if (layout.split() && !request.arch) {
@@ -133,7 +110,11 @@ void validate_request(const EstimateRequest& request) {
     if (request.arch->moe.enabled() && (layout.split() || shard == ShardMode::kParameters)) {
       throw experts_layout_not_built(layout.split() ? "--tp" : "--shard");
     }
-    validate_expert_ranks(request);
+    // As `run` checks --ep (shard none: its expert ranks shard nothing yet).
+    validate_expert_ranks(request.expert_ranks, request.arch->moe, request.world_size / layout.tp);
+    if (request.expert_ranks > 1 && shard != ShardMode::kNone) {
+      throw InvalidInput("--shard", "does not combine with expert parallelism (--ep) yet");
+    }
     if (request.arch->lora.enabled()) {
       // As `run` trains adapters: on data ranks at most, the frozen base whole on each.
       if (layout.split()) {
@@ -221,6 +202,7 @@ Estimate make_estimate(const EstimateRequest& request) {
       question.layout = layout;
       question.world_size = request.world_size;
       question.shard = request.shard;
+      question.expert_ranks = request.expert_ranks;
       question.best_interval = *estimate.best_interval;
       fit.advice = advise_fit(question, memory);
     }

@@ -1,6 +1,7 @@
 #include "estimate/fit_advice.h"
 
 #include <algorithm>
+#include <numeric>
 #include <vector>
 
 #include "checkpoint/checkpoint_policy.h"
@@ -15,6 +16,13 @@
 
 namespace rematlab::estimate {
 namespace {
+
+// Ranks in all, what their data ranks shard, and over how many of them the experts are split.
+struct RankLayout {
+  int64_t ranks = 1;
+  std::string shard;
+  int64_t expert_ranks = 1;
+};
 
 struct Rung {
   std::string checkpoint;
@@ -76,21 +84,30 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
   const ShardMode most = shard_trains_in(ShardMode::kGradients, question.precision)
                              ? ShardMode::kGradients
                              : ShardMode::kOptimizer;
-  std::vector<std::pair<int64_t, std::string>> layouts = {{question.world_size, question.shard}};
-  const ShardMode asked = parse_shard(question.shard);
-  for (const ShardMode more : {most, ShardMode::kParameters}) {
-    // The frozen base stays whole; experts are not sharded as parameters yet.
-    if ((fine_tuning || experts) && more == ShardMode::kParameters) continue;
-    if (question.world_size / tp > 1 && asked < more) {
-      layouts.emplace_back(question.world_size, to_string(more));
+  std::vector<RankLayout> layouts = {{question.world_size, question.shard, question.expert_ranks}};
+  if (question.expert_ranks > 1) {
+    // Expert ranks shard nothing (as `run` refuses both): more ranks split the experts further.
+    for (int64_t ranks = 2; ranks <= question.max_world_size; ranks *= 2) {
+      if (ranks > question.world_size) {
+        layouts.push_back({ranks, "none", std::gcd(ranks, question.arch.moe.experts)});
+      }
     }
-  }
-  // More ranks would shard only the adapters' few states, never the frozen base: not offered.
-  const int64_t most_ranks = fine_tuning ? question.world_size : question.max_world_size;
-  for (int64_t ranks = 2 * tp; ranks <= most_ranks; ranks *= 2) {
-    if (ranks <= question.world_size) continue;
-    layouts.emplace_back(ranks, to_string(most));
-    if (!experts) layouts.emplace_back(ranks, "parameters");
+  } else {
+    const ShardMode asked = parse_shard(question.shard);
+    for (const ShardMode more : {most, ShardMode::kParameters}) {
+      // The frozen base stays whole; experts are not sharded as parameters yet.
+      if ((fine_tuning || experts) && more == ShardMode::kParameters) continue;
+      if (question.world_size / tp > 1 && asked < more) {
+        layouts.push_back({question.world_size, to_string(more), 1});
+      }
+    }
+    // More ranks would shard only the adapters' few states, never the frozen base: not offered.
+    const int64_t most_ranks = fine_tuning ? question.world_size : question.max_world_size;
+    for (int64_t ranks = 2 * tp; ranks <= most_ranks; ranks *= 2) {
+      if (ranks <= question.world_size) continue;
+      layouts.push_back({ranks, to_string(most), 1});
+      if (!experts) layouts.push_back({ranks, "parameters", 1});
+    }
   }
   // Fully sharded, a rank's part reaches its device whole before it is sharded.
   const int64_t build_bytes = model_build_bytes(question.params);
@@ -104,8 +121,14 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
     best_k = best_interval(input, nullptr);
   }
   const std::vector<Rung> rungs = ladder(question, best_k);
-  for (const auto& [ranks, shard] : layouts) {
-    int64_t states = per_rank_model_states(whole, ranks / tp, shard).total();
+  for (const auto& [ranks, shard, expert_ranks] : layouts) {
+    // One expert rank holds the shared weights and its part of the experts.
+    const ModelStateBytes held =
+        expert_ranks == question.expert_ranks
+            ? whole
+            : model_state_bytes(expert_rank_parameter_count(question.arch, expert_ranks),
+                                question.precision, question.optimizer);
+    int64_t states = per_rank_model_states(held, ranks / tp, shard).total();
     if (!shard_trains_in(parse_shard(shard), question.precision)) continue;  // as `run` refuses it
     if (parse_shard(shard) == ShardMode::kParameters) {
       if (build_bytes > memory_bytes) continue;
@@ -116,7 +139,7 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
       const int64_t needed = states + rung.activation_bytes;
       if (needed <= memory_bytes) {
         const int64_t chunks = with_loss(question.arch, rung.sliced_loss).loss_chunks;
-        return FitAdvice{rung.checkpoint, chunks, rung.offload, ranks, shard, needed};
+        return FitAdvice{rung.checkpoint, chunks, rung.offload, ranks, shard, expert_ranks, needed};
       }
     }
   }

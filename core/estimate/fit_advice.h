@@ -20,6 +20,7 @@ struct FitAdvice {
   bool offload = false;     // `run --offload disk`
   int64_t world_size = 1;   // `run --nproc`
   std::string shard = "none";
+  int64_t expert_ranks = 1;  // `run --ep`
   int64_t needed_bytes = 0;  // model states per rank + activation peak
 };
 
@@ -35,6 +36,9 @@ struct FitQuestion {
   TensorLayout layout;  // kept: more ranks are more data ranks of this tensor-parallel degree
   int64_t world_size = 1;
   std::string shard = "none";
+  // Expert parallelism (`run --ep`): kept, and on more ranks split over as many of them as
+  // divide the experts; it shards nothing, as `run` trains it.
+  int64_t expert_ranks = 1;
   int64_t max_world_size = kAdviceMaxRanks;
   int64_t best_interval = 0;  // the every:K with the lowest peak, when known (0: found here)
 };

@@ -225,28 +225,8 @@ void validate_fine_tuning(const RunConfig& config) {
 // experts. Its all-to-all carries rows between data ranks only: tensor and pipeline ranks, and
 // shards of the experts' states, do not combine with it yet.
 void validate_expert_parallel(const RunConfig& config) {
-  const int64_t ep = config.ep;
-  if (ep < 1 || ep > kMaxWorldSize) {
-    throw InvalidInput("--ep", "must be between 1 and " + std::to_string(kMaxWorldSize) + ", got " +
-                                   std::to_string(ep));
-  }
-  if (ep == 1) return;
-  const MoeOptions& moe = config.model.moe;
-  if (!moe.enabled()) {
-    throw InvalidInput("--ep",
-                       "splits a mixture of experts' experts; this model has none (give "
-                       "--experts, or a Mixtral or Qwen MoE model)");
-  }
-  if (moe.experts % ep != 0) {
-    throw InvalidInput("--ep", std::to_string(ep) + " expert ranks cannot split " +
-                                   std::to_string(moe.experts) + " experts evenly");
-  }
-  const int64_t data = config.data_ranks();
-  if (config.world_size % ep != 0 || data % ep != 0) {
-    throw InvalidInput("--ep", std::to_string(ep) + " expert ranks need a multiple of " +
-                                   std::to_string(ep) + " data ranks, got " + std::to_string(data) +
-                                   " (--nproc)");
-  }
+  validate_expert_ranks(config.ep, config.model.moe, config.data_ranks());
+  if (config.ep == 1) return;
   const char* not_built = config.tp > 1 ? "--tp" : config.pp > 1 ? "--pp" : nullptr;
   // A plan's profile runs each block alone, where no exchange would meet its peers'.
   if (CheckpointPolicy::parse(config.checkpoint).is_plan()) not_built = "--checkpoint plan:";
@@ -279,6 +259,29 @@ void validate_experts_layout(const RunConfig& config) {
 }
 
 }  // namespace
+
+void validate_expert_ranks(int64_t expert_ranks, const MoeOptions& moe, int64_t data_ranks) {
+  const int64_t ep = expert_ranks;
+  if (ep < 1 || ep > kMaxWorldSize) {
+    throw InvalidInput("--ep", "must be between 1 and " + std::to_string(kMaxWorldSize) + ", got " +
+                                   std::to_string(ep));
+  }
+  if (ep == 1) return;
+  if (!moe.enabled()) {
+    throw InvalidInput("--ep",
+                       "splits a mixture of experts' experts; this model has none (give "
+                       "--experts, or a Mixtral or Qwen MoE model)");
+  }
+  if (moe.experts % ep != 0) {
+    throw InvalidInput("--ep", std::to_string(ep) + " expert ranks cannot split " +
+                                   std::to_string(moe.experts) + " experts evenly");
+  }
+  if (data_ranks % ep != 0) {
+    throw InvalidInput("--ep", std::to_string(ep) + " expert ranks need a multiple of " +
+                                   std::to_string(ep) + " data ranks, got " +
+                                   std::to_string(data_ranks) + " (--nproc)");
+  }
+}
 
 InvalidInput experts_layout_not_built(const std::string& flag) {
   return InvalidInput(flag,

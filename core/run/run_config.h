@@ -121,6 +121,9 @@ void validate_shard_precision(ShardMode shard, Precision precision);
 // The refusal of a layout a mixture of experts does not train under (tensor or pipeline ranks,
 // sharded parameters), attributed to `flag`; `run` and `estimate` share it.
 InvalidInput experts_layout_not_built(const std::string& flag);
+// --ep on its own: 1 to kMaxWorldSize expert ranks that divide `moe`'s experts and the data
+// ranks (InvalidInput("--ep") else); `run` and `estimate` share it.
+void validate_expert_ranks(int64_t expert_ranks, const MoeOptions& moe, int64_t data_ranks);
 bool shard_trains_in(ShardMode shard, Precision precision);  // validate_shard_precision passes
 
 // Throws InvalidInput naming the offending flag. Checks that the device exists, that fp16 runs
