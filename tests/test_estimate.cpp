@@ -575,11 +575,10 @@ TEST(FitAdvice, ExpertRanksGrowWithTheRanksAndShardNothing) {
   EXPECT_EQ(advice->shard, "none");
   EXPECT_GT(advice->world_size, 2);
   EXPECT_EQ(advice->expert_ranks, std::min<int64_t>(advice->world_size, 8));
-  const int64_t states =
-      estimate::model_state_bytes(
-          estimate::expert_rank_parameter_count(question.arch, advice->expert_ranks),
-          question.precision, question.optimizer)
-          .total();
+  const int64_t states = estimate::model_state_bytes(estimate::expert_rank_parameter_count(
+                                                         question.arch, advice->expert_ranks),
+                                                     question.precision, question.optimizer)
+                             .total();
   estimate::Architecture arch = question.arch;
   arch.loss_chunks = advice->loss_chunks;
   EXPECT_EQ(advice->needed_bytes,

@@ -386,7 +386,7 @@ bool CompareView::add_expert_loads() {
   // A mixture of experts' busiest expert, over its share, on the right: how far each step's
   // routing strayed from balanced (1), which the experts' activations must make room for.
   losses_->yAxis2->setVisible(any);
-  losses_->yAxis2->setLabel(any ? "dotted: busiest expert ÷ its share" : QString());
+  losses_->yAxis2->setLabel(any ? "expert load (dotted)" : QString());
   return any;
 }
 

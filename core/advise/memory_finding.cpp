@@ -78,9 +78,10 @@ Wording expert_states_advice(const RunConfig& config) {
   } else {
     const int64_t ranks = std::max(config.world_size, more_ranks);
     if (ranks > kMaxWorldSize) return Wording("a device with more memory");
-    more = (ranks != config.world_size ? setting("nproc", std::to_string(ranks)) + " " : Wording()) +
-           setting("ep", std::to_string(more_ranks)) +
-           " splits the experts over twice the expert ranks";
+    more =
+        (ranks != config.world_size ? setting("nproc", std::to_string(ranks)) + " " : Wording()) +
+        setting("ep", std::to_string(more_ranks)) +
+        " splits the experts over twice the expert ranks";
   }
   if (config.precision == Precision::kFp32) {
     return setting("precision", "bf16") + " halves the weights and gradients; " + more;

@@ -292,7 +292,8 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const parallel::DistEnv&
     }
     // Stages hold unlike amounts (the first the most micro-batches, the last the head): the
     // run's memory is the fullest stage's, its steps rank 0's.
-    if (config.pp > 1) summary.take_memory_of_fullest_rank();
+    // Stages differ, and so do expert ranks (each holds what its experts drew).
+    if (config.pp > 1 || config.ep > 1) summary.take_memory_of_fullest_rank();
     summary.run_id = recorder.id();
     recorder.finish(summary);
     return summary;

@@ -68,10 +68,10 @@ struct RunResult {
   // Data parallel: every rank's figures, in rank order (empty for a run of one process).
   std::vector<RankResult> ranks;
 
-  // A pipeline's memory is its fullest stage's: the peak, the activations and the baseline (its
-  // model states) all from the rank with the highest peak (each figure's maximum apart could mix
-  // stages). What ranks do not report (saved activations, RSS, the allocator's reserved and the
-  // device's used bytes) and the steps stay rank 0's.
+  // A pipeline's memory is its fullest stage's (expert parallelism's its fullest rank's): the peak,
+  // the activations and the baseline (its model states) all from the rank with the highest peak
+  // (each figure's maximum apart could mix stages). What ranks do not report (saved activations,
+  // RSS, the allocator's reserved and the device's used bytes) and the steps stay rank 0's.
   void take_memory_of_fullest_rank();
 };
 
