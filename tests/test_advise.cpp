@@ -9,6 +9,7 @@
 
 #include "advise/advisor.h"
 #include "advise/chain_walk.h"
+#include "advise/memory_finding.h"
 #include "advise/reference_run.h"
 #include "advise/throughput_finding.h"
 #include "cli_runner.h"
@@ -336,6 +337,26 @@ TEST_F(AdviseDb, ExpertParallelRunsAreAdvisedMoreExpertRanks) {
   EXPECT_EQ(finding->next_step.command_line(),
             "--precision bf16 halves the weights and gradients; --nproc 4 --ep 4 splits the "
             "experts over twice the expert ranks");
+
+  RunStore store(db_, StoreAccess::kReadOnly, false);
+  // Six ranks over two expert ranks: four expert ranks must divide the ranks, so eight.
+  RunRecord six = store.run(every);
+  six.config.world_size = 6;
+  std::vector<Wording> notes;
+  const std::optional<Finding> more = diagnose_memory(six, store.run(every - 1), notes);
+  ASSERT_TRUE(more);
+  EXPECT_NE(more->next_step.command_line().find("--nproc 8 --ep 4 splits"), std::string::npos)
+      << more->next_step.command_line();
+  // Without the `none` run its peak is estimated from one expert rank's states, not the whole
+  // model's: close to what that run measured.
+  const std::optional<Finding> estimated = diagnose_memory(store.run(every), std::nullopt, notes);
+  ASSERT_TRUE(estimated);
+  const std::string reference = evidence(*estimated, "peak under none");
+  std::string figure = reference.substr(0, reference.find(" ("));  // "12.3 MiB (estimated)"
+  figure.erase(std::remove(figure.begin(), figure.end(), ' '), figure.end());
+  const double estimate = static_cast<double>(parse_byte_size(figure, "peak under none"));
+  const double measured = static_cast<double>(store.run(every - 1).result.peak_bytes);
+  EXPECT_NEAR(estimate / measured, 1.0, 0.15) << reference;
 }
 
 TEST_F(AdviseDb, RecomputationIsSplitOutOfTheStepFromTheTimeline) {

@@ -76,7 +76,8 @@ Wording expert_states_advice(const RunConfig& config) {
                    std::to_string(experts / config.ep) + " of the " + std::to_string(experts) +
                    " experts already)");
   } else {
-    const int64_t ranks = std::max(config.world_size, more_ranks);
+    // The expert ranks divide the data ranks: the smallest multiple of them that keeps every rank.
+    const int64_t ranks = (config.world_size + more_ranks - 1) / more_ranks * more_ranks;
     if (ranks > kMaxWorldSize) return Wording("a device with more memory");
     more =
         (ranks != config.world_size ? setting("nproc", std::to_string(ranks)) + " " : Wording()) +
@@ -207,14 +208,17 @@ std::optional<Finding> diagnose_memory(const RunRecord& run,
     reference_text =
         format_bytes(reference_peak) + " (run #" + std::to_string(none_run->id) + ", measured)";
   } else {
-    // What this layout keeps of them (sharded over the data ranks as the run was).
+    // What this layout keeps of them (sharded over the data ranks as the run was; an expert
+    // rank holds its own experts only).
+    const int64_t rank_params = config.ep > 1
+                                    ? estimate::expert_rank_parameter_count(arch, config.ep)
+                                    : estimate::rank_parameter_count(arch, config.tp);
     int64_t states =
         estimate::per_rank_model_states(
-            config.model.lora.enabled()
-                ? estimate::fine_tuning_state_bytes(arch, config.precision,
-                                                    estimate::Optimizer::kAdamW)
-                : estimate::model_state_bytes(estimate::rank_parameter_count(arch, config.tp),
-                                              config.precision, estimate::Optimizer::kAdamW),
+            config.model.lora.enabled() ? estimate::fine_tuning_state_bytes(
+                                              arch, config.precision, estimate::Optimizer::kAdamW)
+                                        : estimate::model_state_bytes(rank_params, config.precision,
+                                                                      estimate::Optimizer::kAdamW),
             config.data_ranks(), config.shard)
             .total();
     if (parse_shard(config.shard) == ShardMode::kParameters) {
