@@ -154,6 +154,37 @@ TEST(DistCli, ShardedGradientsReportTheirWholeBucketsAsBuffers) {
   }
 }
 
+// Two groups of two expert ranks: each rank's all-to-all is measured and lies within what it
+// waited on, which lies within what it communicated (the experts' averages between groups and
+// the replicated parameters' run side by side, but are waited on one after the other).
+TEST(DistCli, ExpertRanksRecordTheirAllToAllWithinTheirWaits) {
+  ScratchDir dir("distcli-experts");
+  const std::string db = dir.file("runs.sqlite");
+  const auto result =
+      cli("run --preset moe-tiny --threads 1 --seq-len 16 --batch 2 --nproc 4 --ep 2 --steps 3 "
+          "--bucket-size 4KiB --json --db " +
+          db);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = last_line_json(result.out);
+  ASSERT_EQ(json["ranks"].size(), 4u);
+  for (int rank = 0; rank < 4; ++rank) {
+    const nlohmann::json& figures = json["ranks"][rank];
+    EXPECT_GT(figures["dispatch_ms"].get<double>(), 0.0) << figures.dump();
+    EXPECT_LE(figures["dispatch_ms"].get<double>(), figures["comm_wait_ms"].get<double>());
+    EXPECT_LE(figures["comm_wait_ms"].get<double>(), figures["comm_ms"].get<double>());
+    EXPECT_GE(figures["comm_hidden_ms"].get<double>(), 0.0) << figures.dump();
+  }
+  RunStore store(db, StoreAccess::kReadOnly, false);
+  const std::vector<StepMetrics> steps = store.steps(json["run_id"].get<int64_t>());
+  ASSERT_EQ(steps.size(), 3u);
+  for (const StepMetrics& step : steps) {
+    EXPECT_GT(step.dispatch_ms, 0.0);
+    EXPECT_LE(step.dispatch_ms, step.comm_wait_ms);
+    EXPECT_LE(step.comm_wait_ms, step.comm_ms);
+    EXPECT_GE(step.expert_load, 1.0);
+  }
+}
+
 // LoRA over data ranks: each rank holds the frozen base whole and its share of the adapters'
 // states, as `estimate` predicts byte for byte, and the run is recorded with its fine-tuning.
 TEST(DistCli, LoraOverDataRanksShardsTheAdaptersStatesAndKeepsTheBaseWhole) {

@@ -25,6 +25,10 @@ c10d::Backend& ExpertParallelGroup::connected() {
 void ExpertParallelGroup::run(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
   const auto start = std::chrono::steady_clock::now();
   wait_(work, what);
+  count_wait_since(start);
+}
+
+void ExpertParallelGroup::count_wait_since(std::chrono::steady_clock::time_point start) {
   wait_ms_ +=
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
@@ -41,8 +45,12 @@ std::vector<int64_t> ExpertParallelGroup::exchange_counts(const std::vector<int6
       torch::tensor(sent, torch::TensorOptions().dtype(torch::kInt64)).to(device);
   torch::Tensor incoming = torch::empty_like(outgoing);
   std::vector<int64_t> even;
-  run(connected().alltoall_base(incoming, outgoing, even, even), what);
+  const auto start = std::chrono::steady_clock::now();
+  wait_(connected().alltoall_base(incoming, outgoing, even, even), what);
+  // NCCL's wait only orders the stream: the host blocks reading the counts back, so that is
+  // timed too (the routing read its own counts back before, so nothing else is queued).
   const torch::Tensor host = incoming.cpu();
+  count_wait_since(start);
   return {host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel()};
 }
 

@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -38,12 +39,15 @@ class ExpertParallelGroup {
   torch::Tensor exchange_rows(const torch::Tensor& rows, const std::vector<int64_t>& sent_rows,
                               const std::vector<int64_t>& received_rows, const char* what);
 
-  // The host's time waiting for exchanges since the last call.
+  // The host's time waiting for exchanges since the last call. On CUDA the rows' exchanges are
+  // queued on the stream (the experts' kernels wait there, not the host): what it counts there
+  // is the count exchanges, which the host reads back.
   double take_wait_ms();
 
  private:
   c10d::Backend& connected();
   void run(const c10::intrusive_ptr<c10d::Work>& work, const char* what);
+  void count_wait_since(std::chrono::steady_clock::time_point start);
 
   c10::intrusive_ptr<c10d::Backend> backend_;
   Wait wait_;

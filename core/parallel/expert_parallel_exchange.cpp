@@ -1,7 +1,10 @@
 #include "parallel/expert_parallel_exchange.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 
 #include "update/parameter_update.h"
 
@@ -39,6 +42,12 @@ void ExpertParallelExchange::attach(const std::vector<torch::Tensor>& params) {
   for (const torch::Tensor& param : params) {
     (held_.count(param.unsafeGetTensorImpl()) ? expert_params_ : replicated_params_)
         .push_back(param);
+  }
+  // An expert left out would be averaged over every data rank as if replicated: wrong, silently.
+  if (expert_params_.size() != held_.size()) {
+    throw std::logic_error("expert parallelism: " + std::to_string(held_.size()) +
+                           " expert parameters held, " + std::to_string(expert_params_.size()) +
+                           " of them among the model's");
   }
   replicated_->attach(replicated_params_);
   if (expert_replicas_) expert_replicas_->attach(expert_params_);
@@ -89,9 +98,11 @@ void ExpertParallelExchange::report(StepMetrics& metrics) {
   if (expert_replicas_) {
     StepMetrics replicas;
     expert_replicas_->report(replicas);
-    // The two averages run side by side during backward: the longer of them bounds the step's.
-    metrics.comm_ms = std::max(metrics.comm_ms, replicas.comm_ms);
+    // The two averages run side by side during backward: the longer of them bounds the step's,
+    // but the step waits on one after the other, so it lasted at least their waits together
+    // (what was waited for stays within what was communicated).
     metrics.comm_wait_ms += replicas.comm_wait_ms;
+    metrics.comm_ms = std::max({metrics.comm_ms, replicas.comm_ms, metrics.comm_wait_ms});
   }
   // Every exchange blocks the block that needs it: none is hidden.
   const double dispatch_ms = experts_->take_wait_ms();
