@@ -259,6 +259,21 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// One accumulation without a step (a gradient check) leaves no balance loss or load behind for
+// the step after it to count.
+TEST(MoeTraining, AnAccumulationWithoutAStepLeavesNothingForTheNextStep) {
+  RunConfig config;
+  config.model = model_preset("moe-tiny");
+  config.batch = 2;
+  config.threads = 1;
+  Trainer trainer(config);
+  ASSERT_TRUE(trainer.accumulate_gradients(trainer.policy().plan_for(config.model.layers, 0.0)));
+  BalanceLedger* ledger = trainer.model()->balance();
+  ASSERT_NE(ledger, nullptr);
+  EXPECT_FALSE(ledger->take());
+  EXPECT_FALSE(ledger->take_load());
+}
+
 TEST(MoeTraining, LearnsAndRecordsItsBalanceLossEachStep) {
   RunConfig config;
   config.model = model_preset("moe-tiny");
@@ -312,6 +327,10 @@ TEST(MoeRecords, TheExpertsAndTheBalanceLossReadBack) {
   // Its name in lists says it has experts.
   EXPECT_EQ(describe_run(preset), "llama moe 4/2 none b8");
   EXPECT_EQ(describe_run(dense), "llama none b8");
+  RunConfig split = preset;
+  split.world_size = 4;
+  split.ep = 2;
+  EXPECT_EQ(describe_run(split), "llama moe 4/2 none b8 x4 ep2");
   testing::ScratchDir dir("moe-records");
   const std::string path = dir.file("runs.sqlite");
   RunStore store(path);

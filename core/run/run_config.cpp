@@ -518,7 +518,7 @@ std::string describe_run(const RunConfig& config, const std::string& batch) {
   if (config.tp > 1) text += " tp" + std::to_string(config.tp);
   if (config.sequence_parallel) text += " sp";
   if (config.pp > 1) text += " pp" + std::to_string(config.pp);
-  if (config.ep > 1) text += " ep" + std::to_string(config.ep);
+  // "pp2×2": each stage's chunks, beside the stages.
   if (config.virtual_stages > 1) text += "×" + std::to_string(config.virtual_stages);
   if (!config.pp_split.empty()) {
     text += " split";
@@ -526,6 +526,7 @@ std::string describe_run(const RunConfig& config, const std::string& batch) {
       text += (i == 0 ? " " : ",") + std::to_string(config.pp_split[i]);
     }
   }
+  if (config.ep > 1) text += " ep" + std::to_string(config.ep);
   if (config.shard != "none") text += " shard:" + config.shard;
   if (config.model.lora.enabled()) {
     text += " lora:r" + std::to_string(config.model.lora.rank);

@@ -501,6 +501,11 @@ std::optional<double> Trainer::accumulate_gradients(const CheckpointPlan& plan,
                                                     const std::atomic<bool>* cancel) {
   StepMetrics unused;
   std::optional<double> loss_sum = micro_batches(plan, unused, cancel);
+  // The experts' balance losses and loads belong to no step: a step after this one starts anew.
+  if (BalanceLedger* balance = model_->balance()) {
+    balance->take();
+    balance->take_load();
+  }
   if (!loss_sum) return std::nullopt;
   if (exchange_) loss_sum = exchange_->mean(*loss_sum);
   return *loss_sum / static_cast<double>(config_.accum);
