@@ -480,6 +480,22 @@ INSTANTIATE_TEST_SUITE_P(
              (param.param.window ? "_windowed_" : "_") + to_string(param.param.attention);
     });
 
+// What the advice must say it needs: `states` plus the estimator's peak for its policy, offload
+// and loss slices; and on half its ranks nothing fits.
+void expect_advised_need(const estimate::FitQuestion& question, const estimate::FitAdvice& advice,
+                         int64_t states, int64_t memory) {
+  estimate::Architecture arch = question.arch;
+  arch.loss_chunks = advice.loss_chunks;
+  EXPECT_LE(advice.needed_bytes, memory);
+  EXPECT_EQ(advice.needed_bytes,
+            states + estimate::estimate_policy_activations(arch, 1, question.precision,
+                                                           advice.checkpoint, advice.offload)
+                         .peak_bytes);
+  estimate::FitQuestion fewer = question;
+  fewer.max_world_size = advice.world_size / 2;
+  EXPECT_FALSE(estimate::advise_fit(fewer, memory).has_value());
+}
+
 // The advice is the first rung that fits: the one before it must not, and what it says it needs
 // is what the estimator predicts for those flags.
 TEST(FitAdvice, TakesTheLeastRecomputationThatFits) {
@@ -493,22 +509,12 @@ TEST(FitAdvice, TakesTheLeastRecomputationThatFits) {
   // 8 B parameters in fp32 with AdamW are 128 GB of states: more than one 80 GiB device.
   EXPECT_GT(advice->world_size, 1);
   EXPECT_EQ(advice->shard, "gradients");
-  EXPECT_LE(advice->needed_bytes, memory);
-  estimate::Architecture arch = question.arch;
-  arch.loss_chunks = advice->loss_chunks;
   const int64_t states =
       estimate::per_rank_model_states(
           estimate::model_state_bytes(question.params, question.precision, question.optimizer),
           advice->world_size, advice->shard)
           .total();
-  EXPECT_EQ(advice->needed_bytes,
-            states + estimate::estimate_policy_activations(arch, 1, question.precision,
-                                                           advice->checkpoint, advice->offload)
-                         .peak_bytes);
-  // Half the ranks do not fit, whatever the policy.
-  estimate::FitQuestion fewer = question;
-  fewer.max_world_size = advice->world_size / 2;
-  EXPECT_FALSE(estimate::advise_fit(fewer, memory).has_value());
+  expect_advised_need(question, *advice, states, memory);
   // On those ranks, every rung that recomputes less (no blocks: none or the attention cores, the
   // loss whole or in slices) does not fit.
   for (const char* policy : {"none", "selective"}) {
@@ -579,16 +585,7 @@ TEST(FitAdvice, ExpertRanksGrowWithTheRanksAndShardNothing) {
                                                          question.arch, advice->expert_ranks),
                                                      question.precision, question.optimizer)
                              .total();
-  estimate::Architecture arch = question.arch;
-  arch.loss_chunks = advice->loss_chunks;
-  EXPECT_EQ(advice->needed_bytes,
-            states + estimate::estimate_policy_activations(arch, 1, question.precision,
-                                                           advice->checkpoint, advice->offload)
-                         .peak_bytes);
-  // Half the ranks (half the expert ranks) do not fit, whatever the policy.
-  estimate::FitQuestion fewer = question;
-  fewer.max_world_size = advice->world_size / 2;
-  EXPECT_FALSE(estimate::advise_fit(fewer, memory).has_value());
+  expect_advised_need(question, *advice, states, memory);  // half the expert ranks too
 }
 
 // On the ranks asked for, gradients and then parameters are sharded before more ranks are added;

@@ -216,7 +216,8 @@ TEST(ExpertParallel, TheExchangeCarriesRowsBetweenRanksThatSendOrReceiveNothing)
 
 TEST(ExpertParallel, GradientsAndStepsMatchOneProcessAtTheGroupsBatch) {
   // Without a balance loss (each rank's is its own rows', unlike one process's over all of them):
-  // routed experts, a shared expert, and a capacity.
+  // routed experts, a shared expert, checkpointed blocks. (A capacity caps each rank's own rows,
+  // as data parallelism does, not the group's batch: its test is against data parallelism.)
   ScratchDir dir("ep-one-process");
   const std::map<std::string, nlohmann::json> cases = {
       {"plain", moe_fields({{"balance_coefficient", 0}})},
@@ -245,8 +246,8 @@ TEST(ExpertParallel, GradientsAndStepsMatchOneProcessAtTheGroupsBatch) {
 TEST(ExpertParallel, TwoGroupsOfTwoMatchDataParallelismWithTheBalanceLossTraining) {
   // Four ranks: two expert groups, each expert on two ranks (its gradient averaged between
   // them); against four data ranks without expert parallelism, which train the same balance
-  // losses. The load each step recorded is the same figure under both layouts (an expert's
-  // tokens over its group's share) only when E equals the data ranks: here it is only ≥ 1.
+  // losses. The loads differ between the layouts (a data rank's expert counts that rank's rows,
+  // an expert rank's those of its group): each is only checked to be at least its share.
   ScratchDir dir("ep-four");
   const nlohmann::json fields = moe_fields({{"steps", 5}, {"balance_coefficient", 0.05}});
   const nlohmann::json data = with(fields, {{"ep", 1}});
@@ -266,6 +267,33 @@ TEST(ExpertParallel, TwoGroupsOfTwoMatchDataParallelismWithTheBalanceLossTrainin
     EXPECT_GE(ep_figures[10 + step].item<double>(), 1.0) << "load of step " << step;
     EXPECT_GE(dp_figures[10 + step].item<double>(), 1.0) << "load of step " << step;
   }
+}
+
+TEST(ExpertParallel, ACapacityCapsEachRanksRowsAsDataParallelismDoes) {
+  // Capacity factor 1: an expert takes at most 1 · 32 · 2 / 4 = 16 of each rank's 64 choices,
+  // the rest dropped, whichever process runs it; with the balance loss training.
+  ScratchDir dir("ep-capacity");
+  const nlohmann::json fields =
+      moe_fields({{"steps", 4}, {"capacity_factor", 1.0}, {"balance_coefficient", 0.05}});
+  nlohmann::json spec = {{"output", dir.path()},
+                         {"cases",
+                          {case_of("ep2", "experts_steps", fields),
+                           case_of("dp2", "experts_steps", with(fields, {{"ep", 1}}))}}};
+  run_workers(spec, 2, dir);
+  if (HasFatalFailure()) return;
+  const torch::Tensor dp_figures = load(result_file(dir.path(), "dp2", 0))[0];
+  std::vector<double> figures;
+  for (int64_t i = 0; i < 8; ++i) figures.push_back(dp_figures[i].item<double>());
+  expect_ranks_match(dir, "ep2", fields, 2, figures, tensors_of(dir, "dp2", 0), kStepsTolerance);
+  // No expert takes more than its share; a load of exactly 1 is an expert at its cap.
+  const torch::Tensor ep_figures = load(result_file(dir.path(), "ep2", 0))[0];
+  double most = 0.0;
+  for (int64_t step = 0; step < 4; ++step) {
+    EXPECT_LE(ep_figures[8 + step].item<double>(), 1.0) << "load of step " << step;
+    EXPECT_LE(dp_figures[8 + step].item<double>(), 1.0) << "load of step " << step;
+    most = std::max(most, ep_figures[8 + step].item<double>());
+  }
+  EXPECT_EQ(most, 1.0) << "no expert reached its capacity: the cap was not exercised";
 }
 
 TEST(ExpertParallel, EveryPolicyGivesTheGradientsOfNoneBitForBitUnderTheSameLayout) {
