@@ -253,6 +253,13 @@ TEST(CompareView, ExpertRanksShowTheirAllToAllAndTheLoadIsDrawnBesideTheLoss) {
   auto* other = qobject_cast<QCPBars*>(ranks->plottable(4));
   EXPECT_DOUBLE_EQ(other->data()->at(0)->value, 8.0);
   EXPECT_DOUBLE_EQ(qobject_cast<QCPBars*>(ranks->plottable(0))->data()->at(0)->value, 30.0);
+  // The key names what these ranks did: no pipeline's bubble or transfers.
+  QStringList keyed;
+  for (int item = 0; item < ranks->legend->itemCount(); ++item) {
+    auto* entry = qobject_cast<QCPPlottableLegendItem*>(ranks->legend->item(item));
+    if (entry) keyed << entry->plottable()->name();
+  }
+  EXPECT_EQ(keyed, QStringList({"compute", "all-to-all", "other"}));
 
   QCustomPlot* losses = view.loss_chart();
   ASSERT_EQ(losses->graphCount(), 3);  // two losses, one load

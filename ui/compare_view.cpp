@@ -123,6 +123,9 @@ CompareView::CompareView(QWidget* parent)
   // The table is the tab's legend: each run in its colour, with its swatch, named once; what
   // line styles and markers mean is in the titles. The charts' own legends are for exports.
   for (QCustomPlot* chart : {scatter_, losses_, step_memory_}) use_shared_legend(chart);
+  // Peaks in MiB have wide labels ("10.25") under a narrow chart: fewer of them, or they collide.
+  scatter_->xAxis->ticker()->setTickCount(3);
+  scatter_->xAxis->ticker()->setTickStepStrategy(QCPAxisTicker::tssMeetTickCount);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->verticalHeader()->hide();
   table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 8);

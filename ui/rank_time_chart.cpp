@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "chart_style.h"
 #include "live_charts.h"
@@ -76,6 +77,17 @@ void fill_rank_time_chart(QCustomPlot* chart, const std::vector<RunRecord>& runs
   double position = 0.0;
   double top = 0.0;
   bool key = true;  // the first run's parts are the key: the others differ only by their colour
+  // The key names only the parts some rank shown has (no bubble where nothing is a pipeline): a
+  // small chart keeps its height for the bars.
+  std::vector<bool> shown(kRankTimeParts, false);
+  shown[static_cast<int>(RankTimePart::kComputing)] = true;
+  for (const RunRecord& run : runs) {
+    for (const RankResult& rank : run.result.ranks) {
+      for (int part = 0; part < kRankTimeParts; ++part) {
+        if (rank_time_ms(rank, static_cast<RankTimePart>(part)) > 0.0) shown[part] = true;
+      }
+    }
+  }
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const std::vector<RankResult>& ranks = runs[i].result.ranks;
     if (ranks.empty() || !runs[i].has_result || runs[i].result.steps_completed == 0) continue;
@@ -89,7 +101,7 @@ void fill_rank_time_chart(QCustomPlot* chart, const std::vector<RunRecord>& runs
       bars->setWidth(0.8);
       bars->setPen(Qt::NoPen);
       bars->setBrush(part_brush(run_colour(static_cast<int>(i)), which));
-      if (!key) bars->removeFromLegend();
+      if (!key || !shown[part]) bars->removeFromLegend();
       if (below) bars->moveAbove(below);
       for (std::size_t r = 0; r < ranks.size(); ++r) {
         bars->addData(position + static_cast<double>(r), rank_time_ms(ranks[r], which));
