@@ -939,6 +939,7 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
       {"--gpu a100-80gb --layers 10000 --d-model 1048576 --heads 8", "--model"},
       {"--gpu a100-80gb --global-batch-tokens 134217728 --micro-batch 32768", "--micro-batch: m"},
       {"--gpu h100-sxm --layers 10000 --gpus 720720 --gpus-per-node 720", "fix some of"},
+      {"--gpu a100-80gb --experts 8", "--model: the layout planner does not weigh experts"},
   };
   for (const auto& [flags, named] : bad) {
     const std::string given = flags;

@@ -258,9 +258,9 @@ void validate_fixed(const LayoutRequest& request) {
 void validate(const LayoutRequest& request) {
   if (request.arch.moe.enabled()) {
     throw InvalidInput("--model",
-                       "the layout planner does not weigh experts yet (expert parallelism is "
-                       "not built); `estimate` counts a mixture of experts on one rank or over "
-                       "data ranks");
+                       "the layout planner does not weigh experts yet; `estimate --nproc N "
+                       "--ep E` counts a mixture of experts over data ranks that split its "
+                       "experts (`run --ep` trains it so)");
   }
   const Cluster& cluster = request.cluster;
   require_between(cluster.gpus, 1, kMaxGpus, "--gpus");
