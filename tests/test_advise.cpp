@@ -335,8 +335,8 @@ TEST_F(AdviseDb, ExpertParallelRunsAreAdvisedMoreExpertRanks) {
   ASSERT_NE(finding, nullptr) << to_json(diagnosis).dump();
   EXPECT_NE(finding->title.find("model states dominate"), std::string::npos) << finding->title;
   EXPECT_EQ(finding->next_step.command_line(),
-            "--precision bf16 halves the weights and gradients; --nproc 4 --ep 4 splits the "
-            "experts over twice the expert ranks");
+            "--precision bf16 halves the weights and gradients; --nproc 4 --ep 4 gives each "
+            "expert rank 1 of the 4 experts (now 2)");
 
   RunStore store(db_, StoreAccess::kReadOnly, false);
   // Six ranks over two expert ranks: four expert ranks must divide the ranks, so eight.
@@ -345,8 +345,17 @@ TEST_F(AdviseDb, ExpertParallelRunsAreAdvisedMoreExpertRanks) {
   std::vector<Wording> notes;
   const std::optional<Finding> more = diagnose_memory(six, store.run(every - 1), notes);
   ASSERT_TRUE(more);
-  EXPECT_NE(more->next_step.command_line().find("--nproc 8 --ep 4 splits"), std::string::npos)
+  EXPECT_NE(more->next_step.command_line().find("--nproc 8 --ep 4 gives"), std::string::npos)
       << more->next_step.command_line();
+  // Six experts over two expert ranks: three split them further (not only doubling).
+  six.config.world_size = 2;
+  six.config.model.moe.experts = 6;
+  const std::optional<Finding> thirds = diagnose_memory(six, store.run(every - 1), notes);
+  ASSERT_TRUE(thirds);
+  EXPECT_NE(thirds->next_step.command_line().find(
+                "--nproc 3 --ep 3 gives each expert rank 2 of the 6 experts (now 3)"),
+            std::string::npos)
+      << thirds->next_step.command_line();
   // Without the `none` run its peak is estimated from one expert rank's states, not the whole
   // model's: close to what that run measured.
   const std::optional<Finding> estimated = diagnose_memory(store.run(every), std::nullopt, notes);

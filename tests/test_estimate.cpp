@@ -565,8 +565,9 @@ TEST(Estimate, SlicedLossAddsOneHeadForwardToHardwareFlops) {
                    2.0 * static_cast<double>(arch.vocab * arch.d_model) * 512);
 }
 
-// Under expert parallelism nothing is sharded (as `run` trains it): more ranks split the experts
-// over as many of them as divide the experts, and the advice says so with --ep.
+// Under expert parallelism nothing is sharded (as `run` trains it): more expert ranks split the
+// experts, any count that divides them, on the fewest ranks that fit; the advice says so with
+// --ep.
 TEST(FitAdvice, ExpertRanksGrowWithTheRanksAndShardNothing) {
   estimate::FitQuestion question;
   question.arch = estimate::architecture_preset("mixtral-8x7b");
@@ -586,6 +587,33 @@ TEST(FitAdvice, ExpertRanksGrowWithTheRanksAndShardNothing) {
                                                      question.precision, question.optimizer)
                              .total();
   expect_advised_need(question, *advice, states, memory);  // half the expert ranks too
+
+  // On as many ranks as that, more expert ranks are the advice, not more ranks.
+  question.world_size = advice->world_size;
+  const auto same_ranks = estimate::advise_fit(question, memory);
+  ASSERT_TRUE(same_ranks.has_value());
+  EXPECT_EQ(same_ranks->world_size, advice->world_size);
+  EXPECT_EQ(same_ranks->expert_ranks, advice->expert_ranks);
+
+  // 60 experts (Qwen's count) split over counts that are no power of two: the fewest ranks
+  // that fit, each count dividing the experts and the ranks.
+  question.arch.moe.experts = 60;
+  question.arch.expert_hidden = 2048;
+  question.world_size = 4;
+  question.expert_ranks = 4;
+  question.params = estimate::expert_rank_parameter_count(question.arch, 4);
+  const int64_t smaller = int64_t{80} << 30;
+  const auto sixty = estimate::advise_fit(question, smaller);
+  ASSERT_TRUE(sixty.has_value()) << "60 experts over 15 ranks fit 80 GiB";
+  EXPECT_EQ(60 % sixty->expert_ranks, 0);
+  EXPECT_EQ(sixty->world_size % sixty->expert_ranks, 0);
+  EXPECT_NE(sixty->expert_ranks & (sixty->expert_ranks - 1), 0) << sixty->expert_ranks;
+  expect_advised_need(question, *sixty,
+                      estimate::model_state_bytes(
+                          estimate::expert_rank_parameter_count(question.arch, sixty->expert_ranks),
+                          question.precision, question.optimizer)
+                          .total(),
+                      smaller);
 }
 
 // On the ranks asked for, gradients and then parameters are sharded before more ranks are added;
@@ -699,6 +727,19 @@ TEST(EstimateCli, Llama70BGivesEveryFigure) {
     EXPECT_FALSE(json[key].is_null()) << key;
   }
   EXPECT_EQ(json["devices"].size(), 4u);
+}
+
+// The advice a script reads names the expert ranks the text does.
+TEST(EstimateCli, AdviceUnderExpertParallelismNamesItsExpertRanks) {
+  const CliResult result =
+      cli("estimate --model mixtral-8x7b --nproc 8 --ep 2 --precision bf16 --seq-len 1024 "
+          "--device-memory 141GiB --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json advice = last_line_json(result.out)["devices"][0]["advice"];
+  ASSERT_TRUE(advice.is_object()) << result.out;
+  EXPECT_EQ(advice["world_size"], 8);  // more expert ranks on the ranks asked for
+  EXPECT_EQ(advice["expert_ranks"], 8);
+  EXPECT_EQ(advice["shard"], "none");
 }
 
 TEST(EstimateCli, DeviceMemoryGivesTheLargestBatch) {

@@ -368,6 +368,8 @@ TEST(ExpertParallel, LayoutsItCannotSplitAreRefusedByName) {
   EXPECT_NE(refusal({{"world_size", 2}, {"experts", 0}}).find("has none"), std::string::npos);
   EXPECT_EQ(refusal({{"world_size", 2}, {"shard", "optimizer"}}).rfind("--shard", 0), 0U);
   EXPECT_EQ(refusal({{"world_size", 4}, {"tp", 2}}).rfind("--tp", 0), 0U);
+  // Named as what is wrong, not as the data ranks the tensor ranks leave.
+  EXPECT_EQ(refusal({{"world_size", 2}, {"tp", 2}}).rfind("--tp", 0), 0U);
   EXPECT_EQ(refusal({{"world_size", 2}, {"checkpoint", "plan:5MiB"}}).rfind("--checkpoint", 0), 0U);
   EXPECT_NE(refusal({{"world_size", 2}, {"ep", 0}}).find("between 1"), std::string::npos);
 }

@@ -597,6 +597,7 @@ TEST(Store, CsvQuotesCommasQuotesAndLineBreaks) {
   EXPECT_EQ(column("tp"), "1");
   EXPECT_EQ(column("pp"), "1");  // the record keeps pp only above 1: one stage is still one
   EXPECT_EQ(column("virtual_stages"), "1");
+  EXPECT_EQ(column("ep"), "1");  // the record keeps ep only above 1 too
   run.config.pp = 2;
   run.config.virtual_stages = 2;
   const auto interleaved = parse_csv(runs_csv({run}));

@@ -80,8 +80,11 @@ void out_of_memory(const RunRecord& run, const std::vector<StepMetrics>& steps, 
     return;
   }
   // The step that went over, as measured, and the estimator's figures for this batch and budget.
+  // The steps are rank 0's; ranks that hold different parts (expert ranks, pipeline stages)
+  // peak apart, and the fullest one is what the budget must hold.
   int64_t measured = 0;
   for (const StepMetrics& step : steps) measured = std::max(measured, step.peak_bytes);
+  for (const RankResult& rank : run.result.ranks) measured = std::max(measured, rank.peak_bytes);
   finding.evidence.push_back({"budget", format_bytes(budget)});
   if (measured > 0) finding.evidence.push_back({"peak measured", format_bytes(measured)});
   const auto fit = estimated_fit(config, config.batch, budget);

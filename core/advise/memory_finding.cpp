@@ -65,24 +65,24 @@ Wording fine_tuning_states_advice(const RunConfig& config) {
          " stores the frozen projections in half a byte a weight (int8: one byte)";
 }
 
-// Expert ranks shard nothing yet: what divides their states is more of them, up to one expert
-// each (more ranks in all where the data ranks are all expert ranks already).
+// Expert ranks shard nothing yet: what divides their states is more of them, the next count
+// that divides the experts (up to one expert each), on the fewest ranks that count divides.
 Wording expert_states_advice(const RunConfig& config) {
   const int64_t experts = config.model.moe.experts;
-  const int64_t more_ranks = 2 * config.ep;
+  int64_t split = config.ep + 1;
+  while (split <= experts && experts % split != 0) ++split;
   Wording more;
-  if (more_ranks > experts || experts % more_ranks != 0) {
-    more = Wording("a device with more memory (each expert rank holds " +
-                   std::to_string(experts / config.ep) + " of the " + std::to_string(experts) +
-                   " experts already)");
+  if (split > experts) {
+    more = Wording("a device with more memory (each expert rank holds one of the " +
+                   std::to_string(experts) + " experts already)");
   } else {
-    // The expert ranks divide the data ranks: the smallest multiple of them that keeps every rank.
-    const int64_t ranks = (config.world_size + more_ranks - 1) / more_ranks * more_ranks;
+    const int64_t ranks = (config.world_size + split - 1) / split * split;
     if (ranks > kMaxWorldSize) return Wording("a device with more memory");
     more =
         (ranks != config.world_size ? setting("nproc", std::to_string(ranks)) + " " : Wording()) +
-        setting("ep", std::to_string(more_ranks)) +
-        " splits the experts over twice the expert ranks";
+        setting("ep", std::to_string(split)) + " gives each expert rank " +
+        std::to_string(experts / split) + " of the " + std::to_string(experts) + " experts (now " +
+        std::to_string(experts / config.ep) + ")";
   }
   if (config.precision == Precision::kFp32) {
     return setting("precision", "bf16") + " halves the weights and gradients; " + more;

@@ -226,6 +226,7 @@ nlohmann::json fits_to_json(const std::vector<DeviceFit>& fits) {
                                                 {"offload", fit.advice->offload},
                                                 {"world_size", fit.advice->world_size},
                                                 {"shard", fit.advice->shard},
+                                                {"expert_ranks", fit.advice->expert_ranks},
                                                 {"needed_bytes", fit.advice->needed_bytes}}
                                : nlohmann::json(nullptr)}});
   }

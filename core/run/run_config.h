@@ -132,7 +132,7 @@ void validate(const RunConfig& config);
 
 nlohmann::json to_json(const RunConfig& config);
 // to_json with every setting a report shows, also those the record keeps only where set beyond
-// their default: pp and virtual_stages (a run of one stage has one, not none).
+// their default: pp, virtual_stages and ep (a run of one stage has one, not none).
 nlohmann::json shown_json(const RunConfig& config);
 
 // A short name for legends and run lists: policy, offload, batch and a non-default precision,

@@ -38,6 +38,7 @@ std::vector<std::string> config_columns() {
   every.pp = 2;
   every.virtual_stages = 2;
   every.pp_split = {1};
+  every.ep = 2;
   const nlohmann::json config = to_json(every);
   std::vector<std::string> keys;
   for (const auto& item : config.items()) keys.push_back(item.key());
