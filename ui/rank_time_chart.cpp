@@ -46,6 +46,11 @@ const char* part_name(RankTimePart part) {
   return "";
 }
 
+// A run with ranks' figures from at least one step: the others have no bar.
+bool drawn(const RunRecord& run) {
+  return !run.result.ranks.empty() && run.has_result && run.result.steps_completed > 0;
+}
+
 }  // namespace
 
 double rank_time_ms(const RankResult& rank, RankTimePart part) {
@@ -82,6 +87,7 @@ void fill_rank_time_chart(QCustomPlot* chart, const std::vector<RunRecord>& runs
   std::vector<bool> shown(kRankTimeParts, false);
   shown[static_cast<int>(RankTimePart::kComputing)] = true;
   for (const RunRecord& run : runs) {
+    if (!drawn(run)) continue;
     for (const RankResult& rank : run.result.ranks) {
       for (int part = 0; part < kRankTimeParts; ++part) {
         if (rank_time_ms(rank, static_cast<RankTimePart>(part)) > 0.0) shown[part] = true;
@@ -90,7 +96,7 @@ void fill_rank_time_chart(QCustomPlot* chart, const std::vector<RunRecord>& runs
   }
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const std::vector<RankResult>& ranks = runs[i].result.ranks;
-    if (ranks.empty() || !runs[i].has_result || runs[i].result.steps_completed == 0) continue;
+    if (!drawn(runs[i])) continue;
     position += 0.5;  // a gap between runs
     QCPBars* below = nullptr;
     for (int part = 0; part < kRankTimeParts; ++part) {

@@ -69,14 +69,14 @@ Wording fine_tuning_states_advice(const RunConfig& config) {
 // that divides the experts (up to one expert each), on the fewest ranks that count divides.
 Wording expert_states_advice(const RunConfig& config) {
   const int64_t experts = config.model.moe.experts;
-  int64_t split = config.ep + 1;
-  while (split <= experts && experts % split != 0) ++split;
+  const std::optional<int64_t> next = next_expert_ranks(experts, config.ep);
   Wording more;
-  if (split > experts) {
+  if (!next) {
     more = Wording("a device with more memory (each expert rank holds one of the " +
                    std::to_string(experts) + " experts already)");
   } else {
-    const int64_t ranks = (config.world_size + split - 1) / split * split;
+    const int64_t split = *next;
+    const int64_t ranks = ranks_for_expert_ranks(config.world_size, split);
     if (ranks > kMaxWorldSize) return Wording("a device with more memory");
     more =
         (ranks != config.world_size ? setting("nproc", std::to_string(ranks)) + " " : Wording()) +

@@ -48,7 +48,8 @@ std::vector<int64_t> ExpertParallelGroup::exchange_counts(const std::vector<int6
   const auto start = std::chrono::steady_clock::now();
   wait_(connected().alltoall_base(incoming, outgoing, even, even), what);
   // NCCL's wait only orders the stream: the host blocks reading the counts back, so that is
-  // timed too (the routing read its own counts back before, so nothing else is queued).
+  // timed too (the routing read its own counts back just before, so little else is queued:
+  // gathering the rows to send).
   const torch::Tensor host = incoming.cpu();
   count_wait_since(start);
   return {host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel()};

@@ -20,8 +20,8 @@ class ExpertParallelGroup {
   using Wait = std::function<void(const c10::intrusive_ptr<c10d::Work>&, const char* what)>;
 
   ExpertParallelGroup(c10::intrusive_ptr<c10d::Backend> backend, Wait wait);
-  // Rank `rank` of `size` without a backend: keeps the experts that rank would (tests, and
-  // converting parameters); any exchange on it throws.
+  // Rank `rank` of `size` without a backend: keeps the experts that rank would (for tests that
+  // compare a rank's part with one process's model); any exchange on it throws.
   ExpertParallelGroup(int rank, int size);
 
   int rank() const { return rank_; }

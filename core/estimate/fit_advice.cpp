@@ -73,10 +73,10 @@ std::vector<Rung> ladder(const FitQuestion& question, int64_t best_k) {
 // (the least all-to-all).
 std::vector<RankLayout> more_expert_ranks(const FitQuestion& question) {
   std::vector<RankLayout> more;
-  for (int64_t split = question.expert_ranks + 1; split <= question.arch.moe.experts; ++split) {
-    if (question.arch.moe.experts % split != 0) continue;
-    const int64_t ranks = (question.world_size + split - 1) / split * split;
-    if (ranks <= question.max_world_size) more.push_back({ranks, "none", split});
+  for (auto split = next_expert_ranks(question.arch.moe.experts, question.expert_ranks); split;
+       split = next_expert_ranks(question.arch.moe.experts, *split)) {
+    const int64_t ranks = ranks_for_expert_ranks(question.world_size, *split);
+    if (ranks <= question.max_world_size) more.push_back({ranks, "none", *split});
   }
   std::stable_sort(more.begin(), more.end(),
                    [](const RankLayout& a, const RankLayout& b) { return a.ranks < b.ranks; });

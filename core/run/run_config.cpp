@@ -286,6 +286,17 @@ void validate_expert_ranks(int64_t expert_ranks, const MoeOptions& moe, int64_t 
   }
 }
 
+std::optional<int64_t> next_expert_ranks(int64_t experts, int64_t expert_ranks) {
+  for (int64_t split = expert_ranks + 1; split <= experts; ++split) {
+    if (experts % split == 0) return split;
+  }
+  return std::nullopt;
+}
+
+int64_t ranks_for_expert_ranks(int64_t world_size, int64_t expert_ranks) {
+  return (world_size + expert_ranks - 1) / expert_ranks * expert_ranks;
+}
+
 InvalidInput experts_layout_not_built(const std::string& flag) {
   return InvalidInput(flag,
                       "a mixture of experts trains over data ranks for now (whole on each, or "

@@ -124,6 +124,10 @@ InvalidInput experts_layout_not_built(const std::string& flag);
 // --ep on its own: 1 to kMaxWorldSize expert ranks that divide `moe`'s experts and the data
 // ranks (InvalidInput("--ep") else); `run` and `estimate` share it.
 void validate_expert_ranks(int64_t expert_ranks, const MoeOptions& moe, int64_t data_ranks);
+// The next count of expert ranks after `expert_ranks` that splits `experts` evenly (none past
+// one expert a rank), and the fewest ranks from `world_size` up that it divides.
+std::optional<int64_t> next_expert_ranks(int64_t experts, int64_t expert_ranks);
+int64_t ranks_for_expert_ranks(int64_t world_size, int64_t expert_ranks);
 bool shard_trains_in(ShardMode shard, Precision precision);  // validate_shard_precision passes
 
 // Throws InvalidInput naming the offending flag. Checks that the device exists, that fp16 runs
