@@ -356,6 +356,22 @@ TEST_F(AdviseDb, ExpertParallelRunsAreAdvisedMoreExpertRanks) {
                 "--nproc 3 --ep 3 gives each expert rank 2 of the 6 experts (now 3)"),
             std::string::npos)
       << thirds->next_step.command_line();
+  // Twelve experts on four ranks: four expert ranks need no more ranks, which three would.
+  six.config.world_size = 4;
+  six.config.model.moe.experts = 12;
+  const std::optional<Finding> same_ranks = diagnose_memory(six, store.run(every - 1), notes);
+  ASSERT_TRUE(same_ranks);
+  EXPECT_NE(same_ranks->next_step.command_line().find("; --ep 4 gives each expert rank 3 of the "
+                                                      "12 experts (now 6)"),
+            std::string::npos)
+      << same_ranks->next_step.command_line();
+  // Counts no run could have (a hand-edited record) split nothing and end: no overflow, no loop.
+  EXPECT_TRUE(more_expert_splits(4, INT64_MAX, 2, kMaxWorldSize).empty());
+  EXPECT_TRUE(more_expert_splits(4, 2, INT64_MAX, kMaxWorldSize).empty());
+  EXPECT_TRUE(more_expert_splits(4, 0, 2, kMaxWorldSize).empty());
+  RunRecord hostile = store.run(every);
+  hostile.config.ep = INT64_MAX;
+  EXPECT_TRUE(unestimable(hostile.config).has_value());
   // Without the `none` run its peak is estimated from one expert rank's states, not the whole
   // model's: close to what that run measured.
   const std::optional<Finding> estimated = diagnose_memory(store.run(every), std::nullopt, notes);

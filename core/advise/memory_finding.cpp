@@ -65,24 +65,27 @@ Wording fine_tuning_states_advice(const RunConfig& config) {
          " stores the frozen projections in half a byte a weight (int8: one byte)";
 }
 
-// Expert ranks shard nothing yet: what divides their states is more of them, the next count
-// that divides the experts (up to one expert each), on the fewest ranks that count divides.
+// Expert ranks shard nothing yet: what divides their states is more of them, on the fewest
+// ranks (as `estimate` advises).
 Wording expert_states_advice(const RunConfig& config) {
   const int64_t experts = config.model.moe.experts;
-  const std::optional<int64_t> next = next_expert_ranks(experts, config.ep);
+  const std::vector<ExpertSplit> splits =
+      more_expert_splits(experts, config.ep, config.world_size, kMaxWorldSize);
   Wording more;
-  if (!next) {
-    more = Wording("a device with more memory (each expert rank holds one of the " +
-                   std::to_string(experts) + " experts already)");
+  if (splits.empty()) {
+    more = Wording(config.ep >= experts
+                       ? "a device with more memory (each expert rank holds one of the " +
+                             std::to_string(experts) + " experts already)"
+                       : "a device with more memory (no more expert ranks split the " +
+                             std::to_string(experts) + " experts on up to " +
+                             std::to_string(kMaxWorldSize) + " ranks)");
   } else {
-    const int64_t split = *next;
-    const int64_t ranks = ranks_for_expert_ranks(config.world_size, split);
-    if (ranks > kMaxWorldSize) return Wording("a device with more memory");
-    more =
-        (ranks != config.world_size ? setting("nproc", std::to_string(ranks)) + " " : Wording()) +
-        setting("ep", std::to_string(split)) + " gives each expert rank " +
-        std::to_string(experts / split) + " of the " + std::to_string(experts) + " experts (now " +
-        std::to_string(experts / config.ep) + ")";
+    const ExpertSplit& split = splits.front();
+    more = (split.ranks != config.world_size ? setting("nproc", std::to_string(split.ranks)) + " "
+                                             : Wording()) +
+           setting("ep", std::to_string(split.expert_ranks)) + " gives each expert rank " +
+           std::to_string(experts / split.expert_ranks) + " of the " + std::to_string(experts) +
+           " experts (now " + std::to_string(experts / config.ep) + ")";
   }
   if (config.precision == Precision::kFp32) {
     return setting("precision", "bf16") + " halves the weights and gradients; " + more;
@@ -177,6 +180,7 @@ std::optional<std::string> unestimable(const RunConfig& config) {
         "same degrees predicts each stage");
   }
   try {
+    validate_expert_ranks(config.ep, config.model.moe, config.data_ranks());
     const estimate::Architecture arch = estimate::from_model_config(config.model);
     estimate::validate(arch);
     estimate::validate(arch, {config.tp, config.sequence_parallel});

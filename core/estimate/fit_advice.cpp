@@ -67,22 +67,6 @@ std::vector<Rung> ladder(const FitQuestion& question, int64_t best_k) {
   return rungs;
 }
 
-// Expert ranks shard nothing (as `run` refuses both): more of them split the experts further,
-// each on the fewest ranks it divides (more ranks at the same split hold no less). Any count that
-// divides the experts (Qwen's 60 split over 15), fewest ranks first, then fewest expert ranks
-// (the least all-to-all).
-std::vector<RankLayout> more_expert_ranks(const FitQuestion& question) {
-  std::vector<RankLayout> more;
-  for (auto split = next_expert_ranks(question.arch.moe.experts, question.expert_ranks); split;
-       split = next_expert_ranks(question.arch.moe.experts, *split)) {
-    const int64_t ranks = ranks_for_expert_ranks(question.world_size, *split);
-    if (ranks <= question.max_world_size) more.push_back({ranks, "none", *split});
-  }
-  std::stable_sort(more.begin(), more.end(),
-                   [](const RankLayout& a, const RankLayout& b) { return a.ranks < b.ranks; });
-  return more;
-}
-
 }  // namespace
 
 std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_bytes) {
@@ -101,8 +85,12 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
                              : ShardMode::kOptimizer;
   std::vector<RankLayout> layouts = {{question.world_size, question.shard, question.expert_ranks}};
   if (question.expert_ranks > 1) {
-    const std::vector<RankLayout> more = more_expert_ranks(question);
-    layouts.insert(layouts.end(), more.begin(), more.end());
+    // Expert ranks shard nothing (as `run` refuses both): more of them split the experts.
+    for (const ExpertSplit& split :
+         more_expert_splits(question.arch.moe.experts, question.expert_ranks, question.world_size,
+                            question.max_world_size)) {
+      layouts.push_back({split.ranks, "none", split.expert_ranks});
+    }
   } else {
     const ShardMode asked = parse_shard(question.shard);
     for (const ShardMode more : {most, ShardMode::kParameters}) {

@@ -286,15 +286,22 @@ void validate_expert_ranks(int64_t expert_ranks, const MoeOptions& moe, int64_t 
   }
 }
 
-std::optional<int64_t> next_expert_ranks(int64_t experts, int64_t expert_ranks) {
-  for (int64_t split = expert_ranks + 1; split <= experts; ++split) {
-    if (experts % split == 0) return split;
+std::vector<ExpertSplit> more_expert_splits(int64_t experts, int64_t expert_ranks,
+                                            int64_t world_size, int64_t max_ranks) {
+  std::vector<ExpertSplit> more;
+  // A hand-edited record's counts are no run's: nothing (and no overflow counting past them).
+  if (expert_ranks < 1 || expert_ranks >= experts || experts > kMaxExperts || world_size < 1 ||
+      world_size > max_ranks) {
+    return more;
   }
-  return std::nullopt;
-}
-
-int64_t ranks_for_expert_ranks(int64_t world_size, int64_t expert_ranks) {
-  return (world_size + expert_ranks - 1) / expert_ranks * expert_ranks;
+  for (int64_t split = expert_ranks + 1; split <= experts; ++split) {
+    if (experts % split != 0) continue;
+    const int64_t ranks = (world_size + split - 1) / split * split;
+    if (ranks <= max_ranks) more.push_back({ranks, split});
+  }
+  std::stable_sort(more.begin(), more.end(),
+                   [](const ExpertSplit& a, const ExpertSplit& b) { return a.ranks < b.ranks; });
+  return more;
 }
 
 InvalidInput experts_layout_not_built(const std::string& flag) {

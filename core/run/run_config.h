@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/errors.h"
 #include "common/precision.h"
@@ -124,10 +125,16 @@ InvalidInput experts_layout_not_built(const std::string& flag);
 // --ep on its own: 1 to kMaxWorldSize expert ranks that divide `moe`'s experts and the data
 // ranks (InvalidInput("--ep") else); `run` and `estimate` share it.
 void validate_expert_ranks(int64_t expert_ranks, const MoeOptions& moe, int64_t data_ranks);
-// The next count of expert ranks after `expert_ranks` that splits `experts` evenly (none past
-// one expert a rank), and the fewest ranks from `world_size` up that it divides.
-std::optional<int64_t> next_expert_ranks(int64_t experts, int64_t expert_ranks);
-int64_t ranks_for_expert_ranks(int64_t world_size, int64_t expert_ranks);
+// What splits `experts` further than `expert_ranks` on `world_size` ranks: each larger count of
+// expert ranks that divides the experts, on the fewest ranks from `world_size` up that it
+// divides (more ranks at the same split hold no less), up to `max_ranks`; fewest ranks first,
+// then fewest expert ranks (the least all-to-all). Empty for counts no run could have.
+struct ExpertSplit {
+  int64_t ranks = 1;
+  int64_t expert_ranks = 1;
+};
+std::vector<ExpertSplit> more_expert_splits(int64_t experts, int64_t expert_ranks,
+                                            int64_t world_size, int64_t max_ranks);
 bool shard_trains_in(ShardMode shard, Precision precision);  // validate_shard_precision passes
 
 // Throws InvalidInput naming the offending flag. Checks that the device exists, that fp16 runs
