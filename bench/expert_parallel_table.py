@@ -7,9 +7,11 @@ Each row is a real `rematlab-cli run --nproc N [--ep E] --json` of one mixture-o
 (moe-tiny refined by the flags below), fp32 AdamW on the CPU, one thread a rank. Per rank: the
 model states it holds between steps (largest over ranks) against `estimate --nproc N --ep E`, the
 peak (largest over ranks), the all-to-all time (median step, largest over ranks) within its
-waits; for the run: tokens/s, the final loss, and the busiest expert's load (the most rows one
-expert took in one block's forward over its even share, the largest over the run's steps, from
-the runs database).
+waits; the estimated peak, balanced and at the run's rank load (`estimate --expert-rank-load`);
+for the run: tokens/s, the final loss, the busiest expert's load (the most rows one expert took
+in one block's forward over its even share) and the fullest rank's (the rows its experts took
+in a step over its own tokens' rows), each the largest over the run's steps, from the runs
+database.
 """
 import argparse
 import os
@@ -25,11 +27,13 @@ def shape_flags(args):
             "--experts", str(args.experts), "--expert-hidden", str(args.expert_hidden)]
 
 
-def most_load(db, run_id):
+def most_loads(db, run_id):
+    """The busiest expert's load and the fullest rank's (None without --ep: stored as 'nan'),
+    each the largest over the run's steps."""
     with sqlite3.connect(db) as connection:
-        row = connection.execute("SELECT max(expert_load) FROM steps WHERE run_id = ?",
-                                 (run_id,)).fetchone()
-    return row[0]
+        return connection.execute(
+            "SELECT max(expert_load), max(CASE WHEN typeof(expert_rank_load) = 'real' "
+            "THEN expert_rank_load END) FROM steps WHERE run_id = ?", (run_id,)).fetchone()
 
 
 def main():
@@ -49,9 +53,10 @@ def main():
           f"SwiGLU {args.expert_hidden}, 2 a token, seq {args.seq_len}, batch {args.batch} per "
           f"rank, {args.checkpoint}, fp32 AdamW, {args.steps} steps (1 warm-up), 1 thread a rank")
     print()
-    print("| ranks | ep | model states MiB | estimate MiB | peak MiB | tok/s | all-to-all ms | "
-          "waited ms | step ms | final loss | expert load |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| ranks | ep | model states MiB | estimate MiB | peak MiB | peak estimate MiB, "
+          "balanced | at rank load | tok/s | all-to-all ms | waited ms | step ms | final loss | "
+          "expert load | rank load |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as scratch:
         db = os.path.join(scratch, "runs.db")
         for ranks, ep in ((2, 1), (2, 2), (4, 1), (4, 2), (4, 4)):
@@ -60,17 +65,23 @@ def main():
                        args.checkpoint, "--threads", "1", "--nproc", str(ranks), "--ep", str(ep),
                        "--db", db, "--json"]
             run = last_json(command)
-            estimate = last_json([args.cli, "estimate", "--model", "moe-tiny", *shape_flags(args),
-                                  "--nproc", str(ranks), "--ep", str(ep), "--json"])
+            load, rank_load = most_loads(db, run["run_id"])
+            asked = [args.cli, "estimate", "--model", "moe-tiny", *shape_flags(args), "--batch",
+                     str(args.batch), "--checkpoint", args.checkpoint, "--nproc", str(ranks),
+                     "--ep", str(ep), "--json"]
+            estimate = last_json(asked)
+            loaded = last_json(asked + ["--expert-rank-load", repr(rank_load)]) if rank_load \
+                else estimate
             states = max(r["param_bytes"] + r["grad_bytes"] + r["optimizer_bytes"]
                          for r in run["ranks"])
             peak = max(r["peak_bytes"] for r in run["ranks"])
             dispatch = max(r["dispatch_ms"] for r in run["ranks"])
             waited = max(r["comm_wait_ms"] for r in run["ranks"])
             print(f"| {ranks} | {ep} | {mib(states)} | {mib(estimate['model_state_bytes'])} | "
-                  f"{mib(peak)} | {run['tokens_per_s']:.0f} | {dispatch:.1f} | {waited:.1f} | "
-                  f"{run['step_ms']:.1f} | {run['final_loss']:.4f} | "
-                  f"{most_load(db, run['run_id']):.2f} |", flush=True)
+                  f"{mib(peak)} | {mib(estimate['total_bytes'])} | {mib(loaded['total_bytes'])} | "
+                  f"{run['tokens_per_s']:.0f} | {dispatch:.1f} | {waited:.1f} | "
+                  f"{run['step_ms']:.1f} | {run['final_loss']:.4f} | {load:.2f} | "
+                  f"{f'{rank_load:.3f}' if rank_load else '–'} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 #include "cli_runner.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
+#include "estimate/estimate.h"
 #include "scratch_dir.h"
 #include "store/sqlite_db.h"
 #include "train/gradient_check.h"
@@ -701,6 +702,47 @@ TEST_F(AdviseDb, ATensorParallelOomRunIsAdvisedFromOneRanksFigures) {
   EXPECT_TRUE(estimated) << to_json(diagnosis).dump();
   const std::string& next = finding->next_step.command_line();
   expect_advised_batch_fits(next, budget, "--steps 2" + layout);
+}
+
+// An expert-parallel run that ran out of memory is estimated at the rank load its steps
+// recorded (the fullest rank's experts hold that many times their own tokens' rows), a
+// hand-edited load beyond what --ep allows at the most it allows.
+TEST_F(AdviseDb, AnExpertParallelOomRunIsEstimatedAtItsRecordedRankLoad) {
+  const testing::CliResult result =
+      cli("run --preset moe-tiny --threads 1 --nproc 2 --ep 2 --steps 2 --json --db " + db_);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const int64_t id = last_line_json(result.out).at("run_id").get<int64_t>();
+  // As if a third step had gone over a budget of 1 MiB (an oom run keeps the steps before it).
+  Database(db_, Database::Mode::kReadWrite)
+      .exec(
+          "UPDATE runs SET status = 'oom', config = json_set(config, '$.budget_bytes', 1048576) "
+          "WHERE id = " +
+          std::to_string(id));
+  const RunConfig config = RunStore(db_, StoreAccess::kReadOnly, false).run(id).config;
+  const std::string label =
+      "a step at batch " + std::to_string(config.batch) + " needs (estimated)";
+  auto advised_at = [&](const std::string& load) {
+    Database(db_, Database::Mode::kReadWrite)
+        .exec("UPDATE steps SET expert_rank_load = " + load +
+              " WHERE run_id = " + std::to_string(id));
+    const Diagnosis diagnosis = diagnose(id, false);
+    const Finding* finding = find(diagnosis, FindingKind::kDidNotFinish);
+    return finding ? evidence(*finding, label) : std::string("no finding");
+  };
+  auto estimated_at = [&](double load) {
+    estimate::EstimateRequest request;
+    request.arch = estimate::from_model_config(config.model);
+    request.arch->expert_rank_load = load;
+    request.batch = config.batch;
+    request.world_size = 2;
+    request.expert_ranks = 2;
+    request.device_memories = {1048576};
+    return format_bytes(estimate::make_estimate(request).fits.front().needed_bytes);
+  };
+  EXPECT_EQ(advised_at("1.0"), estimated_at(1.0));
+  EXPECT_EQ(advised_at("1.75"), estimated_at(1.75));
+  EXPECT_NE(estimated_at(1.75), estimated_at(1.0));
+  EXPECT_EQ(advised_at("9.0"), estimated_at(2.0));
 }
 
 }  // namespace

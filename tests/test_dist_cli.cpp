@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -24,6 +25,7 @@
 #include "child_process.h"
 #include "cli_runner.h"
 #include "common/posix_files.h"
+#include "run/run_summary.h"
 #include "scratch_dir.h"
 #include "store/run_store.h"
 
@@ -179,7 +181,44 @@ TEST(DistCli, ExpertRanksRecordTheirAllToAllWithinTheirWaits) {
     EXPECT_GT(step.dispatch_ms, 0.0);
     EXPECT_LE(step.dispatch_ms, step.comm_wait_ms);
     EXPECT_TRUE(std::isfinite(step.expert_load));  // recorded, not the dense model's nan
+    // Over two ranks the fullest takes at least its own rows and at most both ranks'.
+    EXPECT_GE(step.expert_rank_load, 1.0);
+    EXPECT_LE(step.expert_rank_load, 2.0);
   }
+}
+
+// The fullest expert rank holds more than a balanced one: `estimate` at the rank load its steps
+// recorded gives its peak within 5 % (balanced, it may miss by the imbalance); data ranks
+// without --ep record no rank load.
+TEST(DistCli, TheFullestExpertRanksPeakIsEstimatedAtItsRecordedRankLoad) {
+  ScratchDir dir("distcli-rank-load");
+  const std::string db = dir.file("runs.sqlite");
+  const std::string shape = "--preset moe-tiny --seq-len 128 --batch 4 --expert-hidden 192";
+  const auto experts =
+      cli("run " + shape + " --threads 1 --nproc 2 --ep 2 --steps 3 --json --db " + db);
+  ASSERT_EQ(experts.exit_code, 0) << experts.err;
+  const auto data = cli("run " + shape + " --threads 1 --nproc 2 --steps 1 --json --db " + db);
+  ASSERT_EQ(data.exit_code, 0) << data.err;
+  const nlohmann::json json = last_line_json(experts.out);
+  RunStore store(db, StoreAccess::kReadOnly, false);
+  const std::vector<StepMetrics> steps = store.steps(json["run_id"].get<int64_t>());
+  const double load = most_recorded(steps, &StepMetrics::expert_rank_load);
+  ASSERT_TRUE(std::isfinite(load));
+  EXPECT_TRUE(std::isnan(
+      store.steps(last_line_json(data.out)["run_id"].get<int64_t>()).front().expert_rank_load));
+  int64_t measured = 0;
+  for (const auto& rank : json["ranks"])
+    measured = std::max(measured, rank["peak_bytes"].get<int64_t>());
+  char flag[64];
+  std::snprintf(flag, sizeof flag, " --expert-rank-load %.17g", load);
+  const auto estimated =
+      cli("estimate --model moe-tiny --seq-len 128 --batch 4 --expert-hidden 192 --nproc 2 "
+          "--ep 2 --json" +
+          std::string(flag));
+  ASSERT_EQ(estimated.exit_code, 0) << estimated.err;
+  const auto needed = last_line_json(estimated.out)["total_bytes"].get<int64_t>();
+  EXPECT_NEAR(static_cast<double>(measured) / static_cast<double>(needed), 1.0, 0.05)
+      << "measured " << measured << ", estimated " << needed << " at rank load " << load;
 }
 
 // LoRA over data ranks: each rank holds the frozen base whole and its share of the adapters'

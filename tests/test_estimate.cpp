@@ -784,6 +784,11 @@ TEST(EstimateCli, BadShapesExit2WithOneLineNamingTheFlag) {
       {"estimate --params 1e9 --sequence-parallel", "--sequence-parallel"},
       {"estimate --model small --tp 2 --nproc 1", "--tp"},
       {"estimate --model small --tp 2 --params 1e9", "--params"},
+      {"estimate --model moe-tiny --nproc 2 --ep 2 --expert-rank-load 2.5", "--expert-rank-load"},
+      {"estimate --model moe-tiny --nproc 2 --ep 2 --expert-rank-load 0.5", "--expert-rank-load"},
+      {"estimate --model moe-tiny --nproc 2 --ep 2 --expert-rank-load nan", "--expert-rank-load"},
+      {"estimate --model moe-tiny --nproc 2 --expert-rank-load 1.5", "--expert-rank-load"},
+      {"estimate --params 1e9 --expert-rank-load 1.5", "--expert-rank-load"},
   };
   for (const auto& [arguments, flag] : cases) {
     const CliResult result = cli(arguments);

@@ -17,6 +17,7 @@
 #include "common/errors.h"
 #include "dist_workers.h"
 #include "estimate/architecture.h"
+#include "estimate/estimate.h"
 #include "parallel/data_parallel.h"
 #include "parallel/expert_parallel_exchange.h"
 #include "train/trainer.h"
@@ -324,6 +325,38 @@ TEST(ExpertParallel, EveryPolicyGivesTheGradientsOfNoneBitForBitUnderTheSameLayo
       }
     }
   }
+}
+
+// The rows the fullest rank's experts take, its rank load times its own tokens' (at most every
+// expert full from every rank under a capacity), each keeping its input, its [gate; up] output
+// and their product; what its tokens get back is theirs alone whatever the load.
+TEST(ExpertParallel, TheFullestRanksExpertActivationsGrowWithItsRankLoad) {
+  for (const double capacity : {0.0, 1.25}) {
+    estimate::EstimateRequest request;
+    request.arch = estimate::from_model_config(
+        config_from(moe_fields({{"capacity_factor", capacity}, {"seq_len", 64}})).model);
+    request.batch = 4;
+    request.world_size = 2;
+    request.expert_ranks = 2;
+    const estimate::Estimate balanced = estimate::make_estimate(request);
+    request.arch->expert_rank_load = 1.5;
+    const estimate::Estimate loaded = estimate::make_estimate(request);
+    const estimate::Architecture& arch = *request.arch;
+    const int64_t k = arch.moe.experts_per_token;
+    const int64_t tokens = request.batch * arch.seq_len;
+    const int64_t slots = tokens * k;  // 1.25 times the even share: none dropped when balanced
+    const int64_t room =
+        capacity > 0 ? arch.moe.experts * expert_capacity(tokens, arch.moe) : slots * 2;
+    const int64_t received = std::min(slots * 3 / 2, room);
+    EXPECT_EQ(loaded.activations->saved_bytes - balanced.activations->saved_bytes,
+              arch.layers * (received - slots) * (arch.d_model + 3 * arch.expert_hidden) * 4)
+        << "capacity " << capacity;
+    EXPECT_EQ(loaded.states.total(), balanced.states.total());
+  }
+  estimate::EstimateRequest one_rank;
+  one_rank.arch = estimate::from_model_config(config_from(moe_fields({})).model);
+  one_rank.arch->expert_rank_load = 1.5;
+  EXPECT_THROW(estimate::make_estimate(one_rank), InvalidInput);  // its experts take its own rows
 }
 
 TEST(ExpertParallel, EstimatedParametersPerRankEqualTheSplitModel) {

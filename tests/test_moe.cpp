@@ -171,6 +171,20 @@ TEST(ExpertRouting, ACapacityKeepsEachExpertsFirstTokens) {
   EXPECT_TRUE(torch::equal(routing.slots, torch::tensor({0, 2, 4, 6, 1, 3, 5, 7}, torch::kLong)));
 }
 
+// A rank's load is the rows its experts took over the rows its tokens sent, summed over what
+// was recorded since the last take (blocks and micro-batches), not their ratios' mean.
+TEST(BalanceLedger, ARanksLoadIsItsRowsTakenOverItsRowsSent) {
+  BalanceLedger ledger(0.0, 2);
+  EXPECT_FALSE(ledger.take_rank_load());
+  ledger.record_rank_rows(30, 10);
+  ledger.record_rank_rows(10, 30);
+  EXPECT_EQ(ledger.take_rank_load(), 1.0);  // the ratios' mean would be 5/3
+  EXPECT_FALSE(ledger.take_rank_load());
+  ledger.record_rank_rows(3, 2);
+  ledger.forget();
+  EXPECT_FALSE(ledger.take_rank_load());
+}
+
 TEST(BalanceLoss, IsKWhenEveryExpertGetsItsShare) {
   // Uniform probabilities and choices spread evenly: E/N · Σ c_e · 1/E = (N·k)/N = k.
   const torch::Tensor probabilities = torch::full({8, 4}, 0.25);

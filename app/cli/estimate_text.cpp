@@ -135,7 +135,12 @@ std::string request_text(const estimate::Estimate& estimate) {
     out << "per rank    " << request.world_size << " rank(s), experts split over "
         << request.expert_ranks << " of them (each holds "
         << request.arch->moe.experts / request.expert_ranks
-        << "): the model states below are one rank's\n";
+        << "): the model states below are one rank's";
+    if (request.arch->expert_rank_load != 1.0) {
+      out << ", its experts' activations at " << format_number(request.arch->expert_rank_load, 2)
+          << "× its tokens' rows";
+    }
+    out << "\n";
   } else if (request.world_size > 1 || request.shard != "none") {
     out << "per rank    " << request.world_size << " rank(s), shard " << request.shard
         << ": the model states below are one rank's\n";

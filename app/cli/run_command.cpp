@@ -47,14 +47,15 @@ void print_plan(const RunSummary& summary) {
 // A mixture of experts: the busiest expert's load over the run (how far the router strayed from
 // sending every expert its share, which its activations must hold room for).
 void print_expert_load(const RunSummary& summary) {
-  double most = std::numeric_limits<double>::quiet_NaN();
-  for (const StepMetrics& step : summary.steps) {
-    if (!std::isnan(step.expert_load))
-      most = std::isnan(most) ? step.expert_load : std::max(most, step.expert_load);
-  }
+  const double most = most_recorded(summary.steps, &StepMetrics::expert_load);
   if (std::isnan(most)) return;
   std::cout << "expert load      " << format_number(most, 2)
             << "× its share at most (the busiest expert's rows in one block)\n";
+  const double rank_most = most_recorded(summary.steps, &StepMetrics::expert_rank_load);
+  if (std::isnan(rank_most)) return;
+  std::cout << "expert rank load " << format_number(rank_most, 2)
+            << "× its share at most (the rows one rank's experts took in one block; estimate "
+            << "--expert-rank-load " << format_number(rank_most, 2) << " sizes its activations)\n";
 }
 
 void print_summary(const RunSummary& summary) {

@@ -7,6 +7,7 @@
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "estimate/estimate.h"
+#include "run/run_summary.h"
 
 namespace rematlab::advise {
 namespace {
@@ -18,15 +19,26 @@ std::string budget_flag(int64_t bytes) {
   return std::to_string(static_cast<int64_t>(std::ceil(static_cast<double>(bytes) / kMiB))) + "MiB";
 }
 
+// Expert parallelism: the fullest rank's load the steps recorded (its experts' activations
+// hold that many times a balanced rank's), within what --ep allows; 1 otherwise.
+double recorded_rank_load(const RunConfig& config, const std::vector<StepMetrics>& steps) {
+  const double most = most_recorded(steps, &StepMetrics::expert_rank_load);
+  if (config.ep <= 1 || std::isnan(most)) return 1.0;
+  return std::clamp(most, 1.0, static_cast<double>(config.ep));
+}
+
 // What the estimator says a step of `config` needs at its batch, and the largest batch that fits
 // `budget` (a plan is estimated as what it can fall back to, every:1); nothing when the
-// configuration cannot be estimated. Split over tensor ranks, the figures are one rank's.
-std::optional<estimate::DeviceFit> estimated_fit(const RunConfig& config, int64_t batch,
-                                                 int64_t budget) {
+// configuration cannot be estimated. Split over tensor ranks, the figures are one rank's; over
+// expert ranks, the fullest rank's at the steps' rank load.
+std::optional<estimate::DeviceFit> estimated_fit(const RunConfig& config,
+                                                 const std::vector<StepMetrics>& steps,
+                                                 int64_t batch, int64_t budget) {
   if (config.pp > 1) return std::nullopt;  // not estimated stage by stage yet (unestimable)
   try {
     estimate::EstimateRequest request;
     request.arch = estimate::from_model_config(config.model);
+    request.arch->expert_rank_load = recorded_rank_load(config, steps);
     request.precision = config.precision;
     request.checkpoint =
         CheckpointPolicy::parse(config.checkpoint).is_plan() ? "every:1" : config.checkpoint;
@@ -60,7 +72,7 @@ void out_of_memory(const RunRecord& run, const std::vector<StepMetrics>& steps, 
   if (run.request.max_batch && config.batch == 0) {
     const int64_t budget = run.request.max_batch->budget_bytes;
     finding.evidence.push_back({"budget", format_bytes(budget)});
-    const auto fit = estimated_fit(config, 1, budget);
+    const auto fit = estimated_fit(config, steps, 1, budget);
     if (fit)
       finding.evidence.push_back({"batch 1 needs (estimated)", format_bytes(fit->needed_bytes)});
     const Wording more_recomputation =
@@ -87,7 +99,7 @@ void out_of_memory(const RunRecord& run, const std::vector<StepMetrics>& steps, 
   for (const RankResult& rank : run.result.ranks) measured = std::max(measured, rank.peak_bytes);
   finding.evidence.push_back({"budget", format_bytes(budget)});
   if (measured > 0) finding.evidence.push_back({"peak measured", format_bytes(measured)});
-  const auto fit = estimated_fit(config, config.batch, budget);
+  const auto fit = estimated_fit(config, steps, config.batch, budget);
   int64_t needed = measured;
   if (fit) {
     finding.evidence.push_back(

@@ -42,6 +42,9 @@ struct Architecture {
   // wide (SwiGLU).
   MoeOptions moe;
   int64_t expert_hidden = 0;
+  // Expert parallelism: the rows the fullest rank's experts take over the rows its own tokens
+  // route (a run's `expert_rank_load`; 1 when balanced, and always without expert ranks).
+  double expert_rank_load = 1.0;
   // A pipeline stage after the first (the layout planner's chunks): under a frozen base its input
   // still wants a gradient when adapters lie before it, which the stage sends back.
   bool input_trains = false;

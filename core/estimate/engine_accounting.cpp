@@ -1,6 +1,8 @@
 #include "estimate/engine_accounting.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace rematlab::estimate {
 
@@ -200,6 +202,13 @@ SublayerCost EngineAccounting::experts(int64_t block) const {
   // Slots the experts take: every token's k, or as many as E full experts hold.
   const int64_t slots = std::min(tokens_ * k, moe.experts * expert_capacity(tokens_, moe));
   auto per_slot = [&](int64_t values) { return values * slots * v_; };
+  // The rows this rank's experts take: its own slots, or under expert parallelism the fullest
+  // rank's rank load times them, at most every expert full from every rank (E · capacity).
+  const auto received =
+      std::min(static_cast<int64_t>(std::ceil(arch_.expert_rank_load * static_cast<double>(slots))),
+               moe.capacity_factor > 0.0 ? moe.experts * expert_capacity(tokens_, moe)
+                                         : std::numeric_limits<int64_t>::max());
+  auto per_received = [&](int64_t values) { return values * received * v_; };
   SublayerCost cost;
   cost.name = "m" + std::to_string(block);
   cost.output = per_local(d);
@@ -209,10 +218,10 @@ SublayerCost EngineAccounting::experts(int64_t block) const {
   // slot's row of the experts' outputs (int64).
   const int64_t router =
       tokens_ * (moe.experts * 4 + 2 * k * 8 + (moe.normalise_weights ? k * 4 + 4 : 0)) + slots * 8;
-  // Each taken slot: its token's copy (the experts' input), the fused [gate; up] output SwiGLU
-  // keeps, the product the down projection keeps, the expert's output and its weight, which the
-  // weighting keeps.
-  const int64_t routed = per_slot(d + 2 * f + f + d + 1);
+  // Each row an expert here takes: its copy (the expert's input), the fused [gate; up] output
+  // SwiGLU keeps and the product the down projection keeps; each slot of this rank's tokens: the
+  // expert's output (back from its rank under --ep) and its weight, which the weighting keeps.
+  const int64_t routed = per_received(d + 2 * f + f) + per_slot(d + 1);
   // A shared expert: its fused output, product and output, and its sigmoid gate.
   const int64_t shared = fs > 0 ? per_token(2 * fs + fs + d + 1) : 0;
   cost.interior = norm_bytes() + router + routed + shared;
@@ -227,8 +236,8 @@ SublayerCost EngineAccounting::experts(int64_t block) const {
   // their down projections' (a shared expert's too).
   const bool has_shared = fs > 0;
   cost.kept = (keep_.router ? per_token(moe.experts + (has_shared ? 1 : 0)) : 0) +
-              (keep_.mlp_in ? per_slot(2 * f) + (has_shared ? per_token(2 * fs) : 0) : 0) +
-              (keep_.expert_out ? per_slot(d) + (has_shared ? per_token(d) : 0) : 0);
+              (keep_.mlp_in ? per_received(2 * f) + (has_shared ? per_token(2 * fs) : 0) : 0) +
+              (keep_.expert_out ? per_received(d) + (has_shared ? per_token(d) : 0) : 0);
   return cost;
 }
 

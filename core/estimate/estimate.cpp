@@ -1,6 +1,7 @@
 #include "estimate/estimate.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "common/errors.h"
 #include "estimate/fine_tuning.h"
@@ -70,6 +71,22 @@ ActivationEstimate estimate_policy_activations(const Architecture& arch, int64_t
 
 namespace {
 
+void validate_expert_rank_load(double load, int64_t expert_ranks) {
+  if (load == 1.0) return;
+  if (expert_ranks <= 1) {
+    throw InvalidInput("--expert-rank-load",
+                       "needs expert ranks (--ep above 1): without them each rank's experts "
+                       "take its own tokens' rows");
+  }
+  if (!(load >= 1.0 && load <= static_cast<double>(expert_ranks))) {
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%g", load);
+    throw InvalidInput("--expert-rank-load", "must be between 1 (balanced) and " +
+                                                 std::to_string(expert_ranks) +
+                                                 " (--ep: every rank's rows on one), got " + shown);
+  }
+}
+
 void validate_request(const EstimateRequest& request) {
   if (!request.arch && request.nominal_params <= 0) {
     throw InvalidInput("--model", "give a model (--model or shape flags) or a size (--params)");
@@ -115,6 +132,7 @@ void validate_request(const EstimateRequest& request) {
     if (request.expert_ranks > 1 && shard != ShardMode::kNone) {
       throw InvalidInput("--shard", "does not combine with expert parallelism (--ep) yet");
     }
+    validate_expert_rank_load(request.arch->expert_rank_load, request.expert_ranks);
     if (request.arch->lora.enabled()) {
       // As `run` trains adapters: on data ranks at most, the frozen base whole on each.
       if (layout.split()) {
@@ -256,6 +274,7 @@ nlohmann::json to_json(const Estimate& estimate) {
       {"tp", request.layout.tp},
       {"sequence_parallel", request.layout.sequence_parallel},
       {"ep", request.expert_ranks},
+      {"expert_rank_load", request.arch ? request.arch->expert_rank_load : 1.0},
       {"rank_params", estimate.rank_params},
       {"trainable_params",
        request.arch ? trainable_parameter_count(*request.arch) : estimate.params},

@@ -57,6 +57,24 @@ void BalanceLedger::record_load(double ratio) { load_ = std::max(load_.value_or(
 
 std::optional<double> BalanceLedger::take_load() { return std::exchange(load_, std::nullopt); }
 
+void BalanceLedger::record_rank_rows(int64_t taken_here, int64_t sent) {
+  rows_taken_here_ += taken_here;
+  rows_sent_ += sent;
+}
+
+std::optional<double> BalanceLedger::take_rank_load() {
+  const int64_t taken = std::exchange(rows_taken_here_, 0);
+  const int64_t sent = std::exchange(rows_sent_, 0);
+  if (sent == 0) return std::nullopt;
+  return static_cast<double>(taken) / static_cast<double>(sent);
+}
+
+void BalanceLedger::forget() {
+  take();
+  take_load();
+  take_rank_load();
+}
+
 torch::Tensor balance_loss(const torch::Tensor& probabilities, const torch::Tensor& chosen) {
   const int64_t tokens = probabilities.size(0);
   const int64_t experts = probabilities.size(1);

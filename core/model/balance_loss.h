@@ -40,6 +40,13 @@ class BalanceLedger {
   // largest since the last take, and forgets it.
   void record_load(double ratio);
   std::optional<double> take_load();
+  // Expert parallelism: a block's rows from a forward, those this rank's experts took and those
+  // its own tokens sent. take_rank_load() returns the first sum over the second since the last
+  // take (1: balanced; the step's expert activations here over a balanced rank's), and forgets.
+  void record_rank_rows(int64_t taken_here, int64_t sent);
+  std::optional<double> take_rank_load();
+  // Forgets every value, load and row recorded since the last takes.
+  void forget();
 
  private:
   double coefficient_;
@@ -48,6 +55,8 @@ class BalanceLedger {
   torch::Tensor sum_;  // on the values' device: reading it waits for the device, once a take
   int64_t count_ = 0;
   std::optional<double> load_;
+  int64_t rows_taken_here_ = 0;
+  int64_t rows_sent_ = 0;
 };
 
 // E/N · Σ_e chosen_e · mean_t probabilities_{t,e} (a scalar, float32).

@@ -1,6 +1,7 @@
 #include "model/moe.h"
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 
 #include "checkpoint/kept_outputs.h"
@@ -85,7 +86,7 @@ MoeSublayer::ExpertOutputs MoeSublayer::run_experts(const torch::Tensor& rows,
   for (std::size_t e = 0; e < pieces.size(); ++e) {
     outputs.push_back(run_expert(pieces[e], experts_up_[e], experts_down_[e]));
   }
-  return {torch::cat(outputs), *std::max_element(taken.begin(), taken.end())};
+  return {torch::cat(outputs), *std::max_element(taken.begin(), taken.end()), rows.size(0)};
 }
 
 MoeSublayer::ExpertOutputs MoeSublayer::run_experts_over_ranks(const torch::Tensor& rows,
@@ -123,7 +124,8 @@ MoeSublayer::ExpertOutputs MoeSublayer::run_experts_over_ranks(const torch::Tens
     }
     busiest = std::max(busiest, output.size(0));
   }
-  return {dispatch_rows(torch::cat(outputs), group_, received, sent), busiest};
+  const int64_t rows_here = std::accumulate(received.begin(), received.end(), int64_t{0});
+  return {dispatch_rows(torch::cat(outputs), group_, received, sent), busiest, rows_here};
 }
 
 torch::Tensor MoeSublayer::routed_experts(const torch::Tensor& tokens) {
@@ -143,6 +145,9 @@ torch::Tensor MoeSublayer::routed_experts(const torch::Tensor& tokens) {
       const int64_t ranks = group_ ? group_->size() : 1;
       ledger_->record_load(static_cast<double>(outputs.busiest) * moe_.experts /
                            static_cast<double>(tokens.size(0) * k * ranks));
+      // A rank's share: the rows its own tokens sent (each rank's experts take as many when
+      // balanced, every rank routing as many tokens).
+      if (group_) ledger_->record_rank_rows(outputs.rows_here, routing.slots.size(0));
     }
     combined = attach_balance_gradient(combined, balance, ledger_);
   }

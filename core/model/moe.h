@@ -36,8 +36,9 @@ class MoeSublayer : public Sublayer {
                                   const torch::nn::Linear& down);
   torch::Tensor routed_experts(const torch::Tensor& tokens);
   struct ExpertOutputs {
-    torch::Tensor rows;   // in the order of the rows the experts were given
-    int64_t busiest = 0;  // the most rows one expert took
+    torch::Tensor rows;     // in the order of the rows the experts were given
+    int64_t busiest = 0;    // the most rows one expert took
+    int64_t rows_here = 0;  // the rows the experts here took (from every rank under --ep)
   };
   // The experts' outputs for `rows` (grouped by expert, taken[e] of expert e's): here, or over
   // the expert ranks.

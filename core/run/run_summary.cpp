@@ -1,6 +1,8 @@
 #include "run/run_summary.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "common/json_numbers.h"
 #include "memory/memory_phase.h"
@@ -158,6 +160,7 @@ nlohmann::json to_json(const StepMetrics& step) {
           {"transfer_ms", step.transfer_ms},
           {"balance_loss", json_number(step.balance_loss)},
           {"expert_load", json_number(step.expert_load)},
+          {"expert_rank_load", json_number(step.expert_rank_load)},
           {"dispatch_ms", step.dispatch_ms}};
 }
 
@@ -261,6 +264,15 @@ nlohmann::json to_json(const RunSummary& summary) {
     json["timeline"] = {{"step", summary.timeline_step}, {"points", std::move(points)}};
   }
   return json;
+}
+
+double most_recorded(const std::vector<StepMetrics>& steps, double StepMetrics::*figure) {
+  double most = std::numeric_limits<double>::quiet_NaN();
+  for (const StepMetrics& step : steps) {
+    const double value = step.*figure;
+    if (!std::isnan(value) && (std::isnan(most) || value > most)) most = value;
+  }
+  return most;
 }
 
 }  // namespace rematlab

@@ -117,4 +117,7 @@ RunResult run_result_from_json(const nlohmann::json& json);
 nlohmann::json to_json(const RunSummary& summary);
 nlohmann::json to_json(const StepMetrics& step);
 
+// The largest of `steps`' recorded (not NaN) values of `figure`; NaN when none recorded one.
+double most_recorded(const std::vector<StepMetrics>& steps, double StepMetrics::*figure);
+
 }  // namespace rematlab

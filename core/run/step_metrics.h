@@ -61,6 +61,10 @@ struct StepMetrics {
   // its share were the tokens' choices spread evenly (1: balanced); the largest over the step's
   // micro-batches, blocks and ranks.
   double expert_load = std::numeric_limits<double>::quiet_NaN();
+  // Expert parallelism (NaN otherwise): the rows one rank's experts took in the step's forwards
+  // over the rows its own tokens sent them (1: balanced; its experts' activations hold this many
+  // times a balanced rank's), summed over blocks and micro-batches; the largest over ranks.
+  double expert_rank_load = std::numeric_limits<double>::quiet_NaN();
   // Expert parallelism (0 otherwise), within comm_wait_ms: blocked in the all-to-all exchanges
   // that carry tokens' rows to their experts' ranks and back (forward, backward, recomputation).
   double dispatch_ms = 0.0;

@@ -208,6 +208,11 @@ const std::vector<const char*>& migrations() {
       ALTER TABLE steps ADD COLUMN expert_load REAL NOT NULL DEFAULT 'nan';
       ALTER TABLE steps ADD COLUMN dispatch_ms REAL NOT NULL DEFAULT 0;
       )sql",
+      // 10 → 11: expert parallelism's rank load (the rows a rank's experts took over its own
+      // tokens' rows; not measured before).
+      R"sql(
+      ALTER TABLE steps ADD COLUMN expert_rank_load REAL NOT NULL DEFAULT 'nan';
+      )sql",
   };
   return list;
 }

@@ -10,7 +10,7 @@
 
 namespace rematlab {
 
-constexpr int kStoreSchemaVersion = 10;
+constexpr int kStoreSchemaVersion = 11;
 
 // Opens `path` as a RematLab database. kReadWrite: creates it when missing (if `create`), migrates
 // an older schema in one transaction, turns on WAL and foreign keys. kReadOnly: opens it without

@@ -48,6 +48,8 @@ const std::vector<StepField>& step_fields() {
       // Schema 10.
       {"expert_load", &StepMetrics::expert_load},
       {"dispatch_ms", &StepMetrics::dispatch_ms},
+      // Schema 11.
+      {"expert_rank_load", &StepMetrics::expert_rank_load},
   };
   return fields;
 }

@@ -360,9 +360,15 @@ StepMetrics Trainer::step(int64_t index, const TrainerCallbacks& callbacks) {
     const std::optional<double> recorded = balance->take();
     metrics.balance_loss = recorded ? *recorded : std::numeric_limits<double>::quiet_NaN();
     if (exchange_) metrics.balance_loss = exchange_->mean(metrics.balance_loss);
-    const std::optional<double> load = balance->take_load();
-    metrics.expert_load = load ? *load : std::numeric_limits<double>::quiet_NaN();
-    if (exchange_) metrics.expert_load = exchange_->max_over_ranks({metrics.expert_load}).front();
+    constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+    metrics.expert_load = balance->take_load().value_or(kNone);
+    metrics.expert_rank_load = balance->take_rank_load().value_or(kNone);
+    if (exchange_) {
+      const std::vector<double> most =
+          exchange_->max_over_ranks({metrics.expert_load, metrics.expert_rank_load});
+      metrics.expert_load = most[0];
+      metrics.expert_rank_load = most[1];
+    }
   }
   metrics.step_ms = elapsed_ms(start);
 
@@ -502,10 +508,7 @@ std::optional<double> Trainer::accumulate_gradients(const CheckpointPlan& plan,
   StepMetrics unused;
   std::optional<double> loss_sum = micro_batches(plan, unused, cancel);
   // The experts' balance losses and loads belong to no step: a step after this one starts anew.
-  if (BalanceLedger* balance = model_->balance()) {
-    balance->take();
-    balance->take_load();
-  }
+  if (BalanceLedger* balance = model_->balance()) balance->forget();
   if (!loss_sum) return std::nullopt;
   if (exchange_) loss_sum = exchange_->mean(*loss_sum);
   return *loss_sum / static_cast<double>(config_.accum);
