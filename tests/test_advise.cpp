@@ -342,16 +342,17 @@ TEST_F(AdviseDb, ExpertParallelRunsAreAdvisedMoreExpertRanks) {
   RunStore store(db_, StoreAccess::kReadOnly, false);
   // Six ranks over two expert ranks: four expert ranks must divide the ranks, so eight.
   RunRecord six = store.run(every);
+  const std::vector<StepMetrics> steps = store.steps(every);
   six.config.world_size = 6;
   std::vector<Wording> notes;
-  const std::optional<Finding> more = diagnose_memory(six, store.run(every - 1), notes);
+  const std::optional<Finding> more = diagnose_memory(six, steps, store.run(every - 1), notes);
   ASSERT_TRUE(more);
   EXPECT_NE(more->next_step.command_line().find("--nproc 8 --ep 4 gives"), std::string::npos)
       << more->next_step.command_line();
   // Six experts over two expert ranks: three split them further (not only doubling).
   six.config.world_size = 2;
   six.config.model.moe.experts = 6;
-  const std::optional<Finding> thirds = diagnose_memory(six, store.run(every - 1), notes);
+  const std::optional<Finding> thirds = diagnose_memory(six, steps, store.run(every - 1), notes);
   ASSERT_TRUE(thirds);
   EXPECT_NE(thirds->next_step.command_line().find(
                 "--nproc 3 --ep 3 gives each expert rank 2 of the 6 experts (now 3)"),
@@ -360,7 +361,8 @@ TEST_F(AdviseDb, ExpertParallelRunsAreAdvisedMoreExpertRanks) {
   // Twelve experts on four ranks: four expert ranks need no more ranks, which three would.
   six.config.world_size = 4;
   six.config.model.moe.experts = 12;
-  const std::optional<Finding> same_ranks = diagnose_memory(six, store.run(every - 1), notes);
+  const std::optional<Finding> same_ranks =
+      diagnose_memory(six, steps, store.run(every - 1), notes);
   ASSERT_TRUE(same_ranks);
   EXPECT_NE(same_ranks->next_step.command_line().find("; --ep 4 gives each expert rank 3 of the "
                                                       "12 experts (now 6)"),
@@ -374,8 +376,9 @@ TEST_F(AdviseDb, ExpertParallelRunsAreAdvisedMoreExpertRanks) {
   hostile.config.ep = INT64_MAX;
   EXPECT_TRUE(unestimable(hostile.config).has_value());
   // Without the `none` run its peak is estimated from one expert rank's states, not the whole
-  // model's: close to what that run measured.
-  const std::optional<Finding> estimated = diagnose_memory(store.run(every), std::nullopt, notes);
+  // model's (at the rank load the steps recorded): close to what that run measured.
+  const std::optional<Finding> estimated =
+      diagnose_memory(store.run(every), steps, std::nullopt, notes);
   ASSERT_TRUE(estimated);
   const std::string reference = evidence(*estimated, "peak under none");
   std::string figure = reference.substr(0, reference.find(" ("));  // "12.3 MiB (estimated)"

@@ -188,8 +188,8 @@ TEST(DistCli, ExpertRanksRecordTheirAllToAllWithinTheirWaits) {
 }
 
 // The fullest expert rank holds more than a balanced one: `estimate` at the rank load its steps
-// recorded gives its peak within 5 % (balanced, it may miss by the imbalance); data ranks
-// without --ep record no rank load.
+// recorded gives its peak within 1.5 %, nearer than the balanced estimate (2.6 % short when
+// written); data ranks without --ep record no rank load.
 TEST(DistCli, TheFullestExpertRanksPeakIsEstimatedAtItsRecordedRankLoad) {
   ScratchDir dir("distcli-rank-load");
   const std::string db = dir.file("runs.sqlite");
@@ -211,14 +211,21 @@ TEST(DistCli, TheFullestExpertRanksPeakIsEstimatedAtItsRecordedRankLoad) {
     measured = std::max(measured, rank["peak_bytes"].get<int64_t>());
   char flag[64];
   std::snprintf(flag, sizeof flag, " --expert-rank-load %.17g", load);
-  const auto estimated =
-      cli("estimate --model moe-tiny --seq-len 128 --batch 4 --expert-hidden 192 --nproc 2 "
-          "--ep 2 --json" +
-          std::string(flag));
-  ASSERT_EQ(estimated.exit_code, 0) << estimated.err;
-  const auto needed = last_line_json(estimated.out)["total_bytes"].get<int64_t>();
-  EXPECT_NEAR(static_cast<double>(measured) / static_cast<double>(needed), 1.0, 0.05)
-      << "measured " << measured << ", estimated " << needed << " at rank load " << load;
+  const std::string asked =
+      "estimate --model moe-tiny --seq-len 128 --batch 4 --expert-hidden 192 --nproc 2 --ep 2 "
+      "--json";
+  auto needed = [&](const std::string& flags) {
+    const auto estimated = cli(asked + flags);
+    EXPECT_EQ(estimated.exit_code, 0) << estimated.err;
+    return static_cast<double>(last_line_json(estimated.out)["total_bytes"].get<int64_t>());
+  };
+  const double at_load = needed(flag);
+  const double balanced = needed("");
+  const double peak = static_cast<double>(measured);
+  EXPECT_NEAR(peak / at_load, 1.0, 0.015) << "at rank load " << load;
+  EXPECT_LT(std::abs(peak - at_load), std::abs(peak - balanced))
+      << "measured " << peak << ", at rank load " << load << " " << at_load << ", balanced "
+      << balanced;
 }
 
 // LoRA over data ranks: each rank holds the frozen base whole and its share of the adapters'

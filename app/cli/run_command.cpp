@@ -53,9 +53,10 @@ void print_expert_load(const RunSummary& summary) {
             << "× its share at most (the busiest expert's rows in one block)\n";
   const double rank_most = most_recorded(summary.steps, &StepMetrics::expert_rank_load);
   if (std::isnan(rank_most)) return;
-  std::cout << "expert rank load " << format_number(rank_most, 2)
-            << "× its share at most (the rows one rank's experts took in one block; estimate "
-            << "--expert-rank-load " << format_number(rank_most, 2) << " sizes its activations)\n";
+  std::cout << "expert rank load " << format_number(rank_most, 3)
+            << "× its share at most (the rows the fullest rank's experts took in a step over its "
+            << "tokens'; estimate --expert-rank-load " << format_number(rank_most, 3)
+            << " with this run's settings sizes its activations)\n";
 }
 
 void print_summary(const RunSummary& summary) {

@@ -100,7 +100,7 @@ Diagnosis diagnose_run(RunStore& store, int64_t run_id, const AdviseOptions& opt
       if (const auto why = unestimable(run.config)) {
         diagnosis.notes.push_back("memory: not checked, the estimator cannot reproduce this run (" +
                                   *why + ")");
-      } else if (auto finding = diagnose_memory(run, none_run, diagnosis.notes)) {
+      } else if (auto finding = diagnose_memory(run, steps, none_run, diagnosis.notes)) {
         diagnosis.findings.push_back(std::move(*finding));
       } else {
         diagnosis.checked.push_back("memory: the peak is at least " +

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "advise/memory_finding.h"
 #include "checkpoint/checkpoint_policy.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
@@ -19,14 +20,6 @@ std::string budget_flag(int64_t bytes) {
   return std::to_string(static_cast<int64_t>(std::ceil(static_cast<double>(bytes) / kMiB))) + "MiB";
 }
 
-// Expert parallelism: the fullest rank's load the steps recorded (its experts' activations
-// hold that many times a balanced rank's), within what --ep allows; 1 otherwise.
-double recorded_rank_load(const RunConfig& config, const std::vector<StepMetrics>& steps) {
-  const double most = most_recorded(steps, &StepMetrics::expert_rank_load);
-  if (config.ep <= 1 || std::isnan(most)) return 1.0;
-  return std::clamp(most, 1.0, static_cast<double>(config.ep));
-}
-
 // What the estimator says a step of `config` needs at its batch, and the largest batch that fits
 // `budget` (a plan is estimated as what it can fall back to, every:1); nothing when the
 // configuration cannot be estimated. Split over tensor ranks, the figures are one rank's; over
@@ -38,7 +31,7 @@ std::optional<estimate::DeviceFit> estimated_fit(const RunConfig& config,
   try {
     estimate::EstimateRequest request;
     request.arch = estimate::from_model_config(config.model);
-    request.arch->expert_rank_load = recorded_rank_load(config, steps);
+    request.arch->expert_rank_load = recorded_expert_rank_load(config, steps);
     request.precision = config.precision;
     request.checkpoint =
         CheckpointPolicy::parse(config.checkpoint).is_plan() ? "every:1" : config.checkpoint;

@@ -1,6 +1,7 @@
 #include "advise/memory_finding.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "checkpoint/checkpoint_policy.h"
 #include "common/byte_size.h"
@@ -11,6 +12,7 @@
 #include "estimate/sharded_units.h"
 #include "model/model_config.h"
 #include "run/run_config.h"
+#include "run/run_summary.h"
 
 namespace rematlab::advise {
 namespace {
@@ -190,11 +192,18 @@ std::optional<std::string> unestimable(const RunConfig& config) {
   }
 }
 
-std::optional<Finding> diagnose_memory(const RunRecord& run,
+double recorded_expert_rank_load(const RunConfig& config, const std::vector<StepMetrics>& steps) {
+  const double most = most_recorded(steps, &StepMetrics::expert_rank_load);
+  if (config.ep <= 1 || std::isnan(most)) return 1.0;
+  return std::clamp(most, 1.0, most_expert_rank_load(config.model.moe, config.ep));
+}
+
+std::optional<Finding> diagnose_memory(const RunRecord& run, const std::vector<StepMetrics>& steps,
                                        const std::optional<RunRecord>& none_run,
                                        std::vector<Wording>& notes) {
   const RunConfig& config = run.config;
-  const estimate::Architecture arch = estimate::from_model_config(config.model);
+  estimate::Architecture arch = estimate::from_model_config(config.model);
+  arch.expert_rank_load = recorded_expert_rank_load(config, steps);
   const bool offload = config.offload != "none";
   // One rank's figures under tensor parallelism, as the run's peaks are.
   const estimate::TensorLayout layout{config.tp, config.sequence_parallel};

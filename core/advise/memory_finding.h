@@ -21,8 +21,13 @@ std::optional<std::string> unestimable(const RunConfig& config);
 // peak with the `none` run of the same configuration (`none_run`) or, without one, with the
 // estimator's `none` peak, and when it is not reduced names what dominates: selective under fused
 // attention, offload on a CPU device, the model states, the logits, or the segments the plan keeps.
-std::optional<Finding> diagnose_memory(const RunRecord& run,
+// (Over expert ranks, the fullest rank's, at the rank load `steps` recorded.)
+std::optional<Finding> diagnose_memory(const RunRecord& run, const std::vector<StepMetrics>& steps,
                                        const std::optional<RunRecord>& none_run,
                                        std::vector<Wording>& notes);
+
+// Expert parallelism: the fullest rank's load `steps` recorded (its experts' activations hold
+// that many times a balanced rank's), within what --ep allows; 1 otherwise.
+double recorded_expert_rank_load(const RunConfig& config, const std::vector<StepMetrics>& steps);
 
 }  // namespace rematlab::advise

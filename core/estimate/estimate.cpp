@@ -71,19 +71,21 @@ ActivationEstimate estimate_policy_activations(const Architecture& arch, int64_t
 
 namespace {
 
-void validate_expert_rank_load(double load, int64_t expert_ranks) {
+void validate_expert_rank_load(double load, const MoeOptions& moe, int64_t expert_ranks) {
   if (load == 1.0) return;
   if (expert_ranks <= 1) {
     throw InvalidInput("--expert-rank-load",
                        "needs expert ranks (--ep above 1): without them each rank's experts "
                        "take its own tokens' rows");
   }
-  if (!(load >= 1.0 && load <= static_cast<double>(expert_ranks))) {
-    char shown[32];
-    std::snprintf(shown, sizeof shown, "%g", load);
-    throw InvalidInput("--expert-rank-load", "must be between 1 (balanced) and " +
-                                                 std::to_string(expert_ranks) +
-                                                 " (--ep: every rank's rows on one), got " + shown);
+  const double most = most_expert_rank_load(moe, expert_ranks);
+  if (!(load >= 1.0 && load <= most)) {
+    char shown[64];
+    std::snprintf(shown, sizeof shown, "%g, got %g", most, load);
+    throw InvalidInput("--expert-rank-load",
+                       std::string("must be between 1 (balanced) and what a rank's experts take "
+                                   "when every token sends them all it can, ") +
+                           shown);
   }
 }
 
@@ -132,7 +134,8 @@ void validate_request(const EstimateRequest& request) {
     if (request.expert_ranks > 1 && shard != ShardMode::kNone) {
       throw InvalidInput("--shard", "does not combine with expert parallelism (--ep) yet");
     }
-    validate_expert_rank_load(request.arch->expert_rank_load, request.expert_ranks);
+    validate_expert_rank_load(request.arch->expert_rank_load, request.arch->moe,
+                              request.expert_ranks);
     if (request.arch->lora.enabled()) {
       // As `run` trains adapters: on data ranks at most, the frozen base whole on each.
       if (layout.split()) {

@@ -263,6 +263,13 @@ void validate_experts_layout(const RunConfig& config) {
 
 }  // namespace
 
+double most_expert_rank_load(const MoeOptions& moe, int64_t expert_ranks) {
+  if (expert_ranks <= 1 || !moe.enabled()) return 1.0;
+  const int64_t held = std::max<int64_t>(1, moe.experts / expert_ranks);
+  const int64_t k = std::max<int64_t>(1, moe.experts_per_token);
+  return static_cast<double>(expert_ranks * std::min(k, held)) / static_cast<double>(k);
+}
+
 void validate_expert_ranks(int64_t expert_ranks, const MoeOptions& moe, int64_t data_ranks) {
   const int64_t ep = expert_ranks;
   if (ep < 1 || ep > kMaxWorldSize) {
