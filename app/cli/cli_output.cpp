@@ -19,15 +19,14 @@ void print_step_progress(const StepMetrics& step, const std::string& label) {
   // A mixture of experts' balance loss beside the loss (k when the experts share evenly),
   // its busiest expert's load (1 when every expert takes its share) and, under --ep, the
   // fullest rank's.
+  char rank_load[32] = "";
+  if (!std::isnan(step.expert_rank_load)) {
+    std::snprintf(rank_load, sizeof rank_load, "  rank load %.2f", step.expert_rank_load);
+  }
   char balance[96] = "";
   if (!std::isnan(step.balance_loss)) {
-    const int written = std::snprintf(balance, sizeof balance, "  balance %.3f  load %.2f",
-                                      step.balance_loss, step.expert_load);
-    if (!std::isnan(step.expert_rank_load) && written > 0 &&
-        written < static_cast<int>(sizeof balance)) {
-      std::snprintf(balance + written, sizeof balance - static_cast<std::size_t>(written),
-                    "  rank load %.2f", step.expert_rank_load);
-    }
+    std::snprintf(balance, sizeof balance, "  balance %.3f  load %.2f%s", step.balance_loss,
+                  step.expert_load, rank_load);
   }
   char line[320];
   std::snprintf(line, sizeof line,

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "advise/memory_finding.h"
 #include "checkpoint/checkpoint_policy.h"
 #include "common/byte_size.h"
 #include "common/errors.h"

@@ -1,7 +1,6 @@
 #include "advise/memory_finding.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "checkpoint/checkpoint_policy.h"
 #include "common/byte_size.h"
@@ -190,12 +189,6 @@ std::optional<std::string> unestimable(const RunConfig& config) {
   } catch (const InvalidInput& error) {
     return std::string(error.what());
   }
-}
-
-double recorded_expert_rank_load(const RunConfig& config, const std::vector<StepMetrics>& steps) {
-  const double most = most_recorded(steps, &StepMetrics::expert_rank_load);
-  if (config.ep <= 1 || std::isnan(most)) return 1.0;
-  return std::clamp(most, 1.0, most_expert_rank_load(config.model.moe, config.ep));
 }
 
 std::optional<Finding> diagnose_memory(const RunRecord& run, const std::vector<StepMetrics>& steps,

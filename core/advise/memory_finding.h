@@ -26,8 +26,4 @@ std::optional<Finding> diagnose_memory(const RunRecord& run, const std::vector<S
                                        const std::optional<RunRecord>& none_run,
                                        std::vector<Wording>& notes);
 
-// Expert parallelism: the fullest rank's load `steps` recorded (its experts' activations hold
-// that many times a balanced rank's), within what --ep allows; 1 otherwise.
-double recorded_expert_rank_load(const RunConfig& config, const std::vector<StepMetrics>& steps);
-
 }  // namespace rematlab::advise

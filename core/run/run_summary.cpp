@@ -275,4 +275,10 @@ double most_recorded(const std::vector<StepMetrics>& steps, double StepMetrics::
   return most;
 }
 
+double recorded_expert_rank_load(const RunConfig& config, const std::vector<StepMetrics>& steps) {
+  const double most = most_recorded(steps, &StepMetrics::expert_rank_load);
+  if (config.ep <= 1 || std::isnan(most)) return 1.0;
+  return std::clamp(most, 1.0, most_expert_rank_load(config.model.moe, config.ep));
+}
+
 }  // namespace rematlab
