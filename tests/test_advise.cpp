@@ -708,8 +708,8 @@ TEST_F(AdviseDb, ATensorParallelOomRunIsAdvisedFromOneRanksFigures) {
 }
 
 // An expert-parallel run that ran out of memory is estimated at the rank load its steps
-// recorded (the fullest rank's experts hold that many times their own tokens' rows), a
-// hand-edited load beyond what --ep allows at the most it allows.
+// recorded (the fullest rank's experts hold that many times their own tokens' rows); a
+// hand-edited load no run records (beyond what --ep allows, infinite, below 1, text) as none.
 TEST_F(AdviseDb, AnExpertParallelOomRunIsEstimatedAtItsRecordedRankLoad) {
   const testing::CliResult result =
       cli("run --preset moe-tiny --threads 1 --nproc 2 --ep 2 --steps 2 --json --db " + db_);
@@ -745,7 +745,9 @@ TEST_F(AdviseDb, AnExpertParallelOomRunIsEstimatedAtItsRecordedRankLoad) {
   EXPECT_EQ(advised_at("1.0"), estimated_at(1.0));
   EXPECT_EQ(advised_at("1.75"), estimated_at(1.75));
   EXPECT_NE(estimated_at(1.75), estimated_at(1.0));
-  EXPECT_EQ(advised_at("9.0"), estimated_at(2.0));
+  for (const char* hostile : {"9.0", "9e999", "-1", "0.5", "'abc'"}) {
+    EXPECT_EQ(advised_at(hostile), estimated_at(1.0)) << hostile;
+  }
 }
 
 }  // namespace

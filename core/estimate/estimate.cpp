@@ -81,7 +81,7 @@ void validate_expert_rank_load(double load, const MoeOptions& moe, int64_t exper
   const double most = most_expert_rank_load(moe, expert_ranks);
   if (!(load >= 1.0 && load <= most)) {
     char shown[64];
-    std::snprintf(shown, sizeof shown, "%g, got %g", most, load);
+    std::snprintf(shown, sizeof shown, "%.10g, got %.10g", most, load);
     throw InvalidInput("--expert-rank-load",
                        std::string("must be between 1 (balanced) and what a rank's experts take "
                                    "when every token sends them all it can, ") +

@@ -277,8 +277,11 @@ double most_recorded(const std::vector<StepMetrics>& steps, double StepMetrics::
 
 double recorded_expert_rank_load(const RunConfig& config, const std::vector<StepMetrics>& steps) {
   const double most = most_recorded(steps, &StepMetrics::expert_rank_load);
-  if (config.ep <= 1 || std::isnan(most)) return 1.0;
-  return std::clamp(most, 1.0, most_expert_rank_load(config.model.moe, config.ep));
+  // A value no run records (edited by hand: infinite, below 1, above what --ep allows) is none.
+  if (config.ep <= 1 ||
+      !(most >= 1.0 && most <= most_expert_rank_load(config.model.moe, config.ep)))
+    return 1.0;
+  return most;
 }
 
 }  // namespace rematlab

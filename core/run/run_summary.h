@@ -120,7 +120,7 @@ nlohmann::json to_json(const StepMetrics& step);
 // The largest of `steps`' recorded (not NaN) values of `figure`; NaN when none recorded one.
 double most_recorded(const std::vector<StepMetrics>& steps, double StepMetrics::*figure);
 // Expert parallelism: the fullest rank's load `steps` recorded (its experts' activations hold
-// that many times a balanced rank's), within what `config`'s --ep allows; 1 otherwise.
+// that many times a balanced rank's); 1 without one, or for one --ep does not allow.
 double recorded_expert_rank_load(const RunConfig& config, const std::vector<StepMetrics>& steps);
 
 }  // namespace rematlab
