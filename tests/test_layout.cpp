@@ -200,7 +200,7 @@ TEST(LayoutSearch, ACancelledSearchStopsAtItsNextLayoutAndAnswersNothing) {
 TEST(LayoutSearch, FindsMetasLlama3LayoutsFeasible) {
   // TP 8 × PP 16 × DP 128 at 8K tokens and 16M tokens a step; at 128K, CP 16 and DP 8.
   LayoutRequest request = request_for("llama3-405b", "h100-sxm", 16384, 8192, 2048);
-  request.fixed = {8, 16, std::nullopt, 1, 128, 1, true, 1, std::nullopt, Offload::kNone};
+  request.fixed = {8, 16, std::nullopt, 1, 128, 1, true, 1, std::nullopt, Offload::kNone, 1};
   LayoutAnswer answer = search_layouts(request);
   ASSERT_FALSE(answer.best.empty()) << answer.nearest.front().reason;
   EXPECT_TRUE(answer.best.front().fits);
@@ -210,7 +210,7 @@ TEST(LayoutSearch, FindsMetasLlama3LayoutsFeasible) {
   EXPECT_EQ(stages.back().layers + 1, stages[1].layers);
 
   request = request_for("llama3-405b", "h100-sxm", 16384, 131072, 128);
-  request.fixed = {8, 16, 1, 16, 8, 1, true, 1, std::nullopt, Offload::kNone};
+  request.fixed = {8, 16, 1, 16, 8, 1, true, 1, std::nullopt, Offload::kNone, 1};
   answer = search_layouts(request);
   ASSERT_FALSE(answer.best.empty()) << answer.nearest.front().reason;
   EXPECT_EQ(
@@ -684,7 +684,7 @@ TEST(LayoutEvaluator, OneRanksFiguresAreTheEstimatorsOnTheEnginesShapes) {
 
 TEST(LayoutExport, EachToolGetsTheLayoutInItsOwnTerms) {
   LayoutRequest request = request_for("llama2-70b", "a100-80gb", 64, 4096, 1024);
-  request.fixed = {8, 2, 2, 1, 4, 1, true, 1, "selective", Offload::kNone};
+  request.fixed = {8, 2, 2, 1, 4, 1, true, 1, "selective", Offload::kNone, 1};
   const LayoutAnswer answer = search_layouts(request);
   ASSERT_FALSE(answer.best.empty());
   const LayoutEvaluation& best = answer.best.front();
@@ -939,7 +939,6 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
       {"--gpu a100-80gb --layers 10000 --d-model 1048576 --heads 8", "--model"},
       {"--gpu a100-80gb --global-batch-tokens 134217728 --micro-batch 32768", "--micro-batch: m"},
       {"--gpu h100-sxm --layers 10000 --gpus 720720 --gpus-per-node 720", "fix some of"},
-      {"--gpu a100-80gb --experts 8", "--model: the layout planner does not weigh experts"},
   };
   for (const auto& [flags, named] : bad) {
     const std::string given = flags;

@@ -281,4 +281,33 @@ TEST(ScaleView, TryItHereGivesTheFormAPipelineWithItsMicroBatches) {
   EXPECT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
 }
 
+TEST(ScaleView, AMixtureOfExpertsIsPlannedWithExpertRanksTheFormCannotTryYet) {
+  Bench bench;
+  ScaleView* view = bench.window.scale_view();
+  fill(view, "mixtral-8x7b", "h100-sxm", 64, 4096, 512);
+  ASSERT_TRUE(plan_and_wait(view)) << view->status().toStdString();
+  const layout::LayoutAnswer expected = layout::search_layouts(*view->request());
+  ASSERT_FALSE(expected.best.empty());
+  EXPECT_EQ(view->memory_bar()->total_bytes(), expected.best.front().memory.total());
+  EXPECT_GT(view->listed().front().layout.ep, 1);
+  EXPECT_TRUE(view->layout_list()->item(0, 0)->text().contains(" EP "))
+      << view->layout_list()->item(0, 0)->text().toStdString();
+  // Among the layouts the engine runs, one with expert ranks goes to `run --ep`, not the form.
+  fill(view, "moe-tiny", "rtx4090", 4, 128, 16);
+  view->gpus_per_node_field()->setValue(4);
+  view->precision_field()->setCurrentText("fp32");
+  view->runnable_here_field()->setChecked(true);
+  ASSERT_TRUE(plan_and_wait(view)) << view->status().toStdString();
+  int split = -1;
+  for (std::size_t i = 0; i < view->listed().size() && split < 0; ++i) {
+    if (view->listed()[i].layout.ep > 1) split = static_cast<int>(i);
+  }
+  ASSERT_GE(split, 0) << "no expert-parallel layout listed";
+  view->choose(split);
+  EXPECT_FALSE(view->try_button()->isEnabled());
+  EXPECT_TRUE(view->try_button()->toolTip().contains("expert ranks"));
+  EXPECT_TRUE(view->export_text().contains("--expert-model-parallel-size "))
+      << view->export_text().toStdString();
+}
+
 }  // namespace

@@ -399,10 +399,13 @@ void ScaleView::show_export() {
   export_text_->setPlainText(text);
   copy_->setEnabled(!export_body_.isEmpty());  // nothing to give where the tool has no equivalent
   save_->setEnabled(!export_body_.isEmpty());
-  const bool runs_here = layout->fits && layout->engine_lacks.empty();
+  // The form has no expert ranks (`run --ep` does): an EP layout is run from its export.
+  const bool experts = layout->layout.ep > 1;
+  const bool runs_here = layout->fits && layout->engine_lacks.empty() && !experts;
   try_->setEnabled(runs_here);
   try_->setToolTip(runs_here ? "Give the form this layout's degrees, sharding and policy (on its "
                                "own model)"
+                   : experts ? "The form has no expert ranks yet: run RematLab's export (--ep)"
                              : "RematLab's engine cannot run this layout yet");
 }
 
@@ -418,7 +421,7 @@ bool ScaleView::save_export(const QString& path) {
 
 void ScaleView::try_here() {
   const layout::LayoutEvaluation* layout = chosen();
-  if (!layout || !layout->engine_lacks.empty()) return;
+  if (!layout || !layout->engine_lacks.empty() || layout->layout.ep > 1) return;
   TrialLayout trial;
   trial.ranks = static_cast<int>(layout->layout.tp * layout->layout.pp * layout->layout.dp);
   trial.tensor_ranks = static_cast<int>(layout->layout.tp);

@@ -60,7 +60,8 @@ struct LayoutOptions {
   bool fp32_gradients = false;
   double fragmentation = 0.05;
   std::string activation_model = "engine";
-  std::optional<int64_t> tp, pp, vp, cp, dp, micro_batch, zero;
+  std::optional<int64_t> tp, pp, vp, cp, dp, ep, micro_batch, zero;
+  std::optional<double> expert_rank_load;
   bool sequence_parallel = false;
   bool no_sequence_parallel = false;
   std::string checkpoint;
@@ -152,6 +153,7 @@ struct LayoutOptions {
     fixed.vp = vp;
     fixed.cp = cp;
     fixed.dp = dp;
+    fixed.ep = ep;
     fixed.micro_batch = micro_batch;
     if (zero && (*zero < 0 || *zero > 3)) {
       throw InvalidInput("--zero", "must be 0, 1, 2 or 3, got " + std::to_string(*zero));
@@ -191,6 +193,12 @@ struct LayoutOptions {
     estimate::validate(request.arch);  // before any count divides by its sizes
     request.arch.name = imported ? shape.source() : model + (reshapes(model, config) ? "*" : "");
     request.arch.engine_shape = imported || estimate::is_engine_preset(model);
+    if (expert_rank_load) {
+      if (!request.arch.moe.enabled()) {
+        throw InvalidInput("--expert-rank-load", "sizes a mixture's experts; this model has none");
+      }
+      request.arch.expert_rank_load = *expert_rank_load;  // layout::validate checks it with --ep
+    }
     if (gpus < 1) throw InvalidInput("--gpus", "must be at least 1");
     request.cluster.gpus = gpus;
     request.global_batch = resolve_global_batch(request.arch.seq_len);
@@ -303,6 +311,13 @@ Command add_layout_command(CLI::App& app, const std::atomic<bool>& cancel) {
   command->add_option("--virtual-stages", options->vp, "Model chunks per pipeline rank");
   command->add_option("--cp", options->cp, "Context-parallel degree");
   command->add_option("--dp", options->dp, "Data-parallel degree");
+  command->add_option("--ep", options->ep,
+                      "With experts: data ranks that split each set of experts (searched over "
+                      "those dividing the data ranks and the experts when absent)");
+  command->add_option("--expert-rank-load", options->expert_rank_load,
+                      "With --ep: a run's 'expert rank load' (rows the fullest rank's experts "
+                      "take over its own tokens' rows; default 1, balanced): sizes its "
+                      "activations, all-to-all and expert compute");
   command->add_flag("--sequence-parallel", options->sequence_parallel,
                     "Keep sequence parallelism on (searched when neither flag is given)");
   command->add_flag("--no-sequence-parallel", options->no_sequence_parallel,

@@ -53,6 +53,13 @@ std::string layout_to_text(const layout::LayoutRequest& request,
     out << "LoRA fine-tuning: rank " << lora.rank << " on " << lora_targets_text(lora.targets)
         << ", the base in " << to_string(lora.base) << "\n";
   }
+  const MoeOptions& moe = request.arch.moe;
+  if (moe.enabled()) {
+    out << "Mixture of experts: " << moe.experts << " experts of " << request.arch.expert_hidden
+        << " a block, " << moe.experts_per_token << " per token; the fullest expert rank takes "
+        << format_number(request.arch.expert_rank_load, 2) << " × its tokens' rows"
+        << (request.arch.expert_rank_load == 1.0 ? " (balanced)" : "") << "\n";
+  }
   if (cluster.gpu.name == "local") out << "local: " << cluster.gpu.description << "\n";
   out << answer.points.size() << " layouts evaluated, " << fitting << " fit, in "
       << format_number(answer.search_s, 2) << " s (matmul efficiency "
@@ -96,6 +103,10 @@ std::string layout_to_text(const layout::LayoutRequest& request,
         out << (i ? ", " : "") << best.engine_lacks[i];
       }
       out << " yet.\n";
+    }
+    if (best.layout.ep > 1) {
+      out << "Expert all-to-all: " << format_number(best.time.experts, 3) << " s of its "
+          << format_number(best.step_s, 3) << " s step.\n";
     }
     const layout::LayoutExport megatron = layout::megatron_arguments(request, best);
     out << "Megatron-LM: " << megatron.text << "\n";

@@ -69,8 +69,6 @@ ActivationEstimate estimate_policy_activations(const Architecture& arch, int64_t
   return worst;
 }
 
-namespace {
-
 void validate_expert_rank_load(double load, const MoeOptions& moe, int64_t expert_ranks) {
   if (load == 1.0) return;
   if (expert_ranks <= 1) {
@@ -88,6 +86,8 @@ void validate_expert_rank_load(double load, const MoeOptions& moe, int64_t exper
                            shown);
   }
 }
+
+namespace {
 
 void validate_request(const EstimateRequest& request) {
   if (!request.arch && request.nominal_params <= 0) {

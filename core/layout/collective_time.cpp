@@ -41,4 +41,19 @@ double send_seconds(const Cluster& cluster, int64_t span, double bytes) {
   return gpu.collective_latency + step + bytes / link_bandwidth(cluster, span);
 }
 
+double all_to_all_seconds(const Cluster& cluster, int64_t ranks, int64_t span, double bytes) {
+  if (ranks <= 1) return 0.0;
+  const GpuKind& gpu = cluster.gpu;
+  const int64_t node = cluster.node_gpus();
+  const int64_t nodes = std::min(ranks, std::max<int64_t>(1, (span + node - 1) / node));
+  const double part = bytes / static_cast<double>(ranks);
+  const double local_peers = static_cast<double>(ranks / nodes - 1);
+  const double remote_peers = static_cast<double>(ranks - ranks / nodes);
+  // One message to each peer, the network's latency for those beyond the node.
+  const double latency = gpu.collective_latency + local_peers * gpu.intra_node_step_latency +
+                         remote_peers * gpu.inter_node_step_latency;
+  return latency + std::max(local_peers * part / gpu.intra_node_bandwidth,
+                            remote_peers * part / gpu.inter_node_bandwidth);
+}
+
 }  // namespace rematlab::layout

@@ -51,6 +51,7 @@ std::string layout_name(const Layout& layout) {
   if (layout.vp > 1) name += "×" + std::to_string(layout.vp);
   if (layout.cp > 1) name += " CP " + std::to_string(layout.cp);
   name += " DP " + std::to_string(layout.dp);
+  if (layout.ep > 1) name += " EP " + std::to_string(layout.ep);
   if (layout.zero > 0) name += " ZeRO " + std::to_string(layout.zero);
   name += " micro-batch " + std::to_string(layout.micro_batch);
   if (layout.offload != Offload::kNone) name += " offload " + to_string(layout.offload);

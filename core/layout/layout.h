@@ -2,8 +2,10 @@
 //
 // The degrees multiply to the GPUs: tp × cp × dp × pp, placed as Megatron-LM places them (tensor
 // ranks innermost, inside a node; then context, then data; pipeline stages outermost), which
-// decides which links each collective runs over. docs/layout.md gives the model of memory and
-// time these figures come from, and what it leaves out.
+// decides which links each collective runs over. A mixture of experts may split its experts over
+// ep neighbouring data ranks (expert parallelism): ep divides dp and is no further degree.
+// docs/layout.md gives the model of memory and time these figures come from, and what it leaves
+// out.
 #pragma once
 
 #include <algorithm>
@@ -52,6 +54,7 @@ struct Layout {
   int64_t vp = 1;  // model chunks per pipeline rank (interleaved schedule when > 1)
   int64_t cp = 1;
   int64_t dp = 1;
+  int64_t ep = 1;  // data ranks that split one set of experts (a mixture of experts only)
   bool sp = false;
   int zero = 0;  // 0 none, 1 optimizer, 2 + gradients, 3 + parameters (over dp × cp ranks)
   int64_t micro_batch = 1;
@@ -76,6 +79,7 @@ struct FixedDimensions {
   std::optional<int> zero;
   std::optional<std::string> checkpoint;  // for every stage
   std::optional<Offload> offload;
+  std::optional<int64_t> ep;
 };
 
 struct LayoutRequest {
@@ -116,6 +120,7 @@ struct TimeParts {
   double compute = 0.0;    // model FLOPs at the matmul efficiency
   double recompute = 0.0;  // what the checkpoint policies run again
   double tensor = 0.0;     // tensor/sequence-parallel collectives
+  double experts = 0.0;    // expert parallelism's all-to-all dispatch and combine
   double context = 0.0;    // context-parallel key/value exchange
   double pipeline = 0.0;   // sends between stages
   double bubble = 0.0;     // pipeline fill and drain

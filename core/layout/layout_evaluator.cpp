@@ -21,19 +21,7 @@
 namespace rematlab::layout {
 namespace {
 
-// Gradient buckets a ZeRO-2 or offloading rank reduces through (values; Megatron-LM's default).
-constexpr int64_t kBucketValues = 40'000'000;
-// What the offloaded optimizer's CPU update reads and writes per parameter (fp32 gradient,
-// master copy and two moments read; master, moments and the 16-bit weight written).
-constexpr double kHostUpdateBytesPerParameter = 30.0;
-
-double ceil_div(int64_t a, int64_t b) { return static_cast<double>((a + b - 1) / b); }
-
 bool is_recomputing(const std::string& policy) { return policy.rfind("every:", 0) == 0; }
-
-bool states_offloaded(const Layout& layout) {
-  return layout.offload == Offload::kOptimizer || layout.offload == Offload::kParameters;
-}
 
 // The policies the planner weighs, as numbers its caches compare quickly: K for every:K.
 constexpr int64_t kNonePolicy = 0;
@@ -96,8 +84,9 @@ struct LayoutEvaluator::Stage {
   bool head = false;
   int64_t in_flight = 0;  // micro-batch chunks it holds at its peak
   int64_t rank = 0, pipeline_stages = 1, micro_batches = 1;  // its place in the schedule
-  int64_t parameters = 0;        // this rank's share of the model's parameters
-  int64_t layer_parameters = 0;  // one block's (one tensor rank's part)
+  int64_t parameters = 0;         // this rank's share of the model's parameters
+  int64_t layer_parameters = 0;   // one block's (one tensor rank's part)
+  int64_t expert_parameters = 0;  // of `parameters`, its experts' (its expert rank's share)
   // Of them, what trains (all, or a fine-tuned model's adapters), and a frozen base's bytes as
   // stored (fine-tuning's; zero in full training).
   int64_t trained = 0;
@@ -240,6 +229,23 @@ LayoutEvaluator::StageWork LayoutEvaluator::make_stage_work(const Layout& layout
                             : 0.0;
     work.context_s = std::max(0.0, exchange - core);  // ring attention overlaps the two
   }
+  if (arch.moe.enabled() && layout.ep > 1) {
+    // Per block: forward dispatches each token's k copies to their experts' ranks and combines
+    // what returns; backward sends their gradients the same two ways; every:K dispatches and
+    // combines again. The fullest rank takes its load's share more rows than it sends.
+    const double load = arch.expert_rank_load;
+    const double rows = static_cast<double>(tokens * arch.moe.experts_per_token);
+    const double bytes = rows * static_cast<double>(arch.d_model * w) * load;
+    const int64_t span = layout.tp * layout.cp * layout.ep;
+    work.experts_s =
+        layers * (4.0 + 2.0 * rerun) * all_to_all_seconds(cluster, layout.ep, span, bytes);
+    // Its experts run those rows too, and every rank waits for it at the combine: forward and
+    // backward's 6·d·f FLOPs per row and projection pass, and forward again where recomputed.
+    const double expert_flops_per_row =
+        6.0 * static_cast<double>(arch.d_model * arch.expert_hidden);
+    const double passes = 3.0 + (policy > 0 ? 1.0 : 0.0);
+    work.compute_s += (load - 1.0) * layers * rows * passes * expert_flops_per_row / speed;
+  }
   if (layout.pp > 1) {
     // Each chunk's activations to the next stage, and their gradients back.
     const int64_t span = layout.tp * layout.cp * layout.dp * layout.pp;
@@ -281,22 +287,28 @@ double LayoutEvaluator::exposed_transfers(const Layout& layout, const Stage& sta
   const GpuKind& gpu = request_.cluster.gpu;
   const int64_t w = estimate::bytes_per_value(request_.precision);
   const int64_t g = request_.fp32_gradients ? 4 : w;
-  const int64_t shard = layout.dp * layout.cp;
-  const double P = static_cast<double>(stage.parameters);
   // What the compute can hide (nothing where the same cores run both).
   const double busy = gpu.overlaps_communication ? work.compute_s + work.recompute_s : 0.0;
   // ZeRO-3 gathers the weights for forward, backward and a recomputation, and reduce-scatters
   // the gradients, every micro-batch; prefetching hides what the compute covers.
   if (layout.zero == 3) {
-    // One gather per block and pass, and one reduce-scatter of its gradients.
+    // One gather per block and pass, and one reduce-scatter of its gradients; the experts'
+    // over the dp·cp/ep ranks that hold the same experts.
     const double passes = policy > 0 ? 3.0 : 2.0;
     const int64_t span = layout.tp * layout.cp * layout.dp;
     const double units = static_cast<double>(std::max<int64_t>(stage.layers, 1));
-    double seconds =
-        units * (passes * all_gather_seconds(request_.cluster, shard, span, P * w / units) +
-                 all_gather_seconds(request_.cluster, shard, span, P * g / units));
+    double seconds = 0.0;
+    double host_bytes = 0.0;
+    for (const auto& [ranks, parameters] :
+         state_groups(layout, stage.parameters, stage.expert_parameters)) {
+      const double P = static_cast<double>(parameters);
+      seconds +=
+          units * (passes * all_gather_seconds(request_.cluster, ranks, span, P * w / units) +
+                   all_gather_seconds(request_.cluster, ranks, span, P * g / units));
+      host_bytes += passes * P * w / static_cast<double>(ranks);
+    }
     if (layout.offload == Offload::kParameters) {
-      seconds = std::max(seconds, passes * P * w / shard / gpu.host_link_bandwidth);
+      seconds = std::max(seconds, host_bytes / gpu.host_link_bandwidth);
     }
     // With prefetching the first block's gather is always exposed; without it every gather is.
     time.data =
@@ -316,8 +328,9 @@ LayoutEvaluator::StageCost LayoutEvaluator::stage_cost(const Layout& layout, con
   figures.checkpoint = policy_text(policy);
   figures.layers = stage.layers;
   figures.in_flight = 1;
-  const ModelStates states = model_states(stage.trained, layout, request_.precision,
-                                          request_.fp32_gradients, stage.frozen_bytes);
+  const ModelStates states =
+      model_states(stage.trained, layout, request_.precision, request_.fp32_gradients,
+                   stage.frozen_bytes, stage.expert_parameters);
   figures.memory = states.device;
   // Activations: the chunks in flight keep what their forward saved; one of them (the one with
   // the embedding or the head, if the rank has it) runs through its peak.
@@ -337,10 +350,12 @@ LayoutEvaluator::StageCost LayoutEvaluator::stage_cost(const Layout& layout, con
   time.compute = work.compute_s;
   time.recompute = work.recompute_s;
   time.tensor = work.tensor_s;
+  time.experts = work.experts_s;
   time.context = work.context_s;
   time.pipeline = work.pipeline_s;
-  figures.microbatch_s = work.compute_s + work.recompute_s + work.tensor_s + work.context_s +
-                         work.pipeline_s + exposed_transfers(layout, stage, policy, work, time);
+  figures.microbatch_s = work.compute_s + work.recompute_s + work.tensor_s + work.experts_s +
+                         work.context_s + work.pipeline_s +
+                         exposed_transfers(layout, stage, policy, work, time);
   return cost;
 }
 
@@ -404,6 +419,10 @@ std::vector<LayoutEvaluator::Stage> LayoutEvaluator::stages_of(const Layout& lay
     tuned = Tuned{one_block.adapter_parameter_count(), block, embedding_bytes,
                   one_block.frozen_base_bytes() - block - embedding_bytes + tied_copy};
   }
+  // A block's experts, whole (unit_parameter_counts counts them in its MLP), and one expert
+  // rank's share of them.
+  const int64_t layer_experts = estimate::expert_parameter_count(arch) / arch.layers;
+  const int64_t rank_layer_experts = layer_experts / layout.ep;
   std::vector<Stage> stages;
   const std::vector<std::vector<int64_t>> chunks = chunk_layers(arch.layers, layout.pp, layout.vp);
   for (int64_t rank = 0; rank < layout.pp; ++rank) {
@@ -418,7 +437,8 @@ std::vector<LayoutEvaluator::Stage> LayoutEvaluator::stages_of(const Layout& lay
         layout.pp, rank, layout.accum, std::vector<int64_t>(stage.chunks.size(), 1));
     std::tie(stage.rank, stage.pipeline_stages, stage.micro_batches) =
         std::make_tuple(rank, layout.pp, layout.accum);
-    stage.layer_parameters = units.attention + units.mlp;
+    stage.layer_parameters = units.attention + units.mlp - (layer_experts - rank_layer_experts);
+    stage.expert_parameters = stage.layers * rank_layer_experts;
     stage.parameters = stage.layers * stage.layer_parameters + (stage.embedding ? embedding : 0) +
                        (stage.head ? head : 0);
     stage.trained = stage.parameters;
@@ -459,8 +479,9 @@ LayoutEvaluator::Placed LayoutEvaluator::place_stages(const Layout& layout, bool
                                                       LayoutEvaluation& result) {
   // The search varies ZeRO and offload innermost: what does not depend on them is kept.
   const WorkLayout work_layout{
-      layout.tp, layout.sp, layout.cp,          layout.dp,
-      layout.pp, layout.vp, layout.micro_batch, layout.offload == Offload::kActivations};
+      layout.tp, layout.sp,          layout.cp,
+      layout.dp, layout.ep,          layout.pp,
+      layout.vp, layout.micro_batch, layout.offload == Offload::kActivations};
   if (work_layout != work_layout_) {
     work_cache_.clear();
     work_layout_ = work_layout;
@@ -472,7 +493,10 @@ LayoutEvaluator::Placed LayoutEvaluator::place_stages(const Layout& layout, bool
   Placed placed;
   size_t index = 0;
   for (const Stage& stage : stages_of(layout)) {
-    placed.most_trained = std::max(placed.most_trained, stage.trained);
+    if (stage.trained > placed.most_trained) {
+      placed.most_trained = stage.trained;
+      placed.most_trained_experts = stage.expert_parameters;
+    }
     std::vector<StageCost>& costs = shapes[{stage.chunks, stage.embedding, stage.head}];
     if (costs.empty() && index < layout.stage_checkpoints.size()) {
       costs.push_back(stage_cost(layout, stage, policy_code(layout.stage_checkpoints[index])));
@@ -502,77 +526,14 @@ LayoutEvaluator::Placed LayoutEvaluator::place_stages(const Layout& layout, bool
   return placed;
 }
 
-void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
-                                  LayoutEvaluation& result) const {
-  const Cluster& cluster = request_.cluster;
-  const GpuKind& gpu = cluster.gpu;
-  const int64_t w = estimate::bytes_per_value(request_.precision);
-  const int64_t g = request_.fp32_gradients ? 4 : w;
-  const int64_t shard = layout.dp * layout.cp;
-  // m micro-batches at the slowest stage's pace, plus the fill and drain.
-  const double m = static_cast<double>(layout.accum);
-  const TimeParts& one = placed.slowest_time;
-  TimeParts& time = result.time;
-  time.compute = m * one.compute;
-  time.recompute = m * one.recompute;
-  time.tensor = m * one.tensor;
-  time.context = m * one.context;
-  time.pipeline = m * one.pipeline;
-  time.data = m * one.data;
-  time.offload = m * one.offload;
-  time.bubble = static_cast<double>(layout.pp - 1) / layout.vp * placed.slowest;
-  double step_s = m * placed.slowest + time.bubble;
-
-  // Data-parallel gradient reduction (an all-reduce, or a distributed optimizer's
-  // reduce-scatter), overlapped with the last micro-batch's backward except for the last
-  // bucket. A distributed optimizer then gathers the updated weights before the next forward,
-  // which nothing hides (the engine's ZeRO 1 and 2; Megatron-LM without --overlap-param-gather).
-  const double P = static_cast<double>(placed.most_trained);
-  if (layout.zero < 3 && shard > 1) {
-    const int64_t span = layout.tp * layout.cp * layout.dp;
-    const double buckets = std::max(1.0, std::ceil(P / static_cast<double>(kBucketValues)));
-    const double bucket =
-        ring_seconds(cluster, shard, span, layout.zero == 0 ? 2 : 1, P * g / buckets);
-    const double backward =
-        gpu.overlaps_communication ? (2.0 / 3.0) * one.compute + one.recompute : 0.0;
-    double exposed = std::max(bucket, buckets * bucket - backward);
-    if (layout.zero > 0)
-      exposed += buckets * all_gather_seconds(cluster, shard, span, P * w / buckets);
-    time.data += exposed;
-    step_s += exposed;
-  }
-  // The update: on the GPU bound by memory bandwidth; offloaded, the gradients' shards go to the
-  // host and the weights' come back over the host link, and the node's CPUs update every GPU's.
-  const double updated = ceil_div(placed.most_trained, layout.zero >= 1 ? shard : 1);
-  if (states_offloaded(layout)) {
-    const double host =
-        updated * (g + w) / gpu.host_link_bandwidth + updated * kHostUpdateBytesPerParameter *
-                                                          static_cast<double>(cluster.node_gpus()) /
-                                                          cluster.host_memory_bandwidth;
-    time.offload += host;
-    step_s += host;
-  } else {
-    const double master = w < 4 ? 4.0 : 0.0;
-    const double touched = (g + (master > 0 ? master : w) + 8.0) + (master + w + 8.0);
-    time.optimizer = updated * touched / gpu.memory_bandwidth;
-    step_s += time.optimizer;
-  }
-  result.step_s = step_s;
-  const estimate::Architecture& arch = request_.arch;
-  const double step_tokens = static_cast<double>(request_.global_batch * arch.seq_len);
-  result.tokens_per_s = step_tokens / step_s;
-  const CheckpointPlan none = CheckpointPolicy::none().plan_for(arch.layers, 0.0);
-  const double model_flops =
-      estimate::step_flops(arch, request_.global_batch * arch.seq_len, none).model;
-  result.mfu = model_flops /
-               (step_s * static_cast<double>(cluster.gpus) * gpu.peak_flops(request_.precision));
-}
-
 LayoutEvaluation LayoutEvaluator::evaluate(const Layout& layout, bool detail) {
   const Cluster& cluster = request_.cluster;
   LayoutEvaluation result;
   result.layout = layout;
   if (const std::string lack = engine_pipeline_lack(request_, layout); !lack.empty()) {
+    result.engine_lacks.push_back(lack);
+  }
+  if (const std::string lack = engine_experts_lack(request_, layout); !lack.empty()) {
     result.engine_lacks.push_back(lack);
   }
   if (layout.cp > 1) result.engine_lacks.push_back("context parallelism");

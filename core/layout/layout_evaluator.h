@@ -59,7 +59,8 @@ class LayoutEvaluator {
   struct StageWork {
     ChunkActivations own;    // the chunk with the embedding or head, if the rank has one
     ChunkActivations plain;  // any other chunk
-    double compute_s = 0.0, recompute_s = 0.0, tensor_s = 0.0, context_s = 0.0, pipeline_s = 0.0;
+    double compute_s = 0.0, recompute_s = 0.0, tensor_s = 0.0, experts_s = 0.0, context_s = 0.0,
+           pipeline_s = 0.0;
   };
   StageWork make_stage_work(const Layout& layout, const Stage& stage, int64_t policy);
   const StageWork& stage_work(const Layout& layout, const Stage& stage, int64_t policy);
@@ -78,7 +79,8 @@ class LayoutEvaluator {
   struct Placed {
     double slowest = 0.0;  // the slowest stage's micro-batch
     TimeParts slowest_time;
-    int64_t most_trained = 0;  // the largest stage's parameters that train
+    int64_t most_trained = 0;          // the largest stage's parameters that train
+    int64_t most_trained_experts = 0;  // of them, its experts'
   };
   // Chooses each stage's policy into `result` (memory, host bytes, stages when `detail`).
   Placed place_stages(const Layout& layout, bool detail, LayoutEvaluation& result);
@@ -97,7 +99,8 @@ class LayoutEvaluator {
   using FlopsKey = std::tuple<int64_t, bool, int64_t, int64_t, int64_t, bool, bool>;
   std::map<FlopsKey, estimate::StepFlops> flops_cache_;
   // Kept while the degrees, micro-batch and activation offload stay the same.
-  using WorkLayout = std::tuple<int64_t, bool, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+  using WorkLayout =
+      std::tuple<int64_t, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
   WorkLayout work_layout_{};
   using WorkKey = std::tuple<std::vector<int64_t>, bool, bool, int64_t>;
   std::map<WorkKey, StageWork> work_cache_;

@@ -58,6 +58,31 @@ void say_window(const estimate::Architecture& arch, std::vector<std::string>& un
   }
 }
 
+// A mixture of experts as Megatron-LM's MoE layer takes it, its tokens dispatched by all-to-all.
+std::string megatron_expert_arguments(const estimate::Architecture& arch, const Layout& layout,
+                                      std::vector<std::string>& unsaid) {
+  const MoeOptions& moe = arch.moe;
+  std::string a = " --num-experts " + number(moe.experts) + " --moe-router-topk " +
+                  number(moe.experts_per_token) + " --moe-ffn-hidden-size " +
+                  number(arch.expert_hidden) +
+                  " --moe-token-dispatcher-type alltoall --moe-grouped-gemm";
+  // Megatron-LM's softmax follows the top-k (weights that sum to 1) unless told pre-softmax.
+  if (!moe.normalise_weights) a += " --moe-router-pre-softmax";
+  if (moe.balance_coefficient > 0.0) {
+    a += " --moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff " +
+         decimal_text(moe.balance_coefficient);
+  }
+  if (moe.capacity_factor > 0.0) {
+    a += " --moe-expert-capacity-factor " + decimal_text(moe.capacity_factor);
+  }
+  if (moe.shared_expert_hidden > 0) {
+    a += " --moe-shared-expert-intermediate-size " + number(moe.shared_expert_hidden);
+    unsaid.push_back("the shared expert's sigmoid gate (Qwen 2 MoE's)");
+  }
+  if (layout.ep > 1) a += " --expert-model-parallel-size " + number(layout.ep);
+  return a;
+}
+
 }  // namespace
 
 LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvaluation& evaluation) {
@@ -82,6 +107,7 @@ LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvalua
   if (!arch.tied_head) a += " --untie-embeddings-and-output-weights";
   say_window(arch, out.unsaid);
   say_fine_tuning(arch, out.unsaid);
+  if (arch.moe.enabled()) a += megatron_expert_arguments(arch, layout, out.unsaid);
   a += " --tensor-model-parallel-size " + number(layout.tp) + " --pipeline-model-parallel-size " +
        number(layout.pp);
   const bool even = arch.layers % (layout.pp * layout.vp) == 0;
@@ -163,6 +189,10 @@ LayoutExport torchtitan_toml(const LayoutRequest& request, const LayoutEvaluatio
     }
   }
   t += "context_parallel_degree = " + number(layout.cp) + "\n";
+  if (layout.ep > 1) t += "expert_parallel_degree = " + number(layout.ep) + "\n";
+  if (request.arch.moe.enabled()) {
+    out.unsaid.push_back("the experts' shape and routing: set by the model's own arguments");
+  }
   t += "\n[training]\n";
   t += "local_batch_size = " + number(layout.micro_batch * layout.accum) + "\n";
   t += "global_batch_size = " + number(request.global_batch) + "\n";
@@ -224,12 +254,39 @@ LayoutExport deepspeed_json(const LayoutRequest& request, const LayoutEvaluation
   out.unsaid.push_back("tensor " + number(layout.tp) + ", pipeline " + number(layout.pp) +
                        " and context " + number(layout.cp) +
                        " degrees: set by the model code (Megatron-DeepSpeed), not the JSON");
+  if (request.arch.moe.enabled()) {
+    out.unsaid.push_back("the experts and their " + number(layout.ep) +
+                         " expert ranks: set by the model code (deepspeed.moe's ep_size)");
+  }
   if (policy != "none") {
     out.unsaid.push_back("which blocks recompute (" + policy +
                          "): chosen by the model code's calls to deepspeed.checkpointing");
   }
   return out;
 }
+
+namespace {
+
+// A mixture of experts' shape as `run` takes it.
+std::string expert_flags(const estimate::Architecture& arch) {
+  const MoeOptions& moe = arch.moe;
+  std::string flags = " --experts " + number(moe.experts) + " --experts-per-token " +
+                      number(moe.experts_per_token) + " --expert-hidden " +
+                      number(arch.expert_hidden) + " --expert-weights " +
+                      (moe.normalise_weights ? "normalised" : "softmax");
+  if (moe.shared_expert_hidden > 0) {
+    flags += " --shared-expert-hidden " + number(moe.shared_expert_hidden);
+  }
+  if (moe.balance_coefficient > 0.0) {
+    flags += " --balance-coefficient " + decimal_text(moe.balance_coefficient);
+  }
+  if (moe.capacity_factor > 0.0) {
+    flags += " --capacity-factor " + decimal_text(moe.capacity_factor);
+  }
+  return flags;
+}
+
+}  // namespace
 
 std::string rematlab_policy(const Layout& layout, std::vector<std::string>& unsaid) {
   const std::vector<std::string>& chosen = layout.stage_checkpoints;
@@ -274,6 +331,7 @@ LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& 
     if (arch.loss_chunks != 1) r += " --loss-chunks " + number(arch.loss_chunks);
     if (arch.attention != AttentionKind::kSdpa) r += " --attention " + to_string(arch.attention);
     if (arch.dropout > 0.0) r += " --dropout " + decimal_text(arch.dropout);
+    if (arch.moe.enabled()) r += expert_flags(arch);
   }
   if (arch.lora.enabled()) {
     r += " --finetune lora --lora-rank " + number(arch.lora.rank) + " --lora-alpha " +
@@ -282,6 +340,7 @@ LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& 
   }
   r += " --seq-len " + number(arch.seq_len) + " --nproc " +
        number(layout.tp * layout.pp * layout.dp) + " --tp " + number(layout.tp);
+  if (layout.ep > 1) r += " --ep " + number(layout.ep);
   if (layout.pp > 1) r += " --pp " + number(layout.pp);
   if (layout.vp > 1) r += " --virtual-stages " + number(layout.vp);
   if (layout.sp) r += " --sequence-parallel";

@@ -6,6 +6,7 @@
 #include "checkpoint/stage_blocks.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
+#include "estimate/estimate.h"
 
 namespace rematlab::layout {
 namespace {
@@ -31,6 +32,14 @@ std::string engine_pipeline_lack(const LayoutRequest& request, const Layout& lay
   if (layout.offload != Offload::kNone) return "offload on pipeline stages";
   if (layout.zero > 0) return "sharded model states on pipeline stages";
   if (request.arch.lora.enabled()) return "LoRA fine-tuning on pipeline stages";
+  return "";
+}
+
+std::string engine_experts_lack(const LayoutRequest& request, const Layout& layout) {
+  if (!request.arch.moe.enabled()) return "";
+  if (layout.pp > 1) return "experts on pipeline stages";
+  if (layout.zero == 3 && layout.dp > 1) return "experts sharded as parameters (ZeRO 3)";
+  if (layout.ep > 1 && layout.zero > 0) return "sharded model states with expert parallelism";
   return "";
 }
 
@@ -131,7 +140,26 @@ std::string structural_problem(const LayoutRequest& request, const Layout& layou
   if (layout.offload == Offload::kOptimizer && layout.zero < 1) {
     return "offloading the optimizer needs ZeRO 1 or more";
   }
+  if (const std::string problem = experts_problem(request, layout); !problem.empty()) {
+    return problem;
+  }
   return arch.lora.enabled() ? fine_tuning_problem(layout) : "";
+}
+
+std::string experts_problem(const LayoutRequest& request, const Layout& layout) {
+  const MoeOptions& moe = request.arch.moe;
+  if (layout.ep < 1) return degree("EP", layout.ep) + " is not a degree";
+  if (!moe.enabled()) return layout.ep > 1 ? "expert parallelism needs a mixture of experts" : "";
+  // The engine keeps each expert whole on every tensor rank; Megatron-LM splits them (expert
+  // tensor parallelism): neither is modelled here yet.
+  if (layout.tp > 1) return "experts are not modelled over tensor ranks: TP 1 only";
+  if (moe.experts % layout.ep != 0) {
+    return degree("EP", layout.ep) + " does not divide " + std::to_string(moe.experts) + " experts";
+  }
+  if (layout.dp % layout.ep != 0) {
+    return degree("EP", layout.ep) + " does not divide " + degree("DP", layout.dp);
+  }
+  return "";
 }
 
 std::string fine_tuning_problem(const Layout& layout) {
@@ -253,15 +281,43 @@ void validate_fixed(const LayoutRequest& request) {
   }
 }
 
+// A mixture of experts' fixed degrees and its rank load (a run's, so at one EP degree).
+void validate_experts(const LayoutRequest& request) {
+  const FixedDimensions& fixed = request.fixed;
+  const estimate::Architecture& arch = request.arch;
+  if (fixed.ep) {
+    require_between(*fixed.ep, 1, request.cluster.gpus, "--ep");
+    Layout probe;
+    probe.ep = *fixed.ep;
+    probe.dp = *fixed.ep;
+    const std::string problem = experts_problem(request, probe);
+    if (!problem.empty()) throw InvalidInput("--ep", problem);
+  }
+  if (!arch.moe.enabled()) return;
+  if (fixed.tp && *fixed.tp > 1) {
+    throw InvalidInput("--tp", "experts are not modelled over tensor ranks: TP 1 only");
+  }
+  if (fixed.sp && *fixed.sp) {
+    throw InvalidInput("--sequence-parallel",
+                       "experts are not modelled over tensor ranks, so not with sequence "
+                       "parallelism");
+  }
+  if (request.activation_model == ActivationModel::kMegatron) {
+    throw InvalidInput("--activation-model",
+                       "Korthikanti et al.'s per-layer terms have no experts (use engine)");
+  }
+  if (arch.expert_rank_load != 1.0) {
+    if (!fixed.ep || *fixed.ep < 2) {
+      throw InvalidInput("--expert-rank-load",
+                         "is a load over expert ranks: give the --ep (2 or more) it was seen at");
+    }
+    estimate::validate_expert_rank_load(arch.expert_rank_load, arch.moe, *fixed.ep);
+  }
+}
+
 }  // namespace
 
 void validate(const LayoutRequest& request) {
-  if (request.arch.moe.enabled()) {
-    throw InvalidInput("--model",
-                       "the layout planner does not weigh experts yet; `estimate --nproc N "
-                       "--ep E` counts a mixture of experts over data ranks that split its "
-                       "experts (`run --ep` trains it so)");
-  }
   const Cluster& cluster = request.cluster;
   require_between(cluster.gpus, 1, kMaxGpus, "--gpus");
   require_between(cluster.gpus_per_node, 1, kMaxGpusPerNode, "--gpus-per-node");
@@ -323,6 +379,7 @@ void validate(const LayoutRequest& request) {
       throw InvalidInput(flag, problem);
     }
   }
+  validate_experts(request);
   validate_fixed(request);
   require_countable(request);
 }

@@ -15,10 +15,16 @@ std::string structural_problem(const LayoutRequest& request, const Layout& layou
 // Of those rules, fine-tuning's (arch.lora enabled): LoRA is modelled on data ranks and pipeline
 // stages only, with ZeRO 1 or 2 sharding the adapters' states and the base whole on each rank.
 std::string fine_tuning_problem(const Layout& layout);
+// Of those rules, a mixture of experts' (or EP on a dense model): its experts whole on each
+// tensor rank is not modelled, so TP 1; ep divides the data ranks and the experts.
+std::string experts_problem(const LayoutRequest& request, const Layout& layout);
 
 // What RematLab's engine lacks to run `layout`'s pipeline (run_config's validate_pipeline
 // refuses it); empty when it has no pipeline or the engine runs it.
 std::string engine_pipeline_lack(const LayoutRequest& request, const Layout& layout);
+// What it lacks to train `layout`'s experts (run_config's validate_experts_layout refuses it):
+// experts over pipeline stages, their parameters sharded, or their states sharded beside EP.
+std::string engine_experts_lack(const LayoutRequest& request, const Layout& layout);
 
 // The blocks of each model chunk, by pipeline rank then chunk: rank r holds chunks r, r + p, …
 // (v of them), split as the engine splits them by default (stage_block_bounds over the p · v

@@ -61,14 +61,16 @@ OpenValues open_values(const LayoutRequest& request) {
   // Fine-tuning is modelled on one tensor rank and one context rank, with its base whole on
   // every data rank (fine_tuning_problem): the others are not weighed, nor counted impossible.
   const bool tuned = request.arch.lora.enabled();
+  // Nor are experts over tensor ranks (experts_problem).
+  const bool experts = request.arch.moe.enabled();
   OpenValues open;
   open.offloads = {Offload::kNone, Offload::kOptimizer, Offload::kParameters,
                    Offload::kActivations};
   if (tuned) open.offloads = {Offload::kNone, Offload::kOptimizer, Offload::kActivations};
   if (request.engine_only) open.offloads = {Offload::kNone, Offload::kActivations};
   if (fixed.offload) open.offloads = {*fixed.offload};
-  open.tps =
-      values_or(fixed.tp, tuned ? std::vector<int64_t>{1} : divisors(request.cluster.node_gpus()));
+  open.tps = values_or(
+      fixed.tp, tuned || experts ? std::vector<int64_t>{1} : divisors(request.cluster.node_gpus()));
   std::vector<int64_t> cps;
   for (int64_t cp : powers_of_two_up_to(request.engine_only || tuned ? 1 : gpus)) {
     if (cp == 1 || request.arch.seq_len / cp >= kMinContextTokens) cps.push_back(cp);
@@ -81,6 +83,18 @@ OpenValues open_values(const LayoutRequest& request) {
   open.zeros = tuned ? std::vector<int64_t>{0, 1, 2} : std::vector<int64_t>{0, 1, 2, 3};
   if (fixed.zero) open.zeros = {*fixed.zero};
   return open;
+}
+
+// Data ranks that may split a mixture of experts' experts: those dividing both (1 for a dense
+// model).
+std::vector<int64_t> expert_ranks(const LayoutRequest& request, int64_t dp) {
+  std::vector<int64_t> found;
+  for (int64_t ep : divisors(dp)) {
+    if (ep == 1 || (request.arch.moe.enabled() && request.arch.moe.experts % ep == 0)) {
+      found.push_back(ep);
+    }
+  }
+  return values_or(request.fixed.ep, found);
 }
 
 // Sequences per micro-batch that divide each data-parallel replica's share of the batch.
@@ -125,26 +139,29 @@ void for_each_layout(const LayoutRequest& request, Visit visit) {
             vps.push_back(v);
           }
           const std::vector<int64_t> batches = micro_batches(request, dp);
-          for (int64_t vp : values_or(fixed.vp, vps)) {
-            for (int64_t b : batches) {
-              const int64_t accum = std::max<int64_t>(1, request.global_batch / dp / b);
-              for (int64_t zero : open.zeros) {
-                for (Offload offload : open.offloads) {
-                  // Over one data-parallel rank every stage shards nothing: ZeRO only for the
-                  // offload that needs its stage (ZeRO-Offload on a single GPU).
-                  const bool needed = (offload == Offload::kOptimizer && zero == 1) ||
-                                      (offload == Offload::kParameters && zero == 3);
-                  if (!fixed.zero && dp * cp == 1 && zero > 0 && !needed) continue;
-                  Layout layout = degrees(tp, pp, cp, dp, sp);
-                  layout.vp = vp;
-                  layout.zero = static_cast<int>(zero);
-                  layout.micro_batch = b;
-                  layout.accum = accum;
-                  layout.offload = offload;
-                  if (fixed.checkpoint) {
-                    layout.stage_checkpoints.assign(static_cast<size_t>(pp), *fixed.checkpoint);
+          for (int64_t ep : expert_ranks(request, dp)) {
+            for (int64_t vp : values_or(fixed.vp, vps)) {
+              for (int64_t b : batches) {
+                const int64_t accum = std::max<int64_t>(1, request.global_batch / dp / b);
+                for (int64_t zero : open.zeros) {
+                  for (Offload offload : open.offloads) {
+                    // Over one data-parallel rank every stage shards nothing: ZeRO only for the
+                    // offload that needs its stage (ZeRO-Offload on a single GPU).
+                    const bool needed = (offload == Offload::kOptimizer && zero == 1) ||
+                                        (offload == Offload::kParameters && zero == 3);
+                    if (!fixed.zero && dp * cp == 1 && zero > 0 && !needed) continue;
+                    Layout layout = degrees(tp, pp, cp, dp, sp);
+                    layout.ep = ep;
+                    layout.vp = vp;
+                    layout.zero = static_cast<int>(zero);
+                    layout.micro_batch = b;
+                    layout.accum = accum;
+                    layout.offload = offload;
+                    if (fixed.checkpoint) {
+                      layout.stage_checkpoints.assign(static_cast<size_t>(pp), *fixed.checkpoint);
+                    }
+                    visit(layout);
                   }
-                  visit(layout);
                 }
               }
             }
@@ -183,7 +200,8 @@ std::string engine_problem(const LayoutRequest& request, const Layout& layout) {
   if (!shard_trains_in(engine_shard(layout), request.precision)) {
     return "RematLab's engine shards parameters (ZeRO 3) in fp32 only";
   }
-  const std::string lack = engine_pipeline_lack(request, layout);
+  std::string lack = engine_pipeline_lack(request, layout);
+  if (lack.empty()) lack = engine_experts_lack(request, layout);
   return lack.empty() ? "" : "RematLab's engine does not run " + lack;
 }
 

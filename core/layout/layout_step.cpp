@@ -1,0 +1,106 @@
+// The step from its slowest stage's micro-batch: the pipeline's fill and drain, the data-parallel
+// gradient reduction and weight gather, the update, and what they make of tokens/s and MFU.
+#include <algorithm>
+#include <cmath>
+
+#include "checkpoint/checkpoint_policy.h"
+#include "estimate/flops.h"
+#include "estimate/model_state.h"
+#include "layout/collective_time.h"
+#include "layout/layout_evaluator.h"
+#include "layout/layout_states.h"
+
+namespace rematlab::layout {
+namespace {
+
+// What the offloaded optimizer's CPU update reads and writes per parameter (fp32 gradient,
+// master copy and two moments read; master, moments and the 16-bit weight written).
+constexpr double kHostUpdateBytesPerParameter = 30.0;
+
+double whole_shares(int64_t parameters, int64_t ranks) {
+  return static_cast<double>((parameters + ranks - 1) / ranks);
+}
+
+}  // namespace
+
+void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
+                                  LayoutEvaluation& result) const {
+  const Cluster& cluster = request_.cluster;
+  const GpuKind& gpu = cluster.gpu;
+  const int64_t w = estimate::bytes_per_value(request_.precision);
+  const int64_t g = request_.fp32_gradients ? 4 : w;
+  const int64_t shard = layout.dp * layout.cp;
+  // m micro-batches at the slowest stage's pace, plus the fill and drain.
+  const double m = static_cast<double>(layout.accum);
+  const TimeParts& one = placed.slowest_time;
+  TimeParts& time = result.time;
+  time.compute = m * one.compute;
+  time.recompute = m * one.recompute;
+  time.tensor = m * one.tensor;
+  time.experts = m * one.experts;
+  time.context = m * one.context;
+  time.pipeline = m * one.pipeline;
+  time.data = m * one.data;
+  time.offload = m * one.offload;
+  time.bubble = static_cast<double>(layout.pp - 1) / layout.vp * placed.slowest;
+  double step_s = m * placed.slowest + time.bubble;
+
+  // Data-parallel gradient reduction (an all-reduce, or a distributed optimizer's
+  // reduce-scatter), overlapped with the last micro-batch's backward except for the last
+  // bucket. A distributed optimizer then gathers the updated weights before the next forward,
+  // which nothing hides (the engine's ZeRO 1 and 2; Megatron-LM without --overlap-param-gather).
+  // The experts' gradients are reduced over the ranks that hold the same experts (dp·cp/ep),
+  // after the rest's, in buckets of their own.
+  const std::vector<StateGroup> groups =
+      state_groups(layout, placed.most_trained, placed.most_trained_experts);
+  if (layout.zero < 3 && shard > 1) {
+    const int64_t span = layout.tp * layout.cp * layout.dp;
+    double reducing = 0.0;
+    double last_bucket = 0.0;
+    double gathering = 0.0;
+    for (const auto& [ranks, parameters] : groups) {
+      const double P = static_cast<double>(parameters);
+      const double buckets = std::max(1.0, std::ceil(P / static_cast<double>(kBucketValues)));
+      last_bucket = ring_seconds(cluster, ranks, span, layout.zero == 0 ? 2 : 1, P * g / buckets);
+      reducing += buckets * last_bucket;
+      if (layout.zero > 0) {
+        gathering += buckets * all_gather_seconds(cluster, ranks, span, P * w / buckets);
+      }
+    }
+    const double backward =
+        gpu.overlaps_communication ? (2.0 / 3.0) * one.compute + one.recompute : 0.0;
+    const double exposed = std::max(last_bucket, reducing - backward) + gathering;
+    time.data += exposed;
+    step_s += exposed;
+  }
+  // The update: on the GPU bound by memory bandwidth; offloaded, the gradients' shards go to the
+  // host and the weights' come back over the host link, and the node's CPUs update every GPU's.
+  double updated = 0.0;
+  for (const auto& [ranks, parameters] : groups) {
+    updated += whole_shares(parameters, layout.zero >= 1 ? ranks : 1);
+  }
+  if (states_offloaded(layout)) {
+    const double host =
+        updated * (g + w) / gpu.host_link_bandwidth + updated * kHostUpdateBytesPerParameter *
+                                                          static_cast<double>(cluster.node_gpus()) /
+                                                          cluster.host_memory_bandwidth;
+    time.offload += host;
+    step_s += host;
+  } else {
+    const double master = w < 4 ? 4.0 : 0.0;
+    const double touched = (g + (master > 0 ? master : w) + 8.0) + (master + w + 8.0);
+    time.optimizer = updated * touched / gpu.memory_bandwidth;
+    step_s += time.optimizer;
+  }
+  result.step_s = step_s;
+  const estimate::Architecture& arch = request_.arch;
+  const double step_tokens = static_cast<double>(request_.global_batch * arch.seq_len);
+  result.tokens_per_s = step_tokens / step_s;
+  const CheckpointPlan none = CheckpointPolicy::none().plan_for(arch.layers, 0.0);
+  const double model_flops =
+      estimate::step_flops(arch, request_.global_batch * arch.seq_len, none).model;
+  result.mfu = model_flops /
+               (step_s * static_cast<double>(cluster.gpus) * gpu.peak_flops(request_.precision));
+}
+
+}  // namespace rematlab::layout

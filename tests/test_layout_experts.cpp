@@ -1,0 +1,255 @@
+// The layout planner's expert parallelism: a mixture of experts' states split over expert ranks
+// and sharded over the ranks that hold the same experts, its all-to-all timed, its activations
+// the estimator's at a run's rank load, and a planned layout run here measuring what was
+// predicted.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli_runner.h"
+#include "estimate/estimate.h"
+#include "layout/collective_time.h"
+#include "layout/layout_evaluator.h"
+#include "layout/layout_export.h"
+#include "layout/layout_search.h"
+
+namespace rematlab::layout {
+namespace {
+
+using testing::cli;
+using testing::last_line_json;
+
+LayoutRequest experts_request(const std::string& model, int64_t gpus, int64_t seq_len,
+                              int64_t global_batch) {
+  LayoutRequest request;
+  request.arch = estimate::architecture_preset(model);
+  request.arch.seq_len = seq_len;
+  request.cluster.gpu = gpu_kind("h100-sxm");
+  request.cluster.gpus = gpus;
+  request.cluster.gpus_per_node = std::min<int64_t>(8, gpus);
+  request.cluster.host_memory_bytes = request.cluster.gpu.host_memory_bytes;
+  request.global_batch = global_batch;
+  request.fragmentation = 0.0;
+  return request;
+}
+
+Layout data_layout(int64_t dp, int64_t ep, int zero, int64_t accum, const char* checkpoint) {
+  Layout layout;
+  layout.dp = dp;
+  layout.ep = ep;
+  layout.zero = zero;
+  layout.accum = accum;
+  layout.stage_checkpoints = {checkpoint};
+  return layout;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+TEST(LayoutExperts, ExpertStatesAreSplitOverEpAndShardedOverTheRanksHoldingTheSameExperts) {
+  // Mixtral 8×7B on 64 GPUs, EP 8, ZeRO 1: each GPU holds the dense part and an eighth of the
+  // experts; AdamW's states of the dense part are sharded over all 64 data ranks, those of its
+  // experts over the 8 ranks that hold the same ones.
+  const LayoutRequest request = experts_request("mixtral-8x7b", 64, 4096, 512);
+  LayoutEvaluator evaluator(request);
+  const int64_t all = estimate::parameter_count(request.arch);
+  const int64_t experts = estimate::expert_parameter_count(request.arch);
+  ASSERT_GT(experts, all / 2);
+  const int64_t dense = all - experts;
+  const int64_t held = dense + experts / 8;
+  const LayoutEvaluation split = evaluator.evaluate(data_layout(64, 8, 1, 8, "every:1"));
+  EXPECT_EQ(split.memory.weights, 2 * held);
+  EXPECT_EQ(split.memory.gradients, 2 * held);
+  EXPECT_EQ(split.memory.master, ceil_div(4 * dense, 64) + ceil_div(4 * (experts / 8), 8));
+  EXPECT_EQ(split.memory.optimizer, ceil_div(8 * dense, 64) + ceil_div(8 * (experts / 8), 8));
+  // ZeRO 3 shards the weights the same two ways; without EP every state is sharded over 64.
+  const LayoutEvaluation sharded = evaluator.evaluate(data_layout(64, 8, 3, 8, "every:1"));
+  EXPECT_EQ(sharded.memory.weights, ceil_div(2 * dense, 64) + ceil_div(2 * (experts / 8), 8));
+  const LayoutEvaluation whole = evaluator.evaluate(data_layout(64, 1, 1, 8, "every:1"));
+  EXPECT_EQ(whole.memory.weights, 2 * all);
+  EXPECT_EQ(whole.memory.optimizer, ceil_div(8 * all, 64));
+  // The balanced activations do not depend on who runs the experts.
+  EXPECT_EQ(split.memory.activations, whole.memory.activations);
+}
+
+TEST(LayoutExperts, OneRanksFiguresAreTheEstimatorsAtItsRankLoad) {
+  for (double load : {1.0, 1.5}) {
+    SCOPED_TRACE(load);
+    LayoutRequest request = experts_request("moe-tiny", 4, 128, 16);
+    request.precision = Precision::kFp32;
+    request.arch.expert_rank_load = load;
+    LayoutEvaluator evaluator(request);
+    Layout layout = data_layout(4, 2, 0, 1, "every:1");
+    layout.micro_batch = 4;
+    const LayoutEvaluation evaluation = evaluator.evaluate(layout);
+
+    estimate::EstimateRequest asked;
+    asked.arch = request.arch;
+    asked.checkpoint = "every:1";
+    asked.batch = 4;
+    asked.world_size = 4;
+    asked.expert_ranks = 2;
+    const estimate::Estimate estimate = estimate::make_estimate(asked);
+    EXPECT_EQ(evaluation.memory.activations, estimate.activations->peak_bytes);
+    const MemoryParts& m = evaluation.memory;
+    EXPECT_EQ(m.weights + m.gradients + m.master + m.optimizer, estimate.states.total());
+  }
+}
+
+TEST(LayoutExperts, AnAllToAllIsBoundByTheSlowerOfItsNodesLinksAndTheNetwork) {
+  Cluster cluster;
+  cluster.gpu = gpu_kind("h100-sxm");
+  cluster.gpus = 16;
+  cluster.gpus_per_node = 8;
+  const GpuKind& gpu = cluster.gpu;
+  const double bytes = 64e6;
+  EXPECT_EQ(all_to_all_seconds(cluster, 1, 1, bytes), 0.0);
+  // Inside a node: 7 peers over NVLink, an eighth of the bytes to each.
+  EXPECT_DOUBLE_EQ(all_to_all_seconds(cluster, 8, 8, bytes),
+                   gpu.collective_latency + 7 * gpu.intra_node_step_latency +
+                       7 * bytes / 8 / gpu.intra_node_bandwidth);
+  // Over two nodes: 7 peers at home, 8 over the network, which bounds it.
+  const double across = all_to_all_seconds(cluster, 16, 16, bytes);
+  EXPECT_DOUBLE_EQ(across, gpu.collective_latency + 7 * gpu.intra_node_step_latency +
+                               8 * gpu.inter_node_step_latency +
+                               std::max(7 * bytes / 16 / gpu.intra_node_bandwidth,
+                                        8 * bytes / 16 / gpu.inter_node_bandwidth));
+  // Two ranks a node apart (EP 2 over data ranks of TP 8) exchange over the network only.
+  EXPECT_DOUBLE_EQ(
+      all_to_all_seconds(cluster, 2, 16, bytes),
+      gpu.collective_latency + gpu.inter_node_step_latency + bytes / 2 / gpu.inter_node_bandwidth);
+}
+
+TEST(LayoutExperts, EachBlockDispatchesAndCombinesTwiceAndAgainWhenRecomputedAtTheRankLoad) {
+  for (double load : {1.0, 1.25}) {
+    SCOPED_TRACE(load);
+    LayoutRequest request = experts_request("mixtral-8x7b", 16, 4096, 64);
+    request.arch.expert_rank_load = load;
+    LayoutEvaluator evaluator(request);
+    const estimate::Architecture& arch = request.arch;
+    const double rows = 4096.0 * static_cast<double>(arch.moe.experts_per_token);
+    const double bytes = rows * static_cast<double>(arch.d_model) * 2.0 * load;
+    const double exchange = all_to_all_seconds(request.cluster, 8, 8, bytes);
+    const double blocks = static_cast<double>(arch.layers);
+    // 4 micro-batches a step and data rank.
+    const LayoutEvaluation kept = evaluator.evaluate(data_layout(16, 8, 0, 4, "none"));
+    EXPECT_DOUBLE_EQ(kept.time.experts, 4 * blocks * 4 * exchange);
+    const LayoutEvaluation recomputed = evaluator.evaluate(data_layout(16, 8, 0, 4, "every:1"));
+    EXPECT_DOUBLE_EQ(recomputed.time.experts, 4 * blocks * 6 * exchange);
+    EXPECT_GT(recomputed.step_s, kept.step_s);
+  }
+  // Without expert ranks nothing is exchanged; with a load the fullest rank's experts run longer.
+  const LayoutRequest even = experts_request("mixtral-8x7b", 16, 4096, 64);
+  LayoutEvaluator balanced(even);
+  EXPECT_EQ(balanced.evaluate(data_layout(16, 1, 0, 4, "none")).time.experts, 0.0);
+  LayoutRequest uneven = even;  // an evaluator keeps its request by reference
+  uneven.arch.expert_rank_load = 1.25;
+  LayoutEvaluator loaded(uneven);
+  EXPECT_GT(loaded.evaluate(data_layout(16, 8, 0, 4, "none")).time.compute,
+            balanced.evaluate(data_layout(16, 8, 0, 4, "none")).time.compute);
+  EXPECT_GT(loaded.evaluate(data_layout(16, 8, 0, 4, "none")).memory.activations,
+            balanced.evaluate(data_layout(16, 8, 0, 4, "none")).memory.activations);
+}
+
+TEST(LayoutExperts, TheSearchWeighsExpertRanksDividingTheDataRanksAndTheExperts) {
+  // Mixtral 8×7B on 64 H100s at 2M tokens a step: what the issue asks of the planner.
+  const LayoutRequest request = experts_request("mixtral-8x7b", 64, 4096, 512);
+  const LayoutAnswer answer = search_layouts(request);
+  ASSERT_FALSE(answer.best.empty());
+  std::set<int64_t> weighed;
+  for (const LayoutPoint& point : answer.points) {
+    const Layout& layout = point.layout;
+    EXPECT_EQ(layout.tp, 1);  // experts are not modelled over tensor ranks
+    EXPECT_EQ(layout.dp % layout.ep, 0);
+    EXPECT_EQ(8 % layout.ep, 0);
+    weighed.insert(layout.ep);
+  }
+  EXPECT_EQ(weighed, (std::set<int64_t>{1, 2, 4, 8}));
+  // The fastest that fits splits the experts: their states whole on every rank cost more memory
+  // than the all-to-all costs time.
+  const LayoutEvaluation& best = answer.best.front();
+  EXPECT_TRUE(best.fits);
+  EXPECT_GT(best.layout.ep, 1);
+  EXPECT_GT(best.time.experts, 0.0);
+  const std::string megatron = megatron_arguments(request, best).text;
+  const std::string expert_ranks = "--expert-model-parallel-size " + std::to_string(best.layout.ep);
+  for (const std::string& flag : std::vector<std::string>{
+           "--num-experts 8", "--moe-router-topk 2", "--moe-ffn-hidden-size 14336",
+           "--moe-token-dispatcher-type alltoall", expert_ranks}) {
+    EXPECT_NE(megatron.find(flag), std::string::npos) << flag << " in " << megatron;
+  }
+  EXPECT_NE(torchtitan_toml(request, best)
+                .text.find("expert_parallel_degree = " + std::to_string(best.layout.ep)),
+            std::string::npos);
+
+  // Searching what the engine runs: no expert ranks beside sharded states, no pipeline.
+  LayoutRequest here = request;
+  here.engine_only = true;
+  for (const LayoutPoint& point : search_layouts(here).points) {
+    EXPECT_EQ(point.layout.pp, 1);
+    if (point.layout.ep > 1) {
+      EXPECT_EQ(point.layout.zero, 0);
+    }
+  }
+}
+
+TEST(LayoutCli, APlannedExpertParallelLayoutRunsAndMeasuresWhatItPredicted) {
+  // A reshaped mixture (4 experts of 48) so the command carries its expert flags.
+  const std::string shape = "--model moe-tiny --experts 4 --expert-hidden 48 --seq-len 64";
+  const auto planned =
+      cli("layout " + shape +
+          " --gpu rtx4090 --gpus 2 --global-batch 4 --ep 2 --zero 0 --micro-batch 2 "
+          "--offload none --precision fp32 --checkpoint none --runnable-here --json");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const nlohmann::json json = last_line_json(planned.out);
+  ASSERT_FALSE(json["layouts"].empty());
+  EXPECT_EQ(json["layouts"][0]["ep"], 2);
+  EXPECT_GT(json["layouts"][0]["time_s"]["experts"].get<double>(), 0.0);
+  const std::string command = json["exports"]["rematlab"]["text"];
+  ASSERT_EQ(command.rfind("rematlab-cli run ", 0), 0u) << command;
+  for (const char* flag : {"--experts 4", "--expert-hidden 48", "--ep 2"}) {
+    EXPECT_NE(command.find(flag), std::string::npos) << flag << " in " << command;
+  }
+  const auto ran =
+      cli(command.substr(std::string("rematlab-cli ").size()) + " --steps 3 --threads 1 --json");
+  ASSERT_EQ(ran.exit_code, 0) << command << "\n" << ran.err;
+  const nlohmann::json run = last_line_json(ran.out);
+  EXPECT_EQ(run["status"], "ok");
+  const nlohmann::json& predicted = json["layouts"][0]["memory_bytes"];
+  const double activations = predicted["activations"].get<double>();
+  const double states = predicted["weights"].get<double>() + predicted["gradients"].get<double>() +
+                        predicted["master"].get<double>() + predicted["optimizer"].get<double>();
+  ASSERT_EQ(run["ranks"].size(), 2u);
+  for (const auto& rank : run["ranks"]) {
+    EXPECT_EQ(rank["model_state_bytes"].get<double>(), states);
+    EXPECT_NEAR(rank["peak_activation_bytes"].get<double>() / activations, 1.0, 0.05);
+  }
+}
+
+TEST(LayoutCli, ExpertFlagsAreRefusedInOneLineWhereTheyCannotApply) {
+  const char* bad[][2] = {
+      {"--model llama2-70b --ep 2", "--ep: expert parallelism needs a mixture of experts"},
+      {"--model llama2-70b --expert-rank-load 1.2", "--expert-rank-load: sizes a mixture's"},
+      {"--model mixtral-8x7b --ep 3", "--ep: EP 3 does not divide 8 experts"},
+      {"--model mixtral-8x7b --ep 0", "--ep: must be between 1"},
+      {"--model mixtral-8x7b --tp 2", "--tp: experts are not modelled over tensor ranks"},
+      {"--model mixtral-8x7b --sequence-parallel", "--sequence-parallel: experts"},
+      {"--model mixtral-8x7b --activation-model megatron", "--activation-model"},
+      {"--model mixtral-8x7b --expert-rank-load 1.2", "--expert-rank-load: is a load over"},
+      {"--model mixtral-8x7b --ep 8 --expert-rank-load 9", "--expert-rank-load: must be between"},
+      {"--model mixtral-8x7b --ep 8 --expert-rank-load nan", "--expert-rank-load: must be between"},
+  };
+  for (const auto& [flags, named] : bad) {
+    const auto result = cli(std::string("layout --gpu h100-sxm --gpus 64 --seq-len 4096 "
+                                        "--global-batch 512 ") +
+                            flags);
+    EXPECT_EQ(result.exit_code, 2) << flags << ": " << result.err;
+    EXPECT_EQ(testing::count_lines(result.err), 1) << result.err;
+    EXPECT_NE(result.err.find(named), std::string::npos) << result.err;
+  }
+}
+
+}  // namespace
+}  // namespace rematlab::layout
