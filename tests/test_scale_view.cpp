@@ -292,6 +292,21 @@ TEST(ScaleView, AMixtureOfExpertsIsPlannedWithExpertRanksTheFormCannotTryYet) {
   EXPECT_GT(view->listed().front().layout.ep, 1);
   EXPECT_TRUE(view->layout_list()->item(0, 0)->text().contains(" EP "))
       << view->layout_list()->item(0, 0)->text().toStdString();
+  // Its grid's rows are expert degrees (every layout is at TP 1), the best's cell its tokens/s.
+  QTableWidget* grid = view->degree_grid();
+  QStringList rows;
+  for (int r = 0; r < grid->rowCount(); ++r) rows << grid->verticalHeaderItem(r)->text();
+  EXPECT_EQ(rows, QStringList({"EP 1", "EP 2", "EP 4", "EP 8"}));
+  const layout::Layout& best = expected.best.front().layout;
+  int best_row = static_cast<int>(rows.indexOf(QString("EP %1").arg(best.ep)));
+  int best_column = -1;
+  for (int c = 0; c < grid->columnCount(); ++c) {
+    if (grid->horizontalHeaderItem(c)->text() == QString("PP %1").arg(best.pp)) best_column = c;
+  }
+  ASSERT_GE(best_row, 0);
+  ASSERT_GE(best_column, 0);
+  const double tokens_k = expected.best.front().tokens_per_s / 1000.0;
+  EXPECT_EQ(grid->item(best_row, best_column)->text(), QString::number(tokens_k, 'f', 1) + "k");
   // Among the layouts the engine runs, one with expert ranks goes to `run --ep`, not the form.
   fill(view, "moe-tiny", "rtx4090", 4, 128, 16);
   view->gpus_per_node_field()->setValue(4);

@@ -1,11 +1,12 @@
 // The Scale tab: how to train a model on a cluster (core/layout). Model, GPUs and batch fields;
 // "Plan" searches every layout; the chart draws every layout evaluated (tokens/s against memory
 // per GPU, fitting and not apart, the frontier joined, the GPU's memory a line), the grid the
-// fastest fitting layout for each tensor × pipeline degree, the bar the chosen layout's memory
-// per GPU by part against the GPU's. The list holds the fastest layouts (or, when none fits, the
-// nearest with what they lack); the chosen one can be exported in Megatron-LM's, torchtitan's,
-// DeepSpeed's or RematLab's terms, and where RematLab's engine runs its layout, "Try it here"
-// hands its degrees, sharding and policy to the form (which keeps its own small model).
+// fastest fitting layout for each tensor (a mixture of experts: expert) × pipeline degree, the bar
+// the chosen layout's memory per GPU by part against the GPU's. The list holds the fastest layouts
+// (or, when none fits, the nearest with what they lack); the chosen one can be exported in
+// Megatron-LM's, torchtitan's, DeepSpeed's or RematLab's terms, and where RematLab's engine runs
+// its layout, "Try it here" hands its degrees, sharding and policy to the form (which keeps its own
+// small model).
 #pragma once
 
 #include <QWidget>

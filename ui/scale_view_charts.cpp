@@ -101,11 +101,14 @@ void ScaleView::fill_grid() {
     return;
   }
   // The fastest fitting layout per (tensor, pipeline) degree; every degree pair evaluated gets
-  // a cell, blank (—) where nothing fits.
+  // a cell, blank (—) where nothing fits. A mixture of experts is planned at TP 1: its rows are
+  // the expert degree instead.
+  const bool experts = request_ && request_->arch.moe.enabled();
+  const QString row_degree = experts ? "EP" : "TP";
   std::set<int64_t> tps, pps;
   std::map<std::pair<int64_t, int64_t>, const layout::LayoutPoint*> fastest;
   for (const auto& point : answer_->points) {
-    const auto key = std::make_pair(point.layout.tp, point.layout.pp);
+    const auto key = std::make_pair(experts ? point.layout.ep : point.layout.tp, point.layout.pp);
     tps.insert(key.first);
     pps.insert(key.second);
     if (!point.fits) continue;
@@ -117,7 +120,7 @@ void ScaleView::fill_grid() {
   grid_->setRowCount(static_cast<int>(rows.size()));
   grid_->setColumnCount(static_cast<int>(columns.size()));
   QStringList row_names, column_names;
-  for (int64_t tp : rows) row_names << QString("TP %1").arg(tp);
+  for (int64_t degree : rows) row_names << QString("%1 %2").arg(row_degree).arg(degree);
   for (int64_t pp : columns) column_names << QString("PP %1").arg(pp);
   grid_->setVerticalHeaderLabels(row_names);
   grid_->setHorizontalHeaderLabels(column_names);
@@ -134,7 +137,8 @@ void ScaleView::fill_grid() {
       item->setTextAlignment(Qt::AlignCenter);
       if (found == fastest.end()) {
         item->setText("—");
-        item->setToolTip("Nothing fits at this tensor and pipeline degree");
+        item->setToolTip(experts ? "Nothing fits at this expert and pipeline degree"
+                                 : "Nothing fits at this tensor and pipeline degree");
       } else {
         const layout::LayoutPoint& point = *found->second;
         const double share = (1.0 / point.step_s) / quickest;  // 1 for the fastest
