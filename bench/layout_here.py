@@ -2,6 +2,7 @@
 """The layout planner against layouts RematLab runs on this machine, with this machine as the GPU.
 
     python3 bench/layout_here.py [--cli build/app/rematlab-cli] [--presets small,llama-small]
+    python3 bench/layout_here.py --moe       # a mixture of experts over data and expert ranks
 
 This machine is described to `layout` by what it measures: `rematlab-cli peak --threads 1` for
 the FLOP/s one rank reaches (shared when there are more ranks than cores); Gloo all-reduces
@@ -12,9 +13,12 @@ small matmuls all count against it); no collective hidden behind the compute (th
 run Gloo); no fragmentation allowance. Each layout — data parallel
 with and without sharding, tensor parallel with and without sequence parallelism, both together
 — is run with `rematlab-cli run --nproc N … --steps 4 --threads 1 --json` and evaluated with the
-same degrees fixed. The table gives the per-rank peak (the highest rank's), the part of it above
+same degrees fixed. With --moe the model is a mixture of experts (moe-tiny widened: 4 blocks of
+d 256, 8 experts of 512) over data ranks with and without expert parallelism (`--ep`). The table
+gives the per-rank peak (the highest rank's), the part of it above
 the model states and the states, measured and predicted, and the step time measured (the median
-of the timed steps) and predicted, split into the time waiting on collectives and the rest.
+of the timed steps) and predicted, split into the time waiting on collectives and the rest, and
+of that wait the experts' all-to-all (the run's `dispatch_ms`, the planner's `experts` part).
 Prints Markdown. Run it on an idle machine: timings share its cores.
 """
 import argparse
@@ -44,14 +48,23 @@ for mib in sys.argv[4:]:  # the median of 15 all-reduces of each size
 dist.destroy_process_group()
 """
 
-LAYOUTS = [  # label, ranks, tp, sequence parallel, zero (the engine's --shard)
-    ("DP 2", 2, 1, False, 0),
-    ("DP 2 ZeRO 1", 2, 1, False, 1),
-    ("DP 2 ZeRO 3", 2, 1, False, 3),
-    ("TP 2", 2, 2, False, 0),
-    ("TP 2 + SP", 2, 2, True, 0),
-    ("TP 2 + SP × DP 2 ZeRO 1", 4, 2, True, 1),
+LAYOUTS = [  # label, ranks, tp, sequence parallel, zero (the engine's --shard), expert ranks
+    ("DP 2", 2, 1, False, 0, 1),
+    ("DP 2 ZeRO 1", 2, 1, False, 1, 1),
+    ("DP 2 ZeRO 3", 2, 1, False, 3, 1),
+    ("TP 2", 2, 2, False, 0, 1),
+    ("TP 2 + SP", 2, 2, True, 0, 1),
+    ("TP 2 + SP × DP 2 ZeRO 1", 4, 2, True, 1, 1),
 ]
+EXPERT_LAYOUTS = [  # the engine trains experts over data ranks only, unsharded beside --ep
+    ("DP 2", 2, 1, False, 0, 1),
+    ("DP 2 EP 2", 2, 1, False, 0, 2),
+    ("DP 4 EP 2", 4, 1, False, 0, 2),
+    ("DP 4 EP 4", 4, 1, False, 0, 4),
+]
+# moe-tiny widened so that its matmuls, not the overheads, take the step.
+EXPERT_SHAPE = ["--layers", "4", "--d-model", "256", "--heads", "8", "--kv-heads", "4",
+                "--vocab", "256", "--experts", "8", "--expert-hidden", "512"]
 SHARD = ["none", "optimizer", "gradients", "parameters"]
 
 
@@ -106,7 +119,16 @@ def main():
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--policies", default="none,every:1")
+    parser.add_argument("--moe", action="store_true",
+                        help="a mixture of experts over data and expert ranks instead")
     args = parser.parse_args()
+    # Each model as `run` and `layout` both take it (--preset and its refinements).
+    if args.moe:
+        models = {"moe-tiny (d 256, 8 experts of 512)": ["--preset", "moe-tiny"] + EXPERT_SHAPE}
+        layouts = EXPERT_LAYOUTS
+    else:
+        models = {preset: ["--preset", preset] for preset in args.presets.split(",")}
+        layouts = LAYOUTS
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as scratch:  # measured now, kept nowhere
         peak = last_json([args.cli, "peak", "--threads", "1", "--json", "--db",
@@ -119,9 +141,9 @@ def main():
     # The share of the matmul peak this model's whole step reaches in one process (its hardware
     # FLOPs per second over the peak): what `layout` calls the matmul efficiency, measured here.
     efficiencies = {}
-    for preset in args.presets.split(","):
+    for preset, model in models.items():
         for policy in args.policies.split(","):
-            one = last_json([args.cli, "run", "--preset", preset, "--seq-len", str(args.seq_len),
+            one = last_json([args.cli, "run"] + model + ["--seq-len", str(args.seq_len),
                              "--batch", str(args.batch), "--checkpoint", policy, "--steps", "4",
                              "--threads", "1", "--peak-flops", str(peak), "--json"])
             efficiencies[(preset, policy)] = one["hfu"]
@@ -129,13 +151,15 @@ def main():
     print()
     print("| model | layout | policy | peak per rank meas. / pred. MiB | ratio | of which above the states "
           "meas. / pred. MiB | states meas. / pred. MiB | step meas. / pred. ms | ratio "
-          "| waiting on collectives meas. / pred. ms | the rest meas. / pred. ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for preset in args.presets.split(","):
-        for label, ranks, tp, sp, zero in LAYOUTS:
+          "| waiting on collectives meas. / pred. ms | of which all-to-all meas. / pred. ms "
+          "| the rest meas. / pred. ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for preset, model in models.items():
+        for label, ranks, tp, sp, zero, ep in layouts:
             dp = ranks // tp
+            experts = ["--ep", str(ep)] if ep > 1 else []
             for policy in args.policies.split(","):
-                run = [args.cli, "run", "--preset", preset, "--seq-len", str(args.seq_len),
+                run = [args.cli, "run"] + model + experts + ["--seq-len", str(args.seq_len),
                        "--nproc", str(ranks), "--tp", str(tp), "--batch", str(args.batch),
                        "--checkpoint", policy, "--steps", "4", "--threads", "1", "--json"]
                 if sp:
@@ -145,8 +169,8 @@ def main():
                 measured = last_json(run)
                 share = min(1.0, cores / ranks)  # ranks beyond the cores share them
                 efficiency = efficiencies[(preset, policy)]
-                plan = last_json([
-                    args.cli, "layout", "--model", preset, "--seq-len", str(args.seq_len),
+                plan = last_json([args.cli, "layout"] + model + experts + [
+                    "--seq-len", str(args.seq_len),
                     "--gpu-memory", "16GiB", "--peak-flops", str(peak * share),
                     "--efficiency", str(efficiency),
                     "--intra-node-bandwidth", str(bandwidth[ranks]),
@@ -170,8 +194,11 @@ def main():
                 # median comm_wait_ms; the planner's exposed tensor, context and data parts)
                 # and everything else.
                 parts = best["time_s"]
-                wait_pred = 1000 * (parts["tensor"] + parts["context"] + parts["data"])
+                wait_pred = 1000 * (parts["tensor"] + parts["experts"] + parts["context"] +
+                                    parts["data"])
                 wait = rank["comm_wait_ms"]
+                exchange = (f'{rank["dispatch_ms"]:.0f} / {1000 * parts["experts"]:.0f}'
+                            if ep > 1 else "-")
                 mib = 1024 * 1024
                 print(f'| {preset} | {label} | {policy} | {rank["peak_bytes"] / mib:.1f} / '
                       f'{memory["total"] / mib:.1f} | {peak_ratio:.3f} | '
@@ -179,7 +206,7 @@ def main():
                       f'{(memory["activations"] + memory["buffers"]) / mib:.1f} | '
                       f'{rank["model_state_bytes"] / mib:.1f} / {states / mib:.1f} | '
                       f'{measured["step_ms"]:.0f} / {1000 * best["step_s"]:.0f} | {step_ratio:.2f} | '
-                      f'{wait:.0f} / {wait_pred:.0f} | '
+                      f'{wait:.0f} / {wait_pred:.0f} | {exchange} | '
                       f'{measured["step_ms"] - wait:.0f} / {1000 * best["step_s"] - wait_pred:.0f} |')
                 sys.stdout.flush()
 

@@ -64,7 +64,11 @@ TEST(LayoutExperts, ExpertStatesAreSplitOverEpAndShardedOverTheRanksHoldingTheSa
   EXPECT_EQ(split.memory.gradients, 2 * held);
   EXPECT_EQ(split.memory.master, ceil_div(4 * dense, 64) + ceil_div(4 * (experts / 8), 8));
   EXPECT_EQ(split.memory.optimizer, ceil_div(8 * dense, 64) + ceil_div(8 * (experts / 8), 8));
-  // ZeRO 3 shards the weights the same two ways; without EP every state is sharded over 64.
+  // ZeRO 2 shards the gradients the same two ways, ZeRO 3 the weights too; without EP every
+  // state is sharded over 64.
+  const LayoutEvaluation reduced = evaluator.evaluate(data_layout(64, 8, 2, 8, "every:1"));
+  EXPECT_EQ(reduced.memory.gradients, ceil_div(2 * dense, 64) + ceil_div(2 * (experts / 8), 8));
+  EXPECT_EQ(reduced.memory.weights, 2 * held);
   const LayoutEvaluation sharded = evaluator.evaluate(data_layout(64, 8, 3, 8, "every:1"));
   EXPECT_EQ(sharded.memory.weights, ceil_div(2 * dense, 64) + ceil_div(2 * (experts / 8), 8));
   const LayoutEvaluation whole = evaluator.evaluate(data_layout(64, 1, 1, 8, "every:1"));
@@ -120,6 +124,34 @@ TEST(LayoutExperts, AnAllToAllIsBoundByTheSlowerOfItsNodesLinksAndTheNetwork) {
   EXPECT_DOUBLE_EQ(
       all_to_all_seconds(cluster, 2, 16, bytes),
       gpu.collective_latency + gpu.inter_node_step_latency + bytes / 2 / gpu.inter_node_bandwidth);
+  EXPECT_GT(across, all_to_all_seconds(cluster, 8, 8, bytes));
+  // Eight ranks on nodes of six: the two in the second node each have six peers beyond it.
+  cluster.gpus = 48;
+  cluster.gpus_per_node = 6;
+  EXPECT_DOUBLE_EQ(
+      all_to_all_seconds(cluster, 8, 8, bytes),
+      gpu.collective_latency + gpu.intra_node_step_latency + 6 * gpu.inter_node_step_latency +
+          std::max(bytes / 8 / gpu.intra_node_bandwidth, 6 * bytes / 8 / gpu.inter_node_bandwidth));
+}
+
+TEST(LayoutExperts, TheExpertsGradientsAreReducedApartAndTheDenseLastBucketStaysExposed) {
+  // EP 8 over all 8 data ranks of 8 stages: each expert is on one data rank, so only the dense
+  // part's gradients are reduced, and its last bucket is never hidden behind backward.
+  const LayoutRequest request = experts_request("mixtral-8x7b", 64, 4096, 64);
+  LayoutEvaluator evaluator(request);
+  Layout layout = data_layout(8, 8, 0, 8, "every:1");
+  layout.pp = 8;
+  layout.stage_checkpoints.assign(8, "every:1");
+  const LayoutEvaluation split = evaluator.evaluate(layout);
+  EXPECT_GT(split.time.data, 0.0);
+  // The experts' gradients reduced over the 4 ranks that share them at EP 2 take longer than
+  // nothing at EP 8, and all of them over 8 ranks without EP longer still.
+  layout.ep = 2;
+  const LayoutEvaluation half = evaluator.evaluate(layout);
+  layout.ep = 1;
+  const LayoutEvaluation whole = evaluator.evaluate(layout);
+  EXPECT_GT(half.time.data + half.time.optimizer, split.time.data + split.time.optimizer);
+  EXPECT_GT(whole.time.optimizer, half.time.optimizer);
 }
 
 TEST(LayoutExperts, EachBlockDispatchesAndCombinesTwiceAndAgainWhenRecomputedAtTheRankLoad) {
@@ -162,7 +194,7 @@ TEST(LayoutExperts, TheSearchWeighsExpertRanksDividingTheDataRanksAndTheExperts)
   for (const LayoutPoint& point : answer.points) {
     const Layout& layout = point.layout;
     EXPECT_EQ(layout.tp, 1);  // experts are not modelled over tensor ranks
-    EXPECT_EQ(layout.dp % layout.ep, 0);
+    EXPECT_EQ((layout.dp * layout.cp) % layout.ep, 0);
     EXPECT_EQ(8 % layout.ep, 0);
     weighed.insert(layout.ep);
   }
@@ -180,8 +212,21 @@ TEST(LayoutExperts, TheSearchWeighsExpertRanksDividingTheDataRanksAndTheExperts)
            "--moe-token-dispatcher-type alltoall", expert_ranks}) {
     EXPECT_NE(megatron.find(flag), std::string::npos) << flag << " in " << megatron;
   }
-  EXPECT_NE(torchtitan_toml(request, best)
-                .text.find("expert_parallel_degree = " + std::to_string(best.layout.ep)),
+  // torchtitan takes its expert ranks from its FSDP shards: below ZeRO 3 EP is not said to it.
+  ASSERT_LT(best.layout.zero, 3);
+  const LayoutExport titan = torchtitan_toml(request, best);
+  EXPECT_EQ(titan.text.find("expert_parallel_degree"), std::string::npos) << titan.text;
+  EXPECT_TRUE(std::any_of(titan.unsaid.begin(), titan.unsaid.end(), [](const std::string& said) {
+    return said.find("without fully sharded data parallelism") != std::string::npos;
+  }));
+  LayoutRequest sharded = request;
+  sharded.fixed.zero = 3;
+  const LayoutAnswer fsdp = search_layouts(sharded);
+  ASSERT_FALSE(fsdp.best.empty());
+  const Layout& fully = fsdp.best.front().layout;
+  ASSERT_GT(fully.ep, 1);
+  EXPECT_NE(torchtitan_toml(sharded, fsdp.best.front())
+                .text.find("expert_parallel_degree = " + std::to_string(fully.ep)),
             std::string::npos);
 
   // Searching what the engine runs: no expert ranks beside sharded states, no pipeline.
@@ -228,12 +273,37 @@ TEST(LayoutCli, APlannedExpertParallelLayoutRunsAndMeasuresWhatItPredicted) {
   }
 }
 
+TEST(LayoutCli, EveryRoutingOptionOfTheMixturePlannedReachesItsRunCommand) {
+  // Options that leave the parameter count alone still make another model than the preset's.
+  const auto planned =
+      cli("layout --model moe-tiny --experts-per-token 1 --capacity-factor 1.25 --expert-weights "
+          "softmax --balance-coefficient 0.5 --seq-len 64 --gpu rtx4090 --gpus 2 --global-batch 4 "
+          "--ep 2 --zero 0 --micro-batch 2 --offload none --precision fp32 --checkpoint none "
+          "--expert-rank-load 1.5 --json");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const nlohmann::json json = last_line_json(planned.out);
+  EXPECT_EQ(json["model"], "moe-tiny*");
+  EXPECT_EQ(json["experts_per_token"], 1);
+  EXPECT_EQ(json["expert_rank_load"], 1.5);
+  const std::string command = json["exports"]["rematlab"]["text"];
+  for (const char* flag : {"--experts-per-token 1", "--capacity-factor 1.25",
+                           "--expert-weights softmax", "--balance-coefficient 0.5", "--ep 2"}) {
+    EXPECT_NE(command.find(flag), std::string::npos) << flag << " in " << command;
+  }
+  const std::string megatron = json["exports"]["megatron"]["text"];
+  for (const char* flag : {"--moe-router-topk 1", "--moe-router-pre-softmax",
+                           "--moe-expert-capacity-factor 1.25", "--moe-aux-loss-coeff 0.5"}) {
+    EXPECT_NE(megatron.find(flag), std::string::npos) << flag << " in " << megatron;
+  }
+}
+
 TEST(LayoutCli, ExpertFlagsAreRefusedInOneLineWhereTheyCannotApply) {
   const char* bad[][2] = {
       {"--model llama2-70b --ep 2", "--ep: expert parallelism needs a mixture of experts"},
       {"--model llama2-70b --expert-rank-load 1.2", "--expert-rank-load: sizes a mixture's"},
       {"--model mixtral-8x7b --ep 3", "--ep: EP 3 does not divide 8 experts"},
       {"--model mixtral-8x7b --ep 0", "--ep: must be between 1"},
+      {"--model mixtral-8x7b --ep 8 --pp 16", "--ep: EP 8 does not divide the 4 data × context"},
       {"--model mixtral-8x7b --tp 2", "--tp: experts are not modelled over tensor ranks"},
       {"--model mixtral-8x7b --sequence-parallel", "--sequence-parallel: experts"},
       {"--model mixtral-8x7b --activation-model megatron", "--activation-model"},

@@ -399,14 +399,15 @@ void ScaleView::show_export() {
   export_text_->setPlainText(text);
   copy_->setEnabled(!export_body_.isEmpty());  // nothing to give where the tool has no equivalent
   save_->setEnabled(!export_body_.isEmpty());
-  // The form has no expert ranks (`run --ep` does): an EP layout is run from its export.
+  // The form has no expert ranks (`run --ep` does): an EP layout the engine runs is run from
+  // its export.
+  const bool engine_runs = layout->fits && layout->engine_lacks.empty();
   const bool experts = layout->layout.ep > 1;
-  const bool runs_here = layout->fits && layout->engine_lacks.empty() && !experts;
-  try_->setEnabled(runs_here);
-  try_->setToolTip(runs_here ? "Give the form this layout's degrees, sharding and policy (on its "
-                               "own model)"
-                   : experts ? "The form has no expert ranks yet: run RematLab's export (--ep)"
-                             : "RematLab's engine cannot run this layout yet");
+  try_->setEnabled(engine_runs && !experts);
+  try_->setToolTip(!engine_runs ? "RematLab's engine cannot run this layout yet"
+                   : experts    ? "The form has no expert ranks yet: run RematLab's export (--ep)"
+                             : "Give the form this layout's degrees, sharding and policy (on its "
+                               "own model)");
 }
 
 bool ScaleView::save_export(const QString& path) {

@@ -32,6 +32,7 @@ bool reshapes(const std::string& model, const ModelConfig& config) {
          named.attention != config.attention || named.dropout != config.dropout ||
          named.qkv_bias != config.qkv_bias || named.qk_norm != config.qk_norm ||
          named.head_width != config.head_width || named.sliding_window != config.sliding_window ||
+         !(named.moe == config.moe) ||
          estimate::from_model_config(named).loss_chunks !=
              estimate::from_model_config(config).loss_chunks;
 }

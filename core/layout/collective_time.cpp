@@ -44,11 +44,14 @@ double send_seconds(const Cluster& cluster, int64_t span, double bytes) {
 double all_to_all_seconds(const Cluster& cluster, int64_t ranks, int64_t span, double bytes) {
   if (ranks <= 1) return 0.0;
   const GpuKind& gpu = cluster.gpu;
-  const int64_t node = cluster.node_gpus();
-  const int64_t nodes = std::min(ranks, std::max<int64_t>(1, (span + node - 1) / node));
+  // The group's ranks a node holds, `stride` GPUs apart; where they do not fill whole nodes,
+  // the rank in the emptiest node has the most peers beyond it (and bounds the exchange).
+  const int64_t stride = std::max<int64_t>(1, span / ranks);
+  const int64_t per_node = std::clamp<int64_t>(cluster.node_gpus() / stride, 1, ranks);
+  const int64_t fewest = ranks % per_node == 0 ? per_node : ranks % per_node;
   const double part = bytes / static_cast<double>(ranks);
-  const double local_peers = static_cast<double>(ranks / nodes - 1);
-  const double remote_peers = static_cast<double>(ranks - ranks / nodes);
+  const double local_peers = static_cast<double>(fewest - 1);
+  const double remote_peers = static_cast<double>(ranks - fewest);
   // One message to each peer, the network's latency for those beyond the node.
   const double latency = gpu.collective_latency + local_peers * gpu.intra_node_step_latency +
                          remote_peers * gpu.inter_node_step_latency;

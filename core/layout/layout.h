@@ -3,7 +3,8 @@
 // The degrees multiply to the GPUs: tp × cp × dp × pp, placed as Megatron-LM places them (tensor
 // ranks innermost, inside a node; then context, then data; pipeline stages outermost), which
 // decides which links each collective runs over. A mixture of experts may split its experts over
-// ep neighbouring data ranks (expert parallelism): ep divides dp and is no further degree.
+// ep neighbouring data or context ranks (expert parallelism, folding the context ranks in as
+// Megatron-LM does): ep divides dp × cp and is no further degree.
 // docs/layout.md gives the model of memory and time these figures come from, and what it leaves
 // out.
 #pragma once
@@ -54,7 +55,7 @@ struct Layout {
   int64_t vp = 1;  // model chunks per pipeline rank (interleaved schedule when > 1)
   int64_t cp = 1;
   int64_t dp = 1;
-  int64_t ep = 1;  // data ranks that split one set of experts (a mixture of experts only)
+  int64_t ep = 1;  // data × context ranks that split one set of experts (a mixture only)
   bool sp = false;
   int zero = 0;  // 0 none, 1 optimizer, 2 + gradients, 3 + parameters (over dp × cp ranks)
   int64_t micro_batch = 1;

@@ -236,15 +236,18 @@ LayoutEvaluator::StageWork LayoutEvaluator::make_stage_work(const Layout& layout
     const double load = arch.expert_rank_load;
     const double rows = static_cast<double>(tokens * arch.moe.experts_per_token);
     const double bytes = rows * static_cast<double>(arch.d_model * w) * load;
-    const int64_t span = layout.tp * layout.cp * layout.ep;
+    // Expert ranks are neighbours but for the tensor ranks between them (Megatron-LM folds the
+    // context ranks into its expert groups).
+    const int64_t span = layout.tp * layout.ep;
     work.experts_s =
         layers * (4.0 + 2.0 * rerun) * all_to_all_seconds(cluster, layout.ep, span, bytes);
-    // Its experts run those rows too, and every rank waits for it at the combine: forward and
-    // backward's 6·d·f FLOPs per row and projection pass, and forward again where recomputed.
-    const double expert_flops_per_row =
-        6.0 * static_cast<double>(arch.d_model * arch.expert_hidden);
-    const double passes = 3.0 + (policy > 0 ? 1.0 : 0.0);
-    work.compute_s += (load - 1.0) * layers * rows * passes * expert_flops_per_row / speed;
+    // Its experts run those rows too, and every rank waits for it at the combine: a row's
+    // forward through an expert is 6·d·f FLOPs (gate, up, down), its backward twice that, a
+    // recomputation once more.
+    const double more_rows_s = (load - 1.0) * layers * rows * 6.0 *
+                               static_cast<double>(arch.d_model * arch.expert_hidden) / speed;
+    work.compute_s += 3.0 * more_rows_s;
+    if (policy > 0) work.recompute_s += more_rows_s;
   }
   if (layout.pp > 1) {
     // Each chunk's activations to the next stage, and their gradients back.

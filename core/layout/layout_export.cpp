@@ -66,8 +66,14 @@ std::string megatron_expert_arguments(const estimate::Architecture& arch, const 
                   number(moe.experts_per_token) + " --moe-ffn-hidden-size " +
                   number(arch.expert_hidden) +
                   " --moe-token-dispatcher-type alltoall --moe-grouped-gemm";
-  // Megatron-LM's softmax follows the top-k (weights that sum to 1) unless told pre-softmax.
+  // Megatron-LM's softmax follows the top-k (weights that sum to 1) unless told pre-softmax,
+  // which it requires at top-1 (there the one weight is the probability, not 1).
   if (!moe.normalise_weights) a += " --moe-router-pre-softmax";
+  if (moe.normalise_weights && moe.experts_per_token == 1) {
+    unsaid.push_back(
+        "top-1 routing weighted 1 (Megatron-LM asks --moe-router-pre-softmax at "
+        "top-1, which weights the expert by its probability)");
+  }
   if (moe.balance_coefficient > 0.0) {
     a += " --moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff " +
          decimal_text(moe.balance_coefficient);
@@ -76,8 +82,9 @@ std::string megatron_expert_arguments(const estimate::Architecture& arch, const 
     a += " --moe-expert-capacity-factor " + decimal_text(moe.capacity_factor);
   }
   if (moe.shared_expert_hidden > 0) {
-    a += " --moe-shared-expert-intermediate-size " + number(moe.shared_expert_hidden);
-    unsaid.push_back("the shared expert's sigmoid gate (Qwen 2 MoE's)");
+    // Its sigmoid gate of the token, as Qwen 2 MoE's.
+    a += " --moe-shared-expert-intermediate-size " + number(moe.shared_expert_hidden) +
+         " --moe-shared-expert-gate";
   }
   if (layout.ep > 1) a += " --expert-model-parallel-size " + number(layout.ep);
   return a;
@@ -189,7 +196,12 @@ LayoutExport torchtitan_toml(const LayoutRequest& request, const LayoutEvaluatio
     }
   }
   t += "context_parallel_degree = " + number(layout.cp) + "\n";
-  if (layout.ep > 1) t += "expert_parallel_degree = " + number(layout.ep) + "\n";
+  // torchtitan splits experts over its FSDP shards (with cp and tp ranks): EP needs ZeRO 3 there.
+  if (layout.ep > 1 && shard) t += "expert_parallel_degree = " + number(layout.ep) + "\n";
+  if (layout.ep > 1 && !shard) {
+    out.unsaid.push_back("EP " + number(layout.ep) + " without fully sharded data parallelism " +
+                         "(torchtitan's expert ranks come from its FSDP shards)");
+  }
   if (request.arch.moe.enabled()) {
     out.unsaid.push_back("the experts' shape and routing: set by the model's own arguments");
   }
@@ -255,8 +267,10 @@ LayoutExport deepspeed_json(const LayoutRequest& request, const LayoutEvaluation
                        " and context " + number(layout.cp) +
                        " degrees: set by the model code (Megatron-DeepSpeed), not the JSON");
   if (request.arch.moe.enabled()) {
-    out.unsaid.push_back("the experts and their " + number(layout.ep) +
-                         " expert ranks: set by the model code (deepspeed.moe's ep_size)");
+    out.unsaid.push_back(layout.ep > 1 ? "the experts over " + number(layout.ep) +
+                                             " expert ranks: set by the model code "
+                                             "(deepspeed.moe's ep_size)"
+                                       : "the experts: set by the model code (deepspeed.moe)");
   }
   if (policy != "none") {
     out.unsaid.push_back("which blocks recompute (" + policy +

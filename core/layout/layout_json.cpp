@@ -81,6 +81,11 @@ nlohmann::json to_json(const LayoutRequest& request, const LayoutAnswer& answer)
   json["global_batch"] = request.global_batch;
   json["precision"] = to_string(request.precision);
   estimate::put_fine_tuning(json, request.arch.lora);
+  if (request.arch.moe.enabled()) {
+    json["experts"] = request.arch.moe.experts;
+    json["experts_per_token"] = request.arch.moe.experts_per_token;
+    json["expert_rank_load"] = json_number(request.arch.expert_rank_load);
+  }
   json["matmul_efficiency"] = json_number(request.efficiency());
   json["fragmentation"] = json_number(request.fragmentation);
   json["evaluated"] = answer.points.size();

@@ -156,8 +156,10 @@ std::string experts_problem(const LayoutRequest& request, const Layout& layout) 
   if (moe.experts % layout.ep != 0) {
     return degree("EP", layout.ep) + " does not divide " + std::to_string(moe.experts) + " experts";
   }
-  if (layout.dp % layout.ep != 0) {
-    return degree("EP", layout.ep) + " does not divide " + degree("DP", layout.dp);
+  // Megatron-LM's expert groups fold the context ranks in with the data ranks.
+  if ((layout.dp * layout.cp) % layout.ep != 0) {
+    return degree("EP", layout.ep) + " does not divide the " +
+           std::to_string(layout.dp * layout.cp) + " data × context ranks";
   }
   return "";
 }
@@ -290,12 +292,21 @@ void validate_experts(const LayoutRequest& request) {
     Layout probe;
     probe.ep = *fixed.ep;
     probe.dp = *fixed.ep;
-    const std::string problem = experts_problem(request, probe);
+    std::string problem = experts_problem(request, probe);
+    // The data × context ranks the fixed tensor and pipeline degrees leave (all of them when
+    // both are fixed) must be split by it.
+    const int64_t left = request.cluster.gpus / (fixed.tp.value_or(1) * fixed.pp.value_or(1));
+    if (problem.empty() && (left < 1 || left % *fixed.ep != 0)) {
+      problem = degree("EP", *fixed.ep) + " does not divide the " + std::to_string(left) +
+                " data × context ranks left of " + std::to_string(request.cluster.gpus) + " GPUs";
+    }
     if (!problem.empty()) throw InvalidInput("--ep", problem);
   }
   if (!arch.moe.enabled()) return;
   if (fixed.tp && *fixed.tp > 1) {
-    throw InvalidInput("--tp", "experts are not modelled over tensor ranks: TP 1 only");
+    Layout probe;
+    probe.tp = *fixed.tp;
+    throw InvalidInput("--tp", experts_problem(request, probe));
   }
   if (fixed.sp && *fixed.sp) {
     throw InvalidInput("--sequence-parallel",

@@ -85,11 +85,11 @@ OpenValues open_values(const LayoutRequest& request) {
   return open;
 }
 
-// Data ranks that may split a mixture of experts' experts: those dividing both (1 for a dense
-// model).
-std::vector<int64_t> expert_ranks(const LayoutRequest& request, int64_t dp) {
+// Data × context ranks that may split a mixture of experts' experts: those dividing both (1 for
+// a dense model).
+std::vector<int64_t> expert_ranks(const LayoutRequest& request, int64_t data_ranks) {
   std::vector<int64_t> found;
-  for (int64_t ep : divisors(dp)) {
+  for (int64_t ep : divisors(data_ranks)) {
     if (ep == 1 || (request.arch.moe.enabled() && request.arch.moe.experts % ep == 0)) {
       found.push_back(ep);
     }
@@ -139,7 +139,7 @@ void for_each_layout(const LayoutRequest& request, Visit visit) {
             vps.push_back(v);
           }
           const std::vector<int64_t> batches = micro_batches(request, dp);
-          for (int64_t ep : expert_ranks(request, dp)) {
+          for (int64_t ep : expert_ranks(request, dp * cp)) {
             for (int64_t vp : values_or(fixed.vp, vps)) {
               for (int64_t b : batches) {
                 const int64_t accum = std::max<int64_t>(1, request.global_batch / dp / b);

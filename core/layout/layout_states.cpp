@@ -7,8 +7,9 @@ namespace rematlab::layout {
 std::vector<StateGroup> state_groups(const Layout& layout, int64_t parameters,
                                      int64_t expert_parameters) {
   const int64_t shard = layout.dp * layout.cp;
+  if (layout.ep == 1 || expert_parameters == 0) return {{shard, parameters}};
   std::vector<StateGroup> groups = {{shard, parameters - expert_parameters}};
-  if (expert_parameters > 0) groups.push_back({shard / layout.ep, expert_parameters});
+  groups.push_back({shard / layout.ep, expert_parameters});
   return groups;
 }
 

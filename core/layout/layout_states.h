@@ -20,7 +20,7 @@ inline bool states_offloaded(const Layout& layout) {
 
 // A GPU's parameters by the data ranks that hold the same ones, which ZeRO shards them over and
 // their gradients are reduced over: the experts' under expert parallelism (dp·cp/ep ranks) apart
-// from the rest's (dp·cp). Without experts, one group.
+// from the rest's (dp·cp). Without expert ranks, one group.
 struct StateGroup {
   int64_t ranks = 1;
   int64_t parameters = 0;

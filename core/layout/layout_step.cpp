@@ -56,13 +56,15 @@ void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
   if (layout.zero < 3 && shard > 1) {
     const int64_t span = layout.tp * layout.cp * layout.dp;
     double reducing = 0.0;
-    double last_bucket = 0.0;
+    double last_bucket = 0.0;  // the largest of a group's: the one backward cannot hide
     double gathering = 0.0;
     for (const auto& [ranks, parameters] : groups) {
       const double P = static_cast<double>(parameters);
       const double buckets = std::max(1.0, std::ceil(P / static_cast<double>(kBucketValues)));
-      last_bucket = ring_seconds(cluster, ranks, span, layout.zero == 0 ? 2 : 1, P * g / buckets);
-      reducing += buckets * last_bucket;
+      const double bucket =
+          ring_seconds(cluster, ranks, span, layout.zero == 0 ? 2 : 1, P * g / buckets);
+      last_bucket = std::max(last_bucket, bucket);
+      reducing += buckets * bucket;
       if (layout.zero > 0) {
         gathering += buckets * all_gather_seconds(cluster, ranks, span, P * w / buckets);
       }
