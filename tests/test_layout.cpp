@@ -24,6 +24,7 @@
 #include "layout/layout_rules.h"
 #include "layout/layout_search.h"
 #include "layout/layout_states.h"
+#include "planned_run.h"
 #include "scratch_dir.h"
 #include "store/run_store.h"
 
@@ -768,23 +769,9 @@ TEST(LayoutCli, RematlabsOwnCommandForALayoutItsEngineRunsRuns) {
   for (const char* flag : {"--attention math", "--loss-chunks 2", "--tie-head false"}) {
     EXPECT_NE(command.find(flag), std::string::npos) << flag << " in " << command;
   }
-  // Three steps: the first also makes AdamW's moments, which its activation peak would count.
-  const auto ran =
-      cli(command.substr(std::string("rematlab-cli ").size()) + " --steps 3 --threads 1 --json");
-  ASSERT_EQ(ran.exit_code, 0) << command << "\n" << ran.err;
-  const nlohmann::json run = last_line_json(ran.out);
-  EXPECT_EQ(run["status"], "ok");
-  EXPECT_EQ(run["tp"], 2);
   // What the planner predicted for each rank is what each rank measured.
-  const nlohmann::json& predicted = json["layouts"][0]["memory_bytes"];
-  const double activations = predicted["activations"].get<double>();
-  const double states = predicted["weights"].get<double>() + predicted["gradients"].get<double>() +
-                        predicted["master"].get<double>() + predicted["optimizer"].get<double>();
-  ASSERT_EQ(run["ranks"].size(), 2u);
-  for (const auto& rank : run["ranks"]) {
-    EXPECT_NEAR(rank["peak_activation_bytes"].get<double>() / activations, 1.0, 0.05);
-    EXPECT_EQ(rank["model_state_bytes"].get<double>(), states);
-  }
+  const nlohmann::json run = testing::run_planned_layout(json, 2);
+  EXPECT_EQ(run["tp"], 2);
 }
 
 TEST(LayoutCli, TheLocalDeviceIsTheGpuWithItsMemoryAndKeptPeak) {

@@ -15,6 +15,7 @@
 #include "layout/layout_evaluator.h"
 #include "layout/layout_export.h"
 #include "layout/layout_search.h"
+#include "planned_run.h"
 
 namespace rematlab::layout {
 namespace {
@@ -257,20 +258,8 @@ TEST(LayoutCli, APlannedExpertParallelLayoutRunsAndMeasuresWhatItPredicted) {
   for (const char* flag : {"--experts 4", "--expert-hidden 48", "--ep 2"}) {
     EXPECT_NE(command.find(flag), std::string::npos) << flag << " in " << command;
   }
-  const auto ran =
-      cli(command.substr(std::string("rematlab-cli ").size()) + " --steps 3 --threads 1 --json");
-  ASSERT_EQ(ran.exit_code, 0) << command << "\n" << ran.err;
-  const nlohmann::json run = last_line_json(ran.out);
-  EXPECT_EQ(run["status"], "ok");
-  const nlohmann::json& predicted = json["layouts"][0]["memory_bytes"];
-  const double activations = predicted["activations"].get<double>();
-  const double states = predicted["weights"].get<double>() + predicted["gradients"].get<double>() +
-                        predicted["master"].get<double>() + predicted["optimizer"].get<double>();
-  ASSERT_EQ(run["ranks"].size(), 2u);
-  for (const auto& rank : run["ranks"]) {
-    EXPECT_EQ(rank["model_state_bytes"].get<double>(), states);
-    EXPECT_NEAR(rank["peak_activation_bytes"].get<double>() / activations, 1.0, 0.05);
-  }
+  const nlohmann::json run = testing::run_planned_layout(json, 2);
+  EXPECT_EQ(run["ep"], 2);
 }
 
 TEST(LayoutCli, EveryRoutingOptionOfTheMixturePlannedReachesItsRunCommand) {

@@ -1,0 +1,43 @@
+// Runs the RematLab command a `layout --json` answer exports for its best layout, three steps
+// (the first also makes AdamW's moments, which its activation peak would count), and checks
+// that each rank measured what the planner predicted for it: its model states to the byte, its
+// activations within 5 %. Shared by the planner's suites that run a planned layout here.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_runner.h"
+
+namespace rematlab::testing {
+
+// The run's JSON (empty, with the test failed, when the command did not run).
+inline nlohmann::json run_planned_layout(const nlohmann::json& plan, size_t ranks) {
+  const std::string command = plan["exports"]["rematlab"]["text"];
+  if (command.rfind("rematlab-cli run ", 0) != 0) {
+    ADD_FAILURE() << "no RematLab command: " << command;
+    return {};
+  }
+  const auto ran =
+      cli(command.substr(std::string("rematlab-cli ").size()) + " --steps 3 --threads 1 --json");
+  if (ran.exit_code != 0) {
+    ADD_FAILURE() << command << "\n" << ran.err;
+    return {};
+  }
+  const nlohmann::json run = last_line_json(ran.out);
+  EXPECT_EQ(run["status"], "ok");
+  const nlohmann::json& predicted = plan["layouts"][0]["memory_bytes"];
+  const double activations = predicted["activations"].get<double>();
+  const double states = predicted["weights"].get<double>() + predicted["gradients"].get<double>() +
+                        predicted["master"].get<double>() + predicted["optimizer"].get<double>();
+  EXPECT_EQ(run["ranks"].size(), ranks);
+  for (const auto& rank : run["ranks"]) {
+    EXPECT_NEAR(rank["peak_activation_bytes"].get<double>() / activations, 1.0, 0.05);
+    EXPECT_EQ(rank["model_state_bytes"].get<double>(), states);
+  }
+  return run;
+}
+
+}  // namespace rematlab::testing
