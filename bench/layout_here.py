@@ -18,11 +18,14 @@ d 256, 8 experts of 512) over data ranks with and without expert parallelism (`-
 gives the per-rank peak (the highest rank's), the part of it above
 the model states and the states, measured and predicted, and the step time measured (the median
 of the timed steps) and predicted, split into the time waiting on collectives and the rest, and
-of that wait the experts' all-to-all (the run's `dispatch_ms`, the planner's `experts` part).
+of that wait the experts' all-to-all (the run's `dispatch_ms`, the planner's `experts` part);
+under expert parallelism also the peak predicted at the fullest rank's load the run recorded
+(`layout --expert-rank-load`, the largest over its steps).
 Prints Markdown. Run it on an idle machine: timings share its cores.
 """
 import argparse
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -111,6 +114,15 @@ def gloo_link(python):
     return bandwidth, fixed, step
 
 
+def most_rank_load(db, run_id):
+    """The fullest expert rank's load, the largest over the run's steps (1 without --ep)."""
+    with sqlite3.connect(db) as connection:
+        (load,) = connection.execute(
+            "SELECT max(CASE WHEN typeof(expert_rank_load) = 'real' THEN expert_rank_load END) "
+            "FROM steps WHERE run_id = ?", (run_id,)).fetchone()
+    return load if load is not None else 1.0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cli", default="build/app/rematlab-cli")
@@ -152,16 +164,19 @@ def main():
     print("| model | layout | policy | peak per rank meas. / pred. MiB | ratio | of which above the states "
           "meas. / pred. MiB | states meas. / pred. MiB | step meas. / pred. ms | ratio "
           "| waiting on collectives meas. / pred. ms | of which all-to-all meas. / pred. ms "
-          "| the rest meas. / pred. ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| the rest meas. / pred. ms | rank load | peak pred. at it MiB | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    scratch = tempfile.TemporaryDirectory()  # the runs' database: measured now, kept nowhere
+    db = os.path.join(scratch.name, "runs.sqlite")
     for preset, model in models.items():
         for label, ranks, tp, sp, zero, ep in layouts:
             dp = ranks // tp
-            experts = ["--ep", str(ep)] if ep > 1 else []
+            experts = ["--ep", str(ep)]  # fixed: the planner would choose it too
             for policy in args.policies.split(","):
                 run = [args.cli, "run"] + model + experts + ["--seq-len", str(args.seq_len),
                        "--nproc", str(ranks), "--tp", str(tp), "--batch", str(args.batch),
-                       "--checkpoint", policy, "--steps", "4", "--threads", "1", "--json"]
+                       "--checkpoint", policy, "--steps", "4", "--threads", "1", "--db", db,
+                       "--json"]
                 if sp:
                     run.append("--sequence-parallel")
                 if dp > 1:
@@ -169,7 +184,7 @@ def main():
                 measured = last_json(run)
                 share = min(1.0, cores / ranks)  # ranks beyond the cores share them
                 efficiency = efficiencies[(preset, policy)]
-                plan = last_json([args.cli, "layout"] + model + experts + [
+                planned = [args.cli, "layout"] + model + experts + [
                     "--seq-len", str(args.seq_len),
                     "--gpu-memory", "16GiB", "--peak-flops", str(peak * share),
                     "--efficiency", str(efficiency),
@@ -181,8 +196,8 @@ def main():
                     "--precision", "fp32", "--fragmentation", "0", "--tp", str(tp), "--pp", "1",
                     "--cp", "1", "--dp", str(dp), "--zero", str(zero), "--micro-batch",
                     str(args.batch), "--checkpoint", policy, "--offload", "none",
-                    "--sequence-parallel" if sp else "--no-sequence-parallel", "--json"])
-                best = plan["layouts"][0]
+                    "--sequence-parallel" if sp else "--no-sequence-parallel", "--json"]
+                best = last_json(planned)["layouts"][0]
                 memory = best["memory_bytes"]
                 states = memory["weights"] + memory["gradients"] + memory["master"] + memory["optimizer"]
                 # The peak of the rank that reached the highest (no pipeline: the planner's one
@@ -200,6 +215,12 @@ def main():
                 exchange = (f'{rank["dispatch_ms"]:.0f} / {1000 * parts["experts"]:.0f}'
                             if ep > 1 else "-")
                 mib = 1024 * 1024
+                loaded = "- | - | -"
+                if ep > 1:
+                    load = most_rank_load(db, measured["run_id"])
+                    at_load = last_json(planned + ["--expert-rank-load", repr(load)])["layouts"][0]
+                    total = at_load["memory_bytes"]["total"]
+                    loaded = f'{load:.3f} | {total / mib:.1f} | {rank["peak_bytes"] / total:.3f}'
                 print(f'| {preset} | {label} | {policy} | {rank["peak_bytes"] / mib:.1f} / '
                       f'{memory["total"] / mib:.1f} | {peak_ratio:.3f} | '
                       f'{rank["peak_activation_bytes"] / mib:.1f} / '
@@ -207,8 +228,10 @@ def main():
                       f'{rank["model_state_bytes"] / mib:.1f} / {states / mib:.1f} | '
                       f'{measured["step_ms"]:.0f} / {1000 * best["step_s"]:.0f} | {step_ratio:.2f} | '
                       f'{wait:.0f} / {wait_pred:.0f} | {exchange} | '
-                      f'{measured["step_ms"] - wait:.0f} / {1000 * best["step_s"] - wait_pred:.0f} |')
+                      f'{measured["step_ms"] - wait:.0f} / {1000 * best["step_s"] - wait_pred:.0f} | '
+                      f'{loaded} |')
                 sys.stdout.flush()
+    scratch.cleanup()
 
 
 if __name__ == "__main__":
