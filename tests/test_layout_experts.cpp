@@ -126,6 +126,19 @@ TEST(LayoutExperts, AnAllToAllIsBoundByTheSlowerOfItsNodesLinksAndTheNetwork) {
       all_to_all_seconds(cluster, 2, 16, bytes),
       gpu.collective_latency + gpu.inter_node_step_latency + bytes / 2 / gpu.inter_node_bandwidth);
   EXPECT_GT(across, all_to_all_seconds(cluster, 8, 8, bytes));
+  // Four ranks on nodes of six, back to back: the group on GPUs 4-7 has two in each node.
+  cluster.gpus = 12;
+  cluster.gpus_per_node = 6;
+  EXPECT_DOUBLE_EQ(
+      all_to_all_seconds(cluster, 4, 4, bytes),
+      gpu.collective_latency + gpu.intra_node_step_latency + 2 * gpu.inter_node_step_latency +
+          std::max(bytes / 4 / gpu.intra_node_bandwidth, 2 * bytes / 4 / gpu.inter_node_bandwidth));
+  // Seven on nodes of four: the group on GPUs 14-20 has one rank alone in GPUs 20-23.
+  cluster.gpus = 28;
+  cluster.gpus_per_node = 4;
+  EXPECT_DOUBLE_EQ(all_to_all_seconds(cluster, 7, 7, bytes),
+                   gpu.collective_latency + 6 * gpu.inter_node_step_latency +
+                       6 * bytes / 7 / gpu.inter_node_bandwidth);
   // Eight ranks on nodes of six: the two in the second node each have six peers beyond it.
   cluster.gpus = 48;
   cluster.gpus_per_node = 6;
@@ -218,7 +231,7 @@ TEST(LayoutExperts, TheSearchWeighsExpertRanksDividingTheDataRanksAndTheExperts)
   const LayoutExport titan = torchtitan_toml(request, best);
   EXPECT_EQ(titan.text.find("expert_parallel_degree"), std::string::npos) << titan.text;
   EXPECT_TRUE(std::any_of(titan.unsaid.begin(), titan.unsaid.end(), [](const std::string& said) {
-    return said.find("without fully sharded data parallelism") != std::string::npos;
+    return said.find("beyond its fully sharded and context ranks") != std::string::npos;
   }));
   LayoutRequest sharded = request;
   sharded.fixed.zero = 3;
@@ -284,6 +297,15 @@ TEST(LayoutCli, EveryRoutingOptionOfTheMixturePlannedReachesItsRunCommand) {
                            "--moe-expert-capacity-factor 1.25", "--moe-aux-loss-coeff 0.5"}) {
     EXPECT_NE(megatron.find(flag), std::string::npos) << flag << " in " << megatron;
   }
+  // Top-1 with its weight normalised to 1: Megatron-LM starts only pre-softmax, which weights
+  // the expert by its probability; the difference is said.
+  const auto normalised =
+      cli("layout --model moe-tiny --experts-per-token 1 --seq-len 64 --gpu rtx4090 --gpus 2 "
+          "--global-batch 4 --ep 2 --json");
+  ASSERT_EQ(normalised.exit_code, 0) << normalised.err;
+  const nlohmann::json top1 = last_line_json(normalised.out)["exports"]["megatron"];
+  EXPECT_NE(top1["text"].get<std::string>().find("--moe-router-pre-softmax"), std::string::npos);
+  EXPECT_NE(top1["unsaid"].dump().find("top-1 routing weighted 1"), std::string::npos);
 }
 
 TEST(LayoutCli, ExpertFlagsAreRefusedInOneLineWhereTheyCannotApply) {
@@ -293,6 +315,8 @@ TEST(LayoutCli, ExpertFlagsAreRefusedInOneLineWhereTheyCannotApply) {
       {"--model mixtral-8x7b --ep 3", "--ep: EP 3 does not divide 8 experts"},
       {"--model mixtral-8x7b --ep 0", "--ep: must be between 1"},
       {"--model mixtral-8x7b --ep 8 --pp 16", "--ep: EP 8 does not divide the 4 data × context"},
+      {"--model mixtral-8x7b --ep 8 --pp 3", "--pp: 3 does not divide 64 GPUs"},
+      {"--model mixtral-8x7b --ep 8 --tp 2", "--tp: experts are not modelled"},
       {"--model mixtral-8x7b --tp 2", "--tp: experts are not modelled over tensor ranks"},
       {"--model mixtral-8x7b --sequence-parallel", "--sequence-parallel: experts"},
       {"--model mixtral-8x7b --activation-model megatron", "--activation-model"},

@@ -313,8 +313,8 @@ Command add_layout_command(CLI::App& app, const std::atomic<bool>& cancel) {
   command->add_option("--cp", options->cp, "Context-parallel degree");
   command->add_option("--dp", options->dp, "Data-parallel degree");
   command->add_option("--ep", options->ep,
-                      "With experts: data ranks that split each set of experts (searched over "
-                      "those dividing the data ranks and the experts when absent)");
+                      "With experts: data × context ranks that split each set of experts "
+                      "(searched over those dividing them and the experts when absent)");
   command->add_option("--expert-rank-load", options->expert_rank_load,
                       "With --ep: a run's 'expert rank load' (rows the fullest rank's experts "
                       "take over its own tokens' rows; default 1, balanced): sizes its "

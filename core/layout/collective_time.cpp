@@ -44,11 +44,23 @@ double send_seconds(const Cluster& cluster, int64_t span, double bytes) {
 double all_to_all_seconds(const Cluster& cluster, int64_t ranks, int64_t span, double bytes) {
   if (ranks <= 1) return 0.0;
   const GpuKind& gpu = cluster.gpu;
-  // The group's ranks a node holds, `stride` GPUs apart; where they do not fill whole nodes,
-  // the rank in the emptiest node has the most peers beyond it (and bounds the exchange).
+  const int64_t node = cluster.node_gpus();
+  // The groups lie back to back, `stride` GPUs between a group's ranks, so a group may start
+  // anywhere in a node that a multiple of `span` reaches. In each placement only its first and
+  // last nodes can hold fewer of its ranks than a whole node does; the rank in the emptiest node
+  // of the worst placement has the most peers beyond it, and bounds the exchange.
   const int64_t stride = std::max<int64_t>(1, span / ranks);
-  const int64_t per_node = std::clamp<int64_t>(cluster.node_gpus() / stride, 1, ranks);
-  const int64_t fewest = ranks % per_node == 0 ? per_node : ranks % per_node;
+  int64_t fewest = ranks;
+  int64_t start = 0;
+  do {
+    const int64_t last = start + stride * (ranks - 1);
+    if (last / node != start / node) {
+      const int64_t in_first = (node - start % node + stride - 1) / stride;
+      const int64_t in_last = (last % node) / stride + 1;
+      fewest = std::min({fewest, in_first, in_last});
+    }
+    start = (start + span) % node;
+  } while (start != 0);
   const double part = bytes / static_cast<double>(ranks);
   const double local_peers = static_cast<double>(fewest - 1);
   const double remote_peers = static_cast<double>(ranks - fewest);

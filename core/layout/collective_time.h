@@ -22,8 +22,9 @@ double all_gather_seconds(const Cluster& cluster, int64_t ranks, int64_t span, d
 double send_seconds(const Cluster& cluster, int64_t span, double bytes);
 // An all-to-all over `ranks` ranks spread evenly over `span` GPUs, each rank sending `bytes` in
 // all (an equal part to every rank, its own kept): the parts to its node's ranks go over NVLink
-// (or PCIe) while those to other nodes go over the network, the slower of the two bounding it;
-// a group that fills its last node only in part is timed at a rank of that node.
+// (or PCIe) while those to other nodes go over the network, the slower of the two bounding it.
+// Groups lie back to back: one that straddles nodes is timed at its rank with the fewest peers
+// in its own node.
 double all_to_all_seconds(const Cluster& cluster, int64_t ranks, int64_t span, double bytes);
 
 }  // namespace rematlab::layout

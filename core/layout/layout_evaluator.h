@@ -63,6 +63,10 @@ class LayoutEvaluator {
            pipeline_s = 0.0;
   };
   StageWork make_stage_work(const Layout& layout, const Stage& stage, int64_t policy);
+  // Expert parallelism's all-to-alls for `layers` blocks of `tokens` tokens each, and the extra
+  // rows the fullest expert rank runs (at matmul `speed`), into `work`.
+  void add_expert_exchange(const Layout& layout, double tokens, double layers, int64_t policy,
+                           double speed, StageWork& work) const;
   const StageWork& stage_work(const Layout& layout, const Stage& stage, int64_t policy);
   int64_t buffer_bytes(const Layout& layout, const Stage& stage) const;
   // ZeRO-3's gathers and activation offload's transfers left exposed in one micro-batch, into

@@ -67,12 +67,12 @@ std::string megatron_expert_arguments(const estimate::Architecture& arch, const 
                   number(arch.expert_hidden) +
                   " --moe-token-dispatcher-type alltoall --moe-grouped-gemm";
   // Megatron-LM's softmax follows the top-k (weights that sum to 1) unless told pre-softmax,
-  // which it requires at top-1 (there the one weight is the probability, not 1).
-  if (!moe.normalise_weights) a += " --moe-router-pre-softmax";
+  // which it requires at top-1 to start at all: there the one weight is the probability, not 1.
+  if (!moe.normalise_weights || moe.experts_per_token == 1) a += " --moe-router-pre-softmax";
   if (moe.normalise_weights && moe.experts_per_token == 1) {
     unsaid.push_back(
-        "top-1 routing weighted 1 (Megatron-LM asks --moe-router-pre-softmax at "
-        "top-1, which weights the expert by its probability)");
+        "top-1 routing weighted 1 (Megatron-LM's top-1 needs --moe-router-pre-softmax, which "
+        "weights the expert by its probability)");
   }
   if (moe.balance_coefficient > 0.0) {
     a += " --moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff " +
@@ -196,11 +196,13 @@ LayoutExport torchtitan_toml(const LayoutRequest& request, const LayoutEvaluatio
     }
   }
   t += "context_parallel_degree = " + number(layout.cp) + "\n";
-  // torchtitan splits experts over its FSDP shards (with cp and tp ranks): EP needs ZeRO 3 there.
-  if (layout.ep > 1 && shard) t += "expert_parallel_degree = " + number(layout.ep) + "\n";
-  if (layout.ep > 1 && !shard) {
-    out.unsaid.push_back("EP " + number(layout.ep) + " without fully sharded data parallelism " +
-                         "(torchtitan's expert ranks come from its FSDP shards)");
+  // torchtitan draws its expert ranks from its FSDP shards and context ranks: without ZeRO 3
+  // only the context ranks can hold them.
+  if (layout.ep > 1 && ((shard ? layout.dp : 1) * layout.cp) % layout.ep == 0) {
+    t += "expert_parallel_degree = " + number(layout.ep) + "\n";
+  } else if (layout.ep > 1) {
+    out.unsaid.push_back("EP " + number(layout.ep) + " beyond its fully sharded and context " +
+                         "ranks (torchtitan's expert ranks come from those)");
   }
   if (request.arch.moe.enabled()) {
     out.unsaid.push_back("the experts' shape and routing: set by the model's own arguments");

@@ -287,36 +287,42 @@ void validate_fixed(const LayoutRequest& request) {
 void validate_experts(const LayoutRequest& request) {
   const FixedDimensions& fixed = request.fixed;
   const estimate::Architecture& arch = request.arch;
+  if (arch.moe.enabled()) {
+    if (fixed.tp && *fixed.tp > 1) {
+      Layout probe;
+      probe.tp = *fixed.tp;
+      throw InvalidInput("--tp", experts_problem(request, probe));
+    }
+    if (fixed.sp && *fixed.sp) {
+      throw InvalidInput("--sequence-parallel",
+                         "experts are not modelled over tensor ranks, so not with sequence "
+                         "parallelism");
+    }
+    if (request.activation_model == ActivationModel::kMegatron) {
+      throw InvalidInput("--activation-model",
+                         "Korthikanti et al.'s per-layer terms have no experts (use engine)");
+    }
+  }
   if (fixed.ep) {
     require_between(*fixed.ep, 1, request.cluster.gpus, "--ep");
     Layout probe;
     probe.ep = *fixed.ep;
     probe.dp = *fixed.ep;
     std::string problem = experts_problem(request, probe);
-    // The data × context ranks the fixed tensor and pipeline degrees leave (all of them when
-    // both are fixed) must be split by it.
-    const int64_t left = request.cluster.gpus / (fixed.tp.value_or(1) * fixed.pp.value_or(1));
-    if (problem.empty() && (left < 1 || left % *fixed.ep != 0)) {
-      problem = degree("EP", *fixed.ep) + " does not divide the " + std::to_string(left) +
-                " data × context ranks left of " + std::to_string(request.cluster.gpus) + " GPUs";
+    // The data × context ranks fixed tensor and pipeline degrees leave (all of them when both
+    // are fixed) must be split by it; degrees that do not divide the GPUs are their own flags'
+    // problem (validate_fixed).
+    const int64_t model_ranks = fixed.tp.value_or(1) * fixed.pp.value_or(1);
+    const int64_t gpus = request.cluster.gpus;
+    if (problem.empty() && model_ranks <= gpus && gpus % model_ranks == 0 &&
+        (gpus / model_ranks) % *fixed.ep != 0) {
+      problem = degree("EP", *fixed.ep) + " does not divide the " +
+                std::to_string(gpus / model_ranks) + " data × context ranks left of " +
+                std::to_string(gpus) + " GPUs";
     }
     if (!problem.empty()) throw InvalidInput("--ep", problem);
   }
   if (!arch.moe.enabled()) return;
-  if (fixed.tp && *fixed.tp > 1) {
-    Layout probe;
-    probe.tp = *fixed.tp;
-    throw InvalidInput("--tp", experts_problem(request, probe));
-  }
-  if (fixed.sp && *fixed.sp) {
-    throw InvalidInput("--sequence-parallel",
-                       "experts are not modelled over tensor ranks, so not with sequence "
-                       "parallelism");
-  }
-  if (request.activation_model == ActivationModel::kMegatron) {
-    throw InvalidInput("--activation-model",
-                       "Korthikanti et al.'s per-layer terms have no experts (use engine)");
-  }
   if (arch.expert_rank_load != 1.0) {
     if (!fixed.ep || *fixed.ep < 2) {
       throw InvalidInput("--expert-rank-load",

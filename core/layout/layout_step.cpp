@@ -21,6 +21,33 @@ double whole_shares(int64_t parameters, int64_t ranks) {
   return static_cast<double>((parameters + ranks - 1) / ranks);
 }
 
+// Data-parallel gradient reduction (an all-reduce, or a distributed optimizer's reduce-scatter),
+// overlapped with the last micro-batch's `backward` except for the last bucket. A distributed
+// optimizer then gathers the updated weights before the next forward, which nothing hides (the
+// engine's ZeRO 1 and 2; Megatron-LM without --overlap-param-gather). The experts' gradients are
+// reduced over the ranks that hold the same experts (dp·cp/ep), after the rest's, in buckets of
+// their own. `g` and `w`: bytes of a gradient and of a weight.
+double exposed_reduction(const Cluster& cluster, const Layout& layout,
+                         const std::vector<StateGroup>& groups, int64_t g, int64_t w,
+                         double backward) {
+  const int64_t span = layout.tp * layout.cp * layout.dp;
+  double reducing = 0.0;
+  double last_bucket = 0.0;  // the largest of a group's: the one backward cannot hide
+  double gathering = 0.0;
+  for (const auto& [ranks, parameters] : groups) {
+    const double P = static_cast<double>(parameters);
+    const double buckets = std::max(1.0, std::ceil(P / static_cast<double>(kBucketValues)));
+    const double bucket =
+        ring_seconds(cluster, ranks, span, layout.zero == 0 ? 2 : 1, P * g / buckets);
+    last_bucket = std::max(last_bucket, bucket);
+    reducing += buckets * bucket;
+    if (layout.zero > 0) {
+      gathering += buckets * all_gather_seconds(cluster, ranks, span, P * w / buckets);
+    }
+  }
+  return std::max(last_bucket, reducing - backward) + gathering;
+}
+
 }  // namespace
 
 void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
@@ -45,33 +72,12 @@ void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
   time.bubble = static_cast<double>(layout.pp - 1) / layout.vp * placed.slowest;
   double step_s = m * placed.slowest + time.bubble;
 
-  // Data-parallel gradient reduction (an all-reduce, or a distributed optimizer's
-  // reduce-scatter), overlapped with the last micro-batch's backward except for the last
-  // bucket. A distributed optimizer then gathers the updated weights before the next forward,
-  // which nothing hides (the engine's ZeRO 1 and 2; Megatron-LM without --overlap-param-gather).
-  // The experts' gradients are reduced over the ranks that hold the same experts (dp·cp/ep),
-  // after the rest's, in buckets of their own.
   const std::vector<StateGroup> groups =
       state_groups(layout, placed.most_trained, placed.most_trained_experts);
   if (layout.zero < 3 && shard > 1) {
-    const int64_t span = layout.tp * layout.cp * layout.dp;
-    double reducing = 0.0;
-    double last_bucket = 0.0;  // the largest of a group's: the one backward cannot hide
-    double gathering = 0.0;
-    for (const auto& [ranks, parameters] : groups) {
-      const double P = static_cast<double>(parameters);
-      const double buckets = std::max(1.0, std::ceil(P / static_cast<double>(kBucketValues)));
-      const double bucket =
-          ring_seconds(cluster, ranks, span, layout.zero == 0 ? 2 : 1, P * g / buckets);
-      last_bucket = std::max(last_bucket, bucket);
-      reducing += buckets * bucket;
-      if (layout.zero > 0) {
-        gathering += buckets * all_gather_seconds(cluster, ranks, span, P * w / buckets);
-      }
-    }
     const double backward =
         gpu.overlaps_communication ? (2.0 / 3.0) * one.compute + one.recompute : 0.0;
-    const double exposed = std::max(last_bucket, reducing - backward) + gathering;
+    const double exposed = exposed_reduction(cluster, layout, groups, g, w, backward);
     time.data += exposed;
     step_s += exposed;
   }
