@@ -1,7 +1,6 @@
 #include "estimate/estimate.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "common/errors.h"
 #include "estimate/fine_tuning.h"
@@ -67,24 +66,6 @@ ActivationEstimate estimate_policy_activations(const Architecture& arch, int64_t
     if (sample == 0 || each.peak_bytes > worst.peak_bytes) worst = each;
   }
   return worst;
-}
-
-void validate_expert_rank_load(double load, const MoeOptions& moe, int64_t expert_ranks) {
-  if (load == 1.0) return;
-  if (expert_ranks <= 1) {
-    throw InvalidInput("--expert-rank-load",
-                       "needs expert ranks (--ep above 1): without them each rank's experts "
-                       "take its own tokens' rows");
-  }
-  const double most = most_expert_rank_load(moe, expert_ranks);
-  if (!(load >= 1.0 && load <= most)) {
-    char shown[64];
-    std::snprintf(shown, sizeof shown, "%.10g, got %.10g", most, load);
-    throw InvalidInput("--expert-rank-load",
-                       std::string("must be between 1 (balanced) and what a rank's experts take "
-                                   "when every token sends them all it can, ") +
-                           shown);
-  }
 }
 
 namespace {

@@ -72,11 +72,6 @@ struct Estimate {
 // Throws InvalidInput naming the flag for a shape, size or policy that cannot be estimated.
 Estimate make_estimate(const EstimateRequest& request);
 
-// A fullest expert rank's load (rows its experts take over its tokens' rows sent, a run's
-// `expert_rank_load`) from 1 (balanced) to what `expert_ranks` ranks' experts can take at most;
-// throws InvalidInput("--expert-rank-load", …) otherwise, or when given without expert ranks.
-void validate_expert_rank_load(double load, const MoeOptions& moe, int64_t expert_ranks);
-
 // The activation estimate for `checkpoint` at `batch`; a schedule reports its worst plan.
 ActivationEstimate estimate_policy_activations(const Architecture& arch, int64_t batch,
                                                Precision precision, const std::string& checkpoint,

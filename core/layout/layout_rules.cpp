@@ -6,7 +6,7 @@
 #include "checkpoint/stage_blocks.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
-#include "estimate/estimate.h"
+#include "run/run_config.h"
 
 namespace rematlab::layout {
 namespace {
@@ -328,7 +328,7 @@ void validate_experts(const LayoutRequest& request) {
       throw InvalidInput("--expert-rank-load",
                          "is a load over expert ranks: give the --ep (2 or more) it was seen at");
     }
-    estimate::validate_expert_rank_load(arch.expert_rank_load, arch.moe, *fixed.ep);
+    validate_expert_rank_load(arch.expert_rank_load, arch.moe, *fixed.ep);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <thread>
 
 #include "checkpoint/checkpoint_policy.h"
@@ -274,6 +275,24 @@ double most_expert_rank_load(const MoeOptions& moe, int64_t expert_ranks) {
     most = std::max(most, static_cast<double>(moe.experts) / static_cast<double>(k));
   }
   return std::max(1.0, most);
+}
+
+void validate_expert_rank_load(double load, const MoeOptions& moe, int64_t expert_ranks) {
+  if (load == 1.0) return;
+  if (expert_ranks <= 1) {
+    throw InvalidInput("--expert-rank-load",
+                       "needs expert ranks (--ep above 1): without them each rank's experts "
+                       "take its own tokens' rows");
+  }
+  const double most = most_expert_rank_load(moe, expert_ranks);
+  if (!(load >= 1.0 && load <= most)) {
+    char shown[64];
+    std::snprintf(shown, sizeof shown, "%.10g, got %.10g", most, load);
+    throw InvalidInput("--expert-rank-load",
+                       std::string("must be between 1 (balanced) and what a rank's experts take "
+                                   "when every token sends them all it can, ") +
+                           shown);
+  }
 }
 
 void validate_expert_ranks(int64_t expert_ranks, const MoeOptions& moe, int64_t data_ranks) {
