@@ -166,72 +166,72 @@ def main():
           "| waiting on collectives meas. / pred. ms | of which all-to-all meas. / pred. ms "
           "| the rest meas. / pred. ms | rank load | peak pred. at it MiB | ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    scratch = tempfile.TemporaryDirectory()  # the runs' database: measured now, kept nowhere
-    db = os.path.join(scratch.name, "runs.sqlite")
-    for preset, model in models.items():
-        for label, ranks, tp, sp, zero, ep in layouts:
-            dp = ranks // tp
-            experts = ["--ep", str(ep)]  # fixed: the planner would choose it too
-            for policy in args.policies.split(","):
-                run = [args.cli, "run"] + model + experts + ["--seq-len", str(args.seq_len),
-                       "--nproc", str(ranks), "--tp", str(tp), "--batch", str(args.batch),
-                       "--checkpoint", policy, "--steps", "4", "--threads", "1", "--db", db,
-                       "--json"]
-                if sp:
-                    run.append("--sequence-parallel")
-                if dp > 1:
-                    run += ["--shard", SHARD[zero]]
-                measured = last_json(run)
-                share = min(1.0, cores / ranks)  # ranks beyond the cores share them
-                efficiency = efficiencies[(preset, policy)]
-                planned = [args.cli, "layout"] + model + experts + [
-                    "--seq-len", str(args.seq_len),
-                    "--gpu-memory", "16GiB", "--peak-flops", str(peak * share),
-                    "--efficiency", str(efficiency),
-                    "--intra-node-bandwidth", str(bandwidth[ranks]),
-                    "--inter-node-bandwidth", str(bandwidth[ranks]),
-                    "--collective-latency", str(fixed_latency),
-                    "--intra-node-latency", str(step_latency), "--no-overlap", "--gpus", str(ranks),
-                    "--gpus-per-node", str(ranks), "--global-batch", str(args.batch * dp),
-                    "--precision", "fp32", "--fragmentation", "0", "--tp", str(tp), "--pp", "1",
-                    "--cp", "1", "--dp", str(dp), "--zero", str(zero), "--micro-batch",
-                    str(args.batch), "--checkpoint", policy, "--offload", "none",
-                    "--sequence-parallel" if sp else "--no-sequence-parallel", "--json"]
-                best = last_json(planned)["layouts"][0]
-                memory = best["memory_bytes"]
-                states = memory["weights"] + memory["gradients"] + memory["master"] + memory["optimizer"]
-                # The peak of the rank that reached the highest (no pipeline: the planner's one
-                # figure is every rank's).
-                rank = max(measured["ranks"], key=lambda r: r["peak_bytes"])
-                peak_ratio = rank["peak_bytes"] / memory["total"]
-                step_ratio = measured["step_ms"] / (1000 * best["step_s"])
-                # The step split in two: the training thread blocked on collectives (the run's
-                # median comm_wait_ms; the planner's exposed tensor, context and data parts)
-                # and everything else.
-                parts = best["time_s"]
-                wait_pred = 1000 * (parts["tensor"] + parts["experts"] + parts["context"] +
-                                    parts["data"])
-                wait = rank["comm_wait_ms"]
-                exchange = (f'{rank["dispatch_ms"]:.0f} / {1000 * parts["experts"]:.0f}'
-                            if ep > 1 else "-")
-                mib = 1024 * 1024
-                loaded = "- | - | -"
-                if ep > 1:
-                    load = most_rank_load(db, measured["run_id"])
-                    at_load = last_json(planned + ["--expert-rank-load", repr(load)])["layouts"][0]
-                    total = at_load["memory_bytes"]["total"]
-                    loaded = f'{load:.3f} | {total / mib:.1f} | {rank["peak_bytes"] / total:.3f}'
-                print(f'| {preset} | {label} | {policy} | {rank["peak_bytes"] / mib:.1f} / '
-                      f'{memory["total"] / mib:.1f} | {peak_ratio:.3f} | '
-                      f'{rank["peak_activation_bytes"] / mib:.1f} / '
-                      f'{(memory["activations"] + memory["buffers"]) / mib:.1f} | '
-                      f'{rank["model_state_bytes"] / mib:.1f} / {states / mib:.1f} | '
-                      f'{measured["step_ms"]:.0f} / {1000 * best["step_s"]:.0f} | {step_ratio:.2f} | '
-                      f'{wait:.0f} / {wait_pred:.0f} | {exchange} | '
-                      f'{measured["step_ms"] - wait:.0f} / {1000 * best["step_s"] - wait_pred:.0f} | '
-                      f'{loaded} |')
-                sys.stdout.flush()
-    scratch.cleanup()
+    # The runs' database: measured now, kept nowhere, gone however the table ends.
+    with tempfile.TemporaryDirectory() as scratch:
+        db = os.path.join(scratch, "runs.sqlite")
+        for preset, model in models.items():
+            for label, ranks, tp, sp, zero, ep in layouts:
+                dp = ranks // tp
+                experts = ["--ep", str(ep)]  # fixed: the planner would choose it too
+                for policy in args.policies.split(","):
+                    run = [args.cli, "run"] + model + experts + ["--seq-len", str(args.seq_len),
+                           "--nproc", str(ranks), "--tp", str(tp), "--batch", str(args.batch),
+                           "--checkpoint", policy, "--steps", "4", "--threads", "1", "--db", db,
+                           "--json"]
+                    if sp:
+                        run.append("--sequence-parallel")
+                    if dp > 1:
+                        run += ["--shard", SHARD[zero]]
+                    measured = last_json(run)
+                    share = min(1.0, cores / ranks)  # ranks beyond the cores share them
+                    efficiency = efficiencies[(preset, policy)]
+                    planned = [args.cli, "layout"] + model + experts + [
+                        "--seq-len", str(args.seq_len),
+                        "--gpu-memory", "16GiB", "--peak-flops", str(peak * share),
+                        "--efficiency", str(efficiency),
+                        "--intra-node-bandwidth", str(bandwidth[ranks]),
+                        "--inter-node-bandwidth", str(bandwidth[ranks]),
+                        "--collective-latency", str(fixed_latency),
+                        "--intra-node-latency", str(step_latency), "--no-overlap", "--gpus", str(ranks),
+                        "--gpus-per-node", str(ranks), "--global-batch", str(args.batch * dp),
+                        "--precision", "fp32", "--fragmentation", "0", "--tp", str(tp), "--pp", "1",
+                        "--cp", "1", "--dp", str(dp), "--zero", str(zero), "--micro-batch",
+                        str(args.batch), "--checkpoint", policy, "--offload", "none",
+                        "--sequence-parallel" if sp else "--no-sequence-parallel", "--json"]
+                    best = last_json(planned)["layouts"][0]
+                    memory = best["memory_bytes"]
+                    states = memory["weights"] + memory["gradients"] + memory["master"] + memory["optimizer"]
+                    # The peak of the rank that reached the highest (no pipeline: the planner's one
+                    # figure is every rank's).
+                    rank = max(measured["ranks"], key=lambda r: r["peak_bytes"])
+                    peak_ratio = rank["peak_bytes"] / memory["total"]
+                    step_ratio = measured["step_ms"] / (1000 * best["step_s"])
+                    # The step split in two: the training thread blocked on collectives (the run's
+                    # median comm_wait_ms; the planner's exposed tensor, context and data parts)
+                    # and everything else.
+                    parts = best["time_s"]
+                    wait_pred = 1000 * (parts["tensor"] + parts["experts"] + parts["context"] +
+                                        parts["data"])
+                    wait = rank["comm_wait_ms"]
+                    exchange = (f'{rank["dispatch_ms"]:.0f} / {1000 * parts["experts"]:.0f}'
+                                if ep > 1 else "-")
+                    mib = 1024 * 1024
+                    loaded = "- | - | -"
+                    if ep > 1:
+                        load = most_rank_load(db, measured["run_id"])
+                        at_load = last_json(planned + ["--expert-rank-load", repr(load)])["layouts"][0]
+                        total = at_load["memory_bytes"]["total"]
+                        loaded = f'{load:.3f} | {total / mib:.1f} | {rank["peak_bytes"] / total:.3f}'
+                    print(f'| {preset} | {label} | {policy} | {rank["peak_bytes"] / mib:.1f} / '
+                          f'{memory["total"] / mib:.1f} | {peak_ratio:.3f} | '
+                          f'{rank["peak_activation_bytes"] / mib:.1f} / '
+                          f'{(memory["activations"] + memory["buffers"]) / mib:.1f} | '
+                          f'{rank["model_state_bytes"] / mib:.1f} / {states / mib:.1f} | '
+                          f'{measured["step_ms"]:.0f} / {1000 * best["step_s"]:.0f} | {step_ratio:.2f} | '
+                          f'{wait:.0f} / {wait_pred:.0f} | {exchange} | '
+                          f'{measured["step_ms"] - wait:.0f} / {1000 * best["step_s"] - wait_pred:.0f} | '
+                          f'{loaded} |')
+                    sys.stdout.flush()
 
 
 if __name__ == "__main__":

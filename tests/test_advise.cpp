@@ -748,6 +748,15 @@ TEST_F(AdviseDb, AnExpertParallelOomRunIsEstimatedAtItsRecordedRankLoad) {
   for (const char* hostile : {"9.0", "9e999", "-1", "0.5", "'abc'"}) {
     EXPECT_EQ(advised_at(hostile), estimated_at(1.0)) << hostile;
   }
+  // One step edited by hand does not discard what the other step recorded.
+  advised_at("1.75");
+  Database(db_, Database::Mode::kReadWrite)
+      .exec("UPDATE steps SET expert_rank_load = 9e999 WHERE run_id = " + std::to_string(id) +
+            " AND step = (SELECT min(step) FROM steps WHERE run_id = " + std::to_string(id) + ")");
+  const Diagnosis diagnosis = diagnose(id, false);
+  const Finding* finding = find(diagnosis, FindingKind::kDidNotFinish);
+  ASSERT_NE(finding, nullptr);
+  EXPECT_EQ(evidence(*finding, label), estimated_at(1.75));
 }
 
 }  // namespace

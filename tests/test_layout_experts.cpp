@@ -316,6 +316,8 @@ TEST(LayoutCli, ExpertFlagsAreRefusedInOneLineWhereTheyCannotApply) {
       {"--model mixtral-8x7b --ep 0", "--ep: must be between 1"},
       {"--model mixtral-8x7b --ep 8 --pp 16", "--ep: EP 8 does not divide the 4 data × context"},
       {"--model mixtral-8x7b --ep 8 --pp 3", "--pp: 3 does not divide 64 GPUs"},
+      {"--model mixtral-8x7b --ep 8 --dp 2 --cp 2", "--ep: EP 8 does not divide the 4 data"},
+      {"--model llama-small --ep 1 --tp 4294967296 --pp 4294967296", "--tp"},
       {"--model mixtral-8x7b --ep 8 --tp 2", "--tp: experts are not modelled"},
       {"--model mixtral-8x7b --tp 2", "--tp: experts are not modelled over tensor ranks"},
       {"--model mixtral-8x7b --sequence-parallel", "--sequence-parallel: experts"},

@@ -307,6 +307,11 @@ TEST(ScaleView, AMixtureOfExpertsIsPlannedWithExpertRanksTheFormCannotTryYet) {
   ASSERT_GE(best_column, 0);
   const double tokens_k = expected.best.front().tokens_per_s / 1000.0;
   EXPECT_EQ(grid->item(best_row, best_column)->text(), QString::number(tokens_k, 'f', 1) + "k");
+  // Adapters on experts are not built: said at the Train field, nothing planned.
+  view->train_field()->setCurrentText("LoRA nf4");
+  EXPECT_FALSE(view->plan());
+  EXPECT_EQ(view->status(), "Train: adapters on experts are not built (train the model whole)");
+  view->train_field()->setCurrentText("full");
   // Among the layouts the engine runs, one with expert ranks goes to `run --ep`, not the form.
   fill(view, "moe-tiny", "rtx4090", 4, 128, 16);
   view->gpus_per_node_field()->setValue(4);

@@ -52,7 +52,8 @@ QString said_by_field(const InvalidInput& error) {
       {"--seq-len", "Sequence"},
       {"--global-batch", "Global batch"},
       {"--host-memory", "Host GiB"},
-      {"--base-precision", "Train"}};
+      {"--base-precision", "Train"},
+      {"--finetune", "Train"}};
   for (const auto& [flag, label] : kFieldLabels) {
     if (error.field() == flag) return QString(label) + ": " + in_form_words(error.reason_words());
   }

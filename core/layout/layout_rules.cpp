@@ -288,6 +288,11 @@ void validate_experts(const LayoutRequest& request) {
   const FixedDimensions& fixed = request.fixed;
   const estimate::Architecture& arch = request.arch;
   if (arch.moe.enabled()) {
+    // As the model refuses them (ModelConfig's validation, which a request built from a preset
+    // in the window does not pass through).
+    if (arch.lora.enabled()) {
+      throw InvalidInput("--finetune", "adapters on experts are not built (train the model whole)");
+    }
     if (fixed.tp && *fixed.tp > 1) {
       Layout probe;
       probe.tp = *fixed.tp;
@@ -312,13 +317,24 @@ void validate_experts(const LayoutRequest& request) {
     // The data × context ranks fixed tensor and pipeline degrees leave (all of them when both
     // are fixed) must be split by it; degrees that do not divide the GPUs are their own flags'
     // problem (validate_fixed).
-    const int64_t model_ranks = fixed.tp.value_or(1) * fixed.pp.value_or(1);
     const int64_t gpus = request.cluster.gpus;
-    if (problem.empty() && model_ranks <= gpus && gpus % model_ranks == 0 &&
-        (gpus / model_ranks) % *fixed.ep != 0) {
+    const int64_t tp = fixed.tp.value_or(1);
+    const int64_t pp = fixed.pp.value_or(1);
+    // Bounded before they multiply (validate_fixed checks them afterwards).
+    const bool splits =
+        tp >= 1 && pp >= 1 && tp <= gpus && pp <= gpus / tp && gpus % (tp * pp) == 0;
+    if (problem.empty() && splits && (gpus / (tp * pp)) % *fixed.ep != 0) {
       problem = degree("EP", *fixed.ep) + " does not divide the " +
-                std::to_string(gpus / model_ranks) + " data × context ranks left of " +
+                std::to_string(gpus / (tp * pp)) + " data × context ranks left of " +
                 std::to_string(gpus) + " GPUs";
+    }
+    // Fixed data and context degrees are the ranks it splits.
+    const int64_t dp = fixed.dp.value_or(0);
+    const int64_t cp = fixed.cp.value_or(0);
+    if (problem.empty() && dp >= 1 && cp >= 1 && dp <= gpus && cp <= gpus / dp &&
+        (dp * cp) % *fixed.ep != 0) {
+      problem = degree("EP", *fixed.ep) + " does not divide the " + std::to_string(dp * cp) +
+                " data × context ranks of --dp and --cp";
     }
     if (!problem.empty()) throw InvalidInput("--ep", problem);
   }

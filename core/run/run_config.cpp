@@ -268,7 +268,9 @@ double most_expert_rank_load(const MoeOptions& moe, int64_t expert_ranks) {
   if (expert_ranks <= 1 || !moe.enabled()) return 1.0;
   const int64_t held = std::max<int64_t>(1, moe.experts / expert_ranks);
   const int64_t k = std::max<int64_t>(1, moe.experts_per_token);
-  double most = static_cast<double>(expert_ranks * std::min(k, held)) / static_cast<double>(k);
+  // In doubles: a stored configuration may hold any counts.
+  double most = static_cast<double>(expert_ranks) * static_cast<double>(std::min(k, held)) /
+                static_cast<double>(k);
   // A capacity drops rows before they are sent: a rank whose tokens all chose the same k
   // experts sends k · capacity and may take E · capacity.
   if (moe.capacity_factor > 0.0) {

@@ -276,11 +276,15 @@ double most_recorded(const std::vector<StepMetrics>& steps, double StepMetrics::
 }
 
 double recorded_expert_rank_load(const RunConfig& config, const std::vector<StepMetrics>& steps) {
-  const double most = most_recorded(steps, &StepMetrics::expert_rank_load);
-  // A value no run records (edited by hand: infinite, below 1, above what --ep allows) is none.
-  if (config.ep <= 1 ||
-      !(most >= 1.0 && most <= most_expert_rank_load(config.model.moe, config.ep)))
-    return 1.0;
+  if (config.ep <= 1) return 1.0;
+  // A value no run records (edited by hand: infinite, below 1, above what --ep allows) is none;
+  // the other steps' still count.
+  const double bound = most_expert_rank_load(config.model.moe, config.ep);
+  double most = 1.0;
+  for (const StepMetrics& step : steps) {
+    const double load = step.expert_rank_load;
+    if (load >= 1.0 && load <= bound) most = std::max(most, load);
+  }
   return most;
 }
 
