@@ -707,9 +707,10 @@ TEST_F(AdviseDb, ATensorParallelOomRunIsAdvisedFromOneRanksFigures) {
   expect_advised_batch_fits(next, budget, "--steps 2" + layout);
 }
 
-// An expert-parallel run that ran out of memory is estimated at the rank load its steps
-// recorded (the fullest rank's experts hold that many times their own tokens' rows); a
-// hand-edited load no run records (beyond what --ep allows, infinite, below 1, text) as none.
+// An expert-parallel run that ran out of memory is estimated at the loads its steps recorded
+// (the fullest rank's experts hold that many times their own tokens' rows, its busiest block's
+// alone at least as many, its busiest expert's); a hand-edited load no run records (beyond
+// what --ep allows, infinite, below 1, text) as none.
 TEST_F(AdviseDb, AnExpertParallelOomRunIsEstimatedAtItsRecordedRankLoad) {
   const testing::CliResult result =
       cli("run --preset moe-tiny --threads 1 --nproc 2 --ep 2 --steps 2 --json --db " + db_);
@@ -724,9 +725,11 @@ TEST_F(AdviseDb, AnExpertParallelOomRunIsEstimatedAtItsRecordedRankLoad) {
   const RunConfig config = RunStore(db_, StoreAccess::kReadOnly, false).run(id).config;
   const std::string label =
       "a step at batch " + std::to_string(config.batch) + " needs (estimated)";
+  const double expert_load =
+      recorded_expert_loads(config, RunStore(db_, StoreAccess::kReadOnly, false).steps(id)).expert;
   auto advised_at = [&](const std::string& load) {
     Database(db_, Database::Mode::kReadWrite)
-        .exec("UPDATE steps SET expert_rank_load = " + load +
+        .exec("UPDATE steps SET expert_rank_load = " + load + ", expert_block_load = " + load +
               " WHERE run_id = " + std::to_string(id));
     const Diagnosis diagnosis = diagnose(id, false);
     const Finding* finding = find(diagnosis, FindingKind::kDidNotFinish);
@@ -736,6 +739,8 @@ TEST_F(AdviseDb, AnExpertParallelOomRunIsEstimatedAtItsRecordedRankLoad) {
     estimate::EstimateRequest request;
     request.arch = estimate::from_model_config(config.model);
     request.arch->expert_rank_load = load;
+    request.arch->expert_block_load = load;
+    request.arch->expert_load = expert_load;
     request.batch = config.batch;
     request.world_size = 2;
     request.expert_ranks = 2;

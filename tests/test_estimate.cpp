@@ -791,6 +791,15 @@ TEST(EstimateCli, BadShapesExit2WithOneLineNamingTheFlag) {
       {"estimate --model moe-tiny --nproc 2 --ep 2 --expert-rank-load nan", "--expert-rank-load"},
       {"estimate --model moe-tiny --nproc 2 --expert-rank-load 1.5", "--expert-rank-load"},
       {"estimate --params 1e9 --expert-rank-load 1.5", "--expert-rank-load"},
+      {"estimate --model moe-tiny --nproc 2 --ep 2 --expert-rank-load 1.5 --expert-block-load 1.2",
+       "--expert-block-load"},  // a block's load below the step's mean
+      {"estimate --model moe-tiny --nproc 2 --expert-block-load 1.5", "--expert-block-load"},
+      {"estimate --model moe-tiny --nproc 2 --ep 2 --expert-block-load inf", "--expert-block-load"},
+      // 4 experts, 2 a token: one expert takes at most twice its share.
+      {"estimate --model moe-tiny --expert-load 2.5", "--expert-load"},
+      {"estimate --model moe-tiny --expert-load 0.9", "--expert-load"},
+      {"estimate --model small --expert-load 1.5", "--expert-load"},
+      {"estimate --params 1e9 --expert-load 1.5", "--expert-load"},
   };
   for (const auto& [arguments, flag] : cases) {
     const CliResult result = cli(arguments);

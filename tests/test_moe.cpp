@@ -178,11 +178,14 @@ TEST(BalanceLedger, ARanksLoadIsItsRowsTakenOverItsRowsSent) {
   EXPECT_FALSE(ledger.take_rank_load());
   ledger.record_rank_rows(30, 10);
   ledger.record_rank_rows(10, 30);
-  EXPECT_EQ(ledger.take_rank_load(), 1.0);  // the ratios' mean would be 5/3
+  EXPECT_EQ(ledger.take_rank_load(), 1.0);        // the ratios' mean would be 5/3
+  EXPECT_EQ(ledger.take_block_rank_load(), 3.0);  // the busiest block's alone
   EXPECT_FALSE(ledger.take_rank_load());
+  EXPECT_FALSE(ledger.take_block_rank_load());
   ledger.record_rank_rows(3, 2);
   ledger.forget();
   EXPECT_FALSE(ledger.take_rank_load());
+  EXPECT_FALSE(ledger.take_block_rank_load());
 }
 
 TEST(BalanceLoss, IsKWhenEveryExpertGetsItsShare) {

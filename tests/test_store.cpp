@@ -161,9 +161,10 @@ void migrates_keeping_runs(int from) {
   EXPECT_EQ(store.steps(1)[0].device_used_bytes, 0);
   EXPECT_EQ(store.steps(1)[0].parameter_gathers, 0);  // the columns schema 7 added
   EXPECT_EQ(store.steps(1)[0].recompute_gathers, 0);
-  EXPECT_TRUE(std::isnan(store.steps(1)[0].balance_loss));      // schema 9: no run had experts
-  EXPECT_TRUE(std::isnan(store.steps(1)[0].expert_load));       // schema 10: nor a load
-  EXPECT_TRUE(std::isnan(store.steps(1)[0].expert_rank_load));  // schema 11: nor a rank load
+  EXPECT_TRUE(std::isnan(store.steps(1)[0].balance_loss));       // schema 9: no run had experts
+  EXPECT_TRUE(std::isnan(store.steps(1)[0].expert_load));        // schema 10: nor a load
+  EXPECT_TRUE(std::isnan(store.steps(1)[0].expert_rank_load));   // schema 11: nor a rank load
+  EXPECT_TRUE(std::isnan(store.steps(1)[0].expert_block_load));  // schema 12: nor a block's
   EXPECT_EQ(store.steps(1)[0].dispatch_ms, 0.0);
   EXPECT_TRUE(store.timeline(1).empty());
   EXPECT_EQ(store.integrity_check(), "ok");

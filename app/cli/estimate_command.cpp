@@ -6,6 +6,7 @@
 #include "cli/cli_output.h"
 #include "cli/commands.h"
 #include "cli/estimate_text.h"
+#include "cli/expert_load_options.h"
 #include "cli/model_options.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
@@ -31,7 +32,7 @@ struct EstimateOptions {
   std::string shard = "none";
   int64_t tp = 1;
   int64_t ep = 1;
-  std::optional<double> expert_rank_load;
+  ExpertLoadOptions expert_loads;
   bool sequence_parallel = false;
   bool json = false;
 
@@ -79,13 +80,8 @@ struct EstimateOptions {
     request.world_size = nproc.value_or(tp);
     request.layout = {tp, sequence_parallel};
     request.expert_ranks = ep;
-    if (expert_rank_load) {
-      if (!request.arch) {
-        throw InvalidInput("--expert-rank-load",
-                           "sizes a mixture's experts: give its shape (--model)");
-      }
-      request.arch->expert_rank_load = *expert_rank_load;  // make_estimate checks it against --ep
-    }
+    // make_estimate checks the loads against --ep.
+    expert_loads.apply(request.arch ? &*request.arch : nullptr);
     parse_shard(shard);  // names --shard when unknown
     request.shard = shard;
     return request;
@@ -137,10 +133,7 @@ Command add_estimate_command(CLI::App& app) {
                    "Expert-parallel ranks (a mixture's experts split over data ranks; figures "
                    "per rank)")
       ->capture_default_str();
-  command->add_option("--expert-rank-load", options->expert_rank_load,
-                      "With --ep: the rows the fullest rank's experts take over its own tokens' "
-                      "rows (a run's 'expert rank load'; default 1, balanced): sizes its "
-                      "activations");
+  options->expert_loads.add_to(*command, "activations");
   command->add_flag("--sequence-parallel", options->sequence_parallel,
                     "Split the residual stream and norms along the sequence between tensor ranks");
   command->add_flag("--json", options->json, "Print one JSON object as the last line of stdout");

@@ -140,6 +140,10 @@ std::string request_text(const estimate::Estimate& estimate) {
       out << ", its experts' activations at " << format_number(request.arch->expert_rank_load, 2)
           << "× its tokens' rows";
     }
+    if (request.arch->busiest_block_load() != request.arch->expert_rank_load) {
+      out << ", a recomputed block's at " << format_number(request.arch->busiest_block_load(), 2)
+          << "×";
+    }
     out << "\n";
   } else if (request.world_size > 1 || request.shard != "none") {
     out << "per rank    " << request.world_size << " rank(s), shard " << request.shard

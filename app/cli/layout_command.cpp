@@ -7,6 +7,7 @@
 #include "checkpoint/checkpoint_policy.h"
 #include "cli/cli_output.h"
 #include "cli/commands.h"
+#include "cli/expert_load_options.h"
 #include "cli/layout_text.h"
 #include "cli/local_gpu.h"
 #include "cli/model_options.h"
@@ -62,7 +63,7 @@ struct LayoutOptions {
   double fragmentation = 0.05;
   std::string activation_model = "engine";
   std::optional<int64_t> tp, pp, vp, cp, dp, ep, micro_batch, zero;
-  std::optional<double> expert_rank_load;
+  ExpertLoadOptions expert_loads;
   bool sequence_parallel = false;
   bool no_sequence_parallel = false;
   std::string checkpoint;
@@ -194,12 +195,7 @@ struct LayoutOptions {
     estimate::validate(request.arch);  // before any count divides by its sizes
     request.arch.name = imported ? shape.source() : model + (reshapes(model, config) ? "*" : "");
     request.arch.engine_shape = imported || estimate::is_engine_preset(model);
-    if (expert_rank_load) {
-      if (!request.arch.moe.enabled()) {
-        throw InvalidInput("--expert-rank-load", "sizes a mixture's experts; this model has none");
-      }
-      request.arch.expert_rank_load = *expert_rank_load;  // layout::validate checks it with --ep
-    }
+    expert_loads.apply(&request.arch);  // layout::validate checks the loads with --ep
     if (gpus < 1) throw InvalidInput("--gpus", "must be at least 1");
     request.cluster.gpus = gpus;
     request.global_batch = resolve_global_batch(request.arch.seq_len);
@@ -315,10 +311,7 @@ Command add_layout_command(CLI::App& app, const std::atomic<bool>& cancel) {
   command->add_option("--ep", options->ep,
                       "With experts: data × context ranks that split each set of experts "
                       "(searched over those dividing them and the experts when absent)");
-  command->add_option("--expert-rank-load", options->expert_rank_load,
-                      "With --ep: a run's 'expert rank load' (rows the fullest rank's experts "
-                      "take over its own tokens' rows; default 1, balanced): sizes its "
-                      "activations, all-to-all and expert compute");
+  options->expert_loads.add_to(*command, "activations, all-to-all and expert compute");
   command->add_flag("--sequence-parallel", options->sequence_parallel,
                     "Keep sequence parallelism on (searched when neither flag is given)");
   command->add_flag("--no-sequence-parallel", options->no_sequence_parallel,

@@ -36,6 +36,23 @@ std::string table(const std::vector<layout::LayoutEvaluation>& evaluations) {
                       rows);
 }
 
+// A mixture's experts and the loads they are planned at.
+std::string experts_line(const estimate::Architecture& arch) {
+  std::ostringstream out;
+  out << "Mixture of experts: " << arch.moe.experts << " experts of " << arch.expert_hidden
+      << " a block, " << arch.moe.experts_per_token << " per token; the fullest expert rank takes "
+      << format_number(arch.expert_rank_load, 2) << " × its tokens' rows"
+      << (arch.expert_rank_load == 1.0 ? " (balanced)" : "");
+  if (arch.busiest_block_load() != arch.expert_rank_load) {
+    out << ", its busiest block " << format_number(arch.busiest_block_load(), 2) << " ×";
+  }
+  if (arch.expert_load != 1.0) {
+    out << "; the busiest expert " << format_number(arch.expert_load, 2) << " × its share";
+  }
+  out << "\n";
+  return out.str();
+}
+
 }  // namespace
 
 std::string layout_to_text(const layout::LayoutRequest& request,
@@ -53,13 +70,7 @@ std::string layout_to_text(const layout::LayoutRequest& request,
     out << "LoRA fine-tuning: rank " << lora.rank << " on " << lora_targets_text(lora.targets)
         << ", the base in " << to_string(lora.base) << "\n";
   }
-  const MoeOptions& moe = request.arch.moe;
-  if (moe.enabled()) {
-    out << "Mixture of experts: " << moe.experts << " experts of " << request.arch.expert_hidden
-        << " a block, " << moe.experts_per_token << " per token; the fullest expert rank takes "
-        << format_number(request.arch.expert_rank_load, 2) << " × its tokens' rows"
-        << (request.arch.expert_rank_load == 1.0 ? " (balanced)" : "") << "\n";
-  }
+  if (request.arch.moe.enabled()) out << experts_line(request.arch);
   if (cluster.gpu.name == "local") out << "local: " << cluster.gpu.description << "\n";
   out << answer.points.size() << " layouts evaluated, " << fitting << " fit, in "
       << format_number(answer.search_s, 2) << " s (matmul efficiency "

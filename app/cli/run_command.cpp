@@ -53,10 +53,14 @@ void print_expert_load(const RunSummary& summary) {
             << "× its share at most (the busiest expert's rows in one block)\n";
   const double rank_most = most_recorded(summary.steps, &StepMetrics::expert_rank_load);
   if (std::isnan(rank_most)) return;
+  const double block_most =
+      std::max(rank_most, most_recorded(summary.steps, &StepMetrics::expert_block_load));
   std::cout << "expert rank load " << format_number(rank_most, 3)
             << "× its share at most (the rows the fullest rank's experts took in a step over its "
-            << "tokens'; estimate --expert-rank-load " << format_number(rank_most, 3)
-            << " with this run's settings sizes its activations)\n";
+            << "tokens'), " << format_number(block_most, 3)
+            << "× in its busiest block; estimate --expert-rank-load " << format_number(rank_most, 3)
+            << " --expert-block-load " << format_number(block_most, 3)
+            << " with this run's settings sizes its activations\n";
 }
 
 void print_summary(const RunSummary& summary) {

@@ -30,7 +30,10 @@ std::optional<estimate::DeviceFit> estimated_fit(const RunConfig& config,
   try {
     estimate::EstimateRequest request;
     request.arch = estimate::from_model_config(config.model);
-    request.arch->expert_rank_load = recorded_expert_rank_load(config, steps);
+    const RecordedExpertLoads loads = recorded_expert_loads(config, steps);
+    request.arch->expert_rank_load = loads.rank;
+    request.arch->expert_block_load = loads.block;
+    request.arch->expert_load = loads.expert;
     request.precision = config.precision;
     request.checkpoint =
         CheckpointPolicy::parse(config.checkpoint).is_plan() ? "every:1" : config.checkpoint;

@@ -172,6 +172,18 @@ Cause dominant_cause(const RunRecord& run, int64_t logits_bytes, int64_t kept_by
                setting("checkpoint", "every:1") + " (recompute every block), or a smaller K"};
 }
 
+// The run's shape as the estimator counts it, its experts at the loads its steps recorded.
+estimate::Architecture estimated_architecture(const RunConfig& config,
+                                              const std::vector<StepMetrics>& steps) {
+  estimate::Architecture arch = estimate::from_model_config(config.model);
+  const RecordedExpertLoads loads = recorded_expert_loads(config, steps);
+  arch.expert_rank_load = loads.rank;
+  arch.expert_block_load = loads.block;
+  arch.expert_load = loads.expert;
+  arch.expert_ranks = config.ep;
+  return arch;
+}
+
 }  // namespace
 
 std::optional<std::string> unestimable(const RunConfig& config) {
@@ -195,8 +207,7 @@ std::optional<Finding> diagnose_memory(const RunRecord& run, const std::vector<S
                                        const std::optional<RunRecord>& none_run,
                                        std::vector<Wording>& notes) {
   const RunConfig& config = run.config;
-  estimate::Architecture arch = estimate::from_model_config(config.model);
-  arch.expert_rank_load = recorded_expert_rank_load(config, steps);
+  const estimate::Architecture arch = estimated_architecture(config, steps);
   const bool offload = config.offload != "none";
   // One rank's figures under tensor parallelism, as the run's peaks are.
   const estimate::TensorLayout layout{config.tp, config.sequence_parallel};

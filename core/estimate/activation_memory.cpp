@@ -93,6 +93,19 @@ class StepReplay {
       costs_.push_back(engine_.attention(block));
       costs_.push_back(engine_.mlp(block));
     }
+    busiest_costs_ = costs_;
+    // Under expert parallelism the step's rank load is a mean over blocks; a block rebuilt alone
+    // holds its own rows, the busiest block's at worst.
+    if (input.arch.moe.enabled() && input.arch.busiest_block_load() > input.arch.expert_rank_load) {
+      Architecture busiest = input.arch;
+      busiest.expert_rank_load = input.arch.busiest_block_load();
+      const EngineAccounting engine(busiest, input.batch, input.precision,
+                                    input.plan.recompute_attention_core, input.plan.keep,
+                                    input.layout);
+      for (int64_t block = 0; block < input.arch.layers; ++block) {
+        busiest_costs_[2 * block + 1] = engine.mlp(block);
+      }
+    }
     output_dropped_.assign(costs_.size(), false);
   }
 
@@ -117,8 +130,8 @@ class StepReplay {
       int64_t busiest = 0;
       int64_t kept_before = 0;
       for (int64_t i = segment.begin; i < segment.end; ++i) {
-        busiest = std::max(
-            busiest, kept_before + costs_[i].interior + costs_[i].forward_extra + costs_[i].output);
+        const SublayerCost& cost = busiest_costs_[i];  // any of its blocks may be the busiest
+        busiest = std::max(busiest, kept_before + cost.interior + cost.forward_extra + cost.output);
         kept_before += costs_[i].kept;
       }
       replay_.at(live_ + busiest + residual_, "forward");
@@ -181,8 +194,11 @@ class StepReplay {
       // An early-stopped tail's backward starts from the segment's output gradient itself (its
       // residual add hands it on as it is); an inner one is made where the branch rejoins.
       const int64_t held = early_stopped ? residual_ : gradients;
-      replay_.at(live_ + held + costs_[i].backward_extra + prefetch, phase);
-      live_ -= costs_[i].interior + (segment.recompute ? costs_[i].rebuilt_extra : 0);
+      // Its transients as the busiest block's (any block may be the one); what it holds as
+      // kept or rebuilt.
+      const SublayerCost& cost = segment.recompute ? rebuilt(i, segment) : costs_[i];
+      replay_.at(live_ + held + busiest_costs_[i].backward_extra + prefetch, phase);
+      live_ -= cost.interior + (segment.recompute ? cost.rebuilt_extra : 0);
     }
     if (input_offloaded(j)) live_ -= residual_;
     if (segment.recompute) live_ -= kReplayStateBytes;
@@ -207,14 +223,22 @@ class StepReplay {
   }
   int64_t rebuilt_extra(const Segment& segment) const {
     int64_t bytes = 0;
-    for (int64_t i = segment.begin; i < segment.end; ++i) bytes += costs_[i].rebuilt_extra;
+    for (int64_t i = segment.begin; i < segment.end; ++i)
+      bytes += rebuilt(i, segment).rebuilt_extra;
     return bytes;
   }
   int64_t saved(const Segment& segment) const {
     int64_t bytes = 0;
-    for (int64_t i = segment.begin; i < segment.end; ++i)
-      bytes += costs_[i].interior + costs_[i].output;
+    for (int64_t i = segment.begin; i < segment.end; ++i) {
+      bytes += rebuilt(i, segment).interior + rebuilt(i, segment).output;
+    }
     return bytes;
+  }
+  // Sublayer i as a recomputation rebuilds it: the segment's first experts (odd sublayers) at
+  // the busiest block's load, held longest of its blocks; the others at the step's mean.
+  const SublayerCost& rebuilt(int64_t i, const Segment& segment) const {
+    const int64_t first_experts = segment.begin | 1;
+    return i == first_experts ? busiest_costs_[i] : costs_[i];
   }
   // Sublayer i's recomputation runs its tail (a mixture of experts has no one projection to stop
   // before; under sequence parallelism none stops).
@@ -230,7 +254,8 @@ class StepReplay {
   const int64_t count_;
   const int64_t residual_;  // every segment boundary is this size
   std::vector<SublayerCost> costs_;
-  std::vector<bool> output_dropped_;  // by its consumer, whose input wanted no gradient
+  std::vector<SublayerCost> busiest_costs_;  // costs_ with each block's experts at the busiest load
+  std::vector<bool> output_dropped_;         // by its consumer, whose input wanted no gradient
   PeakReplay replay_;
   int64_t live_ = 0;
 };

@@ -6,6 +6,7 @@
 #include "estimate/fine_tuning.h"
 #include "estimate/sharded_states.h"
 #include "estimate/sharded_units.h"
+#include "run/expert_loads.h"
 #include "run/run_config.h"
 #include "run/shard_mode.h"
 
@@ -115,8 +116,9 @@ void validate_request(const EstimateRequest& request) {
     if (request.expert_ranks > 1 && shard != ShardMode::kNone) {
       throw InvalidInput("--shard", "does not combine with expert parallelism (--ep) yet");
     }
-    validate_expert_rank_load(request.arch->expert_rank_load, request.arch->moe,
-                              request.expert_ranks);
+    validate_expert_loads(request.arch->expert_rank_load, request.arch->expert_block_load,
+                          request.arch->moe, request.expert_ranks);
+    validate_expert_load(request.arch->expert_load, request.arch->moe);
     if (request.arch->lora.enabled()) {
       // As `run` trains adapters: on data ranks at most, the frozen base whole on each.
       if (layout.split()) {
@@ -147,8 +149,9 @@ Estimate make_estimate(const EstimateRequest& request) {
     estimate.request.device_memories = default_memories();
   const CheckpointPolicy policy = CheckpointPolicy::parse(request.checkpoint);
   const TensorLayout& layout = request.layout;
+  if (estimate.request.arch) estimate.request.arch->expert_ranks = request.expert_ranks;
   if (request.arch) {
-    const Architecture& arch = *request.arch;
+    const Architecture& arch = *estimate.request.arch;
     estimate.architecture_params = parameter_count(arch);
     estimate.activations =
         estimate_policy_activations(arch, request.batch, request.precision, request.checkpoint,
@@ -196,7 +199,7 @@ Estimate make_estimate(const EstimateRequest& request) {
     if (request.arch) {
       fit.max_batch = max_batch(estimate, memory);
       FitQuestion question;
-      question.arch = *request.arch;
+      question.arch = *estimate.request.arch;
       question.batch = request.batch;
       question.precision = request.precision;
       question.optimizer = request.optimizer;
@@ -235,6 +238,28 @@ nlohmann::json fits_to_json(const std::vector<DeviceFit>& fits) {
   return json;
 }
 
+// The shape an estimate counted (beside the request's settings).
+void put_architecture(nlohmann::json& json, const Architecture& arch, int64_t batch) {
+  json["layers"] = arch.layers;
+  json["d_model"] = arch.d_model;
+  json["heads"] = arch.heads;
+  json["kv_heads"] = arch.kv_heads;
+  json["mlp_hidden"] = arch.mlp_hidden;
+  if (arch.moe.enabled()) {
+    json["experts"] = arch.moe.experts;
+    json["experts_per_token"] = arch.moe.experts_per_token;
+    json["expert_hidden"] = arch.expert_hidden;
+    json["shared_expert_hidden"] = arch.moe.shared_expert_hidden;
+    json["active_params"] = active_parameter_count(arch);
+  }
+  json["seq_len"] = arch.seq_len;
+  json["vocab"] = arch.vocab;
+  json["attention"] = to_string(arch.attention);
+  json["sliding_window"] = arch.sliding_window;
+  json["tokens_per_step"] = batch * arch.seq_len;
+  put_fine_tuning(json, arch.lora);
+}
+
 }  // namespace
 
 nlohmann::json to_json(const Estimate& estimate) {
@@ -259,6 +284,8 @@ nlohmann::json to_json(const Estimate& estimate) {
       {"sequence_parallel", request.layout.sequence_parallel},
       {"ep", request.expert_ranks},
       {"expert_rank_load", request.arch ? request.arch->expert_rank_load : 1.0},
+      {"expert_block_load", request.arch ? request.arch->busiest_block_load() : 1.0},
+      {"expert_load", request.arch ? request.arch->expert_load : 1.0},
       {"rank_params", estimate.rank_params},
       {"trainable_params",
        request.arch ? trainable_parameter_count(*request.arch) : estimate.params},
@@ -270,27 +297,7 @@ nlohmann::json to_json(const Estimate& estimate) {
       {"gathered_bytes", estimate.gathered_bytes},
       {"build_bytes", estimate.build_bytes},
   };
-  if (request.arch) {
-    const Architecture& arch = *request.arch;
-    json["layers"] = arch.layers;
-    json["d_model"] = arch.d_model;
-    json["heads"] = arch.heads;
-    json["kv_heads"] = arch.kv_heads;
-    json["mlp_hidden"] = arch.mlp_hidden;
-    if (arch.moe.enabled()) {
-      json["experts"] = arch.moe.experts;
-      json["experts_per_token"] = arch.moe.experts_per_token;
-      json["expert_hidden"] = arch.expert_hidden;
-      json["shared_expert_hidden"] = arch.moe.shared_expert_hidden;
-      json["active_params"] = active_parameter_count(arch);
-    }
-    json["seq_len"] = arch.seq_len;
-    json["vocab"] = arch.vocab;
-    json["attention"] = to_string(arch.attention);
-    json["sliding_window"] = arch.sliding_window;
-    json["tokens_per_step"] = request.batch * arch.seq_len;
-    put_fine_tuning(json, arch.lora);
-  }
+  if (request.arch) put_architecture(json, *request.arch, request.batch);
   if (estimate.activations) {
     const ActivationEstimate& act = *estimate.activations;
     json["activation_saved_bytes"] = act.saved_bytes;

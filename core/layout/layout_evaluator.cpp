@@ -109,7 +109,7 @@ LayoutEvaluator::ChunkActivations LayoutEvaluator::chunk_activations(const Layou
                                                                      bool head) {
   const bool offload = layout.offload == Offload::kActivations;
   const Key key{layout.tp, layout.sp, layout.cp, layout.micro_batch, chunk_layers, policy,
-                embedding, head,      offload};
+                embedding, head,      offload,   layout.ep};
   const auto found = activation_cache_.find(key);
   if (found != activation_cache_.end()) return found->second;
 
@@ -118,6 +118,7 @@ LayoutEvaluator::ChunkActivations LayoutEvaluator::chunk_activations(const Layou
   arch.seq_len = request_.arch.seq_len / layout.cp;  // each context rank's tokens
   arch.input_trains = !embedding;  // a later chunk sends its input's gradient back
   arch.vocab = padded_vocab(arch.vocab, layout.tp);
+  arch.expert_ranks = layout.ep;  // each expert's share of rows comes from its group's ranks
   const estimate::TensorLayout split{layout.tp, layout.sp};
   const int64_t value_bytes = estimate::bytes_per_value(request_.precision);
   const int64_t residual =

@@ -98,7 +98,8 @@ class LayoutEvaluator {
 
   const LayoutRequest& request_;
   std::map<std::pair<int64_t, int64_t>, CheckpointPlan> plan_cache_;
-  using Key = std::tuple<int64_t, bool, int64_t, int64_t, int64_t, int64_t, bool, bool, bool>;
+  using Key =
+      std::tuple<int64_t, bool, int64_t, int64_t, int64_t, int64_t, bool, bool, bool, int64_t>;
   std::map<Key, ChunkActivations> activation_cache_;
   using FlopsKey = std::tuple<int64_t, bool, int64_t, int64_t, int64_t, bool, bool>;
   std::map<FlopsKey, estimate::StepFlops> flops_cache_;

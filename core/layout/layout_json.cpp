@@ -85,6 +85,8 @@ nlohmann::json to_json(const LayoutRequest& request, const LayoutAnswer& answer)
     json["experts"] = request.arch.moe.experts;
     json["experts_per_token"] = request.arch.moe.experts_per_token;
     json["expert_rank_load"] = json_number(request.arch.expert_rank_load);
+    json["expert_block_load"] = json_number(request.arch.busiest_block_load());
+    json["expert_load"] = json_number(request.arch.expert_load);
   }
   json["matmul_efficiency"] = json_number(request.efficiency());
   json["fragmentation"] = json_number(request.fragmentation);

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "checkpoint/stage_blocks.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
+#include "run/expert_loads.h"
 #include "run/run_config.h"
 
 namespace rematlab::layout {
@@ -339,13 +341,17 @@ void validate_experts(const LayoutRequest& request) {
     if (!problem.empty()) throw InvalidInput("--ep", problem);
   }
   if (!arch.moe.enabled()) return;
-  if (arch.expert_rank_load != 1.0) {
-    if (!fixed.ep || *fixed.ep < 2) {
-      throw InvalidInput("--expert-rank-load",
+  for (const auto& [flag, load] : {std::pair{"--expert-rank-load", arch.expert_rank_load},
+                                   std::pair{"--expert-block-load", arch.expert_block_load}}) {
+    if (load != 1.0 && (!fixed.ep || *fixed.ep < 2)) {
+      throw InvalidInput(flag,
                          "is a load over expert ranks: give the --ep (2 or more) it was seen at");
     }
-    validate_expert_rank_load(arch.expert_rank_load, arch.moe, *fixed.ep);
   }
+  if (fixed.ep) {
+    validate_expert_loads(arch.expert_rank_load, arch.expert_block_load, arch.moe, *fixed.ep);
+  }
+  validate_expert_load(arch.expert_load, arch.moe);
 }
 
 }  // namespace

@@ -60,6 +60,10 @@ std::optional<double> BalanceLedger::take_load() { return std::exchange(load_, s
 void BalanceLedger::record_rank_rows(int64_t taken_here, int64_t sent) {
   rows_taken_here_ += taken_here;
   rows_sent_ += sent;
+  if (sent > 0) {
+    const double ratio = static_cast<double>(taken_here) / static_cast<double>(sent);
+    block_rank_load_ = std::max(block_rank_load_.value_or(0.0), ratio);
+  }
 }
 
 std::optional<double> BalanceLedger::take_rank_load() {
@@ -69,10 +73,15 @@ std::optional<double> BalanceLedger::take_rank_load() {
   return static_cast<double>(taken) / static_cast<double>(sent);
 }
 
+std::optional<double> BalanceLedger::take_block_rank_load() {
+  return std::exchange(block_rank_load_, std::nullopt);
+}
+
 void BalanceLedger::forget() {
   take();
   take_load();
   take_rank_load();
+  take_block_rank_load();
 }
 
 torch::Tensor balance_loss(const torch::Tensor& probabilities, const torch::Tensor& chosen) {

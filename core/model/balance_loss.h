@@ -43,8 +43,11 @@ class BalanceLedger {
   // Expert parallelism: a block's rows from a forward, those this rank's experts took and those
   // its own tokens sent. take_rank_load() returns the first sum over the second since the last
   // take (1: balanced; the step's expert activations here over a balanced rank's), and forgets.
+  // take_block_rank_load() returns the largest one block's forward reached alone (a recomputed
+  // block holds its own rows, not the step's mean), and forgets it.
   void record_rank_rows(int64_t taken_here, int64_t sent);
   std::optional<double> take_rank_load();
+  std::optional<double> take_block_rank_load();
   // Forgets every value, load and row recorded since the last takes.
   void forget();
 
@@ -57,6 +60,7 @@ class BalanceLedger {
   std::optional<double> load_;
   int64_t rows_taken_here_ = 0;
   int64_t rows_sent_ = 0;
+  std::optional<double> block_rank_load_;
 };
 
 // E/N · Σ_e chosen_e · mean_t probabilities_{t,e} (a scalar, float32).

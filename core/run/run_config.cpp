@@ -264,39 +264,6 @@ void validate_experts_layout(const RunConfig& config) {
 
 }  // namespace
 
-double most_expert_rank_load(const MoeOptions& moe, int64_t expert_ranks) {
-  if (expert_ranks <= 1 || !moe.enabled()) return 1.0;
-  const int64_t held = std::max<int64_t>(1, moe.experts / expert_ranks);
-  const int64_t k = std::max<int64_t>(1, moe.experts_per_token);
-  // In doubles: a stored configuration may hold any counts.
-  double most = static_cast<double>(expert_ranks) * static_cast<double>(std::min(k, held)) /
-                static_cast<double>(k);
-  // A capacity drops rows before they are sent: a rank whose tokens all chose the same k
-  // experts sends k · capacity and may take E · capacity.
-  if (moe.capacity_factor > 0.0) {
-    most = std::max(most, static_cast<double>(moe.experts) / static_cast<double>(k));
-  }
-  return std::max(1.0, most);
-}
-
-void validate_expert_rank_load(double load, const MoeOptions& moe, int64_t expert_ranks) {
-  if (load == 1.0) return;
-  if (expert_ranks <= 1) {
-    throw InvalidInput("--expert-rank-load",
-                       "needs expert ranks (--ep above 1): without them each rank's experts "
-                       "take its own tokens' rows");
-  }
-  const double most = most_expert_rank_load(moe, expert_ranks);
-  if (!(load >= 1.0 && load <= most)) {
-    char shown[64];
-    std::snprintf(shown, sizeof shown, "%.10g, got %.10g", most, load);
-    throw InvalidInput("--expert-rank-load",
-                       std::string("must be between 1 (balanced) and what a rank's experts take "
-                                   "when every token sends them all it can, ") +
-                           shown);
-  }
-}
-
 void validate_expert_ranks(int64_t expert_ranks, const MoeOptions& moe, int64_t data_ranks) {
   const int64_t ep = expert_ranks;
   if (ep < 1 || ep > kMaxWorldSize) {

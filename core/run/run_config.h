@@ -135,15 +135,6 @@ struct ExpertSplit {
 };
 std::vector<ExpertSplit> more_expert_splits(int64_t experts, int64_t expert_ranks,
                                             int64_t world_size, int64_t max_ranks);
-// The most rows one of `expert_ranks` ranks' experts can take over its own tokens' rows (its
-// rank load): every token of the group sends it as many of its k choices as it holds experts,
-// at most k (under a capacity factor, E/k if more: its own rows cut to k experts' capacity).
-// 1 without expert ranks.
-double most_expert_rank_load(const MoeOptions& moe, int64_t expert_ranks);
-// A fullest expert rank's load (a run's `expert_rank_load`, or what `estimate` and `layout` are
-// given) from 1 (balanced) to most_expert_rank_load; throws InvalidInput("--expert-rank-load",
-// …) otherwise, or when given without expert ranks.
-void validate_expert_rank_load(double load, const MoeOptions& moe, int64_t expert_ranks);
 bool shard_trains_in(ShardMode shard, Precision precision);  // validate_shard_precision passes
 
 // Throws InvalidInput naming the offending flag. Checks that the device exists, that fp16 runs

@@ -6,6 +6,7 @@
 
 #include "common/json_numbers.h"
 #include "memory/memory_phase.h"
+#include "run/expert_loads.h"
 
 namespace rematlab {
 namespace {
@@ -161,6 +162,7 @@ nlohmann::json to_json(const StepMetrics& step) {
           {"balance_loss", json_number(step.balance_loss)},
           {"expert_load", json_number(step.expert_load)},
           {"expert_rank_load", json_number(step.expert_rank_load)},
+          {"expert_block_load", json_number(step.expert_block_load)},
           {"dispatch_ms", step.dispatch_ms}};
 }
 
@@ -275,17 +277,34 @@ double most_recorded(const std::vector<StepMetrics>& steps, double StepMetrics::
   return most;
 }
 
-double recorded_expert_rank_load(const RunConfig& config, const std::vector<StepMetrics>& steps) {
-  if (config.ep <= 1) return 1.0;
-  // A value no run records (edited by hand: infinite, below 1, above what --ep allows) is none;
-  // the other steps' still count.
-  const double bound = most_expert_rank_load(config.model.moe, config.ep);
+namespace {
+
+// The largest of `steps`' values of `load` from 1 to `bound`: a value no run records (edited by
+// hand: infinite, below 1, above the bound) is none; the other steps' still count.
+double most_valid_load(const std::vector<StepMetrics>& steps, double StepMetrics::*load,
+                       double bound) {
   double most = 1.0;
   for (const StepMetrics& step : steps) {
-    const double load = step.expert_rank_load;
-    if (load >= 1.0 && load <= bound) most = std::max(most, load);
+    const double value = step.*load;
+    if (value >= 1.0 && value <= bound) most = std::max(most, value);
   }
   return most;
+}
+
+}  // namespace
+
+RecordedExpertLoads recorded_expert_loads(const RunConfig& config,
+                                          const std::vector<StepMetrics>& steps) {
+  RecordedExpertLoads loads;
+  if (!config.model.moe.enabled()) return loads;
+  loads.expert =
+      most_valid_load(steps, &StepMetrics::expert_load, most_expert_load(config.model.moe));
+  if (config.ep <= 1) return loads;
+  const double bound = most_expert_rank_load(config.model.moe, config.ep);
+  loads.rank = most_valid_load(steps, &StepMetrics::expert_rank_load, bound);
+  loads.block =
+      std::max(loads.rank, most_valid_load(steps, &StepMetrics::expert_block_load, bound));
+  return loads;
 }
 
 }  // namespace rematlab

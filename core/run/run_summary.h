@@ -119,8 +119,16 @@ nlohmann::json to_json(const StepMetrics& step);
 
 // The largest of `steps`' recorded (not NaN) values of `figure`; NaN when none recorded one.
 double most_recorded(const std::vector<StepMetrics>& steps, double StepMetrics::*figure);
-// Expert parallelism: the fullest rank's load `steps` recorded (its experts' activations hold
-// that many times a balanced rank's); 1 without one, or for one --ep does not allow.
-double recorded_expert_rank_load(const RunConfig& config, const std::vector<StepMetrics>& steps);
+// A mixture of experts' loads as `steps` recorded them, the largest over the steps: under expert
+// parallelism the fullest rank's over a step (its experts' activations hold that many times a
+// balanced rank's) and over its busiest block (at least the step's); the busiest expert's.
+// 1 where none was recorded, or for a value no run records (edited by hand).
+struct RecordedExpertLoads {
+  double rank = 1.0;
+  double block = 1.0;
+  double expert = 1.0;
+};
+RecordedExpertLoads recorded_expert_loads(const RunConfig& config,
+                                          const std::vector<StepMetrics>& steps);
 
 }  // namespace rematlab

@@ -65,6 +65,10 @@ struct StepMetrics {
   // over the rows its own tokens sent them (1: balanced; its experts' activations hold this many
   // times a balanced rank's), summed over blocks and micro-batches; the largest over ranks.
   double expert_rank_load = std::numeric_limits<double>::quiet_NaN();
+  // Expert parallelism (NaN otherwise): the same ratio for one block's forward alone, the largest
+  // over blocks, micro-batches and ranks (at least expert_rank_load): what a recomputed block's
+  // experts hold, where the step's sum averages the blocks away.
+  double expert_block_load = std::numeric_limits<double>::quiet_NaN();
   // Expert parallelism (0 otherwise), within comm_wait_ms: blocked in the all-to-all exchanges
   // that carry tokens' rows to their experts' ranks and back (forward, backward, recomputation).
   double dispatch_ms = 0.0;

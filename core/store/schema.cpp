@@ -213,6 +213,11 @@ const std::vector<const char*>& migrations() {
       R"sql(
       ALTER TABLE steps ADD COLUMN expert_rank_load REAL NOT NULL DEFAULT 'nan';
       )sql",
+      // 11 → 12: expert parallelism's load of one block alone, the busiest (not measured
+      // before).
+      R"sql(
+      ALTER TABLE steps ADD COLUMN expert_block_load REAL NOT NULL DEFAULT 'nan';
+      )sql",
   };
   return list;
 }

@@ -10,7 +10,7 @@
 
 namespace rematlab {
 
-constexpr int kStoreSchemaVersion = 11;
+constexpr int kStoreSchemaVersion = 12;
 
 // Opens `path` as a RematLab database. kReadWrite: creates it when missing (if `create`), migrates
 // an older schema in one transaction, turns on WAL and foreign keys. kReadOnly: opens it without

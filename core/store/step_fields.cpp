@@ -50,6 +50,8 @@ const std::vector<StepField>& step_fields() {
       {"dispatch_ms", &StepMetrics::dispatch_ms},
       // Schema 11.
       {"expert_rank_load", &StepMetrics::expert_rank_load},
+      // Schema 12.
+      {"expert_block_load", &StepMetrics::expert_block_load},
   };
   return fields;
 }

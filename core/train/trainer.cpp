@@ -363,11 +363,13 @@ StepMetrics Trainer::step(int64_t index, const TrainerCallbacks& callbacks) {
     constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
     metrics.expert_load = balance->take_load().value_or(kNone);
     metrics.expert_rank_load = balance->take_rank_load().value_or(kNone);
+    metrics.expert_block_load = balance->take_block_rank_load().value_or(kNone);
     if (exchange_) {
-      const std::vector<double> most =
-          exchange_->max_over_ranks({metrics.expert_load, metrics.expert_rank_load});
+      const std::vector<double> most = exchange_->max_over_ranks(
+          {metrics.expert_load, metrics.expert_rank_load, metrics.expert_block_load});
       metrics.expert_load = most[0];
       metrics.expert_rank_load = most[1];
+      metrics.expert_block_load = most[2];
     }
   }
   metrics.step_ms = elapsed_ms(start);
