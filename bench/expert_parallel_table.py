@@ -7,11 +7,13 @@ Each row is a real `rematlab-cli run --nproc N [--ep E] --json` of one mixture-o
 (moe-tiny refined by the flags below), fp32 AdamW on the CPU, one thread a rank. Per rank: the
 model states it holds between steps (largest over ranks) against `estimate --nproc N --ep E`, the
 peak (largest over ranks), the all-to-all time (median step, largest over ranks) within its
-waits; the estimated peak, balanced and at the run's rank load (`estimate --expert-rank-load`);
-for the run: tokens/s, the final loss, the busiest expert's load (the most rows one expert took
-in one block's forward over its even share) and the fullest rank's (the rows its experts took
-in a step over its own tokens' rows), each the largest over the run's steps, from the runs
-database.
+waits; the estimated peak, balanced, at the run's rank load alone (`estimate --expert-rank-load`)
+and at every load it recorded (with `--expert-block-load` and `--expert-load`); for the run:
+tokens/s, the final loss, the busiest expert's load (the most rows one expert took in one
+block's forward over its even share), the fullest rank's (the rows its experts took in a step
+over its own tokens' rows) and its busiest block's (the same in one block's forward), each the
+largest over the run's steps, from the runs database. `--checkpoint` takes a comma-separated
+list of policies, each a row per layout.
 """
 import argparse
 import os
@@ -28,12 +30,13 @@ def shape_flags(args):
 
 
 def most_loads(db, run_id):
-    """The busiest expert's load and the fullest rank's (None without --ep: stored as 'nan'),
-    each the largest over the run's steps."""
+    """The busiest expert's load, the fullest rank's and its busiest block's (None without --ep:
+    stored as 'nan'), each the largest over the run's steps."""
     with sqlite3.connect(db) as connection:
         return connection.execute(
             "SELECT max(expert_load), max(CASE WHEN typeof(expert_rank_load) = 'real' "
-            "THEN expert_rank_load END) FROM steps WHERE run_id = ?", (run_id,)).fetchone()
+            "THEN expert_rank_load END), max(CASE WHEN typeof(expert_block_load) = 'real' "
+            "THEN expert_block_load END) FROM steps WHERE run_id = ?", (run_id,)).fetchone()
 
 
 def main():
@@ -48,40 +51,46 @@ def main():
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--checkpoint", default="none")
     args = parser.parse_args()
-    mib = lambda b: f"{b / 2**20:.2f}"
     print(f"moe-tiny refined: {args.layers} blocks, d {args.d_model}, {args.experts} experts of "
           f"SwiGLU {args.expert_hidden}, 2 a token, seq {args.seq_len}, batch {args.batch} per "
-          f"rank, {args.checkpoint}, fp32 AdamW, {args.steps} steps (1 warm-up), 1 thread a rank")
+          f"rank, fp32 AdamW, {args.steps} steps (1 warm-up), 1 thread a rank")
     print()
-    print("| ranks | ep | model states MiB | estimate MiB | peak MiB | peak estimate MiB, "
-          "balanced | at rank load | tok/s | all-to-all ms | waited ms | step ms | final loss | "
-          "expert load | rank load |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| ranks | ep | policy | model states MiB | estimate MiB | peak MiB | peak estimate MiB, "
+          "balanced | at rank load | at recorded loads | ratio | tok/s | all-to-all ms | "
+          "waited ms | step ms | final loss | expert load | rank load | block load |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as scratch:
         db = os.path.join(scratch, "runs.db")
         for ranks, ep in ((2, 1), (2, 2), (4, 1), (4, 2), (4, 4)):
-            command = [args.cli, "run", "--preset", "moe-tiny", *shape_flags(args), "--batch",
-                       str(args.batch), "--steps", str(args.steps), "--checkpoint",
-                       args.checkpoint, "--threads", "1", "--nproc", str(ranks), "--ep", str(ep),
-                       "--db", db, "--json"]
-            run = last_json(command)
-            load, rank_load = most_loads(db, run["run_id"])
-            asked = [args.cli, "estimate", "--model", "moe-tiny", *shape_flags(args), "--batch",
-                     str(args.batch), "--checkpoint", args.checkpoint, "--nproc", str(ranks),
-                     "--ep", str(ep), "--json"]
-            estimate = last_json(asked)
-            loaded = last_json(asked + ["--expert-rank-load", repr(rank_load)]) if rank_load \
-                else estimate
-            states = max(r["param_bytes"] + r["grad_bytes"] + r["optimizer_bytes"]
-                         for r in run["ranks"])
-            peak = max(r["peak_bytes"] for r in run["ranks"])
-            dispatch = max(r["dispatch_ms"] for r in run["ranks"])
-            waited = max(r["comm_wait_ms"] for r in run["ranks"])
-            print(f"| {ranks} | {ep} | {mib(states)} | {mib(estimate['model_state_bytes'])} | "
-                  f"{mib(peak)} | {mib(estimate['total_bytes'])} | {mib(loaded['total_bytes'])} | "
-                  f"{run['tokens_per_s']:.0f} | {dispatch:.1f} | {waited:.1f} | "
-                  f"{run['step_ms']:.1f} | {run['final_loss']:.4f} | {load:.2f} | "
-                  f"{f'{rank_load:.3f}' if rank_load else '–'} |", flush=True)
+            for policy in args.checkpoint.split(","):
+                print_row(args, db, ranks, ep, policy)
+
+
+def print_row(args, db, ranks, ep, policy):
+    mib = lambda b: f"{b / 2**20:.2f}"
+    command = [args.cli, "run", "--preset", "moe-tiny", *shape_flags(args), "--batch",
+               str(args.batch), "--steps", str(args.steps), "--checkpoint", policy, "--threads",
+               "1", "--nproc", str(ranks), "--ep", str(ep), "--db", db, "--json"]
+    run = last_json(command)
+    load, rank_load, block_load = most_loads(db, run["run_id"])
+    asked = [args.cli, "estimate", "--model", "moe-tiny", *shape_flags(args), "--batch",
+             str(args.batch), "--checkpoint", policy, "--nproc", str(ranks), "--ep", str(ep),
+             "--json"]
+    estimate = last_json(asked)
+    at_rank = asked + (["--expert-rank-load", repr(rank_load)] if rank_load else [])
+    at_rank_load = last_json(at_rank)
+    recorded = last_json(at_rank + ["--expert-load", repr(load)] +
+                         (["--expert-block-load", repr(block_load)] if block_load else []))
+    states = max(r["param_bytes"] + r["grad_bytes"] + r["optimizer_bytes"] for r in run["ranks"])
+    peak = max(r["peak_bytes"] for r in run["ranks"])
+    dispatch = max(r["dispatch_ms"] for r in run["ranks"])
+    waited = max(r["comm_wait_ms"] for r in run["ranks"])
+    loads = f"{load:.2f} | " + (f"{rank_load:.3f} | {block_load:.3f}" if rank_load else "– | –")
+    print(f"| {ranks} | {ep} | `{policy}` | {mib(states)} | {mib(estimate['model_state_bytes'])} | "
+          f"{mib(peak)} | {mib(estimate['total_bytes'])} | {mib(at_rank_load['total_bytes'])} | "
+          f"{mib(recorded['total_bytes'])} | {peak / recorded['total_bytes']:.3f} | "
+          f"{run['tokens_per_s']:.0f} | {dispatch:.1f} | {waited:.1f} | "
+          f"{run['step_ms']:.1f} | {run['final_loss']:.4f} | {loads} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ gives the per-rank peak (the highest rank's), the part of it above
 the model states and the states, measured and predicted, and the step time measured (the median
 of the timed steps) and predicted, split into the time waiting on collectives and the rest, and
 of that wait the experts' all-to-all (the run's `dispatch_ms`, the planner's `experts` part);
-under expert parallelism also the peak predicted at the fullest rank's load the run recorded
-(`layout --expert-rank-load`, the largest over its steps).
+under expert parallelism also the peak predicted at the loads the run recorded, each the largest
+over its steps (`layout --expert-rank-load --expert-block-load --expert-load`).
 Prints Markdown. Run it on an idle machine: timings share its cores.
 """
 import argparse
@@ -114,13 +114,15 @@ def gloo_link(python):
     return bandwidth, fixed, step
 
 
-def most_rank_load(db, run_id):
-    """The fullest expert rank's load, the largest over the run's steps (1 without --ep)."""
+def most_loads(db, run_id):
+    """The fullest rank's load, its busiest block's and the busiest expert's, each the largest
+    over the run's steps (1 where none was recorded: 'nan' without --ep)."""
     with sqlite3.connect(db) as connection:
-        (load,) = connection.execute(
-            "SELECT max(CASE WHEN typeof(expert_rank_load) = 'real' THEN expert_rank_load END) "
-            "FROM steps WHERE run_id = ?", (run_id,)).fetchone()
-    return load if load is not None else 1.0
+        row = connection.execute(
+            "SELECT " + ", ".join(f"max(CASE WHEN typeof({c}) = 'real' THEN {c} END)" for c in
+                                  ("expert_rank_load", "expert_block_load", "expert_load")) +
+            " FROM steps WHERE run_id = ?", (run_id,)).fetchone()
+    return [load if load is not None else 1.0 for load in row]
 
 
 def main():
@@ -164,7 +166,7 @@ def main():
     print("| model | layout | policy | peak per rank meas. / pred. MiB | ratio | of which above the states "
           "meas. / pred. MiB | states meas. / pred. MiB | step meas. / pred. ms | ratio "
           "| waiting on collectives meas. / pred. ms | of which all-to-all meas. / pred. ms "
-          "| the rest meas. / pred. ms | rank load | peak pred. at it MiB | ratio |")
+          "| the rest meas. / pred. ms | rank / block / expert load | peak pred. at them MiB | ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     # The runs' database: measured now, kept nowhere, gone however the table ends.
     with tempfile.TemporaryDirectory() as scratch:
@@ -218,10 +220,13 @@ def main():
                     mib = 1024 * 1024
                     loaded = "- | - | -"
                     if ep > 1:
-                        load = most_rank_load(db, measured["run_id"])
-                        at_load = last_json(planned + ["--expert-rank-load", repr(load)])["layouts"][0]
+                        rank_load, block_load, expert_load = most_loads(db, measured["run_id"])
+                        at_load = last_json(planned + [
+                            "--expert-rank-load", repr(rank_load), "--expert-block-load",
+                            repr(block_load), "--expert-load", repr(expert_load)])["layouts"][0]
                         total = at_load["memory_bytes"]["total"]
-                        loaded = f'{load:.3f} | {total / mib:.1f} | {rank["peak_bytes"] / total:.3f}'
+                        loaded = (f'{rank_load:.3f} / {block_load:.3f} / {expert_load:.2f} | '
+                                  f'{total / mib:.1f} | {rank["peak_bytes"] / total:.3f}')
                     print(f'| {preset} | {label} | {policy} | {rank["peak_bytes"] / mib:.1f} / '
                           f'{memory["total"] / mib:.1f} | {peak_ratio:.3f} | '
                           f'{rank["peak_activation_bytes"] / mib:.1f} / '

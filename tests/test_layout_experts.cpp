@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli_runner.h"
@@ -80,12 +81,19 @@ TEST(LayoutExperts, ExpertStatesAreSplitOverEpAndShardedOverTheRanksHoldingTheSa
   EXPECT_GT(split.memory.activations, whole.memory.activations);
 }
 
+// At each load a run records (the fullest rank's, its busiest block's, the busiest expert's),
+// with wide experts so that the busiest expert's term counts.
 TEST(LayoutExperts, OneRanksFiguresAreTheEstimatorsAtItsRankLoad) {
-  for (double load : {1.0, 1.5}) {
-    SCOPED_TRACE(load);
+  for (const auto& [load, block_load, expert_load] :
+       std::vector<std::tuple<double, double, double>>{
+           {1.0, 1.0, 1.0}, {1.5, 1.0, 1.0}, {1.25, 1.75, 1.5}}) {
+    SCOPED_TRACE(::testing::Message() << load << " " << block_load << " " << expert_load);
     LayoutRequest request = experts_request("moe-tiny", 4, 128, 16);
     request.precision = Precision::kFp32;
+    request.arch.expert_hidden = 1024;
     request.arch.expert_rank_load = load;
+    request.arch.expert_block_load = block_load;
+    request.arch.expert_load = expert_load;
     LayoutEvaluator evaluator(request);
     Layout layout = data_layout(4, 2, 0, 1, "every:1");
     layout.micro_batch = 4;

@@ -141,13 +141,17 @@ std::string request_text(const estimate::Estimate& estimate) {
           << "× its tokens' rows";
     }
     if (request.arch->busiest_block_load() != request.arch->expert_rank_load) {
-      out << ", a recomputed block's at " << format_number(request.arch->busiest_block_load(), 2)
-          << "×";
+      out << ", its busiest block's (rebuilt, and every backward's transients) at "
+          << format_number(request.arch->busiest_block_load(), 2) << "×";
     }
     out << "\n";
   } else if (request.world_size > 1 || request.shard != "none") {
     out << "per rank    " << request.world_size << " rank(s), shard " << request.shard
         << ": the model states below are one rank's\n";
+  }
+  if (request.arch && request.arch->expert_load != 1.0) {
+    out << "experts     the busiest at " << format_number(request.arch->expert_load, 2)
+        << "× its share (an expert's backward holds gradients for its rows)\n";
   }
   return out.str();
 }

@@ -82,11 +82,27 @@ CLI::Validator decimal_integer(bool allow_negative) {
       allow_negative ? "INT" : "UINT");
 }
 
-void check_integer_options(CLI::App& app) {
+// CLI11 reads an empty value as no value and takes "0x1p1" and " 1.5" too: every real-number
+// option is checked as one decimal number (nan and inf pass here; each option's range says).
+CLI::Validator decimal_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double value = 0.0;
+        const char* end = text.data() + text.size();
+        const auto [stop, error] = std::from_chars(text.data(), end, value);
+        if (error == std::errc::result_out_of_range) return "'" + text + "' is out of range";
+        if (error != std::errc() || stop != end) return "'" + text + "' is not a number";
+        return "";
+      },
+      "FLOAT");
+}
+
+void check_number_options(CLI::App& app) {
   for (CLI::App* command : app.get_subcommands({})) {
     for (CLI::Option* option : command->get_options()) {
       const std::string type = option->get_type_name();
       if (type == "INT" || type == "UINT") option->check(decimal_integer(type == "INT"));
+      if (type == "FLOAT") option->check(decimal_number());
     }
   }
 }
@@ -124,7 +140,7 @@ int main(int argc, char** argv) {
       add_diagnose_command(app, g_cancel),
   };
   for (Command& report : add_report_commands(app)) commands.push_back(std::move(report));
-  check_integer_options(app);
+  check_number_options(app);
 
   if (argc > 1 && argv[1][0] != '-') {
     std::string known;

@@ -45,22 +45,26 @@ void print_plan(const RunSummary& summary) {
 }
 
 // A mixture of experts: the busiest expert's load over the run (how far the router strayed from
-// sending every expert its share, which its activations must hold room for).
+// sending every expert its share, which its activations must hold room for) and under --ep the
+// fullest rank's, with the estimate that sizes the run's activations at them.
 void print_expert_load(const RunSummary& summary) {
   const double most = most_recorded(summary.steps, &StepMetrics::expert_load);
   if (std::isnan(most)) return;
   std::cout << "expert load      " << format_number(most, 2)
             << "× its share at most (the busiest expert's rows in one block)\n";
+  std::string flags = " --expert-load " + format_number(most, 3);
   const double rank_most = most_recorded(summary.steps, &StepMetrics::expert_rank_load);
-  if (std::isnan(rank_most)) return;
-  const double block_most =
-      std::max(rank_most, most_recorded(summary.steps, &StepMetrics::expert_block_load));
-  std::cout << "expert rank load " << format_number(rank_most, 3)
-            << "× its share at most (the rows the fullest rank's experts took in a step over its "
-            << "tokens'), " << format_number(block_most, 3)
-            << "× in its busiest block; estimate --expert-rank-load " << format_number(rank_most, 3)
-            << " --expert-block-load " << format_number(block_most, 3)
-            << " with this run's settings sizes its activations\n";
+  if (!std::isnan(rank_most)) {
+    const double block_most =
+        std::max(rank_most, most_recorded(summary.steps, &StepMetrics::expert_block_load));
+    std::cout << "expert rank load " << format_number(rank_most, 3)
+              << "× its share at most (the rows the fullest rank's experts took in a step over "
+              << "its tokens'), " << format_number(block_most, 3) << "× in its busiest block\n";
+    flags = " --expert-rank-load " + format_number(rank_most, 3) + " --expert-block-load " +
+            format_number(block_most, 3) + flags;
+  }
+  std::cout << "                 estimate" << flags
+            << " with this run's settings sizes its activations at these loads\n";
 }
 
 void print_summary(const RunSummary& summary) {

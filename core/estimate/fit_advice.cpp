@@ -1,6 +1,7 @@
 #include "estimate/fit_advice.h"
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 #include "checkpoint/checkpoint_policy.h"
@@ -28,7 +29,9 @@ struct Rung {
   bool sliced_loss = false;
   bool offload = false;
   double recomputed_flops = 0.0;
-  int64_t activation_bytes = 0;  // the peak under this rung: the same on any number of ranks
+  // The peak under this rung: the same on any number of data ranks, but not of expert ranks
+  // (each expert's share of rows comes from its group's ranks).
+  int64_t activation_bytes = 0;
 };
 
 Architecture with_loss(const Architecture& arch, bool sliced) {
@@ -67,18 +70,13 @@ std::vector<Rung> ladder(const FitQuestion& question, int64_t best_k) {
   return rungs;
 }
 
-}  // namespace
-
-std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_bytes) {
+// The ranks asked for as asked, then sharding more of the model states over their data ranks;
+// then more ranks (keeping the tensor-parallel degree), each sharding gradients and optimizer
+// state, then the parameters too; with expert ranks, more of them instead.
+std::vector<RankLayout> candidate_layouts(const FitQuestion& question) {
+  const int64_t tp = question.layout.tp;
   const bool fine_tuning = question.arch.lora.enabled();
   const bool experts = question.arch.moe.enabled();
-  const ModelStateBytes whole =
-      fine_tuning ? fine_tuning_state_bytes(question.arch, question.precision, question.optimizer)
-                  : model_state_bytes(question.params, question.precision, question.optimizer);
-  // The ranks asked for as asked, then sharding more of the model states over their data ranks;
-  // then more ranks (keeping the tensor-parallel degree), each sharding gradients and optimizer
-  // state, then the parameters too.
-  const int64_t tp = question.layout.tp;
   // (fp16 shards the optimizer state only: its loss scaling needs whole gradients.)
   const ShardMode most = shard_trains_in(ShardMode::kGradients, question.precision)
                              ? ShardMode::kGradients
@@ -108,6 +106,18 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
       if (!experts) layouts.push_back({ranks, "parameters", 1});
     }
   }
+  return layouts;
+}
+
+}  // namespace
+
+std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_bytes) {
+  const bool fine_tuning = question.arch.lora.enabled();
+  const int64_t tp = question.layout.tp;
+  const ModelStateBytes whole =
+      fine_tuning ? fine_tuning_state_bytes(question.arch, question.precision, question.optimizer)
+                  : model_state_bytes(question.params, question.precision, question.optimizer);
+  const std::vector<RankLayout> layouts = candidate_layouts(question);
   // Fully sharded, a rank's part reaches its device whole before it is sharded.
   const int64_t build_bytes = model_build_bytes(question.params);
   int64_t best_k = question.best_interval;
@@ -119,7 +129,16 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
     input.layout = question.layout;
     best_k = best_interval(input, nullptr);
   }
-  const std::vector<Rung> rungs = ladder(question, best_k);
+  std::map<int64_t, std::vector<Rung>> ladders;  // by expert ranks
+  auto rungs_at = [&](int64_t expert_ranks) -> const std::vector<Rung>& {
+    auto found = ladders.find(expert_ranks);
+    if (found == ladders.end()) {
+      FitQuestion split = question;
+      split.arch.expert_ranks = expert_ranks;
+      found = ladders.emplace(expert_ranks, ladder(split, best_k)).first;
+    }
+    return found->second;
+  };
   for (const auto& [ranks, shard, expert_ranks] : layouts) {
     // One expert rank holds the shared weights and its part of the experts.
     const ModelStateBytes held =
@@ -134,7 +153,7 @@ std::optional<FitAdvice> advise_fit(const FitQuestion& question, int64_t memory_
       states += gathered_unit_bytes(question.arch, question.precision, tp);
     }
     if (states >= memory_bytes) continue;
-    for (const Rung& rung : rungs) {
+    for (const Rung& rung : rungs_at(expert_ranks)) {
       const int64_t needed = states + rung.activation_bytes;
       if (needed <= memory_bytes) {
         const int64_t chunks = with_loss(question.arch, rung.sliced_loss).loss_chunks;
