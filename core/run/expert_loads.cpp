@@ -25,6 +25,13 @@ double most_expert_rank_load(const MoeOptions& moe, int64_t expert_ranks) {
 
 namespace {
 
+// `flag`'s `load` breaks `rule`, which `bound` states: "<rule> <bound>, got <load>".
+InvalidInput load_refused(const char* flag, const std::string& rule, double bound, double load) {
+  char shown[64];
+  std::snprintf(shown, sizeof shown, "%.10g, got %.10g", bound, load);
+  return InvalidInput(flag, rule + " " + shown);
+}
+
 void validate_one_expert_load(const char* flag, double load, const MoeOptions& moe,
                               int64_t expert_ranks) {
   if (load == 1.0) return;
@@ -35,11 +42,10 @@ void validate_one_expert_load(const char* flag, double load, const MoeOptions& m
   }
   const double most = most_expert_rank_load(moe, expert_ranks);
   if (!(load >= 1.0 && load <= most)) {
-    char shown[64];
-    std::snprintf(shown, sizeof shown, "%.10g, got %.10g", most, load);
-    throw InvalidInput(flag, std::string("must be between 1 (balanced) and what a rank's experts "
-                                         "take when every token sends them all it can, ") +
-                                 shown);
+    throw load_refused(flag,
+                       "must be between 1 (balanced) and what a rank's experts take when every "
+                       "token sends them all it can,",
+                       most, load);
   }
 }
 
@@ -58,12 +64,10 @@ void validate_expert_load(double load, const MoeOptions& moe) {
     throw InvalidInput("--expert-load", "sizes a mixture's experts; this model has none");
   const double most = most_expert_load(moe);
   if (!(load >= 1.0 && load <= most)) {
-    char shown[64];
-    std::snprintf(shown, sizeof shown, "%.10g, got %.10g", most, load);
-    throw InvalidInput("--expert-load",
-                       std::string("must be between 1 (balanced) and the experts over the "
-                                   "experts a token chooses, ") +
-                           shown);
+    throw load_refused("--expert-load",
+                       "must be between 1 (balanced) and the experts over the experts a token "
+                       "chooses,",
+                       most, load);
   }
 }
 
@@ -72,12 +76,9 @@ void validate_expert_loads(double rank_load, double block_load, const MoeOptions
   validate_one_expert_load("--expert-rank-load", rank_load, moe, expert_ranks);
   validate_one_expert_load("--expert-block-load", block_load, moe, expert_ranks);
   if (block_load != 1.0 && block_load < rank_load) {
-    char shown[96];
-    std::snprintf(shown, sizeof shown, "%.10g, got %.10g", rank_load, block_load);
-    throw InvalidInput("--expert-block-load",
-                       std::string("is the busiest block's load, at least the step's mean "
-                                   "(--expert-rank-load) ") +
-                           shown);
+    throw load_refused("--expert-block-load",
+                       "is the busiest block's load, at least the step's mean (--expert-rank-load)",
+                       rank_load, block_load);
   }
 }
 
