@@ -241,9 +241,11 @@ SublayerCost EngineAccounting::experts(int64_t block) const {
   // product before its sum) beside the gradient gathered by slot, and on the experts' side of an
   // exchange the rows' gradients that arrive, those the experts hand back and their copy sent
   // back; the side with more rows sets them (one process: both the same slots; the fullest
-  // expert rank: the rows it took, measured within 5 % under --ep at the busiest block's load,
-  // docs/parallel.md). A shared expert's backward runs first (it was formed last): what it kept
-  // is gone by then, and its input's gradient waits for the routed one's.
+  // expert rank: the rows it took). Or, with wide experts, two of the rows' gradients beside one
+  // expert's backward, which holds its [gate; up] output's gradient for the busiest expert's
+  // rows (experts run one at a time). Within 5 % of measured under --ep at the loads a run
+  // records (docs/parallel.md). A shared expert's backward runs first (it was formed last): what
+  // it kept is gone by then, and its input's gradient waits for the routed one's.
   cost.backward_extra =
       std::max({3 * per_slot(d), 3 * per_received(d), 2 * per_received(d) + 2 * f * busiest * v_}) -
       (fs > 0 ? shared - per_token(d) : 0);
