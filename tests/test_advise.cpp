@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 
 #include "advise/advisor.h"
 #include "advise/chain_walk.h"
@@ -713,7 +714,9 @@ TEST_F(AdviseDb, ATensorParallelOomRunIsAdvisedFromOneRanksFigures) {
 // what --ep allows, infinite, below 1, text) as none.
 TEST_F(AdviseDb, AnExpertParallelOomRunIsEstimatedAtItsRecordedRankLoad) {
   const testing::CliResult result =
-      cli("run --preset moe-tiny --threads 1 --nproc 2 --ep 2 --steps 2 --json --db " + db_);
+      cli("run --preset moe-tiny --threads 1 --nproc 2 --ep 2 --steps 2 --checkpoint every:1 "
+          "--json --db " +
+          db_);  // recomputed: a block rebuilt alone holds its own load
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const int64_t id = last_line_json(result.out).at("run_id").get<int64_t>();
   // As if a third step had gone over a budget of 1 MiB (an oom run keeps the steps before it).
@@ -725,22 +728,26 @@ TEST_F(AdviseDb, AnExpertParallelOomRunIsEstimatedAtItsRecordedRankLoad) {
   const RunConfig config = RunStore(db_, StoreAccess::kReadOnly, false).run(id).config;
   const std::string label =
       "a step at batch " + std::to_string(config.batch) + " needs (estimated)";
-  const double expert_load =
-      recorded_expert_loads(config, RunStore(db_, StoreAccess::kReadOnly, false).steps(id)).expert;
-  auto advised_at = [&](const std::string& load) {
+  // The busiest expert's load as the steps hold it (moe-tiny's, within its range of 1 to 2).
+  const double expert_load = most_recorded(RunStore(db_, StoreAccess::kReadOnly, false).steps(id),
+                                           &StepMetrics::expert_load);
+  ASSERT_GE(expert_load, 1.0);
+  // The steps' rank loads set to `load`, their busiest block's to `block` (`load` when empty).
+  auto advised_at = [&](const std::string& load, const std::string& block = "") {
     Database(db_, Database::Mode::kReadWrite)
-        .exec("UPDATE steps SET expert_rank_load = " + load + ", expert_block_load = " + load +
-              " WHERE run_id = " + std::to_string(id));
+        .exec("UPDATE steps SET expert_rank_load = " + load + ", expert_block_load = " +
+              (block.empty() ? load : block) + " WHERE run_id = " + std::to_string(id));
     const Diagnosis diagnosis = diagnose(id, false);
     const Finding* finding = find(diagnosis, FindingKind::kDidNotFinish);
     return finding ? evidence(*finding, label) : std::string("no finding");
   };
-  auto estimated_at = [&](double load) {
+  auto estimated_at = [&](double load, std::optional<double> block = std::nullopt) {
     estimate::EstimateRequest request;
     request.arch = estimate::from_model_config(config.model);
     request.arch->expert_rank_load = load;
-    request.arch->expert_block_load = load;
+    request.arch->expert_block_load = block;
     request.arch->expert_load = expert_load;
+    request.checkpoint = "every:1";
     request.batch = config.batch;
     request.world_size = 2;
     request.expert_ranks = 2;
@@ -752,7 +759,12 @@ TEST_F(AdviseDb, AnExpertParallelOomRunIsEstimatedAtItsRecordedRankLoad) {
   EXPECT_NE(estimated_at(1.75), estimated_at(1.0));
   for (const char* hostile : {"9.0", "9e999", "-1", "0.5", "'abc'"}) {
     EXPECT_EQ(advised_at(hostile), estimated_at(1.0)) << hostile;
+    // A hand-edited block load alone: the block is taken at the step's load.
+    EXPECT_EQ(advised_at("1.25", hostile), estimated_at(1.25)) << hostile;
   }
+  // A busiest block above the step's mean sizes what a block holds alone.
+  EXPECT_EQ(advised_at("1.25", "1.75"), estimated_at(1.25, 1.75));
+  EXPECT_NE(estimated_at(1.25, 1.75), estimated_at(1.25));
   // One step edited by hand does not discard what the other step recorded.
   advised_at("1.75");
   Database(db_, Database::Mode::kReadWrite)

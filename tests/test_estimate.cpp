@@ -846,6 +846,9 @@ TEST(EstimateCli, BadShapesExit2WithOneLineNamingTheFlag) {
        "--expert-block-load"},  // a block's load below the step's mean
       {"estimate --model moe-tiny --nproc 2 --expert-block-load 1.5", "--expert-block-load"},
       {"estimate --model moe-tiny --nproc 2 --ep 2 --expert-block-load inf", "--expert-block-load"},
+      // Given as 1 (balanced) below a given rank load: not taken as absent.
+      {"estimate --model moe-tiny --nproc 2 --ep 2 --expert-rank-load 1.5 --expert-block-load 1",
+       "--expert-block-load"},
       // 4 experts, 2 a token: one expert takes at most twice its share.
       {"estimate --model moe-tiny --expert-load 2.5", "--expert-load"},
       {"estimate --model moe-tiny --expert-load 0.9", "--expert-load"},

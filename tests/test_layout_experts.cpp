@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -85,9 +86,10 @@ TEST(LayoutExperts, ExpertStatesAreSplitOverEpAndShardedOverTheRanksHoldingTheSa
 // with wide experts so that the busiest expert's term counts.
 TEST(LayoutExperts, OneRanksFiguresAreTheEstimatorsAtItsRankLoad) {
   for (const auto& [load, block_load, expert_load] :
-       std::vector<std::tuple<double, double, double>>{
-           {1.0, 1.0, 1.0}, {1.5, 1.0, 1.0}, {1.25, 1.75, 1.5}}) {
-    SCOPED_TRACE(::testing::Message() << load << " " << block_load << " " << expert_load);
+       std::vector<std::tuple<double, std::optional<double>, double>>{
+           {1.0, std::nullopt, 1.0}, {1.5, std::nullopt, 1.0}, {1.25, 1.75, 1.5}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << load << " " << block_load.value_or(0.0) << " " << expert_load);
     LayoutRequest request = experts_request("moe-tiny", 4, 128, 16);
     request.precision = Precision::kFp32;
     request.arch.expert_hidden = 1024;

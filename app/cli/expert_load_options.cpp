@@ -1,7 +1,7 @@
 #include "cli/expert_load_options.h"
 
 #include <string>
-#include <tuple>
+#include <utility>
 
 #include "common/errors.h"
 
@@ -22,18 +22,18 @@ void ExpertLoadOptions::add_to(CLI::App& command, const char* rank_load_sizes) {
 }
 
 void ExpertLoadOptions::apply(estimate::Architecture* arch) const {
-  using estimate::Architecture;
-  for (const auto& [flag, given, load] :
-       {std::tuple{"--expert-rank-load", rank_load_, &Architecture::expert_rank_load},
-        std::tuple{"--expert-block-load", block_load_, &Architecture::expert_block_load},
-        std::tuple{"--expert-load", expert_load_, &Architecture::expert_load}}) {
+  for (const auto& [flag, given] :
+       {std::pair{"--expert-rank-load", rank_load_}, std::pair{"--expert-block-load", block_load_},
+        std::pair{"--expert-load", expert_load_}}) {
     if (!given) continue;
     if (arch == nullptr)
       throw InvalidInput(flag, "sizes a mixture's experts: give its shape (--model)");
     if (!arch->moe.enabled())
       throw InvalidInput(flag, "sizes a mixture's experts; this model has none");
-    arch->*load = *given;
   }
+  if (rank_load_) arch->expert_rank_load = *rank_load_;
+  if (block_load_) arch->expert_block_load = *block_load_;
+  if (expert_load_) arch->expert_load = *expert_load_;
 }
 
 }  // namespace rematlab::cli

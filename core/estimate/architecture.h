@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,9 +48,9 @@ struct Architecture {
   // route (a run's `expert_rank_load`; 1 when balanced, and always without expert ranks).
   double expert_rank_load = 1.0;
   // The same for one block's forward alone, the busiest (a run's `expert_block_load`): a
-  // recomputed block's experts hold its own rows, not the step's mean. Below the rank load it is
-  // the rank load (every block at the mean).
-  double expert_block_load = 1.0;
+  // recomputed block's experts hold its own rows, not the step's mean. None: the rank load
+  // (every block at the mean).
+  std::optional<double> expert_block_load;
   // The ranks the experts are split over (--ep: each holds experts / expert_ranks of a block's)
   // and the busiest expert's load: the most rows one expert took in a block's forward over its
   // even share, the choices of the ranks it serves spread evenly (a run's `expert_load`; 1 when
@@ -60,7 +61,9 @@ struct Architecture {
   // still wants a gradient when adapters lie before it, which the stage sends back.
   bool input_trains = false;
 
-  double busiest_block_load() const { return std::max(expert_block_load, expert_rank_load); }
+  double busiest_block_load() const {
+    return std::max(expert_block_load.value_or(expert_rank_load), expert_rank_load);
+  }
   int64_t head_dim() const { return head_width > 0 ? head_width : d_model / heads; }
   int64_t q_dim() const { return heads * head_dim(); }  // the queries' and the context's width
   int64_t kv_dim() const { return kv_heads * head_dim(); }

@@ -341,8 +341,9 @@ void validate_experts(const LayoutRequest& request) {
     if (!problem.empty()) throw InvalidInput("--ep", problem);
   }
   if (!arch.moe.enabled()) return;
-  for (const auto& [flag, load] : {std::pair{"--expert-rank-load", arch.expert_rank_load},
-                                   std::pair{"--expert-block-load", arch.expert_block_load}}) {
+  for (const auto& [flag, load] :
+       {std::pair{"--expert-rank-load", arch.expert_rank_load},
+        std::pair{"--expert-block-load", arch.expert_block_load.value_or(1.0)}}) {
     if (load != 1.0 && (!fixed.ep || *fixed.ep < 2)) {
       throw InvalidInput(flag,
                          "is a load over expert ranks: give the --ep (2 or more) it was seen at");

@@ -71,14 +71,15 @@ void validate_expert_load(double load, const MoeOptions& moe) {
   }
 }
 
-void validate_expert_loads(double rank_load, double block_load, const MoeOptions& moe,
-                           int64_t expert_ranks) {
+void validate_expert_loads(double rank_load, std::optional<double> block_load,
+                           const MoeOptions& moe, int64_t expert_ranks) {
   validate_one_expert_load("--expert-rank-load", rank_load, moe, expert_ranks);
-  validate_one_expert_load("--expert-block-load", block_load, moe, expert_ranks);
-  if (block_load != 1.0 && block_load < rank_load) {
+  if (!block_load) return;
+  validate_one_expert_load("--expert-block-load", *block_load, moe, expert_ranks);
+  if (*block_load < rank_load) {
     throw load_refused("--expert-block-load",
                        "is the busiest block's load, at least the step's mean (--expert-rank-load)",
-                       rank_load, block_load);
+                       rank_load, *block_load);
   }
 }
 

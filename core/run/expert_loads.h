@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "model/moe_options.h"
 
@@ -16,10 +17,11 @@ namespace rematlab {
 double most_expert_rank_load(const MoeOptions& moe, int64_t expert_ranks);
 // A fullest expert rank's loads (a run's `expert_rank_load` and `expert_block_load`, or what
 // `estimate` and `layout` are given), each from 1 (balanced) to most_expert_rank_load, the
-// busiest block's at least the step's (1: not given); throws InvalidInput naming the flag
-// (`--expert-rank-load`, `--expert-block-load`) otherwise, or when given without expert ranks.
-void validate_expert_loads(double rank_load, double block_load, const MoeOptions& moe,
-                           int64_t expert_ranks);
+// busiest block's, where given, at least the step's; throws InvalidInput naming the flag
+// (`--expert-rank-load`, `--expert-block-load`) otherwise, or when one other than 1 is given
+// without expert ranks.
+void validate_expert_loads(double rank_load, std::optional<double> block_load,
+                           const MoeOptions& moe, int64_t expert_ranks);
 // The busiest expert's load (a run's `expert_load`: its rows in a block's forward over its even
 // share) lies from 1 to E / k (it takes at most one of a token's k choices); throws
 // InvalidInput("--expert-load", …) otherwise.
