@@ -13,6 +13,7 @@
 #include "cli/run_options.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
+#include "common/json_numbers.h"
 #include "parallel/dist_env.h"
 #include "parallel/dist_errors.h"
 #include "store/peak_flops_registry.h"
@@ -52,7 +53,8 @@ void print_expert_load(const RunSummary& summary) {
   if (std::isnan(most)) return;
   std::cout << "expert load      " << format_number(most, 2)
             << "× its share at most (the busiest expert's rows in one block)\n";
-  std::string flags = " --expert-load " + format_number(most, 3);
+  // The flags in full: rounded, a load recorded at its bound (E/k = 8/3) would pass it.
+  std::string flags = " --expert-load " + number_text(most);
   const double rank_most = most_recorded(summary.steps, &StepMetrics::expert_rank_load);
   if (!std::isnan(rank_most)) {
     const double block_most =
@@ -60,8 +62,8 @@ void print_expert_load(const RunSummary& summary) {
     std::cout << "expert rank load " << format_number(rank_most, 3)
               << "× its share at most (the rows the fullest rank's experts took in a step over "
               << "its tokens'), " << format_number(block_most, 3) << "× in its busiest block\n";
-    flags = " --expert-rank-load " + format_number(rank_most, 3) + " --expert-block-load " +
-            format_number(block_most, 3) + flags;
+    flags = " --expert-rank-load " + number_text(rank_most) + " --expert-block-load " +
+            number_text(block_most) + flags;
   }
   std::cout << "                 estimate" << flags
             << " with this run's settings sizes its activations at these loads\n";
