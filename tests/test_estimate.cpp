@@ -854,6 +854,11 @@ TEST(EstimateCli, BadShapesExit2WithOneLineNamingTheFlag) {
       {"estimate --model moe-tiny --expert-load 0.9", "--expert-load"},
       {"estimate --model small --expert-load 1.5", "--expert-load"},
       {"estimate --params 1e9 --expert-load 1.5", "--expert-load"},
+      // Every real-number option is one decimal number: CLI11 alone took these.
+      {"estimate --model moe-tiny --expert-load ''", "--expert-load"},
+      {"estimate --model moe-tiny --expert-load 0x1p1", "--expert-load"},
+      {"estimate --model moe-tiny --expert-load ' 1.5'", "--expert-load"},
+      {"estimate --model moe-tiny --expert-load 1e400", "--expert-load"},
   };
   for (const auto& [arguments, flag] : cases) {
     const CliResult result = cli(arguments);
