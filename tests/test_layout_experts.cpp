@@ -216,14 +216,18 @@ TEST(LayoutExperts, TheSearchWeighsExpertRanksDividingTheDataRanksAndTheExperts)
   const LayoutAnswer answer = search_layouts(request);
   ASSERT_FALSE(answer.best.empty());
   std::set<int64_t> weighed;
+  bool tensor_split = false;
   for (const LayoutPoint& point : answer.points) {
     const Layout& layout = point.layout;
-    EXPECT_EQ(layout.tp, 1);  // experts are not modelled over tensor ranks
+    // Experts split over tensor ranks (by width) or expert ranks, not both.
+    EXPECT_TRUE(layout.tp == 1 || layout.ep == 1);
+    tensor_split = tensor_split || layout.tp > 1;
     EXPECT_EQ((layout.dp * layout.cp) % layout.ep, 0);
     EXPECT_EQ(8 % layout.ep, 0);
     weighed.insert(layout.ep);
   }
   EXPECT_EQ(weighed, (std::set<int64_t>{1, 2, 4, 8}));
+  EXPECT_TRUE(tensor_split);
   // The fastest that fits splits the experts: their states whole on every rank cost more memory
   // than the all-to-all costs time.
   const LayoutEvaluation& best = answer.best.front();
@@ -329,9 +333,8 @@ TEST(LayoutCli, ExpertFlagsAreRefusedInOneLineWhereTheyCannotApply) {
       {"--model mixtral-8x7b --ep 8 --pp 3", "--pp: 3 does not divide 64 GPUs"},
       {"--model mixtral-8x7b --ep 8 --dp 2 --cp 2", "--ep: EP 8 does not divide the 4 data"},
       {"--model llama-small --ep 1 --tp 4294967296 --pp 4294967296", "--tp"},
-      {"--model mixtral-8x7b --ep 8 --tp 2", "--tp: experts are not modelled"},
-      {"--model mixtral-8x7b --tp 2", "--tp: experts are not modelled over tensor ranks"},
-      {"--model mixtral-8x7b --sequence-parallel", "--sequence-parallel: experts"},
+      {"--model mixtral-8x7b --ep 8 --tp 2",
+       "--tp: experts split over tensor and expert ranks at once are not modelled"},
       {"--model mixtral-8x7b --activation-model megatron", "--activation-model"},
       {"--model mixtral-8x7b --expert-rank-load 1.2", "--expert-rank-load: is a load over"},
       {"--model mixtral-8x7b --ep 8 --expert-rank-load 9", "--expert-rank-load: must be between"},

@@ -100,7 +100,12 @@ TEST(MoeConfig, SettingsThatCannotTrainAreRefusedByName) {
   run.world_size = 2;
   EXPECT_EQ(refused_run_field(run), "accepted");  // data parallelism trains them
   run.tp = 2;
-  EXPECT_EQ(refused_run_field(run), "--tp (experts)");
+  EXPECT_EQ(refused_run_field(run), "accepted");  // each expert split by width
+  run.world_size = 4;
+  run.ep = 2;  // but not over expert ranks beside
+  EXPECT_EQ(refused_run_field(run).rfind("--tp", 0), 0U);
+  run.world_size = 2;
+  run.ep = 1;
   run.tp = 1;
   run.pp = 2;
   EXPECT_EQ(refused_run_field(run), "--pp (experts)");

@@ -130,7 +130,13 @@ class TailFunction : public torch::autograd::Function<TailFunction> {
 
 torch::Tensor SublayerTail::complete() const {
   if (!weight.defined() && !quantised) {
-    return residual + torch::dropout(projection_input, dropout, training);
+    // A branch formed in parts over tensor ranks (experts split by width) is summed first.
+    torch::Tensor output = projection_input;
+    if (sum_over) {
+      output = scatter_sequence ? rematlab::scatter_sequence(output, sum_over, gathered_order)
+                                : out_of_region(output, sum_over);
+    }
+    return residual + torch::dropout(output, dropout, training);
   }
   if (!sum_over) {
     torch::Tensor output = projection(kept_as, projection_input, weight, bias, quantised);

@@ -19,7 +19,8 @@ struct SublayerTail {
   torch::Tensor residual;          // x, the sublayer's input
   torch::Tensor projection_input;  // h
   // The projection (out, in). Undefined for a sublayer without one projection at its end (a
-  // mixture of experts): h is then the branch's output, and the tail residual + dropout(h).
+  // mixture of experts): h is then the branch's output, and the tail residual + dropout(h) (with
+  // sum_over: of h summed over the ranks, each having formed a part).
   torch::Tensor weight;
   torch::Tensor bias;  // undefined when it has none
   double dropout = 0.0;

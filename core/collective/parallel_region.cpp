@@ -27,9 +27,10 @@ TensorParallelGroup& group_of(AutogradContext* ctx) {
               ->group;
 }
 
-torch::Tensor my_slice(const torch::Tensor& whole, const TensorParallelGroup& group) {
-  const int64_t width = whole.size(kSequenceDim) / group.size();
-  return whole.narrow(kSequenceDim, group.rank() * width, width).contiguous();
+torch::Tensor my_slice(const torch::Tensor& whole, const TensorParallelGroup& group,
+                       int64_t dim = kSequenceDim) {
+  const int64_t width = whole.size(dim) / group.size();
+  return whole.narrow(dim, group.rank() * width, width).contiguous();
 }
 
 class IntoRegion : public torch::autograd::Function<IntoRegion> {
@@ -102,6 +103,20 @@ class SplitSequence : public torch::autograd::Function<SplitSequence> {
   }
 };
 
+class GatherWhole : public torch::autograd::Function<GatherWhole> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& local,
+                               const TensorParallel& group, int64_t dim) {
+    keep_group(ctx, group);
+    ctx->saved_data[kDimKey] = dim;
+    return group->gather(local, dim, "gathering a sequence for work every tensor rank repeats");
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {my_slice(grads.at(0), group_of(ctx), ctx->saved_data.at(kDimKey).toInt()),
+            torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 torch::Tensor into_region(const torch::Tensor& x, const TensorParallel& group) {
@@ -128,6 +143,11 @@ torch::Tensor scatter_sequence(const torch::Tensor& partial, const TensorParalle
 
 torch::Tensor split_sequence(const torch::Tensor& whole, const TensorParallel& group) {
   return SplitSequence::apply(whole, group);
+}
+
+torch::Tensor gather_whole(const torch::Tensor& local, const TensorParallel& group,
+                           GatheredOrder order) {
+  return GatherWhole::apply(local, group, gathered_dim(order));
 }
 
 }  // namespace rematlab

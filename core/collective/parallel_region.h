@@ -7,8 +7,10 @@
 //   scatter_sequence sum, keep my slice| gather along seq   after a row-parallel layer (SP)
 //
 // and split_sequence (keep my slice | gather), where a replicated tensor enters a sequence-sharded
-// region. A recomputation runs them again, collectives included: every rank recomputes the same
-// segments in the same order, so they meet.
+// region, and its conjugate gather_whole (gather | keep my slice), where a sequence-sharded tensor
+// enters replicated work whose gradient is whole, and the same, on every rank. A recomputation runs
+// them again, collectives included: every rank recomputes the same segments in the same order, so
+// they meet.
 #pragma once
 
 #include <torch/torch.h>
@@ -44,5 +46,10 @@ torch::Tensor scatter_sequence(const torch::Tensor& partial, const TensorParalle
 int64_t gathered_dim(GatheredOrder order);
 // This rank's slice along dimension 1 of (batch, seq, …).
 torch::Tensor split_sequence(const torch::Tensor& whole, const TensorParallel& group);
+// The ranks' slices gathered as gather_sequence(…, order) lays them, for work every rank repeats
+// alike (a mixture of experts' routing): backward keeps this rank's slice of the gradient, not
+// the sum of the ranks' (which would count it once per rank).
+torch::Tensor gather_whole(const torch::Tensor& local, const TensorParallel& group,
+                           GatheredOrder order);
 
 }  // namespace rematlab

@@ -196,8 +196,10 @@ SublayerCost EngineAccounting::mlp(int64_t block) const {
 SublayerCost EngineAccounting::experts(int64_t block) const {
   const MoeOptions& moe = arch_.moe;
   const int64_t d = arch_.d_model;
-  const int64_t f = arch_.expert_hidden;
-  const int64_t fs = moe.shared_expert_hidden;
+  // Over tensor ranks each expert (and the shared one) keeps its part of the width; every rank
+  // routes, gathers and weights every token's rows whole.
+  const int64_t f = arch_.expert_hidden / tp_;
+  const int64_t fs = moe.shared_expert_hidden / tp_;
   const int64_t k = moe.experts_per_token;
   // Slots the experts take: every token's k, or as many as E full experts hold.
   const int64_t slots = std::min(tokens_ * k, moe.experts * expert_capacity(tokens_, moe));
@@ -231,8 +233,10 @@ SublayerCost EngineAccounting::experts(int64_t block) const {
   // SwiGLU keeps and the product the down projection keeps; each slot of this rank's tokens: the
   // expert's output (back from its rank under --ep) and its weight, which the weighting keeps.
   const int64_t routed = per_received(d + 2 * f + f) + per_slot(d + 1);
-  // A shared expert: its fused output, product and output, and its sigmoid gate.
-  const int64_t shared = fs > 0 ? per_token(2 * fs + fs + d + 1) : 0;
+  // A shared expert: its fused output, product and output, and its sigmoid gate; under sequence
+  // parallelism also its input, the gathered tokens (else the norm's output, counted).
+  const int64_t shared =
+      fs > 0 ? per_token(2 * fs + fs + d + 1) + (gathered_gradient() > 0 ? per_token(d) : 0) : 0;
   cost.interior = norm_bytes() + router + routed + shared;
   // Forward: the k copies of every token before the taken ones are gathered, and the slots'
   // weighted outputs laid out by slot before each token's k are summed.

@@ -107,9 +107,13 @@ void validate_request(const EstimateRequest& request) {
   if (request.arch) {
     validate(*request.arch);
     validate(*request.arch, layout);
-    // As `run` trains experts: whole on each rank, over data ranks at most.
-    if (request.arch->moe.enabled() && (layout.split() || shard == ShardMode::kParameters)) {
-      throw experts_layout_not_built(layout.split() ? "--tp" : "--shard");
+    // As `run` trains experts: whole on each rank, split by width over tensor ranks, or over
+    // expert ranks (not both yet); not sharded as parameters.
+    if (request.arch->moe.enabled() && shard == ShardMode::kParameters) {
+      throw experts_layout_not_built("--shard");
+    }
+    if (request.expert_ranks > 1 && layout.split()) {
+      throw InvalidInput("--tp", "does not combine with expert parallelism (--ep) yet");
     }
     // As `run` checks --ep (shard none: its expert ranks shard nothing yet).
     validate_expert_ranks(request.expert_ranks, request.arch->moe, request.world_size / layout.tp);

@@ -210,6 +210,14 @@ StepFlops rank_step_flops(const Architecture& arch, int64_t tokens_per_step,
   if (arch.loss_chunks <= 1) {
     rank.hardware += 2.0 * static_cast<double>(arch.vocab) / ranks * d * tokens;
   }
+  if (arch.moe.enabled() && !sequence_parallel) {
+    // Every rank routes every token: forward and backward of the router (and a shared expert's
+    // gate) the other ranks run too. (Under sequence parallelism each routes its own tokens.)
+    const double router =
+        static_cast<double>(arch.moe.experts) + (arch.moe.shared_expert_hidden > 0 ? 1.0 : 0.0);
+    rank.hardware +=
+        3.0 * static_cast<double>(arch.layers) * 2.0 * d * router * (1.0 - 1.0 / ranks) * tokens;
+  }
   return rank;
 }
 

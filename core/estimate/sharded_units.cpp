@@ -19,9 +19,9 @@ UnitParameters unit_parameter_counts(const Architecture& arch, int64_t tp) {
   const int64_t head_norms = arch.qk_norm ? 2 * arch.head_dim() : 0;  // replicated
   units.attention = norm + head_norms + d * qkv + q * d + attention_biases;
   units.mlp = norm + d * up + (arch.mlp_hidden / tp) * d + (arch.biases ? up + d : 0);
-  if (arch.moe.enabled()) {  // whole on each rank: experts are not split over tensor ranks
-    const int64_t shared = arch.moe.shared_expert_hidden;
-    units.mlp = norm + d * arch.moe.experts + arch.moe.experts * 3 * d * arch.expert_hidden +
+  if (arch.moe.enabled()) {  // each expert split by width; the router and shared gate whole
+    const int64_t shared = arch.moe.shared_expert_hidden / tp;
+    units.mlp = norm + d * arch.moe.experts + arch.moe.experts * 3 * d * (arch.expert_hidden / tp) +
                 (shared > 0 ? 3 * d * shared + d : 0);
   }
   units.ends = arch.vocab / tp * d * (arch.tied_head ? 1 : 2) +

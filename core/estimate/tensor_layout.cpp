@@ -33,6 +33,8 @@ void validate(const Architecture& arch, const TensorLayout& layout) {
   shape.heads = arch.heads;
   shape.kv_heads = arch.kv_heads;
   shape.mlp_hidden = arch.mlp_hidden;
+  shape.moe = arch.moe;
+  shape.moe.expert_hidden = arch.expert_hidden;
   shape.vocab = arch.vocab;
   shape.seq_len = arch.seq_len;
   validate_tensor_split(shape, tp, layout.sequence_parallel);
@@ -55,9 +57,13 @@ int64_t rank_parameter_count(const Architecture& arch, int64_t tp) {
 int64_t rank_largest_parameter_count(const Architecture& arch, int64_t tp) {
   if (tp == 1) return largest_parameter_count(arch);
   const int64_t d = arch.d_model;
+  const int64_t mlp_width = arch.moe.enabled()
+                                ? std::max(arch.expert_hidden, arch.moe.shared_expert_hidden)
+                                : arch.mlp_hidden;
   return std::max({arch.vocab / tp * d, arch.learned_positions ? arch.seq_len * d : 0,
                    (arch.q_dim() / tp + 2 * rank_kv_projected(arch, tp)) * d, arch.q_dim() / tp * d,
-                   (arch.gated_mlp ? 2 : 1) * arch.mlp_hidden / tp * d});
+                   (arch.gated_mlp ? 2 : 1) * mlp_width / tp * d,
+                   arch.moe.enabled() ? arch.moe.experts * d : 0});
 }
 
 }  // namespace rematlab::estimate

@@ -431,9 +431,9 @@ std::vector<LayoutEvaluator::Stage> LayoutEvaluator::stages_of(const Layout& lay
     tuned = Tuned{one_block.adapter_parameter_count(), block, embedding_bytes,
                   one_block.frozen_base_bytes() - block - embedding_bytes + tied_copy};
   }
-  // A block's experts, whole (unit_parameter_counts counts them in its MLP), and one expert
-  // rank's share of them.
-  const int64_t layer_experts = estimate::expert_parameter_count(arch) / arch.layers;
+  // A block's experts on one tensor rank (unit_parameter_counts counts them in its MLP, each
+  // split by width), and one expert rank's share of them.
+  const int64_t layer_experts = estimate::expert_parameter_count(arch) / arch.layers / layout.tp;
   const int64_t rank_layer_experts = layer_experts / layout.ep;
   std::vector<Stage> stages;
   const std::vector<std::vector<int64_t>> chunks = chunk_layers(arch.layers, layout.pp, layout.vp);

@@ -87,6 +87,8 @@ std::string megatron_expert_arguments(const estimate::Architecture& arch, const 
          " --moe-shared-expert-gate";
   }
   if (layout.ep > 1) a += " --expert-model-parallel-size " + number(layout.ep);
+  // Each expert split by width over the tensor ranks, as the plan counts it.
+  if (layout.tp > 1) a += " --expert-tensor-parallel-size " + number(layout.tp);
   return a;
 }
 

@@ -152,9 +152,13 @@ std::string experts_problem(const LayoutRequest& request, const Layout& layout) 
   const MoeOptions& moe = request.arch.moe;
   if (layout.ep < 1) return degree("EP", layout.ep) + " is not a degree";
   if (!moe.enabled()) return layout.ep > 1 ? "expert parallelism needs a mixture of experts" : "";
-  // The engine keeps each expert whole on every tensor rank; Megatron-LM splits them (expert
-  // tensor parallelism): neither is modelled here yet.
-  if (layout.tp > 1) return "experts are not modelled over tensor ranks: TP 1 only";
+  // Over tensor ranks each expert is split by width, as the engine splits it (Megatron-LM's
+  // expert tensor parallelism at the tensor ranks' size); expert ranks beside them are not
+  // modelled yet.
+  if (layout.tp > 1 && layout.ep > 1) {
+    return "experts split over tensor and expert ranks at once are not modelled: EP 1 with TP " +
+           std::to_string(layout.tp);
+  }
   if (moe.experts % layout.ep != 0) {
     return degree("EP", layout.ep) + " does not divide " + std::to_string(moe.experts) + " experts";
   }
@@ -295,15 +299,11 @@ void validate_experts(const LayoutRequest& request) {
     if (arch.lora.enabled()) {
       throw InvalidInput("--finetune", "adapters on experts are not built (train the model whole)");
     }
-    if (fixed.tp && *fixed.tp > 1) {
+    if (fixed.tp && *fixed.tp > 1 && fixed.ep && *fixed.ep > 1) {
       Layout probe;
       probe.tp = *fixed.tp;
+      probe.ep = *fixed.ep;
       throw InvalidInput("--tp", experts_problem(request, probe));
-    }
-    if (fixed.sp && *fixed.sp) {
-      throw InvalidInput("--sequence-parallel",
-                         "experts are not modelled over tensor ranks, so not with sequence "
-                         "parallelism");
     }
     if (request.activation_model == ActivationModel::kMegatron) {
       throw InvalidInput("--activation-model",

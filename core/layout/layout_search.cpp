@@ -61,16 +61,18 @@ OpenValues open_values(const LayoutRequest& request) {
   // Fine-tuning is modelled on one tensor rank and one context rank, with its base whole on
   // every data rank (fine_tuning_problem): the others are not weighed, nor counted impossible.
   const bool tuned = request.arch.lora.enabled();
-  // Nor are experts over tensor ranks (experts_problem).
-  const bool experts = request.arch.moe.enabled();
+  // Nor are experts over tensor ranks beside expert ranks (experts_problem): fixed expert ranks
+  // leave one tensor rank.
+  const bool expert_ranks_fixed = request.arch.moe.enabled() && fixed.ep && *fixed.ep > 1;
   OpenValues open;
   open.offloads = {Offload::kNone, Offload::kOptimizer, Offload::kParameters,
                    Offload::kActivations};
   if (tuned) open.offloads = {Offload::kNone, Offload::kOptimizer, Offload::kActivations};
   if (request.engine_only) open.offloads = {Offload::kNone, Offload::kActivations};
   if (fixed.offload) open.offloads = {*fixed.offload};
-  open.tps = values_or(
-      fixed.tp, tuned || experts ? std::vector<int64_t>{1} : divisors(request.cluster.node_gpus()));
+  open.tps =
+      values_or(fixed.tp, tuned || expert_ranks_fixed ? std::vector<int64_t>{1}
+                                                      : divisors(request.cluster.node_gpus()));
   std::vector<int64_t> cps;
   for (int64_t cp : powers_of_two_up_to(request.engine_only || tuned ? 1 : gpus)) {
     if (cp == 1 || request.arch.seq_len / cp >= kMinContextTokens) cps.push_back(cp);
@@ -86,10 +88,10 @@ OpenValues open_values(const LayoutRequest& request) {
 }
 
 // Data × context ranks that may split a mixture of experts' experts: those dividing both (1 for
-// a dense model).
-std::vector<int64_t> expert_ranks(const LayoutRequest& request, int64_t data_ranks) {
+// a dense model, and for experts already split over `tp` tensor ranks).
+std::vector<int64_t> expert_ranks(const LayoutRequest& request, int64_t data_ranks, int64_t tp) {
   std::vector<int64_t> found;
-  for (int64_t ep : divisors(data_ranks)) {
+  for (int64_t ep : divisors(tp > 1 ? 1 : data_ranks)) {
     if (ep == 1 || (request.arch.moe.enabled() && request.arch.moe.experts % ep == 0)) {
       found.push_back(ep);
     }
@@ -139,7 +141,7 @@ void for_each_layout(const LayoutRequest& request, Visit visit) {
             vps.push_back(v);
           }
           const std::vector<int64_t> batches = micro_batches(request, dp);
-          for (int64_t ep : expert_ranks(request, dp * cp)) {
+          for (int64_t ep : expert_ranks(request, dp * cp, tp)) {
             for (int64_t vp : values_or(fixed.vp, vps)) {
               for (int64_t b : batches) {
                 const int64_t accum = std::max<int64_t>(1, request.global_batch / dp / b);

@@ -75,6 +75,28 @@ std::vector<torch::Tensor> MoeSublayer::keep_experts(const ExpertParallel& group
   return kept;
 }
 
+void MoeSublayer::split_for_tensor_parallel(const TensorParallel& group,
+                                            TensorParallelLayout& layout, bool sequence_parallel) {
+  if (tensor_) throw std::logic_error("split_for_tensor_parallel called twice");
+  auto split = [&](const torch::nn::Linear& up, const torch::nn::Linear& down) {
+    const int64_t hidden = down->weight.size(1);
+    const RowRange mine = part_of(hidden, group->size(), group->rank());
+    keep_rows(up->weight, {mine, {hidden + mine.first, mine.count}});  // of gate, then of up
+    keep_columns(down->weight, mine);
+    layout.split.push_back(up->weight);
+    layout.split.push_back(down->weight);
+  };
+  for (std::size_t e = 0; e < experts_up_.size(); ++e) split(experts_up_[e], experts_down_[e]);
+  if (shared_up_) split(shared_up_, shared_down_);
+  tensor_ = group;
+  sequence_parallel_ = sequence_parallel;
+}
+
+torch::Tensor MoeSublayer::gathered(const torch::Tensor& local, bool whole) const {
+  return whole ? gather_whole(local, tensor_, GatheredOrder::kRankMajor)
+               : gather_sequence(local, tensor_, GatheredOrder::kRankMajor);
+}
+
 MoeSublayer::ExpertOutputs MoeSublayer::run_experts(const torch::Tensor& rows,
                                                     const std::vector<int64_t>& taken) {
   if (group_) return run_experts_over_ranks(rows, taken);
@@ -128,10 +150,11 @@ MoeSublayer::ExpertOutputs MoeSublayer::run_experts_over_ranks(const torch::Tens
   return {dispatch_rows(torch::cat(outputs), group_, received, sent), busiest, rows_here};
 }
 
-torch::Tensor MoeSublayer::routed_experts(const torch::Tensor& tokens) {
-  const torch::Tensor logits =
-      projection(KeptOutput::kRouter, tokens, router_->weight, torch::Tensor());
-  const ExpertRouting routing = route_tokens(logits, moe_);
+torch::Tensor MoeSublayer::routed_experts(const torch::Tensor& tokens,
+                                          const torch::Tensor& logits) {
+  ExpertRouting routing = route_tokens(logits, moe_);
+  // Split experts: each weight multiplies this rank's part of its expert's output.
+  if (tensor_) routing.weights = into_region(routing.weights, tensor_);
   const int64_t k = moe_.experts_per_token;
   // The experts' outputs in one tensor (which the weighting keeps), their pieces gone.
   const ExpertOutputs outputs =
@@ -154,21 +177,37 @@ torch::Tensor MoeSublayer::routed_experts(const torch::Tensor& tokens) {
   return combined;
 }
 
-torch::Tensor MoeSublayer::shared_expert(const torch::Tensor& tokens) {
-  const torch::Tensor gate = torch::sigmoid(
-      projection(KeptOutput::kRouter, tokens, shared_gate_->weight, torch::Tensor()));
+torch::Tensor MoeSublayer::shared_expert(const torch::Tensor& tokens, const torch::Tensor& local) {
+  torch::Tensor gate =
+      torch::sigmoid(projection(KeptOutput::kRouter, local, shared_gate_->weight, torch::Tensor()));
+  // Split: the gate multiplies this rank's part of the shared expert's output.
+  if (tensor_) gate = sequence_parallel_ ? gathered(gate) : into_region(gate, tensor_);
   return gate * run_expert(tokens, shared_up_, shared_down_);
 }
 
 SublayerTail MoeSublayer::forward_until_tail(const torch::Tensor& x) {
-  const torch::Tensor tokens = norm_(x).reshape({-1, x.size(-1)});
-  torch::Tensor branch = routed_experts(tokens);
-  if (shared_up_) branch = branch + shared_expert(tokens);
+  const int64_t d = x.size(-1);
+  const torch::Tensor local = norm_(x).reshape({-1, d});  // this rank's tokens
+  torch::Tensor logits = projection(KeptOutput::kRouter, local, router_->weight, torch::Tensor());
+  torch::Tensor tokens = local;  // every token of the micro-batch
+  if (tensor_) {
+    // Every rank routes every token alike (a gradient whole on each); each runs its part of every
+    // expert, whose inputs' gradients are then parts to sum.
+    if (sequence_parallel_) logits = gathered(logits, /*whole=*/true);
+    tokens = sequence_parallel_ ? gathered(local) : into_region(local, tensor_);
+  }
+  torch::Tensor branch = routed_experts(tokens, logits);
+  if (shared_up_) branch = branch + shared_expert(tokens, local);
   SublayerTail tail;
   tail.residual = x;
-  tail.projection_input = branch.view(x.sizes());
+  // Gathered, the tokens lie rank after rank along the batch, as the scatter takes them back.
+  tail.projection_input =
+      sequence_parallel_ ? branch.view({-1, x.size(1), d}) : branch.view(x.sizes());
   tail.dropout = dropout_;
   tail.training = is_training();
+  tail.sum_over = tensor_;
+  tail.scatter_sequence = sequence_parallel_;
+  tail.gathered_order = GatheredOrder::kRankMajor;
   return tail;
 }
 

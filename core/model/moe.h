@@ -4,6 +4,12 @@
 // so. The block's balance loss is recorded in the model's ledger and its gradient enters here
 // (balance_loss.h). Its tail has no one projection (the experts' down projections end it), so a
 // recomputation that ends here runs it whole.
+//
+// Over tensor ranks each expert is split by width as the MLP is (its [gate; up] rows and down
+// columns), the shared expert too: every rank routes every token alike and runs its part of
+// every expert, and the tail sums the parts. The gradients each rank forms only part of — the
+// experts' inputs, the routing weights and the shared gate, which multiply partial outputs — are
+// summed over the ranks where they enter; the router's is whole on every rank.
 #pragma once
 
 #include <torch/torch.h>
@@ -16,6 +22,7 @@
 #include "model/model_config.h"
 #include "model/norm.h"
 #include "model/sublayer.h"
+#include "model/tensor_parallel_layout.h"
 
 namespace rematlab {
 
@@ -29,12 +36,17 @@ class MoeSublayer : public Sublayer {
   // experts' parameters, which each rank holds unlike the others. Call once, before anything
   // holds the parameters.
   std::vector<torch::Tensor> keep_experts(const ExpertParallel& group);
+  // Tensor parallelism: keeps this rank's part of each expert's (and the shared expert's) width.
+  void split_for_tensor_parallel(const TensorParallel& group, TensorParallelLayout& layout,
+                                 bool sequence_parallel);
 
  private:
   // One expert's SwiGLU MLP on its rows of tokens.
   static torch::Tensor run_expert(const torch::Tensor& rows, const torch::nn::Linear& up,
                                   const torch::nn::Linear& down);
-  torch::Tensor routed_experts(const torch::Tensor& tokens);
+  // The routed experts' weighted sum for `tokens` (every token of the micro-batch), routed by
+  // `logits`; under tensor parallelism this rank's part of it.
+  torch::Tensor routed_experts(const torch::Tensor& tokens, const torch::Tensor& logits);
   struct ExpertOutputs {
     torch::Tensor rows;     // in the order of the rows the experts were given
     int64_t busiest = 0;    // the most rows one expert took
@@ -45,7 +57,10 @@ class MoeSublayer : public Sublayer {
   ExpertOutputs run_experts(const torch::Tensor& rows, const std::vector<int64_t>& taken);
   ExpertOutputs run_experts_over_ranks(const torch::Tensor& rows,
                                        const std::vector<int64_t>& taken);
-  torch::Tensor shared_expert(const torch::Tensor& tokens);
+  torch::Tensor shared_expert(const torch::Tensor& tokens, const torch::Tensor& local);
+  // Under sequence parallelism: `local` (this rank's tokens) gathered, rank after rank, with the
+  // gradient's parts summed (`whole`: a gradient every rank forms whole, so not summed).
+  torch::Tensor gathered(const torch::Tensor& local, bool whole = false) const;
 
   MoeOptions moe_;
   double dropout_;
@@ -57,7 +72,9 @@ class MoeSublayer : public Sublayer {
   torch::nn::Linear shared_down_{nullptr};
   torch::nn::Linear shared_gate_{nullptr};
   std::shared_ptr<BalanceLedger> ledger_;
-  ExpertParallel group_;  // null: every expert here
+  ExpertParallel group_;            // null: every expert here
+  TensorParallel tensor_;           // null: each expert whole
+  bool sequence_parallel_ = false;  // x is this rank's slice of the sequence
 };
 
 }  // namespace rematlab

@@ -121,6 +121,8 @@ TensorParallelLayout TransformerImpl::split_for_tensor_parallel(const TensorPara
       attention->split_for_tensor_parallel(group, layout, sequence_parallel);
     } else if (auto mlp = std::dynamic_pointer_cast<MlpSublayer>(sublayer)) {
       mlp->split_for_tensor_parallel(group, layout, sequence_parallel);
+    } else if (auto moe = std::dynamic_pointer_cast<MoeSublayer>(sublayer)) {
+      moe->split_for_tensor_parallel(group, layout, sequence_parallel);
     }
   }
   const RowRange rows = part_of(config_.vocab, group->size(), group->rank());

@@ -157,7 +157,14 @@ void validate_tensor_split(const ModelConfig& model, int64_t tp, bool sequence_p
                                    std::to_string(kv) +
                                    " key/value heads (one must divide the other)");
   }
-  divides(model.mlp_width(), "the MLP width");
+  if (model.moe.enabled()) {  // every block's MLP is a mixture: its experts split by width
+    divides(model.expert_width(), "the experts' width");
+    if (model.moe.shared_expert_hidden > 0) {
+      divides(model.moe.shared_expert_hidden, "the shared expert's width");
+    }
+  } else {
+    divides(model.mlp_width(), "the MLP width");
+  }
   divides(model.vocab, "the vocabulary");
   if (sequence_parallel) divides(model.seq_len, "the sequence length");
 }
@@ -244,15 +251,14 @@ void validate_expert_parallel(const RunConfig& config) {
   validate_expert_ranks(config.ep, config.model.moe, config.data_ranks());
 }
 
-// Experts train on one process or over data ranks, whole on each or split over expert ranks:
-// splitting them over tensor or pipeline ranks, or sharding them as parameters, is not built yet.
+// Experts train on one process or over data ranks, whole on each, split over expert ranks, or
+// split by width over tensor ranks: splitting them over pipeline ranks, or sharding them as
+// parameters, is not built yet.
 void validate_experts_layout(const RunConfig& config) {
   validate_expert_parallel(config);
   if (!config.model.moe.enabled()) return;
   const char* not_built = nullptr;
-  if (config.tp > 1) {
-    not_built = "--tp";
-  } else if (config.pp > 1) {
+  if (config.pp > 1) {
     not_built = "--pp";
   } else if (parse_shard(config.shard) == ShardMode::kParameters) {
     not_built = "--shard";
@@ -307,9 +313,10 @@ std::vector<ExpertSplit> more_expert_splits(int64_t experts, int64_t expert_rank
 
 InvalidInput experts_layout_not_built(const std::string& flag) {
   return InvalidInput(flag,
-                      "a mixture of experts trains over data ranks for now (whole on each, or "
-                      "split over them with --ep; optimizer state and gradients may be sharded "
-                      "without --ep); this layout of it is not built yet");
+                      "a mixture of experts trains over data ranks (whole on each, or split "
+                      "over them with --ep; optimizer state and gradients may be sharded without "
+                      "--ep) and tensor ranks (each expert split by width, without --ep) for "
+                      "now; this layout of it is not built yet");
 }
 
 void validate_shard_precision(ShardMode shard, Precision precision) {
