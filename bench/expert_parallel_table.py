@@ -2,8 +2,10 @@
 """Expert parallelism against data parallelism over the same ranks, side by side in one run.
 
     python3 bench/expert_parallel_table.py --cli build/app/rematlab-cli
+    python3 bench/expert_parallel_table.py --layouts 2:1:2,2:1:2sp,4:1:2sp,4:1:4sp
 
-Each row is a real `rematlab-cli run --nproc N [--ep E] --json` of one mixture-of-experts shape
+Each row is a real `rematlab-cli run --nproc N [--ep E] [--tp T [--sequence-parallel]] --json`
+of one mixture-of-experts shape
 (moe-tiny refined by the flags below), fp32 AdamW on the CPU, one thread a rank. Per rank: the
 model states it holds between steps (largest over ranks) against `estimate --nproc N --ep E`, the
 peak (largest over ranks), the all-to-all time (median step, largest over ranks) within its
@@ -13,7 +15,8 @@ tokens/s, the final loss, the busiest expert's load (the most rows one expert to
 block's forward over its even share), the fullest rank's (the rows its experts took in a step
 over its own tokens' rows) and its busiest block's (the same in one block's forward), each the
 largest over the run's steps, from the runs database. `--checkpoint` takes a comma-separated
-list of policies, each a row per layout.
+list of policies, each a row per layout; `--layouts` a comma-separated list of N:E[:T[sp]]
+(ranks, expert ranks, tensor ranks, sequence parallelism).
 """
 import argparse
 import os
@@ -50,32 +53,44 @@ def main():
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--checkpoint", default="none")
+    parser.add_argument("--layouts", default="2:1,2:2,4:1,4:2,4:4")
     args = parser.parse_args()
     print(f"moe-tiny refined: {args.layers} blocks, d {args.d_model}, {args.experts} experts of "
           f"SwiGLU {args.expert_hidden}, 2 a token, seq {args.seq_len}, batch {args.batch} per "
           f"rank, fp32 AdamW, {args.steps} steps (1 warm-up), 1 thread a rank")
     print()
-    print("| ranks | ep | policy | model states MiB | estimate MiB | peak MiB | peak estimate MiB, "
+    print("| ranks | ep | tp | policy | model states MiB | estimate MiB | peak MiB | peak estimate MiB, "
           "balanced | at rank load | at recorded loads | ratio | tok/s | all-to-all ms | "
           "waited ms | step ms | final loss | expert load | rank load | block load |")
-    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as scratch:
         db = os.path.join(scratch, "runs.db")
-        for ranks, ep in ((2, 1), (2, 2), (4, 1), (4, 2), (4, 4)):
+        for layout in args.layouts.split(","):
             for policy in args.checkpoint.split(","):
-                print_row(args, db, ranks, ep, policy)
+                print_row(args, db, layout, policy)
 
 
-def print_row(args, db, ranks, ep, policy):
+def layout_flags(layout):
+    """--nproc, --ep, --tp and --sequence-parallel of an N:E[:T[sp]] layout, and its tp column."""
+    parts = layout.split(":")
+    tensor = parts[2] if len(parts) > 2 else "1"
+    sp = tensor.endswith("sp")
+    tp = tensor[:-2] if sp else tensor
+    flags = ["--nproc", parts[0], "--ep", parts[1], "--tp", tp]
+    return flags + (["--sequence-parallel"] if sp else []), tp + ("+SP" if sp else "")
+
+
+def print_row(args, db, layout, policy):
     mib = lambda b: f"{b / 2**20:.2f}"
+    flags, tp = layout_flags(layout)
+    ranks, ep = layout.split(":")[:2]
     command = [args.cli, "run", "--preset", "moe-tiny", *shape_flags(args), "--batch",
                str(args.batch), "--steps", str(args.steps), "--checkpoint", policy, "--threads",
-               "1", "--nproc", str(ranks), "--ep", str(ep), "--db", db, "--json"]
+               "1", *flags, "--db", db, "--json"]
     run = last_json(command)
     load, rank_load, block_load = most_loads(db, run["run_id"])
     asked = [args.cli, "estimate", "--model", "moe-tiny", *shape_flags(args), "--batch",
-             str(args.batch), "--checkpoint", policy, "--nproc", str(ranks), "--ep", str(ep),
-             "--json"]
+             str(args.batch), "--checkpoint", policy, *flags, "--json"]
     estimate = last_json(asked)
     at_rank = asked + (["--expert-rank-load", repr(rank_load)] if rank_load else [])
     at_rank_load = last_json(at_rank)
@@ -86,7 +101,7 @@ def print_row(args, db, ranks, ep, policy):
     dispatch = max(r["dispatch_ms"] for r in run["ranks"])
     waited = max(r["comm_wait_ms"] for r in run["ranks"])
     loads = f"{load:.2f} | " + (f"{rank_load:.3f} | {block_load:.3f}" if rank_load else "– | –")
-    print(f"| {ranks} | {ep} | `{policy}` | {mib(states)} | {mib(estimate['model_state_bytes'])} | "
+    print(f"| {ranks} | {ep} | {tp} | `{policy}` | {mib(states)} | {mib(estimate['model_state_bytes'])} | "
           f"{mib(peak)} | {mib(estimate['total_bytes'])} | {mib(at_rank_load['total_bytes'])} | "
           f"{mib(recorded['total_bytes'])} | {peak / recorded['total_bytes']:.3f} | "
           f"{run['tokens_per_s']:.0f} | {dispatch:.1f} | {waited:.1f} | "

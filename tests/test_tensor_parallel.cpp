@@ -674,6 +674,13 @@ TEST(TensorParallel, LayoutsThatCannotSplitAreRefusedBeforeAnythingStarts) {
        "--sequence-parallel: splits the sequence between tensor ranks: give --tp 2 or more"},
       {"--nproc 2 --tp 2 --sequence-parallel --seq-len 15",
        "--tp: 2 tensor ranks cannot split the sequence length 15"},
+      // A mixture's experts split by width.
+      {"--nproc 2 --tp 2 --arch llama --experts 4 --expert-hidden 99",
+       "--tp: 2 tensor ranks cannot split the experts' width 99"},
+      {"--nproc 2 --tp 2 --arch llama --experts 4 --shared-expert-hidden 33",
+       "--tp: 2 tensor ranks cannot split the shared expert's width 33"},
+      {"--nproc 4 --tp 2 --arch llama --experts 4 --ep 2",
+       "--tp: does not combine with expert parallelism"},
   };
   for (const auto& [flags, message] : refused) {
     const testing::CliResult result = testing::cli(

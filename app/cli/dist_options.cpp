@@ -22,7 +22,8 @@ void DistOptions::add_to(CLI::App& command) {
       ->capture_default_str();
   command.add_option("--tp", tp_,
                      "Tensor parallel: ranks that split every layer of one model (attention "
-                     "heads, MLP width, vocabulary); --nproc must be a multiple (default 1)");
+                     "heads, MLP or experts' width, vocabulary); --nproc must be a multiple "
+                     "(default 1)");
   command.add_flag("--sequence-parallel", sequence_parallel_,
                    "Tensor parallel: split the residual stream and the norms between the "
                    "layers along the sequence (needs --tp 2 or more)");

@@ -125,8 +125,8 @@ Command add_estimate_command(CLI::App& app) {
       ->capture_default_str();
   command
       ->add_option("--tp", options->tp,
-                   "Tensor-parallel ranks (heads, MLP width and vocabulary split; figures per "
-                   "rank)")
+                   "Tensor-parallel ranks (heads, MLP or experts' width and vocabulary split; "
+                   "figures per rank)")
       ->capture_default_str();
   command
       ->add_option("--ep", options->ep,
