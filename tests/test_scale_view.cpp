@@ -292,11 +292,12 @@ TEST(ScaleView, AMixtureOfExpertsIsPlannedWithExpertRanksTheFormCannotTryYet) {
   EXPECT_GT(view->listed().front().layout.ep, 1);
   EXPECT_TRUE(view->layout_list()->item(0, 0)->text().contains(" EP "))
       << view->layout_list()->item(0, 0)->text().toStdString();
-  // Its grid's rows are expert degrees (every layout is at TP 1), the best's cell its tokens/s.
+  // Its grid's rows are expert degrees (at TP 1), then tensor degrees (each expert split by
+  // width, at EP 1); the best's cell its tokens/s.
   QTableWidget* grid = view->degree_grid();
   QStringList rows;
   for (int r = 0; r < grid->rowCount(); ++r) rows << grid->verticalHeaderItem(r)->text();
-  EXPECT_EQ(rows, QStringList({"EP 1", "EP 2", "EP 4", "EP 8"}));
+  EXPECT_EQ(rows, QStringList({"EP 1", "EP 2", "EP 4", "EP 8", "TP 2", "TP 4", "TP 8"}));
   const layout::Layout& best = expected.best.front().layout;
   int best_row = static_cast<int>(rows.indexOf(QString("EP %1").arg(best.ep)));
   int best_column = -1;

@@ -100,27 +100,31 @@ void ScaleView::fill_grid() {
     grid_->setColumnCount(0);
     return;
   }
-  // The fastest fitting layout per (tensor, pipeline) degree; every degree pair evaluated gets
-  // a cell, blank (—) where nothing fits. A mixture of experts is planned at TP 1: its rows are
-  // the expert degree instead.
+  // The fastest fitting layout per (tensor or expert, pipeline) degree; every degree pair
+  // evaluated gets a cell, blank (—) where nothing fits. A mixture of experts is split over
+  // expert ranks (at TP 1) or by width over tensor ranks (at EP 1): its rows are EP 1, 2, … and
+  // then TP 2, 4, ….
   const bool experts = request_ && request_->arch.moe.enabled();
-  const QString row_degree = experts ? "EP" : "TP";
-  std::set<int64_t> tps, pps;
-  std::map<std::pair<int64_t, int64_t>, const layout::LayoutPoint*> fastest;
+  using RowKey = std::pair<int64_t, int64_t>;  // tensor, expert degree
+  std::set<RowKey> tps;
+  std::set<int64_t> pps;
+  std::map<std::pair<RowKey, int64_t>, const layout::LayoutPoint*> fastest;
   for (const auto& point : answer_->points) {
-    const auto key = std::make_pair(experts ? point.layout.ep : point.layout.tp, point.layout.pp);
+    const auto key = std::make_pair(RowKey{point.layout.tp, point.layout.ep}, point.layout.pp);
     tps.insert(key.first);
     pps.insert(key.second);
     if (!point.fits) continue;
     auto& best = fastest[key];
     if (!best || point.step_s < best->step_s) best = &point;
   }
-  const std::vector<int64_t> rows(tps.begin(), tps.end());
+  const std::vector<RowKey> rows(tps.begin(), tps.end());
   const std::vector<int64_t> columns(pps.begin(), pps.end());
   grid_->setRowCount(static_cast<int>(rows.size()));
   grid_->setColumnCount(static_cast<int>(columns.size()));
   QStringList row_names, column_names;
-  for (int64_t degree : rows) row_names << QString("%1 %2").arg(row_degree).arg(degree);
+  for (const auto& [tp, ep] : rows) {
+    row_names << (experts && tp == 1 ? QString("EP %1").arg(ep) : QString("TP %1").arg(tp));
+  }
   for (int64_t pp : columns) column_names << QString("PP %1").arg(pp);
   grid_->setVerticalHeaderLabels(row_names);
   grid_->setHorizontalHeaderLabels(column_names);
@@ -137,8 +141,9 @@ void ScaleView::fill_grid() {
       item->setTextAlignment(Qt::AlignCenter);
       if (found == fastest.end()) {
         item->setText("—");
-        item->setToolTip(experts ? "Nothing fits at this expert and pipeline degree"
-                                 : "Nothing fits at this tensor and pipeline degree");
+        item->setToolTip(experts && rows[r].first == 1
+                             ? "Nothing fits at this expert and pipeline degree"
+                             : "Nothing fits at this tensor and pipeline degree");
       } else {
         const layout::LayoutPoint& point = *found->second;
         const double share = (1.0 / point.step_s) / quickest;  // 1 for the fastest

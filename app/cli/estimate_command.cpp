@@ -56,8 +56,9 @@ struct EstimateOptions {
       request.arch = arch;
     }
     if (params) {
-      if (!(std::isfinite(*params) && *params >= 1.0)) {
-        throw InvalidInput("--params", "must be a positive count such as 70e9");
+      // At most 10^15: its bytes (up to 20 a parameter) stay within what int64 counts.
+      if (!(std::isfinite(*params) && *params >= 1.0 && *params <= 1e15)) {
+        throw InvalidInput("--params", "must be a count from 1 to 1e15 such as 70e9");
       }
       request.nominal_params = std::llround(*params);
     }

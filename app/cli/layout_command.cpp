@@ -209,8 +209,8 @@ struct LayoutOptions {
                          "unknown model '" + activation_model + "' (use engine or megatron)");
     }
     if (efficiency) {
-      if (!(*efficiency > 0.0 && *efficiency <= 1.0)) {
-        throw InvalidInput("--efficiency", "must be a share of peak in (0, 1]");
+      if (!(*efficiency >= layout::LayoutRequest::kMinMatmulEfficiency && *efficiency <= 1.0)) {
+        throw InvalidInput("--efficiency", "must be a share of peak in [0.001, 1]");
       }
       request.matmul_efficiency = *efficiency;
     }

@@ -90,13 +90,17 @@ struct LayoutRequest {
   Cluster cluster;
   int64_t global_batch = 1;  // sequences per step
   FixedDimensions fixed;
-  double matmul_efficiency = 0.0;  // share of peak; 0: the GPU kind's default
-  double fragmentation = 0.05;     // allowance on top of what is allocated, as a share of it
+  // Share of peak, at least kMinMatmulEfficiency (below it a step's time is past what a double
+  // divides into); 0: the GPU kind's default.
+  double matmul_efficiency = 0.0;
+  double fragmentation = 0.05;  // allowance on top of what is allocated, as a share of it
   ActivationModel activation_model = ActivationModel::kEngine;
   // Search only what RematLab's engine runs: no pipeline, no context parallelism, model states
   // on the GPUs.
   bool engine_only = false;
   int64_t top = 5;
+
+  static constexpr double kMinMatmulEfficiency = 1e-3;
 
   double efficiency() const {
     return matmul_efficiency > 0.0 ? matmul_efficiency : cluster.gpu.matmul_efficiency;

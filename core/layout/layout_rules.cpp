@@ -100,9 +100,15 @@ std::string structural_problem(const LayoutRequest& request, const Layout& layou
     return degree("TP", layout.tp) + " can neither split nor share " +
            std::to_string(arch.kv_heads) + " key/value heads";
   }
-  if (arch.mlp_hidden % layout.tp != 0) {
-    return degree("TP", layout.tp) + " does not divide the MLP width " +
-           std::to_string(arch.mlp_hidden);
+  // A mixture's MLP is its experts (and a shared expert), each split by width.
+  const int64_t mlp_width = arch.moe.enabled() ? arch.expert_hidden : arch.mlp_hidden;
+  if (mlp_width % layout.tp != 0) {
+    return degree("TP", layout.tp) + " does not divide the " +
+           (arch.moe.enabled() ? "experts' width " : "MLP width ") + std::to_string(mlp_width);
+  }
+  if (arch.moe.shared_expert_hidden % layout.tp != 0) {
+    return degree("TP", layout.tp) + " does not divide the shared expert's width " +
+           std::to_string(arch.moe.shared_expert_hidden);
   }
   if (layout.sp && layout.tp == 1) return "sequence parallelism needs TP 2 or more";
   if (layout.pp > arch.layers) {
@@ -305,6 +311,11 @@ void validate_experts(const LayoutRequest& request) {
       probe.ep = *fixed.ep;
       throw InvalidInput("--tp", experts_problem(request, probe));
     }
+    if (fixed.sp && *fixed.sp && fixed.ep && *fixed.ep > 1) {
+      throw InvalidInput("--sequence-parallel",
+                         "needs tensor ranks, and experts split over expert ranks (--ep) are "
+                         "planned at TP 1");
+    }
     if (request.activation_model == ActivationModel::kMegatron) {
       throw InvalidInput("--activation-model",
                          "Korthikanti et al.'s per-layer terms have no experts (use engine)");
@@ -373,8 +384,9 @@ void validate(const LayoutRequest& request) {
                        "a step of more than 2^40 tokens is beyond what the "
                        "planner counts");
   }
-  if (!(request.efficiency() > 0.0 && request.efficiency() <= 1.0)) {
-    throw InvalidInput("--efficiency", "must be in (0, 1]");
+  if (!(request.efficiency() >= LayoutRequest::kMinMatmulEfficiency &&
+        request.efficiency() <= 1.0)) {
+    throw InvalidInput("--efficiency", "must be a share of peak in [0.001, 1]");
   }
   if (!(request.fragmentation >= 0.0 && request.fragmentation < 1.0)) {
     throw InvalidInput("--fragmentation", "must be in [0, 1)");

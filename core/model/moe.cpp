@@ -92,9 +92,12 @@ void MoeSublayer::split_for_tensor_parallel(const TensorParallel& group,
   sequence_parallel_ = sequence_parallel;
 }
 
-torch::Tensor MoeSublayer::gathered(const torch::Tensor& local, bool whole) const {
-  return whole ? gather_whole(local, tensor_, GatheredOrder::kRankMajor)
-               : gather_sequence(local, tensor_, GatheredOrder::kRankMajor);
+torch::Tensor MoeSublayer::gathered(const torch::Tensor& local, int64_t batch, bool whole) const {
+  const torch::Tensor slices = local.view({batch, -1, local.size(-1)});
+  const torch::Tensor sequences = whole
+                                      ? gather_whole(slices, tensor_, GatheredOrder::kSequence)
+                                      : gather_sequence(slices, tensor_, GatheredOrder::kSequence);
+  return sequences.reshape({-1, local.size(-1)});
 }
 
 MoeSublayer::ExpertOutputs MoeSublayer::run_experts(const torch::Tensor& rows,
@@ -177,11 +180,12 @@ torch::Tensor MoeSublayer::routed_experts(const torch::Tensor& tokens,
   return combined;
 }
 
-torch::Tensor MoeSublayer::shared_expert(const torch::Tensor& tokens, const torch::Tensor& local) {
+torch::Tensor MoeSublayer::shared_expert(const torch::Tensor& tokens, const torch::Tensor& local,
+                                         int64_t batch) {
   torch::Tensor gate =
       torch::sigmoid(projection(KeptOutput::kRouter, local, shared_gate_->weight, torch::Tensor()));
   // Split: the gate multiplies this rank's part of the shared expert's output.
-  if (tensor_) gate = sequence_parallel_ ? gathered(gate) : into_region(gate, tensor_);
+  if (tensor_) gate = sequence_parallel_ ? gathered(gate, batch) : into_region(gate, tensor_);
   return gate * run_expert(tokens, shared_up_, shared_down_);
 }
 
@@ -193,21 +197,21 @@ SublayerTail MoeSublayer::forward_until_tail(const torch::Tensor& x) {
   if (tensor_) {
     // Every rank routes every token alike (a gradient whole on each); each runs its part of every
     // expert, whose inputs' gradients are then parts to sum.
-    if (sequence_parallel_) logits = gathered(logits, /*whole=*/true);
-    tokens = sequence_parallel_ ? gathered(local) : into_region(local, tensor_);
+    if (sequence_parallel_) logits = gathered(logits, x.size(0), /*whole=*/true);
+    tokens = sequence_parallel_ ? gathered(local, x.size(0)) : into_region(local, tensor_);
   }
   torch::Tensor branch = routed_experts(tokens, logits);
-  if (shared_up_) branch = branch + shared_expert(tokens, local);
+  if (shared_up_) branch = branch + shared_expert(tokens, local, x.size(0));
   SublayerTail tail;
   tail.residual = x;
-  // Gathered, the tokens lie rank after rank along the batch, as the scatter takes them back.
+  // Gathered, the tokens are the whole sequences, which the scatter slices again.
   tail.projection_input =
-      sequence_parallel_ ? branch.view({-1, x.size(1), d}) : branch.view(x.sizes());
+      sequence_parallel_ ? branch.view({x.size(0), -1, d}) : branch.view(x.sizes());
   tail.dropout = dropout_;
   tail.training = is_training();
   tail.sum_over = tensor_;
   tail.scatter_sequence = sequence_parallel_;
-  tail.gathered_order = GatheredOrder::kRankMajor;
+  tail.gathered_order = GatheredOrder::kSequence;
   return tail;
 }
 

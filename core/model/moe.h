@@ -57,10 +57,13 @@ class MoeSublayer : public Sublayer {
   ExpertOutputs run_experts(const torch::Tensor& rows, const std::vector<int64_t>& taken);
   ExpertOutputs run_experts_over_ranks(const torch::Tensor& rows,
                                        const std::vector<int64_t>& taken);
-  torch::Tensor shared_expert(const torch::Tensor& tokens, const torch::Tensor& local);
-  // Under sequence parallelism: `local` (this rank's tokens) gathered, rank after rank, with the
-  // gradient's parts summed (`whole`: a gradient every rank forms whole, so not summed).
-  torch::Tensor gathered(const torch::Tensor& local, bool whole = false) const;
+  torch::Tensor shared_expert(const torch::Tensor& tokens, const torch::Tensor& local,
+                              int64_t batch);
+  // Under sequence parallelism: `local` (this rank's tokens' rows, `batch` sequences of them)
+  // gathered into the micro-batch's rows in sequence order, as one process has them (a capacity
+  // keeps the first rows), with the gradient's parts summed (`whole`: a gradient every rank forms
+  // whole, so not summed).
+  torch::Tensor gathered(const torch::Tensor& local, int64_t batch, bool whole = false) const;
 
   MoeOptions moe_;
   double dropout_;

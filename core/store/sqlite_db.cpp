@@ -159,6 +159,8 @@ double Statement::column_number(int column) const {
       if (text == "-inf") return -HUGE_VAL;
       return std::nan("");
     }
+    case SQLITE_BLOB:  // not a number (sqlite would read its bytes as text, then 0.0)
+      return std::nan("");
     default:
       return sqlite3_column_double(statement_, column);
   }
