@@ -818,6 +818,7 @@ TEST(EstimateCli, BadShapesExit2WithOneLineNamingTheFlag) {
       {"estimate --layers 0", "--layers"},
       {"estimate --model small --d-model -8", "--d-model"},
       {"estimate --params -5", "--params"},
+      {"estimate --params 9e18", "--params"},  // its bytes past int64
       {"estimate --model gpt5", "--model"},
       {"estimate --model tiny --checkpoint every:0", "--checkpoint"},
       {"estimate", "--model"},

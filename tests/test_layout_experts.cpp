@@ -344,6 +344,8 @@ TEST(LayoutCli, ExpertFlagsAreRefusedInOneLineWhereTheyCannotApply) {
        "--expert-block-load: is the busiest block's load"},
       {"--model llama2-70b --expert-load 1.2", "--expert-load: sizes a mixture's"},
       {"--model mixtral-8x7b --expert-load 5", "--expert-load: must be between"},
+      {"--model mixtral-8x7b --ep 8 --sequence-parallel",
+       "--sequence-parallel: needs tensor ranks"},
   };
   for (const auto& [flags, named] : bad) {
     const auto result = cli(std::string("layout --gpu h100-sxm --gpus 64 --seq-len 4096 "
@@ -353,6 +355,37 @@ TEST(LayoutCli, ExpertFlagsAreRefusedInOneLineWhereTheyCannotApply) {
     EXPECT_EQ(testing::count_lines(result.err), 1) << result.err;
     EXPECT_NE(result.err.find(named), std::string::npos) << result.err;
   }
+}
+
+// Tensor degrees that cannot split the experts' (or a shared expert's) width are impossible
+// layouts, not a failed search naming a flag nobody gave.
+TEST(LayoutCli, ExpertWidthsATensorDegreeCannotSplitLeaveThatDegreeOut) {
+  auto evaluated = [](const std::string& width) -> int64_t {
+    const auto result =
+        cli("layout --model mixtral-8x7b --gpu h100-sxm --gpus 64 --seq-len 4096 "
+            "--global-batch 512 --json " +
+            width);
+    EXPECT_EQ(result.exit_code, 0) << width << ": " << result.err;
+    if (result.exit_code != 0) return -1;
+    const nlohmann::json answer = last_line_json(result.out);
+    for (const char* list : {"layouts", "frontier"}) {
+      for (const auto& layout : answer.at(list)) {
+        if (width != "--expert-hidden 14336") {
+          EXPECT_EQ(layout.at("tp"), 1) << width;
+        }
+      }
+    }
+    return answer.at("evaluated").get<int64_t>();
+  };
+  const int64_t splittable = evaluated("--expert-hidden 14336");
+  EXPECT_LT(evaluated("--expert-hidden 14337"), splittable);  // its TP degrees left out
+  EXPECT_LT(evaluated("--shared-expert-hidden 1001"), splittable);
+  const auto fixed =
+      cli("layout --model mixtral-8x7b --gpu h100-sxm --gpus 64 --seq-len 4096 --global-batch 512 "
+          "--expert-hidden 14337 --tp 2");
+  EXPECT_EQ(fixed.exit_code, 2);
+  EXPECT_NE(fixed.err.find("TP 2 does not divide the experts' width 14337"), std::string::npos)
+      << fixed.err;
 }
 
 }  // namespace
