@@ -819,6 +819,11 @@ TEST(EstimateCli, BadShapesExit2WithOneLineNamingTheFlag) {
       {"estimate --model small --d-model -8", "--d-model"},
       {"estimate --params -5", "--params"},
       {"estimate --params 9e18", "--params"},  // its bytes past int64
+      {"estimate --params 1.01e15", "--params"},
+      // Experts split by width over tensor ranks or over expert ranks, not both: named as what is
+      // wrong, not as the data ranks the tensor ranks leave.
+      {"estimate --model moe-tiny --nproc 2 --tp 2 --ep 2", "--tp: does not combine"},
+      {"estimate --model small --nproc 4 --tp 2 --ep 2", "--ep: splits a mixture"},
       {"estimate --model gpt5", "--model"},
       {"estimate --model tiny --checkpoint every:0", "--checkpoint"},
       {"estimate", "--model"},

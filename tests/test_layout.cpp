@@ -910,6 +910,7 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
       {"--gpu a100-80gb --gpus 4611686018427387904", "--gpus"},
       {"--gpu a100-80gb --efficiency 0", "--efficiency"},
       {"--gpu a100-80gb --efficiency 4.9e-324", "--efficiency: must be a share of peak in"},
+      {"--gpu a100-80gb --efficiency 0.0009", "--efficiency: must be a share of peak in"},
       {"--gpu a100-80gb --runnable-here --pp 2 --zero 1",
        "layout: RematLab's engine does not run sharded model states on pipeline stages"},
       {"--gpu a100-80gb --offload optimizer --zero 0", "ZeRO 1"},

@@ -826,8 +826,8 @@ TEST(Store, NonFiniteLossesRoundTripThroughTheDatabaseAndTheCsv) {
   EXPECT_EQ(rows[1][loss], "inf");
   EXPECT_EQ(rows[2][loss], "-inf");
   EXPECT_EQ(rows[3][loss], "nan");
-  // A value no writer stores, edited in by hand: bytes are not a number (sqlite reads a blob as
-  // 0.0, which would pass for a loss).
+  // A value no writer stores, edited in by hand: bytes are not a number (sqlite reads a blob's
+  // bytes as text, x'3132' as 12, which would pass for a loss).
   {
     Database db(path, Database::Mode::kReadWrite);
     db.exec("UPDATE steps SET loss = x'3132'");

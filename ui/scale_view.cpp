@@ -170,8 +170,8 @@ void ScaleView::build() {
   // Room for "TP 8" even before a search fills the grid (the corner button gets a width too).
   grid_->verticalHeader()->setMinimumWidth(grid_->fontMetrics().horizontalAdvance("TP 16") + 12);
   grid_->setToolTip(
-      "Fastest fitting layout's tokens/s for each tensor (rows) × pipeline "
-      "(columns) degree; — where none fits");
+      "Fastest fitting layout's tokens/s for each tensor (rows; a mixture of experts: "
+      "expert degrees, then tensor degrees) × pipeline (columns) degree; — where none fits");
   list_->setColumnCount(6);
   list_->setHorizontalHeaderLabels(
       {"layout", "checkpoint", "GiB per GPU", "tokens/s", "MFU %", "fits / lacks"});

@@ -112,11 +112,13 @@ void validate_request(const EstimateRequest& request) {
     if (request.arch->moe.enabled() && shard == ShardMode::kParameters) {
       throw experts_layout_not_built("--shard");
     }
-    // As `run` checks --ep (shard none: its expert ranks shard nothing yet).
-    validate_expert_ranks(request.expert_ranks, request.arch->moe, request.world_size / layout.tp);
-    if (request.expert_ranks > 1 && layout.split()) {
+    // Before the ranks are counted, as `run` does: tensor ranks leave fewer data ranks, which is
+    // not what is wrong.
+    if (request.arch->moe.enabled() && request.expert_ranks > 1 && layout.split()) {
       throw InvalidInput("--tp", "does not combine with expert parallelism (--ep) yet");
     }
+    // As `run` checks --ep (shard none: its expert ranks shard nothing yet).
+    validate_expert_ranks(request.expert_ranks, request.arch->moe, request.world_size / layout.tp);
     if (request.expert_ranks > 1 && shard != ShardMode::kNone) {
       throw InvalidInput("--shard", "does not combine with expert parallelism (--ep) yet");
     }

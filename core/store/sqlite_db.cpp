@@ -159,7 +159,7 @@ double Statement::column_number(int column) const {
       if (text == "-inf") return -HUGE_VAL;
       return std::nan("");
     }
-    case SQLITE_BLOB:  // not a number (sqlite would read its bytes as text, then 0.0)
+    case SQLITE_BLOB:  // not a number (sqlite would read its bytes as text: x'3132' as 12)
       return std::nan("");
     default:
       return sqlite3_column_double(statement_, column);
