@@ -129,27 +129,25 @@ class TailFunction : public torch::autograd::Function<TailFunction> {
 }  // namespace
 
 torch::Tensor SublayerTail::complete() const {
-  if (!weight.defined() && !quantised) {
-    // A branch formed in parts over tensor ranks (experts split by width) is summed first.
-    torch::Tensor output = projection_input;
-    if (sum_over) {
-      output = scatter_sequence ? rematlab::scatter_sequence(output, sum_over, gathered_order)
-                                : out_of_region(output, sum_over);
-    }
-    return residual + torch::dropout(output, dropout, training);
-  }
-  if (!sum_over) {
+  const bool projects = weight.defined() || quantised;
+  if (projects && !sum_over) {
     torch::Tensor output = projection(kept_as, projection_input, weight, bias, quantised);
     if (adapter_term) output = output + adapter_term(projection_input);
     return residual + torch::dropout(output, dropout, training);
   }
-  TORCH_CHECK(!adapter_term && !quantised, "fine-tuning a row-parallel projection is not built");
-  const torch::Tensor partial = projection(kept_as, projection_input, weight, torch::Tensor());
-  torch::Tensor output = scatter_sequence
-                             ? rematlab::scatter_sequence(partial, sum_over, gathered_order)
-                             : out_of_region(partial, sum_over);
+  // This rank's part (a row-parallel projection's, or a branch formed in parts over tensor
+  // ranks: experts split by width), summed over the ranks; or the branch itself.
+  torch::Tensor output = projection_input;
+  if (projects) {
+    TORCH_CHECK(!adapter_term && !quantised, "fine-tuning a row-parallel projection is not built");
+    output = projection(kept_as, projection_input, weight, torch::Tensor());
+  }
+  if (sum_over) {
+    output = scatter_sequence ? rematlab::scatter_sequence(output, sum_over, gathered_order)
+                              : out_of_region(output, sum_over);
+  }
   // As a linear under autocast would add it: in the output's dtype.
-  if (bias.defined()) output = output + bias.to(output.scalar_type());
+  if (projects && bias.defined()) output = output + bias.to(output.scalar_type());
   return residual + torch::dropout(output, dropout, training);
 }
 
