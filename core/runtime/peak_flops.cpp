@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -12,17 +13,46 @@
 
 namespace rematlab {
 
+namespace {
+
+// Fixed values, not random ones: the probe may run between a run's seeding and its first step,
+// and must not move the generator that dropout replays from.
+torch::Tensor probe_operand(const torch::TensorOptions& options, int64_t n) {
+  return torch::linspace(-1.0, 1.0, n * n, options).reshape({n, n});
+}
+
+// The largest side up to `largest`, halving from it, whose one product takes about 0.1 s at
+// most, judged from a 256-side product's time (a product grows 8× a doubling). A CPU without a
+// fast kernel for the dtype (bf16 and fp16 fall back to a plain loop on many) would otherwise
+// spend 20 s and more on the probe's 1024-side products before a run's first step.
+int64_t probe_side_within(const torch::TensorOptions& options, int64_t largest) {
+  constexpr int64_t kSmallest = 256;
+  constexpr double kLongestProductS = 0.1;
+  const torch::Tensor a = probe_operand(options, kSmallest);
+  torch::Tensor c = torch::matmul(a, a);  // first call: kernels chosen, threads started
+  const auto start = std::chrono::steady_clock::now();
+  c = torch::matmul(a, a);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int64_t side = largest;
+  while (side > kSmallest &&
+         seconds * std::pow(static_cast<double>(side) / kSmallest, 3) > kLongestProductS) {
+    side /= 2;
+  }
+  return side;
+}
+
+}  // namespace
+
 PeakFlopsProbe measure_peak_flops(const c10::Device& device, Precision precision, int64_t n,
                                   int repeats) {
   torch::NoGradGuard no_grad;
-  if (n <= 0) n = device.is_cuda() ? 8192 : 1024;
   const at::ScalarType dtype = precision == Precision::kFp32   ? at::kFloat
                                : precision == Precision::kBf16 ? at::kBFloat16
                                                                : at::kHalf;
   const auto options = torch::TensorOptions().dtype(dtype).device(device);
-  // Fixed values, not random ones: the probe may run between a run's seeding and its first step,
-  // and must not move the generator that dropout replays from.
-  const torch::Tensor a = torch::linspace(-1.0, 1.0, n * n, options).reshape({n, n});
+  if (n <= 0) n = device.is_cuda() ? 8192 : probe_side_within(options, 1024);
+  const torch::Tensor a = probe_operand(options, n);
   const torch::Tensor b = a.flip(0).contiguous();
   // Warm-up for a fifth of a second, not one call: threads spun up, clocks raised, kernels
   // chosen; a single warm-up call left the CPU probe at half the rate a training run sees.
