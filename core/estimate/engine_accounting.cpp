@@ -150,7 +150,13 @@ SublayerCost EngineAccounting::mlp(int64_t block) const {
                   frozen_weight_copy(input_wanted ? d * (arch_.gated_mlp ? 2 * f : f) : 0) +
                   frozen_weight_copy(activation_wanted ? f * d : 0);
   const int64_t up = arch_.gated_mlp ? 2 * f : f;
-  cost.forward_extra = std::max({tail_extra(down_adapter), dequantised(f * d),
+  // A quantised down projection's weight is dequantised beside its input, kept or not; then
+  // nf4's index is freed and the product formed beside the weight.
+  const int64_t down_forward = quantised_base() ? dequantised(f * d) - dequantise_index(f * d) +
+                                                      (down_input_kept ? 0 : per_token(f)) +
+                                                      std::max(dequantise_index(f * d), cost.output)
+                                                : 0;
+  cost.forward_extra = std::max({tail_extra(down_adapter), down_forward,
                                  dequantised(d * up) + norm_bytes(input_wanted, true) +
                                      per_token(up) - cost.interior - cost.output});
   if (up_adapters > 0) {
@@ -170,11 +176,13 @@ SublayerCost EngineAccounting::mlp(int64_t block) const {
   // adapter's).
   const int64_t activation =
       per_token((arch_.gated_mlp ? 4 : 2) * f) - (down_input_kept ? per_token(f) : 0);
-  cost.backward_extra =
-      arch_.gated_mlp
-          ? std::max({down, activation,
-                      weight_held(2 * d * f) + per_token(d) - (down_input_kept ? per_token(f) : 0)})
-          : std::max(down, activation);
+  cost.backward_extra = arch_.gated_mlp
+                            ? std::max({down, activation,
+                                        std::max(weight_held(2 * d * f),
+                                                 weight_held(2 * d * f) -
+                                                     dequantise_index(2 * d * f) + per_token(d)) -
+                                            (down_input_kept ? per_token(f) : 0)})
+                            : std::max(down, activation);
   if (!activation_wanted) cost.backward_extra = 0;  // as the attention's before an adapter
   // Under sequence parallelism the up projection's backward gathers its input again (freed
   // once the weight's gradient is formed), and sums and scatters its input's gradient: two s·d

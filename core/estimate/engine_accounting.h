@@ -162,6 +162,11 @@ class EngineAccounting {
     if (!quantised_base()) return 0;
     return values * (4 + (arch_.lora.base == BasePrecision::kNf4 ? 2 : 0) + (v_ == 2 ? 2 : 0));
   }
+  // Of that, nf4's index: alive only while the codes are looked up, freed before the
+  // dequantised weight is used.
+  int64_t dequantise_index(int64_t values) const {
+    return quantised_base() && arch_.lora.base == BasePrecision::kNf4 ? values * 2 : 0;
+  }
   bool quantised_base() const { return !base_trains() && is_quantised(arch_.lora.base); }
   // What a projection's backward holds of its weight's size: the weight's gradient, or a
   // quantised base's dequantised weight.
@@ -169,11 +174,12 @@ class EngineAccounting {
     return weight_gradient(values) + dequantised(values);
   }
   // A row-parallel projection's backward from an input `width` wide through `weights` values:
-  // its input's gradient beside what it holds of its weight; with an adapter, once a quantised
-  // weight is freed, the frozen projection's and the adapter's input gradients meet before
-  // they are summed.
+  // its input's gradient beside what it holds of its weight (nf4's index is gone by the time
+  // that gradient is formed); with an adapter, once a quantised weight is freed, the frozen
+  // projection's and the adapter's input gradients meet before they are summed.
   int64_t projection_backward(int64_t width, int64_t weights, bool adapter) const {
-    const int64_t frozen = per_token(width) + weight_held(weights);
+    const int64_t held = weight_held(weights);
+    const int64_t frozen = std::max(held, per_token(width) + held - dequantise_index(weights));
     if (!adapter || base_trains()) return frozen;
     return std::max(frozen, per_token(2 * width) + weight_gradient(weights));
   }
