@@ -833,6 +833,22 @@ TEST(Store, NonFiniteLossesRoundTripThroughTheDatabaseAndTheCsv) {
     db.exec("UPDATE steps SET loss = x'3132'");
   }
   for (const StepMetrics& step : store.steps(run_id)) EXPECT_TRUE(std::isnan(step.loss));
+  // A summary figure of another type, edited in by hand (a run's and a rank's): unknown, and
+  // every run of the list still reads.
+  for (const char* value : {"'\"x\"'", "'[1]'", "'{}'"}) {
+    {
+      Database db(path, Database::Mode::kReadWrite);
+      db.exec(std::string("UPDATE runs SET summary = json_set(summary, '$.final_loss', json(") +
+              value + "), '$.ranks', json('[{\"rank\": 0, \"step_ms\": ' || " + value +
+              " || '}]'))");
+    }
+    const std::vector<RunRecord> runs = store.runs();
+    ASSERT_EQ(runs.size(), 1u) << value;
+    EXPECT_TRUE(std::isnan(runs[0].result.final_loss)) << value;
+    ASSERT_EQ(runs[0].result.ranks.size(), 1u) << value;
+    EXPECT_TRUE(std::isnan(runs[0].result.ranks[0].step_ms)) << value;
+    EXPECT_EQ(runs[0].result.first_loss, std::numeric_limits<double>::infinity()) << value;
+  }
 }
 
 // A step that cannot be written (here: its run does not exist, so the foreign key refuses it)

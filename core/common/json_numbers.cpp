@@ -26,6 +26,14 @@ double number_from_json(const nlohmann::json& value) {
   throw std::invalid_argument("not a number: " + brief_json(value));
 }
 
+double recorded_number(const nlohmann::json& value) {
+  try {
+    return number_from_json(value);
+  } catch (const std::invalid_argument&) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
 std::string number_text(double value) {
   const nlohmann::json json = json_number(value);
   return json.is_string() ? json.get<std::string>() : json.dump();

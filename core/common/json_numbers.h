@@ -13,6 +13,9 @@ nlohmann::json json_number(double value);
 // A number, or one of the strings above; null (what older databases hold for a non-finite
 // value) reads as NaN. Anything else throws std::invalid_argument.
 double number_from_json(const nlohmann::json& value);
+// The same for a figure read back from a record, where anything else (a hand-edited "x", an
+// array) is unknown: NaN, not an error that would hide every other run of a list.
+double recorded_number(const nlohmann::json& value);
 
 // "nan", "inf", "-inf", or the shortest text that reads back as exactly `value`.
 std::string number_text(double value);

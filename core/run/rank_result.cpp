@@ -10,7 +10,7 @@ void read(const nlohmann::json& json, const char* key, T& value) {
   if (!json.contains(key)) return;
   const nlohmann::json& item = json.at(key);
   if constexpr (std::is_same_v<T, double>) {
-    value = number_from_json(item);
+    value = recorded_number(item);
   } else if constexpr (std::is_same_v<T, std::string>) {
     if (item.is_string()) value = item.get<std::string>();
   } else {

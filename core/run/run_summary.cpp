@@ -201,7 +201,7 @@ RunResult run_result_from_json(const nlohmann::json& json) {
     std::visit(
         [&](auto member) {
           if constexpr (std::is_same_v<decltype(member), double RunResult::*>) {
-            result.*member = number_from_json(value);
+            result.*member = recorded_number(value);
           } else if (value.is_number_integer()) {
             result.*member = value.get<int64_t>();
           }
