@@ -779,12 +779,16 @@ TEST(CheckpointedTraining, ScheduleReportsTheIntervalOfEachStep) {
 
 // --- memory on the `small` shape ----------------------------------------------------------
 
+// Two sequences: the policies' differences are per token, and a quarter of the batch it once
+// had keeps these three tests to seconds.
+constexpr int64_t kSmallBatch = 2;
+
 RunSummary small_run(const std::string& policy, AttentionKind attention) {
   RunConfig config;
   config.preset = "small";
   config.model = model_preset("small");
   config.model.attention = attention;
-  config.batch = 8;
+  config.batch = kSmallBatch;
   config.steps = 2;  // one warm-up, one measured
   config.threads = 1;
   config.checkpoint = policy;
@@ -815,7 +819,7 @@ TEST(CheckpointMemory, KeepingProjectionsSitsBetweenEvery1AndNone) {
   // Between forward and backward keep:qkv holds each block's QKV tensor (3·d per token for
   // GPT) more than every:1.
   const ModelConfig shape = model_preset("small");
-  const int64_t qkv_bytes = 8 * shape.seq_len * 3 * shape.d_model * 4;
+  const int64_t qkv_bytes = kSmallBatch * shape.seq_len * 3 * shape.d_model * 4;
   EXPECT_EQ(qkv.saved_activation_bytes - every1.saved_activation_bytes, shape.layers * qkv_bytes);
 }
 
@@ -824,7 +828,7 @@ TEST(CheckpointMemory, SelectiveDropsTheScoreTensorsOfMathAttention) {
   const RunSummary selective = small_run("selective", AttentionKind::kMath);
   const ModelConfig shape = model_preset("small");
   // One layer's s×s probabilities in fp32: batch × heads × seq² × 4 bytes.
-  const int64_t scores = 8 * shape.heads * shape.seq_len * shape.seq_len * 4;
+  const int64_t scores = kSmallBatch * shape.heads * shape.seq_len * shape.seq_len * 4;
   // Between forward and backward, `none` keeps every layer's probabilities; `selective` none.
   EXPECT_GE(none.saved_activation_bytes - selective.saved_activation_bytes, shape.layers * scores);
   // At the peak one layer's scores are live again while they are recomputed, next to their
