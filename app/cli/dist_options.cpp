@@ -41,8 +41,11 @@ void DistOptions::add_to(CLI::App& command) {
   command.add_option("--pp-split", pp_split_,
                      "Pipeline parallel: the blocks of each stage, comma-separated (with "
                      "--virtual-stages, of each model chunk in chain order: chunk c·P + s is "
-                     "stage s's c-th), e.g. 3,5; default: equal middle stages, the ends, which "
-                     "also run the embedding and the head, no larger");
+                     "stage s's c-th), e.g. 3,5; or balanced: chosen when the run starts from the "
+                     "chain's measured times, the embedding's with the first chunk and the "
+                     "head's with the last (kept with the runs database like plan:'s profile); "
+                     "default: equal middle stages, the ends, which also run the embedding and "
+                     "the head, no larger");
   command.add_option("--bucket-size", bucket_size_,
                      "Data parallel: gradient bucket size (bytes, KiB, MiB; default 25MiB)");
   command.add_option("--dist-timeout", timeout_s_,
@@ -64,7 +67,11 @@ void DistOptions::apply(RunConfig& config) const {
   if (pp_) config.pp = *pp_;
   if (ep_) config.ep = *ep_;
   if (virtual_stages_) config.virtual_stages = *virtual_stages_;
-  if (!pp_split_.empty()) config.pp_split = parse_pp_split(pp_split_);
+  if (pp_split_ == kBalancedSplit) {
+    config.pp_split_balanced = true;
+  } else if (!pp_split_.empty()) {
+    config.pp_split = parse_pp_split(pp_split_);
+  }
   if (sequence_parallel_) config.sequence_parallel = true;
   if (!bucket_size_.empty()) config.bucket_bytes = parse_byte_size(bucket_size_, "--bucket-size");
   if (timeout_s_ && !(*timeout_s_ >= 1.0 && *timeout_s_ <= 86400.0)) {

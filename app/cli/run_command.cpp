@@ -45,6 +45,22 @@ void print_plan(const RunSummary& summary) {
   std::cout << "\n";
 }
 
+// --pp-split balanced: the split the chain's measured costs gave, and each chunk's share of the
+// step as measured (its blocks' forwards and backwards, the embedding's or the head's with it).
+void print_balanced_split(const RunSummary& summary) {
+  const RunConfig& config = summary.config;
+  if (config.pp_split_chunk_ms.empty()) return;
+  std::cout << "split            ";
+  for (std::size_t i = 0; i < config.pp_split.size(); ++i) {
+    std::cout << (i ? "," : "") << config.pp_split[i];
+  }
+  std::cout << " balanced by the measured chain: chunks";
+  for (std::size_t i = 0; i < config.pp_split_chunk_ms.size(); ++i) {
+    std::cout << (i ? " / " : " ") << format_number(config.pp_split_chunk_ms[i], 1);
+  }
+  std::cout << " ms a step\n";
+}
+
 // A mixture of experts: the busiest expert's load over the run (how far the router strayed from
 // sending every expert its share, which its activations must hold room for) and under --ep the
 // fullest rank's, with the estimate that sizes the run's activations at them.
@@ -94,6 +110,7 @@ void print_summary(const RunSummary& summary) {
     std::cout << "MFU / HFU        unknown (no step was timed)\n";
   }
   print_plan(summary);
+  print_balanced_split(summary);
   print_expert_load(summary);
   if (summary.ranks.empty()) return;
   std::cout << "communication    " << format_number(summary.comm_ms, 1) << " ms per step, "

@@ -161,7 +161,7 @@ void share_peak_flops(parallel::DistContext& context, bool leader, RunStore* sto
 // keeps what they agreed on (keep_measured_chain_costs).
 void share_kept_chain_costs(parallel::DistContext& context, bool leader, RunStore* store,
                             RunConfig& config, const std::atomic<bool>* cancel) {
-  if (!CheckpointPolicy::parse(config.checkpoint).is_plan()) return;
+  if (!plan::needs_chain_costs(config)) return;
   if (context.world_size() == 1) {
     resolve_chain_costs(config, store, cancel);
     return;

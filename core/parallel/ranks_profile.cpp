@@ -13,7 +13,8 @@ namespace {
 
 // Each figure of ChainCosts, in one order, for one collective: its times, then its byte counts.
 std::vector<double*> times_of(ChainCosts& costs) {
-  std::vector<double*> figures = {&costs.fixed_ms, &costs.time_scale};
+  std::vector<double*> figures = {&costs.fixed_ms, &costs.embedding_ms, &costs.head_ms,
+                                  &costs.time_scale};
   for (StageCost& stage : costs.stages) {
     figures.push_back(&stage.forward_ms);
     figures.push_back(&stage.backward_ms);

@@ -78,6 +78,8 @@ nlohmann::json to_json(const ChainCosts& costs) {
           {"head_peak_bytes", costs.head_peak_bytes},
           {"embedding_backward_peak_bytes", costs.embedding_backward_peak_bytes},
           {"fixed_ms", costs.fixed_ms},
+          {"embedding_ms", costs.embedding_ms},
+          {"head_ms", costs.head_ms},
           {"time_scale", costs.time_scale}};
 }
 
@@ -87,6 +89,9 @@ ChainCosts chain_costs_from_json(const nlohmann::json& json) {
   costs.head_peak_bytes = bytes_field(json, "head_peak_bytes");
   costs.embedding_backward_peak_bytes = bytes_field(json, "embedding_backward_peak_bytes");
   costs.fixed_ms = ms_field(json, "fixed_ms");
+  // Parts of it; a profile kept before they were recorded is measured again.
+  costs.embedding_ms = ms_field(json, "embedding_ms", 0.0, costs.fixed_ms);
+  costs.head_ms = ms_field(json, "head_ms", 0.0, costs.fixed_ms);
   // A whole step over the sum of its pieces: near 1, never 0 (it divides nothing, but scales
   // every time the planner adds).
   costs.time_scale = ms_field(json, "time_scale", 1e-3, 1e3);

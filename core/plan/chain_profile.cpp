@@ -190,6 +190,8 @@ void scale_to_a_whole_step(Bench& bench, const RunConfig& config, int repeats, C
     stage.early_stop_saving_ms *= costs.time_scale;
   }
   costs.fixed_ms *= costs.time_scale;  // the embedding's and the head's, so far
+  costs.embedding_ms *= costs.time_scale;
+  costs.head_ms *= costs.time_scale;
 }
 
 // The median time of the update, as the trainer runs it (update/parameter_update.h).
@@ -231,7 +233,8 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
   const PieceCost embedding = bench.measure([&] { return model->embed(bench.tokens_); }, repeats);
   costs.input_bytes = embedding.output_bytes;
   costs.embedding_backward_peak_bytes = embedding.backward_transient_bytes;
-  costs.fixed_ms += micro_batches * (embedding.forward_ms + embedding.backward_ms);
+  costs.embedding_ms = micro_batches * (embedding.forward_ms + embedding.backward_ms);
+  costs.fixed_ms += costs.embedding_ms;
 
   torch::Tensor input;  // the chain as the stages see it, made without grad
   {
@@ -267,7 +270,8 @@ ChainCosts profile_chain(const RunConfig& requested, const ProfileOptions& optio
       bench.measure([&] { return model->head_loss(last, bench.targets_); }, repeats);
   costs.head_peak_bytes =
       head.kept_bytes + std::max(head.forward_transient_bytes, head.backward_transient_bytes);
-  costs.fixed_ms += micro_batches * (head.forward_ms + head.backward_ms);
+  costs.head_ms = micro_batches * (head.forward_ms + head.backward_ms);
+  costs.fixed_ms += costs.head_ms;
 
   scale_to_a_whole_step(bench, config, repeats, costs);
   bench.stop_if_asked();  // measure() asks within every piece; the update is timed here

@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "checkpoint/checkpoint_policy.h"
 #include "common/json_text.h"
 #include "common/process_identity.h"
 #include "compat/torch_compat.h"
@@ -27,6 +28,10 @@ int profile_method(const RunConfig& config) {
 }
 
 }  // namespace
+
+bool needs_chain_costs(const RunConfig& config) {
+  return config.pp_split_balanced || CheckpointPolicy::parse(config.checkpoint).is_plan();
+}
 
 std::string profile_key(const RunConfig& config, int repeats) {
   return profile_key(config, repeats, current_process().host, compat::torch_version());

@@ -12,6 +12,10 @@
 
 namespace rematlab::plan {
 
+// Whether a run measures (or brings) its chain's costs: for plan:BUDGET, and for --pp-split
+// balanced.
+bool needs_chain_costs(const RunConfig& config);
+
 // The key of `config` profiled here (this host, this LibTorch).
 std::string profile_key(const RunConfig& config, int repeats);
 // The key `config` had when it ran on `host` with LibTorch `libtorch`: a recorded run is of the

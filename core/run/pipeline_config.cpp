@@ -78,6 +78,17 @@ void validate_pipeline_policy_and_split(const RunConfig& config) {
                                            " stages' policies for " + chunks_text(config));
   }
   validate_pipeline_split(config);
+  if (config.pp_split_balanced) {
+    // A stages: policy names each chunk's sublayers, which the balanced split moves.
+    if (policy.kind() == CheckpointPolicy::Kind::kStages) {
+      throw InvalidInput("--pp-split", "balanced moves the blocks that '" + config.checkpoint +
+                                           "' names chunk by chunk: give the split as a list, "
+                                           "or plan:BUDGET to plan each stage after it");
+    }
+    if (!config.pp_split.empty()) {
+      throw InvalidInput("--pp-split", "is balanced or a list, not both");
+    }
+  }
   if (parse_shard(config.shard) != ShardMode::kNone) not_yet("--shard", "sharding");
   if (parse_offload(config.offload).kind != OffloadKind::kNone) not_yet("--offload", "offload");
   if (config.model.lora.enabled()) not_yet("--finetune", "LoRA fine-tuning");
@@ -98,7 +109,7 @@ void validate_pipeline(const RunConfig& config) {
   const int64_t layers = config.model.layers;
   validate_virtual_stages(config);
   if (pp == 1) {
-    if (!config.pp_split.empty()) {
+    if (!config.pp_split.empty() || config.pp_split_balanced) {
       throw InvalidInput("--pp-split", "splits the blocks between pipeline stages: give " +
                                            setting("pp", "2") + " or more");
     }

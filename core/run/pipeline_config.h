@@ -21,4 +21,7 @@ void validate_pipeline(const RunConfig& config);
 // validate_pipeline checks the counts against the model and the pipeline.
 std::vector<int64_t> parse_pp_split(const std::string& text);
 
+// --pp-split's word for a split chosen from the chain's measured costs (plan/balanced_split.h).
+inline constexpr const char* kBalancedSplit = "balanced";
+
 }  // namespace rematlab

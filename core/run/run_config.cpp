@@ -497,7 +497,12 @@ nlohmann::json to_json(const RunConfig& config) {
   if (config.pp > 1) json["pp"] = config.pp;
   if (config.ep > 1) json["ep"] = config.ep;
   if (config.virtual_stages > 1) json["virtual_stages"] = config.virtual_stages;
-  if (!config.pp_split.empty()) json["pp_split"] = config.pp_split;
+  // Balanced once the run began: the split it ran, which a run of this record repeats.
+  if (!config.pp_split.empty()) {
+    json["pp_split"] = config.pp_split;
+  } else if (config.pp_split_balanced) {
+    json["pp_split"] = kBalancedSplit;
+  }
   // Only where they are set: every other model's record (and profile key) stays as it was.
   // (and where the preset has them otherwise, so that reading the record back, which starts
   // from the preset, gives this model: qwen2.5-7b with --qkv-bias false).
@@ -550,6 +555,7 @@ std::string describe_run(const RunConfig& config, const std::string& batch) {
   if (config.pp > 1) text += " pp" + std::to_string(config.pp);
   // "pp2×2": each stage's chunks, beside the stages.
   if (config.virtual_stages > 1) text += "×" + std::to_string(config.virtual_stages);
+  if (config.pp_split_balanced) text += " split balanced";
   if (!config.pp_split.empty()) {
     text += " split";
     for (std::size_t i = 0; i < config.pp_split.size(); ++i) {

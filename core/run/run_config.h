@@ -88,6 +88,12 @@ struct RunConfig {
   // --pp-split: the blocks of each of the pp · virtual_stages model chunks in chain order (chunk
   // c·P + s is stage s's c-th); empty, they split as checkpoint/stage_blocks.h's rule does.
   std::vector<int64_t> pp_split;
+  // --pp-split balanced: pp_split chosen when the run starts from the chain's measured costs
+  // (plan/balanced_split.h); the record keeps "balanced", its summary the split it ran.
+  bool pp_split_balanced = false;
+  // Once balanced (not recorded in the config): each chunk's measured forwards and backwards
+  // over a step, as the split was chosen from them (the summary keeps them).
+  std::vector<double> pp_split_chunk_ms;
   // Expert parallelism: data ranks that split a mixture of experts' experts between them, each
   // token's rows sent to its expert's rank and back (all-to-all); the data ranks in groups of
   // ep, each group holding every expert once.

@@ -245,6 +245,11 @@ nlohmann::json to_json(const RunSummary& summary) {
   };
   json.update(to_json(static_cast<const RunResult&>(summary)));
   if (!config.pp_split.empty()) json["pp_split"] = config.pp_split;
+  if (!config.pp_split_chunk_ms.empty()) {
+    nlohmann::json chunk_ms = nlohmann::json::array();
+    for (const double ms : config.pp_split_chunk_ms) chunk_ms.push_back(json_number(ms));
+    json["pp_split_balanced_ms"] = std::move(chunk_ms);
+  }
   const LoraOptions& lora = config.model.lora;
   if (lora.enabled()) {  // what trains, beside `params` (all of them, the adapters included)
     json["finetune"] = "lora";

@@ -16,6 +16,7 @@
 #include "offload/host_offload.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/ranks_profile.h"
+#include "plan/balanced_split.h"
 #include "plan/chain_profile.h"
 #include "plan/profile_key.h"
 #include "runtime/device.h"
@@ -42,15 +43,31 @@ constexpr uint64_t kStageSeedSalt = 0x8CB92BA72F3D8DD7ull;
 // plan:BUDGET. Over several ranks the chain is measured on every one at once and agreed on
 // (parallel/ranks_profile.h), unless the run brings costs kept for it; then planned as one
 // process plans, or, in a pipeline, stage by stage for the micro-batches each holds.
+// --pp-split balanced: every stage splits the chain from the same costs (agreed over the ranks,
+// or brought from the runs database), before any stage builds its blocks.
+void balance_pipeline_split(RunConfig& config, const std::atomic<bool>* cancel) {
+  const std::shared_ptr<const KnownChainCosts>& known = config.known_chain_costs;
+  plan::ProfileOptions options;
+  options.cancel = cancel;
+  const ChainCosts costs = known && known->key == plan::profile_key(config, options.repeats)
+                               ? known->costs
+                               : plan::profile_chain(config, options);
+  const plan::BalancedSplit split =
+      plan::balanced_chunk_blocks(costs, config.pp * config.virtual_stages);
+  config.pp_split = split.chunk_blocks;
+  config.pp_split_chunk_ms = split.chunk_ms;
+}
+
 std::optional<PlannedPolicy> resolve_plan(RunConfig& config, parallel::GradientExchange* exchange,
                                           const std::atomic<bool>* cancel) {
-  if (exchange && CheckpointPolicy::parse(config.checkpoint).is_plan()) {
+  if (exchange && plan::needs_chain_costs(config)) {
     const std::shared_ptr<const KnownChainCosts>& known = config.known_chain_costs;
     if (!known || known->key != plan::profile_key(config, plan::ProfileOptions{}.repeats)) {
       config.known_chain_costs = std::make_shared<const KnownChainCosts>(
           parallel::profile_over_ranks(config, *exchange, cancel));
     }
   }
+  if (config.pp_split_balanced) balance_pipeline_split(config, cancel);
   if (config.pp == 1) return plan::resolve_planned_policy(config, cancel);
   plan::PipelineShape pipeline;
   pipeline.stages = config.pp;

@@ -1,0 +1,174 @@
+// --pp-split balanced: the split chosen from the chain's measured costs (plan/balanced_split.h),
+// against every split there is, and a pipeline run that takes it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "cli_runner.h"
+#include "plan/balanced_split.h"
+#include "scratch_dir.h"
+
+namespace rematlab {
+namespace {
+
+using plan::BalancedSplit;
+
+// A chain of blocks whose attention and MLP sublayers take `block_ms` between them (forward and
+// backward), with the embedding's and the head's times.
+ChainCosts chain_of(const std::vector<double>& block_ms, double embedding_ms, double head_ms) {
+  ChainCosts costs;
+  for (const double ms : block_ms) {
+    StageCost attention;
+    attention.forward_ms = ms * 0.1;
+    attention.backward_ms = ms * 0.3;
+    StageCost mlp;
+    mlp.forward_ms = ms * 0.2;
+    mlp.backward_ms = ms * 0.4;
+    costs.stages.push_back(attention);
+    costs.stages.push_back(mlp);
+  }
+  costs.embedding_ms = embedding_ms;
+  costs.head_ms = head_ms;
+  costs.fixed_ms = embedding_ms + head_ms;
+  return costs;
+}
+
+// The slowest chunk of every split of `block_ms` into `chunks` contiguous chunks, the least of
+// them: what the balanced split must reach.
+double best_by_every_split(const std::vector<double>& block_ms, int64_t chunks, double embedding,
+                           double head) {
+  const auto blocks = static_cast<int64_t>(block_ms.size());
+  double best = 1e300;
+  std::vector<int64_t> sizes;
+  std::function<void(int64_t)> place = [&](int64_t from) {
+    const auto chunk = static_cast<int64_t>(sizes.size());
+    if (chunk == chunks) {
+      if (from != blocks) return;
+      double slowest = 0.0;
+      int64_t start = 0;
+      for (int64_t c = 0; c < chunks; ++c) {
+        double ms = (c == 0 ? embedding : 0.0) + (c == chunks - 1 ? head : 0.0);
+        for (int64_t b = start; b < start + sizes[static_cast<std::size_t>(c)]; ++b) {
+          ms += block_ms[static_cast<std::size_t>(b)];
+        }
+        slowest = std::max(slowest, ms);
+        start += sizes[static_cast<std::size_t>(c)];
+      }
+      best = std::min(best, slowest);
+      return;
+    }
+    for (int64_t size = 1; from + size <= blocks; ++size) {
+      sizes.push_back(size);
+      place(from + size);
+      sizes.pop_back();
+    }
+  };
+  place(0);
+  return best;
+}
+
+TEST(BalancedSplit, AHeavyHeadLeavesTheLastStageFewerBlocks) {
+  // Six blocks of 10 ms; a head of 35 ms: 5 and 1 (50 and 45 ms), not the rule's 3 and 3.
+  BalancedSplit split =
+      plan::balanced_chunk_blocks(chain_of(std::vector<double>(6, 10.0), 0, 35), 2);
+  EXPECT_EQ(split.chunk_blocks, (std::vector<int64_t>{5, 1}));
+  ASSERT_EQ(split.chunk_ms.size(), 2u);
+  EXPECT_NEAR(split.chunk_ms[0], 50.0, 1e-9);
+  EXPECT_NEAR(split.chunk_ms[1], 45.0, 1e-9);
+  // A head of 30 ms: 4 and 2 and 5 and 1 are both 50 ms at most; the first stage, which holds
+  // the most micro-batches in flight, takes the fewer blocks.
+  split = plan::balanced_chunk_blocks(chain_of(std::vector<double>(6, 10.0), 0, 30), 2);
+  EXPECT_EQ(split.chunk_blocks, (std::vector<int64_t>{4, 2}));
+  // The embedding weighs on the first chunk alike.
+  split = plan::balanced_chunk_blocks(chain_of(std::vector<double>(6, 10.0), 25, 0), 2);
+  EXPECT_EQ(split.chunk_blocks, (std::vector<int64_t>{2, 4}));
+}
+
+TEST(BalancedSplit, ItsSlowestChunkIsTheLeastOfEverySplit) {
+  std::mt19937 random(20261206u);
+  std::uniform_real_distribution<double> ms(1.0, 20.0);
+  for (int draw = 0; draw < 200; ++draw) {
+    const int64_t blocks = 1 + draw % 9;
+    std::vector<double> block_ms;
+    for (int64_t b = 0; b < blocks; ++b) block_ms.push_back(ms(random));
+    const double embedding = ms(random) * (draw % 3);
+    const double head = ms(random) * (draw % 4);
+    for (int64_t chunks = 1; chunks <= blocks; ++chunks) {
+      const BalancedSplit split =
+          plan::balanced_chunk_blocks(chain_of(block_ms, embedding, head), chunks);
+      ASSERT_EQ(static_cast<int64_t>(split.chunk_blocks.size()), chunks);
+      int64_t total = 0;
+      for (const int64_t size : split.chunk_blocks) {
+        EXPECT_GE(size, 1);
+        total += size;
+      }
+      EXPECT_EQ(total, blocks);
+      EXPECT_NEAR(*std::max_element(split.chunk_ms.begin(), split.chunk_ms.end()),
+                  best_by_every_split(block_ms, chunks, embedding, head), 1e-9)
+          << "draw " << draw << ", " << chunks << " chunks";
+    }
+  }
+}
+
+TEST(BalancedSplit, RefusesMoreChunksThanBlocks) {
+  EXPECT_THROW(plan::balanced_chunk_blocks(chain_of({1.0, 2.0}, 0, 0), 3), std::invalid_argument);
+  EXPECT_THROW(plan::balanced_chunk_blocks(chain_of({1.0, 2.0}, 0, 0), 0), std::invalid_argument);
+  ChainCosts odd = chain_of({1.0, 2.0}, 0, 0);
+  odd.stages.pop_back();
+  EXPECT_THROW(plan::balanced_chunk_blocks(odd, 1), std::invalid_argument);
+}
+
+// Two stages of `tiny` with a vocabulary of 8192: the head and loss cost more than a block, so
+// the last stage runs fewer blocks than the rule's half; the record keeps the split run, and
+// the chain measured for it, which the next run takes instead of measuring again.
+TEST(BalancedSplitCli, APipelineRunsTheSplitItsMeasuredChainGivesAndRecordsIt) {
+  testing::ScratchDir dir("balanced-split");
+  const std::string db = dir.file("runs.sqlite");
+  const std::string run = std::string("run --preset tiny --layers 6 --d-model 32 --heads 2 ") +
+                          "--seq-len 16 --vocab 8192 --batch 2 --threads 1 --nproc 2 --pp 2 " +
+                          "--accum 2 --steps 2 --pp-split balanced --json --db " + db;
+  const testing::CliResult first = testing::cli(run);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const nlohmann::json summary = testing::last_line_json(first.out);
+  const auto split = summary.at("pp_split").get<std::vector<int64_t>>();
+  ASSERT_EQ(split.size(), 2u);
+  EXPECT_EQ(split[0] + split[1], 6);
+  EXPECT_GT(split[0], split[1]) << first.out;
+  const auto chunk_ms = summary.at("pp_split_balanced_ms").get<std::vector<double>>();
+  ASSERT_EQ(chunk_ms.size(), 2u);
+  EXPECT_GT(chunk_ms[0], 0.0);
+  EXPECT_GT(chunk_ms[1], 0.0);
+  // The next run of the same chain splits from the costs kept: the same split, the same times.
+  const testing::CliResult second = testing::cli(run);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const nlohmann::json again = testing::last_line_json(second.out);
+  EXPECT_EQ(again.at("pp_split"), summary.at("pp_split"));
+  EXPECT_EQ(again.at("pp_split_balanced_ms"), summary.at("pp_split_balanced_ms"));
+  const testing::CliResult runs = testing::cli("runs --json --db " + db);
+  ASSERT_EQ(runs.exit_code, 0) << runs.err;
+  EXPECT_NE(runs.out.find("split balanced"), std::string::npos) << runs.out;
+}
+
+TEST(BalancedSplitCli, WhatCannotTakeItIsRefusedInOneLine) {
+  testing::ScratchDir dir("balanced-split-refused");
+  const std::string tiny = std::string(testing::kTiny) + " --steps 1 --db " + dir.file("r.sqlite");
+  for (const std::string& flags :
+       {std::string("--pp-split balanced"),
+        std::string("--nproc 2 --pp 2 --accum 2 --pp-split balanced --checkpoint "
+                    "stages:every:1/none"),
+        std::string("--nproc 2 --pp 2 --accum 2 --pp-split Balanced")}) {
+    const testing::CliResult result = testing::cli("run " + tiny + " " + flags);
+    EXPECT_EQ(result.exit_code, 2) << flags;
+    EXPECT_EQ(testing::count_lines(result.err), 1) << flags << ": " << result.err;
+    EXPECT_NE(result.err.find("--pp-split"), std::string::npos) << result.err;
+    EXPECT_FALSE(files::exists(dir.file("r.sqlite"))) << flags;
+  }
+}
+
+}  // namespace
+}  // namespace rematlab
