@@ -376,6 +376,18 @@ TEST_F(AdviseDb, ExpertParallelRunsAreAdvisedMoreExpertRanks) {
   RunRecord hostile = store.run(every);
   hostile.config.ep = INT64_MAX;
   EXPECT_TRUE(unestimable(hostile.config).has_value());
+  // Expert ranks beside tensor ranks or sharded states, which `run` refuses: said, not estimated
+  // as if the experts were whole on each tensor rank.
+  for (const auto& [tp, shard] : {std::pair<int64_t, std::string>{2, "none"}, {1, "optimizer"}}) {
+    RunRecord edited = store.run(every);
+    ASSERT_GT(edited.config.ep, 1);
+    edited.config.tp = tp;
+    edited.config.shard = shard;
+    edited.config.world_size *= tp;
+    const std::optional<std::string> why = unestimable(edited.config);
+    ASSERT_TRUE(why.has_value()) << tp << " " << shard;
+    EXPECT_NE(why->find("expert ranks"), std::string::npos) << *why;
+  }
   // Without the `none` run its peak is estimated from one expert rank's states, not the whole
   // model's (at the rank load the steps recorded): close to what that run measured.
   const std::optional<Finding> estimated =

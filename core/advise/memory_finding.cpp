@@ -192,6 +192,12 @@ std::optional<std::string> unestimable(const RunConfig& config) {
         "pipeline stages are not estimated stage by stage yet; `layout` with the "
         "same degrees predicts each stage");
   }
+  // What `run` and `estimate` refuse, found in a record edited by hand: not estimated, said so.
+  if (config.model.moe.enabled() && config.ep > 1 && (config.tp > 1 || config.shard != "none")) {
+    return std::string(
+        "experts over expert ranks with tensor ranks or sharded states are not "
+        "estimated (nor run)");
+  }
   try {
     validate_expert_ranks(config.ep, config.model.moe, config.data_ranks());
     const estimate::Architecture arch = estimate::from_model_config(config.model);
