@@ -3,14 +3,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "cli_runner.h"
 #include "plan/balanced_split.h"
+#include "plan/chain_costs_json.h"
 #include "scratch_dir.h"
 
 namespace rematlab {
@@ -38,12 +41,18 @@ ChainCosts chain_of(const std::vector<double>& block_ms, double embedding_ms, do
   return costs;
 }
 
-// The slowest chunk of every split of `block_ms` into `chunks` contiguous chunks, the least of
-// them: what the balanced split must reach.
-double best_by_every_split(const std::vector<double>& block_ms, int64_t chunks, double embedding,
-                           double head) {
+struct EverySplit {
+  double slowest_ms = 1e300;         // the least slowest chunk of any split
+  std::vector<int64_t> most_packed;  // of those, the one whose last chunks hold the most
+};
+
+// Every split of `block_ms` into `chunks` contiguous chunks, tried: what the balanced split must
+// reach, and which of the equally fast splits it must give.
+EverySplit by_every_split(const std::vector<double>& block_ms, int64_t chunks, double embedding,
+                          double head) {
   const auto blocks = static_cast<int64_t>(block_ms.size());
-  double best = 1e300;
+  EverySplit every;
+  std::vector<std::pair<double, std::vector<int64_t>>> splits;
   std::vector<int64_t> sizes;
   std::function<void(int64_t)> place = [&](int64_t from) {
     const auto chunk = static_cast<int64_t>(sizes.size());
@@ -59,7 +68,8 @@ double best_by_every_split(const std::vector<double>& block_ms, int64_t chunks, 
         slowest = std::max(slowest, ms);
         start += sizes[static_cast<std::size_t>(c)];
       }
-      best = std::min(best, slowest);
+      every.slowest_ms = std::min(every.slowest_ms, slowest);
+      splits.emplace_back(slowest, sizes);
       return;
     }
     for (int64_t size = 1; from + size <= blocks; ++size) {
@@ -69,7 +79,13 @@ double best_by_every_split(const std::vector<double>& block_ms, int64_t chunks, 
     }
   };
   place(0);
-  return best;
+  for (const auto& [slowest, split] : splits) {
+    if (slowest > every.slowest_ms + 1e-9) continue;
+    const std::vector<int64_t> reversed(split.rbegin(), split.rend());
+    const std::vector<int64_t> kept(every.most_packed.rbegin(), every.most_packed.rend());
+    if (every.most_packed.empty() || reversed > kept) every.most_packed = split;
+  }
+  return every;
 }
 
 TEST(BalancedSplit, AHeavyHeadLeavesTheLastStageFewerBlocks) {
@@ -87,6 +103,15 @@ TEST(BalancedSplit, AHeavyHeadLeavesTheLastStageFewerBlocks) {
   // The embedding weighs on the first chunk alike.
   split = plan::balanced_chunk_blocks(chain_of(std::vector<double>(6, 10.0), 25, 0), 2);
   EXPECT_EQ(split.chunk_blocks, (std::vector<int64_t>{2, 4}));
+  // Three chunks of seven blocks and a head of 35 ms: 3,3,1 and 2,4,1 both take 45 ms at most;
+  // the first chunk takes the fewer.
+  split = plan::balanced_chunk_blocks(chain_of(std::vector<double>(7, 10.0), 0, 35), 3);
+  EXPECT_EQ(split.chunk_blocks, (std::vector<int64_t>{2, 4, 1}));
+  // A thousand blocks in a thousand and in 333 chunks: one pass a bisection step, not a table.
+  split = plan::balanced_chunk_blocks(chain_of(std::vector<double>(1000, 1.0), 0, 0), 1000);
+  EXPECT_EQ(split.chunk_blocks, std::vector<int64_t>(1000, 1));
+  split = plan::balanced_chunk_blocks(chain_of(std::vector<double>(1000, 1.0), 0, 0), 333);
+  EXPECT_NEAR(*std::max_element(split.chunk_ms.begin(), split.chunk_ms.end()), 4.0, 1e-9);
 }
 
 TEST(BalancedSplit, ItsSlowestChunkIsTheLeastOfEverySplit) {
@@ -108,9 +133,22 @@ TEST(BalancedSplit, ItsSlowestChunkIsTheLeastOfEverySplit) {
         total += size;
       }
       EXPECT_EQ(total, blocks);
-      EXPECT_NEAR(*std::max_element(split.chunk_ms.begin(), split.chunk_ms.end()),
-                  best_by_every_split(block_ms, chunks, embedding, head), 1e-9)
+      const EverySplit every = by_every_split(block_ms, chunks, embedding, head);
+      EXPECT_NEAR(*std::max_element(split.chunk_ms.begin(), split.chunk_ms.end()), every.slowest_ms,
+                  1e-9)
           << "draw " << draw << ", " << chunks << " chunks";
+      EXPECT_EQ(split.chunk_blocks, every.most_packed) << "draw " << draw << ", " << chunks;
+      // Each chunk's time is its blocks', the embedding's with the first, the head's with the
+      // last.
+      int64_t start = 0;
+      for (int64_t c = 0; c < chunks; ++c) {
+        double expected_ms = (c == 0 ? embedding : 0.0) + (c == chunks - 1 ? head : 0.0);
+        const int64_t size = split.chunk_blocks[static_cast<std::size_t>(c)];
+        for (int64_t b = start; b < start + size; ++b)
+          expected_ms += block_ms[static_cast<std::size_t>(b)];
+        EXPECT_NEAR(split.chunk_ms[static_cast<std::size_t>(c)], expected_ms, 1e-9);
+        start += size;
+      }
     }
   }
 }
@@ -121,6 +159,29 @@ TEST(BalancedSplit, RefusesMoreChunksThanBlocks) {
   ChainCosts odd = chain_of({1.0, 2.0}, 0, 0);
   odd.stages.pop_back();
   EXPECT_THROW(plan::balanced_chunk_blocks(odd, 1), std::invalid_argument);
+  ChainCosts unknown = chain_of({1.0, 2.0}, 0, 0);
+  unknown.head_ms = std::nan("");
+  EXPECT_THROW(plan::balanced_chunk_blocks(unknown, 2), std::invalid_argument);
+  ChainCosts broken = chain_of({1.0, 2.0}, 0, 0);
+  broken.stages[1].backward_ms = std::nan("");
+  EXPECT_THROW(plan::balanced_chunk_blocks(broken, 2), std::invalid_argument);
+}
+
+// A profile kept before the embedding's and head's times were measured apart still reads (the
+// Plan tab and plan: use it); it cannot balance a split, which measures the chain again.
+TEST(BalancedSplit, AProfileKeptWithoutTheEndTimesReadsWithThemUnknown) {
+  ChainCosts costs = chain_of({1.0, 2.0}, 0.5, 0.25);
+  nlohmann::json json = plan::to_json(costs);
+  EXPECT_EQ(json.at("head_ms"), 0.25);
+  EXPECT_TRUE(plan::chain_costs_from_json(json).has_end_times());
+  json.erase("embedding_ms");
+  json.erase("head_ms");
+  const ChainCosts older = plan::chain_costs_from_json(json);
+  EXPECT_FALSE(older.has_end_times());
+  EXPECT_EQ(older.stages.size(), 4u);
+  EXPECT_FALSE(plan::to_json(older).contains("head_ms"));  // kept again as it was
+  json["head_ms"] = "x";                                   // present but no time: not read at all
+  EXPECT_THROW(plan::chain_costs_from_json(json), std::invalid_argument);
 }
 
 // Two stages of `tiny` with a vocabulary of 8192: the head and loss cost more than a block, so
@@ -151,7 +212,10 @@ TEST(BalancedSplitCli, APipelineRunsTheSplitItsMeasuredChainGivesAndRecordsIt) {
   EXPECT_EQ(again.at("pp_split_balanced_ms"), summary.at("pp_split_balanced_ms"));
   const testing::CliResult runs = testing::cli("runs --json --db " + db);
   ASSERT_EQ(runs.exit_code, 0) << runs.err;
-  EXPECT_NE(runs.out.find("split balanced"), std::string::npos) << runs.out;
+  // Named by the split it ran, beside the word.
+  const std::string name =
+      "split " + std::to_string(split[0]) + "," + std::to_string(split[1]) + " balanced";
+  EXPECT_NE(runs.out.find(name), std::string::npos) << runs.out;
 }
 
 TEST(BalancedSplitCli, WhatCannotTakeItIsRefusedInOneLine) {

@@ -235,6 +235,16 @@ RankExchange make_exchange(const std::shared_ptr<parallel::DistContext>& context
           [data] { return data->buffer_peak_bytes(); }};
 }
 
+// The run's record, begun once the Trainer has chosen what the run left to it: a balanced split
+// is recorded from the start, so a run that fails keeps the split its steps ran with.
+RunRecorder begin_record(RunWriter& writer, const RankRunOptions& options, RunConfig requested,
+                         RunConfig recorded, const RunConfig& chosen) {
+  requested.pp_split = chosen.pp_split;
+  recorded.pp_split = chosen.pp_split;
+  return RunRecorder(&writer, experiment_for(writer, options.experiment, options.experiment_spec),
+                     options.name.empty() ? describe_run(requested) : options.name, recorded);
+}
+
 }  // namespace
 
 std::optional<RunSummary> run_as_rank(RunConfig config, const parallel::DistEnv& env,
@@ -273,9 +283,7 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const parallel::DistEnv&
     keep_measured_chain_costs(trainer, store.get(), rank_config.known_chain_costs);
     if (store) {
       writer = std::make_unique<RunWriter>(options.db);
-      recorder = RunRecorder(
-          writer.get(), experiment_for(*writer, options.experiment, options.experiment_spec),
-          options.name.empty() ? describe_run(config) : options.name, rank_config);
+      recorder = begin_record(*writer, options, config, rank_config, trainer.config());
       context->store().set(kRunIdKey, std::to_string(*recorder.id()));
     }
     RunSummary summary =

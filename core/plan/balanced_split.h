@@ -19,10 +19,13 @@ struct BalancedSplit {
 
 // Contiguous chunks of at least one block each whose slowest chunk (a block's two sublayers'
 // forward and backward; the embedding's on the first chunk, the head's and loss's on the last)
-// is as fast as any split makes it; of equal splits, the one whose earlier chunks hold fewer
-// blocks. Ignores recomputation (the policy, a plan: above all, is chosen for the split) and
-// the transfers between stages. Needs 1 ≤ chunks ≤ blocks and two sublayers a block in
-// `costs`; throws std::invalid_argument otherwise.
+// is as fast as any split makes it; of equal splits, the one that packs the most blocks into
+// the last chunk, then the one before it, and so on, leaving the first chunks (whose stages hold
+// the most micro-batches in flight) the fewest. Under virtual stages it balances the chunks, not
+// the sums of each stage's chunks. Ignores recomputation (the policy, a plan: above all, is
+// chosen for the split) and the transfers between stages. Needs 1 ≤ chunks ≤ blocks, two
+// sublayers a block in `costs` and finite, non-negative times; throws std::invalid_argument
+// otherwise.
 BalancedSplit balanced_chunk_blocks(const ChainCosts& costs, int64_t chunks);
 
 }  // namespace rematlab::plan

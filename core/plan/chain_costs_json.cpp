@@ -1,6 +1,8 @@
 #include "plan/chain_costs_json.h"
 
+#include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include "checkpoint/checkpoint_policy.h"
 
@@ -73,14 +75,17 @@ nlohmann::json to_json(const ChainCosts& costs) {
                       {"forward_transient_bytes", stage.forward_transient_bytes},
                       {"backward_transient_bytes", stage.backward_transient_bytes}});
   }
-  return {{"stages", stages},
-          {"input_bytes", costs.input_bytes},
-          {"head_peak_bytes", costs.head_peak_bytes},
-          {"embedding_backward_peak_bytes", costs.embedding_backward_peak_bytes},
-          {"fixed_ms", costs.fixed_ms},
-          {"embedding_ms", costs.embedding_ms},
-          {"head_ms", costs.head_ms},
-          {"time_scale", costs.time_scale}};
+  nlohmann::json json = {{"stages", stages},
+                         {"input_bytes", costs.input_bytes},
+                         {"head_peak_bytes", costs.head_peak_bytes},
+                         {"embedding_backward_peak_bytes", costs.embedding_backward_peak_bytes},
+                         {"fixed_ms", costs.fixed_ms},
+                         {"time_scale", costs.time_scale}};
+  if (costs.has_end_times()) {  // unknown in a profile kept before: left out, as it was
+    json["embedding_ms"] = costs.embedding_ms;
+    json["head_ms"] = costs.head_ms;
+  }
+  return json;
 }
 
 ChainCosts chain_costs_from_json(const nlohmann::json& json) {
@@ -89,9 +94,14 @@ ChainCosts chain_costs_from_json(const nlohmann::json& json) {
   costs.head_peak_bytes = bytes_field(json, "head_peak_bytes");
   costs.embedding_backward_peak_bytes = bytes_field(json, "embedding_backward_peak_bytes");
   costs.fixed_ms = ms_field(json, "fixed_ms");
-  // Parts of it; a profile kept before they were recorded is measured again.
-  costs.embedding_ms = ms_field(json, "embedding_ms", 0.0, costs.fixed_ms);
-  costs.head_ms = ms_field(json, "head_ms", 0.0, costs.fixed_ms);
+  // Parts of it, unknown in a profile kept before they were recorded: plan: still plans from
+  // it, and --pp-split balanced measures the chain again.
+  for (const auto& [key, ms] :
+       {std::pair<const char*, double*>{"embedding_ms", &costs.embedding_ms},
+        {"head_ms", &costs.head_ms}}) {
+    *ms = json.contains(key) ? ms_field(json, key, 0.0, costs.fixed_ms)
+                             : std::numeric_limits<double>::quiet_NaN();
+  }
   // A whole step over the sum of its pieces: near 1, never 0 (it divides nothing, but scales
   // every time the planner adds).
   costs.time_scale = ms_field(json, "time_scale", 1e-3, 1e3);

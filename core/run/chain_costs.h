@@ -38,9 +38,11 @@ struct ChainCosts {
   int64_t embedding_backward_peak_bytes = 0;
   double fixed_ms = 0.0;  // every step cost no plan changes (embedding, head, optimizer)
   // Of fixed_ms, the embedding's and the head and loss's forwards and backwards: the first and
-  // the last pipeline stage run them beside their blocks (--pp-split balanced weighs them).
+  // the last pipeline stage run them beside their blocks (--pp-split balanced weighs them). NaN
+  // in a profile kept before they were measured apart.
   double embedding_ms = 0.0;
   double head_ms = 0.0;
+  bool has_end_times() const { return embedding_ms == embedding_ms && head_ms == head_ms; }
   // A whole forward and backward under `none` over the sum of its pieces measured one by one
   // (each on hot caches): the stage, embedding and head times above are already scaled by it.
   double time_scale = 1.0;

@@ -184,7 +184,7 @@ std::vector<int64_t> parse_pp_split(const std::string& text) {
     if (!digits || std::stoll(part) < 1) {
       throw InvalidInput("--pp-split", "'" + text +
                                            "' is not a list of block counts, one for each chunk "
-                                           "(e.g. 3,5)");
+                                           "(e.g. 3,5), nor balanced");
     }
     split.push_back(std::stoll(part));
     if (comma == std::string::npos) return split;

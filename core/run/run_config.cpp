@@ -555,13 +555,13 @@ std::string describe_run(const RunConfig& config, const std::string& batch) {
   if (config.pp > 1) text += " pp" + std::to_string(config.pp);
   // "pp2×2": each stage's chunks, beside the stages.
   if (config.virtual_stages > 1) text += "×" + std::to_string(config.virtual_stages);
-  if (config.pp_split_balanced) text += " split balanced";
   if (!config.pp_split.empty()) {
     text += " split";
     for (std::size_t i = 0; i < config.pp_split.size(); ++i) {
       text += (i == 0 ? " " : ",") + std::to_string(config.pp_split[i]);
     }
   }
+  if (config.pp_split_balanced) text += config.pp_split.empty() ? " split balanced" : " balanced";
   if (config.ep > 1) text += " ep" + std::to_string(config.ep);
   if (config.shard != "none") text += " shard:" + config.shard;
   if (config.model.lora.enabled()) {

@@ -92,7 +92,7 @@ struct RunConfig {
   // (plan/balanced_split.h); the record keeps "balanced", its summary the split it ran.
   bool pp_split_balanced = false;
   // Once balanced (not recorded in the config): each chunk's measured forwards and backwards
-  // over a step, as the split was chosen from them (the summary keeps them).
+  // over a step, as the split was chosen from them (`run` prints them, its --json carries them).
   std::vector<double> pp_split_chunk_ms;
   // Expert parallelism: data ranks that split a mixture of experts' experts between them, each
   // token's rows sent to its expert's rank and back (all-to-all); the data ranks in groups of

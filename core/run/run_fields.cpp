@@ -325,6 +325,7 @@ const std::map<std::string, Setter>& setters() {
              std::vector<int64_t> split;
              for (const nlohmann::json& blocks : v) split.push_back(as_integer(blocks, f));
              c.pp_split = std::move(split);
+             c.pp_split_balanced = false;
            } else if (!v.is_string()) {
              throw InvalidInput(f, "must be block counts, as a list or as text (\"3,5\"), got " +
                                        brief_json(v));
@@ -333,6 +334,7 @@ const std::map<std::string, Setter>& setters() {
              c.pp_split_balanced = true;
            } else {
              c.pp_split = parse_pp_split(as_text(v, f));
+             c.pp_split_balanced = false;
            }
          } catch (const InvalidInput& error) {
            throw InvalidInput(f, error.reason_words());

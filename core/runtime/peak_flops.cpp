@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -21,19 +22,24 @@ torch::Tensor probe_operand(const torch::TensorOptions& options, int64_t n) {
   return torch::linspace(-1.0, 1.0, n * n, options).reshape({n, n});
 }
 
-// The largest side up to `largest`, halving from it, whose one product takes about 0.1 s at
-// most, judged from a 256-side product's time (a product grows 8× a doubling). A CPU without a
-// fast kernel for the dtype (bf16 and fp16 fall back to a plain loop on many) would otherwise
-// spend 20 s and more on the probe's 1024-side products before a run's first step.
+// The largest side up to `largest`, halving from it, whose one product takes a quarter of a
+// second at most, judged from the best of three 256-side products (a product grows 8× a
+// doubling). A CPU without a fast kernel for the dtype (bf16 and fp16 fall back to a plain loop
+// on many: 30× slower) would otherwise spend 20 s and more on the probe's 1024-side products
+// before a run's first step; a fast one (fp32 here: 0.06 s at 1024) keeps 1024 with room to
+// spare, so the side does not follow the machine's load from one probe to the next.
 int64_t probe_side_within(const torch::TensorOptions& options, int64_t largest) {
   constexpr int64_t kSmallest = 256;
-  constexpr double kLongestProductS = 0.1;
+  constexpr double kLongestProductS = 0.25;
   const torch::Tensor a = probe_operand(options, kSmallest);
   torch::Tensor c = torch::matmul(a, a);  // first call: kernels chosen, threads started
-  const auto start = std::chrono::steady_clock::now();
-  c = torch::matmul(a, a);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double seconds = 1e30;
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    const auto start = std::chrono::steady_clock::now();
+    c = torch::matmul(a, a);
+    seconds = std::min(
+        seconds, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   int64_t side = largest;
   while (side > kSmallest &&
          seconds * std::pow(static_cast<double>(side) / kSmallest, 3) > kLongestProductS) {

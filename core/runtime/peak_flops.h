@@ -17,7 +17,7 @@ struct PeakFlopsProbe {
 };
 
 // n = 0 picks a side that keeps the probe short: 8192 on CUDA; on the CPU 1024, or less where
-// one product of that side would take over about 0.1 s (a dtype without a fast kernel). The best of
+// one product of that side would take over 0.25 s (a dtype without a fast kernel). The best of
 // `repeats` timed products is kept: a shared machine still leaves one clean window.
 PeakFlopsProbe measure_peak_flops(const c10::Device& device, Precision precision, int64_t n = 0,
                                   int repeats = 10);

@@ -49,7 +49,8 @@ void balance_pipeline_split(RunConfig& config, const std::atomic<bool>* cancel) 
   const std::shared_ptr<const KnownChainCosts>& known = config.known_chain_costs;
   plan::ProfileOptions options;
   options.cancel = cancel;
-  const ChainCosts costs = known && known->key == plan::profile_key(config, options.repeats)
+  const ChainCosts costs = known && known->key == plan::profile_key(config, options.repeats) &&
+                                   known->costs.has_end_times()
                                ? known->costs
                                : plan::profile_chain(config, options);
   const plan::BalancedSplit split =
@@ -62,7 +63,10 @@ std::optional<PlannedPolicy> resolve_plan(RunConfig& config, parallel::GradientE
                                           const std::atomic<bool>* cancel) {
   if (exchange && plan::needs_chain_costs(config)) {
     const std::shared_ptr<const KnownChainCosts>& known = config.known_chain_costs;
-    if (!known || known->key != plan::profile_key(config, plan::ProfileOptions{}.repeats)) {
+    // A profile kept before the embedding's and head's times were measured apart cannot
+    // balance a split: measured again, by every rank at once, as one never kept.
+    if (!known || known->key != plan::profile_key(config, plan::ProfileOptions{}.repeats) ||
+        (config.pp_split_balanced && !known->costs.has_end_times())) {
       config.known_chain_costs = std::make_shared<const KnownChainCosts>(
           parallel::profile_over_ranks(config, *exchange, cancel));
     }
