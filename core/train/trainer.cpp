@@ -40,9 +40,6 @@ constexpr uint64_t kRankSeedSalt = 0xD1B54A32D192ED03ull;
 // Pipeline parallel: stage s > 0 draws its dropout from seed ^ (s × this).
 constexpr uint64_t kStageSeedSalt = 0x8CB92BA72F3D8DD7ull;
 
-// plan:BUDGET. Over several ranks the chain is measured on every one at once and agreed on
-// (parallel/ranks_profile.h), unless the run brings costs kept for it; then planned as one
-// process plans, or, in a pipeline, stage by stage for the micro-batches each holds.
 // --pp-split balanced: every stage splits the chain from the same costs (agreed over the ranks,
 // or brought from the runs database), before any stage builds its blocks.
 void balance_pipeline_split(RunConfig& config, const std::atomic<bool>* cancel) {
@@ -59,6 +56,10 @@ void balance_pipeline_split(RunConfig& config, const std::atomic<bool>* cancel) 
   config.pp_split_chunk_ms = split.chunk_ms;
 }
 
+// plan:BUDGET (and the costs a balanced split takes). Over several ranks the chain is measured
+// on every one at once and agreed on (parallel/ranks_profile.h), unless the run brings costs kept
+// for it; then planned as one process plans, or, in a pipeline, stage by stage for the
+// micro-batches each holds.
 std::optional<PlannedPolicy> resolve_plan(RunConfig& config, parallel::GradientExchange* exchange,
                                           const std::atomic<bool>* cancel) {
   if (exchange && plan::needs_chain_costs(config)) {
