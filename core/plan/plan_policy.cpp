@@ -47,6 +47,26 @@ void choose(const ChainCosts& costs, const PipelineShape* pipeline, const std::a
 
 }  // namespace
 
+bool brings_chain_costs(const RunConfig& config) {
+  const std::shared_ptr<const KnownChainCosts>& known = config.known_chain_costs;
+  return known && known->key == profile_key(config, ProfileOptions{}.repeats) &&
+         (!config.pp_split_balanced || known->costs.has_end_times());
+}
+
+KnownChainCosts chain_costs_for(const RunConfig& config, const std::atomic<bool>* cancel) {
+  if (brings_chain_costs(config)) return *config.known_chain_costs;
+  KnownChainCosts measured;
+  const auto start = std::chrono::steady_clock::now();
+  ProfileOptions options;
+  options.cancel = cancel;
+  measured.key = profile_key(config, options.repeats);
+  measured.costs = profile_chain(config, options);
+  measured.profile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  measured.source = "measured for this run";
+  return measured;
+}
+
 std::optional<PlannedPolicy> resolve_planned_policy(RunConfig& config,
                                                     const std::atomic<bool>* cancel,
                                                     const PipelineShape* pipeline) {
@@ -55,22 +75,10 @@ std::optional<PlannedPolicy> resolve_planned_policy(RunConfig& config,
   PlannedPolicy planned;
   planned.requested = config.checkpoint;
   planned.budget_bytes = policy.plan_budget_bytes();
-  ChainCosts costs;
-  const std::shared_ptr<const KnownChainCosts>& known = config.known_chain_costs;
-  if (known && known->key == profile_key(config, ProfileOptions{}.repeats)) {
-    costs = known->costs;
-    planned.profile_ms = known->profile_ms;
-    planned.profile_source = known->source;
-  } else {
-    const auto start = std::chrono::steady_clock::now();
-    ProfileOptions options;
-    options.cancel = cancel;
-    costs = profile_chain(config, options);
-    planned.profile_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    planned.profile_source = "measured for this run";
-  }
-  choose(costs, pipeline, cancel, planned);
+  const KnownChainCosts chain = chain_costs_for(config, cancel);
+  planned.profile_ms = chain.profile_ms;
+  planned.profile_source = chain.source;
+  choose(chain.costs, pipeline, cancel, planned);
   if (!planned.chosen.empty()) config.checkpoint = planned.chosen;
   return planned;
 }

@@ -12,6 +12,15 @@
 
 namespace rematlab::plan {
 
+// Whether config.known_chain_costs serve this run: of its key and, for --pp-split balanced,
+// with the embedding's and the head's times (a profile kept before they were measured apart
+// has none).
+bool brings_chain_costs(const RunConfig& config);
+
+// The chain's costs for `config`: those it brings (above), else measured here now (stopped by
+// `cancel`: ProfileCancelled).
+KnownChainCosts chain_costs_for(const RunConfig& config, const std::atomic<bool>* cancel);
+
 // For a config whose checkpoint is plan:BUDGET: profiles it (or takes config.known_chain_costs
 // when their key matches it), plans, and sets config.checkpoint to the chosen list (left as it
 // is when none fits). Nothing for any other policy. Profiling is stopped by `cancel`

@@ -14,6 +14,19 @@
 
 namespace rematlab {
 
+double fastest_product_s(const torch::Tensor& a, const torch::Tensor& b, const c10::Device& device,
+                         int repeats) {
+  double best = 1e30;
+  for (int repeat = 0; repeat < repeats; ++repeat) {
+    const auto start = std::chrono::steady_clock::now();
+    const torch::Tensor c = torch::matmul(a, b);
+    device_memory::synchronize(device);
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return best;
+}
+
 namespace {
 
 // Fixed values, not random ones: the probe may run between a run's seeding and its first step,
@@ -32,14 +45,8 @@ int64_t probe_side_within(const torch::TensorOptions& options, int64_t largest) 
   constexpr int64_t kSmallest = 256;
   constexpr double kLongestProductS = 0.25;
   const torch::Tensor a = probe_operand(options, kSmallest);
-  torch::Tensor c = torch::matmul(a, a);  // first call: kernels chosen, threads started
-  double seconds = 1e30;
-  for (int repeat = 0; repeat < 3; ++repeat) {
-    const auto start = std::chrono::steady_clock::now();
-    c = torch::matmul(a, a);
-    seconds = std::min(
-        seconds, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
+  torch::matmul(a, a);  // first call: kernels chosen, threads started
+  const double seconds = fastest_product_s(a, a, options.device(), 3);
   int64_t side = largest;
   while (side > kSmallest &&
          seconds * std::pow(static_cast<double>(side) / kSmallest, 3) > kLongestProductS) {
@@ -71,14 +78,7 @@ PeakFlopsProbe measure_peak_flops(const c10::Device& device, Precision precision
   PeakFlopsProbe probe;
   probe.n = n;
   probe.repeats = std::max(1, repeats);
-  double best = 1e30;
-  for (int repeat = 0; repeat < probe.repeats; ++repeat) {
-    const auto start = std::chrono::steady_clock::now();
-    c = torch::matmul(a, b);
-    device_memory::synchronize(device);
-    best = std::min(
-        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
+  const double best = fastest_product_s(a, b, device, probe.repeats);
   probe.flops =
       2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / best;
   return probe;

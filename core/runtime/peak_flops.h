@@ -8,7 +8,16 @@
 
 #include "common/precision.h"
 
+namespace at {
+class Tensor;
+}
+
 namespace rematlab {
+
+// The fastest of `repeats` products a·b, in seconds, each waited for on `device`: the timing
+// the probes below and the runtime report's fp32 rate share.
+double fastest_product_s(const at::Tensor& a, const at::Tensor& b, const c10::Device& device,
+                         int repeats);
 
 struct PeakFlopsProbe {
   double flops = 0.0;  // FLOP/s, 2·n³ per product

@@ -17,7 +17,6 @@
 #include "parallel/pipeline_schedule.h"
 #include "parallel/ranks_profile.h"
 #include "plan/balanced_split.h"
-#include "plan/chain_profile.h"
 #include "plan/profile_key.h"
 #include "runtime/device.h"
 #include "runtime/peak_flops.h"
@@ -43,15 +42,8 @@ constexpr uint64_t kStageSeedSalt = 0x8CB92BA72F3D8DD7ull;
 // --pp-split balanced: every stage splits the chain from the same costs (agreed over the ranks,
 // or brought from the runs database), before any stage builds its blocks.
 void balance_pipeline_split(RunConfig& config, const std::atomic<bool>* cancel) {
-  const std::shared_ptr<const KnownChainCosts>& known = config.known_chain_costs;
-  plan::ProfileOptions options;
-  options.cancel = cancel;
-  const ChainCosts costs = known && known->key == plan::profile_key(config, options.repeats) &&
-                                   known->costs.has_end_times()
-                               ? known->costs
-                               : plan::profile_chain(config, options);
-  const plan::BalancedSplit split =
-      plan::balanced_chunk_blocks(costs, config.pp * config.virtual_stages);
+  const plan::BalancedSplit split = plan::balanced_chunk_blocks(
+      plan::chain_costs_for(config, cancel).costs, config.pp * config.virtual_stages);
   config.pp_split = split.chunk_blocks;
   config.pp_split_chunk_ms = split.chunk_ms;
 }
@@ -62,15 +54,9 @@ void balance_pipeline_split(RunConfig& config, const std::atomic<bool>* cancel) 
 // micro-batches each holds.
 std::optional<PlannedPolicy> resolve_plan(RunConfig& config, parallel::GradientExchange* exchange,
                                           const std::atomic<bool>* cancel) {
-  if (exchange && plan::needs_chain_costs(config)) {
-    const std::shared_ptr<const KnownChainCosts>& known = config.known_chain_costs;
-    // A profile kept before the embedding's and head's times were measured apart cannot
-    // balance a split: measured again, by every rank at once, as one never kept.
-    if (!known || known->key != plan::profile_key(config, plan::ProfileOptions{}.repeats) ||
-        (config.pp_split_balanced && !known->costs.has_end_times())) {
-      config.known_chain_costs = std::make_shared<const KnownChainCosts>(
-          parallel::profile_over_ranks(config, *exchange, cancel));
-    }
+  if (exchange && plan::needs_chain_costs(config) && !plan::brings_chain_costs(config)) {
+    config.known_chain_costs = std::make_shared<const KnownChainCosts>(
+        parallel::profile_over_ranks(config, *exchange, cancel));
   }
   if (config.pp_split_balanced) balance_pipeline_split(config, cancel);
   if (config.pp == 1) return plan::resolve_planned_policy(config, cancel);
