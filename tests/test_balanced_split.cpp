@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <stdexcept>
@@ -14,6 +15,9 @@
 #include "cli_runner.h"
 #include "plan/balanced_split.h"
 #include "plan/chain_costs_json.h"
+#include "plan/chain_profile.h"
+#include "plan/plan_policy.h"
+#include "plan/profile_key.h"
 #include "scratch_dir.h"
 
 namespace rematlab {
@@ -182,6 +186,21 @@ TEST(BalancedSplit, AProfileKeptWithoutTheEndTimesReadsWithThemUnknown) {
   EXPECT_FALSE(plan::to_json(older).contains("head_ms"));  // kept again as it was
   json["head_ms"] = "x";                                   // present but no time: not read at all
   EXPECT_THROW(plan::chain_costs_from_json(json), std::invalid_argument);
+  // Brought to a run: a plan: run plans from it; a balanced split does not take it.
+  RunConfig config;
+  config.checkpoint = "plan:1MiB";
+  KnownChainCosts known;
+  known.key = plan::profile_key(config, plan::ProfileOptions{}.repeats);
+  known.costs = older;
+  config.known_chain_costs = std::make_shared<const KnownChainCosts>(known);
+  EXPECT_TRUE(plan::brings_chain_costs(config));
+  config.pp_split_balanced = true;
+  EXPECT_FALSE(plan::brings_chain_costs(config));
+  known.costs = costs;  // with the end times
+  config.known_chain_costs = std::make_shared<const KnownChainCosts>(known);
+  EXPECT_TRUE(plan::brings_chain_costs(config));
+  config.model.layers += 1;  // another chain's key
+  EXPECT_FALSE(plan::brings_chain_costs(config));
 }
 
 // Two stages of `tiny` with a vocabulary of 8192: the head and loss cost more than a block, so

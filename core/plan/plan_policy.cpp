@@ -56,10 +56,10 @@ bool brings_chain_costs(const RunConfig& config) {
 KnownChainCosts chain_costs_for(const RunConfig& config, const std::atomic<bool>* cancel) {
   if (brings_chain_costs(config)) return *config.known_chain_costs;
   KnownChainCosts measured;
-  const auto start = std::chrono::steady_clock::now();
   ProfileOptions options;
   options.cancel = cancel;
   measured.key = profile_key(config, options.repeats);
+  const auto start = std::chrono::steady_clock::now();
   measured.costs = profile_chain(config, options);
   measured.profile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -89,7 +89,7 @@ struct RunConfig {
   // c·P + s is stage s's c-th); empty, they split as checkpoint/stage_blocks.h's rule does.
   std::vector<int64_t> pp_split;
   // --pp-split balanced: pp_split chosen when the run starts from the chain's measured costs
-  // (plan/balanced_split.h); the record keeps "balanced", its summary the split it ran.
+  // (plan/balanced_split.h); the record keeps the split chosen, its name says "balanced".
   bool pp_split_balanced = false;
   // Once balanced (not recorded in the config): each chunk's measured forwards and backwards
   // over a step, as the split was chosen from them (`run` prints them, its --json carries them).
