@@ -2,7 +2,7 @@
 """Pipeline stages measured on this machine against what the layout planner predicts for them.
 
     python3 bench/pipeline_here.py [--cli build/app/rematlab-cli] [--stages 2] [--accum 4]
-                                   [--virtual-stages 1]
+                                   [--virtual-stages 1] [--data-ranks 1 --zero 0]
 
 Each model and policy runs as `rematlab-cli run --nproc P --pp P --virtual-stages V --accum M …
 --steps 4 --threads 1 --json` (1F1B, or interleaved with V > 1; one stage a rank) and is evaluated by `layout` with the same degrees
@@ -13,7 +13,9 @@ step; the bubble (a rank idle until a neighbouring stage reached a message: the 
 drain, and the stages' meeting at the gradient norm), measured as the longest any rank idled and
 predicted as the planner's, also as a share of the step; and each rank's transfers (blocked while
 an activation or gradient passed, once sent) against the planner's pipeline transfers. Prints
-Markdown. Run it on an idle machine.
+Markdown. Run it on an idle machine. With --data-ranks D the run has D pipelines, each stage's D
+ranks averaging their gradients and, with --zero 1 or 2, sharding their optimizer states (and
+gradients); each stage's row is its rank that peaked highest.
 """
 import argparse
 import os
@@ -32,21 +34,26 @@ def main():
     parser.add_argument("--stages", type=int, default=2)
     parser.add_argument("--accum", type=int, default=4)
     parser.add_argument("--virtual-stages", type=int, default=1)
+    parser.add_argument("--data-ranks", type=int, default=1)
+    parser.add_argument("--zero", type=int, default=0, choices=[0, 1, 2])
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--policies", default="none,every:1")
     args = parser.parse_args()
     stages, accum, chunks = args.stages, args.accum, args.virtual_stages
+    data_ranks = args.data_ranks
+    ranks = stages * data_ranks
+    shard = ["none", "optimizer", "gradients"][args.zero]
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as scratch:  # measured now, kept nowhere
         peak = last_json([args.cli, "peak", "--threads", "1", "--json", "--db",
                           os.path.join(scratch, "runs.sqlite")])["peak_flops"]
     bandwidth, fixed_latency, step_latency = gloo_link(args.python)
-    link = bandwidth[min(4, max(2, stages))]
+    link = bandwidth[min(4, max(2, ranks))]
     print(f"one rank's peak {peak / 1e9:.1f} GFLOP/s (fp32, 1 thread), {cores} cores; Gloo "
           f"bandwidth {link / 1e9:.2f} GB/s; {stages} stages of {chunks} chunks, {accum} "
-          f"micro-batches of "
-          f"{args.batch} × {args.seq_len} tokens\n")
+          f"micro-batches of {args.batch} × {args.seq_len} tokens; {data_ranks} data rank(s), "
+          f"ZeRO {args.zero}\n")
     print("| model | policy | stage | peak meas. / pred. MiB | ratio | above the states meas. / "
           "pred. MiB | states meas. / pred. MiB | step meas. / pred. ms | ratio | bubble "
           "meas. / pred. ms | share of the step meas. / pred. | transfers meas. / pred. ms |")
@@ -59,17 +66,18 @@ def main():
             one = last_json([args.cli, "run"] + common + ["--accum", str(accum), "--peak-flops",
                                                           str(peak), "--json"])
             measured = last_json([args.cli, "run"] + common + [
-                "--nproc", str(stages), "--pp", str(stages), "--virtual-stages", str(chunks),
-                "--accum", str(accum), "--json"])
+                "--nproc", str(ranks), "--pp", str(stages), "--virtual-stages", str(chunks),
+                "--accum", str(accum), "--shard", shard, "--json"])
             plan = last_json([
                 args.cli, "layout", "--model", preset, "--seq-len", str(args.seq_len),
-                "--gpu-memory", "16GiB", "--peak-flops", str(peak * min(1.0, cores / stages)),
+                "--gpu-memory", "16GiB", "--peak-flops", str(peak * min(1.0, cores / ranks)),
                 "--efficiency", str(one["hfu"]), "--intra-node-bandwidth", str(link),
                 "--inter-node-bandwidth", str(link), "--collective-latency", str(fixed_latency),
-                "--intra-node-latency", str(step_latency), "--no-overlap", "--gpus", str(stages),
-                "--gpus-per-node", str(stages), "--global-batch", str(args.batch * accum),
+                "--intra-node-latency", str(step_latency), "--no-overlap", "--gpus", str(ranks),
+                "--gpus-per-node", str(ranks), "--global-batch",
+                str(args.batch * accum * data_ranks),
                 "--precision", "fp32", "--fragmentation", "0", "--tp", "1", "--pp", str(stages),
-                "--virtual-stages", str(chunks), "--cp", "1", "--dp", "1", "--zero", "0",
+                "--virtual-stages", str(chunks), "--cp", "1", "--dp", str(data_ranks), "--zero", str(args.zero),
                 "--micro-batch", str(args.batch), "--checkpoint", policy, "--offload", "none",
                 "--json"])
             best = plan["layouts"][0]
@@ -79,12 +87,14 @@ def main():
             bubble = max(rank["bubble_ms"] for rank in measured["ranks"])
             bubble_pred = 1000 * parts["bubble"]
             step_ratio = measured["step_ms"] / (1000 * best["step_s"])
-            for rank, stage in zip(sorted(measured["ranks"], key=lambda r: r["rank"]),
-                                   best["stages"]):
+            # Stage s is ranks [s·D, (s+1)·D): the one that peaked highest stands for it.
+            fullest = [max((r for r in measured["ranks"] if r["rank"] // data_ranks == s),
+                           key=lambda r: r["peak_bytes"]) for s in range(stages)]
+            for rank, stage in zip(fullest, best["stages"]):
                 memory = stage["memory_bytes"]
                 states = (memory["weights"] + memory["gradients"] + memory["master"]
                           + memory["optimizer"])
-                print(f'| {preset} | {policy} | {rank["rank"]} of {stages} '
+                print(f'| {preset} | {policy} | {rank["rank"] // data_ranks} of {stages} '
                       f'| {rank["peak_bytes"] / mib:.1f} / {memory["total"] / mib:.1f} '
                       f'| {rank["peak_bytes"] / memory["total"]:.3f} '
                       f'| {rank["peak_activation_bytes"] / mib:.1f} / '

@@ -214,9 +214,7 @@ TEST(LayoutSearch, FindsMetasLlama3LayoutsFeasible) {
   request.fixed = {8, 16, 1, 16, 8, 1, true, 1, std::nullopt, Offload::kNone, 1};
   answer = search_layouts(request);
   ASSERT_FALSE(answer.best.empty()) << answer.nearest.front().reason;
-  EXPECT_EQ(
-      answer.best.front().engine_lacks,
-      (std::vector<std::string>{"sharded model states on pipeline stages", "context parallelism"}));
+  EXPECT_EQ(answer.best.front().engine_lacks, std::vector<std::string>{"context parallelism"});
 }
 
 TEST(LayoutSearch, Gpt3OnEightA100sFitsOnlyWithItsStatesInMoreHostMemory) {
@@ -399,7 +397,8 @@ TEST(LayoutSearch, RunnableHereKeepsToWhatTheEngineTrains) {
 }
 
 // The engine runs pipelines (pipeline_exchange.h) of stages of tensor ranks, the pipelines data
-// ranks, a micro-batch a stage at least, nothing sharded or offloaded. Those layouts are
+// ranks, a micro-batch a stage at least, optimizer states (and an untied head's gradients)
+// sharded over a stage's data ranks, nothing offloaded. Those layouts are
 // searched among the runnable ones and exported as a run with --pp; each other pipeline says
 // what it lacks.
 TEST(LayoutExport, APipelineRunsHereWithItsStagesTensorRanksAndMicroBatches) {
@@ -432,12 +431,25 @@ TEST(LayoutExport, APipelineRunsHereWithItsStagesTensorRanksAndMicroBatches) {
   const std::string stages_run = rematlab_run(request, stages_of_two).text;
   EXPECT_NE(stages_run.find("--nproc 4 --tp 2 --pp 2"), std::string::npos) << stages_run;
   EXPECT_NE(stages_run.find("--sequence-parallel"), std::string::npos) << stages_run;
+  // Stages shard optimizer states over their data ranks, and gradients where the head is its
+  // own; not a tied head's gradients (small ties it), nor parameters.
   Layout sharded;
   sharded.pp = 2;
   sharded.dp = 2;
   sharded.zero = 1;
+  sharded.accum = 4;
+  const LayoutEvaluation optimizer_sharded = LayoutEvaluator(request).evaluate(sharded);
+  EXPECT_TRUE(optimizer_sharded.engine_lacks.empty()) << optimizer_sharded.engine_lacks.front();
+  const std::string sharded_run = rematlab_run(request, optimizer_sharded).text;
+  EXPECT_NE(sharded_run.find("--nproc 4 --tp 1 --pp 2 --shard optimizer"), std::string::npos)
+      << sharded_run;
+  Layout gradients_sharded = sharded;
+  gradients_sharded.zero = 2;
+  Layout parameters_sharded = sharded;
+  parameters_sharded.zero = 3;
   const std::vector<std::pair<Layout, std::string>> lacking = {
-      {sharded, "sharded model states on pipeline stages"},
+      {gradients_sharded, "sharded gradients (ZeRO 2) on pipeline stages with a tied head"},
+      {parameters_sharded, "sharded parameters (ZeRO 3) on pipeline stages"},
   };
   for (const auto& [layout, lack] : lacking) {
     Layout given = layout;
@@ -709,8 +721,11 @@ TEST(LayoutExport, EachToolGetsTheLayoutInItsOwnTerms) {
   EXPECT_EQ(config["zero_optimization"]["stage"], 1);
   EXPECT_FALSE(deepspeed.unsaid.empty());  // the degrees live in the model code
   const LayoutExport rematlab = rematlab_run(request, best);
-  EXPECT_TRUE(rematlab.text.empty());
-  EXPECT_EQ(rematlab.unsaid, std::vector<std::string>{"sharded model states on pipeline stages"});
+  EXPECT_TRUE(rematlab.unsaid.empty()) << rematlab.unsaid.front();
+  EXPECT_NE(rematlab.text.find("--nproc 64 --tp 8 --pp 2 --virtual-stages 2 --sequence-parallel "
+                               "--shard optimizer --batch 1 --accum 256"),
+            std::string::npos)
+      << rematlab.text;
 
   // Stages that chose every:2 and every:16 are given every:16 (compared as numbers), and said.
   LayoutEvaluation mixed = best;
@@ -911,8 +926,8 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
       {"--gpu a100-80gb --efficiency 0", "--efficiency"},
       {"--gpu a100-80gb --efficiency 4.9e-324", "--efficiency: must be a share of peak in"},
       {"--gpu a100-80gb --efficiency 0.0009", "--efficiency: must be a share of peak in"},
-      {"--gpu a100-80gb --runnable-here --pp 2 --zero 1",
-       "layout: RematLab's engine does not run sharded model states on pipeline stages"},
+      {"--gpu a100-80gb --runnable-here --precision fp32 --pp 2 --zero 3",
+       "layout: RematLab's engine does not run sharded parameters (ZeRO 3) on pipeline stages"},
       {"--gpu a100-80gb --offload optimizer --zero 0", "ZeRO 1"},
       {"--gpu a100-80gb --heads 0", "--heads"},
       {"--gpu a100-80gb --zero 4294967297", "--zero"},

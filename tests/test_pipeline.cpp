@@ -64,10 +64,10 @@ std::vector<torch::Tensor> testing::dist::run_pipeline_case(
   if (item.at("mode") == "pipeline_notice") return run_notice_case(context, item);
   RunConfig config = config_from(item.at("run"));
   config.world_size = context->world_size();
-  Trainer trainer(config,
-                  std::make_shared<parallel::PipelineExchange>(
-                      context, config.pp, config.tp,
-                      parallel::DataParallelOptions{ShardMode::kNone, config.bucket_bytes}));
+  Trainer trainer(
+      config, std::make_shared<parallel::PipelineExchange>(
+                  context, config.pp, config.tp,
+                  parallel::DataParallelOptions{parse_shard(config.shard), config.bucket_bytes}));
   std::vector<torch::Tensor> result;
   if (item.at("mode") == "pipeline_gradients") {
     const std::optional<double> loss = trainer.accumulate_gradients(
@@ -520,6 +520,17 @@ TEST(Pipeline, TwoThreeAndFourStagesTrainTenStepsLikeOneProcessForBothFamilies) 
           stage_fields("llama", 2),
           {{"layers", 4}, {"virtual_stages", 2}, {"kv_heads", 2}, {"steps", 10}, {"grad_clip", 0}}),
       4};
+  // The same pipelines with their stages' optimizer states sharded over the data ranks, and
+  // (llama, whose head is its own) their gradients too: the norm adds every stage's shards, the
+  // tied head's once.
+  cases["pp2_dp2_gpt_zero1"] = {
+      with(stage_fields("gpt", 2), {{"steps", 10}, {"shard", "optimizer"}}), 4};
+  cases["pp2_dp2_llama_v2_zero2"] = {with(stage_fields("llama", 2), {{"layers", 4},
+                                                                     {"virtual_stages", 2},
+                                                                     {"kv_heads", 2},
+                                                                     {"steps", 10},
+                                                                     {"shard", "gradients"}}),
+                                     4};
   // Two stages of two tensor ranks each: the residual stream passed whole, and (gpt) sliced by
   // sequence parallelism, each tensor rank to its counterpart.
   cases["pp2_tp2_llama"] = {with(stage_fields("llama", 2), {{"tp", 2},
@@ -575,6 +586,10 @@ TEST(Pipeline, TwoStagesOfTwoTensorRanksAsTwoDataRanksTrainLikeOneProcessOnEight
   const std::map<std::string, nlohmann::json> cases = {
       {"pp2_tp2_dp2_llama", with(stage_fields("llama", 2),
                                  {{"tp", 2}, {"kv_heads", 2}, {"steps", 10}, {"grad_clip", 0}})},
+      // Sharded optimizer states beside tensor ranks: a split tied head counted on the first
+      // stage only, every stage's shards in the norm.
+      {"pp2_tp2_dp2_gpt_zero1",
+       with(stage_fields("gpt", 2), {{"tp", 2}, {"steps", 10}, {"shard", "optimizer"}})},
       {"pp2_tp2_sp_dp2_gpt_v2", with(stage_fields("gpt", 2), {{"tp", 2},
                                                               {"sequence_parallel", true},
                                                               {"layers", 4},
@@ -670,8 +685,12 @@ TEST(Pipeline, LayoutsThatCannotRunAreRefusedBeforeAnythingStarts) {
        "--pp: 2 stages of 2 tensor ranks need --nproc 4 or a multiple of it"},
       {"--pp 2 --accum 2", "--pp: 2 stages need --nproc 2 or a multiple of it"},
       {"--nproc 2 --pp 0", "--pp: must be between 1 and 4096, got 0"},
-      {"--nproc 2 --pp 2 --accum 2 --shard optimizer",
-       "--shard: sharding is not built for pipeline stages yet"},
+      {"--nproc 4 --pp 2 --accum 2 --shard parameters",
+       "--shard: sharding parameters is not built for pipeline stages yet"},
+      {"--nproc 4 --pp 2 --accum 2 --shard gradients",
+       "--shard: gradients cannot be sharded on pipeline stages when the head is the token "
+       "embedding (tied): the first and last stage add its whole gradients; use --shard "
+       "optimizer"},
       {"--nproc 2 --pp 2 --accum 2 --checkpoint stages:none/none/every:1",
        "--checkpoint: 'stages:none/none/every:1' gives 3 stages' policies for 2 pipeline stages"},
       {"--nproc 2 --pp 2 --accum 2 --virtual-stages 2 --checkpoint stages:none/every:1",

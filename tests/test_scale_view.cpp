@@ -281,6 +281,31 @@ TEST(ScaleView, TryItHereGivesTheFormAPipelineWithItsMicroBatches) {
   EXPECT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
 }
 
+TEST(ScaleView, TryItHereGivesTheFormPipelinesThatShardTheirStagesOptimizerStates) {
+  Bench bench;
+  ScaleView* view = bench.window.scale_view();
+  // Four GPUs: two pipelines of two stages, ZeRO 1 over each stage's two data ranks.
+  fill(view, "small", "rtx4090", 4, 256, 16);
+  view->gpus_per_node_field()->setValue(4);
+  view->precision_field()->setCurrentText("fp32");
+  view->runnable_here_field()->setChecked(true);
+  ASSERT_TRUE(plan_and_wait(view));
+  int sharded = -1;
+  for (std::size_t i = 0; i < view->listed().size() && sharded < 0; ++i) {
+    const layout::Layout& each = view->listed()[i].layout;
+    if (each.pp == 2 && each.dp == 2 && each.zero == 1) sharded = static_cast<int>(i);
+  }
+  ASSERT_GE(sharded, 0) << "no sharded two-stage layout listed";
+  view->choose(sharded);
+  ASSERT_TRUE(view->try_button()->isEnabled());
+  view->try_button()->click();
+  EXPECT_EQ(bench.panel->ranks_field()->value(), 4);
+  EXPECT_EQ(bench.panel->pipeline_stages_field()->value(), 2);
+  EXPECT_EQ(bench.panel->shard_field()->currentText(), "optimizer");
+  EXPECT_TRUE(bench.panel->first_config().has_value());  // the form takes it as it is
+  EXPECT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
+}
+
 TEST(ScaleView, AMixtureOfExpertsIsPlannedWithExpertRanksTheFormCannotTryYet) {
   Bench bench;
   ScaleView* view = bench.window.scale_view();

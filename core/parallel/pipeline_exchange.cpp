@@ -227,8 +227,48 @@ void PipelineExchange::use_layout(TensorParallelLayout layout) {
 
 void PipelineExchange::attach(const std::vector<torch::Tensor>& params) {
   params_ = params;
-  if (stage_) stage_->attach(params);
+  if (!stage_) return;
+  const bool tied_counted_first = last() && !first() && tied_.defined();
+  if (tensor_ && tied_counted_first) tensor_->count_elsewhere(tied_);
+  stage_->attach(params);
+  if (!sharded()) return;
+  // Sharded: the stage's data exchange clips and updates its shards with the norm of the whole
+  // model, so each rank's squares are added over the stages (its pipeline) before the data ranks
+  // add theirs; the tied head counts once, on the first stage.
+  ShardSquares stage_squares;
+  if (tensor_) {
+    stage_squares = [tensor = tensor_.get()](const std::vector<torch::Tensor>& grads) {
+      return tensor->sharded_squares(grads);
+    };
+  } else {
+    std::vector<ElementRange> counted;
+    for (std::size_t index = 0; index < params.size(); ++index) {
+      if (tied_counted_first && params[index].is_same(tied_)) continue;
+      counted.push_back({index, 0, params[index].numel()});
+    }
+    const std::vector<ShardPiece> pieces =
+        pieces_in_shards(data_->shard_layouts(), static_cast<int>(data_->rank()), counted);
+    stage_squares = [pieces](const std::vector<torch::Tensor>& grads) {
+      return sum_of_squares(shard_views(grads, pieces));
+    };
+  }
+  stage_data().count_squares_with([this, stage_squares](const std::vector<torch::Tensor>& grads) {
+    const double squares = stage_squares(grads);
+    // The stages meet here, as unsharded below (step): the wait for the last one's backwards is
+    // bubble.
+    const auto start = Clock::now();
+    const double pipeline = pipe_->sum(squares);
+    bubble_ms_ += ms_since(start);
+    return pipeline;
+  });
 }
+
+DataExchange& PipelineExchange::stage_data() const {
+  if (tensor_) return tensor_->data();
+  return *data_;
+}
+
+bool PipelineExchange::sharded() const { return stage_ && !stage_data().shard_layouts().empty(); }
 
 int64_t PipelineExchange::buffer_peak_bytes() const {
   if (tensor_) return tensor_->buffer_peak_bytes();
@@ -279,6 +319,10 @@ std::optional<double> PipelineExchange::step(torch::optim::Optimizer& optimizer,
   // The stage's gradients are averaged over its data ranks already (finish_micro_batches): every
   // pipeline's stage s holds the same ones, and the norm is one pipeline's.
   if (tied_.defined()) add_tied_gradients();
+  if (sharded()) {
+    optimizer_ = &optimizer;
+    return stage_->step(optimizer, max_norm);  // the norm over every stage's shards (attach)
+  }
   torch::NoGradGuard no_grad;
   const double squares = stage_squares();
   // The stages meet here: every other one waits for the last to finish its backwards (the
@@ -302,6 +346,10 @@ void PipelineExchange::report(StepMetrics& metrics) {
   metrics.comm_ms += bubble_ms_ + transfer_ms_;
   metrics.comm_wait_ms += bubble_ms_ + transfer_ms_;
   bubble_ms_ = transfer_ms_ = 0.0;
+  if (sharded()) {
+    state_bytes_ = stage_data().model_state_bytes();  // the shards' states are the exchange's
+    return;
+  }
   ModelStateBytes bytes;
   for (const torch::Tensor& param : params_) {
     bytes.params += static_cast<int64_t>(param.nbytes());

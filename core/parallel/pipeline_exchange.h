@@ -10,8 +10,10 @@
 // averages its buckets over the data ranks while the others run, and the tensor ranks sum the
 // rows each formed only part of. Then the pipeline reduces two things: a tied head's weight,
 // which the first and the last stage both hold and whose gradients they add, and the gradient
-// norm, whose squares every stage adds to. Not yet combined with sharding, offload or LoRA
-// (run_config's validate refuses them).
+// norm, whose squares every stage adds to. The stage's data ranks may shard its optimizer state
+// and gradients (ZeRO 1–2; gradients only without a tied head, whose gradient the first and last
+// stage add whole); not yet combined with sharded parameters, offload or LoRA (run_config's
+// validate refuses them).
 #pragma once
 
 #include <torch/torch.h>
@@ -134,6 +136,10 @@ class PipelineExchange final : public GradientExchange {
   void add_tied_gradients();
 
   double stage_squares();
+  // The exchange over the stage's data ranks (its tensor part's, with tensor ranks), and whether
+  // it shards model states over them. Only with more than one rank a stage.
+  DataExchange& stage_data() const;
+  bool sharded() const;
 
   std::shared_ptr<DistContext> all_;   // every rank
   std::shared_ptr<DistContext> pipe_;  // this pipeline's stages: one rank of each

@@ -29,6 +29,15 @@ double sum_of_squares(const std::vector<torch::Tensor>& tensors) {
   return squares;
 }
 
+std::vector<torch::Tensor> shard_views(const std::vector<torch::Tensor>& shards,
+                                       const std::vector<ShardPiece>& pieces) {
+  std::vector<torch::Tensor> views;
+  for (const ShardPiece& piece : pieces) {
+    views.push_back(shards[piece.bucket].narrow(0, piece.offset, piece.count));
+  }
+  return views;
+}
+
 double ShardUpdate::step(DistContext& context, const std::vector<torch::Tensor>& shards,
                          torch::optim::Optimizer& model_optimizer, double max_norm,
                          CommTimer& timer) {

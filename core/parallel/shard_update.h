@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "parallel/bucket_layout.h"
 #include "parallel/comm_timer.h"
 #include "parallel/dist_context.h"
 
@@ -27,6 +28,10 @@ int64_t optimizer_state_bytes(torch::optim::Optimizer& optimizer);
 
 // The sum of the tensors' squared norms, each computed in its own dtype and added in double.
 double sum_of_squares(const std::vector<torch::Tensor>& tensors);
+
+// The elements `pieces` name in this rank's `shards` (one tensor per bucket), as views.
+std::vector<torch::Tensor> shard_views(const std::vector<torch::Tensor>& shards,
+                                       const std::vector<ShardPiece>& pieces);
 
 // This rank's contribution to the squared gradient norm, summed over the data ranks, from its
 // shards' gradients. By default every element counts; under tensor parallelism

@@ -72,8 +72,18 @@ void TensorParallelExchange::attach(const std::vector<torch::Tensor>& params) {
   const std::vector<BucketLayout>& shards = data_->shard_layouts();
   if (shards.empty()) return;
   const int data_rank = static_cast<int>(data_->rank());
-  replicated_pieces_ = pieces_in_shards(shards, data_rank, replicated_ranges_);
-  split_pieces_ = pieces_in_shards(shards, data_rank, split_ranges_);
+  // The norm's pieces; a parameter counted elsewhere is in none of them.
+  auto counted_here = [this](std::vector<ElementRange> ranges) {
+    if (!counted_elsewhere_.defined()) return ranges;
+    const std::size_t elsewhere = index_of(counted_elsewhere_);
+    ranges.erase(
+        std::remove_if(ranges.begin(), ranges.end(),
+                       [elsewhere](const ElementRange& range) { return range.param == elsewhere; }),
+        ranges.end());
+    return ranges;
+  };
+  replicated_pieces_ = pieces_in_shards(shards, data_rank, counted_here(replicated_ranges_));
+  split_pieces_ = pieces_in_shards(shards, data_rank, counted_here(split_ranges_));
   partial_pieces_ = pieces_in_shards(shards, data_rank, partial_elements());
   data_->count_squares_with(
       [this](const std::vector<torch::Tensor>& grads) { return sharded_squares(grads); });
@@ -84,15 +94,6 @@ namespace {
 ElementRange rows_of(std::size_t param, const torch::Tensor& tensor, RowRange rows) {
   const int64_t row_numel = tensor.dim() == 0 ? 1 : tensor.numel() / tensor.size(0);
   return {param, rows.first * row_numel, rows.count * row_numel};
-}
-
-std::vector<torch::Tensor> views_of(const std::vector<torch::Tensor>& shards,
-                                    const std::vector<ShardPiece>& pieces) {
-  std::vector<torch::Tensor> views;
-  for (const ShardPiece& piece : pieces) {
-    views.push_back(shards[piece.bucket].narrow(0, piece.offset, piece.count));
-  }
-  return views;
 }
 
 }  // namespace
@@ -209,14 +210,14 @@ void TensorParallelExchange::sum_partial_rows() {
 
 void TensorParallelExchange::sum_partial_shards() {
   torch::NoGradGuard no_grad;
-  sum_in_place(*tensor_, views_of(data_->gradient_shards(), partial_pieces_));
+  sum_in_place(*tensor_, shard_views(data_->gradient_shards(), partial_pieces_));
 }
 
 // Split elements are different on every tensor rank and sum over them; replicated ones are the
 // same on each and count once. The data exchange sums the result over its ranks.
 double TensorParallelExchange::sharded_squares(const std::vector<torch::Tensor>& grads) const {
-  return squares_over_ranks(sum_of_squares(views_of(grads, split_pieces_)),
-                            sum_of_squares(views_of(grads, replicated_pieces_)));
+  return squares_over_ranks(sum_of_squares(shard_views(grads, split_pieces_)),
+                            sum_of_squares(shard_views(grads, replicated_pieces_)));
 }
 
 double TensorParallelExchange::squares_over_ranks(double split, double replicated) const {

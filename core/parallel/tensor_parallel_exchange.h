@@ -48,6 +48,15 @@ class TensorParallelExchange final : public GradientExchange {
   // Unsharded only.
   double squared_norm(const torch::Tensor& except = {});
 
+  // Sharded over the data ranks: `param`'s gradient counts in the norm elsewhere (a pipeline's
+  // tied head, which its first stage counts), not here. Before attach.
+  void count_elsewhere(const torch::Tensor& param) { counted_elsewhere_ = param; }
+  // Sharded: this rank's part of the squared norm from its gradient shards, summed over the
+  // tensor ranks (every split element once, every replicated one once); the data ranks add
+  // theirs up (as the data exchange counts it unless told otherwise: PipelineExchange adds the
+  // stages' too).
+  double sharded_squares(const std::vector<torch::Tensor>& shard_grads) const;
+
   const ModelStateBytes& model_state_bytes() const { return data_->model_state_bytes(); }
   int64_t buffer_peak_bytes() const { return data_->buffer_peak_bytes(); }
   // The exchange over the ranks holding this rank's tensor part.
@@ -61,7 +70,6 @@ class TensorParallelExchange final : public GradientExchange {
   std::vector<ElementRange> split_elements() const;
   std::size_t index_of(const torch::Tensor& param) const;  // in attach()'s order
   std::vector<ElementRange> partial_elements() const;
-  double sharded_squares(const std::vector<torch::Tensor>& shard_grads) const;
   // The squared norm from this rank's squares of split and of replicated elements.
   double squares_over_ranks(double split, double replicated) const;
   void sum_partial_rows();
@@ -76,6 +84,7 @@ class TensorParallelExchange final : public GradientExchange {
   TensorParallelLayout layout_;
   std::unordered_set<const void*> split_;  // layout_.split's tensors, to tell them in a step
   std::vector<torch::Tensor> params_;
+  torch::Tensor counted_elsewhere_;         // undefined: every attached parameter counts here
   std::vector<ElementRange> split_ranges_;  // split_elements(), from attach()
   std::vector<ElementRange> replicated_ranges_;
   // Sharded data side: where the ranges above and partial_elements() lie in this rank's

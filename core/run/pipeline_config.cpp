@@ -89,7 +89,17 @@ void validate_pipeline_policy_and_split(const RunConfig& config) {
       throw InvalidInput("--pp-split", "is balanced or a list, not both");
     }
   }
-  if (parse_shard(config.shard) != ShardMode::kNone) not_yet("--shard", "sharding");
+  const ShardMode shard = parse_shard(config.shard);
+  if (shard == ShardMode::kParameters) not_yet("--shard", "sharding parameters");
+  // A tied head's gradient is added whole between the first and the last stage, whose buckets
+  // shard it differently.
+  if (shard == ShardMode::kGradients && config.model.tie_head) {
+    throw InvalidInput("--shard",
+                       "gradients cannot be sharded on pipeline stages when the head "
+                       "is the token embedding (tied): the first and last stage add "
+                       "its whole gradients; use " +
+                           setting("shard", "optimizer"));
+  }
   if (parse_offload(config.offload).kind != OffloadKind::kNone) not_yet("--offload", "offload");
   if (config.model.lora.enabled()) not_yet("--finetune", "LoRA fine-tuning");
 }
