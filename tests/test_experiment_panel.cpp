@@ -238,8 +238,10 @@ TEST(ExperimentPanel, ASpecWithFieldsOfTheWrongTypeIsTakenFieldByField) {
       "name": 7,
       "base": {"preset": 5, "dropout": "much", "lr": "fast", "accum": 3, "steps": 4},
       "max_batch": {"budget": "64MiB", "limit": "large"},
-      "data_parallel": {"ranks": "two", "shard": 1}})");
+      "data_parallel": {"ranks": "two", "shard": 1, "pp_split": [3, 1]}})");
+  panel->pipeline_split_field()->setText("2,2");
   EXPECT_NO_THROW(panel->load_spec(spec));
+  EXPECT_EQ(panel->pipeline_split(), "");  // not text: the rule's, as a spec without one
   EXPECT_EQ(panel->preset_field()->currentText(), preset_before);
   EXPECT_EQ(panel->findChild<QSpinBox*>("accum")->value(), 3);  // the fields that were right
   EXPECT_EQ(panel->steps_field()->value(), 4);
@@ -248,6 +250,22 @@ TEST(ExperimentPanel, ASpecWithFieldsOfTheWrongTypeIsTakenFieldByField) {
   EXPECT_NO_THROW(panel->load_spec(nlohmann::ordered_json::array({1, 2})));
   EXPECT_NO_THROW(panel->load_spec(nlohmann::ordered_json::parse(R"({"max_batch": 3})")));
   EXPECT_FALSE(panel->max_batch_box()->isChecked());
+}
+
+// The ranks' fields are remembered with the form, the stage split among them.
+TEST(ExperimentPanel, TheStageSplitIsRememberedWithThePipeline) {
+  Bench bench;
+  ExperimentPanel* panel = bench.panel;
+  panel->ranks_field()->setValue(2);
+  panel->pipeline_stages_field()->setValue(2);
+  panel->pipeline_split_field()->setText(" 3,1 ");
+  const nlohmann::ordered_json values = panel->form_values();
+  EXPECT_EQ(values["data_parallel"]["pp_split"], "3,1");
+  panel->pipeline_split_field()->clear();
+  panel->pipeline_stages_field()->setValue(1);
+  panel->load_spec(values);
+  EXPECT_EQ(panel->pipeline_stages(), 2);
+  EXPECT_EQ(panel->pipeline_split(), "3,1");
 }
 
 // Integers beyond a field's range (hand-edited) are held to it, never wrapped to another value:

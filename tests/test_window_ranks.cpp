@@ -7,6 +7,8 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QElapsedTimer>
+#include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTableView>
@@ -179,6 +181,41 @@ TEST(WindowRanks, APipelineRunFromTheFormIsRecordedWithItsStages) {
     EXPECT_LT(rank.param_bytes, whole) << "rank " << rank.rank << " holds the whole model";
     EXPECT_GT(rank.grad_bytes, 0) << "rank " << rank.rank;
   }
+}
+
+// The form's Stage split: blocks per stage as --pp-split takes them, checked at its field, shown
+// stage by stage in the preview, run and recorded; balanced is said to be chosen at the start.
+TEST(WindowRanks, AStageSplitFromTheFormIsCheckedShownRunAndRecorded) {
+  Bench bench;
+  bench.panel->batch_field()->setText("2");
+  bench.panel->layers_field()->setValue(4);
+  bench.panel->ranks_field()->setValue(2);
+  bench.panel->pipeline_stages_field()->setValue(2);
+  bench.panel->accum_field()->setValue(2);
+  bench.panel->steps_field()->setValue(1);
+  QLineEdit* split = bench.panel->pipeline_split_field();
+  split->setText("1,1");
+  EXPECT_EQ(bench.panel->problem(), "Stage split: gives 2 blocks in all; the model has 4");
+  EXPECT_TRUE(split->property("invalid").toBool());
+  split->setText("3,x");
+  EXPECT_TRUE(bench.panel->problem().startsWith("Stage split: '3,x' is not a list of block counts"))
+      << bench.panel->problem().toStdString();
+  split->setText("balanced");
+  EXPECT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
+  EXPECT_TRUE(bench.panel->segments_preview()->toPlainText().contains(
+      "Stage split: chosen when the run starts, from the blocks' measured times"));
+  split->setText("3,1");
+  ASSERT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
+  EXPECT_FALSE(split->property("invalid").toBool());
+  EXPECT_TRUE(bench.panel->segments_preview()->toPlainText().contains(
+      "Stages (1F1B): 0: blocks 0–2, 2 in flight; 1: blocks 3, 1 in flight"))
+      << bench.panel->segments_preview()->toPlainText().toStdString();
+  EXPECT_TRUE(bench.panel->summary().contains("blocks over 2 stages split 3,1"))
+      << bench.panel->summary().toStdString();
+  ASSERT_EQ(bench.run_sweep(), "ok") << bench.window.status_text().toStdString();
+  const auto runs = bench.reader().runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].config.pp_split, (std::vector<int64_t>{3, 1}));
 }
 
 // Stages wait on one another inside a step, so a pipeline stops between steps: Stop says so, and

@@ -42,6 +42,7 @@ constexpr Label kLabels[] = {
     {"sequence_parallel", "Sequence parallel"},
     {"pp", "Pipeline stages"},
     {"virtual_stages", "Virtual stages"},
+    {"pp_split", "Stage split"},
     {"finetune", "Fine-tuning"},
     {"lora_rank", "LoRA rank"},
     {"lora_alpha", "LoRA alpha"},

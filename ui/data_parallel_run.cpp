@@ -15,6 +15,7 @@
 #include "common/current_exception.h"
 #include "common/errors.h"
 #include "launch/rank_launch.h"
+#include "run/pipeline_config.h"
 #include "store/run_store.h"
 #include "sweep/sweep_spec.h"
 #include "sweep_worker.h"
@@ -54,6 +55,7 @@ RunConfig run_on_ranks(const nlohmann::ordered_json& spec, const RankLayout& lay
   config.sequence_parallel = layout.sequence_parallel;
   config.pp = layout.pipeline_stages;
   config.virtual_stages = layout.virtual_stages;
+  set_pp_split(config, layout.pipeline_split.toStdString());
   validate(config);
   return config;
 }
@@ -78,6 +80,9 @@ std::vector<std::string> rank_arguments(const QString& program, const QString& c
                                         "--dist-timeout",
                                         std::to_string(kRankTimeoutSeconds)};
   if (layout.sequence_parallel) arguments.push_back("--sequence-parallel");
+  if (!layout.pipeline_split.isEmpty()) {
+    arguments.insert(arguments.end(), {"--pp-split", layout.pipeline_split.toStdString()});
+  }
   return arguments;
 }
 

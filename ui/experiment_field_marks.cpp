@@ -65,6 +65,7 @@ void ExperimentPanel::remember_field_help() {
                             "sequence_parallel",
                             "pp",
                             "virtual_stages",
+                            "pp_split",
                             "checkpoint",
                             "offload",
                             "batch",

@@ -165,6 +165,13 @@ void ExperimentPanel::create_training_fields() {
       "Pipeline parallelism: model chunks per stage, run in the interleaved 1F1B order: a "
       "smaller bubble for more sends and a little more memory on the first stage "
       "(Accumulation a multiple of the stages; 1: plain 1F1B)");
+  pipeline_split_ = new QLineEdit;
+  pipeline_split_->setObjectName("pp_split");
+  pipeline_split_->setPlaceholderText("the rule's");
+  pipeline_split_->setToolTip(
+      "Pipeline parallelism: the blocks of each stage (with virtual stages, of each chunk in "
+      "chain order), e.g. 8,4; balanced: chosen when the run starts from the blocks' measured "
+      "times; empty: the middle stages equal and the rest at the ends");
   shard_ = new QComboBox;
   shard_->addItems({"none", "optimizer", "gradients", "parameters"});
   shard_->setToolTip(
@@ -305,6 +312,7 @@ QLayout* ExperimentPanel::training_fields() {
   training->addRow("", sequence_parallel_);
   training->addRow("Pipeline stages", pipeline_stages_);
   training->addRow("Virtual stages", virtual_stages_);
+  training->addRow("Stage split", pipeline_split_);
   return training;
 }
 
@@ -376,7 +384,8 @@ void ExperimentPanel::connect_fields() {
   for (auto* combo : {attention_, device_, data_, shard_, finetune_, base_precision_}) {
     connect(combo, &QComboBox::currentTextChanged, this, &ExperimentPanel::revalidate);
   }
-  for (auto* edit : {name_, policies_, offload_, batch_, precision_, budget_, data_file_}) {
+  for (auto* edit :
+       {name_, policies_, offload_, batch_, precision_, budget_, data_file_, pipeline_split_}) {
     connect(edit, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
   }
   connect(max_batch_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
@@ -437,6 +446,7 @@ QWidget* ExperimentPanel::field_for(const QString& key) const {
       {"sequence_parallel", sequence_parallel_},
       {"pp", pipeline_stages_},
       {"virtual_stages", virtual_stages_},
+      {"pp_split", pipeline_split_},
       {"finetune", finetune_},
       {"lora_rank", lora_rank_},
       {"lora_alpha", lora_alpha_},
@@ -484,6 +494,7 @@ void ExperimentPanel::revalidate() {
       if (pipeline_stages() > 1) {
         runs += QString(", blocks over %1 stages").arg(pipeline_stages());
         if (virtual_stages() > 1) runs += QString(" of %1 chunks").arg(virtual_stages());
+        if (!pipeline_split().isEmpty()) runs += QString(" split %1").arg(pipeline_split());
       }
     }
     if (!skipped.empty()) {
@@ -535,6 +546,7 @@ int ExperimentPanel::tensor_ranks() const { return tensor_ranks_->value(); }
 bool ExperimentPanel::sequence_parallel() const { return sequence_parallel_->isChecked(); }
 int ExperimentPanel::pipeline_stages() const { return pipeline_stages_->value(); }
 int ExperimentPanel::virtual_stages() const { return virtual_stages_->value(); }
+QString ExperimentPanel::pipeline_split() const { return pipeline_split_->text().trimmed(); }
 
 bool ExperimentPanel::can_start() const {
   return problem_.isEmpty() && !running_ && read_only_reason_.isEmpty();

@@ -49,6 +49,9 @@ class ExperimentPanel : public QWidget {
   bool sequence_parallel() const;
   int pipeline_stages() const;
   int virtual_stages() const;  // model chunks per pipeline stage
+  // The blocks of each stage's chunks as --pp-split takes them: "" (the rule), "balanced" or
+  // a list ("8,4").
+  QString pipeline_split() const;
   bool data_parallel() const {
     return ranks() > 1 || shard() != "none" || tensor_ranks() > 1 || sequence_parallel() ||
            pipeline_stages() > 1 || virtual_stages() > 1;
@@ -118,6 +121,7 @@ class ExperimentPanel : public QWidget {
   QCheckBox* sequence_parallel_field() const { return sequence_parallel_; }
   QSpinBox* pipeline_stages_field() const { return pipeline_stages_; }
   QSpinBox* virtual_stages_field() const { return virtual_stages_; }
+  QLineEdit* pipeline_split_field() const { return pipeline_split_; }
   QSpinBox* accum_field() const { return accum_; }
   QComboBox* finetune_field() const { return finetune_; }
   QSpinBox* lora_rank_field() const { return lora_rank_; }
@@ -236,6 +240,7 @@ class ExperimentPanel : public QWidget {
   QCheckBox* sequence_parallel_;
   QSpinBox* pipeline_stages_;
   QSpinBox* virtual_stages_;
+  QLineEdit* pipeline_split_;
   QComboBox* finetune_;
   QSpinBox* lora_rank_;
   QDoubleSpinBox* lora_alpha_;

@@ -8,8 +8,47 @@
 #include "experiment_panel.h"
 #include "field_errors.h"
 #include "parallel/pipeline_schedule.h"
+#include "run/pipeline_config.h"
 
 namespace rematlab::ui {
+namespace {
+
+// Which blocks each stage runs, and how many micro-batches' chunks it holds at once; empty where
+// validate() refuses the pipeline (the problem line names why) or there is none.
+QString stages_preview(int layers, int stages, int chunks, int accum, const QString& split) {
+  if (stages < 2 || stages * chunks > layers || accum < stages ||
+      (chunks > 1 && accum % stages != 0)) {
+    return {};
+  }
+  if (split == kBalancedSplit) {
+    return "\nStage split: chosen when the run starts, from the blocks' measured times";
+  }
+  std::vector<int64_t> bounds;
+  try {
+    bounds = chunk_block_bounds(layers, stages * chunks, parse_pp_split(split.toStdString()));
+  } catch (const std::exception&) {
+    return {};  // a split of another count or sum
+  }
+  const parallel::PipelineSchedule schedule(stages, chunks, accum);
+  QStringList parts;
+  for (int stage = 0; stage < stages; ++stage) {
+    QStringList blocks;
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      const auto at = static_cast<std::size_t>(chunk * stages + stage);
+      const int64_t first = bounds[at];
+      const int64_t last = bounds[at + 1] - 1;
+      blocks << (first == last ? QString::number(first) : QString("%1–%2").arg(first).arg(last));
+    }
+    parts << QString("%1: blocks %2, %3 in flight")
+                 .arg(stage)
+                 .arg(blocks.join(" and "))
+                 .arg(schedule.most_in_flight(stage));
+  }
+  return QString("\nStages (%1): ").arg(chunks == 1 ? "1F1B" : "interleaved 1F1B") +
+         parts.join("; ");
+}
+
+}  // namespace
 
 void ExperimentPanel::update_preview() {
   QStringList preview;
@@ -28,32 +67,8 @@ void ExperimentPanel::update_preview() {
     }
   }
   QString text = "Segments of each policy:\n" + preview.join("\n");
-  const int stages = pipeline_stages_->value();
-  const int chunks = virtual_stages_->value();
-  const int accum = accum_->value();
-  // What validate() refuses the problem line names; the preview shows only what can run.
-  if (stages > 1 && stages * chunks <= layers_->value() && accum >= stages &&
-      (chunks == 1 || accum % stages == 0)) {
-    // Which blocks each stage runs, and how many micro-batches' chunks it holds at once.
-    const std::vector<int64_t> bounds = stage_block_bounds(layers_->value(), stages * chunks);
-    const parallel::PipelineSchedule schedule(stages, chunks, accum);
-    QStringList parts;
-    for (int stage = 0; stage < stages; ++stage) {
-      QStringList blocks;
-      for (int chunk = 0; chunk < chunks; ++chunk) {
-        const auto at = static_cast<std::size_t>(chunk * stages + stage);
-        const int64_t first = bounds[at];
-        const int64_t last = bounds[at + 1] - 1;
-        blocks << (first == last ? QString::number(first) : QString("%1–%2").arg(first).arg(last));
-      }
-      parts << QString("%1: blocks %2, %3 in flight")
-                   .arg(stage)
-                   .arg(blocks.join(" and "))
-                   .arg(schedule.most_in_flight(stage));
-    }
-    text += QString("\nStages (%1): ").arg(chunks == 1 ? "1F1B" : "interleaved 1F1B") +
-            parts.join("; ");
-  }
+  text += stages_preview(layers_->value(), pipeline_stages_->value(), virtual_stages_->value(),
+                         accum_->value(), pipeline_split());
   if (preview_->toPlainText() != text) preview_->setPlainText(text);
 }
 

@@ -11,6 +11,7 @@
 #include "common/errors.h"
 #include "experiment_panel.h"
 #include "launch/rank_launch.h"
+#include "run/pipeline_config.h"
 #include "run/run_config.h"
 #include "sweep/sweep_spec.h"
 
@@ -120,10 +121,13 @@ nlohmann::ordered_json ExperimentPanel::build_spec() const {
 nlohmann::ordered_json ExperimentPanel::form_values() const {
   try {
     nlohmann::ordered_json values = build_spec();
-    values["data_parallel"] = {
-        {"ranks", ranks()},        {"shard", shard().toStdString()},
-        {"tp", tensor_ranks()},    {"sequence_parallel", sequence_parallel()},
-        {"pp", pipeline_stages()}, {"virtual_stages", virtual_stages()}};
+    values["data_parallel"] = {{"ranks", ranks()},
+                               {"shard", shard().toStdString()},
+                               {"tp", tensor_ranks()},
+                               {"sequence_parallel", sequence_parallel()},
+                               {"pp", pipeline_stages()},
+                               {"virtual_stages", virtual_stages()},
+                               {"pp_split", pipeline_split().toStdString()}};
     return values;
   } catch (const InvalidInput&) {
     return {};
@@ -148,6 +152,7 @@ void ExperimentPanel::check_data_parallel(const std::vector<SweepPoint>& points)
   config.sequence_parallel = sequence_parallel();
   config.pp = pipeline_stages();
   config.virtual_stages = virtual_stages();
+  set_pp_split(config, pipeline_split().toStdString());
   validate(config);  // a shard the run refuses names --shard, which the form calls Shard
 }
 
@@ -297,6 +302,9 @@ void ExperimentPanel::load_parallel_fields(const nlohmann::ordered_json& spec) {
       parallel["virtual_stages"].is_number_integer()) {
     set_integer(virtual_stages_, parallel["virtual_stages"]);
   }
+  const bool has_split =
+      parallel.is_object() && parallel.contains("pp_split") && parallel["pp_split"].is_string();
+  pipeline_split_->setText(has_split ? text_of(parallel["pp_split"]) : QString());
 }
 
 void ExperimentPanel::add_policy(const QString& policy) {

@@ -357,7 +357,7 @@ void MainWindow::on_sweep_requested(const QString& spec_json) {
     emit startDataParallel(
         spec_json,
         {panel_->ranks(), panel_->shard(), panel_->tensor_ranks(), panel_->sequence_parallel(),
-         panel_->pipeline_stages(), panel_->virtual_stages()},
+         panel_->pipeline_stages(), panel_->virtual_stages(), panel_->pipeline_split()},
         database_);
   } else {
     emit startSweep(spec_json, database_);

@@ -34,6 +34,7 @@ struct RankLayout {
   bool sequence_parallel = false;
   int pipeline_stages = 1;
   int virtual_stages = 1;
+  QString pipeline_split;  // as --pp-split takes it; empty: the rule's
 };
 
 }  // namespace rematlab::ui

@@ -67,11 +67,7 @@ void DistOptions::apply(RunConfig& config) const {
   if (pp_) config.pp = *pp_;
   if (ep_) config.ep = *ep_;
   if (virtual_stages_) config.virtual_stages = *virtual_stages_;
-  if (pp_split_ == kBalancedSplit) {
-    config.pp_split_balanced = true;
-  } else if (!pp_split_.empty()) {
-    config.pp_split = parse_pp_split(pp_split_);
-  }
+  if (!pp_split_.empty()) set_pp_split(config, pp_split_);  // else --config's, or the rule
   if (sequence_parallel_) config.sequence_parallel = true;
   if (!bucket_size_.empty()) config.bucket_bytes = parse_byte_size(bucket_size_, "--bucket-size");
   if (timeout_s_ && !(*timeout_s_ >= 1.0 && *timeout_s_ <= 86400.0)) {

@@ -24,4 +24,8 @@ std::vector<int64_t> parse_pp_split(const std::string& text);
 // --pp-split's word for a split chosen from the chain's measured costs (plan/balanced_split.h).
 inline constexpr const char* kBalancedSplit = "balanced";
 
+// The split `text` names, as --pp-split and the window's Stage split take it: "balanced", a list
+// (parse_pp_split), or "" for the rule's. Throws InvalidInput("--pp-split") as parse_pp_split.
+void set_pp_split(RunConfig& config, const std::string& text);
+
 }  // namespace rematlab
