@@ -230,15 +230,20 @@ TEST(ScaleView, OneSearchAtATimeAndTheExportCopiedAndSavedWhole) {
             QStringList{"layout.json"});
 }
 
+// `small` at fp32 on `gpus` consumer GPUs of one node, searched among the layouts the engine
+// runs; true once its answer is listed.
+bool plan_runnable_small(ScaleView* view, int gpus, int global_batch) {
+  fill(view, "small", "rtx4090", gpus, 256, global_batch);
+  view->gpus_per_node_field()->setValue(gpus);
+  view->precision_field()->setCurrentText("fp32");
+  view->runnable_here_field()->setChecked(true);
+  return plan_and_wait(view);
+}
+
 TEST(ScaleView, TryItHereGivesTheFormTheLayout) {
   Bench bench;
   ScaleView* view = bench.window.scale_view();
-  // A small model on four consumer GPUs at fp32, searched among the layouts the engine runs.
-  fill(view, "small", "rtx4090", 4, 256, 16);
-  view->gpus_per_node_field()->setValue(4);
-  view->precision_field()->setCurrentText("fp32");
-  view->runnable_here_field()->setChecked(true);
-  ASSERT_TRUE(plan_and_wait(view));
+  ASSERT_TRUE(plan_runnable_small(view, 4, 16));
   ASSERT_FALSE(view->listed().empty());
   for (const auto& listed : view->listed()) EXPECT_TRUE(listed.engine_lacks.empty());
   view->choose(static_cast<int>(view->listed().size()) - 1);
@@ -258,12 +263,8 @@ TEST(ScaleView, TryItHereGivesTheFormTheLayout) {
 TEST(ScaleView, TryItHereGivesTheFormAPipelineWithItsMicroBatches) {
   Bench bench;
   ScaleView* view = bench.window.scale_view();
-  // Two GPUs and every stage count fixed: one pipeline of two stages, which the engine runs.
-  fill(view, "small", "rtx4090", 2, 256, 8);
-  view->gpus_per_node_field()->setValue(2);
-  view->precision_field()->setCurrentText("fp32");
-  view->runnable_here_field()->setChecked(true);
-  ASSERT_TRUE(plan_and_wait(view));
+  // Two GPUs: one pipeline of two stages, which the engine runs.
+  ASSERT_TRUE(plan_runnable_small(view, 2, 8));
   int pipelined = -1;
   for (std::size_t i = 0; i < view->listed().size(); ++i) {
     EXPECT_TRUE(view->listed()[i].engine_lacks.empty());
@@ -285,11 +286,7 @@ TEST(ScaleView, TryItHereGivesTheFormPipelinesThatShardTheirStagesOptimizerState
   Bench bench;
   ScaleView* view = bench.window.scale_view();
   // Four GPUs: two pipelines of two stages, ZeRO 1 over each stage's two data ranks.
-  fill(view, "small", "rtx4090", 4, 256, 16);
-  view->gpus_per_node_field()->setValue(4);
-  view->precision_field()->setCurrentText("fp32");
-  view->runnable_here_field()->setChecked(true);
-  ASSERT_TRUE(plan_and_wait(view));
+  ASSERT_TRUE(plan_runnable_small(view, 4, 16));
   int sharded = -1;
   for (std::size_t i = 0; i < view->listed().size() && sharded < 0; ++i) {
     const layout::Layout& each = view->listed()[i].layout;
