@@ -447,15 +447,25 @@ TEST(LayoutExport, APipelineRunsHereWithItsStagesTensorRanksAndMicroBatches) {
   gradients_sharded.zero = 2;
   Layout parameters_sharded = sharded;
   parameters_sharded.zero = 3;
-  const std::vector<std::pair<Layout, std::string>> lacking = {
-      {gradients_sharded, "sharded gradients (ZeRO 2) on pipeline stages with a tied head"},
-      {parameters_sharded, "sharded parameters (ZeRO 3) on pipeline stages"},
+  // ZeRO 2 over data ranks alone: one micro-batch a step runs as the planner counts it; over
+  // more (a pipeline's always) the engine holds the gradients whole until the last one.
+  Layout data_ranks_only;
+  data_ranks_only.dp = 2;
+  data_ranks_only.zero = 2;
+  data_ranks_only.accum = 1;
+  EXPECT_TRUE(LayoutEvaluator(request).evaluate(data_ranks_only).engine_lacks.empty());
+  Layout accumulated = data_ranks_only;
+  accumulated.accum = 4;
+  const std::vector<std::pair<Layout, std::vector<std::string>>> lacking = {
+      {gradients_sharded,
+       {"sharded gradients (ZeRO 2) on pipeline stages with a tied head",
+        "ZeRO 2 reducing every micro-batch"}},
+      {parameters_sharded, {"sharded parameters (ZeRO 3) on pipeline stages"}},
+      {accumulated, {"ZeRO 2 reducing every micro-batch"}},
   };
-  for (const auto& [layout, lack] : lacking) {
-    Layout given = layout;
-    given.accum = 4;
-    const LayoutEvaluation evaluation = LayoutEvaluator(request).evaluate(given);
-    EXPECT_EQ(evaluation.engine_lacks, std::vector<std::string>{lack}) << layout_name(given);
+  for (const auto& [layout, lacks] : lacking) {
+    const LayoutEvaluation evaluation = LayoutEvaluator(request).evaluate(layout);
+    EXPECT_EQ(evaluation.engine_lacks, lacks) << layout_name(layout);
     EXPECT_TRUE(rematlab_run(request, evaluation).text.empty());
   }
   // Interleaved: the engine's own schedule, with the same chunks.

@@ -560,6 +560,9 @@ LayoutEvaluation LayoutEvaluator::evaluate(const Layout& layout, bool detail) {
   if (!shard_trains_in(engine_shard(layout), request_.precision)) {
     result.engine_lacks.push_back("sharded parameters in " + to_string(request_.precision));
   }
+  if (const std::string lack = engine_sharding_lack(layout); !lack.empty()) {
+    result.engine_lacks.push_back(lack);
+  }
   finish_step(layout, place_stages(layout, detail, result), result);
   result.device_fits = result.memory.total() <= cluster.gpu.memory_bytes;
   result.fits =

@@ -40,6 +40,15 @@ std::string engine_pipeline_lack(const LayoutRequest& request, const Layout& lay
   return "";
 }
 
+std::string engine_sharding_lack(const Layout& layout) {
+  // The engine reduces a ZeRO 2 step's gradients at its last micro-batch only: they stay whole
+  // while the others accumulate, where the planner counts buckets reduced every micro-batch.
+  if (engine_shard(layout) == ShardMode::kGradients && layout.accum > 1) {
+    return "ZeRO 2 reducing every micro-batch";
+  }
+  return "";
+}
+
 std::string engine_experts_lack(const LayoutRequest& request, const Layout& layout) {
   if (!request.arch.moe.enabled()) return "";
   if (layout.pp > 1) return "experts on pipeline stages";

@@ -228,7 +228,7 @@ void PipelineExchange::use_layout(TensorParallelLayout layout) {
 void PipelineExchange::attach(const std::vector<torch::Tensor>& params) {
   params_ = params;
   if (!stage_) return;
-  const bool tied_counted_first = last() && !first() && tied_.defined();
+  const bool tied_counted_first = counts_tied_elsewhere();
   if (tensor_ && tied_counted_first) tensor_->count_elsewhere(tied_);
   stage_->attach(params);
   if (!sharded()) return;
@@ -305,7 +305,7 @@ void PipelineExchange::add_tied_gradients() {
 // This stage's share of the squared gradient norm, the tied weight's counted once (on the first
 // stage), and every split parameter's parts once over its tensor ranks.
 double PipelineExchange::stage_squares() {
-  const bool skip_tied = last() && !first() && tied_.defined();
+  const bool skip_tied = counts_tied_elsewhere();
   if (tensor_) return tensor_->squared_norm(skip_tied ? tied_ : torch::Tensor());
   std::vector<torch::Tensor> grads;
   for (const torch::Tensor& param : params_) {
@@ -317,7 +317,7 @@ double PipelineExchange::stage_squares() {
 
 std::optional<double> PipelineExchange::step(torch::optim::Optimizer& optimizer, double max_norm) {
   // The stage's gradients are averaged over its data ranks already (finish_micro_batches): every
-  // pipeline's stage s holds the same ones, and the norm is one pipeline's.
+  // pipeline's stage s holds the same ones, and (unsharded) the norm is one pipeline's.
   if (tied_.defined()) add_tied_gradients();
   if (sharded()) {
     optimizer_ = &optimizer;

@@ -136,6 +136,8 @@ class PipelineExchange final : public GradientExchange {
   void add_tied_gradients();
 
   double stage_squares();
+  // The tied head is in the norm once, on the first stage: the last leaves it out.
+  bool counts_tied_elsewhere() const { return last() && !first() && tied_.defined(); }
   // The exchange over the stage's data ranks (its tensor part's, with tensor ranks), and whether
   // it shards model states over them. Only with more than one rank a stage.
   DataExchange& stage_data() const;
