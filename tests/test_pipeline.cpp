@@ -608,6 +608,46 @@ TEST(Pipeline, TwoStagesOfTwoTensorRanksAsTwoDataRanksTrainLikeOneProcessOnEight
   }
 }
 
+// What each rank of a sharded pipeline holds between steps: its stage's weights whole, and of
+// the AdamW moments (ZeRO 1) and the gradients too (ZeRO 2) its data rank's share, on three
+// stages (a middle one holding neither the embedding nor the head).
+TEST(Pipeline, ShardedStagesHoldTheirDataRanksShareOfTheirStates) {
+  auto ranks_of = [](const std::string& flags) {
+    const testing::CliResult ran = testing::cli(
+        "run --preset tiny --arch llama --layers 3 --batch 2 --threads 1 --steps 1 --nproc 6 "
+        "--pp 3 --accum 3 --json " +
+        flags);
+    EXPECT_EQ(ran.exit_code, 0) << flags << ": " << ran.err;
+    std::map<int64_t, nlohmann::json> by_rank;
+    if (ran.exit_code != 0) return by_rank;
+    const nlohmann::json summary = testing::last_line_json(ran.out);
+    for (const nlohmann::json& rank : summary.at("ranks")) {
+      by_rank[rank.at("rank").get<int64_t>()] = rank;
+    }
+    return by_rank;
+  };
+  const auto whole = ranks_of("--shard none");
+  const auto optimizer = ranks_of("--shard optimizer");
+  const auto gradients = ranks_of("--shard gradients");
+  ASSERT_EQ(whole.size(), 6u);
+  ASSERT_EQ(optimizer.size(), 6u);
+  ASSERT_EQ(gradients.size(), 6u);
+  for (int64_t rank = 0; rank < 6; ++rank) {
+    auto bytes = [rank](const std::map<int64_t, nlohmann::json>& ranks, const char* field) {
+      return static_cast<double>(ranks.at(rank).at(field).get<int64_t>());
+    };
+    // Each bucket is padded to a multiple of the two data ranks: a few values each.
+    const double slack = 64.0;
+    EXPECT_NEAR(bytes(optimizer, "param_bytes"), bytes(whole, "param_bytes"), slack) << rank;
+    EXPECT_NEAR(bytes(optimizer, "optimizer_bytes"), bytes(whole, "optimizer_bytes") / 2, slack)
+        << rank;
+    EXPECT_NEAR(bytes(optimizer, "grad_bytes"), bytes(whole, "grad_bytes"), slack) << rank;
+    EXPECT_NEAR(bytes(gradients, "optimizer_bytes"), bytes(whole, "optimizer_bytes") / 2, slack)
+        << rank;
+    EXPECT_NEAR(bytes(gradients, "grad_bytes"), bytes(whole, "grad_bytes") / 2, slack) << rank;
+  }
+}
+
 // A case's name, which names its result files: a policy's slashes (stages:) are no folders.
 std::string case_name(const std::string& arch, std::string policy) {
   std::replace(policy.begin(), policy.end(), '/', '|');
