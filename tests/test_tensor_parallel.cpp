@@ -686,6 +686,9 @@ TEST(TensorParallel, LayoutsThatCannotSplitAreRefusedBeforeAnythingStarts) {
        "--tp: 2 tensor ranks cannot split the shared expert's width 33"},
       {"--nproc 4 --tp 2 --arch llama --experts 4 --ep 2",
        "--tp: does not combine with expert parallelism"},
+      // A dense model: what is wrong is --ep, as estimate and layout say.
+      {"--nproc 4 --tp 2 --ep 2",
+       "--ep: splits a mixture of experts' experts; this model has none"},
   };
   for (const auto& [flags, message] : refused) {
     const testing::CliResult result = testing::cli(

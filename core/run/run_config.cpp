@@ -235,6 +235,9 @@ void validate_fine_tuning(const RunConfig& config) {
 // (Adapters on experts are refused with the model, before any layout.)
 void validate_expert_parallel(const RunConfig& config) {
   if (config.ep > 1) {
+    // A dense model has no experts to split, whatever else the layout has (as estimate and
+    // layout say).
+    if (!config.model.moe.enabled()) validate_expert_ranks(config.ep, config.model.moe, 1);
     // Before the ranks are counted: tensor or pipeline ranks leave fewer data ranks, which is
     // not what is wrong.
     const char* not_built = config.tp > 1 ? "--tp" : config.pp > 1 ? "--pp" : nullptr;
