@@ -21,6 +21,7 @@ list of policies, each a row per layout; `--layouts` a comma-separated list of N
 import argparse
 import os
 import sqlite3
+import sys
 import tempfile
 
 from cli_json import last_json
@@ -55,6 +56,8 @@ def main():
     parser.add_argument("--checkpoint", default="none")
     parser.add_argument("--layouts", default="2:1,2:2,4:1,4:2,4:4")
     args = parser.parse_args()
+    for layout in args.layouts.split(","):
+        layout_flags(layout)  # every layout read before anything runs
     print(f"moe-tiny refined: {args.layers} blocks, d {args.d_model}, {args.experts} experts of "
           f"SwiGLU {args.expert_hidden}, 2 a token, seq {args.seq_len}, batch {args.batch} per "
           f"rank, fp32 AdamW, {args.steps} steps (1 warm-up), 1 thread a rank")
@@ -76,6 +79,10 @@ def layout_flags(layout):
     tensor = parts[2] if len(parts) > 2 else "1"
     sp = tensor.endswith("sp")
     tp = tensor[:-2] if sp else tensor
+    if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts[:2] + [tp]):
+        print(f"expert_parallel_table.py: --layouts: '{layout}' is not N:E or N:E:T[sp] "
+              "(e.g. 4:1:2sp)", file=sys.stderr)
+        raise SystemExit(2)
     flags = ["--nproc", parts[0], "--ep", parts[1], "--tp", tp]
     return flags + (["--sequence-parallel"] if sp else []), tp + ("+SP" if sp else "")
 
