@@ -266,6 +266,13 @@ TEST(ExperimentPanel, TheStageSplitIsRememberedWithThePipeline) {
   panel->load_spec(values);
   EXPECT_EQ(panel->pipeline_stages(), 2);
   EXPECT_EQ(panel->pipeline_split(), "3,1");
+  // Back to one process, the split left in its field is refused there, not dropped.
+  panel->pipeline_stages_field()->setValue(1);
+  panel->ranks_field()->setValue(1);
+  EXPECT_TRUE(panel->problem().startsWith(
+      "Stage split: splits the blocks between pipeline stages: give Pipeline stages 2"))
+      << panel->problem().toStdString();
+  EXPECT_TRUE(panel->pipeline_split_field()->property("invalid").toBool());
 }
 
 // Integers beyond a field's range (hand-edited) are held to it, never wrapped to another value:

@@ -273,7 +273,9 @@ TEST(ScaleView, TryItHereGivesTheFormAPipelineWithItsMicroBatches) {
   ASSERT_GE(pipelined, 0) << "no two-stage layout listed";
   view->choose(pipelined);
   ASSERT_TRUE(view->try_button()->isEnabled());
+  bench.panel->pipeline_split_field()->setText("5,7");  // the planner splits by the rule
   view->try_button()->click();
+  EXPECT_TRUE(bench.panel->pipeline_split().isEmpty());
   const layout::Layout& chosen = view->chosen()->layout;
   EXPECT_EQ(bench.panel->ranks_field()->value(), 2);
   EXPECT_EQ(bench.panel->pipeline_stages_field()->value(), 2);

@@ -203,7 +203,9 @@ TEST(WindowRanks, AStageSplitFromTheFormIsCheckedShownRunAndRecorded) {
   split->setText("balanced");
   EXPECT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
   EXPECT_TRUE(bench.panel->segments_preview()->toPlainText().contains(
-      "Stage split: chosen when the run starts, from the blocks' measured times"));
+      "Stages (1F1B): 0: 2 in flight; 1: 1 in flight\nStage split: chosen when the run starts, "
+      "from the blocks' measured times"))
+      << bench.panel->segments_preview()->toPlainText().toStdString();
   split->setText("3,1");
   ASSERT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
   EXPECT_FALSE(split->property("invalid").toBool());

@@ -54,7 +54,7 @@ class ExperimentPanel : public QWidget {
   QString pipeline_split() const;
   bool data_parallel() const {
     return ranks() > 1 || shard() != "none" || tensor_ranks() > 1 || sequence_parallel() ||
-           pipeline_stages() > 1 || virtual_stages() > 1;
+           pipeline_stages() > 1 || virtual_stages() > 1 || !pipeline_split().isEmpty();
   }
   // The first combination that checkpoints: what the gradient check compares against none.
   // nullopt when the form is invalid or every policy is none (check_problem() says which).

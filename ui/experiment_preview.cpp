@@ -14,18 +14,20 @@ namespace rematlab::ui {
 namespace {
 
 // Which blocks each stage runs, and how many micro-batches' chunks it holds at once; empty where
-// validate() refuses the pipeline (the problem line names why) or there is none.
+// validate() refuses the pipeline (the problem line names why) or there is none. A balanced
+// split's blocks are known once the run has measured them; what each stage holds in flight is
+// the schedule's either way.
 QString stages_preview(int layers, int stages, int chunks, int accum, const QString& split) {
   if (stages < 2 || stages * chunks > layers || accum < stages ||
       (chunks > 1 && accum % stages != 0)) {
     return {};
   }
-  if (split == kBalancedSplit) {
-    return "\nStage split: chosen when the run starts, from the blocks' measured times";
-  }
+  const bool balanced = split == kBalancedSplit;
   std::vector<int64_t> bounds;
   try {
-    bounds = chunk_block_bounds(layers, stages * chunks, parse_pp_split(split.toStdString()));
+    if (!balanced) {
+      bounds = chunk_block_bounds(layers, stages * chunks, parse_pp_split(split.toStdString()));
+    }
   } catch (const std::exception&) {
     return {};  // a split of another count or sum
   }
@@ -33,19 +35,20 @@ QString stages_preview(int layers, int stages, int chunks, int accum, const QStr
   QStringList parts;
   for (int stage = 0; stage < stages; ++stage) {
     QStringList blocks;
-    for (int chunk = 0; chunk < chunks; ++chunk) {
+    for (int chunk = 0; chunk < chunks && !balanced; ++chunk) {
       const auto at = static_cast<std::size_t>(chunk * stages + stage);
       const int64_t first = bounds[at];
       const int64_t last = bounds[at + 1] - 1;
       blocks << (first == last ? QString::number(first) : QString("%1–%2").arg(first).arg(last));
     }
-    parts << QString("%1: blocks %2, %3 in flight")
-                 .arg(stage)
-                 .arg(blocks.join(" and "))
-                 .arg(schedule.most_in_flight(stage));
+    const QString held = QString("%1 in flight").arg(schedule.most_in_flight(stage));
+    parts << QString("%1: ").arg(stage) +
+                 (balanced ? held : QString("blocks %1, ").arg(blocks.join(" and ")) + held);
   }
   return QString("\nStages (%1): ").arg(chunks == 1 ? "1F1B" : "interleaved 1F1B") +
-         parts.join("; ");
+         parts.join("; ") +
+         (balanced ? "\nStage split: chosen when the run starts, from the blocks' measured times"
+                   : "");
 }
 
 }  // namespace

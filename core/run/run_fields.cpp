@@ -329,12 +329,8 @@ const std::map<std::string, Setter>& setters() {
            } else if (!v.is_string()) {
              throw InvalidInput(f, "must be block counts, as a list or as text (\"3,5\"), got " +
                                        brief_json(v));
-           } else if (as_text(v, f) == kBalancedSplit) {
-             c.pp_split.clear();
-             c.pp_split_balanced = true;
            } else {
-             c.pp_split = parse_pp_split(as_text(v, f));
-             c.pp_split_balanced = false;
+             set_pp_split(c, as_text(v, f));
            }
          } catch (const InvalidInput& error) {
            throw InvalidInput(f, error.reason_words());
