@@ -590,6 +590,12 @@ TEST(Pipeline, TwoStagesOfTwoTensorRanksAsTwoDataRanksTrainLikeOneProcessOnEight
       // stage only, every stage's shards in the norm.
       {"pp2_tp2_dp2_gpt_zero1",
        with(stage_fields("gpt", 2), {{"tp", 2}, {"steps", 10}, {"shard", "optimizer"}})},
+      // And the gradients sharded too, clipped, beside tensor ranks under sequence parallelism.
+      {"pp2_tp2_sp_dp2_llama_zero2", with(stage_fields("llama", 2), {{"tp", 2},
+                                                                     {"sequence_parallel", true},
+                                                                     {"kv_heads", 2},
+                                                                     {"steps", 10},
+                                                                     {"shard", "gradients"}})},
       {"pp2_tp2_sp_dp2_gpt_v2", with(stage_fields("gpt", 2), {{"tp", 2},
                                                               {"sequence_parallel", true},
                                                               {"layers", 4},
