@@ -156,16 +156,22 @@ TEST(WindowRanks, ATensorParallelRunFromTheFormIsRecordedWithItsLayout) {
   }
 }
 
+// The form as two pipeline stages of one rank each train it: micro-batches of 2 rows, `accum`
+// of them a step, `steps` steps.
+void fill_two_stages(Bench& bench, int accum, int steps) {
+  bench.panel->batch_field()->setText("2");
+  bench.panel->ranks_field()->setValue(2);
+  bench.panel->pipeline_stages_field()->setValue(2);
+  bench.panel->accum_field()->setValue(accum);
+  bench.panel->steps_field()->setValue(steps);
+}
+
 // Pipeline stages from the form: two ranks each run half the blocks in 1F1B order; the run is
 // recorded with its stages and both ranks' figures, the first holding more activations (two
 // micro-batches in flight against the last's one).
 TEST(WindowRanks, APipelineRunFromTheFormIsRecordedWithItsStages) {
   Bench bench;
-  bench.panel->batch_field()->setText("2");
-  bench.panel->ranks_field()->setValue(2);
-  bench.panel->pipeline_stages_field()->setValue(2);
-  bench.panel->accum_field()->setValue(4);
-  bench.panel->steps_field()->setValue(3);
+  fill_two_stages(bench, 4, 3);
   ASSERT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
   ASSERT_EQ(bench.run_sweep(), "ok") << bench.window.status_text().toStdString();
   const auto runs = bench.reader().runs();
@@ -187,12 +193,8 @@ TEST(WindowRanks, APipelineRunFromTheFormIsRecordedWithItsStages) {
 // stage by stage in the preview, run and recorded; balanced is said to be chosen at the start.
 TEST(WindowRanks, AStageSplitFromTheFormIsCheckedShownRunAndRecorded) {
   Bench bench;
-  bench.panel->batch_field()->setText("2");
   bench.panel->layers_field()->setValue(4);
-  bench.panel->ranks_field()->setValue(2);
-  bench.panel->pipeline_stages_field()->setValue(2);
-  bench.panel->accum_field()->setValue(2);
-  bench.panel->steps_field()->setValue(1);
+  fill_two_stages(bench, 2, 1);
   QLineEdit* split = bench.panel->pipeline_split_field();
   split->setText("1,1");
   EXPECT_EQ(bench.panel->problem(), "Stage split: gives 2 blocks in all; the model has 4");
@@ -224,11 +226,7 @@ TEST(WindowRanks, AStageSplitFromTheFormIsCheckedShownRunAndRecorded) {
 // the run ends cancelled with every rank gone.
 TEST(WindowRanks, StopSaysAPipelineEndsAfterItsStepAndRecordsItCancelled) {
   Bench bench;
-  bench.panel->batch_field()->setText("2");
-  bench.panel->ranks_field()->setValue(2);
-  bench.panel->pipeline_stages_field()->setValue(2);
-  bench.panel->accum_field()->setValue(4);
-  bench.panel->steps_field()->setValue(100000);
+  fill_two_stages(bench, 4, 100000);
   QSignalSpy ended(&bench.window, &MainWindow::sweepEnded);
   bench.panel->run_button()->click();
   wait_for_two_steps(bench.window, 1, 0, ended);

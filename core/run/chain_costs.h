@@ -5,6 +5,7 @@
 // them between steps), so a backward's new gradient is only a transient before it is added.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,7 +43,7 @@ struct ChainCosts {
   // in a profile kept before they were measured apart.
   double embedding_ms = 0.0;
   double head_ms = 0.0;
-  bool has_end_times() const { return embedding_ms == embedding_ms && head_ms == head_ms; }
+  bool has_end_times() const { return !std::isnan(embedding_ms) && !std::isnan(head_ms); }
   // A whole forward and backward under `none` over the sum of its pieces measured one by one
   // (each on hot caches): the stage, embedding and head times above are already scaled by it.
   double time_scale = 1.0;
