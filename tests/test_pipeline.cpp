@@ -734,9 +734,8 @@ TEST(Pipeline, LayoutsThatCannotRunAreRefusedBeforeAnythingStarts) {
       {"--nproc 4 --pp 2 --accum 2 --shard parameters",
        "--shard: sharding parameters is not built for pipeline stages yet"},
       {"--nproc 4 --pp 2 --accum 2 --shard gradients",
-       "--shard: gradients cannot be sharded on pipeline stages when the head is the token "
-       "embedding (tied): the first and last stage add its whole gradients; use --shard "
-       "optimizer"},
+       "--shard: gradients are not sharded on stages beside a tied head (the end stages add its "
+       "gradients whole); use --shard optimizer"},
       {"--nproc 2 --pp 2 --accum 2 --checkpoint stages:none/none/every:1",
        "--checkpoint: 'stages:none/none/every:1' gives 3 stages' policies for 2 pipeline stages"},
       {"--nproc 2 --pp 2 --accum 2 --virtual-stages 2 --checkpoint stages:none/every:1",

@@ -95,9 +95,8 @@ void validate_pipeline_policy_and_split(const RunConfig& config) {
   // shard it differently.
   if (shard == ShardMode::kGradients && config.model.tie_head) {
     throw InvalidInput("--shard",
-                       "gradients cannot be sharded on pipeline stages when the head "
-                       "is the token embedding (tied): the first and last stage add "
-                       "its whole gradients; use " +
+                       "gradients are not sharded on stages beside a tied head (the end "
+                       "stages add its gradients whole); use " +
                            setting("shard", "optimizer"));
   }
   if (parse_offload(config.offload).kind != OffloadKind::kNone) not_yet("--offload", "offload");
