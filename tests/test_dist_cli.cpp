@@ -134,10 +134,11 @@ TEST(DistCli, TwoLocalRanksReportAndRecordEveryRanksFigures) {
   EXPECT_EQ(store.steps(runs[0].id).size(), 4u);
 }
 
-// Under --shard gradients a bucket's whole gradients exist from its first gradient until
-// backward ends (each is released once all are reduced): the most held at once is at least one
-// bucket and at most the whole model's gradients, which it reaches here.
-TEST(DistCli, ShardedGradientsReportTheirWholeBucketsAsBuffers) {
+// Under --shard gradients a bucket's whole gradients exist from its first gradient until its
+// reduction is waited for, which happens once two later buckets are on the wire: the most held
+// at once is a few buckets, not the whole model's gradients (until every bucket was reduced at
+// the end of backward, it was all of them).
+TEST(DistCli, ShardedGradientsHoldAFewWholeBucketsAtOnceNotTheModels) {
   ScratchDir dir("distcli-buffers");
   const std::string db = dir.file("runs.sqlite");
   const auto result =
@@ -151,9 +152,9 @@ TEST(DistCli, ShardedGradientsReportTheirWholeBucketsAsBuffers) {
   ASSERT_EQ(record.result.ranks.size(), 2u);
   for (int rank = 0; rank < 2; ++rank) {
     const int64_t buffers = json["ranks"][rank]["buffer_peak_bytes"].get<int64_t>();
-    EXPECT_GE(buffers, whole) << json["ranks"][rank].dump();
-    EXPECT_LE(buffers, whole + 2 * 4 * 64) << json["ranks"][rank].dump();  // padded to 2 ranks
-    EXPECT_EQ(record.result.ranks[rank].buffer_peak_bytes, buffers);       // kept as reported
+    EXPECT_GE(buffers, 4096) << json["ranks"][rank].dump();  // a bucket at least
+    EXPECT_LE(buffers, whole / 2) << json["ranks"][rank].dump();
+    EXPECT_EQ(record.result.ranks[rank].buffer_peak_bytes, buffers);  // kept as reported
   }
 }
 

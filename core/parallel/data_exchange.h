@@ -48,7 +48,7 @@ class DataExchange : public GradientExchange {
 
   // The most bytes its communication buffers held at once over the run, beyond the model
   // states: whole units and their whole gradients (fully sharded), a bucket's whole gradients
-  // between backward and their reduction (gradients mode), gradients kept aside for a bucket
+  // from its first gradient until its reduction (gradients mode), gradients kept aside for a bucket
   // already sent, the copies of updated shards being gathered (sharded optimizer state).
   virtual int64_t buffer_peak_bytes() const = 0;
 };

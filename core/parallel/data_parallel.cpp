@@ -14,6 +14,10 @@ namespace {
 
 using torch::autograd::variable_list;
 
+// Gradients mode: buckets on the wire at once before the oldest is waited for (the layout
+// planner counts the same two).
+constexpr std::size_t kBucketsInFlight = 2;
+
 }  // namespace
 
 struct DataParallel::Engine {
@@ -23,9 +27,11 @@ struct DataParallel::Engine {
     torch::Tensor params_flat;  // sharded: the parameters (the model's are views into it)
     torch::Tensor shard_param;  // sharded: this rank's slice of params_flat
     torch::Tensor shard_grad;   // gradients mode: this rank's reduced slice, its own storage
-    std::size_t ready = 0;      // parameters accumulated in this backward
+    torch::Tensor scattered;    // NCCL gradients mode after a step's first round: the sum
+    std::size_t ready = 0;      // parameters accumulated in this round
     bool complete = false;
     bool sent = false;
+    bool summed = false;  // gradients mode: shard_grad holds an earlier round's sum this step
     c10::intrusive_ptr<c10d::Work> work;
   };
 
@@ -38,8 +44,12 @@ struct DataParallel::Engine {
   std::vector<int64_t> offset_of;      // per parameter, in its bucket
   std::vector<bool> accumulated;       // per parameter, in this backward
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // kept alive: hooks live there
-  bool armed = false;  // the step's last micro-batch: gradients are sent
+  bool armed = false;  // this backward's gradients are sent (see every_micro_batch)
+  // Gradients mode reduces every micro-batch's gradients into the shards (a round each), so no
+  // whole gradients outlive a backward; otherwise the step's last micro-batch is the one round.
+  bool every_micro_batch = false;
   std::size_t next_to_send = 0;
+  std::size_t next_to_harvest = 0;
   int64_t late_gradients = 0;
   BufferBytes buffers;  // gradients mode's whole buckets, late gradients
   CommTimer timer;
@@ -89,11 +99,14 @@ struct DataParallel::Engine {
   }
 
   variable_list before_accumulate(std::size_t param, const variable_list& grads) {
+    // Nothing to add (an accumulator reached by no gradient): no buffer to make for it; a
+    // bucket already sent and let go would otherwise get a whole one again.
+    if (grads.empty() || !grads[0].defined()) return grads;
     const std::size_t index = bucket_of[param];
     Bucket& bucket = buckets[index];
     // Sent means on the wire until finish(), armed or not: a pipeline disarms between its
     // chunks' last backwards.
-    if (bucket.sent && !grads.empty() && grads[0].defined()) {
+    if (bucket.sent) {
       // The bucket is on the wire and its buffer must not change: keep this part aside for
       // finish(), and hand the accumulator nothing (it skips an undefined gradient).
       torch::NoGradGuard no_grad;
@@ -113,7 +126,14 @@ struct DataParallel::Engine {
     Bucket& bucket = buckets[bucket_of[param]];
     if (++bucket.ready == layout[bucket_of[param]].slots.size()) bucket.complete = true;
     // Buckets go out in index order on every rank, whatever order they complete in.
-    while (next_to_send < buckets.size() && buckets[next_to_send].complete) send(next_to_send++);
+    while (next_to_send < buckets.size() && buckets[next_to_send].complete) {
+      send(next_to_send++);
+      // Gradients mode holds at most two buckets on the wire: the oldest is summed into its
+      // shard and its whole gradients let go while backward goes on.
+      while (shard == ShardMode::kGradients && next_to_send - next_to_harvest > kBucketsInFlight) {
+        harvest(next_to_harvest++);
+      }
+    }
   }
 
   // Gloo's reduce-scatter frees, on its own thread, a buffer it allocated on the caller's, so
@@ -146,40 +166,70 @@ struct DataParallel::Engine {
     ensure_gradients(index);
     Bucket& bucket = buckets[index];
     bucket.sent = true;
-    bucket.work = reduce(bucket.grads, bucket.shard_grad);
+    torch::Tensor& output = shard_output(index);
+    bucket.work = reduce(bucket.grads, output);
     timer.launched(bucket.work, device_timed());
   }
 
-  void finish() {
+  // Where a reduce-scatter writes this rank's shard: straight into shard_grad in a step's first
+  // round, beside it in the later ones (added in harvest()).
+  torch::Tensor& shard_output(std::size_t index) {
+    Bucket& bucket = buckets[index];
+    if (shard != ShardMode::kGradients || scatter_by_all_reduce() || !bucket.summed) {
+      return bucket.shard_grad;
+    }
+    bucket.scattered = torch::empty_like(bucket.shard_grad);
+    buffers.add(static_cast<int64_t>(bucket.scattered.nbytes()));
+    return bucket.scattered;
+  }
+
+  // A sent bucket's collective waited for; in gradients mode its sum added to this rank's shard
+  // and its whole gradients let go.
+  void harvest(std::size_t index) {
+    Bucket& bucket = buckets[index];
+    timer.blocking([&] { context->wait(bucket.work, "averaging gradients"); });
+    timer.waited(bucket.work);
+    bucket.work.reset();
+    if (shard != ShardMode::kGradients) return;
+    torch::NoGradGuard no_grad;
+    if (bucket.scattered.defined()) {
+      bucket.shard_grad.add_(bucket.scattered);
+      buffers.remove(static_cast<int64_t>(bucket.scattered.nbytes()));
+      bucket.scattered.reset();
+    } else if (scatter_by_all_reduce()) {
+      const torch::Tensor mine = take_shard(index, bucket.grads, bucket.shard_grad);
+      if (bucket.summed) {
+        bucket.shard_grad.add_(mine);
+      } else {
+        bucket.shard_grad.copy_(mine);
+      }
+    }
+    bucket.summed = true;
+    release_gradients(index);
+  }
+
+  // The end of a round: every bucket sent and summed, in the same order on every rank. At the
+  // step's last micro-batch the sums become averages.
+  void finish(bool last) {
     armed = false;
     // Buckets with a parameter that got no gradient (unused in this graph) go now.
     while (next_to_send < buckets.size()) send(next_to_send++);
-    for (std::size_t index = 0; index < buckets.size(); ++index) {
-      Bucket& bucket = buckets[index];
-      timer.blocking([&] { context->wait(bucket.work, "averaging gradients"); });
-      timer.waited(bucket.work);
-      bucket.work.reset();
-      if (scatter_by_all_reduce()) {
-        torch::NoGradGuard no_grad;
-        bucket.shard_grad.copy_(take_shard(index, bucket.grads, bucket.shard_grad));
-      }
-    }
+    while (next_to_harvest < buckets.size()) harvest(next_to_harvest++);
     send_late_gradients();
     torch::NoGradGuard no_grad;
     const double world = static_cast<double>(context->world_size());
-    for (std::size_t index = 0; index < buckets.size(); ++index) {
-      Bucket& bucket = buckets[index];
-      if (shard == ShardMode::kGradients) {
+    for (Bucket& bucket : buckets) {
+      if (last && shard == ShardMode::kGradients) {
         bucket.shard_grad.div_(world);
-        release_gradients(index);
-      } else {
+        bucket.summed = false;
+      } else if (last) {
         bucket.grads.div_(world);
       }
       bucket.ready = 0;
       bucket.complete = bucket.sent = false;
     }
     std::fill(accumulated.begin(), accumulated.end(), false);
-    next_to_send = 0;
+    next_to_send = next_to_harvest = 0;
   }
 
   // Gradients kept aside are averaged the same way and added. Every rank must issue the same
@@ -215,10 +265,18 @@ struct DataParallel::Engine {
   }
 };
 
+DataParallelOptions data_parallel_options(const RunConfig& config) {
+  // Interleaved stages alternate their chunks' backwards of different micro-batches: a round a
+  // micro-batch would reduce each chunk's buckets between another's.
+  return {parse_shard(config.shard), config.bucket_bytes, config.virtual_stages == 1};
+}
+
 DataParallel::DataParallel(std::shared_ptr<DistContext> context, DataParallelOptions options)
     : context_(std::move(context)), options_(options), engine_(std::make_shared<Engine>()) {
   engine_->context = context_;
   engine_->shard = options_.shard;
+  engine_->every_micro_batch =
+      options_.shard == ShardMode::kGradients && options_.reduce_every_micro_batch;
 }
 
 DataParallel::~DataParallel() = default;
@@ -347,10 +405,12 @@ std::vector<double> DataParallel::max_over_ranks(const std::vector<double>& loca
   return context_->max(local);
 }
 
-void DataParallel::before_backward(bool last) { engine_->armed = last; }
+void DataParallel::before_backward(bool last) {
+  engine_->armed = last || engine_->every_micro_batch;
+}
 
 void DataParallel::after_backward(bool last) {
-  if (last) engine_->finish();
+  if (last || engine_->every_micro_batch) engine_->finish(last);
 }
 
 std::optional<double> DataParallel::step(torch::optim::Optimizer& optimizer, double max_norm) {

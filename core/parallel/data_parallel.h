@@ -5,8 +5,9 @@
 //
 // Each bucket is one flat buffer and the parameters' .grad are views into it, so a bucket is
 // sent without a copy. A bucket is sent once every one of its parameters' accumulators has run
-// in the step's last micro-batch, and buckets are sent in the same order on every rank (a
-// collective must be issued in the same order everywhere). A gradient that arrives for a
+// in the step's last micro-batch (in gradients mode, in every micro-batch: each is reduced into
+// the shards, and the whole buffers let go), and buckets are sent in the same order on every
+// rank (a collective must be issued in the same order everywhere). A gradient that arrives for a
 // bucket already sent (a parameter accumulated twice) is kept aside and sent after backward,
 // so the result stays exact. Sharded: the model's parameters are views into flat per-bucket
 // buffers too; rank r owns shard r of each bucket, keeps AdamW state only for it, updates it,
@@ -24,6 +25,7 @@
 #include "parallel/data_exchange.h"
 #include "parallel/dist_context.h"
 #include "parallel/shard_update.h"
+#include "run/run_config.h"
 #include "run/shard_mode.h"
 
 namespace rematlab::parallel {
@@ -33,7 +35,15 @@ inline constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
 struct DataParallelOptions {
   ShardMode shard = ShardMode::kNone;
   int64_t bucket_bytes = kDefaultBucketBytes;
+  // Gradients mode: each micro-batch's gradients reduced into the shards as backward forms them,
+  // so none stay whole while the step's micro-batches accumulate. Off, they are reduced at the
+  // step's last micro-batch only (interleaved pipeline stages, whose chunks' backwards of
+  // different micro-batches alternate).
+  bool reduce_every_micro_batch = true;
 };
+
+// A run's: its --shard and bucket size; interleaved stages reduce at the last micro-batch.
+DataParallelOptions data_parallel_options(const RunConfig& config);
 
 class DataParallel final : public DataExchange {
  public:

@@ -212,6 +212,11 @@ void PipelineExchange::before_chunk_backward(bool last_of_chunk) {
   if (stage_) stage_->before_backward(last_of_chunk);
 }
 
+void PipelineExchange::after_chunk_backward(bool last_of_chunk) {
+  // The last is reduced in finish_micro_batches, once the sends are out.
+  if (stage_ && !last_of_chunk) stage_->after_backward(false);
+}
+
 void PipelineExchange::finish_micro_batches() {
   finish_sends();
   if (stage_) stage_->after_backward(true);

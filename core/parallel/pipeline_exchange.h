@@ -74,6 +74,9 @@ class PipelineExchange final : public GradientExchange {
   // Before each backward: `last_of_chunk`, the chunk's last micro-batch, after which its
   // gradients are whole and the stage's data ranks average them while the others run.
   void before_chunk_backward(bool last_of_chunk);
+  // After each backward: a stage whose data ranks reduce every micro-batch's gradients (sharded
+  // gradients, one chunk a rank) reduces this one's now.
+  void after_chunk_backward(bool last_of_chunk);
   // Once a step's micro-batches are done: every send went out, and the stage's gradients are
   // averaged over its data ranks and summed over its tensor ranks where each formed a part.
   void finish_micro_batches();

@@ -265,7 +265,8 @@ double Trainer::pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& 
     {
       ScopedMemoryPhase phase(MemoryPhase::kBackward);
       // Each chunk's backwards run in micro-batch order: its last one completes its gradients.
-      pipe.before_chunk_backward(action.micro_batch + 1 == config_.accum);
+      const bool last_of_chunk = action.micro_batch + 1 == config_.accum;
+      pipe.before_chunk_backward(last_of_chunk);
       if (pipe.ends_chain(action.chunk)) {
         loss_sum += flight.output.item<double>() * static_cast<double>(config_.accum);
         (scaler_ ? scaler_->scale(flight.output) : flight.output).backward();
@@ -278,6 +279,7 @@ double Trainer::pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& 
       if (!pipe.begins_chain(action.chunk)) {
         pipe.send_input_gradient(flight.input.grad(), action.chunk, action.micro_batch);
       }
+      pipe.after_chunk_backward(last_of_chunk);
     }
     metrics.backward_ms += elapsed_ms(start);
   }
