@@ -3,6 +3,7 @@
 
     python3 bench/layout_here.py [--cli build/app/rematlab-cli] [--presets small,llama-small]
     python3 bench/layout_here.py --moe       # a mixture of experts over data and expert ranks
+    python3 bench/layout_here.py --accum 4   # data parallelism while micro-batches accumulate
 
 This machine is described to `layout` by what it measures: `rematlab-cli peak --threads 1` for
 the FLOP/s one rank reaches (shared when there are more ranks than cores); Gloo all-reduces
@@ -54,6 +55,7 @@ dist.destroy_process_group()
 LAYOUTS = [  # label, ranks, tp, sequence parallel, zero (the engine's --shard), expert ranks
     ("DP 2", 2, 1, False, 0, 1),
     ("DP 2 ZeRO 1", 2, 1, False, 1, 1),
+    ("DP 2 ZeRO 2", 2, 1, False, 2, 1),
     ("DP 2 ZeRO 3", 2, 1, False, 3, 1),
     ("TP 2", 2, 2, False, 0, 1),
     ("TP 2 + SP", 2, 2, True, 0, 1),
@@ -133,6 +135,9 @@ def main():
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--policies", default="none,every:1")
+    parser.add_argument("--accum", type=int, default=1,
+                        help="micro-batches a step; above 1 only the data-parallel layouts (what "
+                        "sharding holds while micro-batches accumulate)")
     parser.add_argument("--moe", action="store_true",
                         help="a mixture of experts over data and expert ranks instead")
     args = parser.parse_args()
@@ -143,6 +148,8 @@ def main():
     else:
         models = {preset: ["--preset", preset] for preset in args.presets.split(",")}
         layouts = LAYOUTS
+    if args.accum > 1:
+        layouts = [layout for layout in layouts if layout[2] == 1 and layout[5] == 1]
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as scratch:  # measured now, kept nowhere
         peak = last_json([args.cli, "peak", "--threads", "1", "--json", "--db",
@@ -179,7 +186,7 @@ def main():
                     run = [args.cli, "run"] + model + experts + ["--seq-len", str(args.seq_len),
                            "--nproc", str(ranks), "--tp", str(tp), "--batch", str(args.batch),
                            "--checkpoint", policy, "--steps", "4", "--threads", "1", "--db", db,
-                           "--json"]
+                           "--accum", str(args.accum), "--json"]
                     if sp:
                         run.append("--sequence-parallel")
                     if dp > 1:
@@ -195,7 +202,8 @@ def main():
                         "--inter-node-bandwidth", str(bandwidth[ranks]),
                         "--collective-latency", str(fixed_latency),
                         "--intra-node-latency", str(step_latency), "--no-overlap", "--gpus", str(ranks),
-                        "--gpus-per-node", str(ranks), "--global-batch", str(args.batch * dp),
+                        "--gpus-per-node", str(ranks),
+                        "--global-batch", str(args.batch * dp * args.accum),
                         "--precision", "fp32", "--fragmentation", "0", "--tp", str(tp), "--pp", "1",
                         "--cp", "1", "--dp", str(dp), "--zero", str(zero), "--micro-batch",
                         str(args.batch), "--checkpoint", policy, "--offload", "none",

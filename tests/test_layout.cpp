@@ -447,21 +447,21 @@ TEST(LayoutExport, APipelineRunsHereWithItsStagesTensorRanksAndMicroBatches) {
   gradients_sharded.zero = 2;
   Layout parameters_sharded = sharded;
   parameters_sharded.zero = 3;
-  // ZeRO 2 over data ranks alone: one micro-batch a step runs as the planner counts it; over
-  // more (a pipeline's always) the engine holds the gradients whole until the last one.
+  // ZeRO 2 reduces every micro-batch's gradients into the shards, over data ranks alone or on
+  // stages of one chunk; interleaved stages hold them whole until the last one.
   Layout data_ranks_only;
   data_ranks_only.dp = 2;
   data_ranks_only.zero = 2;
-  data_ranks_only.accum = 1;
+  data_ranks_only.accum = 4;
   EXPECT_TRUE(LayoutEvaluator(request).evaluate(data_ranks_only).engine_lacks.empty());
-  Layout accumulated = data_ranks_only;
-  accumulated.accum = 4;
+  Layout interleaved_sharded = gradients_sharded;
+  interleaved_sharded.vp = 2;
   const std::vector<std::pair<Layout, std::vector<std::string>>> lacking = {
-      {gradients_sharded,
+      {gradients_sharded, {"sharded gradients (ZeRO 2) on pipeline stages with a tied head"}},
+      {interleaved_sharded,
        {"sharded gradients (ZeRO 2) on pipeline stages with a tied head",
-        "ZeRO 2 reducing every micro-batch"}},
+        "ZeRO 2 reducing every micro-batch on interleaved stages"}},
       {parameters_sharded, {"sharded parameters (ZeRO 3) on pipeline stages"}},
-      {accumulated, {"ZeRO 2 reducing every micro-batch"}},
   };
   for (const auto& [layout, lacks] : lacking) {
     const LayoutEvaluation evaluation = LayoutEvaluator(request).evaluate(layout);

@@ -284,7 +284,9 @@ int64_t LayoutEvaluator::buffer_bytes(const Layout& layout, const Stage& stage) 
     // Gathered whole: the running block and the next one prefetched, and one block's gradients.
     bytes += (2 * w + g) * stage.layer_parameters;
   } else if (layout.zero == 2 || states_offloaded(layout)) {
-    bytes += 2 * std::min(kBucketValues, stage.trained) * g;  // buckets being reduced
+    // Two buckets being reduced while backward fills the next, never more than the stage's
+    // gradients (a stage of one bucket holds its gradients whole once, as the engine measures).
+    bytes += std::min(2 * kBucketValues, stage.trained) * g;
   }
   const int64_t tokens = layout.micro_batch * arch.seq_len / layout.cp;
   if (layout.pp > 1) bytes += 2 * tokens * arch.d_model * w / (layout.sp ? layout.tp : 1);

@@ -41,10 +41,11 @@ std::string engine_pipeline_lack(const LayoutRequest& request, const Layout& lay
 }
 
 std::string engine_sharding_lack(const Layout& layout) {
-  // The engine reduces a ZeRO 2 step's gradients at its last micro-batch only: they stay whole
-  // while the others accumulate, where the planner counts buckets reduced every micro-batch.
-  if (engine_shard(layout) == ShardMode::kGradients && layout.accum > 1) {
-    return "ZeRO 2 reducing every micro-batch";
+  // On interleaved stages the engine reduces a ZeRO 2 step's gradients at its last micro-batch
+  // only: they stay whole while the others accumulate, where the planner counts buckets reduced
+  // every micro-batch (as the engine does everywhere else).
+  if (engine_shard(layout) == ShardMode::kGradients && layout.accum > 1 && layout.vp > 1) {
+    return "ZeRO 2 reducing every micro-batch on interleaved stages";
   }
   return "";
 }

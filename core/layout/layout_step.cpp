@@ -22,11 +22,12 @@ double whole_shares(int64_t parameters, int64_t ranks) {
 }
 
 // Data-parallel gradient reduction (an all-reduce, or a distributed optimizer's reduce-scatter),
-// overlapped with the last micro-batch's `backward` except for the last bucket. A distributed
-// optimizer then gathers the updated weights before the next forward, which nothing hides (the
-// engine's ZeRO 1 and 2; Megatron-LM without --overlap-param-gather). The experts' gradients are
-// reduced over the ranks that hold the same experts (dp·cp/ep), after the rest's, in buckets of
-// their own. `g` and `w`: bytes of a gradient and of a weight.
+// overlapped with the last micro-batch's `backward` except for the last bucket; under ZeRO 2
+// every micro-batch's gradients are reduced so (no whole gradients kept between them). A
+// distributed optimizer then gathers the updated weights before the next forward, which nothing
+// hides (the engine's ZeRO 1 and 2; Megatron-LM without --overlap-param-gather). The experts'
+// gradients are reduced over the ranks that hold the same experts (dp·cp/ep), after the rest's, in
+// buckets of their own. `g` and `w`: bytes of a gradient and of a weight.
 double exposed_reduction(const Cluster& cluster, const Layout& layout,
                          const std::vector<StateGroup>& groups, int64_t g, int64_t w,
                          double backward) {
@@ -45,7 +46,8 @@ double exposed_reduction(const Cluster& cluster, const Layout& layout,
       gathering += buckets * all_gather_seconds(cluster, ranks, span, P * w / buckets);
     }
   }
-  return std::max(last_bucket, reducing - backward) + gathering;
+  const double rounds = layout.zero == 2 ? static_cast<double>(layout.accum) : 1.0;
+  return rounds * std::max(last_bucket, reducing - backward) + gathering;
 }
 
 }  // namespace
