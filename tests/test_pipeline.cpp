@@ -532,8 +532,7 @@ TEST(Pipeline, TwoThreeAndFourStagesTrainTenStepsLikeOneProcessForBothFamilies) 
                                      4};
   // One chunk a stage: each micro-batch's gradients reduced into the shards as it ends.
   cases["pp2_dp2_llama_zero2"] = {
-      with(stage_fields("llama", 2), {{"kv_heads", 2}, {"steps", 10}, {"shard", "gradients"}}),
-      4};
+      with(stage_fields("llama", 2), {{"kv_heads", 2}, {"steps", 10}, {"shard", "gradients"}}), 4};
   // Two stages of two tensor ranks each: the residual stream passed whole, and (gpt) sliced by
   // sequence parallelism, each tensor rank to its counterpart.
   cases["pp2_tp2_llama"] = {with(stage_fields("llama", 2), {{"tp", 2},
