@@ -447,20 +447,15 @@ TEST(LayoutExport, APipelineRunsHereWithItsStagesTensorRanksAndMicroBatches) {
   gradients_sharded.zero = 2;
   Layout parameters_sharded = sharded;
   parameters_sharded.zero = 3;
-  // ZeRO 2 reduces every micro-batch's gradients into the shards, over data ranks alone or on
-  // stages of one chunk; interleaved stages hold them whole until the last one.
+  // ZeRO 2 reduces every backward's gradients into the shards, over data ranks alone as on
+  // stages, interleaved or not.
   Layout data_ranks_only;
   data_ranks_only.dp = 2;
   data_ranks_only.zero = 2;
   data_ranks_only.accum = 4;
   EXPECT_TRUE(LayoutEvaluator(request).evaluate(data_ranks_only).engine_lacks.empty());
-  Layout interleaved_sharded = gradients_sharded;
-  interleaved_sharded.vp = 2;
   const std::vector<std::pair<Layout, std::vector<std::string>>> lacking = {
       {gradients_sharded, {"sharded gradients (ZeRO 2) on pipeline stages with a tied head"}},
-      {interleaved_sharded,
-       {"sharded gradients (ZeRO 2) on pipeline stages with a tied head",
-        "ZeRO 2 reducing every micro-batch on interleaved stages"}},
       {parameters_sharded, {"sharded parameters (ZeRO 3) on pipeline stages"}},
   };
   for (const auto& [layout, lacks] : lacking) {

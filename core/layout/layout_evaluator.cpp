@@ -284,8 +284,8 @@ int64_t LayoutEvaluator::buffer_bytes(const Layout& layout, const Stage& stage) 
     // Gathered whole: the running block and the next one prefetched, and one block's gradients.
     bytes += (2 * w + g) * stage.layer_parameters;
   } else if (layout.zero == 2 || states_offloaded(layout)) {
-    // Two buckets being reduced while backward fills the next, never more than the stage's
-    // gradients (a stage of one bucket holds its gradients whole once, as the engine measures).
+    // Two buckets' gradients whole (being reduced, or formed), never more than the stage's
+    // gradients: a stage of one bucket holds them whole once, as the engine measures.
     bytes += std::min(2 * kBucketValues, stage.trained) * g;
   }
   const int64_t tokens = layout.micro_batch * arch.seq_len / layout.cp;
@@ -561,9 +561,6 @@ LayoutEvaluation LayoutEvaluator::evaluate(const Layout& layout, bool detail) {
   }
   if (!shard_trains_in(engine_shard(layout), request_.precision)) {
     result.engine_lacks.push_back("sharded parameters in " + to_string(request_.precision));
-  }
-  if (const std::string lack = engine_sharding_lack(layout); !lack.empty()) {
-    result.engine_lacks.push_back(lack);
   }
   finish_step(layout, place_stages(layout, detail, result), result);
   result.device_fits = result.memory.total() <= cluster.gpu.memory_bytes;

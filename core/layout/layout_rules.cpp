@@ -40,16 +40,6 @@ std::string engine_pipeline_lack(const LayoutRequest& request, const Layout& lay
   return "";
 }
 
-std::string engine_sharding_lack(const Layout& layout) {
-  // On interleaved stages the engine reduces a ZeRO 2 step's gradients at its last micro-batch
-  // only: they stay whole while the others accumulate, where the planner counts buckets reduced
-  // every micro-batch (as the engine does everywhere else).
-  if (engine_shard(layout) == ShardMode::kGradients && layout.accum > 1 && layout.vp > 1) {
-    return "ZeRO 2 reducing every micro-batch on interleaved stages";
-  }
-  return "";
-}
-
 std::string engine_experts_lack(const LayoutRequest& request, const Layout& layout) {
   if (!request.arch.moe.enabled()) return "";
   if (layout.pp > 1) return "experts on pipeline stages";

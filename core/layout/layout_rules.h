@@ -25,10 +25,6 @@ std::string engine_pipeline_lack(const LayoutRequest& request, const Layout& lay
 // What it lacks to train `layout`'s experts (run_config's validate_experts_layout refuses it):
 // experts over pipeline stages, their parameters sharded, or their states sharded beside EP.
 std::string engine_experts_lack(const LayoutRequest& request, const Layout& layout);
-// What its sharding lacks: ZeRO 2 over more than one micro-batch on interleaved stages (the
-// engine runs it, holding the step's gradients whole until the last micro-batch reduces them,
-// which the planner's buckets do not count; elsewhere it reduces every micro-batch's).
-std::string engine_sharding_lack(const Layout& layout);
 
 // The blocks of each model chunk, by pipeline rank then chunk: rank r holds chunks r, r + p, …
 // (v of them), split as the engine splits them by default (stage_block_bounds over the p · v

@@ -204,7 +204,6 @@ std::string engine_problem(const LayoutRequest& request, const Layout& layout) {
   }
   std::string lack = engine_pipeline_lack(request, layout);
   if (lack.empty()) lack = engine_experts_lack(request, layout);
-  if (lack.empty()) lack = engine_sharding_lack(layout);
   return lack.empty() ? "" : "RematLab's engine does not run " + lack;
 }
 

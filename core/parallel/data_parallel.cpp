@@ -15,7 +15,7 @@ namespace {
 using torch::autograd::variable_list;
 
 // Gradients mode: buckets on the wire at once before the oldest is waited for (the layout
-// planner counts the same two).
+// planner counts two of its own, larger buckets).
 constexpr std::size_t kBucketsInFlight = 2;
 
 }  // namespace
@@ -44,10 +44,11 @@ struct DataParallel::Engine {
   std::vector<int64_t> offset_of;      // per parameter, in its bucket
   std::vector<bool> accumulated;       // per parameter, in this backward
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // kept alive: hooks live there
-  bool armed = false;  // this backward's gradients are sent (see every_micro_batch)
-  // Gradients mode reduces every micro-batch's gradients into the shards (a round each), so no
+  bool armed = false;  // this backward's gradients are sent (see every_backward)
+  // Gradients mode reduces every backward's gradients into the shards (a round each), so no
   // whole gradients outlive a backward; otherwise the step's last micro-batch is the one round.
-  bool every_micro_batch = false;
+  bool every_backward = false;
+  bool skip_untouched = false;  // see DataParallelOptions::rounds_skip_untouched
   std::size_t next_to_send = 0;
   std::size_t next_to_harvest = 0;
   int64_t late_gradients = 0;
@@ -104,10 +105,10 @@ struct DataParallel::Engine {
     if (grads.empty() || !grads[0].defined()) return grads;
     const std::size_t index = bucket_of[param];
     Bucket& bucket = buckets[index];
-    // Sent means on the wire until finish(), armed or not: a pipeline disarms between its
-    // chunks' last backwards.
+    // Sent means sent in this round until finish(), armed or not (a pipeline disarms between its
+    // chunks' last backwards), whether on the wire still or already summed and let go.
     if (bucket.sent) {
-      // The bucket is on the wire and its buffer must not change: keep this part aside for
+      // The bucket's buffer is on the wire, or gone: keep this part aside for the step's last
       // finish(), and hand the accumulator nothing (it skips an undefined gradient).
       torch::NoGradGuard no_grad;
       late_buffer(index)
@@ -208,28 +209,45 @@ struct DataParallel::Engine {
     release_gradients(index);
   }
 
-  // The end of a round: every bucket sent and summed, in the same order on every rank. At the
-  // step's last micro-batch the sums become averages.
+  // A bucket this round reached: sent already, or holding a gradient.
+  bool touched(std::size_t index) const {
+    return buckets[index].sent || buckets[index].grads.defined();
+  }
+
+  // The end of a round: every bucket sent and summed (or every one it reached), in the same order
+  // on every rank. At the step's last micro-batch the gradients kept aside are added (over the
+  // step's rounds: agreeing on them is a collective the other rounds need not wait for) and the
+  // sums become averages.
   void finish(bool last) {
     armed = false;
     // Buckets with a parameter that got no gradient (unused in this graph) go now.
-    while (next_to_send < buckets.size()) send(next_to_send++);
-    while (next_to_harvest < buckets.size()) harvest(next_to_harvest++);
-    send_late_gradients();
-    torch::NoGradGuard no_grad;
-    const double world = static_cast<double>(context->world_size());
+    for (; next_to_send < buckets.size(); ++next_to_send) {
+      if (!skip_untouched || touched(next_to_send)) send(next_to_send);
+    }
+    for (; next_to_harvest < buckets.size(); ++next_to_harvest) {
+      if (buckets[next_to_harvest].work) harvest(next_to_harvest);
+    }
     for (Bucket& bucket : buckets) {
-      if (last && shard == ShardMode::kGradients) {
-        bucket.shard_grad.div_(world);
-        bucket.summed = false;
-      } else if (last) {
-        bucket.grads.div_(world);
-      }
       bucket.ready = 0;
       bucket.complete = bucket.sent = false;
     }
     std::fill(accumulated.begin(), accumulated.end(), false);
     next_to_send = next_to_harvest = 0;
+    if (!last) return;
+    torch::NoGradGuard no_grad;
+    for (Bucket& bucket : buckets) {  // reached by no round of the step: nothing summed
+      if (shard == ShardMode::kGradients && !bucket.summed) bucket.shard_grad.zero_();
+    }
+    send_late_gradients();
+    const double world = static_cast<double>(context->world_size());
+    for (Bucket& bucket : buckets) {
+      if (shard == ShardMode::kGradients) {
+        bucket.shard_grad.div_(world);
+        bucket.summed = false;
+      } else {
+        bucket.grads.div_(world);
+      }
+    }
   }
 
   // Gradients kept aside are averaged the same way and added. Every rank must issue the same
@@ -266,17 +284,15 @@ struct DataParallel::Engine {
 };
 
 DataParallelOptions data_parallel_options(const RunConfig& config) {
-  // Interleaved stages alternate their chunks' backwards of different micro-batches: a round a
-  // micro-batch would reduce each chunk's buckets between another's.
-  return {parse_shard(config.shard), config.bucket_bytes, config.virtual_stages == 1};
+  return {parse_shard(config.shard), config.bucket_bytes, config.pp > 1};
 }
 
 DataParallel::DataParallel(std::shared_ptr<DistContext> context, DataParallelOptions options)
     : context_(std::move(context)), options_(options), engine_(std::make_shared<Engine>()) {
   engine_->context = context_;
   engine_->shard = options_.shard;
-  engine_->every_micro_batch =
-      options_.shard == ShardMode::kGradients && options_.reduce_every_micro_batch;
+  engine_->every_backward = options_.shard == ShardMode::kGradients;
+  engine_->skip_untouched = options_.rounds_skip_untouched;
 }
 
 DataParallel::~DataParallel() = default;
@@ -405,12 +421,10 @@ std::vector<double> DataParallel::max_over_ranks(const std::vector<double>& loca
   return context_->max(local);
 }
 
-void DataParallel::before_backward(bool last) {
-  engine_->armed = last || engine_->every_micro_batch;
-}
+void DataParallel::before_backward(bool last) { engine_->armed = last || engine_->every_backward; }
 
 void DataParallel::after_backward(bool last) {
-  if (last || engine_->every_micro_batch) engine_->finish(last);
+  if (last || engine_->every_backward) engine_->finish(last);
 }
 
 std::optional<double> DataParallel::step(torch::optim::Optimizer& optimizer, double max_norm) {

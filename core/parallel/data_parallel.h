@@ -5,7 +5,7 @@
 //
 // Each bucket is one flat buffer and the parameters' .grad are views into it, so a bucket is
 // sent without a copy. A bucket is sent once every one of its parameters' accumulators has run
-// in the step's last micro-batch (in gradients mode, in every micro-batch: each is reduced into
+// in the step's last micro-batch (in gradients mode, in every backward: each is reduced into
 // the shards, and the whole buffers let go), and buckets are sent in the same order on every
 // rank (a collective must be issued in the same order everywhere). A gradient that arrives for a
 // bucket already sent (a parameter accumulated twice) is kept aside and sent after backward,
@@ -35,14 +35,15 @@ inline constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
 struct DataParallelOptions {
   ShardMode shard = ShardMode::kNone;
   int64_t bucket_bytes = kDefaultBucketBytes;
-  // Gradients mode: each micro-batch's gradients reduced into the shards as backward forms them,
-  // so none stay whole while the step's micro-batches accumulate. Off, they are reduced at the
-  // step's last micro-batch only (interleaved pipeline stages, whose chunks' backwards of
-  // different micro-batches alternate).
-  bool reduce_every_micro_batch = true;
+  // Gradients mode reduces each backward's gradients into the shards as it forms them (a round
+  // each), so none stay whole while the step's micro-batches accumulate. A round ends with every
+  // bucket reduced, so that ranks whose experts got no tokens still issue the same collectives;
+  // or, with this set, only those that got a gradient in it (a pipeline stage's: an interleaved
+  // stage's backward reaches one chunk's buckets, the same on every data rank of the stage).
+  bool rounds_skip_untouched = false;
 };
 
-// A run's: its --shard and bucket size; interleaved stages reduce at the last micro-batch.
+// A run's: its --shard and bucket size; a pipeline's rounds skip the buckets they do not reach.
 DataParallelOptions data_parallel_options(const RunConfig& config);
 
 class DataParallel final : public DataExchange {

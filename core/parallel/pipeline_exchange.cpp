@@ -212,9 +212,9 @@ void PipelineExchange::before_chunk_backward(bool last_of_chunk) {
   if (stage_) stage_->before_backward(last_of_chunk);
 }
 
-void PipelineExchange::after_chunk_backward(bool last_of_chunk) {
+void PipelineExchange::after_chunk_backward(bool final) {
   // The last is reduced in finish_micro_batches, once the sends are out.
-  if (stage_ && !last_of_chunk) stage_->after_backward(false);
+  if (stage_ && !final) stage_->after_backward(false);
 }
 
 void PipelineExchange::finish_micro_batches() {

@@ -72,11 +72,12 @@ class PipelineExchange final : public GradientExchange {
   // Waits until every send went out.
   void finish_sends();
   // Before each backward: `last_of_chunk`, the chunk's last micro-batch, after which its
-  // gradients are whole and the stage's data ranks average them while the others run.
+  // gradients are whole and the stage's data ranks average them while the others run (sharded
+  // gradients: every backward's are reduced, see after_chunk_backward).
   void before_chunk_backward(bool last_of_chunk);
-  // After each backward: a stage whose data ranks reduce every micro-batch's gradients (sharded
-  // gradients, one chunk a rank) reduces this one's now.
-  void after_chunk_backward(bool last_of_chunk);
+  // After each backward (`final`: the stage's last of the step): a stage whose data ranks reduce
+  // every backward's gradients (sharded gradients) reduces this one's now.
+  void after_chunk_backward(bool final);
   // Once a step's micro-batches are done: every send went out, and the stage's gradients are
   // averaged over its data ranks and summed over its tensor ranks where each formed a part.
   void finish_micro_batches();

@@ -239,6 +239,7 @@ double Trainer::pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& 
   // targets until its last chunk's.
   std::deque<TokenBatch> batches;
   double loss_sum = 0.0;
+  int64_t backwards = 0;  // every chunk's of every micro-batch, the last of them the step's end
   const parallel::PipelineSchedule& schedule = pipe.schedule();
   for (int64_t index = 0; index < schedule.length(); ++index) {
     const parallel::PipelineAction action = schedule.action(pipe.stage(), index);
@@ -265,8 +266,7 @@ double Trainer::pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& 
     {
       ScopedMemoryPhase phase(MemoryPhase::kBackward);
       // Each chunk's backwards run in micro-batch order: its last one completes its gradients.
-      const bool last_of_chunk = action.micro_batch + 1 == config_.accum;
-      pipe.before_chunk_backward(last_of_chunk);
+      pipe.before_chunk_backward(action.micro_batch + 1 == config_.accum);
       if (pipe.ends_chain(action.chunk)) {
         loss_sum += flight.output.item<double>() * static_cast<double>(config_.accum);
         (scaler_ ? scaler_->scale(flight.output) : flight.output).backward();
@@ -279,7 +279,7 @@ double Trainer::pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& 
       if (!pipe.begins_chain(action.chunk)) {
         pipe.send_input_gradient(flight.input.grad(), action.chunk, action.micro_batch);
       }
-      pipe.after_chunk_backward(last_of_chunk);
+      pipe.after_chunk_backward(++backwards == config_.virtual_stages * config_.accum);
     }
     metrics.backward_ms += elapsed_ms(start);
   }
