@@ -130,7 +130,9 @@ struct DataParallel::Engine {
     while (next_to_send < buckets.size() && buckets[next_to_send].complete) {
       send(next_to_send++);
       // Gradients mode holds at most two buckets on the wire: the oldest is summed into its
-      // shard and its whole gradients let go while backward goes on.
+      // shard and its whole gradients let go while backward goes on. Waiting here, inside
+      // backward, relies on every rank reaching its buckets at the same point of the same
+      // backward (its tensor ranks' collectives included), as every rank runs the same graph.
       while (shard == ShardMode::kGradients && next_to_send - next_to_harvest > kBucketsInFlight) {
         harvest(next_to_harvest++);
       }
