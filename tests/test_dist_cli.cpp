@@ -416,6 +416,12 @@ TEST(DistCli, KillingATensorParallelRankFailsTheRunTheSameWay) {
   expect_a_killed_rank_fails_the_run("--nproc 2 --tp 2", 2);
 }
 
+// Sharded gradients in small buckets: the others wait for a bucket's reduction inside backward
+// (an accumulator's hook), every micro-batch: the same ending.
+TEST(DistCli, KillingARankWhileItsShardedGradientsAreReducedFailsTheRunTheSameWay) {
+  expect_a_killed_rank_fails_the_run("--nproc 3 --shard gradients --accum 3 --bucket-size 4KiB", 3);
+}
+
 // Its neighbouring stage waits for activations or gradients that never come: the same ending.
 TEST(DistCli, KillingAPipelineStageFailsTheRunTheSameWay) {
   expect_a_killed_rank_fails_the_run("--nproc 2 --pp 2 --accum 2", 2);
