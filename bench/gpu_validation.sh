@@ -13,6 +13,7 @@
 #      each rank's activation peak against the estimator's, where there are two GPUs;
 #   5c. a plan:BUDGET run, the plan's predicted activation peak and step time against measured;
 #   5d. the layout planner for this GPU (--gpu local) against step 4's measured step;
+#   5e. a PP 4 x V 2 pipeline on the CPU with a core per rank: its bubble against the planner's;
 #   6. measure the article's table: gpt2-350m, seq_len 1024, bf16, under a 40 GiB budget;
 #   7. the same table for llama3.2-1b at seq_len 2048, if time is left (optional: last);
 #   8. run the rest of the suite (CPU tests, already green in CI) if time is left.
@@ -68,6 +69,8 @@ if [[ "$MODE" == "gpu" ]]; then
   LLAMA_PRESET="llama3.2-1b"; LLAMA_SEQ=2048; LLAMA_LIMIT=64
   # Step 5c: a planned run whose budget lies between every:1's activations (5.4 GiB) and none's (17 GiB).
   PLAN_ARGS="--preset gpt2-350m --seq-len 1024 --precision bf16 --device cuda --batch 16"; PLAN_BUDGET="8GiB"
+  # Step 5e: docs/pipeline.md's PP 4 x V 2 rows for small, on CPU cores of its own.
+  PIPE_ARGS="--stages 4 --accum 8 --virtual-stages 2 --presets small --policies none,every:1"
   BUILD="${REMATLAB_BUILD_DIR:-$ROOT/build-gpu/build}"
 else
   # The same path on the CPU: tiny models, small budget, disk in place of host offload; step 4's
@@ -81,6 +84,7 @@ else
   LLAMA_BATCH=4
   LLAMA_PRESET="llama-tiny"; LLAMA_SEQ=64; LLAMA_LIMIT=64
   PLAN_ARGS="--preset tiny --layers 4 --seq-len 64 --batch 4 --threads 1"; PLAN_BUDGET="3MiB"
+  PIPE_ARGS="--stages 2 --accum 4 --virtual-stages 2 --presets small --policies none --seq-len 64 --batch 2"
   BUILD="${REMATLAB_BUILD_DIR:-/tmp/rb-gpu-dry}"
 fi
 OUT_DIR="${OUT:-$ROOT/gpu-out}"
@@ -575,6 +579,26 @@ then
 else
   fail "layout prediction failed"
   md "The layout planner's prediction failed (see gpu-validation.log)." ""
+fi
+
+# --- 5e. a pipeline's bubble with a core per rank ---------------------------------------------
+
+# PP 4 x V 2 on this machine's CPU cores, one a rank: on the 2-core development machine four ranks
+# shared two cores and the bubble was 0.20-0.23 of the step against 0.16 predicted
+# (docs/pipeline.md, "Interleaved"); here nothing shares a core. The dry run checks the path only.
+say "pipeline bubble"
+md "## A pipeline's bubble with a core per rank (CPU)" "" \
+   "\`python3 bench/pipeline_here.py $PIPE_ARGS\`, $(nproc) cores." ""
+# shellcheck disable=SC2086  # PIPE_ARGS is a list of flags
+if (( $(left) < 150 )); then
+  md "Not run (time)." ""
+elif (cd "$ROOT/bench" && timeout 120 python3 pipeline_here.py --cli "$CLI" \
+        --python "$(torch_python)" $PIPE_ARGS >>"$RESULTS" 2>>"$LOG"); then
+  md ""
+  say "pipeline bubble done"
+else
+  fail "pipeline bubble run failed or ran out of time"
+  md "" "The pipeline run failed or ran past 120 s (see gpu-validation.log)." ""
 fi
 
 # --- 6 and 7. the article's table ------------------------------------------------------------
