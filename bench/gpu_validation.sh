@@ -226,7 +226,7 @@ run_ctest() {  # with one argument only: count what run_gtest_each wrote
   local passed skipped failed total
   # The verdict after the dots, never a word in a test's name.
   passed="$(grep -cE '\.{3,} +Passed' <<<"$lines" || true)"
-  skipped="$(grep -cE '\.{3,} +(\*\*\*)?Skipped' <<<"$lines" || true)"
+  skipped="$(grep -cE '\.{3,} *(\*\*\*)?Skipped' <<<"$lines" || true)"
   failed="$(grep -cE '\.{3,} *\*\*\*(Failed|Exception)' <<<"$lines" || true)"
   total="${TESTS_LISTED:-$(sed -nE 's|^ *[0-9]+/([0-9]+) Test.*|\1|p' <<<"$lines" | head -1)}"
   echo "$passed $skipped $failed $(( ${total:-0} - passed - skipped - failed ))"
