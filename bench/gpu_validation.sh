@@ -70,7 +70,7 @@ if [[ "$MODE" == "gpu" ]]; then
   # Step 5c: a planned run whose budget lies between every:1's activations (5.4 GiB) and none's (17 GiB).
   PLAN_ARGS="--preset gpt2-350m --seq-len 1024 --precision bf16 --device cuda --batch 16"; PLAN_BUDGET="8GiB"
   # Step 5e: docs/pipeline.md's PP 4 x V 2 rows for small, on CPU cores of its own.
-  PIPE_ARGS="--stages 4 --accum 8 --virtual-stages 2 --presets small --policies none,every:1"
+  PIPE_ARGS="--stages 4 --accum 8 --virtual-stages 2 --presets small --policies none"
   BUILD="${REMATLAB_BUILD_DIR:-$ROOT/build-gpu/build}"
 else
   # The same path on the CPU: tiny models, small budget, disk in place of host offload; step 4's

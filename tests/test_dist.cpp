@@ -64,9 +64,8 @@ std::vector<torch::Tensor> accumulated_twice(const std::shared_ptr<parallel::Dis
 }
 
 // Sharded gradients over two micro-batches of four parameters, a bucket each (so the oldest is
-// waited for and let go while backward goes on: d's term first, so that backward reaches d, c, b
-// and a in the order their buckets go out), b accumulated again in the first after its bucket
-// went out. Returns this rank's shard of each bucket and, beside it, what it should hold
+// waited for and let go while backward goes on), b accumulated again in the first after its
+// bucket went out. Returns this rank's shard of each bucket and, beside it, what it should hold
 // (the average over ranks r = 1, 2 of both micro-batches: a, c and d 2·1.5, b (5 + 2)·1.5; the
 // padding 0), then the late gradients and the most bytes the whole buckets held at once.
 std::vector<torch::Tensor> sharded_late(const std::shared_ptr<parallel::DistContext>& context) {
@@ -77,8 +76,15 @@ std::vector<torch::Tensor> sharded_late(const std::shared_ptr<parallel::DistCont
   parallel::DataParallel exchange(context, {ShardMode::kGradients, 12});
   exchange.attach(params);
   auto micro_batch = [&] {
-    ((d * r).sum() + (c * r).sum() + (b * (2 * r)).sum() + (a * r).sum()).backward();
+    // Made in turn, d's last, so that backward reaches d, c, b and a in the order their buckets
+    // go out (it runs the most recently made nodes first).
+    const torch::Tensor ta = (a * r).sum();
+    const torch::Tensor tb = (b * (2 * r)).sum();
+    const torch::Tensor tc = (c * r).sum();
+    const torch::Tensor td = (d * r).sum();
+    (ta + tb + tc + td).backward();
   };
+
   exchange.before_backward(false);
   micro_batch();
   (b * (3 * r)).sum().backward();

@@ -454,6 +454,17 @@ TEST(LayoutExport, APipelineRunsHereWithItsStagesTensorRanksAndMicroBatches) {
   data_ranks_only.zero = 2;
   data_ranks_only.accum = 4;
   EXPECT_TRUE(LayoutEvaluator(request).evaluate(data_ranks_only).engine_lacks.empty());
+  LayoutRequest untied = request_for("llama-small", "rtx4090", 4, 256, 16);
+  untied.precision = Precision::kFp32;
+  Layout interleaved_sharded = gradients_sharded;
+  interleaved_sharded.vp = 2;
+  const LayoutEvaluation interleaved_gradients =
+      LayoutEvaluator(untied).evaluate(interleaved_sharded);
+  EXPECT_TRUE(interleaved_gradients.engine_lacks.empty())
+      << interleaved_gradients.engine_lacks.front();
+  const std::string interleaved_run = rematlab_run(untied, interleaved_gradients).text;
+  EXPECT_NE(interleaved_run.find("--pp 2 --virtual-stages 2 --shard gradients"), std::string::npos)
+      << interleaved_run;
   const std::vector<std::pair<Layout, std::vector<std::string>>> lacking = {
       {gradients_sharded, {"sharded gradients (ZeRO 2) on pipeline stages with a tied head"}},
       {parameters_sharded, {"sharded parameters (ZeRO 3) on pipeline stages"}},

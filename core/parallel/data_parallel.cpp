@@ -48,9 +48,10 @@ struct DataParallel::Engine {
   // Gradients mode reduces every backward's gradients into the shards (a round each), so no
   // whole gradients outlive a backward; otherwise the step's last micro-batch is the one round.
   bool every_backward = false;
-  bool skip_untouched = false;  // see DataParallelOptions::rounds_skip_untouched
-  std::size_t next_to_send = 0;
-  std::size_t next_to_harvest = 0;
+  bool skip_untouched = false;           // see DataParallelOptions::rounds_skip_untouched
+  std::size_t next_to_send = 0;          // in index order
+  std::vector<std::size_t> on_the_wire;  // this round's buckets in the order they went out
+  std::size_t harvested = 0;             // of on_the_wire
   int64_t late_gradients = 0;
   BufferBytes buffers;  // gradients mode's whole buckets, late gradients
   CommTimer timer;
@@ -124,18 +125,31 @@ struct DataParallel::Engine {
   void after_accumulate(std::size_t param) {
     if (!armed || accumulated[param]) return;
     accumulated[param] = true;
-    Bucket& bucket = buckets[bucket_of[param]];
-    if (++bucket.ready == layout[bucket_of[param]].slots.size()) bucket.complete = true;
-    // Buckets go out in index order on every rank, whatever order they complete in.
+    const std::size_t index = bucket_of[param];
+    Bucket& bucket = buckets[index];
+    if (++bucket.ready == layout[index].slots.size()) bucket.complete = true;
+    if (skip_untouched) {
+      // A pipeline stage's data ranks run one schedule over one graph: its buckets complete in
+      // the same order on each, and go out so. In index order an interleaved stage's backward
+      // of one chunk would send nothing: the last bucket (index 0) is the last chunk's.
+      if (bucket.complete) go_out(index);
+      return;
+    }
+    // Elsewhere in index order on every rank, whatever order they complete in.
     while (next_to_send < buckets.size() && buckets[next_to_send].complete) {
-      send(next_to_send++);
-      // Gradients mode holds at most two buckets on the wire: the oldest is summed into its
-      // shard and its whole gradients let go while backward goes on. Waiting here, inside
-      // backward, relies on every rank reaching its buckets at the same point of the same
-      // backward (its tensor ranks' collectives included), as every rank runs the same graph.
-      while (shard == ShardMode::kGradients && next_to_send - next_to_harvest > kBucketsInFlight) {
-        harvest(next_to_harvest++);
-      }
+      go_out(next_to_send++);
+    }
+  }
+
+  void go_out(std::size_t index) {
+    send(index);
+    on_the_wire.push_back(index);
+    // Gradients mode holds at most two buckets on the wire: the oldest is summed into its shard
+    // and its whole gradients let go while backward goes on. Waiting here, inside backward,
+    // relies on every rank reaching its buckets at the same point of the same backward (its
+    // tensor ranks' collectives included), as every rank runs the same graph.
+    while (shard == ShardMode::kGradients && on_the_wire.size() - harvested > kBucketsInFlight) {
+      harvest(on_the_wire[harvested++]);
     }
   }
 
@@ -222,19 +236,19 @@ struct DataParallel::Engine {
   // sums become averages.
   void finish(bool last) {
     armed = false;
-    // Buckets with a parameter that got no gradient (unused in this graph) go now.
-    for (; next_to_send < buckets.size(); ++next_to_send) {
-      if (!skip_untouched || touched(next_to_send)) send(next_to_send);
+    // Buckets with a parameter that got no gradient (unused in this graph, or in another chunk
+    // of this stage) go now, in index order.
+    for (std::size_t index = skip_untouched ? 0 : next_to_send; index < buckets.size(); ++index) {
+      if (!buckets[index].sent && (!skip_untouched || touched(index))) go_out(index);
     }
-    for (; next_to_harvest < buckets.size(); ++next_to_harvest) {
-      if (buckets[next_to_harvest].work) harvest(next_to_harvest);
-    }
+    while (harvested < on_the_wire.size()) harvest(on_the_wire[harvested++]);
     for (Bucket& bucket : buckets) {
       bucket.ready = 0;
       bucket.complete = bucket.sent = false;
     }
     std::fill(accumulated.begin(), accumulated.end(), false);
-    next_to_send = next_to_harvest = 0;
+    next_to_send = harvested = 0;
+    on_the_wire.clear();
     if (!last) return;
     torch::NoGradGuard no_grad;
     for (Bucket& bucket : buckets) {  // reached by no round of the step: nothing summed

@@ -8,10 +8,10 @@
 // in the step's last micro-batch (in gradients mode, in every backward: each is reduced into
 // the shards, and the whole buffers let go), and buckets are sent in the same order on every
 // rank (a collective must be issued in the same order everywhere). A gradient that arrives for a
-// bucket already sent (a parameter accumulated twice) is kept aside and sent after backward,
-// so the result stays exact. Sharded: the model's parameters are views into flat per-bucket
-// buffers too; rank r owns shard r of each bucket, keeps AdamW state only for it, updates it,
-// and every bucket is then all-gathered.
+// bucket already sent (a parameter accumulated twice) is kept aside and sent after the step's
+// last backward, so the result stays exact. Sharded: the model's parameters are views into flat
+// per-bucket buffers too; rank r owns shard r of each bucket, keeps AdamW state only for it,
+// updates it, and every bucket is then all-gathered.
 #pragma once
 
 #include <torch/torch.h>

@@ -7,7 +7,8 @@
 // rank of each stage) trains the same rows of every global batch; each stage's parameters get
 // their gradients from its own backward. Within a stage its T·D ranks are a tensor-parallel
 // exchange of their own (or, with T = 1, a data-parallel one): each chunk's last backward
-// averages its buckets over the data ranks while the others run, and the tensor ranks sum the
+// (under sharded gradients every backward) averages its buckets over the data ranks while the
+// others run, and the tensor ranks sum the
 // rows each formed only part of. Then the pipeline reduces two things: a tied head's weight,
 // which the first and the last stage both hold and whose gradients they add, and the gradient
 // norm, whose squares every stage adds to. The stage's data ranks may shard its optimizer state
