@@ -616,28 +616,32 @@ TEST(Pipeline, TwoStagesOfTwoTensorRanksAsTwoDataRanksTrainLikeOneProcessOnEight
   }
 }
 
+// `run ARGS --json`'s figures of each rank, by rank (none where it failed, which it says).
+std::map<int64_t, nlohmann::json> ranks_of_run(const std::string& args) {
+  const testing::CliResult ran = testing::cli("run " + args + " --json");
+  EXPECT_EQ(ran.exit_code, 0) << args << ": " << ran.err;
+  std::map<int64_t, nlohmann::json> by_rank;
+  if (ran.exit_code != 0) return by_rank;
+  const nlohmann::json summary = testing::last_line_json(ran.out);  // kept: the loop reads it
+  for (const nlohmann::json& rank : summary.at("ranks"))
+    by_rank[rank.at("rank").get<int64_t>()] = rank;
+  return by_rank;
+}
+
 // What each rank of a sharded pipeline holds between steps: its stage's weights whole, and of
 // the AdamW moments (ZeRO 1) and the gradients too (ZeRO 2) its data rank's share, on three
 // stages (a middle one holding neither the embedding nor the head). In small buckets, so that
 // ZeRO 2's whole gradients go as each backward forms them.
 TEST(Pipeline, ShardedStagesHoldTheirDataRanksShareOfTheirStates) {
-  auto ranks_of = [](const std::string& flags) {
-    const testing::CliResult ran = testing::cli(
-        "run --preset tiny --arch llama --layers 3 --batch 2 --threads 1 --steps 1 --nproc 6 "
-        "--pp 3 --accum 3 --bucket-size 4KiB --json " +
-        flags);
-    EXPECT_EQ(ran.exit_code, 0) << flags << ": " << ran.err;
-    std::map<int64_t, nlohmann::json> by_rank;
-    if (ran.exit_code != 0) return by_rank;
-    const nlohmann::json summary = testing::last_line_json(ran.out);
-    for (const nlohmann::json& rank : summary.at("ranks")) {
-      by_rank[rank.at("rank").get<int64_t>()] = rank;
-    }
-    return by_rank;
+  auto ranks_of = [](const std::string& shard) {
+    return ranks_of_run(
+        "--preset tiny --arch llama --layers 3 --batch 2 --threads 1 --steps 1 --nproc 6 --pp 3 "
+        "--accum 3 --bucket-size 4KiB --shard " +
+        shard);
   };
-  const auto whole = ranks_of("--shard none");
-  const auto optimizer = ranks_of("--shard optimizer");
-  const auto gradients = ranks_of("--shard gradients");
+  const auto whole = ranks_of("none");
+  const auto optimizer = ranks_of("optimizer");
+  const auto gradients = ranks_of("gradients");
   ASSERT_EQ(whole.size(), 6u);
   ASSERT_EQ(optimizer.size(), 6u);
   ASSERT_EQ(gradients.size(), 6u);
@@ -673,24 +677,18 @@ TEST(Pipeline, ShardedStagesHoldTheirDataRanksShareOfTheirStates) {
 // stage's gradients).
 TEST(Pipeline, InterleavedShardedStagesLetGradientsGoDuringEachChunksBackward) {
   auto ranks_of = [](const std::string& shard) {
-    const testing::CliResult ran = testing::cli(
-        "run --preset tiny --arch llama --layers 4 --batch 2 --threads 1 --steps 1 --nproc 4 "
-        "--pp 2 --virtual-stages 2 --accum 2 --bucket-size 4KiB --json --shard " +
+    return ranks_of_run(
+        "--preset tiny --arch llama --layers 4 --batch 2 --threads 1 --steps 1 --nproc 4 --pp 2 "
+        "--virtual-stages 2 --accum 2 --bucket-size 4KiB --shard " +
         shard);
-    EXPECT_EQ(ran.exit_code, 0) << shard << ": " << ran.err;
-    return ran.exit_code == 0 ? testing::last_line_json(ran.out).at("ranks") : nlohmann::json();
   };
-  const nlohmann::json optimizer = ranks_of("optimizer");
-  const nlohmann::json gradients = ranks_of("gradients");
+  const auto optimizer = ranks_of("optimizer");
+  const auto gradients = ranks_of("gradients");
   ASSERT_EQ(optimizer.size(), 4u);
   ASSERT_EQ(gradients.size(), 4u);
-  for (const nlohmann::json& rank : gradients) {
-    const int64_t index = rank.at("rank").get<int64_t>();
-    nlohmann::json whole;
-    for (const nlohmann::json& other : optimizer) {
-      if (other.at("rank") == index) whole = other;
-    }
-    ASSERT_FALSE(whole.is_null()) << index;
+  for (const auto& [index, rank] : gradients) {
+    ASSERT_EQ(optimizer.count(index), 1u) << index;
+    const nlohmann::json& whole = optimizer.at(index);
     const double stage_gradients = whole.at("grad_bytes").get<double>();
     EXPECT_LT(rank.at("buffer_peak_bytes").get<double>(), 0.35 * stage_gradients) << index;
     EXPECT_LT(rank.at("peak_bytes").get<int64_t>(), whole.at("peak_bytes").get<int64_t>()) << index;

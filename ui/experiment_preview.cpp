@@ -34,16 +34,19 @@ QString stages_preview(int layers, int stages, int chunks, int accum, const QStr
   const parallel::PipelineSchedule schedule(stages, chunks, accum);
   QStringList parts;
   for (int stage = 0; stage < stages; ++stage) {
+    const QString held = QString("%1 in flight").arg(schedule.most_in_flight(stage));
+    if (balanced) {
+      parts << QString("%1: %2").arg(stage).arg(held);
+      continue;
+    }
     QStringList blocks;
-    for (int chunk = 0; chunk < chunks && !balanced; ++chunk) {
+    for (int chunk = 0; chunk < chunks; ++chunk) {
       const auto at = static_cast<std::size_t>(chunk * stages + stage);
       const int64_t first = bounds[at];
       const int64_t last = bounds[at + 1] - 1;
       blocks << (first == last ? QString::number(first) : QString("%1–%2").arg(first).arg(last));
     }
-    const QString held = QString("%1 in flight").arg(schedule.most_in_flight(stage));
-    parts << QString("%1: ").arg(stage) +
-                 (balanced ? held : QString("blocks %1, ").arg(blocks.join(" and ")) + held);
+    parts << QString("%1: blocks %2, %3").arg(stage).arg(blocks.join(" and ")).arg(held);
   }
   return QString("\nStages (%1): ").arg(chunks == 1 ? "1F1B" : "interleaved 1F1B") +
          parts.join("; ") +

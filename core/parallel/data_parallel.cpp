@@ -44,12 +44,9 @@ struct DataParallel::Engine {
   std::vector<int64_t> offset_of;      // per parameter, in its bucket
   std::vector<bool> accumulated;       // per parameter, in this backward
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // kept alive: hooks live there
-  bool armed = false;  // this backward's gradients are sent (see every_backward)
-  // Gradients mode reduces every backward's gradients into the shards (a round each), so no
-  // whole gradients outlive a backward; otherwise the step's last micro-batch is the one round.
-  bool every_backward = false;
-  bool skip_untouched = false;           // see DataParallelOptions::rounds_skip_untouched
-  std::size_t next_to_send = 0;          // in index order
+  bool armed = false;            // this backward's gradients are sent (see every_backward())
+  bool skip_untouched = false;   // see DataParallelOptions::rounds_skip_untouched
+  std::size_t next_to_send = 0;  // in index order
   std::vector<std::size_t> on_the_wire;  // this round's buckets in the order they went out
   std::size_t harvested = 0;             // of on_the_wire
   int64_t late_gradients = 0;
@@ -57,6 +54,9 @@ struct DataParallel::Engine {
   CommTimer timer;
 
   bool device_timed() const { return context->device().is_cuda(); }
+  // Gradients mode reduces every backward's gradients into the shards (a round each), so no
+  // whole gradients outlive a backward; otherwise the step's last micro-batch is the one round.
+  bool every_backward() const { return shard == ShardMode::kGradients; }
   torch::TensorOptions flat_options() const { return params.front().options(); }
   int64_t bucket_bytes(std::size_t index) const {
     return layout[index].padded_numel * static_cast<int64_t>(params.front().element_size());
@@ -238,7 +238,7 @@ struct DataParallel::Engine {
     armed = false;
     // Buckets with a parameter that got no gradient (unused in this graph, or in another chunk
     // of this stage) go now, in index order.
-    for (std::size_t index = skip_untouched ? 0 : next_to_send; index < buckets.size(); ++index) {
+    for (std::size_t index = 0; index < buckets.size(); ++index) {
       if (!buckets[index].sent && (!skip_untouched || touched(index))) go_out(index);
     }
     while (harvested < on_the_wire.size()) harvest(on_the_wire[harvested++]);
@@ -307,7 +307,6 @@ DataParallel::DataParallel(std::shared_ptr<DistContext> context, DataParallelOpt
     : context_(std::move(context)), options_(options), engine_(std::make_shared<Engine>()) {
   engine_->context = context_;
   engine_->shard = options_.shard;
-  engine_->every_backward = options_.shard == ShardMode::kGradients;
   engine_->skip_untouched = options_.rounds_skip_untouched;
 }
 
@@ -437,10 +436,12 @@ std::vector<double> DataParallel::max_over_ranks(const std::vector<double>& loca
   return context_->max(local);
 }
 
-void DataParallel::before_backward(bool last) { engine_->armed = last || engine_->every_backward; }
+void DataParallel::before_backward(bool last) {
+  engine_->armed = last || engine_->every_backward();
+}
 
 void DataParallel::after_backward(bool last) {
-  if (last || engine_->every_backward) engine_->finish(last);
+  if (last || engine_->every_backward()) engine_->finish(last);
 }
 
 std::optional<double> DataParallel::step(torch::optim::Optimizer& optimizer, double max_norm) {

@@ -239,7 +239,6 @@ double Trainer::pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& 
   // targets until its last chunk's.
   std::deque<TokenBatch> batches;
   double loss_sum = 0.0;
-  int64_t backwards = 0;  // every chunk's of every micro-batch, the last of them the step's end
   const parallel::PipelineSchedule& schedule = pipe.schedule();
   for (int64_t index = 0; index < schedule.length(); ++index) {
     const parallel::PipelineAction action = schedule.action(pipe.stage(), index);
@@ -279,7 +278,8 @@ double Trainer::pipeline_micro_batches(const CheckpointPlan& plan, StepMetrics& 
       if (!pipe.begins_chain(action.chunk)) {
         pipe.send_input_gradient(flight.input.grad(), action.chunk, action.micro_batch);
       }
-      pipe.after_chunk_backward(++backwards == config_.virtual_stages * config_.accum);
+      // The schedule ends with a backward: the stage's last of the step.
+      pipe.after_chunk_backward(index + 1 == schedule.length());
     }
     metrics.backward_ms += elapsed_ms(start);
   }
