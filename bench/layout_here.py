@@ -141,6 +141,9 @@ def main():
     parser.add_argument("--moe", action="store_true",
                         help="a mixture of experts over data and expert ranks instead")
     args = parser.parse_args()
+    if args.accum < 1:  # before anything is measured
+        print(f"layout_here.py: --accum: must be at least 1, got {args.accum}", file=sys.stderr)
+        raise SystemExit(2)
     # Each model as `run` and `layout` both take it (--preset and its refinements).
     if args.moe:
         models = {"moe-tiny (d 256, 8 experts of 512)": ["--preset", "moe-tiny"] + EXPERT_SHAPE}

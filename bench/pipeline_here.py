@@ -40,6 +40,11 @@ def main():
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--policies", default="none,every:1")
     args = parser.parse_args()
+    for flag, value in (("--stages", args.stages), ("--accum", args.accum),
+                        ("--virtual-stages", args.virtual_stages), ("--data-ranks", args.data_ranks)):
+        if value < 1:  # before anything is measured; `run` says what else a layout needs
+            print(f"pipeline_here.py: {flag}: must be at least 1, got {value}", file=sys.stderr)
+            raise SystemExit(2)
     stages, accum, chunks = args.stages, args.accum, args.virtual_stages
     data_ranks = args.data_ranks
     ranks = stages * data_ranks
