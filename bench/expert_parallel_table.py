@@ -20,6 +20,7 @@ list of policies, each a row per layout; `--layouts` a comma-separated list of N
 """
 import argparse
 import os
+import re
 import sqlite3
 import sys
 import tempfile
@@ -79,7 +80,7 @@ def layout_flags(layout):
     tensor = parts[2] if len(parts) > 2 else "1"
     sp = tensor.endswith("sp")
     tp = tensor[:-2] if sp else tensor
-    if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts[:2] + [tp]):
+    if len(parts) not in (2, 3) or not all(re.fullmatch(r"[1-9][0-9]*", p) for p in parts[:2] + [tp]):
         print(f"expert_parallel_table.py: --layouts: '{layout}' is not N:E or N:E:T[sp] "
               "(e.g. 4:1:2sp)", file=sys.stderr)
         raise SystemExit(2)

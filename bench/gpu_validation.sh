@@ -592,8 +592,8 @@ md "## A pipeline's bubble with a core per rank (CPU)" "" \
 # shellcheck disable=SC2086  # PIPE_ARGS is a list of flags
 if (( $(left) < 150 )); then
   md "Not run (time)." ""
-elif (cd "$ROOT/bench" && timeout 120 python3 pipeline_here.py --cli "$CLI" \
-        --python "$(torch_python)" $PIPE_ARGS >>"$RESULTS" 2>>"$LOG"); then
+elif timeout 120 python3 "$ROOT/bench/pipeline_here.py" --cli "$CLI" \
+        --python "$(torch_python)" $PIPE_ARGS >>"$RESULTS" 2>>"$LOG"; then
   md ""
   say "pipeline bubble done"
 else

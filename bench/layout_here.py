@@ -144,6 +144,10 @@ def main():
     if args.accum < 1:  # before anything is measured
         print(f"layout_here.py: --accum: must be at least 1, got {args.accum}", file=sys.stderr)
         raise SystemExit(2)
+    if args.accum > 1 and args.moe:
+        print("layout_here.py: --accum: the expert layouts run one micro-batch a step; leave out "
+              "--moe or --accum", file=sys.stderr)
+        raise SystemExit(2)
     # Each model as `run` and `layout` both take it (--preset and its refinements).
     if args.moe:
         models = {"moe-tiny (d 256, 8 experts of 512)": ["--preset", "moe-tiny"] + EXPERT_SHAPE}

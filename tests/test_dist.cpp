@@ -125,8 +125,8 @@ std::vector<torch::Tensor> run_case(const std::shared_ptr<parallel::DistContext>
   if (mode.rfind("experts_", 0) == 0) return run_expert_parallel_case(context, item);
   RunConfig config = config_from(item.at("run"));
   config.world_size = context->world_size();
-  auto exchange =
-      std::make_shared<parallel::DataParallel>(context, parallel::data_parallel_options(config));
+  auto exchange = std::make_shared<parallel::DataParallel>(
+      context, parallel::DataParallelOptions{parse_shard(config.shard), config.bucket_bytes});
   Trainer trainer(config, exchange);
   std::vector<torch::Tensor> result;
   if (mode == "gradients") {

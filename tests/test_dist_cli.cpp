@@ -372,8 +372,9 @@ TEST(DistCli, ASlicedLossSendsTheHeadsGradientOnceAndCostsNoExtraMemory) {
 }
 
 // Runs `layout` (--nproc N …) until its ranks train, kills rank 1, and expects the run failed
-// naming it, every rank gone and the database whole, within `seconds` of the kill.
-void expect_a_killed_rank_fails_the_run(const std::string& layout, int world, int seconds = 25) {
+// naming it, every rank gone and the database whole, the others having ended on their own (none
+// killed by the launcher for not responding).
+void expect_a_killed_rank_fails_the_run(const std::string& layout, int world) {
   ScratchDir dir("distcli-kill");
   const std::string db = dir.file("runs.sqlite");
   std::vector<std::string> args = {REMATLAB_CLI_PATH, "run"};
@@ -389,13 +390,14 @@ void expect_a_killed_rank_fails_the_run(const std::string& layout, int world, in
   const auto killed = Clock::now();
   const std::optional<int> code = launcher.exit_code(std::chrono::seconds(40));
   ASSERT_TRUE(code.has_value()) << "the launcher did not stop: " << slurp(dir.file("err"));
-  EXPECT_LT(Clock::now() - killed, std::chrono::seconds(seconds));
+  EXPECT_LT(Clock::now() - killed, std::chrono::seconds(25));
   EXPECT_EQ(*code, 1);
   const std::string err = slurp(dir.file("err"));
   const std::string last = err.substr(err.rfind("rematlab-cli: error:"));
   EXPECT_NE(last.find("rank 1 (pid " + std::to_string(ranks.at(1)) + ") was killed by signal 9"),
             std::string::npos)
       << err;
+  EXPECT_EQ(err.find("stopped responding and was killed"), std::string::npos) << err;
   for (const auto& [rank, pid] : ranks) EXPECT_FALSE(alive(pid)) << "rank " << rank << " is left";
 
   RunStore store(db, StoreAccess::kReadOnly, false);
@@ -417,11 +419,9 @@ TEST(DistCli, KillingATensorParallelRankFailsTheRunTheSameWay) {
 }
 
 // Sharded gradients in small buckets: the others wait for a bucket's reduction inside backward
-// (an accumulator's hook), every micro-batch: the same ending, the survivors ending on their own
-// (the launcher kills what is left 5 s after the 10 s timeout: within 14 s none was).
+// (an accumulator's hook), every micro-batch: the same ending.
 TEST(DistCli, KillingARankWhileItsShardedGradientsAreReducedFailsTheRunTheSameWay) {
-  expect_a_killed_rank_fails_the_run("--nproc 3 --shard gradients --accum 3 --bucket-size 4KiB", 3,
-                                     14);
+  expect_a_killed_rank_fails_the_run("--nproc 3 --shard gradients --accum 3 --bucket-size 4KiB", 3);
 }
 
 // Its neighbouring stage waits for activations or gradients that never come: the same ending.

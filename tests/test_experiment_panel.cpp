@@ -273,6 +273,12 @@ TEST(ExperimentPanel, TheStageSplitIsRememberedWithThePipeline) {
       "Stage split: splits the blocks between pipeline stages: give Pipeline stages 2"))
       << panel->problem().toStdString();
   EXPECT_TRUE(panel->pipeline_split_field()->property("invalid").toBool());
+  // With two policies too: the split is what is wrong, not the runs for ranks there are none of.
+  panel->policies_field()->setText("none; every:1");
+  EXPECT_TRUE(panel->problem().startsWith(
+      "Stage split: splits the blocks between pipeline stages: give Pipeline stages 2"))
+      << panel->problem().toStdString();
+  EXPECT_FALSE(panel->ranks_field()->property("invalid").toBool());
 }
 
 // Integers beyond a field's range (hand-edited) are held to it, never wrapped to another value:

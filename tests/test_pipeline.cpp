@@ -64,9 +64,10 @@ std::vector<torch::Tensor> testing::dist::run_pipeline_case(
   if (item.at("mode") == "pipeline_notice") return run_notice_case(context, item);
   RunConfig config = config_from(item.at("run"));
   config.world_size = context->world_size();
-  Trainer trainer(config,
-                  std::make_shared<parallel::PipelineExchange>(
-                      context, config.pp, config.tp, parallel::data_parallel_options(config)));
+  Trainer trainer(
+      config, std::make_shared<parallel::PipelineExchange>(
+                  context, config.pp, config.tp,
+                  parallel::DataParallelOptions{parse_shard(config.shard), config.bucket_bytes}));
   std::vector<torch::Tensor> result;
   if (item.at("mode") == "pipeline_gradients") {
     const std::optional<double> loss = trainer.accumulate_gradients(

@@ -30,7 +30,8 @@ std::vector<torch::Tensor> testing::dist::run_tensor_parallel_case(
   RunConfig config = config_from(item.at("run"));
   config.world_size = context->world_size();
   auto exchange = std::make_shared<parallel::TensorParallelExchange>(
-      context, static_cast<int>(config.tp), parallel::data_parallel_options(config));
+      context, static_cast<int>(config.tp),
+      parallel::DataParallelOptions{parse_shard(config.shard), config.bucket_bytes});
   if (item.at("mode") == "tensor_collectives") {
     // The group's own collectives on a known tensor, each dimension and a negative one.
     TensorParallelGroup& group = *exchange->tensor_parallel();

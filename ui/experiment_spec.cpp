@@ -135,15 +135,9 @@ nlohmann::ordered_json ExperimentPanel::form_values() const {
 }
 
 void ExperimentPanel::check_data_parallel(const std::vector<SweepPoint>& points) const {
-  if (!data_parallel()) return;
-  if (points.size() != 1 || points.front().request.max_batch) {
-    throw InvalidInput(
-        "ranks", std::string("ranks train one run together: ") +
-                     (points.size() == 1 ? "turn off the max-batch search"
-                                         : "leave one value in Policies, Offload, Micro-batch "
-                                           "and Precision (the form names " +
-                                               std::to_string(points.size()) + " runs)"));
-  }
+  if (!data_parallel() || points.empty()) return;
+  // The layout first: a field left set where it does not apply (a split with one stage, a shard
+  // with one rank) is named at its own field, not as too many runs for ranks there are none of.
   RunConfig config = points.front().config;
   launch::check_local_ranks(config.device, ranks(), "ranks", "device");
   config.world_size = ranks();
@@ -154,6 +148,14 @@ void ExperimentPanel::check_data_parallel(const std::vector<SweepPoint>& points)
   config.virtual_stages = virtual_stages();
   set_pp_split(config, pipeline_split().toStdString());
   validate(config);  // a shard the run refuses names --shard, which the form calls Shard
+  if (points.size() != 1 || points.front().request.max_batch) {
+    throw InvalidInput(
+        "ranks", std::string("ranks train one run together: ") +
+                     (points.size() == 1 ? "turn off the max-batch search"
+                                         : "leave one value in Policies, Offload, Micro-batch "
+                                           "and Precision (the form names " +
+                                               std::to_string(points.size()) + " runs)"));
+  }
 }
 
 std::optional<nlohmann::ordered_json> ExperimentPanel::spec() const {

@@ -324,7 +324,8 @@ Command add_layout_command(CLI::App& app, const std::atomic<bool>& cancel) {
   command->add_option("--top", options->top, "Layouts to list")->capture_default_str();
   command->add_flag("--runnable-here", options->runnable_here,
                     "Only layouts RematLab's engine runs (no context parallelism, pipelines "
-                    "without sharded parameters or offload, model states on the GPUs)");
+                    "without sharded parameters, a tied head's sharded gradients or offload, model "
+                    "states on the GPUs)");
   command->add_flag("--json", options->json, "Print one JSON object as the last line of stdout");
   return {command, [options, &cancel]() {
             const layout::LayoutRequest request = options->resolve();

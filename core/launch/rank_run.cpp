@@ -204,7 +204,7 @@ struct RankExchange {
 
 RankExchange make_exchange(const std::shared_ptr<parallel::DistContext>& context,
                            const RunConfig& config) {
-  const parallel::DataParallelOptions options = parallel::data_parallel_options(config);
+  const parallel::DataParallelOptions options{parse_shard(config.shard), config.bucket_bytes};
   if (config.pp > 1) {
     // The activations a stage sends are counted as activations; its buffers are the buckets its
     // data ranks average.

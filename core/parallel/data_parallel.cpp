@@ -299,10 +299,6 @@ struct DataParallel::Engine {
   }
 };
 
-DataParallelOptions data_parallel_options(const RunConfig& config) {
-  return {parse_shard(config.shard), config.bucket_bytes, config.pp > 1};
-}
-
 DataParallel::DataParallel(std::shared_ptr<DistContext> context, DataParallelOptions options)
     : context_(std::move(context)), options_(options), engine_(std::make_shared<Engine>()) {
   engine_->context = context_;

@@ -25,7 +25,6 @@
 #include "parallel/data_exchange.h"
 #include "parallel/dist_context.h"
 #include "parallel/shard_update.h"
-#include "run/run_config.h"
 #include "run/shard_mode.h"
 
 namespace rematlab::parallel {
@@ -42,9 +41,6 @@ struct DataParallelOptions {
   // stage's backward reaches one chunk's buckets, the same on every data rank of the stage).
   bool rounds_skip_untouched = false;
 };
-
-// A run's: its --shard and bucket size; a pipeline's rounds skip the buckets they do not reach.
-DataParallelOptions data_parallel_options(const RunConfig& config);
 
 class DataParallel final : public DataExchange {
  public:

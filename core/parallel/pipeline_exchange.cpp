@@ -56,6 +56,9 @@ PipelineExchange::PipelineExchange(std::shared_ptr<DistContext> world, int64_t s
   std::iota(same_stage.begin(), same_stage.end(), rank / stage_ranks * stage_ranks);
   const auto stage_context =
       all_->subgroup("stage" + std::to_string(rank / stage_ranks), same_stage);
+  // A stage's backward reaches its own chunk's buckets only, the same ones in the same order on
+  // every data rank of the stage.
+  data_options.rounds_skip_untouched = true;
   if (tensor_ranks > 1) {
     tensor_ = std::make_shared<TensorParallelExchange>(
         stage_context, static_cast<int>(tensor_ranks), data_options);

@@ -202,8 +202,9 @@ std::vector<int64_t> parse_pp_split(const std::string& text) {
 }
 
 void set_pp_split(RunConfig& config, const std::string& text) {
-  config.pp_split_balanced = text == kBalancedSplit;
-  config.pp_split = config.pp_split_balanced ? std::vector<int64_t>{} : parse_pp_split(text);
+  const bool balanced = text == kBalancedSplit;
+  config.pp_split = balanced ? std::vector<int64_t>{} : parse_pp_split(text);  // may throw first
+  config.pp_split_balanced = balanced;
 }
 
 }  // namespace rematlab
