@@ -353,6 +353,22 @@ TEST(BucketLayout, FillsInReverseOrderUpToTheCapAndPadsToTheWorldSize) {
   EXPECT_THROW(parallel::plan_buckets({1}, 4, 0, 2), InvalidInput);
 }
 
+TEST(BucketLayout, AParameterMarkedAloneGetsABucketOfItsOwnWhereverItLies) {
+  // Four parameters that one 64-byte bucket would hold; the second marked alone, 2 ranks: its
+  // shards are elements [0, 3) and [3, 6) of it, as in any other model that marks it alone.
+  const auto buckets = parallel::plan_buckets({2, 5, 3, 4}, 4, 64, 2, {false, true});
+  ASSERT_EQ(buckets.size(), 3u);
+  EXPECT_EQ(buckets[0].slots.size(), 2u);  // 4 and 3, last registered first
+  EXPECT_EQ(buckets[0].numel, 7);
+  ASSERT_EQ(buckets[1].slots.size(), 1u);
+  EXPECT_EQ(buckets[1].slots[0].param, 1u);
+  EXPECT_EQ(buckets[1].slots[0].offset, 0);
+  EXPECT_EQ(buckets[1].padded_numel, 6);
+  EXPECT_EQ(buckets[1].shard_numel, 3);
+  ASSERT_EQ(buckets[2].slots.size(), 1u);  // the first, after the one kept alone
+  EXPECT_EQ(buckets[2].slots[0].param, 0u);
+}
+
 // ---- N ranks of batch B against one process of batch N·B ----
 
 struct Reference {

@@ -156,8 +156,7 @@ QGridLayout* ScaleView::build_fields() {
   fields->addWidget(runnable_here_, 3, 0, 1, 6);
   runnable_here_->setToolTip(
       "Search only layouts RematLab's engine runs: no context parallelism, a pipeline "
-      "without sharded parameters, a tied head's sharded gradients or offload, model states on "
-      "the GPUs");
+      "without sharded parameters or offload, model states on the GPUs");
   fields->addWidget(plan_button_, 0, 6, 4, 1);
   plan_button_->setToolTip("Evaluate every layout of these GPUs for this model and batch");
   return fields;

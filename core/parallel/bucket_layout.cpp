@@ -8,7 +8,8 @@
 namespace rematlab::parallel {
 
 std::vector<BucketLayout> plan_buckets(const std::vector<int64_t>& numels, int64_t element_size,
-                                       int64_t bucket_bytes, int world_size) {
+                                       int64_t bucket_bytes, int world_size,
+                                       const std::vector<bool>& alone) {
   if (bucket_bytes <= 0) throw InvalidInput("--bucket-size", "must be positive");
   const int64_t capacity = std::max<int64_t>(1, bucket_bytes / std::max<int64_t>(1, element_size));
   std::vector<BucketLayout> buckets;
@@ -23,9 +24,11 @@ std::vector<BucketLayout> plan_buckets(const std::vector<int64_t>& numels, int64
   for (std::size_t i = numels.size(); i-- > 0;) {
     const int64_t numel = numels[i];
     if (numel <= 0) continue;
-    if (current.numel > 0 && current.numel + numel > capacity) close();
+    const bool apart = i < alone.size() && alone[i];
+    if (current.numel > 0 && (apart || current.numel + numel > capacity)) close();
     current.slots.push_back({i, current.numel, numel});
     current.numel += numel;
+    if (apart) close();
   }
   close();
   return buckets;

@@ -15,7 +15,7 @@ namespace {
 using torch::autograd::variable_list;
 
 // Gradients mode: buckets on the wire at once before the oldest is waited for (the layout
-// planner counts two of its own, larger buckets).
+// planner counts one bucket whole at the activations' peak, early in backward, when none is).
 constexpr std::size_t kBucketsInFlight = 2;
 
 }  // namespace
@@ -351,9 +351,13 @@ void DataParallel::attach(const std::vector<torch::Tensor>& params) {
   }
   engine.params = params;
   std::vector<int64_t> numels;
-  for (const torch::Tensor& param : params) numels.push_back(param.numel());
+  std::vector<bool> alone;
+  for (const torch::Tensor& param : params) {
+    numels.push_back(param.numel());
+    alone.push_back(options_.alone_in_bucket && options_.alone_in_bucket(param));
+  }
   engine.layout = plan_buckets(numels, params.front().element_size(), options_.bucket_bytes,
-                               context_->world_size());
+                               context_->world_size(), alone);
   engine.buckets.resize(engine.layout.size());
   engine.bucket_of.assign(params.size(), 0);
   engine.offset_of.assign(params.size(), 0);
@@ -402,6 +406,12 @@ void DataParallel::attach(const std::vector<torch::Tensor>& params) {
     }
   }
 
+  hook_accumulators(params);
+}
+
+// Each parameter's gradient accumulator tells the engine before and after it adds a gradient.
+void DataParallel::hook_accumulators(const std::vector<torch::Tensor>& params) {
+  Engine& engine = *engine_;
   std::weak_ptr<Engine> weak = engine_;
   for (std::size_t index = 0; index < params.size(); ++index) {
     std::shared_ptr<torch::autograd::Node> accumulator =

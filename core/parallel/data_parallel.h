@@ -16,6 +16,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -40,6 +41,10 @@ struct DataParallelOptions {
   // or, with this set, only those that got a gradient in it (a pipeline stage's: an interleaved
   // stage's backward reaches one chunk's buckets, the same on every data rank of the stage).
   bool rounds_skip_untouched = false;
+  // Parameters this is true of get a bucket of their own, so that their shards cover the same
+  // elements in every model that holds them (a pipeline's tied head on its first and last
+  // stage, whose shards those stages add). Asked once per parameter at attach.
+  std::function<bool(const torch::Tensor&)> alone_in_bucket = nullptr;
 };
 
 class DataParallel final : public DataExchange {
@@ -73,6 +78,7 @@ class DataParallel final : public DataExchange {
 
  private:
   struct Engine;  // what the gradient hooks reach, through a weak pointer
+  void hook_accumulators(const std::vector<torch::Tensor>& params);
   // After a sharded update: every rank's updated shard into everyone's flat parameters.
   void gather_updated_parameters();
   std::shared_ptr<DistContext> context_;

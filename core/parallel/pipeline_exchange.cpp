@@ -59,6 +59,14 @@ PipelineExchange::PipelineExchange(std::shared_ptr<DistContext> world, int64_t s
   // A stage's backward reaches its own chunk's buckets only, the same ones in the same order on
   // every data rank of the stage.
   data_options.rounds_skip_untouched = true;
+  // Sharded, the first and the last stage add their shards of a tied head (step): a bucket of
+  // its own makes each data rank's shard the same elements on both. Asked at attach, after
+  // share_gradient_of.
+  if (data_options.shard != ShardMode::kNone) {
+    data_options.alone_in_bucket = [this](const torch::Tensor& param) {
+      return tied_.defined() && param.is_same(tied_);
+    };
+  }
   if (tensor_ranks > 1) {
     tensor_ = std::make_shared<TensorParallelExchange>(
         stage_context, static_cast<int>(tensor_ranks), data_options);
@@ -294,20 +302,42 @@ std::vector<double> PipelineExchange::max_over_ranks(const std::vector<double>& 
   return all_->max(local);
 }
 
+// The first and the last stage add their gradients of the tied head: whole, or (sharded) this
+// data rank's shard of them, which covers the same elements on both stages (its own bucket).
 void PipelineExchange::add_tied_gradients() {
   torch::NoGradGuard no_grad;
   const int other = static_cast<int>(first() ? stages() - 1 : 0);
-  std::vector<at::Tensor> mine{tied_.grad().detach().contiguous()};
-  std::vector<at::Tensor> notice{notice_like(mine.front())};
+  torch::Tensor mine = sharded() ? tied_shard() : tied_.grad();
+  if (!mine.is_contiguous()) throw std::logic_error("the tied head's gradient is not contiguous");
+  std::vector<at::Tensor> sent{mine.detach()};
+  std::vector<at::Tensor> notice{notice_like(mine)};
   tied_sent_.push_back(
       {notice.front(), pipe_->backend().send(notice, other, kTiedNoticeTag), other, 0});
-  tied_sent_.push_back({mine.front(), pipe_->backend().send(mine, other, kTiedTag), other, 0});
-  std::vector<at::Tensor> theirs{torch::empty_like(tied_.grad())};
+  tied_sent_.push_back({sent.front(), pipe_->backend().send(sent, other, kTiedTag), other, 0});
+  std::vector<at::Tensor> theirs{torch::empty_like(mine)};
   receive_after_notice(theirs, other, kTiedTag, kTiedNoticeTag,
                        "adding the tied head's gradients of the first and the last stage");
-  finish_sends();
+  finish_sends();  // before `mine` changes under its send
   // a + b on one stage, b + a on the other: the same sum, bit for bit.
-  tied_.grad().add_(theirs.front());
+  mine.add_(theirs.front());
+}
+
+torch::Tensor PipelineExchange::tied_shard() const {
+  std::size_t tied_index = params_.size();
+  for (std::size_t index = 0; index < params_.size(); ++index) {
+    if (params_[index].is_same(tied_)) tied_index = index;
+  }
+  const std::vector<BucketLayout>& layouts = stage_data().shard_layouts();
+  for (std::size_t bucket = 0; bucket < layouts.size(); ++bucket) {
+    for (const BucketSlot& slot : layouts[bucket].slots) {
+      if (slot.param != tied_index) continue;
+      if (layouts[bucket].slots.size() != 1) {
+        throw std::logic_error("a tied head shares its bucket: its shards differ between stages");
+      }
+      return stage_data().gradient_shards()[bucket];
+    }
+  }
+  throw std::logic_error("the tied head is in none of the stage's buckets");
 }
 
 // This stage's share of the squared gradient norm, the tied weight's counted once (on the first

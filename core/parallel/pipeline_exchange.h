@@ -10,11 +10,10 @@
 // (under sharded gradients every backward) averages its buckets over the data ranks while the
 // others run, and the tensor ranks sum the
 // rows each formed only part of. Then the pipeline reduces two things: a tied head's weight,
-// which the first and the last stage both hold and whose gradients they add, and the gradient
-// norm, whose squares every stage adds to. The stage's data ranks may shard its optimizer state
-// and gradients (ZeRO 1–2; gradients only without a tied head, whose gradient the first and last
-// stage add whole); not yet combined with sharded parameters, offload or LoRA (run_config's
-// validate refuses them).
+// which the first and the last stage both hold and whose gradients they add (whole, or sharded
+// each data rank's shard of them), and the gradient norm, whose squares every stage adds to. The
+// stage's data ranks may shard its optimizer state and gradients (ZeRO 1–2); not yet combined
+// with sharded parameters, offload or LoRA (run_config's validate refuses them).
 #pragma once
 
 #include <torch/torch.h>
@@ -139,6 +138,8 @@ class PipelineExchange final : public GradientExchange {
                             const char* what);
   void wait_for_all(std::deque<Pending>& sent);
   void add_tied_gradients();
+  // Sharded: this data rank's shard of the tied head's averaged gradients, in place.
+  torch::Tensor tied_shard() const;
 
   double stage_squares();
   // The tied head is in the norm once, on the first stage: the last leaves it out.

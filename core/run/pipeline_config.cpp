@@ -91,14 +91,6 @@ void validate_pipeline_policy_and_split(const RunConfig& config) {
   }
   const ShardMode shard = parse_shard(config.shard);
   if (shard == ShardMode::kParameters) not_yet("--shard", "sharding parameters");
-  // A tied head's gradient is added whole between the first and the last stage, whose buckets
-  // shard it differently.
-  if (shard == ShardMode::kGradients && config.model.tie_head) {
-    throw InvalidInput("--shard",
-                       "gradients are not sharded on stages beside a tied head (the end "
-                       "stages add its gradients whole); use " +
-                           setting("shard", "optimizer"));
-  }
   if (parse_offload(config.offload).kind != OffloadKind::kNone) not_yet("--offload", "offload");
   if (config.model.lora.enabled()) not_yet("--finetune", "LoRA fine-tuning");
 }
