@@ -138,6 +138,9 @@ def main():
     parser.add_argument("--accum", type=int, default=1,
                         help="micro-batches a step; above 1 only the data-parallel layouts (what "
                         "sharding holds while micro-batches accumulate)")
+    parser.add_argument("--bucket-size", default="25MiB",
+                        help="the data ranks' gradient buckets, in run and layout alike (default: "
+                        "the engine's)")
     parser.add_argument("--moe", action="store_true",
                         help="a mixture of experts over data and expert ranks instead")
     args = parser.parse_args()
@@ -197,7 +200,7 @@ def main():
                     if sp:
                         run.append("--sequence-parallel")
                     if dp > 1:
-                        run += ["--shard", SHARD[zero]]
+                        run += ["--shard", SHARD[zero], "--bucket-size", args.bucket_size]
                     measured = last_json(run)
                     share = min(1.0, cores / ranks)  # ranks beyond the cores share them
                     efficiency = efficiencies[(preset, policy)]
@@ -211,7 +214,8 @@ def main():
                         "--intra-node-latency", str(step_latency), "--no-overlap", "--gpus", str(ranks),
                         "--gpus-per-node", str(ranks),
                         "--global-batch", str(args.batch * dp * args.accum),
-                        "--precision", "fp32", "--fragmentation", "0", "--tp", str(tp), "--pp", "1",
+                        "--precision", "fp32", "--fragmentation", "0", "--bucket-size", args.bucket_size,
+                        "--tp", str(tp), "--pp", "1",
                         "--cp", "1", "--dp", str(dp), "--zero", str(zero), "--micro-batch",
                         str(args.batch), "--checkpoint", policy, "--offload", "none",
                         "--sequence-parallel" if sp else "--no-sequence-parallel", "--json"]

@@ -36,6 +36,9 @@ def main():
     parser.add_argument("--virtual-stages", type=int, default=1)
     parser.add_argument("--data-ranks", type=int, default=1)
     parser.add_argument("--zero", type=int, default=0, choices=[0, 1, 2])
+    parser.add_argument("--bucket-size", default="25MiB",
+                        help="a stage's data ranks' gradient buckets, in run and layout alike "
+                        "(default: the engine's)")
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--policies", default="none,every:1")
@@ -72,7 +75,7 @@ def main():
                                                           str(peak), "--json"])
             measured = last_json([args.cli, "run"] + common + [
                 "--nproc", str(ranks), "--pp", str(stages), "--virtual-stages", str(chunks),
-                "--accum", str(accum), "--shard", shard, "--json"])
+                "--accum", str(accum), "--shard", shard, "--bucket-size", args.bucket_size, "--json"])
             plan = last_json([
                 args.cli, "layout", "--model", preset, "--seq-len", str(args.seq_len),
                 "--gpu-memory", "16GiB", "--peak-flops", str(peak * min(1.0, cores / ranks)),
@@ -81,7 +84,8 @@ def main():
                 "--intra-node-latency", str(step_latency), "--no-overlap", "--gpus", str(ranks),
                 "--gpus-per-node", str(ranks), "--global-batch",
                 str(args.batch * accum * data_ranks),
-                "--precision", "fp32", "--fragmentation", "0", "--tp", "1", "--pp", str(stages),
+                "--precision", "fp32", "--fragmentation", "0", "--bucket-size", args.bucket_size,
+                "--tp", "1", "--pp", str(stages),
                 "--virtual-stages", str(chunks), "--cp", "1", "--dp", str(data_ranks), "--zero", str(args.zero),
                 "--micro-batch", str(args.batch), "--checkpoint", policy, "--offload", "none",
                 "--json"])

@@ -362,6 +362,41 @@ TEST(LayoutEvaluator, AClusterSmallerThanItsServerNeedsHostMemoryForItsOwnGpusOn
   EXPECT_NE(evaluation.reason.find("host memory"), std::string::npos) << evaluation.reason;
 }
 
+// ZeRO 2 keeps no whole gradients between micro-batches: when the activations peak, backward has
+// begun one bucket, whole from its first gradient, and never more than the rank's gradients. The
+// bucket is the request's, and every export that has one carries it.
+TEST(LayoutEvaluator, ZeroTwoHoldsTheBucketBackwardBeganAtTheActivationsPeak) {
+  LayoutRequest request = request_for("small", "rtx4090", 2, 256, 8);
+  request.precision = Precision::kFp32;
+  Layout layout;
+  layout.dp = 2;
+  layout.accum = 4;
+  const int64_t gradients = LayoutEvaluator(request).evaluate(layout).memory.gradients;
+  layout.zero = 1;
+  EXPECT_EQ(LayoutEvaluator(request).evaluate(layout).memory.buffers, 0);
+  layout.zero = 2;
+  // Default buckets of 40M values: small's 9.6M gradients are one, held whole once.
+  const LayoutEvaluation whole = LayoutEvaluator(request).evaluate(layout);
+  EXPECT_EQ(whole.memory.buffers, gradients);
+  EXPECT_EQ(whole.memory.gradients, gradients / 2);
+  request.bucket_values = 1'000'000;
+  const LayoutEvaluation bucketed = LayoutEvaluator(request).evaluate(layout);
+  EXPECT_EQ(bucketed.memory.buffers, 4'000'000);
+  EXPECT_NE(rematlab_run(request, bucketed).text.find("--bucket-size 4000000"), std::string::npos)
+      << rematlab_run(request, bucketed).text;
+  EXPECT_NE(megatron_arguments(request, bucketed).text.find("--ddp-bucket-size 1000000"),
+            std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(
+                deepspeed_json(request, bucketed).text)["zero_optimization"]["reduce_bucket_size"],
+            1'000'000);
+  // One rank reduces nothing: no buckets to name.
+  layout.dp = 1;
+  layout.zero = 0;
+  request.global_batch = 4;
+  EXPECT_EQ(rematlab_run(request, LayoutEvaluator(request).evaluate(layout)).text.find("--bucket"),
+            std::string::npos);
+}
+
 TEST(LayoutSearch, RunnableHereKeepsToWhatTheEngineTrains) {
   // The engine shards parameters in fp32 only: in bf16 no ZeRO 3 over two ranks is offered,
   // and where one is evaluated anyway it says what the engine lacks.
@@ -397,8 +432,8 @@ TEST(LayoutSearch, RunnableHereKeepsToWhatTheEngineTrains) {
 }
 
 // The engine runs pipelines (pipeline_exchange.h) of stages of tensor ranks, the pipelines data
-// ranks, a micro-batch a stage at least, optimizer states (and an untied head's gradients)
-// sharded over a stage's data ranks, nothing offloaded. Those layouts are
+// ranks, a micro-batch a stage at least, optimizer states and gradients sharded over a stage's
+// data ranks, nothing offloaded. Those layouts are
 // searched among the runnable ones and exported as a run with --pp; each other pipeline says
 // what it lacks.
 TEST(LayoutExport, APipelineRunsHereWithItsStagesTensorRanksAndMicroBatches) {
@@ -443,8 +478,13 @@ TEST(LayoutExport, APipelineRunsHereWithItsStagesTensorRanksAndMicroBatches) {
   const std::string sharded_run = rematlab_run(request, optimizer_sharded).text;
   EXPECT_NE(sharded_run.find("--nproc 4 --tp 1 --pp 2 --shard optimizer"), std::string::npos)
       << sharded_run;
+  // ZeRO 2 beside a tied head: the end stages add their shards of it.
   Layout gradients_sharded = sharded;
   gradients_sharded.zero = 2;
+  const LayoutEvaluation tied_gradients = LayoutEvaluator(request).evaluate(gradients_sharded);
+  EXPECT_TRUE(tied_gradients.engine_lacks.empty()) << tied_gradients.engine_lacks.front();
+  EXPECT_NE(rematlab_run(request, tied_gradients).text.find("--pp 2 --shard gradients"),
+            std::string::npos);
   Layout parameters_sharded = sharded;
   parameters_sharded.zero = 3;
   // ZeRO 2 reduces every backward's gradients into the shards, over data ranks alone as on
@@ -466,7 +506,6 @@ TEST(LayoutExport, APipelineRunsHereWithItsStagesTensorRanksAndMicroBatches) {
   EXPECT_NE(interleaved_run.find("--pp 2 --virtual-stages 2 --shard gradients"), std::string::npos)
       << interleaved_run;
   const std::vector<std::pair<Layout, std::vector<std::string>>> lacking = {
-      {gradients_sharded, {"sharded gradients (ZeRO 2) on pipeline stages with a tied head"}},
       {parameters_sharded, {"sharded parameters (ZeRO 3) on pipeline stages"}},
   };
   for (const auto& [layout, lacks] : lacking) {
@@ -951,6 +990,8 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
       {"--gpu a100-80gb --offload disk", "--offload"},
       {"--gpu a100-80gb --checkpoint keep:qkv", "--checkpoint"},
       {"--gpu a100-80gb --zero 4", "--zero"},
+      {"--gpu a100-80gb --bucket-size 0", "--bucket-size"},
+      {"--gpu a100-80gb --bucket-size 25MB/s", "--bucket-size"},
       {"--gpu a100-80gb --peak-flops 1e-300", "--peak-flops"},
       {"--gpu a100-80gb --intra-node-bandwidth 1e-300", "--intra-node-bandwidth"},
       {"--gpu a100-80gb --collective-latency -1e-6", "--collective-latency"},

@@ -1,4 +1,5 @@
 // `rematlab-cli layout`: how to train a model on a cluster, fastest within memory.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "estimate/architecture.h"
+#include "estimate/model_state.h"
 #include "layout/layout_json.h"
 #include "layout/layout_rules.h"
 #include "layout/layout_search.h"
@@ -61,6 +63,7 @@ struct LayoutOptions {
   std::string precision = "bf16";
   bool fp32_gradients = false;
   double fragmentation = 0.05;
+  std::string bucket_size;  // bytes, as `run --bucket-size`
   std::string activation_model = "engine";
   std::optional<int64_t> tp, pp, vp, cp, dp, ep, micro_batch, zero;
   ExpertLoadOptions expert_loads;
@@ -202,6 +205,12 @@ struct LayoutOptions {
     request.precision = parse_precision(precision);
     request.fp32_gradients = fp32_gradients;
     request.fragmentation = fragmentation;
+    if (!bucket_size.empty()) {
+      const int64_t gradient_bytes =
+          fp32_gradients ? 4 : estimate::bytes_per_value(request.precision);
+      request.bucket_values =
+          std::max<int64_t>(1, parse_byte_size(bucket_size, "--bucket-size") / gradient_bytes);
+    }
     if (activation_model == "megatron") {
       request.activation_model = layout::ActivationModel::kMegatron;
     } else if (activation_model != "engine") {
@@ -299,6 +308,9 @@ Command add_layout_command(CLI::App& app, const std::atomic<bool>& cancel) {
       ->add_option("--fragmentation", options->fragmentation,
                    "Allowance for the allocator's fragmentation, a share of what is allocated")
       ->capture_default_str();
+  command->add_option("--bucket-size", options->bucket_size,
+                      "Gradients a data rank reduces at once, in bytes as run's (e.g. 25MiB; "
+                      "default 40M values, Megatron-LM's)");
   command
       ->add_option("--activation-model", options->activation_model,
                    "engine (RematLab's accounting) or megatron (Korthikanti et al.'s terms)")
@@ -324,8 +336,7 @@ Command add_layout_command(CLI::App& app, const std::atomic<bool>& cancel) {
   command->add_option("--top", options->top, "Layouts to list")->capture_default_str();
   command->add_flag("--runnable-here", options->runnable_here,
                     "Only layouts RematLab's engine runs (no context parallelism, pipelines "
-                    "without sharded parameters, a tied head's sharded gradients or offload, model "
-                    "states on the GPUs)");
+                    "without sharded parameters or offload, model states on the GPUs)");
   command->add_flag("--json", options->json, "Print one JSON object as the last line of stdout");
   return {command, [options, &cancel]() {
             const layout::LayoutRequest request = options->resolve();

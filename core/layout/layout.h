@@ -83,6 +83,9 @@ struct FixedDimensions {
   std::optional<int64_t> ep;
 };
 
+// Values of gradients a data rank reduces at once, by default (Megatron-LM's).
+inline constexpr int64_t kBucketValues = 40'000'000;
+
 struct LayoutRequest {
   estimate::Architecture arch;  // seq_len: the sequence trained
   Precision precision = Precision::kBf16;
@@ -94,6 +97,9 @@ struct LayoutRequest {
   // divides into); 0: the GPU kind's default.
   double matmul_efficiency = 0.0;
   double fragmentation = 0.05;  // allowance on top of what is allocated, as a share of it
+  // Gradients a data rank reduces in one collective (values): how many collectives its
+  // reduction takes, and what ZeRO 2 and offloading hold of them whole.
+  int64_t bucket_values = kBucketValues;
   ActivationModel activation_model = ActivationModel::kEngine;
   // Search only what RematLab's engine runs: no pipeline, no context parallelism, model states
   // on the GPUs.

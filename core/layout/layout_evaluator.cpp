@@ -283,10 +283,15 @@ int64_t LayoutEvaluator::buffer_bytes(const Layout& layout, const Stage& stage) 
   if (layout.zero == 3) {
     // Gathered whole: the running block and the next one prefetched, and one block's gradients.
     bytes += (2 * w + g) * stage.layer_parameters;
-  } else if (layout.zero == 2 || states_offloaded(layout)) {
-    // Two buckets' gradients whole (being reduced, or formed), never more than the stage's
-    // gradients: a stage of one bucket holds them whole once, as the engine measures.
-    bytes += std::min(2 * kBucketValues, stage.trained) * g;
+  } else if (states_offloaded(layout)) {
+    // Two buckets' gradients whole (being moved, or formed), never more than the stage's.
+    bytes += std::min(2 * request_.bucket_values, stage.trained) * g;
+  } else if (layout.zero == 2) {
+    // When the activations peak, backward has begun one bucket, whole from its first gradient
+    // (never more than the stage's gradients); the ones it sends and reduces later come once
+    // backward has freed more activations than they hold. Measured here: one bucket, not the two
+    // on the wire at most, puts the peak within 2 % (docs/layout.md).
+    bytes += std::min(request_.bucket_values, stage.trained) * g;
   }
   const int64_t tokens = layout.micro_batch * arch.seq_len / layout.cp;
   if (layout.pp > 1) bytes += 2 * tokens * arch.d_model * w / (layout.sp ? layout.tp : 1);

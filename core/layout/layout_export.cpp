@@ -4,6 +4,7 @@
 
 #include "checkpoint/checkpoint_policy.h"
 #include "common/decimal_text.h"
+#include "estimate/model_state.h"
 #include "model/model_config.h"
 
 namespace rematlab::layout {
@@ -131,7 +132,13 @@ LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvalua
   if (layout.sp) a += " --sequence-parallel";
   if (layout.cp > 1) a += " --context-parallel-size " + number(layout.cp);
   // The planner hides the gradients' reduction behind backward, as this flag does.
-  if (layout.zero < 3 && layout.dp * layout.cp > 1) a += " --overlap-grad-reduce";
+  if (layout.zero < 3 && layout.dp * layout.cp > 1) {
+    a += " --overlap-grad-reduce";
+    // Its default, max(40M, 1M × data ranks), is the planner's below 40 data ranks.
+    if (request.bucket_values != kBucketValues) {
+      a += " --ddp-bucket-size " + number(request.bucket_values);
+    }
+  }
   if (layout.zero == 1 || layout.zero == 2) a += " --use-distributed-optimizer";
   if (layout.zero == 2) {
     out.unsaid.push_back(
@@ -258,6 +265,8 @@ LayoutExport deepspeed_json(const LayoutRequest& request, const LayoutEvaluation
   if (layout.offload == Offload::kParameters) {
     zero["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
   }
+  // The buckets the planner counted (DeepSpeed's default is 5e8 values).
+  if (layout.zero == 1 || layout.zero == 2) zero["reduce_bucket_size"] = request.bucket_values;
   config["zero_optimization"] = zero;
   const std::string policy = uniform_policy(layout, out.unsaid);
   config["activation_checkpointing"] = {
@@ -367,6 +376,11 @@ LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& 
        " --precision " + to_string(request.precision) + " --checkpoint " +
        rematlab_policy(layout, out.unsaid);
   if (layout.offload == Offload::kActivations) r += " --offload host";
+  // The engine's buckets are bytes of its gradients: the planner's count of them.
+  if (layout.dp > 1) {
+    const int64_t g = request.fp32_gradients ? 4 : estimate::bytes_per_value(request.precision);
+    r += " --bucket-size " + number(request.bucket_values * g);
+  }
   return out;
 }
 

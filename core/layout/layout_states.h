@@ -10,9 +10,6 @@
 
 namespace rematlab::layout {
 
-// Gradient buckets a ZeRO-2 or offloading rank reduces through (values; Megatron-LM's default).
-inline constexpr int64_t kBucketValues = 40'000'000;
-
 // Whether the optimizer's states (and with them perhaps the weights) live in host memory.
 inline bool states_offloaded(const Layout& layout) {
   return layout.offload == Offload::kOptimizer || layout.offload == Offload::kParameters;

@@ -29,15 +29,15 @@ double whole_shares(int64_t parameters, int64_t ranks) {
 // gradients are reduced over the ranks that hold the same experts (dp·cp/ep), after the rest's, in
 // buckets of their own. `g` and `w`: bytes of a gradient and of a weight.
 double exposed_reduction(const Cluster& cluster, const Layout& layout,
-                         const std::vector<StateGroup>& groups, int64_t g, int64_t w,
-                         double backward) {
+                         const std::vector<StateGroup>& groups, int64_t bucket_values, int64_t g,
+                         int64_t w, double backward) {
   const int64_t span = layout.tp * layout.cp * layout.dp;
   double reducing = 0.0;
   double last_bucket = 0.0;  // the largest of a group's: the one backward cannot hide
   double gathering = 0.0;
   for (const auto& [ranks, parameters] : groups) {
     const double P = static_cast<double>(parameters);
-    const double buckets = std::max(1.0, std::ceil(P / static_cast<double>(kBucketValues)));
+    const double buckets = std::max(1.0, std::ceil(P / static_cast<double>(bucket_values)));
     const double bucket =
         ring_seconds(cluster, ranks, span, layout.zero == 0 ? 2 : 1, P * g / buckets);
     last_bucket = std::max(last_bucket, bucket);
@@ -79,7 +79,8 @@ void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
   if (layout.zero < 3 && shard > 1) {
     const double backward =
         gpu.overlaps_communication ? (2.0 / 3.0) * one.compute + one.recompute : 0.0;
-    const double exposed = exposed_reduction(cluster, layout, groups, g, w, backward);
+    const double exposed =
+        exposed_reduction(cluster, layout, groups, request_.bucket_values, g, w, backward);
     time.data += exposed;
     step_s += exposed;
   }
