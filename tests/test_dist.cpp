@@ -353,10 +353,16 @@ TEST(BucketLayout, FillsInReverseOrderUpToTheCapAndPadsToTheWorldSize) {
   EXPECT_THROW(parallel::plan_buckets({1}, 4, 0, 2), InvalidInput);
 }
 
-TEST(BucketLayout, AParameterMarkedAloneGetsABucketOfItsOwnWhereverItLies) {
-  // Four parameters that one 64-byte bucket would hold; the second marked alone, 2 ranks: its
-  // shards are elements [0, 3) and [3, 6) of it, as in any other model that marks it alone.
-  const auto buckets = parallel::plan_buckets({2, 5, 3, 4}, 4, 64, 2, {false, true});
+TEST(BucketLayout, ABucketHoldsOneGroupsParameters) {
+  // Four parameters that one 64-byte bucket would hold, in two groups: a bucket each.
+  const auto chunks = parallel::plan_buckets({2, 5, 3, 4}, 4, 64, 2, {0, 0, 1, 1});
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0].numel, 7);  // 4 and 3, last registered first
+  EXPECT_EQ(chunks[1].numel, 7);
+  EXPECT_EQ(chunks[1].slots[0].param, 1u);
+  // The second in a group of its own, 2 ranks: its shards are elements [0, 3) and [3, 6) of it,
+  // as in any other model that keeps it alone.
+  const auto buckets = parallel::plan_buckets({2, 5, 3, 4}, 4, 64, 2, {0, -1, 0, 0});
   ASSERT_EQ(buckets.size(), 3u);
   EXPECT_EQ(buckets[0].slots.size(), 2u);  // 4 and 3, last registered first
   EXPECT_EQ(buckets[0].numel, 7);

@@ -541,12 +541,18 @@ TEST(Pipeline, TwoThreeAndFourStagesTrainTenStepsLikeOneProcessForBothFamilies) 
                                                                      {"shard", "gradients"}}),
                                      4};
   // A tied head's gradients sharded too: the end stages add their data ranks' shards of it,
-  // which cover the same elements (a bucket of its own), one chunk a stage and two.
+  // which cover the same elements (a bucket of its own, in buckets that would otherwise hold the
+  // whole stage), one chunk a stage and two.
   cases["pp2_dp2_gpt_zero2"] = {
-      with(stage_fields("gpt", 2), {{"steps", 10}, {"shard", "gradients"}}), 4};
-  cases["pp2_dp2_gpt_v2_zero2"] = {
       with(stage_fields("gpt", 2),
-           {{"layers", 4}, {"virtual_stages", 2}, {"steps", 10}, {"shard", "gradients"}}),
+           {{"steps", 10}, {"shard", "gradients"}, {"bucket_bytes", int64_t{1} << 20}}),
+      4};
+  cases["pp2_dp2_gpt_v2_zero2"] = {
+      with(stage_fields("gpt", 2), {{"layers", 4},
+                                    {"virtual_stages", 2},
+                                    {"steps", 10},
+                                    {"shard", "gradients"},
+                                    {"bucket_bytes", int64_t{1} << 20}}),
       4};
   // One chunk a stage: each micro-batch's gradients reduced into the shards as it ends.
   cases["pp2_dp2_llama_zero2"] = {
@@ -610,6 +616,12 @@ TEST(Pipeline, TwoStagesOfTwoTensorRanksAsTwoDataRanksTrainLikeOneProcessOnEight
       // stage only, every stage's shards in the norm.
       {"pp2_tp2_dp2_gpt_zero1",
        with(stage_fields("gpt", 2), {{"tp", 2}, {"steps", 10}, {"shard", "optimizer"}})},
+      // The same with the gradients sharded, the tied head's shards added between the end
+      // stages' tensor parts, in buckets that would otherwise hold the whole stage.
+      {"pp2_tp2_dp2_gpt_zero2",
+       with(
+           stage_fields("gpt", 2),
+           {{"tp", 2}, {"steps", 10}, {"shard", "gradients"}, {"bucket_bytes", int64_t{1} << 20}})},
       // And the gradients sharded too, clipped, beside tensor ranks under sequence parallelism.
       {"pp2_tp2_sp_dp2_llama_zero2", with(stage_fields("llama", 2), {{"tp", 2},
                                                                      {"sequence_parallel", true},
@@ -694,22 +706,28 @@ TEST(Pipeline, ShardedStagesHoldTheirDataRanksShareOfTheirStates) {
 // it held while its buckets waited in index order behind the other chunk's (0.57 and 0.43 of the
 // stage's gradients).
 TEST(Pipeline, InterleavedShardedStagesLetGradientsGoDuringEachChunksBackward) {
-  auto ranks_of = [](const std::string& shard) {
+  auto ranks_of = [](const std::string& shard, const std::string& bucket) {
     return ranks_of_run(
         "--preset tiny --arch llama --layers 4 --batch 2 --threads 1 --steps 1 --nproc 4 --pp 2 "
-        "--virtual-stages 2 --accum 2 --bucket-size 4KiB --shard " +
-        shard);
+        "--virtual-stages 2 --accum 2 --bucket-size " +
+        bucket + " --shard " + shard);
   };
-  const auto optimizer = ranks_of("optimizer");
-  const auto gradients = ranks_of("gradients");
+  const auto optimizer = ranks_of("optimizer", "4KiB");
+  const auto gradients = ranks_of("gradients", "4KiB");
+  // Buckets that could hold a whole stage hold one chunk's gradients each: no bucket goes out in
+  // both chunks' backwards, whole in each (as one spanning both did).
+  const auto large_buckets = ranks_of("gradients", "25MiB");
   ASSERT_EQ(optimizer.size(), 4u);
   ASSERT_EQ(gradients.size(), 4u);
+  ASSERT_EQ(large_buckets.size(), 4u);
   for (const auto& [index, rank] : gradients) {
     ASSERT_EQ(optimizer.count(index), 1u) << index;
     const nlohmann::json& whole = optimizer.at(index);
     const double stage_gradients = whole.at("grad_bytes").get<double>();
     EXPECT_LT(rank.at("buffer_peak_bytes").get<double>(), 0.35 * stage_gradients) << index;
     EXPECT_LT(rank.at("peak_bytes").get<int64_t>(), whole.at("peak_bytes").get<int64_t>()) << index;
+    EXPECT_LT(large_buckets.at(index).at("buffer_peak_bytes").get<double>(), 0.75 * stage_gradients)
+        << index;
   }
 }
 

@@ -254,24 +254,8 @@ void TransformerImpl::keep_chunks(const std::vector<std::pair<int64_t, int64_t>>
   if (chunks.empty()) throw std::logic_error("a pipeline stage without a chunk");
   chunks_ = chunks;
   std::unordered_set<const void*> kept;
-  for (const auto& [begin, end] : chunks) {
-    for (int64_t index = begin; index < end; ++index) {
-      for (const torch::Tensor& param : sublayers_[static_cast<std::size_t>(index)]->parameters()) {
-        kept.insert(param.unsafeGetTensorImpl());
-      }
-    }
-  }
-  auto keep = [&kept](const torch::nn::Module& module) {
-    for (const torch::Tensor& param : module.parameters()) kept.insert(param.unsafeGetTensorImpl());
-  };
-  if (has_embedding()) {
-    keep(*token_embedding_);
-    if (position_embedding_) keep(*position_embedding_);
-  }
-  if (has_head()) {
-    keep(*final_norm_);
-    if (head_) keep(*head_);
-    if (config_.tie_head) keep(*token_embedding_);
+  for (const auto& params : chunk_parameters()) {
+    for (const torch::Tensor& param : params) kept.insert(param.unsafeGetTensorImpl());
   }
   torch::NoGradGuard no_grad;
   for (torch::Tensor& param : parameters()) {
@@ -279,6 +263,29 @@ void TransformerImpl::keep_chunks(const std::vector<std::pair<int64_t, int64_t>>
     param.requires_grad_(false);
     param.set_data(torch::empty({0}, param.options()));
   }
+}
+
+std::vector<std::vector<torch::Tensor>> TransformerImpl::chunk_parameters() const {
+  std::vector<std::vector<torch::Tensor>> by_chunk;
+  for (const auto& [begin, end] : chunks_) {
+    std::vector<torch::Tensor> params;
+    auto add = [&params](const torch::nn::Module& module) {
+      for (const torch::Tensor& param : module.parameters()) params.push_back(param);
+    };
+    if (begin == 0) {
+      add(*token_embedding_);
+      if (position_embedding_) add(*position_embedding_);
+    }
+    for (int64_t index = begin; index < end; ++index)
+      add(*sublayers_[static_cast<std::size_t>(index)]);
+    if (end == static_cast<int64_t>(sublayers_.size())) {
+      add(*final_norm_);
+      if (head_) add(*head_);
+      if (config_.tie_head && begin != 0) add(*token_embedding_);  // the head's weight
+    }
+    by_chunk.push_back(std::move(params));
+  }
+  return by_chunk;
 }
 
 torch::Tensor TransformerImpl::chunk_output(const torch::Tensor& input, const CheckpointPlan& plan,

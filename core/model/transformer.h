@@ -65,6 +65,9 @@ class TransformerImpl : public torch::nn::Module {
   // embedding on both the first and the last stage. Call once, before anything holds the
   // parameters.
   void keep_chunks(const std::vector<std::pair<int64_t, int64_t>>& chunks);
+  // Each kept chunk's parameters, in chain order: its blocks', and the embedding's or the final
+  // norm's and head's where it begins or ends the chain (a tied head's weight in both).
+  std::vector<std::vector<torch::Tensor>> chunk_parameters() const;
   bool has_embedding() const { return chunks_.front().first == 0; }
   bool has_head() const { return chunks_.back().second == static_cast<int64_t>(sublayers_.size()); }
   // Kept chunk `chunk`'s part of the chain under `plan` (its segments cut at the chunk's edges):

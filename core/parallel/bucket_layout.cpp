@@ -9,11 +9,12 @@ namespace rematlab::parallel {
 
 std::vector<BucketLayout> plan_buckets(const std::vector<int64_t>& numels, int64_t element_size,
                                        int64_t bucket_bytes, int world_size,
-                                       const std::vector<bool>& alone) {
+                                       const std::vector<int64_t>& groups) {
   if (bucket_bytes <= 0) throw InvalidInput("--bucket-size", "must be positive");
   const int64_t capacity = std::max<int64_t>(1, bucket_bytes / std::max<int64_t>(1, element_size));
   std::vector<BucketLayout> buckets;
   BucketLayout current;
+  int64_t current_group = 0;
   auto close = [&] {
     if (current.slots.empty()) return;
     current.padded_numel = (current.numel + world_size - 1) / world_size * world_size;
@@ -24,11 +25,11 @@ std::vector<BucketLayout> plan_buckets(const std::vector<int64_t>& numels, int64
   for (std::size_t i = numels.size(); i-- > 0;) {
     const int64_t numel = numels[i];
     if (numel <= 0) continue;
-    const bool apart = i < alone.size() && alone[i];
-    if (current.numel > 0 && (apart || current.numel + numel > capacity)) close();
+    const int64_t group = i < groups.size() ? groups[i] : 0;
+    if (current.numel > 0 && (group != current_group || current.numel + numel > capacity)) close();
+    current_group = group;
     current.slots.push_back({i, current.numel, numel});
     current.numel += numel;
-    if (apart) close();
   }
   close();
   return buckets;

@@ -42,12 +42,11 @@ struct ShardPiece {
 std::vector<ShardPiece> pieces_in_shards(const std::vector<BucketLayout>& buckets, int rank,
                                          const std::vector<ElementRange>& ranges);
 
-// A parameter larger than `bucket_bytes` gets a bucket of its own, and so does each one marked in
-// `alone` (indexed as `numels`; empty: none), so that its shards cover the same elements wherever
-// it is bucketed among other parameters. Parameters of zero elements are left out. Throws
-// InvalidInput("--bucket-size") when bucket_bytes is not positive.
+// A parameter larger than `bucket_bytes` gets a bucket of its own, and a bucket holds parameters
+// of one group only (`groups` indexed as `numels`; empty: one group). Parameters of zero elements
+// are left out. Throws InvalidInput("--bucket-size") when bucket_bytes is not positive.
 std::vector<BucketLayout> plan_buckets(const std::vector<int64_t>& numels, int64_t element_size,
                                        int64_t bucket_bytes, int world_size,
-                                       const std::vector<bool>& alone = {});
+                                       const std::vector<int64_t>& groups = {});
 
 }  // namespace rematlab::parallel

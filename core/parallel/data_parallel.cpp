@@ -15,7 +15,8 @@ namespace {
 using torch::autograd::variable_list;
 
 // Gradients mode: buckets on the wire at once before the oldest is waited for (the layout
-// planner counts one bucket whole at the activations' peak, early in backward, when none is).
+// planner counts one bucket whole at the activations' peak: early in backward, none is on the
+// wire yet).
 constexpr std::size_t kBucketsInFlight = 2;
 
 }  // namespace
@@ -351,13 +352,13 @@ void DataParallel::attach(const std::vector<torch::Tensor>& params) {
   }
   engine.params = params;
   std::vector<int64_t> numels;
-  std::vector<bool> alone;
+  std::vector<int64_t> groups;
   for (const torch::Tensor& param : params) {
     numels.push_back(param.numel());
-    alone.push_back(options_.alone_in_bucket && options_.alone_in_bucket(param));
+    groups.push_back(options_.bucket_group ? options_.bucket_group(param) : 0);
   }
   engine.layout = plan_buckets(numels, params.front().element_size(), options_.bucket_bytes,
-                               context_->world_size(), alone);
+                               context_->world_size(), groups);
   engine.buckets.resize(engine.layout.size());
   engine.bucket_of.assign(params.size(), 0);
   engine.offset_of.assign(params.size(), 0);

@@ -41,10 +41,11 @@ struct DataParallelOptions {
   // or, with this set, only those that got a gradient in it (a pipeline stage's: an interleaved
   // stage's backward reaches one chunk's buckets, the same on every data rank of the stage).
   bool rounds_skip_untouched = false;
-  // Parameters this is true of get a bucket of their own, so that their shards cover the same
-  // elements in every model that holds them (a pipeline's tied head on its first and last
-  // stage, whose shards those stages add). Asked once per parameter at attach.
-  std::function<bool(const torch::Tensor&)> alone_in_bucket = nullptr;
+  // Parameters of different groups never share a bucket (null: one group). A pipeline stage's
+  // model chunks are groups, so that no bucket goes out in two chunks' backwards; its tied head is
+  // one alone, so that its shards cover the same elements on the first and the last stage, which
+  // add them. Asked once per parameter at attach.
+  std::function<int64_t(const torch::Tensor&)> bucket_group = nullptr;
 };
 
 class DataParallel final : public DataExchange {

@@ -59,14 +59,14 @@ PipelineExchange::PipelineExchange(std::shared_ptr<DistContext> world, int64_t s
   // A stage's backward reaches its own chunk's buckets only, the same ones in the same order on
   // every data rank of the stage.
   data_options.rounds_skip_untouched = true;
-  // Sharded, the first and the last stage add their shards of a tied head (step): a bucket of
-  // its own makes each data rank's shard the same elements on both. Asked at attach, after
-  // share_gradient_of.
-  if (data_options.shard != ShardMode::kNone) {
-    data_options.alone_in_bucket = [this](const torch::Tensor& param) {
-      return tied_.defined() && param.is_same(tied_);
-    };
-  }
+  // Buckets by model chunk, and a tied head's alone (sharded, the first and the last stage add
+  // their shards of it in step: a bucket of its own makes each data rank's shard the same
+  // elements on both). Asked at attach, after use_chunk_parameters and share_gradient_of.
+  data_options.bucket_group = [this](const torch::Tensor& param) -> int64_t {
+    if (tied_.defined() && param.is_same(tied_)) return -1;
+    const auto found = chunk_of_.find(param.unsafeGetTensorImpl());
+    return found == chunk_of_.end() ? 0 : found->second;
+  };
   if (tensor_ranks > 1) {
     tensor_ = std::make_shared<TensorParallelExchange>(
         stage_context, static_cast<int>(tensor_ranks), data_options);
@@ -215,7 +215,18 @@ void PipelineExchange::finish_sends() {
   bubble_ms_ += ms_since(start);
 }
 
+void PipelineExchange::use_chunk_parameters(const std::vector<std::vector<torch::Tensor>>& chunks) {
+  if (!params_.empty()) throw std::logic_error("a stage's chunks are given before attach");
+  chunk_of_.clear();
+  for (std::size_t chunk = 0; chunk < chunks.size(); ++chunk) {
+    for (const torch::Tensor& param : chunks[chunk]) {
+      chunk_of_[param.unsafeGetTensorImpl()] = static_cast<int64_t>(chunk);
+    }
+  }
+}
+
 void PipelineExchange::share_gradient_of(const torch::Tensor& weight) {
+  if (!params_.empty()) throw std::logic_error("a tied head is shared before attach");
   if (stages() > 1 && (first() || last())) tied_ = weight;
 }
 
@@ -247,6 +258,7 @@ void PipelineExchange::attach(const std::vector<torch::Tensor>& params) {
   const bool tied_counted_first = counts_tied_elsewhere();
   if (tensor_ && tied_counted_first) tensor_->count_elsewhere(tied_);
   stage_->attach(params);
+  tied_bucket_ = find_tied_bucket();
   if (!sharded()) return;
   // Sharded: the stage's data exchange clips and updates its shards with the norm of the whole
   // model, so each rank's squares are added over the stages (its pipeline) before the data ranks
@@ -307,9 +319,9 @@ std::vector<double> PipelineExchange::max_over_ranks(const std::vector<double>& 
 void PipelineExchange::add_tied_gradients() {
   torch::NoGradGuard no_grad;
   const int other = static_cast<int>(first() ? stages() - 1 : 0);
-  torch::Tensor mine = sharded() ? tied_shard() : tied_.grad();
-  if (!mine.is_contiguous()) throw std::logic_error("the tied head's gradient is not contiguous");
-  std::vector<at::Tensor> sent{mine.detach()};
+  torch::Tensor mine =
+      tied_bucket_ ? stage_data().gradient_shards().at(*tied_bucket_) : tied_.grad();
+  std::vector<at::Tensor> sent{mine.detach().contiguous()};
   std::vector<at::Tensor> notice{notice_like(mine)};
   tied_sent_.push_back(
       {notice.front(), pipe_->backend().send(notice, other, kTiedNoticeTag), other, 0});
@@ -322,19 +334,18 @@ void PipelineExchange::add_tied_gradients() {
   mine.add_(theirs.front());
 }
 
-torch::Tensor PipelineExchange::tied_shard() const {
-  std::size_t tied_index = params_.size();
-  for (std::size_t index = 0; index < params_.size(); ++index) {
-    if (params_[index].is_same(tied_)) tied_index = index;
-  }
+// Sharded: the bucket that holds the tied head alone (its own, so that its shards are the same
+// elements on both end stages), found once at attach.
+std::optional<std::size_t> PipelineExchange::find_tied_bucket() const {
+  if (!tied_.defined() || !sharded()) return std::nullopt;
   const std::vector<BucketLayout>& layouts = stage_data().shard_layouts();
   for (std::size_t bucket = 0; bucket < layouts.size(); ++bucket) {
     for (const BucketSlot& slot : layouts[bucket].slots) {
-      if (slot.param != tied_index) continue;
+      if (!params_[slot.param].is_same(tied_)) continue;
       if (layouts[bucket].slots.size() != 1) {
         throw std::logic_error("a tied head shares its bucket: its shards differ between stages");
       }
-      return stage_data().gradient_shards()[bucket];
+      return bucket;
     }
   }
   throw std::logic_error("the tied head is in none of the stage's buckets");

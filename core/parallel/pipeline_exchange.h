@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "parallel/data_parallel.h"
@@ -42,6 +43,9 @@ class PipelineExchange final : public GradientExchange {
   PipelineExchange(std::shared_ptr<DistContext> world, int64_t stages, int64_t tensor_ranks = 1,
                    DataParallelOptions data_options = {});
   ~PipelineExchange() override;
+  // Its data ranks' bucketing asks it about parameters: it stays where it was made.
+  PipelineExchange(const PipelineExchange&) = delete;
+  PipelineExchange& operator=(const PipelineExchange&) = delete;
 
   int64_t stage() const { return pipe_->rank(); }
   int64_t stages() const { return pipe_->world_size(); }
@@ -82,6 +86,9 @@ class PipelineExchange final : public GradientExchange {
   // averaged over its data ranks and summed over its tensor ranks where each formed a part.
   void finish_micro_batches();
 
+  // The parameters of each of this stage's model chunks: the stage's data ranks bucket each
+  // chunk's apart (a chunk's backward then reduces its own buckets only). Before attach.
+  void use_chunk_parameters(const std::vector<std::vector<torch::Tensor>>& chunks);
   // A tied head: the token embedding's weight, which the first stage uses as the embedding and
   // the last as the head; their gradients are added before the update (on other stages a no-op).
   void share_gradient_of(const torch::Tensor& weight);
@@ -138,8 +145,7 @@ class PipelineExchange final : public GradientExchange {
                             const char* what);
   void wait_for_all(std::deque<Pending>& sent);
   void add_tied_gradients();
-  // Sharded: this data rank's shard of the tied head's averaged gradients, in place.
-  torch::Tensor tied_shard() const;
+  std::optional<std::size_t> find_tied_bucket() const;
 
   double stage_squares();
   // The tied head is in the norm once, on the first stage: the last leaves it out.
@@ -157,7 +163,9 @@ class PipelineExchange final : public GradientExchange {
   std::shared_ptr<TensorParallelExchange> tensor_;
   std::shared_ptr<DataParallel> data_;
   std::vector<torch::Tensor> params_;
-  torch::Tensor tied_;  // undefined: no tied head, or not held here
+  torch::Tensor tied_;                                 // undefined: no tied head, or not held here
+  std::optional<std::size_t> tied_bucket_;             // sharded: the tied head's own bucket
+  std::unordered_map<const void*, int64_t> chunk_of_;  // by parameter (TensorImpl)
   std::optional<PipelineSchedule> schedule_;
   // Sends not yet known to be taken, oldest first: activations and their gradients; the tied
   // head's gradient.

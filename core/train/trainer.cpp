@@ -206,6 +206,7 @@ void Trainer::keep_pipeline_chunks() {
     kept.emplace_back(2 * blocks[at], 2 * blocks[at + 1]);  // two sublayers a block
   }
   model_->keep_chunks(kept);
+  pipeline_->use_chunk_parameters(model_->chunk_parameters());
   if (config_.model.tie_head) pipeline_->share_gradient_of(model_->head_weight());
 }
 
