@@ -389,6 +389,42 @@ TEST(LayoutEvaluator, ZeroTwoHoldsTheBucketBackwardBeganAtTheActivationsPeak) {
   EXPECT_EQ(nlohmann::json::parse(
                 deepspeed_json(request, bucketed).text)["zero_optimization"]["reduce_bucket_size"],
             1'000'000);
+  // The engine's gradients are fp32 in every precision: the same values are 4 bytes each there.
+  LayoutRequest bf16 = request;
+  bf16.precision = Precision::kBf16;
+  const LayoutEvaluation halved = LayoutEvaluator(bf16).evaluate(layout);
+  EXPECT_EQ(halved.memory.buffers, 2'000'000);
+  EXPECT_NE(rematlab_run(bf16, halved).text.find("--bucket-size 4000000"), std::string::npos);
+  // A parameter larger than a bucket is one of its own: Llama 3 8B's untied head, whose gradient
+  // backward forms first, is the bucket begun at the peak (1 GB of bf16 against 80 MB).
+  LayoutRequest large = request_for("llama3-8b", "h100-sxm", 8, 4096, 16);
+  Layout eight;
+  eight.dp = 8;
+  eight.zero = 2;
+  eight.accum = 2;
+  EXPECT_EQ(LayoutEvaluator(large).evaluate(eight).memory.buffers, int64_t{128256} * 4096 * 2);
+  // Interleaved stages bucket each model chunk apart: the bucket begun is at most the largest
+  // chunk's (here embedding or head and 3 of the stage's 6 blocks), not the stage's.
+  LayoutRequest untied = request_for("llama-small", "rtx4090", 4, 256, 16);
+  untied.precision = Precision::kFp32;
+  Layout staged;
+  staged.pp = 2;
+  staged.dp = 2;
+  staged.accum = 4;
+  auto zero_two_part = [&untied](Layout chosen) {
+    chosen.zero = 1;
+    const LayoutEvaluation one = LayoutEvaluator(untied).evaluate(chosen);
+    chosen.zero = 2;
+    const LayoutEvaluation two = LayoutEvaluator(untied).evaluate(chosen);
+    return std::pair(two.memory.buffers - one.memory.buffers, two.memory.gradients * 2);
+  };
+  const auto [one_chunk, stage_gradients] = zero_two_part(staged);
+  EXPECT_EQ(one_chunk, stage_gradients);
+  staged.vp = 2;
+  const auto [two_chunks, same_gradients] = zero_two_part(staged);
+  EXPECT_EQ(same_gradients, stage_gradients);
+  EXPECT_LT(two_chunks, stage_gradients);
+  EXPECT_GT(two_chunks, stage_gradients / 2);
   // One rank reduces nothing: no buckets to name.
   layout.dp = 1;
   layout.zero = 0;
@@ -992,6 +1028,7 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
       {"--gpu a100-80gb --zero 4", "--zero"},
       {"--gpu a100-80gb --bucket-size 0", "--bucket-size"},
       {"--gpu a100-80gb --bucket-size 25MB/s", "--bucket-size"},
+      {"--gpu a100-80gb --bucket-size 2TiB", "--bucket-size: must be between 1 byte and 1 TiB"},
       {"--gpu a100-80gb --peak-flops 1e-300", "--peak-flops"},
       {"--gpu a100-80gb --intra-node-bandwidth 1e-300", "--intra-node-bandwidth"},
       {"--gpu a100-80gb --collective-latency -1e-6", "--collective-latency"},

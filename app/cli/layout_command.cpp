@@ -15,7 +15,6 @@
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "estimate/architecture.h"
-#include "estimate/model_state.h"
 #include "layout/layout_json.h"
 #include "layout/layout_rules.h"
 #include "layout/layout_search.h"
@@ -206,10 +205,11 @@ struct LayoutOptions {
     request.fp32_gradients = fp32_gradients;
     request.fragmentation = fragmentation;
     if (!bucket_size.empty()) {
-      const int64_t gradient_bytes =
-          fp32_gradients ? 4 : estimate::bytes_per_value(request.precision);
-      request.bucket_values =
-          std::max<int64_t>(1, parse_byte_size(bucket_size, "--bucket-size") / gradient_bytes);
+      const int64_t bytes = parse_byte_size(bucket_size, "--bucket-size");
+      if (bytes > (int64_t{1} << 40)) {
+        throw InvalidInput("--bucket-size", "must be between 1 byte and 1 TiB");  // as run's
+      }
+      request.bucket_values = std::max<int64_t>(1, bytes / request.gradient_bytes());
     }
     if (activation_model == "megatron") {
       request.activation_model = layout::ActivationModel::kMegatron;
@@ -309,8 +309,8 @@ Command add_layout_command(CLI::App& app, const std::atomic<bool>& cancel) {
                    "Allowance for the allocator's fragmentation, a share of what is allocated")
       ->capture_default_str();
   command->add_option("--bucket-size", options->bucket_size,
-                      "Gradients a data rank reduces at once, in bytes as run's (e.g. 25MiB; "
-                      "default 40M values, Megatron-LM's)");
+                      "Gradients a data rank reduces at once, in bytes of the planned gradients "
+                      "(e.g. 25MiB; default 40M values, Megatron-LM's)");
   command
       ->add_option("--activation-model", options->activation_model,
                    "engine (RematLab's accounting) or megatron (Korthikanti et al.'s terms)")

@@ -108,6 +108,9 @@ struct LayoutRequest {
 
   static constexpr double kMinMatmulEfficiency = 1e-3;
 
+  // Bytes of one gradient: 4 when `fp32_gradients`, else the precision's.
+  int64_t gradient_bytes() const;
+
   double efficiency() const {
     return matmul_efficiency > 0.0 ? matmul_efficiency : cluster.gpu.matmul_efficiency;
   }

@@ -242,31 +242,6 @@ LayoutEvaluator::StageWork LayoutEvaluator::make_stage_work(const Layout& layout
   return work;
 }
 
-void LayoutEvaluator::add_expert_exchange(const Layout& layout, double tokens, double layers,
-                                          int64_t policy, double speed, StageWork& work) const {
-  const estimate::Architecture& arch = request_.arch;
-  const int64_t w = estimate::bytes_per_value(request_.precision);
-  const double rerun = policy > 0 ? 1.0 : 0.0;
-  // Per block: forward dispatches each token's k copies to their experts' ranks and combines
-  // what returns; backward sends their gradients the same two ways; every:K dispatches and
-  // combines again. The fullest rank takes its load's share more rows than it sends.
-  const double load = arch.expert_rank_load;
-  const double rows = tokens * static_cast<double>(arch.moe.experts_per_token);
-  const double bytes = rows * static_cast<double>(arch.d_model * w) * load;
-  // Expert ranks are neighbours but for the tensor ranks between them (Megatron-LM folds the
-  // context ranks into its expert groups).
-  const int64_t span = layout.tp * layout.ep;
-  work.experts_s =
-      layers * (4.0 + 2.0 * rerun) * all_to_all_seconds(request_.cluster, layout.ep, span, bytes);
-  // Its experts run those rows too, and every rank waits for it at the combine: a row's
-  // forward through an expert is 6·d·f FLOPs (gate, up, down), its backward twice that, a
-  // recomputation once more.
-  const double more_rows_s = (load - 1.0) * layers * rows * 6.0 *
-                             static_cast<double>(arch.d_model * arch.expert_hidden) / speed;
-  work.compute_s += 3.0 * more_rows_s;
-  if (policy > 0) work.recompute_s += more_rows_s;
-}
-
 const LayoutEvaluator::StageWork& LayoutEvaluator::stage_work(const Layout& layout,
                                                               const Stage& stage, int64_t policy) {
   const WorkKey key{stage.chunks, stage.embedding, stage.head, policy};
@@ -275,10 +250,35 @@ const LayoutEvaluator::StageWork& LayoutEvaluator::stage_work(const Layout& layo
   return work_cache_.emplace(key, make_stage_work(layout, stage, policy)).first->second;
 }
 
+// The most trained parameters one model chunk of `stage` holds: its largest chunk's blocks and
+// whatever the stage holds besides blocks (embedding, head), as an upper bound.
+int64_t LayoutEvaluator::largest_chunk_trained(const Stage& stage) {
+  if (stage.layers == 0 || stage.parameters == 0) return stage.trained;
+  const double trained_share =
+      static_cast<double>(stage.trained) / static_cast<double>(stage.parameters);
+  const double other_chunks = static_cast<double>(stage.layers - stage.chunk_layers) *
+                              static_cast<double>(stage.layer_parameters) * trained_share;
+  const auto chunks = static_cast<int64_t>(std::max<std::size_t>(1, stage.chunks.size()));
+  return std::max(stage.trained / chunks, stage.trained - static_cast<int64_t>(other_chunks));
+}
+
+// The largest parameter whose gradient backward forms first on `stage` (in a bucket of its own
+// when it is larger than one): the head's where the stage has it (a tied head's waits for the
+// embedding's on a stage holding both), else a block's MLP matrix (an expert's). Adapters only
+// (fine-tuning): small.
+int64_t LayoutEvaluator::first_gradients_parameter(const Layout& layout, const Stage& stage) const {
+  const estimate::Architecture& arch = request_.arch;
+  if (arch.lora.enabled() || stage.layers == 0) return 0;
+  const int64_t width = arch.moe.enabled() ? arch.expert_hidden : arch.mlp_hidden;
+  const int64_t block = arch.d_model * width / layout.tp;
+  const bool head_first = stage.head && !(arch.tied_head && stage.embedding);
+  return head_first ? std::max(block, arch.vocab / layout.tp * arch.d_model) : block;
+}
+
 int64_t LayoutEvaluator::buffer_bytes(const Layout& layout, const Stage& stage) const {
   const estimate::Architecture& arch = request_.arch;
   const int64_t w = estimate::bytes_per_value(request_.precision);
-  const int64_t g = request_.fp32_gradients ? 4 : w;
+  const int64_t g = request_.gradient_bytes();
   int64_t bytes = 0;
   if (layout.zero == 3) {
     // Gathered whole: the running block and the next one prefetched, and one block's gradients.
@@ -288,10 +288,13 @@ int64_t LayoutEvaluator::buffer_bytes(const Layout& layout, const Stage& stage) 
     bytes += std::min(2 * request_.bucket_values, stage.trained) * g;
   } else if (layout.zero == 2) {
     // When the activations peak, backward has begun one bucket, whole from its first gradient
-    // (never more than the stage's gradients); the ones it sends and reduces later come once
-    // backward has freed more activations than they hold. Measured here: one bucket, not the two
-    // on the wire at most, puts the peak within 2 % (docs/layout.md).
-    bytes += std::min(request_.bucket_values, stage.trained) * g;
+    // (never more than a model chunk's gradients: buckets do not span chunks; a parameter larger
+    // than a bucket is one of its own); the ones it sends and reduces later come once backward
+    // has freed more activations than they hold. Measured here: one bucket, not the two on the
+    // wire at most, puts the peak within 2 % (docs/layout.md).
+    bytes += std::max(std::min(request_.bucket_values, largest_chunk_trained(stage)),
+                      first_gradients_parameter(layout, stage)) *
+             g;
   }
   const int64_t tokens = layout.micro_batch * arch.seq_len / layout.cp;
   if (layout.pp > 1) bytes += 2 * tokens * arch.d_model * w / (layout.sp ? layout.tp : 1);
@@ -305,7 +308,7 @@ double LayoutEvaluator::exposed_transfers(const Layout& layout, const Stage& sta
                                           const StageWork& work, TimeParts& time) const {
   const GpuKind& gpu = request_.cluster.gpu;
   const int64_t w = estimate::bytes_per_value(request_.precision);
-  const int64_t g = request_.fp32_gradients ? 4 : w;
+  const int64_t g = request_.gradient_bytes();
   // What the compute can hide (nothing where the same cores run both).
   const double busy = gpu.overlaps_communication ? work.compute_s + work.recompute_s : 0.0;
   // ZeRO-3 gathers the weights for forward, backward and a recomputation, and reduce-scatters

@@ -69,6 +69,8 @@ class LayoutEvaluator {
                            double speed, StageWork& work) const;
   const StageWork& stage_work(const Layout& layout, const Stage& stage, int64_t policy);
   int64_t buffer_bytes(const Layout& layout, const Stage& stage) const;
+  static int64_t largest_chunk_trained(const Stage& stage);
+  int64_t first_gradients_parameter(const Layout& layout, const Stage& stage) const;
   // ZeRO-3's gathers and activation offload's transfers left exposed in one micro-batch, into
   // time.data and time.offload; returns their sum.
   double exposed_transfers(const Layout& layout, const Stage& stage, int64_t policy,

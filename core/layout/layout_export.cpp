@@ -4,7 +4,6 @@
 
 #include "checkpoint/checkpoint_policy.h"
 #include "common/decimal_text.h"
-#include "estimate/model_state.h"
 #include "model/model_config.h"
 
 namespace rematlab::layout {
@@ -376,11 +375,9 @@ LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& 
        " --precision " + to_string(request.precision) + " --checkpoint " +
        rematlab_policy(layout, out.unsaid);
   if (layout.offload == Offload::kActivations) r += " --offload host";
-  // The engine's buckets are bytes of its gradients: the planner's count of them.
-  if (layout.dp > 1) {
-    const int64_t g = request.fp32_gradients ? 4 : estimate::bytes_per_value(request.precision);
-    r += " --bucket-size " + number(request.bucket_values * g);
-  }
+  // The engine's buckets are bytes of its gradients, fp32 in every precision (its parameters
+  // stay fp32 under autocast): the planner's count of values in them.
+  if (layout.dp > 1) r += " --bucket-size " + number(request.bucket_values * 4);
   return out;
 }
 

@@ -57,7 +57,7 @@ void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
   const Cluster& cluster = request_.cluster;
   const GpuKind& gpu = cluster.gpu;
   const int64_t w = estimate::bytes_per_value(request_.precision);
-  const int64_t g = request_.fp32_gradients ? 4 : w;
+  const int64_t g = request_.gradient_bytes();
   const int64_t shard = layout.dp * layout.cp;
   // m micro-batches at the slowest stage's pace, plus the fill and drain.
   const double m = static_cast<double>(layout.accum);
