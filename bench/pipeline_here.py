@@ -42,6 +42,9 @@ def main():
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--policies", default="none,every:1")
+    parser.add_argument("--lora", metavar="BASE", choices=["fp32", "bf16", "int8", "nf4"],
+                        help="fine-tune rank-16 LoRA adapters over a frozen base stored so, in run "
+                        "and layout alike")
     args = parser.parse_args()
     for flag, value in (("--stages", args.stages), ("--accum", args.accum),
                         ("--virtual-stages", args.virtual_stages), ("--data-ranks", args.data_ranks)):
@@ -69,7 +72,8 @@ def main():
     mib = 1024 * 1024
     for preset in args.presets.split(","):
         for policy in args.policies.split(","):
-            common = ["--preset", preset, "--seq-len", str(args.seq_len), "--batch",
+            tuning = ["--finetune", "lora", "--base-precision", args.lora] if args.lora else []
+            common = ["--preset", preset] + tuning + ["--seq-len", str(args.seq_len), "--batch",
                       str(args.batch), "--checkpoint", policy, "--steps", "4", "--threads", "1"]
             one = last_json([args.cli, "run"] + common + ["--accum", str(accum), "--peak-flops",
                                                           str(peak), "--json"])
@@ -77,7 +81,7 @@ def main():
                 "--nproc", str(ranks), "--pp", str(stages), "--virtual-stages", str(chunks),
                 "--accum", str(accum), "--shard", shard, "--bucket-size", args.bucket_size, "--json"])
             plan = last_json([
-                args.cli, "layout", "--model", preset, "--seq-len", str(args.seq_len),
+                args.cli, "layout", "--model", preset] + tuning + ["--seq-len", str(args.seq_len),
                 "--gpu-memory", "16GiB", "--peak-flops", str(peak * min(1.0, cores / ranks)),
                 "--efficiency", str(one["hfu"]), "--intra-node-bandwidth", str(link),
                 "--inter-node-bandwidth", str(link), "--collective-latency", str(fixed_latency),

@@ -487,6 +487,15 @@ TEST(Pipeline, TwoThreeAndFourStagesTrainTenStepsLikeOneProcessForBothFamilies) 
       with(stage_fields("llama", 2),
            {{"kv_heads", 2}, {"steps", 10}, {"grad_clip", 0}, {"precision", "bf16"}}),
       2};
+  // Fine-tuning: each stage trains its own blocks' adapters over the frozen base; a tied head's
+  // frozen weight has no gradient for the end stages to add.
+  cases["pp2_llama_lora"] = {
+      with(stage_fields("llama", 2),
+           {{"kv_heads", 2}, {"steps", 10}, {"grad_clip", 0}, {"finetune", "lora"}}),
+      2};
+  cases["pp2_dp2_gpt_lora_zero2"] = {
+      with(stage_fields("gpt", 2), {{"steps", 10}, {"finetune", "lora"}, {"shard", "gradients"}}),
+      4};
   // Four stages of one block each, the two in the middle passing both ways.
   cases["pp4_llama"] = {with(stage_fields("llama", 4),
                              {{"layers", 4}, {"kv_heads", 2}, {"steps", 10}, {"grad_clip", 0}}),
@@ -698,6 +707,29 @@ TEST(Pipeline, ShardedStagesHoldTheirDataRanksShareOfTheirStates) {
       EXPECT_GE(below, 0.9 * states_apart) << rank;
     }
   }
+}
+
+// Fine-tuning over an nf4 base: each stage holds its own blocks' codes and scales (and the
+// embedding or the untied head), so the stages' frozen base is one data rank's whole, and the
+// stage figures are measured, not the whole model's counted on each.
+TEST(Pipeline, StagesOfAQuantisedBaseHoldTheirOwnBlocksOfIt) {
+  auto ranks_of = [](const std::string& layout) {
+    return ranks_of_run(
+        "--preset tiny --arch llama --layers 4 --batch 2 --threads 1 --steps 1 --accum 2 "
+        "--finetune lora --base-precision nf4 --nproc 2 " +
+        layout);
+  };
+  const auto data_ranks = ranks_of("");
+  const auto stages = ranks_of("--pp 2");
+  ASSERT_EQ(data_ranks.size(), 2u);
+  ASSERT_EQ(stages.size(), 2u);
+  auto held = [](const std::map<int64_t, nlohmann::json>& ranks, int64_t rank) {
+    return ranks.at(rank).at("param_bytes").get<int64_t>() +
+           ranks.at(rank).at("grad_bytes").get<int64_t>();
+  };
+  EXPECT_EQ(held(stages, 0) + held(stages, 1), held(data_ranks, 0));
+  EXPECT_LT(held(stages, 0), held(data_ranks, 0) * 6 / 10);
+  EXPECT_LT(held(stages, 1), held(data_ranks, 0) * 6 / 10);
 }
 
 // Interleaved stages under ZeRO 2 in small buckets: each chunk's backward sends its buckets as

@@ -288,8 +288,8 @@ std::optional<RunSummary> run_as_rank(RunConfig config, const parallel::DistEnv&
     }
     RunSummary summary =
         trainer.run(rank_callbacks(env, options, recorder, context->store(), cancel));
-    RankResult mine = rank_result(summary, exchange.state_bytes(),
-                                  rank_config.model.frozen_base_bytes(), env.rank);
+    RankResult mine =
+        rank_result(summary, exchange.state_bytes(), trainer.model()->frozen_bytes(), env.rank);
     mine.buffer_peak_bytes = exchange.buffer_peak_bytes();
     const std::vector<std::string> all = context->exchange("result", to_json(mine).dump());
     // Nobody leaves while another may still read the store rank 0 may serve.

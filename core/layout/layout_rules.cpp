@@ -33,7 +33,6 @@ std::string engine_pipeline_lack(const LayoutRequest& request, const Layout& lay
   if (layout.accum < layout.pp) return "fewer micro-batches than pipeline stages";
   if (layout.offload != Offload::kNone) return "offload on pipeline stages";
   if (layout.zero == 3 && layout.dp > 1) return "sharded parameters (ZeRO 3) on pipeline stages";
-  if (request.arch.lora.enabled()) return "LoRA fine-tuning on pipeline stages";
   return "";
 }
 

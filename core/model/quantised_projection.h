@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include <string>
+
 #include "checkpoint/quantised_weight.h"
 #include "model/lora_options.h"
 
@@ -12,5 +14,8 @@ namespace rematlab {
 
 // Quantises `linear`'s weight in place as above; its bias (if any) stays as it is.
 QuantisedWeightPtr quantise_projection(torch::nn::LinearImpl& linear, QuantisedFormat format);
+
+// Whether a module's buffer (by its full name) is a quantised projection's codes or scales.
+bool is_quantised_weight(const std::string& buffer_name);
 
 }  // namespace rematlab

@@ -1,10 +1,12 @@
 #include "model/transformer.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "checkpoint/segment_checkpoint.h"
 #include "model/chunked_loss.h"
 #include "model/initialisation.h"
+#include "model/quantised_projection.h"
 
 namespace rematlab {
 
@@ -263,6 +265,29 @@ void TransformerImpl::keep_chunks(const std::vector<std::pair<int64_t, int64_t>>
     param.requires_grad_(false);
     param.set_data(torch::empty({0}, param.options()));
   }
+  // A quantised base keeps its projections as buffers (codes and scales): the other stages'
+  // blocks' go too.
+  for (std::size_t index = 0; index < sublayers_.size(); ++index) {
+    const auto at = static_cast<int64_t>(index);
+    const bool held = std::any_of(chunks.begin(), chunks.end(), [at](const auto& chunk) {
+      return chunk.first <= at && at < chunk.second;
+    });
+    if (held) continue;
+    for (torch::Tensor& buffer : sublayers_[index]->buffers()) {
+      buffer.set_data(torch::empty({0}, buffer.options()));
+    }
+  }
+}
+
+int64_t TransformerImpl::frozen_bytes() const {
+  int64_t bytes = 0;
+  for (const torch::Tensor& param : parameters()) {
+    if (!param.requires_grad()) bytes += static_cast<int64_t>(param.nbytes());
+  }
+  for (const auto& item : named_buffers()) {
+    if (is_quantised_weight(item.key())) bytes += static_cast<int64_t>(item.value().nbytes());
+  }
+  return bytes;
 }
 
 std::vector<std::vector<torch::Tensor>> TransformerImpl::chunk_parameters() const {

@@ -89,6 +89,10 @@ class TransformerImpl : public torch::nn::Module {
   const std::vector<std::shared_ptr<Sublayer>>& sublayers() const { return sublayers_; }
   // The output projection (vocab, d): the token embedding when the head is tied.
   const torch::Tensor& head_weight() const;
+  // Bytes of the frozen base this process holds (fine-tuning; 0 in full training): weights that
+  // train nothing, and a quantised base's codes and scales, measured (a pipeline stage holds its
+  // own blocks' only).
+  int64_t frozen_bytes() const;
 
  private:
   // The chain's output (batch, seq, d) under `plan`, before the final norm.

@@ -92,7 +92,6 @@ void validate_pipeline_policy_and_split(const RunConfig& config) {
   const ShardMode shard = parse_shard(config.shard);
   if (shard == ShardMode::kParameters) not_yet("--shard", "sharding parameters");
   if (parse_offload(config.offload).kind != OffloadKind::kNone) not_yet("--offload", "offload");
-  if (config.model.lora.enabled()) not_yet("--finetune", "LoRA fine-tuning");
 }
 
 }  // namespace

@@ -207,7 +207,10 @@ void Trainer::keep_pipeline_chunks() {
   }
   model_->keep_chunks(kept);
   pipeline_->use_chunk_parameters(model_->chunk_parameters());
-  if (config_.model.tie_head) pipeline_->share_gradient_of(model_->head_weight());
+  // A frozen base's tied head (fine-tuning) gets no gradient to add.
+  if (config_.model.tie_head && model_->head_weight().requires_grad()) {
+    pipeline_->share_gradient_of(model_->head_weight());
+  }
 }
 
 std::optional<double> Trainer::micro_batches(const CheckpointPlan& plan, StepMetrics& metrics,
