@@ -1029,6 +1029,7 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
       {"--gpu a100-80gb --bucket-size 0", "--bucket-size"},
       {"--gpu a100-80gb --bucket-size 25MB/s", "--bucket-size"},
       {"--gpu a100-80gb --bucket-size 2TiB", "--bucket-size: must be between 1 byte and 1 TiB"},
+      {"--gpu a100-80gb --precision bf16 --bucket-size 600GiB", "at most 2^38 values"},
       {"--gpu a100-80gb --peak-flops 1e-300", "--peak-flops"},
       {"--gpu a100-80gb --intra-node-bandwidth 1e-300", "--intra-node-bandwidth"},
       {"--gpu a100-80gb --collective-latency -1e-6", "--collective-latency"},

@@ -206,10 +206,13 @@ struct LayoutOptions {
     request.fragmentation = fragmentation;
     if (!bucket_size.empty()) {
       const int64_t bytes = parse_byte_size(bucket_size, "--bucket-size");
-      if (bytes > (int64_t{1} << 40)) {
-        throw InvalidInput("--bucket-size", "must be between 1 byte and 1 TiB");  // as run's
-      }
       request.bucket_values = std::max<int64_t>(1, bytes / request.gradient_bytes());
+      // As run's limit, which takes the same values in bytes of its fp32 gradients.
+      if (bytes > (int64_t{1} << 40) || request.bucket_values > (int64_t{1} << 38)) {
+        throw InvalidInput("--bucket-size",
+                           "must be between 1 byte and 1 TiB (at most 2^38 values: run's limit in "
+                           "its fp32 gradients)");
+      }
     }
     if (activation_model == "megatron") {
       request.activation_model = layout::ActivationModel::kMegatron;

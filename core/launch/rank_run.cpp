@@ -90,8 +90,8 @@ std::string who_failed(parallel::DistContext& context) {
   return "another rank failed or stopped responding";
 }
 
-// `frozen_bytes`: a frozen base's weights (fine-tuning), which no exchange holds: every rank
-// keeps them whole.
+// `frozen_bytes`: the frozen base this rank holds (fine-tuning), which no exchange holds: whole on
+// every data rank, a stage's own blocks' on a pipeline stage.
 RankResult rank_result(const RunSummary& summary, const parallel::ModelStateBytes& bytes,
                        int64_t frozen_bytes, int rank) {
   const ProcessIdentity self = current_process();

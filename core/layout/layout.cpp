@@ -1,8 +1,13 @@
 #include "layout/layout.h"
 
 #include "common/errors.h"
+#include "estimate/model_state.h"
 
 namespace rematlab::layout {
+
+int64_t LayoutRequest::gradient_bytes() const {
+  return fp32_gradients ? 4 : estimate::bytes_per_value(precision);
+}
 
 std::string to_string(Offload offload) {
   switch (offload) {

@@ -13,10 +13,6 @@ std::vector<StateGroup> state_groups(const Layout& layout, int64_t parameters,
   return groups;
 }
 
-int64_t LayoutRequest::gradient_bytes() const {
-  return fp32_gradients ? 4 : estimate::bytes_per_value(precision);
-}
-
 ModelStates model_states(int64_t parameters, const Layout& layout, Precision precision,
                          bool fp32_gradients, int64_t frozen_bytes, int64_t expert_parameters) {
   const int64_t w = estimate::bytes_per_value(precision);

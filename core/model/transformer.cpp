@@ -273,8 +273,9 @@ void TransformerImpl::keep_chunks(const std::vector<std::pair<int64_t, int64_t>>
       return chunk.first <= at && at < chunk.second;
     });
     if (held) continue;
-    for (torch::Tensor& buffer : sublayers_[index]->buffers()) {
-      buffer.set_data(torch::empty({0}, buffer.options()));
+    for (auto& item : sublayers_[index]->named_buffers()) {
+      if (!is_quantised_weight(item.key())) continue;
+      item.value().set_data(torch::empty({0}, item.value().options()));
     }
   }
 }

@@ -61,7 +61,8 @@ class TransformerImpl : public torch::nn::Module {
   // Pipeline parallelism: this process runs the chunks of the chain given as sublayer ranges
   // [begin, end), in chain order (one without virtual stages), with the embedding where a chunk
   // begins at 0 and the final norm, head and loss where one ends at the last; every other
-  // parameter is released (left empty, wanting no gradient). A tied head keeps the token
+  // parameter is released (left empty, wanting no gradient), and so are the quantised codes and
+  // scales of the blocks it does not run (a frozen base's). A tied head keeps the token
   // embedding on both the first and the last stage. Call once, before anything holds the
   // parameters.
   void keep_chunks(const std::vector<std::pair<int64_t, int64_t>>& chunks);

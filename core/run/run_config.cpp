@@ -102,11 +102,13 @@ void validate_model_states_fit(const RunConfig& config, const c10::Device& devic
       per_param = 16.0 / data_ranks;
       break;
   }
-  // Fine-tuning: a frozen base holds its weights only; the adapters train as a whole model does.
+  // Fine-tuning: a frozen base holds its weights only; the adapters train as a whole model does
+  // (a stage holds about 1/P of both, as above).
   const ModelConfig& m = config.model;
   const double states = m.lora.enabled()
-                            ? static_cast<double>(m.frozen_base_bytes()) +
-                                  per_param * static_cast<double>(m.adapter_parameter_count())
+                            ? (static_cast<double>(m.frozen_base_bytes()) +
+                               per_param * static_cast<double>(m.adapter_parameter_count())) /
+                                  static_cast<double>(std::max<int64_t>(1, config.pp))
                             : std::max(4.0, per_param) * params / tp;
   const double memory = static_cast<double>(device_memory_bytes(device));
   if (memory > 0.0 && states > memory) {
