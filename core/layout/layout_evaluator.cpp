@@ -552,7 +552,7 @@ LayoutEvaluation LayoutEvaluator::evaluate(const Layout& layout, bool detail) {
   const Cluster& cluster = request_.cluster;
   LayoutEvaluation result;
   result.layout = layout;
-  if (const std::string lack = engine_pipeline_lack(request_, layout); !lack.empty()) {
+  if (const std::string lack = engine_pipeline_lack(layout); !lack.empty()) {
     result.engine_lacks.push_back(lack);
   }
   if (const std::string lack = engine_experts_lack(request_, layout); !lack.empty()) {

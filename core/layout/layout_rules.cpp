@@ -28,7 +28,7 @@ void require_positive(const std::optional<int64_t>& value, const char* flag) {
 
 }  // namespace
 
-std::string engine_pipeline_lack(const LayoutRequest& /*request*/, const Layout& layout) {
+std::string engine_pipeline_lack(const Layout& layout) {
   if (layout.pp == 1) return "";
   if (layout.accum < layout.pp) return "fewer micro-batches than pipeline stages";
   if (layout.offload != Offload::kNone) return "offload on pipeline stages";

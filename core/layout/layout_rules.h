@@ -21,7 +21,7 @@ std::string experts_problem(const LayoutRequest& request, const Layout& layout);
 
 // What RematLab's engine lacks to run `layout`'s pipeline (run_config's validate_pipeline
 // refuses it); empty when it has no pipeline or the engine runs it.
-std::string engine_pipeline_lack(const LayoutRequest& request, const Layout& layout);
+std::string engine_pipeline_lack(const Layout& layout);
 // What it lacks to train `layout`'s experts (run_config's validate_experts_layout refuses it):
 // experts over pipeline stages, their parameters sharded, or their states sharded beside EP.
 std::string engine_experts_lack(const LayoutRequest& request, const Layout& layout);

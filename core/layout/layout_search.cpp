@@ -202,7 +202,7 @@ std::string engine_problem(const LayoutRequest& request, const Layout& layout) {
   if (!shard_trains_in(engine_shard(layout), request.precision)) {
     return "RematLab's engine shards parameters (ZeRO 3) in fp32 only";
   }
-  std::string lack = engine_pipeline_lack(request, layout);
+  std::string lack = engine_pipeline_lack(layout);
   if (lack.empty()) lack = engine_experts_lack(request, layout);
   return lack.empty() ? "" : "RematLab's engine does not run " + lack;
 }
