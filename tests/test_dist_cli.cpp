@@ -427,6 +427,9 @@ TEST(DistCli, KillingARankWhileItsShardedGradientsAreReducedFailsTheRunTheSameWa
 // Its neighbouring stage waits for activations or gradients that never come: the same ending.
 TEST(DistCli, KillingAPipelineStageFailsTheRunTheSameWay) {
   expect_a_killed_rank_fails_the_run("--nproc 2 --pp 2 --accum 2", 2);
+  // And while sharded stages reduce each backward's gradients (a tied head's shards among them).
+  expect_a_killed_rank_fails_the_run(
+      "--nproc 4 --pp 2 --accum 2 --shard gradients --bucket-size 4KiB", 4);
 }
 
 // Runs `layout` (--nproc 2 …) until its ranks train, stops rank 1 (SIGSTOP), and expects rank 0

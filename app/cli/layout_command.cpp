@@ -62,7 +62,7 @@ struct LayoutOptions {
   std::string precision = "bf16";
   bool fp32_gradients = false;
   double fragmentation = 0.05;
-  std::string bucket_size;  // bytes, as `run --bucket-size`
+  std::optional<std::string> bucket_size;  // bytes of the planned gradients
   std::string activation_model = "engine";
   std::optional<int64_t> tp, pp, vp, cp, dp, ep, micro_batch, zero;
   ExpertLoadOptions expert_loads;
@@ -204,15 +204,17 @@ struct LayoutOptions {
     request.precision = parse_precision(precision);
     request.fp32_gradients = fp32_gradients;
     request.fragmentation = fragmentation;
-    if (!bucket_size.empty()) {
-      const int64_t bytes = parse_byte_size(bucket_size, "--bucket-size");
-      request.bucket_values = std::max<int64_t>(1, bytes / request.gradient_bytes());
-      // As run's limit, which takes the same values in bytes of its fp32 gradients.
-      if (bytes > (int64_t{1} << 40) || request.bucket_values > (int64_t{1} << 38)) {
-        throw InvalidInput("--bucket-size",
-                           "must be between 1 byte and 1 TiB (at most 2^38 values: run's limit in "
-                           "its fp32 gradients)");
+    if (bucket_size) {
+      const int64_t bytes = parse_byte_size(*bucket_size, "--bucket-size");
+      const int64_t g = request.gradient_bytes();
+      // At most run's limit, 1 TiB of its fp32 gradients, which take the same values.
+      const int64_t most = (int64_t{1} << 38) * g;
+      if (bytes < g || bytes > most) {
+        throw InvalidInput("--bucket-size", "must be between one gradient (" + std::to_string(g) +
+                                                " bytes) and " + format_bytes(most) + " of " +
+                                                (g == 4 ? "fp32" : "16-bit") + " gradients");
       }
+      request.bucket_values = bytes / g;
     }
     if (activation_model == "megatron") {
       request.activation_model = layout::ActivationModel::kMegatron;
@@ -313,7 +315,8 @@ Command add_layout_command(CLI::App& app, const std::atomic<bool>& cancel) {
       ->capture_default_str();
   command->add_option("--bucket-size", options->bucket_size,
                       "Gradients a data rank reduces at once, in bytes of the planned gradients "
-                      "(e.g. 25MiB; default 40M values, Megatron-LM's)");
+                      "(16-bit unless fp32: run's --bucket-size counts the engine's fp32 ones; "
+                      "e.g. 25MiB; default 40M values, Megatron-LM's)");
   command
       ->add_option("--activation-model", options->activation_model,
                    "engine (RematLab's accounting) or megatron (Korthikanti et al.'s terms)")

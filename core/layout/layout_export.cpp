@@ -132,11 +132,8 @@ LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvalua
   if (layout.cp > 1) a += " --context-parallel-size " + number(layout.cp);
   // The planner hides the gradients' reduction behind backward, as this flag does.
   if (layout.zero < 3 && layout.dp * layout.cp > 1) {
-    a += " --overlap-grad-reduce";
-    // Its default, max(40M, 1M × data ranks), is the planner's below 40 data ranks.
-    if (request.bucket_values != kBucketValues) {
-      a += " --ddp-bucket-size " + number(request.bucket_values);
-    }
+    // Its default, max(40M, 1M × data ranks), passes the planner's above 40 data ranks.
+    a += " --overlap-grad-reduce --ddp-bucket-size " + number(request.bucket_values);
   }
   if (layout.zero == 1 || layout.zero == 2) a += " --use-distributed-optimizer";
   if (layout.zero == 2) {

@@ -90,6 +90,7 @@ nlohmann::json to_json(const LayoutRequest& request, const LayoutAnswer& answer)
   }
   json["matmul_efficiency"] = json_number(request.efficiency());
   json["fragmentation"] = json_number(request.fragmentation);
+  json["bucket_values"] = request.bucket_values;
   json["evaluated"] = answer.points.size();
   int64_t fitting = 0;
   for (const auto& point : answer.points) fitting += point.fits ? 1 : 0;

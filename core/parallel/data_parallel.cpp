@@ -359,6 +359,7 @@ void DataParallel::attach(const std::vector<torch::Tensor>& params) {
   }
   engine.layout = plan_buckets(numels, params.front().element_size(), options_.bucket_bytes,
                                context_->world_size(), groups);
+  options_.bucket_group = nullptr;  // asked here only: whatever it reaches need not outlive attach
   engine.buckets.resize(engine.layout.size());
   engine.bucket_of.assign(params.size(), 0);
   engine.offset_of.assign(params.size(), 0);
