@@ -407,21 +407,24 @@ TEST(ExperimentPanel, LoraFineTuningTrainsItsAdaptersAndSaysHowManyParametersTra
   EXPECT_EQ(run.config.model.lora.base, rematlab::BasePrecision::kNf4);
 }
 
-TEST(Window, RanksAndShardAreAsTheUserLeftThemAfterARestart) {
+TEST(Window, RanksShardAndBucketsAreAsTheUserLeftThemAfterARestart) {
   QTemporaryDir dir;
   {
     MainWindow first(dir.filePath("runs.sqlite"));
     first.experiment_panel()->ranks_field()->setValue(3);
     first.experiment_panel()->shard_field()->setCurrentText("gradients");
+    first.experiment_panel()->bucket_size_field()->setText(" 4MiB ");
     first.remember_form();
   }
   MainWindow second(dir.filePath("runs.sqlite"));
   EXPECT_EQ(second.experiment_panel()->ranks_field()->value(), 3);
   EXPECT_EQ(second.experiment_panel()->shard_field()->currentText(), "gradients");
-  // A sweep spec (the default study) trains each point in one process.
+  EXPECT_EQ(second.experiment_panel()->bucket_size(), "4MiB");
+  // A sweep spec (the default study) trains each point in one process, in the engine's buckets.
   second.experiment_panel()->load_spec(rematlab::default_study_spec());
   EXPECT_EQ(second.experiment_panel()->ranks_field()->value(), 1);
   EXPECT_EQ(second.experiment_panel()->shard_field()->currentText(), "none");
+  EXPECT_EQ(second.experiment_panel()->bucket_size(), "");
 }
 
 // A QWheelEvent as the pointer would send it over `widget`.

@@ -55,6 +55,30 @@ std::vector<torch::Tensor> run_notice_case(const std::shared_ptr<parallel::DistC
                         torch::kFloat64)};
 }
 
+// The stage's chunks and its tied head given before attach, then again after it (where the
+// buckets they shape are laid out already): [given before, refused after] for each, as 0 or 1.
+std::vector<torch::Tensor> run_late_wiring_case(
+    const std::shared_ptr<parallel::DistContext>& context) {
+  parallel::PipelineExchange pipe(context, 2, 1,
+                                  parallel::DataParallelOptions{ShardMode::kNone, 1 << 20});
+  const torch::Tensor weight = torch::zeros({4, 4}, torch::requires_grad());
+  auto refused = [](const auto& give) {
+    try {
+      give();
+    } catch (const std::logic_error&) {
+      return 1.0;
+    }
+    return 0.0;
+  };
+  auto chunks = [&] { pipe.use_chunk_parameters({{weight}}); };
+  auto tied = [&] { pipe.share_gradient_of(weight); };
+  const double chunks_before = 1.0 - refused(chunks);
+  const double tied_before = 1.0 - refused(tied);
+  pipe.attach({weight});
+  return {
+      torch::tensor({chunks_before, refused(chunks), tied_before, refused(tied)}, torch::kFloat64)};
+}
+
 }  // namespace
 
 // The parameters this stage holds (the others are released: empty), each after its index in
@@ -62,6 +86,7 @@ std::vector<torch::Tensor> run_notice_case(const std::shared_ptr<parallel::DistC
 std::vector<torch::Tensor> testing::dist::run_pipeline_case(
     const std::shared_ptr<parallel::DistContext>& context, const nlohmann::json& item) {
   if (item.at("mode") == "pipeline_notice") return run_notice_case(context, item);
+  if (item.at("mode") == "pipeline_late_wiring") return run_late_wiring_case(context);
   RunConfig config = config_from(item.at("run"));
   config.world_size = context->world_size();
   Trainer trainer(
@@ -982,6 +1007,22 @@ TEST(Pipeline, AReceiversWaitForALateSenderIsBubbleAndThePassageTransfer) {
   // The sender, which came last, waited only for the bytes to be taken, not for a neighbour.
   const std::vector<torch::Tensor> sender = load(result_file(dir.path(), "late", 0));
   EXPECT_LT(sender[0][0].item<double>(), 250.0);
+}
+
+// What shapes a stage's buckets (its model chunks, the tied head's bucket of its own) is given
+// before attach lays them out; given after, it would be ignored: a logic error, on both stages.
+TEST(Pipeline, ChunksAndATiedHeadGivenAfterAttachAreRefused) {
+  ScratchDir dir("pp-late-wiring");
+  const nlohmann::json spec = {{"output", dir.path()},
+                               {"cases", {{{"name", "late"}, {"mode", "pipeline_late_wiring"}}}}};
+  run_workers(spec, 2, dir);
+  if (HasFatalFailure()) return;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::vector<torch::Tensor> outcome = load(result_file(dir.path(), "late", rank));
+    ASSERT_EQ(outcome.size(), 1u);
+    EXPECT_TRUE(torch::equal(outcome[0], torch::ones({4}, torch::kFloat64)))
+        << "rank " << rank << ": " << outcome[0];
+  }
 }
 
 // Each stage's wait on its neighbours, split: idle until a neighbour reached a message (the

@@ -305,6 +305,44 @@ TEST(ScaleView, TryItHereGivesTheFormPipelinesThatShardTheirStagesOptimizerState
   EXPECT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
 }
 
+// The Buckets field: planned, exported and tried in the same values (run counts fp32 bytes); bad
+// text or less than one gradient said at the field, nothing planned.
+TEST(ScaleView, TheBucketsArePlannedExportedAndTriedAlike) {
+  Bench bench;
+  ScaleView* view = bench.window.scale_view();
+  view->buckets_field()->setText("3furlongs");
+  EXPECT_FALSE(plan_runnable_small(view, 4, 16));
+  EXPECT_TRUE(view->status().startsWith("Buckets: ")) << view->status().toStdString();
+  view->precision_field()->setCurrentText("bf16");
+  view->buckets_field()->setText("1");
+  EXPECT_FALSE(view->plan());
+  EXPECT_TRUE(view->status().startsWith("Buckets: must be between one gradient (2 bytes)"))
+      << view->status().toStdString();
+  EXPECT_FALSE(view->answer().has_value());
+
+  view->buckets_field()->setText("4MiB");  // fp32: 1 Mi values
+  ASSERT_TRUE(plan_runnable_small(view, 4, 16));
+  EXPECT_EQ(view->request()->bucket_values, int64_t{1} << 20);
+  int data_parallel = -1;
+  for (std::size_t i = 0; i < view->listed().size() && data_parallel < 0; ++i) {
+    if (view->listed()[i].layout.dp > 1) data_parallel = static_cast<int>(i);
+  }
+  ASSERT_GE(data_parallel, 0) << "no layout with data ranks listed";
+  view->choose(data_parallel);
+  view->export_choice()->setCurrentIndex(3);  // RematLab run
+  EXPECT_TRUE(view->export_text().contains("--bucket-size 4194304"))
+      << view->export_text().toStdString();
+  view->try_button()->click();
+  EXPECT_EQ(bench.panel->bucket_size(), "4194304");
+  EXPECT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
+  // Emptied: Megatron-LM's 40M values again; a layout of one data rank clears the form's.
+  view->buckets_field()->clear();
+  ASSERT_TRUE(plan_runnable_small(view, 1, 4));
+  EXPECT_EQ(view->request()->bucket_values, layout::kBucketValues);
+  view->try_button()->click();
+  EXPECT_EQ(bench.panel->bucket_size(), "");
+}
+
 TEST(ScaleView, AMixtureOfExpertsIsPlannedWithExpertRanksTheFormCannotTryYet) {
   Bench bench;
   ScaleView* view = bench.window.scale_view();

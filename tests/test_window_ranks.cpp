@@ -222,6 +222,31 @@ TEST(WindowRanks, AStageSplitFromTheFormIsCheckedShownRunAndRecorded) {
   EXPECT_EQ(runs[0].config.pp_split, (std::vector<int64_t>{3, 1}));
 }
 
+// The data ranks' buckets from the form: bad text is named at its field, and a run is recorded
+// with the buckets its ranks reduced in.
+TEST(WindowRanks, BucketsFromTheFormAreCheckedAndRecorded) {
+  Bench bench;
+  two_tiny_ranks(bench.panel, "gradients");
+  bench.panel->steps_field()->setValue(2);
+  QLineEdit* buckets = bench.panel->bucket_size_field();
+  buckets->setText("3furlongs");
+  EXPECT_TRUE(bench.panel->problem().startsWith("Buckets: "))
+      << bench.panel->problem().toStdString();
+  EXPECT_TRUE(buckets->property("invalid").toBool());
+  EXPECT_FALSE(bench.panel->can_start());
+  buckets->setText("2TiB");
+  EXPECT_TRUE(bench.panel->problem().startsWith("Buckets: must be between 1 byte and 1 TiB"))
+      << bench.panel->problem().toStdString();
+  buckets->setText("4KiB");
+  ASSERT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
+  EXPECT_FALSE(buckets->property("invalid").toBool());
+  ASSERT_EQ(bench.run_sweep(), "ok") << bench.window.status_text().toStdString();
+  const auto runs = bench.reader().runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].config.bucket_bytes, 4096);
+  EXPECT_EQ(runs[0].config.shard, "gradients");
+}
+
 // Stages wait on one another inside a step, so a pipeline stops between steps: Stop says so, and
 // the run ends cancelled with every rank gone.
 TEST(WindowRanks, StopSaysAPipelineEndsAfterItsStepAndRecordsItCancelled) {

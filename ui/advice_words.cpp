@@ -38,6 +38,7 @@ constexpr Label kLabels[] = {
     {"ranks", "Ranks"},
     {"nproc", "Ranks"},
     {"shard", "Shard"},
+    {"bucket_size", "Buckets"},
     {"tp", "Tensor ranks"},
     {"sequence_parallel", "Sequence parallel"},
     {"pp", "Pipeline stages"},

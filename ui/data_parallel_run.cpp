@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/byte_size.h"
 #include "common/current_exception.h"
 #include "common/errors.h"
 #include "launch/rank_launch.h"
@@ -49,13 +50,7 @@ RunConfig run_on_ranks(const nlohmann::ordered_json& spec, const RankLayout& lay
     throw InvalidInput("ranks", "ranks train one run together, not a sweep");
   }
   RunConfig config = points.front().config;
-  config.world_size = layout.ranks;
-  config.shard = layout.shard.toStdString();
-  config.tp = layout.tensor_ranks;
-  config.sequence_parallel = layout.sequence_parallel;
-  config.pp = layout.pipeline_stages;
-  config.virtual_stages = layout.virtual_stages;
-  set_pp_split(config, layout.pipeline_split.toStdString());
+  apply_rank_layout(layout, config);
   validate(config);
   return config;
 }
@@ -83,10 +78,26 @@ std::vector<std::string> rank_arguments(const QString& program, const QString& c
   if (!layout.pipeline_split.isEmpty()) {
     arguments.insert(arguments.end(), {"--pp-split", layout.pipeline_split.toStdString()});
   }
+  if (!layout.bucket_size.isEmpty()) {
+    arguments.insert(arguments.end(), {"--bucket-size", layout.bucket_size.toStdString()});
+  }
   return arguments;
 }
 
 }  // namespace
+
+void apply_rank_layout(const RankLayout& layout, RunConfig& config) {
+  config.world_size = layout.ranks;
+  config.shard = layout.shard.toStdString();
+  config.tp = layout.tensor_ranks;
+  config.sequence_parallel = layout.sequence_parallel;
+  config.pp = layout.pipeline_stages;
+  config.virtual_stages = layout.virtual_stages;
+  set_pp_split(config, layout.pipeline_split.toStdString());
+  if (!layout.bucket_size.isEmpty()) {
+    config.bucket_bytes = parse_byte_size(layout.bucket_size.toStdString(), "--bucket-size");
+  }
+}
 
 void SweepWorker::run_data_parallel(const QString& spec_json, const RankLayout& layout,
                                     const QString& database) {

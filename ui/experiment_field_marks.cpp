@@ -61,6 +61,7 @@ void ExperimentPanel::remember_field_help() {
                             "device",
                             "ranks",
                             "shard",
+                            "bucket_size",
                             "tp",
                             "sequence_parallel",
                             "pp",

@@ -137,6 +137,11 @@ void ExperimentPanel::create_training_fields() {
   // "cuda": the current GPU for one process; for several ranks, cuda:LOCAL_RANK each.
   if (runtime.cuda_devices > 0) device_->addItem("cuda");
   for (int i = 0; i < runtime.cuda_devices; ++i) device_->addItem(QString("cuda:%1").arg(i));
+  create_rank_fields();
+}
+
+// How the ranks split the run: data, tensor and pipeline parallelism, and what they shard.
+void ExperimentPanel::create_rank_fields() {
   ranks_ = spin(1, 4096, 1);
   ranks_->setObjectName("ranks");
   ranks_->setToolTip(
@@ -182,6 +187,13 @@ void ExperimentPanel::create_training_fields() {
       "gradients: that, and each rank receives only its 1/N of the gradients\n"
       "parameters: that, and each rank keeps 1/N of the weights, gathering each layer whole "
       "only while it runs");
+  bucket_size_ = new QLineEdit;
+  bucket_size_->setObjectName("bucket_size");
+  bucket_size_->setPlaceholderText("25MiB");
+  bucket_size_->setToolTip(
+      "Data parallelism: the gradients the data ranks sum in one collective, in bytes of fp32 "
+      "gradients (KiB, MiB, …): larger buckets take fewer collectives; with Shard gradients a "
+      "rank holds about one bucket whole at once (empty: 25 MiB)");
 }
 
 void ExperimentPanel::create_sweep_fields() {
@@ -308,6 +320,7 @@ QLayout* ExperimentPanel::training_fields() {
   training->addRow("Device", device_);
   training->addRow("Ranks", ranks_);
   training->addRow("Shard", shard_);
+  training->addRow("Buckets", bucket_size_);
   training->addRow("Tensor ranks", tensor_ranks_);
   training->addRow("", sequence_parallel_);
   training->addRow("Pipeline stages", pipeline_stages_);
@@ -384,8 +397,8 @@ void ExperimentPanel::connect_fields() {
   for (auto* combo : {attention_, device_, data_, shard_, finetune_, base_precision_}) {
     connect(combo, &QComboBox::currentTextChanged, this, &ExperimentPanel::revalidate);
   }
-  for (auto* edit :
-       {name_, policies_, offload_, batch_, precision_, budget_, data_file_, pipeline_split_}) {
+  for (auto* edit : {name_, policies_, offload_, batch_, precision_, budget_, data_file_,
+                     pipeline_split_, bucket_size_}) {
     connect(edit, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
   }
   connect(max_batch_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
@@ -442,6 +455,7 @@ QWidget* ExperimentPanel::field_for(const QString& key) const {
       {"device", device_},
       {"ranks", ranks_},
       {"shard", shard_},
+      {"bucket_size", bucket_size_},
       {"tp", tensor_ranks_},
       {"sequence_parallel", sequence_parallel_},
       {"pp", pipeline_stages_},
@@ -542,6 +556,12 @@ void ExperimentPanel::revalidate() {
 
 int ExperimentPanel::ranks() const { return ranks_->value(); }
 QString ExperimentPanel::shard() const { return shard_->currentText(); }
+QString ExperimentPanel::bucket_size() const { return bucket_size_->text().trimmed(); }
+
+RankLayout ExperimentPanel::rank_layout() const {
+  return {ranks(),           shard(),          tensor_ranks(),   sequence_parallel(),
+          pipeline_stages(), virtual_stages(), pipeline_split(), bucket_size()};
+}
 int ExperimentPanel::tensor_ranks() const { return tensor_ranks_->value(); }
 bool ExperimentPanel::sequence_parallel() const { return sequence_parallel_->isChecked(); }
 int ExperimentPanel::pipeline_stages() const { return pipeline_stages_->value(); }

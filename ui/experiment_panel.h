@@ -44,6 +44,8 @@ class ExperimentPanel : public QWidget {
   // rank without sharding is a plain run in the window's own worker.
   int ranks() const;
   QString shard() const;
+  // The data ranks' gradient buckets as --bucket-size takes them ("4MiB"); empty: the engine's.
+  QString bucket_size() const;
   // Of the ranks, how many split each layer (tensor parallelism), and whether the sequence too.
   int tensor_ranks() const;
   bool sequence_parallel() const;
@@ -52,6 +54,8 @@ class ExperimentPanel : public QWidget {
   // The blocks of each stage's chunks as --pp-split takes them: "" (the rule), "balanced" or
   // a list ("8,4").
   QString pipeline_split() const;
+  // The fields above as the ranks' launcher takes them.
+  RankLayout rank_layout() const;
   bool data_parallel() const {
     return ranks() > 1 || shard() != "none" || tensor_ranks() > 1 || sequence_parallel() ||
            pipeline_stages() > 1 || virtual_stages() > 1 || !pipeline_split().isEmpty();
@@ -117,6 +121,7 @@ class ExperimentPanel : public QWidget {
   QLineEdit* loss_chunks_field() const { return loss_chunks_; }
   QSpinBox* ranks_field() const { return ranks_; }
   QComboBox* shard_field() const { return shard_; }
+  QLineEdit* bucket_size_field() const { return bucket_size_; }
   QSpinBox* tensor_ranks_field() const { return tensor_ranks_; }
   QCheckBox* sequence_parallel_field() const { return sequence_parallel_; }
   QSpinBox* pipeline_stages_field() const { return pipeline_stages_; }
@@ -172,6 +177,7 @@ class ExperimentPanel : public QWidget {
   // "12.3 M parameters, 0.4 M of them trained" for the form's first run; empty without one.
   void show_parameters(const std::optional<RunConfig>& config);
   void create_training_fields();
+  void create_rank_fields();
   void create_sweep_fields();
   void create_actions();
   void lay_out();
@@ -236,6 +242,7 @@ class ExperimentPanel : public QWidget {
   QComboBox* device_;
   QSpinBox* ranks_;
   QComboBox* shard_;
+  QLineEdit* bucket_size_;
   QSpinBox* tensor_ranks_;
   QCheckBox* sequence_parallel_;
   QSpinBox* pipeline_stages_;

@@ -127,7 +127,8 @@ nlohmann::ordered_json ExperimentPanel::form_values() const {
                                {"sequence_parallel", sequence_parallel()},
                                {"pp", pipeline_stages()},
                                {"virtual_stages", virtual_stages()},
-                               {"pp_split", pipeline_split().toStdString()}};
+                               {"pp_split", pipeline_split().toStdString()},
+                               {"bucket_size", bucket_size().toStdString()}};
     return values;
   } catch (const InvalidInput&) {
     return {};
@@ -140,13 +141,7 @@ void ExperimentPanel::check_data_parallel(const std::vector<SweepPoint>& points)
   // with one rank) is named at its own field, not as too many runs for ranks there are none of.
   RunConfig config = points.front().config;
   launch::check_local_ranks(config.device, ranks(), "ranks", "device");
-  config.world_size = ranks();
-  config.shard = shard().toStdString();
-  config.tp = tensor_ranks();
-  config.sequence_parallel = sequence_parallel();
-  config.pp = pipeline_stages();
-  config.virtual_stages = virtual_stages();
-  set_pp_split(config, pipeline_split().toStdString());
+  apply_rank_layout(rank_layout(), config);
   validate(config);  // a shard the run refuses names --shard, which the form calls Shard
   if (points.size() != 1 || points.front().request.max_batch) {
     throw InvalidInput(
@@ -307,6 +302,9 @@ void ExperimentPanel::load_parallel_fields(const nlohmann::ordered_json& spec) {
   const bool has_split =
       parallel.is_object() && parallel.contains("pp_split") && parallel["pp_split"].is_string();
   pipeline_split_->setText(has_split ? text_of(parallel["pp_split"]) : QString());
+  const bool has_buckets = parallel.is_object() && parallel.contains("bucket_size") &&
+                           parallel["bucket_size"].is_string();
+  bucket_size_->setText(has_buckets ? text_of(parallel["bucket_size"]) : QString());
 }
 
 void ExperimentPanel::add_policy(const QString& policy) {

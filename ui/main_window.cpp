@@ -354,11 +354,7 @@ void MainWindow::on_sweep_requested(const QString& spec_json) {
   remember_form();
   worker_->arm();
   if (panel_->data_parallel()) {
-    emit startDataParallel(
-        spec_json,
-        {panel_->ranks(), panel_->shard(), panel_->tensor_ranks(), panel_->sequence_parallel(),
-         panel_->pipeline_stages(), panel_->virtual_stages(), panel_->pipeline_split()},
-        database_);
+    emit startDataParallel(spec_json, panel_->rank_layout(), database_);
   } else {
     emit startSweep(spec_json, database_);
   }

@@ -35,7 +35,12 @@ struct RankLayout {
   int pipeline_stages = 1;
   int virtual_stages = 1;
   QString pipeline_split;  // as --pp-split takes it; empty: the rule's
+  QString bucket_size;     // as --bucket-size takes it; empty: the engine's
 };
+
+// `config` trained by `layout`'s ranks, as the CLI's flags would set it (not validated). Throws
+// InvalidInput naming the flag of a setting the form holds as text (--pp-split, --bucket-size).
+void apply_rank_layout(const RankLayout& layout, rematlab::RunConfig& config);
 
 }  // namespace rematlab::ui
 

@@ -11,6 +11,7 @@
 #include <QGridLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSaveFile>
@@ -53,7 +54,8 @@ QString said_by_field(const InvalidInput& error) {
       {"--global-batch", "Global batch"},
       {"--host-memory", "Host GiB"},
       {"--base-precision", "Train"},
-      {"--finetune", "Train"}};
+      {"--finetune", "Train"},
+      {"--bucket-size", "Buckets"}};
   for (const auto& [flag, label] : kFieldLabels) {
     if (error.field() == flag) return QString(label) + ": " + in_form_words(error.reason_words());
   }
@@ -73,6 +75,7 @@ ScaleView::ScaleView(QWidget* parent)
       host_gib_(spin(1, 1 << 20, 2048, "Host memory per node, GiB (what offloading may use)")),
       precision_(new QComboBox),
       train_(new QComboBox),
+      buckets_(new QLineEdit),
       runnable_here_(new QCheckBox("Only what RematLab runs")),
       plan_button_(new QPushButton("Plan")),
       status_(new QLabel),
@@ -153,7 +156,16 @@ QGridLayout* ScaleView::build_fields() {
     fields->addWidget(field, index / 3, (index % 3) * 2 + 1);
     ++index;
   }
-  fields->addWidget(runnable_here_, 3, 0, 1, 6);
+  // The buckets share the checkbox's row under the fields: the tab no taller for them.
+  buckets_->setPlaceholderText("40M values");
+  buckets_->setToolTip(
+      "The data ranks' gradient buckets, in bytes of the planned gradients (16-bit; fp32 under "
+      "fp32), e.g. 100MB: how many collectives reduce them, and what sharded gradients hold "
+      "whole at once. Empty: 40M values, Megatron-LM's default. Exports and Try it here give "
+      "the same values");
+  fields->addWidget(new QLabel("Buckets"), 3, 0);
+  fields->addWidget(buckets_, 3, 1);
+  fields->addWidget(runnable_here_, 3, 2, 1, 4);
   runnable_here_->setToolTip(
       "Search only layouts RematLab's engine runs: no context parallelism, a pipeline "
       "without sharded parameters or offload, model states on the GPUs");
@@ -234,6 +246,8 @@ layout::LayoutRequest ScaleView::read_request() const {
   request.cluster.host_memory_bytes = static_cast<int64_t>(host_gib_->value()) << 30;
   request.global_batch = global_batch_->value();
   request.precision = precision_->currentText() == "fp32" ? Precision::kFp32 : Precision::kBf16;
+  const QString buckets = buckets_->text().trimmed();
+  if (!buckets.isEmpty()) request.set_bucket_size(buckets.toStdString());  // after the precision
   const QString base = train_->currentData().toString();
   if (!base.isEmpty()) {
     request.arch.lora = default_lora_options(estimate::to_model_config(request.arch).family);
@@ -435,6 +449,7 @@ void ScaleView::try_here() {
   std::vector<std::string> unsaid;  // a policy per stage is RematLab's own (stages:…)
   trial.policy = QString::fromStdString(layout::rematlab_policy(layout->layout, unsaid));
   trial.offload_host = layout->layout.offload == layout::Offload::kActivations;
+  if (layout->layout.dp > 1) trial.bucket_bytes = request_->engine_bucket_bytes();
   emit tryRequested(trial);
 }
 

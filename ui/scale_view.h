@@ -23,6 +23,7 @@ class QComboBox;
 class QGridLayout;
 class QCustomPlot;
 class QLabel;
+class QLineEdit;
 class QPlainTextEdit;
 class QPushButton;
 class QSpinBox;
@@ -33,7 +34,8 @@ namespace rematlab::ui {
 
 class MemoryBar;
 
-// What "Try it here" asks of the form: the layout's degrees, sharding, policy and offload.
+// What "Try it here" asks of the form: the layout's degrees, sharding, buckets, policy and
+// offload.
 struct TrialLayout {
   int ranks = 1;
   int tensor_ranks = 1;
@@ -44,6 +46,7 @@ struct TrialLayout {
   QString shard;           // none, optimizer, gradients or parameters
   QString policy;
   bool offload_host = false;
+  int64_t bucket_bytes = 0;  // the data ranks' buckets as run takes them; 0: one data rank
 };
 
 class ScaleView : public QWidget {
@@ -80,6 +83,7 @@ class ScaleView : public QWidget {
   QSpinBox* host_memory_field() const { return host_gib_; }
   QComboBox* precision_field() const { return precision_; }
   QComboBox* train_field() const { return train_; }
+  QLineEdit* buckets_field() const { return buckets_; }
   QCheckBox* runnable_here_field() const { return runnable_here_; }
   QPushButton* plan_button() const { return plan_button_; }
   QTableWidget* layout_list() const { return list_; }
@@ -118,7 +122,8 @@ class ScaleView : public QWidget {
   QSpinBox* global_batch_;
   QSpinBox* host_gib_;
   QComboBox* precision_;
-  QComboBox* train_;  // full, or LoRA on a base in fp32, bf16, int8 or nf4 (item data)
+  QComboBox* train_;    // full, or LoRA on a base in fp32, bf16, int8 or nf4 (item data)
+  QLineEdit* buckets_;  // as `layout --bucket-size` takes it; empty: kBucketValues
   QCheckBox* runnable_here_;
   QPushButton* plan_button_;
   QLabel* status_;

@@ -204,18 +204,7 @@ struct LayoutOptions {
     request.precision = parse_precision(precision);
     request.fp32_gradients = fp32_gradients;
     request.fragmentation = fragmentation;
-    if (bucket_size) {
-      const int64_t bytes = parse_byte_size(*bucket_size, "--bucket-size");
-      const int64_t g = request.gradient_bytes();
-      // At most run's limit, 1 TiB of its fp32 gradients, which take the same values.
-      const int64_t most = (int64_t{1} << 38) * g;
-      if (bytes < g || bytes > most) {
-        throw InvalidInput("--bucket-size", "must be between one gradient (" + std::to_string(g) +
-                                                " bytes) and " + format_bytes(most) + " of " +
-                                                (g == 4 ? "fp32" : "16-bit") + " gradients");
-      }
-      request.bucket_values = bytes / g;
-    }
+    if (bucket_size) request.set_bucket_size(*bucket_size);
     if (activation_model == "megatron") {
       request.activation_model = layout::ActivationModel::kMegatron;
     } else if (activation_model != "engine") {

@@ -1,5 +1,6 @@
 #include "layout/layout.h"
 
+#include "common/byte_size.h"
 #include "common/errors.h"
 #include "estimate/model_state.h"
 
@@ -7,6 +8,19 @@ namespace rematlab::layout {
 
 int64_t LayoutRequest::gradient_bytes() const {
   return fp32_gradients ? 4 : estimate::bytes_per_value(precision);
+}
+
+void LayoutRequest::set_bucket_size(const std::string& text) {
+  const int64_t bytes = parse_byte_size(text, "--bucket-size");
+  const int64_t g = gradient_bytes();
+  // At most run's limit, 1 TiB of its fp32 gradients, which take the same values.
+  const int64_t most = (int64_t{1} << 38) * g;
+  if (bytes < g || bytes > most) {
+    throw InvalidInput("--bucket-size", "must be between one gradient (" + std::to_string(g) +
+                                            " bytes) and " + format_bytes(most) + " of " +
+                                            (g == 4 ? "fp32" : "16-bit") + " gradients");
+  }
+  bucket_values = bytes / g;
 }
 
 std::string to_string(Offload offload) {

@@ -101,8 +101,8 @@ struct LayoutRequest {
   // reduction takes, and what ZeRO 2 and offloading hold of them whole.
   int64_t bucket_values = kBucketValues;
   ActivationModel activation_model = ActivationModel::kEngine;
-  // Search only what RematLab's engine runs: no pipeline, no context parallelism, model states
-  // on the GPUs.
+  // Search only what RematLab's engine runs: no context parallelism, no pipeline with sharded
+  // parameters or offload, model states on the GPUs.
   bool engine_only = false;
   int64_t top = 5;
 
@@ -110,6 +110,13 @@ struct LayoutRequest {
 
   // Bytes of one gradient: 4 when `fp32_gradients`, else the precision's.
   int64_t gradient_bytes() const;
+  // The buckets as `run --bucket-size` takes them: bytes of the engine's gradients, fp32 in
+  // every precision (its parameters are fp32; autocast computes in 16 bits), the same values.
+  int64_t engine_bucket_bytes() const { return bucket_values * 4; }
+  // Sets the buckets from `text`, bytes of the planned gradients (gradient_bytes() each), as
+  // `layout --bucket-size` takes it: at least one gradient, at most run's limit (2^38 values).
+  // Throws InvalidInput naming --bucket-size.
+  void set_bucket_size(const std::string& text);
 
   double efficiency() const {
     return matmul_efficiency > 0.0 ? matmul_efficiency : cluster.gpu.matmul_efficiency;

@@ -372,9 +372,7 @@ LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& 
        " --precision " + to_string(request.precision) + " --checkpoint " +
        rematlab_policy(layout, out.unsaid);
   if (layout.offload == Offload::kActivations) r += " --offload host";
-  // The engine's buckets are bytes of its gradients, fp32 in every precision (its parameters
-  // stay fp32 under autocast): the planner's count of values in them.
-  if (layout.dp > 1) r += " --bucket-size " + number(request.bucket_values * 4);
+  if (layout.dp > 1) r += " --bucket-size " + number(request.engine_bucket_bytes());
   return out;
 }
 
