@@ -201,7 +201,8 @@ TEST(LayoutSearch, ACancelledSearchStopsAtItsNextLayoutAndAnswersNothing) {
 TEST(LayoutSearch, FindsMetasLlama3LayoutsFeasible) {
   // TP 8 × PP 16 × DP 128 at 8K tokens and 16M tokens a step; at 128K, CP 16 and DP 8.
   LayoutRequest request = request_for("llama3-405b", "h100-sxm", 16384, 8192, 2048);
-  request.fixed = {8, 16, std::nullopt, 1, 128, 1, true, 1, std::nullopt, Offload::kNone, 1};
+  request.fixed = {8, 16,           std::nullopt,   1, 128, 1,    true,
+                   1, std::nullopt, Offload::kNone, 1, {},  false};
   LayoutAnswer answer = search_layouts(request);
   ASSERT_FALSE(answer.best.empty()) << answer.nearest.front().reason;
   EXPECT_TRUE(answer.best.front().fits);
@@ -211,7 +212,7 @@ TEST(LayoutSearch, FindsMetasLlama3LayoutsFeasible) {
   EXPECT_EQ(stages.back().layers + 1, stages[1].layers);
 
   request = request_for("llama3-405b", "h100-sxm", 16384, 131072, 128);
-  request.fixed = {8, 16, 1, 16, 8, 1, true, 1, std::nullopt, Offload::kNone, 1};
+  request.fixed = {8, 16, 1, 16, 8, 1, true, 1, std::nullopt, Offload::kNone, 1, {}, false};
   answer = search_layouts(request);
   ASSERT_FALSE(answer.best.empty()) << answer.nearest.front().reason;
   EXPECT_EQ(answer.best.front().engine_lacks, std::vector<std::string>{"context parallelism"});
@@ -788,7 +789,7 @@ TEST(LayoutEvaluator, OneRanksFiguresAreTheEstimatorsOnTheEnginesShapes) {
 
 TEST(LayoutExport, EachToolGetsTheLayoutInItsOwnTerms) {
   LayoutRequest request = request_for("llama2-70b", "a100-80gb", 64, 4096, 1024);
-  request.fixed = {8, 2, 2, 1, 4, 1, true, 1, "selective", Offload::kNone, 1};
+  request.fixed = {8, 2, 2, 1, 4, 1, true, 1, "selective", Offload::kNone, 1, {}, false};
   const LayoutAnswer answer = search_layouts(request);
   ASSERT_FALSE(answer.best.empty());
   const LayoutEvaluation& best = answer.best.front();

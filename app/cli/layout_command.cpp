@@ -18,6 +18,7 @@
 #include "layout/layout_json.h"
 #include "layout/layout_rules.h"
 #include "layout/layout_search.h"
+#include "run/pipeline_config.h"
 
 namespace rematlab::cli {
 namespace {
@@ -69,6 +70,7 @@ struct LayoutOptions {
   bool sequence_parallel = false;
   bool no_sequence_parallel = false;
   std::string checkpoint;
+  std::optional<std::string> pp_split;  // a list, or "balanced"
   std::string offload;
   int64_t top = 5;
   bool runnable_here = false;
@@ -159,6 +161,10 @@ struct LayoutOptions {
     fixed.dp = dp;
     fixed.ep = ep;
     fixed.micro_batch = micro_batch;
+    if (pp_split) {
+      fixed.pp_split_balanced = *pp_split == kBalancedSplit;
+      if (!fixed.pp_split_balanced) fixed.pp_split = parse_pp_split(*pp_split);
+    }
     if (zero && (*zero < 0 || *zero > 3)) {
       throw InvalidInput("--zero", "must be 0, 1, 2 or 3, got " + std::to_string(*zero));
     }
@@ -325,6 +331,9 @@ Command add_layout_command(CLI::App& app, const std::atomic<bool>& cancel) {
                     "Keep sequence parallelism off");
   command->add_option("--zero", options->zero, "ZeRO stage 0-3 over the data-parallel ranks");
   command->add_option("--micro-batch", options->micro_batch, "Sequences per micro-batch");
+  command->add_option("--pp-split", options->pp_split,
+                      "With --pp: the blocks of each model chunk in chain order (e.g. 9,3), or "
+                      "balanced by their predicted times (default: the engine's rule)");
   command->add_option("--checkpoint", options->checkpoint,
                       "none, selective or every:K for every stage (chosen per stage when absent)");
   command->add_option("--offload", options->offload, "none, optimizer, parameters or activations");

@@ -3,6 +3,7 @@
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "estimate/model_state.h"
+#include "layout/layout_rules.h"
 
 namespace rematlab::layout {
 
@@ -57,6 +58,18 @@ std::string Layout::checkpoint_text() const {
   return text;
 }
 
+int64_t split_blocks(const Layout& layout) {
+  int64_t blocks = 0;
+  for (const int64_t chunk : layout.split) blocks += chunk;
+  return blocks;
+}
+
+std::string split_text(const std::vector<int64_t>& split) {
+  std::string text;
+  for (const int64_t chunk : split) text += (text.empty() ? "" : ",") + std::to_string(chunk);
+  return text;
+}
+
 ShardMode engine_shard(const Layout& layout) {
   static const ShardMode kByStage[] = {ShardMode::kNone, ShardMode::kOptimizer,
                                        ShardMode::kGradients, ShardMode::kParameters};
@@ -68,6 +81,10 @@ std::string layout_name(const Layout& layout) {
   if (layout.sp) name += "+SP";
   name += " PP " + std::to_string(layout.pp);
   if (layout.vp > 1) name += "×" + std::to_string(layout.vp);
+  if (!layout.split.empty() &&
+      layout.split != rule_split(split_blocks(layout), layout.pp, layout.vp)) {
+    name += " split " + split_text(layout.split);
+  }
   if (layout.cp > 1) name += " CP " + std::to_string(layout.cp);
   name += " DP " + std::to_string(layout.dp);
   if (layout.ep > 1) name += " EP " + std::to_string(layout.ep);

@@ -62,13 +62,20 @@ struct Layout {
   int64_t accum = 1;  // micro-batches per step and pipeline
   Offload offload = Offload::kNone;
   std::vector<std::string> stage_checkpoints;  // one policy per pipeline stage
+  // The blocks of each model chunk in chain order, as --pp-split takes them (chunk c on pipeline
+  // rank c mod pp). Empty in a layout searched: its evaluation's is filled in (layout_split.cpp).
+  std::vector<int64_t> split;
 
   // "every:1" when every stage has it, else the stages' policies joined by '|'.
   std::string checkpoint_text() const;
 };
 
-// "TP 8+SP PP 4×2 DP 2 ZeRO 1 micro-batch 1": for reasons and tables.
+// "TP 8+SP PP 4×2 DP 2 ZeRO 1 micro-batch 1" (with "split 9,3" after the pipeline where it is
+// not the engine's rule): for reasons and tables.
 std::string layout_name(const Layout& layout);
+// The blocks the split's chunks hold, and the split as --pp-split takes it ("9,3").
+int64_t split_blocks(const Layout& layout);
+std::string split_text(const std::vector<int64_t>& split);
 
 // What the engine's --shard is for the layout's ZeRO stage (none without data parallelism).
 ShardMode engine_shard(const Layout& layout);
@@ -81,6 +88,10 @@ struct FixedDimensions {
   std::optional<std::string> checkpoint;  // for every stage
   std::optional<Offload> offload;
   std::optional<int64_t> ep;
+  // --pp-split: the blocks of each model chunk (with fixed pp), or balanced by the chain's
+  // predicted times; neither: the engine's rule (chunk_layers).
+  std::vector<int64_t> pp_split;
+  bool pp_split_balanced = false;
 };
 
 // Values of gradients a data rank reduces at once, by default (Megatron-LM's).

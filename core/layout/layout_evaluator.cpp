@@ -446,7 +446,7 @@ std::vector<LayoutEvaluator::Stage> LayoutEvaluator::stages_of(const Layout& lay
   const int64_t layer_experts = estimate::expert_parameter_count(arch) / arch.layers / layout.tp;
   const int64_t rank_layer_experts = layer_experts / layout.ep;
   std::vector<Stage> stages;
-  const std::vector<std::vector<int64_t>> chunks = chunk_layers(arch.layers, layout.pp, layout.vp);
+  const std::vector<std::vector<int64_t>> chunks = chunks_by_rank(layout.split, layout.pp);
   for (int64_t rank = 0; rank < layout.pp; ++rank) {
     Stage stage;
     stage.chunks = chunks[static_cast<size_t>(rank)];
@@ -548,8 +548,10 @@ LayoutEvaluator::Placed LayoutEvaluator::place_stages(const Layout& layout, bool
   return placed;
 }
 
-LayoutEvaluation LayoutEvaluator::evaluate(const Layout& layout, bool detail) {
+LayoutEvaluation LayoutEvaluator::evaluate(const Layout& searched, bool detail) {
   const Cluster& cluster = request_.cluster;
+  Layout layout = searched;  // not result.layout, which place_stages fills in
+  if (layout.split.empty()) layout.split = chain_split(searched);
   LayoutEvaluation result;
   result.layout = layout;
   if (const std::string lack = engine_pipeline_lack(layout); !lack.empty()) {

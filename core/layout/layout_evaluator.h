@@ -77,7 +77,10 @@ class LayoutEvaluator {
                            const StageWork& work, TimeParts& time) const;
   StageCost stage_cost(const Layout& layout, const Stage& stage, int64_t policy);
 
-  // The pipeline ranks' parts of the model.
+  // The blocks of each model chunk in chain order (layout_split.cpp): --pp-split's list, balanced
+  // by their predicted times under --pp-split balanced, else the engine's rule.
+  std::vector<int64_t> chain_split(const Layout& layout);
+  // The pipeline ranks' parts of the model (layout.split's chunks).
   std::vector<Stage> stages_of(const Layout& layout) const;
   // The fastest policy that fits holding what `stage` holds in flight; the smallest when none
   // does.
@@ -111,6 +114,8 @@ class LayoutEvaluator {
   WorkLayout work_layout_{};
   using WorkKey = std::tuple<std::vector<int64_t>, bool, bool, int64_t>;
   std::map<WorkKey, StageWork> work_cache_;
+  // Balanced splits by chunks, tensor ranks and sequence parallelism (what the shares depend on).
+  std::map<std::tuple<int64_t, int64_t, bool>, std::vector<int64_t>> split_cache_;
 };
 
 }  // namespace rematlab::layout

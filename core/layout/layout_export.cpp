@@ -4,10 +4,17 @@
 
 #include "checkpoint/checkpoint_policy.h"
 #include "common/decimal_text.h"
+#include "layout/layout_rules.h"
 #include "model/model_config.h"
 
 namespace rematlab::layout {
 namespace {
+
+// Whether every chunk in [first, last) holds as many blocks (true of none).
+bool equal_chunks(std::vector<int64_t>::const_iterator first,
+                  std::vector<int64_t>::const_iterator last) {
+  return first >= last || std::all_of(first, last, [first](int64_t n) { return n == *first; });
+}
 
 std::string number(int64_t value) { return std::to_string(value); }
 
@@ -119,14 +126,22 @@ LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvalua
   if (arch.moe.enabled()) a += megatron_expert_arguments(arch, layout, out.unsaid);
   a += " --tensor-model-parallel-size " + number(layout.tp) + " --pipeline-model-parallel-size " +
        number(layout.pp);
-  const bool even = arch.layers % (layout.pp * layout.vp) == 0;
+  const std::vector<int64_t>& split = layout.split;
   if (layout.vp > 1) {
     a += " --num-layers-per-virtual-pipeline-stage " +
          number((arch.layers + layout.pp * layout.vp - 1) / (layout.pp * layout.vp));
-    if (!even) out.unsaid.push_back("model chunks of unequal size with virtual stages");
-  } else if (layout.pp > 1 && evaluation.stages.size() == static_cast<size_t>(layout.pp) && !even) {
-    a += " --decoder-first-pipeline-num-layers " + number(evaluation.stages.front().layers) +
-         " --decoder-last-pipeline-num-layers " + number(evaluation.stages.back().layers);
+    if (!equal_chunks(split.begin(), split.end())) {
+      out.unsaid.push_back("model chunks of unequal size with virtual stages (" +
+                           split_text(split) + ")");
+    }
+  } else if (layout.pp > 1 && !equal_chunks(split.begin(), split.end())) {
+    // Megatron-LM splits what the first and last stage leave evenly over the others.
+    if (equal_chunks(split.begin() + 1, split.end() - 1)) {
+      a += " --decoder-first-pipeline-num-layers " + number(split.front()) +
+           " --decoder-last-pipeline-num-layers " + number(split.back());
+    } else {
+      out.unsaid.push_back("a split whose middle stages differ (" + split_text(split) + ")");
+    }
   }
   if (layout.sp) a += " --sequence-parallel";
   if (layout.cp > 1) a += " --context-parallel-size " + number(layout.cp);
@@ -198,6 +213,9 @@ LayoutExport torchtitan_toml(const LayoutRequest& request, const LayoutEvaluatio
       t += "pipeline_parallel_layers_per_stage = " +
            number((request.arch.layers + layout.pp * layout.vp - 1) / (layout.pp * layout.vp)) +
            "\n";
+    }
+    if (!equal_chunks(layout.split.begin(), layout.split.end())) {
+      out.unsaid.push_back("stages of unequal size (" + split_text(layout.split) + ")");
     }
   }
   t += "context_parallel_degree = " + number(layout.cp) + "\n";
@@ -366,6 +384,9 @@ LayoutExport rematlab_run(const LayoutRequest& request, const LayoutEvaluation& 
   if (layout.ep > 1) r += " --ep " + number(layout.ep);
   if (layout.pp > 1) r += " --pp " + number(layout.pp);
   if (layout.vp > 1) r += " --virtual-stages " + number(layout.vp);
+  if (layout.pp > 1 && layout.split != rule_split(request.arch.layers, layout.pp, layout.vp)) {
+    r += " --pp-split " + split_text(layout.split);
+  }
   if (layout.sp) r += " --sequence-parallel";
   if (shard != "none") r += " --shard " + shard;
   r += " --batch " + number(layout.micro_batch) + " --accum " + number(layout.accum) +

@@ -43,6 +43,7 @@ nlohmann::json to_json(const LayoutEvaluation& evaluation) {
   nlohmann::json json = {{"tp", layout.tp},
                          {"pp", layout.pp},
                          {"vp", layout.vp},
+                         {"split", layout.split},
                          {"cp", layout.cp},
                          {"dp", layout.dp},
                          {"ep", layout.ep},

@@ -44,15 +44,26 @@ std::string engine_experts_lack(const LayoutRequest& request, const Layout& layo
   return "";
 }
 
-std::vector<std::vector<int64_t>> chunk_layers(int64_t layers, int64_t pp, int64_t vp) {
-  // As the engine splits the blocks: the chain's P·V chunks, chunk c on rank c mod P.
+std::vector<int64_t> rule_split(int64_t layers, int64_t pp, int64_t vp) {
   const std::vector<int64_t> bounds = stage_block_bounds(layers, pp * vp);
+  std::vector<int64_t> split;
+  for (std::size_t chunk = 0; chunk + 1 < bounds.size(); ++chunk) {
+    split.push_back(bounds[chunk + 1] - bounds[chunk]);
+  }
+  return split;
+}
+
+std::vector<std::vector<int64_t>> chunks_by_rank(const std::vector<int64_t>& split, int64_t pp) {
+  // As the engine places them: chunk c on rank c mod P.
   std::vector<std::vector<int64_t>> by_rank(static_cast<size_t>(pp));
-  for (int64_t chunk = 0; chunk < pp * vp; ++chunk) {
-    const auto at = static_cast<size_t>(chunk);
-    by_rank[static_cast<size_t>(chunk % pp)].push_back(bounds[at + 1] - bounds[at]);
+  for (std::size_t chunk = 0; chunk < split.size(); ++chunk) {
+    by_rank[chunk % static_cast<size_t>(pp)].push_back(split[chunk]);
   }
   return by_rank;
+}
+
+std::vector<std::vector<int64_t>> chunk_layers(int64_t layers, int64_t pp, int64_t vp) {
+  return chunks_by_rank(rule_split(layers, pp, vp), pp);
 }
 
 int64_t countable_micro_batch(const LayoutRequest& request) {
@@ -233,6 +244,43 @@ void require_device_figures(const GpuKind& gpu) {
   at_least(gpu.memory_bandwidth, 1e6, "--gpu", "1e6 bytes/s of memory bandwidth");
 }
 
+// --pp-split beside a fixed pipeline of two stages or more; a list gives a count of blocks for
+// every chunk (its length, a multiple of the stages, sets the chunks per stage), each at least
+// one, all of them the model's.
+void validate_split(const LayoutRequest& request) {
+  const FixedDimensions& fixed = request.fixed;
+  if (fixed.pp_split.empty() && !fixed.pp_split_balanced) return;
+  if (!fixed.pp || *fixed.pp < 2) {
+    throw InvalidInput("--pp-split", "splits the blocks between pipeline stages: give " +
+                                         setting("pp", "2") + " or more beside it");
+  }
+  const std::vector<int64_t>& split = fixed.pp_split;
+  if (split.empty()) return;
+  const int64_t pp = *fixed.pp;
+  const auto chunks = static_cast<int64_t>(split.size());
+  if (chunks % pp != 0 || (fixed.vp && chunks != pp * *fixed.vp)) {
+    throw InvalidInput("--pp-split",
+                       "gives " + std::to_string(chunks) + " block counts for " +
+                           std::to_string(pp) + " stages" +
+                           (fixed.vp ? " of " + std::to_string(*fixed.vp) + " chunks" : "") +
+                           ": give one for each chunk, stages × virtual stages of them");
+  }
+  const int64_t layers = request.arch.layers;
+  int64_t blocks = 0;
+  for (const int64_t chunk : split) {
+    if (chunk < 1 || chunk > layers) {
+      throw InvalidInput("--pp-split", "every chunk needs between 1 and the model's " +
+                                           std::to_string(layers) + " blocks, got " +
+                                           std::to_string(chunk));
+    }
+    blocks += chunk;
+  }
+  if (blocks != layers) {
+    throw InvalidInput("--pp-split", "gives " + std::to_string(blocks) +
+                                         " blocks in all; the model has " + std::to_string(layers));
+  }
+}
+
 // Each fixed degree against what it splits, before any search: one line naming the flag.
 void validate_fixed(const LayoutRequest& request) {
   const estimate::Architecture& arch = request.arch;
@@ -270,6 +318,7 @@ void validate_fixed(const LayoutRequest& request) {
                              "no more chunks than the " + std::to_string(arch.layers) + " layers");
     }
   }
+  validate_split(request);
   if (fixed.cp && *fixed.cp > 1 && arch.seq_len % (2 * *fixed.cp) != 0) {
     throw InvalidInput("--cp", std::to_string(*fixed.cp) + " context ranks cannot split " +
                                    std::to_string(arch.seq_len) + " tokens into 2 · CP chunks");

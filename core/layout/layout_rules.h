@@ -32,6 +32,9 @@ std::string engine_experts_lack(const LayoutRequest& request, const Layout& layo
 // middle ones ⌈L / (p · v)⌉ blocks, the first and the last what is left, as Llama 3 405B's
 // first and last stages held one layer less, for the embedding and the head).
 std::vector<std::vector<int64_t>> chunk_layers(int64_t layers, int64_t pp, int64_t vp);
+// The same in chain order (as --pp-split takes it), and any chain's chunks by pipeline rank.
+std::vector<int64_t> rule_split(int64_t layers, int64_t pp, int64_t vp);
+std::vector<std::vector<int64_t>> chunks_by_rank(const std::vector<int64_t>& split, int64_t pp);
 
 // The vocabulary as Megatron-LM pads it: to a multiple of 128 · tp.
 int64_t padded_vocab(int64_t vocab, int64_t tp);

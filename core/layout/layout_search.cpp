@@ -140,6 +140,9 @@ void for_each_layout(const LayoutRequest& request, Visit visit) {
           for (int64_t v = 2; pp > 1 && v <= kMaxVirtualStages && pp * v <= layers; ++v) {
             vps.push_back(v);
           }
+          // A split given as a list has a count for each chunk: so many a stage.
+          const auto given_chunks = static_cast<int64_t>(fixed.pp_split.size());
+          if (given_chunks > 0) vps = {given_chunks / pp};
           const std::vector<int64_t> batches = micro_batches(request, dp);
           for (int64_t ep : expert_ranks(request, dp * cp, tp)) {
             for (int64_t vp : values_or(fixed.vp, vps)) {

@@ -1,0 +1,179 @@
+// The layout planner's pipeline split (--pp-split): a list is the stages it places and exports,
+// each rank of the exported run measuring its own stage's figures; balanced gives a heavy head's
+// stage fewer blocks and a faster step than the engine's rule, and the rule where the head is
+// light; a split that cannot be is one line, exit 2.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli_runner.h"
+#include "estimate/architecture.h"
+#include "layout/gpu_catalog.h"
+#include "layout/layout_evaluator.h"
+#include "layout/layout_export.h"
+#include "layout/layout_rules.h"
+#include "layout/layout_search.h"
+
+namespace rematlab::layout {
+namespace {
+
+using testing::cli;
+using testing::last_line_json;
+
+// `small` in fp32 over `pp` stages of one RTX 4090 each, micro-batch 2, no recomputation.
+LayoutRequest pipeline_request(int64_t pp, int64_t vocab) {
+  LayoutRequest request;
+  request.arch = estimate::architecture_preset("small");
+  request.arch.vocab = vocab;
+  request.precision = Precision::kFp32;
+  request.cluster.gpu = gpu_kind("rtx4090");
+  request.cluster.gpus = request.cluster.gpus_per_node = pp;
+  request.cluster.host_memory_bytes = request.cluster.gpu.host_memory_bytes;
+  request.global_batch = 8;
+  request.fixed.pp = pp;
+  request.fixed.micro_batch = 2;
+  request.fixed.checkpoint = "none";
+  request.fixed.offload = Offload::kNone;
+  return request;
+}
+
+LayoutEvaluation best_of(const LayoutRequest& request) {
+  validate(request);
+  const LayoutAnswer answer = search_layouts(request);
+  EXPECT_FALSE(answer.best.empty());
+  return answer.best.empty() ? LayoutEvaluation{} : answer.best.front();
+}
+
+double slowest_stage(const LayoutEvaluation& evaluation) {
+  double slowest = 0.0;
+  for (const StageFigures& stage : evaluation.stages) {
+    slowest = std::max(slowest, stage.microbatch_s);
+  }
+  return slowest;
+}
+
+bool says(const std::vector<std::string>& unsaid, const std::string& part) {
+  return std::any_of(unsaid.begin(), unsaid.end(),
+                     [&](const std::string& line) { return line.find(part) != std::string::npos; });
+}
+
+TEST(LayoutSplit, AGivenSplitIsTheStagesPlacedAndExported) {
+  LayoutRequest request = pipeline_request(2, 256);
+  const LayoutEvaluation rule = best_of(request);
+  EXPECT_EQ(rule.layout.split, (std::vector<int64_t>{6, 6}));
+  request.fixed.pp_split = {9, 3};
+  const LayoutEvaluation given = best_of(request);
+  ASSERT_EQ(given.stages.size(), 2u);
+  EXPECT_EQ(given.layout.split, (std::vector<int64_t>{9, 3}));
+  EXPECT_EQ(given.stages[0].layers, 9);
+  EXPECT_EQ(given.stages[1].layers, 3);
+  // Nine blocks' activations, two micro-batches of them in flight, where the rule's first stage
+  // holds six.
+  EXPECT_GT(given.stages[0].memory.activations, rule.stages[0].memory.activations);
+  EXPECT_NE(layout_name(given.layout).find("PP 2 split 9,3"), std::string::npos);
+  EXPECT_EQ(layout_name(rule.layout).find("split"), std::string::npos);  // the rule's: unsaid
+  EXPECT_NE(rematlab_run(request, given).text.find("--pp 2 --pp-split 9,3"), std::string::npos);
+  EXPECT_EQ(rematlab_run(request, rule).text.find("--pp-split"), std::string::npos);
+  EXPECT_NE(megatron_arguments(request, given)
+                .text.find("--decoder-first-pipeline-num-layers 9 "
+                           "--decoder-last-pipeline-num-layers 3"),
+            std::string::npos);
+
+  // Four stages whose middle ones differ: Megatron-LM spreads the middle evenly, so it is said.
+  request = pipeline_request(4, 256);
+  request.fixed.pp_split = {2, 4, 3, 3};
+  const LayoutEvaluation four = best_of(request);
+  EXPECT_EQ(four.stages[1].layers, 4);
+  EXPECT_TRUE(says(megatron_arguments(request, four).unsaid, "middle stages differ (2,4,3,3)"));
+  EXPECT_TRUE(says(torchtitan_toml(request, four).unsaid, "stages of unequal size (2,4,3,3)"));
+  // Under virtual stages the list is every chunk's, in chain order: so many chunks a stage.
+  request = pipeline_request(2, 256);
+  request.fixed.pp_split = {2, 4, 4, 2};
+  const LayoutEvaluation chunks = best_of(request);
+  EXPECT_EQ(chunks.layout.vp, 2);
+  EXPECT_EQ(chunks.stages[0].layers, 6);  // chunks 0 and 2
+  EXPECT_TRUE(says(megatron_arguments(request, chunks).unsaid, "model chunks of unequal size"));
+}
+
+TEST(LayoutSplit, BalancedGivesAHeavyHeadsStageFewerBlocks) {
+  // A vocabulary of 16,384: the head and loss cost several of small's blocks.
+  LayoutRequest request = pipeline_request(2, 16384);
+  const LayoutEvaluation rule = best_of(request);
+  request.fixed.pp_split_balanced = true;
+  const LayoutEvaluation balanced = best_of(request);
+  ASSERT_EQ(balanced.layout.split.size(), 2u);
+  EXPECT_GT(balanced.layout.split[0], balanced.layout.split[1]);
+  EXPECT_LT(slowest_stage(balanced), slowest_stage(rule));
+  EXPECT_LT(balanced.step_s, rule.step_s);
+  EXPECT_NE(rematlab_run(request, balanced).text.find("--pp-split"), std::string::npos);
+  // Balancing moves no block to make a stage slower: moving one more either way is no faster.
+  for (int64_t moved : {-1, 1}) {
+    LayoutRequest other = pipeline_request(2, 16384);
+    other.fixed.pp_split = {balanced.layout.split[0] + moved, balanced.layout.split[1] - moved};
+    EXPECT_GE(slowest_stage(best_of(other)), slowest_stage(balanced)) << moved;
+  }
+  // small's own 256 tokens make a light head: balanced is the rule's split.
+  request = pipeline_request(2, 256);
+  request.fixed.pp_split_balanced = true;
+  EXPECT_EQ(best_of(request).layout.split, (std::vector<int64_t>{6, 6}));
+}
+
+// The exported run: each rank measures what the planner put on its stage.
+TEST(LayoutSplit, EachRankOfTheExportedRunMeasuresItsStage) {
+  const auto planned =
+      cli("layout --model tiny --layers 4 --seq-len 64 --gpu rtx4090 --gpus 2 --global-batch 4 "
+          "--pp 2 --pp-split 3,1 --micro-batch 2 --zero 0 --offload none --precision fp32 "
+          "--checkpoint none --json");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const nlohmann::json plan = last_line_json(planned.out);
+  const nlohmann::json& best = plan["layouts"][0];
+  EXPECT_EQ(best["split"], (std::vector<int64_t>{3, 1}));
+  const std::string command = plan["exports"]["rematlab"]["text"];
+  ASSERT_NE(command.find("--pp-split 3,1"), std::string::npos) << command;
+  const auto ran =
+      cli(command.substr(std::string("rematlab-cli ").size()) + " --steps 3 --threads 1 --json");
+  ASSERT_EQ(ran.exit_code, 0) << command << "\n" << ran.err;
+  const nlohmann::json run = last_line_json(ran.out);
+  ASSERT_EQ(run["ranks"].size(), 2u);
+  for (size_t stage = 0; stage < 2; ++stage) {
+    const nlohmann::json& predicted = best["stages"][stage]["memory_bytes"];
+    const nlohmann::json& rank = run["ranks"][stage];
+    const double states = predicted["weights"].get<double>() +
+                          predicted["gradients"].get<double>() + predicted["master"].get<double>() +
+                          predicted["optimizer"].get<double>();
+    EXPECT_EQ(rank["model_state_bytes"].get<double>(), states) << "stage " << stage;
+    EXPECT_NEAR(
+        rank["peak_activation_bytes"].get<double>() / predicted["activations"].get<double>(), 1.0,
+        0.05)
+        << "stage " << stage;
+  }
+}
+
+TEST(LayoutSplit, ASplitThatCannotBeIsOneLineExitTwo) {
+  const std::string base =
+      "layout --model small --gpu rtx4090 --gpus 4 --seq-len 256 --global-batch 8 ";
+  const std::pair<const char*, const char*> cases[] = {
+      {"--pp 2 --pp-split 1,1", "--pp-split: gives 2 blocks in all; the model has 12"},
+      {"--pp 2 --pp-split 4,4,4", "--pp-split: gives 3 block counts for 2 stages: give one"},
+      {"--pp 2 --virtual-stages 1 --pp-split 3,3,3,3",
+       "--pp-split: gives 4 block counts for 2 stages of 1 chunks"},
+      {"--pp 2 --pp-split 13,1", "--pp-split: every chunk needs between 1 and the model's 12"},
+      {"--pp-split balanced", "--pp-split: splits the blocks between pipeline stages: give --pp 2"},
+      {"--pp 1 --pp-split 12", "--pp-split: splits the blocks between pipeline stages"},
+      {"--pp 2 --pp-split 6,x", "--pp-split: "},
+  };
+  for (const auto& [flags, said] : cases) {
+    const auto result = cli(base + flags);
+    EXPECT_EQ(result.exit_code, 2) << flags;
+    EXPECT_EQ(result.err.rfind(std::string("rematlab-cli: error: ") + said, 0), 0u)
+        << flags << ": " << result.err;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+    EXPECT_TRUE(result.out.empty()) << result.out;
+  }
+}
+
+}  // namespace
+}  // namespace rematlab::layout
