@@ -14,7 +14,9 @@ each layout PxV (P stages of V chunks, one stage a rank), the rule's split and
 round (ranks share the cores). The balanced runs share one runs database, so the chain is
 measured once and its kept costs split every later run alike. Prints Markdown: each split, the
 step times and their ratio (balanced over the rule; below 1 is faster), and the bubble share
-rank 0 measured. Run it on an idle machine.
+rank 0 measured. The layout planner's splits run too: the rule's as `rematlab-cli layout` gives
+it, and `layout --pp-split balanced`'s (the same balancing over its predicted costs), run as a
+list. Run it on an idle machine.
 """
 import argparse
 import os
@@ -31,14 +33,15 @@ def run(args, preset, vocab, stages, chunks, extra):
         "--json"] + extra)
 
 
-def rule_split(layers, chunks):
-    """checkpoint/stage_blocks.h's rule, for the table (where it leaves the ends a block or more)."""
-    if chunks <= 2:
-        first = layers // chunks
-        return [first] * (chunks - 1) + [layers - (chunks - 1) * first]
-    middle = -(-layers // chunks)
-    ends = layers - (chunks - 2) * middle
-    return [ends // 2] + [middle] * (chunks - 2) + [ends - ends // 2]
+def planned_split(args, preset, vocab, stages, chunks, balanced):
+    """The blocks of each chunk the layout planner places for this run (its rule, or balanced)."""
+    answer = last_json([
+        args.cli, "layout", "--preset", preset, "--vocab", str(vocab), "--gpu", "rtx4090",
+        "--gpus", str(stages), "--gpus-per-node", str(stages), "--pp", str(stages),
+        "--virtual-stages", str(chunks), "--micro-batch", str(args.batch), "--global-batch",
+        str(args.batch * args.accum), "--precision", "fp32", "--checkpoint", "none",
+        "--offload", "none", "--json"] + (["--pp-split", "balanced"] if balanced else []))
+    return ",".join(str(blocks) for blocks in answer["layouts"][0]["split"])
 
 
 def main():
@@ -53,28 +56,34 @@ def main():
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         db = os.path.join(scratch, "runs.sqlite")
-        print("| model | vocab | layout | rule's split | balanced split | step ms rule / balanced "
-              "| ratio | bubble share rule / balanced |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| model | vocab | layout | rule's split | balanced split | planner's balanced split "
+              "| step ms rule / balanced / planner's | ratio balanced, planner's | bubble share rule "
+              "/ balanced / planner's |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for model in args.models.split(","):
             preset, vocab = model.split(":")
             for layout in args.layouts.split(","):
                 stages, chunks = (int(part) for part in layout.split("x"))
+                rule_text = planned_split(args, preset, vocab, stages, chunks, False)
+                planned = planned_split(args, preset, vocab, stages, chunks, True)
                 best = {}
                 for _ in range(args.rounds):
                     for name, extra in (("rule", []),
-                                        ("balanced", ["--pp-split", "balanced", "--db", db])):
+                                        ("balanced", ["--pp-split", "balanced", "--db", db]),
+                                        ("planned", ["--pp-split", planned])):
                         result = run(args, preset, vocab, stages, chunks, extra)
                         if name not in best or result["step_ms"] < best[name]["step_ms"]:
                             best[name] = result
-                rule, balanced = best["rule"], best["balanced"]
-                split = ",".join(str(blocks) for blocks in balanced["pp_split"])
-                rule_text = ",".join(str(b) for b in rule_split(rule["layers"], stages * chunks))
-                share = [r["bubble_ms"] / r["step_ms"] for r in (rule, balanced)]
+                rule = best["rule"]
+                split = ",".join(str(blocks) for blocks in best["balanced"]["pp_split"])
+                steps = [best[name]["step_ms"] for name in ("rule", "balanced", "planned")]
+                share = [best[name]["bubble_ms"] / best[name]["step_ms"]
+                         for name in ("rule", "balanced", "planned")]
                 print(f"| {preset} | {vocab} | PP {stages}" + (f" × V {chunks}" if chunks > 1 else "")
-                      + f" | {rule_text} | {split} | {rule['step_ms']:.0f} / {balanced['step_ms']:.0f} "
-                      f"| {balanced['step_ms'] / rule['step_ms']:.2f} "
-                      f"| {share[0]:.2f} / {share[1]:.2f} |", flush=True)
+                      + f" | {rule_text} | {split} | {planned} | "
+                      + " / ".join(f"{step:.0f}" for step in steps)
+                      + f" | {steps[1] / steps[0]:.2f}, {steps[2] / steps[0]:.2f} | "
+                      + " / ".join(f"{part:.2f}" for part in share) + " |", flush=True)
 
 
 if __name__ == "__main__":

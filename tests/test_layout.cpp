@@ -280,16 +280,17 @@ TEST(LayoutSearch, BestComesFirstAndTheFrontierTradesMemoryForTime) {
 }
 
 TEST(LayoutRules, ChunksTakeTheRemainderFromTheEndsAndRulesNameWhatBreaks) {
-  const auto llama = chunk_layers(126, 16, 1);
+  const auto llama = chunks_by_rank(rule_split(126, 16, 1), 16);
   EXPECT_EQ(llama.front(), std::vector<int64_t>{7});
   EXPECT_EQ(llama.back(), std::vector<int64_t>{7});
   for (size_t rank = 1; rank + 1 < llama.size(); ++rank) EXPECT_EQ(llama[rank][0], 8);
   // Megatron-LM splits the middle stages evenly and takes the ends as given: 96 on 11 stages.
-  const auto eleven = chunk_layers(96, 11, 1);
+  const auto eleven = chunks_by_rank(rule_split(96, 11, 1), 11);
   EXPECT_EQ(eleven.front()[0] + eleven.back()[0], 96 - 9 * 9);
   for (size_t rank = 1; rank + 1 < eleven.size(); ++rank) EXPECT_EQ(eleven[rank][0], 9);
   // Interleaved: rank r holds chunks r and r + p.
-  EXPECT_EQ(chunk_layers(10, 2, 2), (std::vector<std::vector<int64_t>>{{2, 3}, {3, 2}}));
+  EXPECT_EQ(chunks_by_rank(rule_split(10, 2, 2), 2),
+            (std::vector<std::vector<int64_t>>{{2, 3}, {3, 2}}));
 
   LayoutRequest request = request_for("llama2-70b", "a100-80gb", 64, 4096, 1024);
   Layout layout;
@@ -1033,6 +1034,8 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
        "--bucket-size: must be between one gradient (4 bytes) and 1.00 TiB of fp32 gradients"},
       {"--gpu a100-80gb --bucket-size 600GiB", "and 512.00 GiB of 16-bit gradients"},
       {"--gpu a100-80gb --bucket-size 1", "--bucket-size: must be between one gradient (2 bytes)"},
+      {"--gpu a100-80gb --bucket-size 3",
+       "--bucket-size: 3 bytes are not a whole number of 16-bit gradients (2 bytes each)"},
       {"--gpu a100-80gb --peak-flops 1e-300", "--peak-flops"},
       {"--gpu a100-80gb --intra-node-bandwidth 1e-300", "--intra-node-bandwidth"},
       {"--gpu a100-80gb --collective-latency -1e-6", "--collective-latency"},

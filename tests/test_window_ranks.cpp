@@ -229,7 +229,12 @@ TEST(WindowRanks, BucketsFromTheFormAreCheckedAndRecorded) {
   two_tiny_ranks(bench.panel, "gradients");
   bench.panel->steps_field()->setValue(2);
   QLineEdit* buckets = bench.panel->bucket_size_field();
+  bench.panel->ranks_field()->setValue(1);  // named with one rank too, as run names it
+  bench.panel->shard_field()->setCurrentText("none");
   buckets->setText("3furlongs");
+  EXPECT_TRUE(bench.panel->problem().startsWith("Buckets: "))
+      << bench.panel->problem().toStdString();
+  two_tiny_ranks(bench.panel, "gradients");
   EXPECT_TRUE(bench.panel->problem().startsWith("Buckets: "))
       << bench.panel->problem().toStdString();
   EXPECT_TRUE(buckets->property("invalid").toBool());

@@ -12,11 +12,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "common/byte_size.h"
 #include "common/current_exception.h"
 #include "common/errors.h"
 #include "launch/rank_launch.h"
-#include "run/pipeline_config.h"
 #include "store/run_store.h"
 #include "sweep/sweep_spec.h"
 #include "sweep_worker.h"
@@ -85,19 +83,6 @@ std::vector<std::string> rank_arguments(const QString& program, const QString& c
 }
 
 }  // namespace
-
-void apply_rank_layout(const RankLayout& layout, RunConfig& config) {
-  config.world_size = layout.ranks;
-  config.shard = layout.shard.toStdString();
-  config.tp = layout.tensor_ranks;
-  config.sequence_parallel = layout.sequence_parallel;
-  config.pp = layout.pipeline_stages;
-  config.virtual_stages = layout.virtual_stages;
-  set_pp_split(config, layout.pipeline_split.toStdString());
-  if (!layout.bucket_size.isEmpty()) {
-    config.bucket_bytes = parse_byte_size(layout.bucket_size.toStdString(), "--bucket-size");
-  }
-}
 
 void SweepWorker::run_data_parallel(const QString& spec_json, const RankLayout& layout,
                                     const QString& database) {

@@ -207,8 +207,9 @@ class ExperimentPanel : public QWidget {
   void update_preview();
   void mark_field(QWidget* bad_field);
   nlohmann::ordered_json build_spec() const;  // may throw InvalidInput for list syntax
-  // Throws InvalidInput naming "ranks" or "shard" when the ranks cannot train what the form
-  // describes (several runs, more ranks than this host allows, a shard the run refuses).
+  // Throws InvalidInput naming "ranks", "shard" or another rank field when the ranks cannot train
+  // what the form describes (several runs, more ranks than this host allows, a shard the run
+  // refuses, buckets that are not a size: those with one rank too).
   void check_data_parallel(const std::vector<SweepPoint>& points) const;
   QWidget* field_for(const QString& key) const;
 

@@ -11,7 +11,6 @@
 #include "common/errors.h"
 #include "experiment_panel.h"
 #include "launch/rank_launch.h"
-#include "run/pipeline_config.h"
 #include "run/run_config.h"
 #include "sweep/sweep_spec.h"
 
@@ -136,10 +135,17 @@ nlohmann::ordered_json ExperimentPanel::form_values() const {
 }
 
 void ExperimentPanel::check_data_parallel(const std::vector<SweepPoint>& points) const {
-  if (!data_parallel() || points.empty()) return;
+  if (points.empty()) return;
+  RunConfig config = points.front().config;
+  if (!data_parallel()) {
+    // Buckets are checked with one process too, as run checks --bucket-size (and ignores it).
+    if (bucket_size().isEmpty()) return;
+    apply_rank_layout(rank_layout(), config);
+    validate(config);
+    return;
+  }
   // The layout first: a field left set where it does not apply (a split with one stage, a shard
   // with one rank) is named at its own field, not as too many runs for ranks there are none of.
-  RunConfig config = points.front().config;
   launch::check_local_ranks(config.device, ranks(), "ranks", "device");
   apply_rank_layout(rank_layout(), config);
   validate(config);  // a shard the run refuses names --shard, which the form calls Shard

@@ -24,7 +24,8 @@ void MainWindow::on_layout_tried(const TrialLayout& trial) {
   panel_->sequence_parallel_field()->setChecked(trial.sequence_parallel);
   panel_->pipeline_stages_field()->setValue(trial.pipeline_stages);
   panel_->virtual_stages_field()->setValue(trial.virtual_stages);
-  panel_->pipeline_split_field()->clear();  // the planner splits by the rule
+  // The Scale tab plans the rule's split, and a list would name the planned model's blocks.
+  panel_->pipeline_split_field()->clear();
   // A pipeline needs a micro-batch a stage at least: the layout's own count.
   if (trial.pipeline_stages > 1) panel_->accum_field()->setValue(trial.accum);
   panel_->shard_field()->setCurrentText(trial.shard);

@@ -164,6 +164,10 @@ struct LayoutOptions {
     if (pp_split) {
       fixed.pp_split_balanced = *pp_split == kBalancedSplit;
       if (!fixed.pp_split_balanced) fixed.pp_split = parse_pp_split(*pp_split);
+      if (!fixed.pp_split_balanced && fixed.pp_split.empty()) {
+        throw InvalidInput("--pp-split", "is empty: give the blocks of each chunk (e.g. 9,3) or " +
+                                             std::string(kBalancedSplit));
+      }
     }
     if (zero && (*zero < 0 || *zero > 3)) {
       throw InvalidInput("--zero", "must be 0, 1, 2 or 3, got " + std::to_string(*zero));

@@ -16,10 +16,16 @@ void LayoutRequest::set_bucket_size(const std::string& text) {
   const int64_t g = gradient_bytes();
   // At most run's limit, 1 TiB of its fp32 gradients, which take the same values.
   const int64_t most = (int64_t{1} << 38) * g;
+  const std::string kind = g == 4 ? "fp32" : "16-bit";
   if (bytes < g || bytes > most) {
     throw InvalidInput("--bucket-size", "must be between one gradient (" + std::to_string(g) +
-                                            " bytes) and " + format_bytes(most) + " of " +
-                                            (g == 4 ? "fp32" : "16-bit") + " gradients");
+                                            " bytes) and " + format_bytes(most) + " of " + kind +
+                                            " gradients");
+  }
+  if (bytes % g != 0) {
+    throw InvalidInput("--bucket-size", std::to_string(bytes) +
+                                            " bytes are not a whole number of " + kind +
+                                            " gradients (" + std::to_string(g) + " bytes each)");
   }
   bucket_values = bytes / g;
 }

@@ -89,7 +89,7 @@ struct FixedDimensions {
   std::optional<Offload> offload;
   std::optional<int64_t> ep;
   // --pp-split: the blocks of each model chunk (with fixed pp), or balanced by the chain's
-  // predicted times; neither: the engine's rule (chunk_layers).
+  // predicted times; neither: the engine's rule (rule_split).
   std::vector<int64_t> pp_split;
   bool pp_split_balanced = false;
 };
@@ -125,7 +125,8 @@ struct LayoutRequest {
   // every precision (its parameters are fp32; autocast computes in 16 bits), the same values.
   int64_t engine_bucket_bytes() const { return bucket_values * 4; }
   // Sets the buckets from `text`, bytes of the planned gradients (gradient_bytes() each), as
-  // `layout --bucket-size` takes it: at least one gradient, at most run's limit (2^38 values).
+  // `layout --bucket-size` takes it: whole gradients, at least one, at most run's limit (2^38
+  // values).
   // Throws InvalidInput naming --bucket-size.
   void set_bucket_size(const std::string& text);
 

@@ -76,23 +76,6 @@ std::string shortfall(const LayoutRequest& request, const LayoutEvaluation& resu
 
 }  // namespace
 
-struct LayoutEvaluator::Stage {
-  int64_t layers = 0;           // blocks on this rank, all chunks
-  std::vector<int64_t> chunks;  // blocks of each of its model chunks
-  int64_t chunk_layers = 0;     // the largest chunk's
-  bool embedding = false;
-  bool head = false;
-  int64_t in_flight = 0;  // micro-batch chunks it holds at its peak
-  int64_t rank = 0, pipeline_stages = 1, micro_batches = 1;  // its place in the schedule
-  int64_t parameters = 0;         // this rank's share of the model's parameters
-  int64_t layer_parameters = 0;   // one block's (one tensor rank's part)
-  int64_t expert_parameters = 0;  // of `parameters`, its experts' (its expert rank's share)
-  // Of them, what trains (all, or a fine-tuned model's adapters), and a frozen base's bytes as
-  // stored (fine-tuning's; zero in full training).
-  int64_t trained = 0;
-  int64_t frozen_bytes = 0;
-};
-
 LayoutEvaluator::LayoutEvaluator(const LayoutRequest& request) : request_(request) {}
 
 const CheckpointPlan& LayoutEvaluator::plan(int64_t policy, int64_t layers) {

@@ -34,7 +34,23 @@ class LayoutEvaluator {
     int64_t peak = 0;       // the highest point of one micro-batch's forward and backward
     int64_t offloaded = 0;  // per micro-batch, in host memory (activation offload)
   };
-  struct Stage;  // one pipeline rank as the evaluator sees it (layout_evaluator.cpp)
+  // One pipeline rank as the evaluator sees it.
+  struct Stage {
+    int64_t layers = 0;           // blocks on this rank, all chunks
+    std::vector<int64_t> chunks;  // blocks of each of its model chunks
+    int64_t chunk_layers = 0;     // the largest chunk's
+    bool embedding = false;
+    bool head = false;
+    int64_t in_flight = 0;  // micro-batch chunks it holds at its peak
+    int64_t rank = 0, pipeline_stages = 1, micro_batches = 1;  // its place in the schedule
+    int64_t parameters = 0;         // this rank's share of the model's parameters
+    int64_t layer_parameters = 0;   // one block's (one tensor rank's part)
+    int64_t expert_parameters = 0;  // of `parameters`, its experts' (its expert rank's share)
+    // Of them, what trains (all, or a fine-tuned model's adapters), and a frozen base's bytes as
+    // stored (fine-tuning's; zero in full training).
+    int64_t trained = 0;
+    int64_t frozen_bytes = 0;
+  };
 
   // A stage under one policy with one micro-batch chunk in flight, and what each more adds.
   struct StageCost {
@@ -114,8 +130,10 @@ class LayoutEvaluator {
   WorkLayout work_layout_{};
   using WorkKey = std::tuple<std::vector<int64_t>, bool, bool, int64_t>;
   std::map<WorkKey, StageWork> work_cache_;
-  // Balanced splits by chunks, tensor ranks and sequence parallelism (what the shares depend on).
-  std::map<std::tuple<int64_t, int64_t, bool>, std::vector<int64_t>> split_cache_;
+  // Balanced splits by chunks and what a block's and the head's times depend on: tensor ranks,
+  // sequence parallelism, context and expert ranks, micro-batch.
+  using SplitKey = std::tuple<int64_t, int64_t, bool, int64_t, int64_t, int64_t>;
+  std::map<SplitKey, std::vector<int64_t>> split_cache_;
 };
 
 }  // namespace rematlab::layout

@@ -99,6 +99,31 @@ std::string megatron_expert_arguments(const estimate::Architecture& arch, const 
   return a;
 }
 
+// The blocks of each stage in Megatron-LM's terms: chunks of one size under virtual stages, or
+// the first and last stage's own counts with the middle ones even.
+std::string megatron_split_arguments(const estimate::Architecture& arch, const Layout& layout,
+                                     std::vector<std::string>& unsaid) {
+  std::string a;
+  const std::vector<int64_t>& split = layout.split;
+  if (layout.vp > 1) {
+    a += " --num-layers-per-virtual-pipeline-stage " +
+         number((arch.layers + layout.pp * layout.vp - 1) / (layout.pp * layout.vp));
+    if (!equal_chunks(split.begin(), split.end())) {
+      unsaid.push_back("model chunks of unequal size with virtual stages (" + split_text(split) +
+                       ")");
+    }
+  } else if (layout.pp > 1 && !equal_chunks(split.begin(), split.end())) {
+    // Megatron-LM splits what the first and last stage leave evenly over the others.
+    if (equal_chunks(split.begin() + 1, split.end() - 1)) {
+      a += " --decoder-first-pipeline-num-layers " + number(split.front()) +
+           " --decoder-last-pipeline-num-layers " + number(split.back());
+    } else {
+      unsaid.push_back("a split whose middle stages differ (" + split_text(split) + ")");
+    }
+  }
+  return a;
+}
+
 }  // namespace
 
 LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvaluation& evaluation) {
@@ -125,24 +150,7 @@ LayoutExport megatron_arguments(const LayoutRequest& request, const LayoutEvalua
   say_fine_tuning(arch, out.unsaid);
   if (arch.moe.enabled()) a += megatron_expert_arguments(arch, layout, out.unsaid);
   a += " --tensor-model-parallel-size " + number(layout.tp) + " --pipeline-model-parallel-size " +
-       number(layout.pp);
-  const std::vector<int64_t>& split = layout.split;
-  if (layout.vp > 1) {
-    a += " --num-layers-per-virtual-pipeline-stage " +
-         number((arch.layers + layout.pp * layout.vp - 1) / (layout.pp * layout.vp));
-    if (!equal_chunks(split.begin(), split.end())) {
-      out.unsaid.push_back("model chunks of unequal size with virtual stages (" +
-                           split_text(split) + ")");
-    }
-  } else if (layout.pp > 1 && !equal_chunks(split.begin(), split.end())) {
-    // Megatron-LM splits what the first and last stage leave evenly over the others.
-    if (equal_chunks(split.begin() + 1, split.end() - 1)) {
-      a += " --decoder-first-pipeline-num-layers " + number(split.front()) +
-           " --decoder-last-pipeline-num-layers " + number(split.back());
-    } else {
-      out.unsaid.push_back("a split whose middle stages differ (" + split_text(split) + ")");
-    }
-  }
+       number(layout.pp) + megatron_split_arguments(arch, layout, out.unsaid);
   if (layout.sp) a += " --sequence-parallel";
   if (layout.cp > 1) a += " --context-parallel-size " + number(layout.cp);
   // The planner hides the gradients' reduction behind backward, as this flag does.
@@ -293,6 +301,10 @@ LayoutExport deepspeed_json(const LayoutRequest& request, const LayoutEvaluation
   out.unsaid.push_back("tensor " + number(layout.tp) + ", pipeline " + number(layout.pp) +
                        " and context " + number(layout.cp) +
                        " degrees: set by the model code (Megatron-DeepSpeed), not the JSON");
+  if (!equal_chunks(layout.split.begin(), layout.split.end())) {
+    out.unsaid.push_back("the stages' blocks (" + split_text(layout.split) +
+                         "): set by the model code's pipeline partition, not the JSON");
+  }
   if (request.arch.moe.enabled()) {
     out.unsaid.push_back(layout.ep > 1 ? "the experts over " + number(layout.ep) +
                                              " expert ranks: set by the model code "

@@ -8,6 +8,7 @@
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "run/expert_loads.h"
+#include "run/pipeline_config.h"
 #include "run/run_config.h"
 
 namespace rematlab::layout {
@@ -60,10 +61,6 @@ std::vector<std::vector<int64_t>> chunks_by_rank(const std::vector<int64_t>& spl
     by_rank[chunk % static_cast<size_t>(pp)].push_back(split[chunk]);
   }
   return by_rank;
-}
-
-std::vector<std::vector<int64_t>> chunk_layers(int64_t layers, int64_t pp, int64_t vp) {
-  return chunks_by_rank(rule_split(layers, pp, vp), pp);
 }
 
 int64_t countable_micro_batch(const LayoutRequest& request) {
@@ -244,9 +241,9 @@ void require_device_figures(const GpuKind& gpu) {
   at_least(gpu.memory_bandwidth, 1e6, "--gpu", "1e6 bytes/s of memory bandwidth");
 }
 
-// --pp-split beside a fixed pipeline of two stages or more; a list gives a count of blocks for
-// every chunk (its length, a multiple of the stages, sets the chunks per stage), each at least
-// one, all of them the model's.
+// --pp-split beside a fixed pipeline of two stages or more; a list's length, a multiple of the
+// stages, sets the chunks per stage where --virtual-stages does not, and it is checked as run
+// checks it.
 void validate_split(const LayoutRequest& request) {
   const FixedDimensions& fixed = request.fixed;
   if (fixed.pp_split.empty() && !fixed.pp_split_balanced) return;
@@ -257,28 +254,13 @@ void validate_split(const LayoutRequest& request) {
   const std::vector<int64_t>& split = fixed.pp_split;
   if (split.empty()) return;
   const int64_t pp = *fixed.pp;
-  const auto chunks = static_cast<int64_t>(split.size());
-  if (chunks % pp != 0 || (fixed.vp && chunks != pp * *fixed.vp)) {
-    throw InvalidInput("--pp-split",
-                       "gives " + std::to_string(chunks) + " block counts for " +
-                           std::to_string(pp) + " stages" +
-                           (fixed.vp ? " of " + std::to_string(*fixed.vp) + " chunks" : "") +
-                           ": give one for each chunk, stages × virtual stages of them");
+  const auto counts = static_cast<int64_t>(split.size());
+  if (!fixed.vp && counts % pp != 0) {
+    throw InvalidInput("--pp-split", "gives " + std::to_string(counts) + " block counts for " +
+                                         pipeline_chunks_text(pp, 1) +
+                                         ": give one for each chunk, a multiple of the stages");
   }
-  const int64_t layers = request.arch.layers;
-  int64_t blocks = 0;
-  for (const int64_t chunk : split) {
-    if (chunk < 1 || chunk > layers) {
-      throw InvalidInput("--pp-split", "every chunk needs between 1 and the model's " +
-                                           std::to_string(layers) + " blocks, got " +
-                                           std::to_string(chunk));
-    }
-    blocks += chunk;
-  }
-  if (blocks != layers) {
-    throw InvalidInput("--pp-split", "gives " + std::to_string(blocks) +
-                                         " blocks in all; the model has " + std::to_string(layers));
-  }
+  validate_split_counts(split, pp, fixed.vp.value_or(counts / pp), request.arch.layers);
 }
 
 // Each fixed degree against what it splits, before any search: one line naming the flag.

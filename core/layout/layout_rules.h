@@ -26,14 +26,12 @@ std::string engine_pipeline_lack(const Layout& layout);
 // experts over pipeline stages, their parameters sharded, or their states sharded beside EP.
 std::string engine_experts_lack(const LayoutRequest& request, const Layout& layout);
 
-// The blocks of each model chunk, by pipeline rank then chunk: rank r holds chunks r, r + p, …
-// (v of them), split as the engine splits them by default (stage_block_bounds over the p · v
-// chunks, where a run gives no --pp-split: the
-// middle ones ⌈L / (p · v)⌉ blocks, the first and the last what is left, as Llama 3 405B's
-// first and last stages held one layer less, for the embedding and the head).
-std::vector<std::vector<int64_t>> chunk_layers(int64_t layers, int64_t pp, int64_t vp);
-// The same in chain order (as --pp-split takes it), and any chain's chunks by pipeline rank.
+// The blocks of each of the p · v model chunks in chain order (as --pp-split takes them), split as
+// the engine splits them where a run gives no --pp-split (stage_block_bounds: the middle ones
+// ⌈L / (p · v)⌉ blocks, the first and the last what is left, as Llama 3 405B's first and last
+// stages held one layer less, for the embedding and the head).
 std::vector<int64_t> rule_split(int64_t layers, int64_t pp, int64_t vp);
+// A chain's chunks by pipeline rank: rank r holds chunks r, r + p, … (v of them).
 std::vector<std::vector<int64_t>> chunks_by_rank(const std::vector<int64_t>& split, int64_t pp);
 
 // The vocabulary as Megatron-LM pads it: to a multiple of 128 · tp.

@@ -26,39 +26,10 @@ void validate_virtual_stages(const RunConfig& config) {
   }
 }
 
-// "2 pipeline stages", or with virtual stages "4 model chunks (2 stages of 2)".
-std::string chunks_text(const RunConfig& config) {
-  const int64_t pp = config.pp;
-  const int64_t chunks = config.virtual_stages;
-  return chunks == 1 ? std::to_string(pp) + " pipeline stages"
-                     : std::to_string(pp * chunks) + " model chunks (" + std::to_string(pp) +
-                           " stages of " + std::to_string(chunks) + ")";
-}
-
 // --pp-split: a count of blocks for every chunk, each at least one, all of them the model's.
 void validate_pipeline_split(const RunConfig& config) {
-  const std::vector<int64_t>& split = config.pp_split;
-  if (split.empty()) return;
-  const int64_t chunks = config.pp * config.virtual_stages;
-  if (static_cast<int64_t>(split.size()) != chunks) {
-    throw InvalidInput("--pp-split", "gives " + std::to_string(split.size()) +
-                                         " block counts for " + chunks_text(config) +
-                                         ": give one for each");
-  }
-  int64_t blocks = 0;
-  for (const int64_t chunk : split) {
-    if (chunk < 1 || chunk > config.model.layers) {
-      throw InvalidInput("--pp-split", "every chunk needs between 1 and the model's " +
-                                           std::to_string(config.model.layers) + " blocks, got " +
-                                           std::to_string(chunk));
-    }
-    blocks += chunk;  // as many chunks as pp · V, each at most `layers` blocks: no overflow
-  }
-  if (blocks != config.model.layers) {
-    throw InvalidInput("--pp-split", "gives " + std::to_string(blocks) +
-                                         " blocks in all; the model has " +
-                                         std::to_string(config.model.layers));
-  }
+  if (config.pp_split.empty()) return;
+  validate_split_counts(config.pp_split, config.pp, config.virtual_stages, config.model.layers);
 }
 
 // What a pipeline's stages take: a stages: policy and a split of their number, and nothing it
@@ -75,7 +46,8 @@ void validate_pipeline_policy_and_split(const RunConfig& config) {
       static_cast<int64_t>(policy.stages().size()) != pp * chunks) {
     throw InvalidInput("--checkpoint", "'" + config.checkpoint + "' gives " +
                                            std::to_string(policy.stages().size()) +
-                                           " stages' policies for " + chunks_text(config));
+                                           " stages' policies for " +
+                                           pipeline_chunks_text(config.pp, config.virtual_stages));
   }
   validate_pipeline_split(config);
   if (config.pp_split_balanced) {
@@ -168,6 +140,36 @@ void validate_pipeline(const RunConfig& config) {
                        "sends and receives are not built yet");
   }
   validate_pipeline_policy_and_split(config);
+}
+
+std::string pipeline_chunks_text(int64_t pp, int64_t chunks_per_stage) {
+  return chunks_per_stage == 1
+             ? std::to_string(pp) + " pipeline stages"
+             : std::to_string(pp * chunks_per_stage) + " model chunks (" + std::to_string(pp) +
+                   " stages of " + std::to_string(chunks_per_stage) + ")";
+}
+
+void validate_split_counts(const std::vector<int64_t>& split, int64_t pp, int64_t chunks_per_stage,
+                           int64_t layers) {
+  const int64_t chunks = pp * chunks_per_stage;
+  if (static_cast<int64_t>(split.size()) != chunks) {
+    throw InvalidInput("--pp-split",
+                       "gives " + std::to_string(split.size()) + " block counts for " +
+                           pipeline_chunks_text(pp, chunks_per_stage) + ": give one for each");
+  }
+  int64_t blocks = 0;
+  for (const int64_t chunk : split) {
+    if (chunk < 1 || chunk > layers) {
+      throw InvalidInput("--pp-split", "every chunk needs between 1 and the model's " +
+                                           std::to_string(layers) + " blocks, got " +
+                                           std::to_string(chunk));
+    }
+    blocks += chunk;  // as many chunks as pp · V, each at most `layers` blocks: no overflow
+  }
+  if (blocks != layers) {
+    throw InvalidInput("--pp-split", "gives " + std::to_string(blocks) +
+                                         " blocks in all; the model has " + std::to_string(layers));
+  }
 }
 
 std::vector<int64_t> parse_pp_split(const std::string& text) {

@@ -21,6 +21,14 @@ void validate_pipeline(const RunConfig& config);
 // validate_pipeline checks the counts against the model and the pipeline.
 std::vector<int64_t> parse_pp_split(const std::string& text);
 
+// "2 pipeline stages", or with virtual stages "4 model chunks (2 stages of 2)".
+std::string pipeline_chunks_text(int64_t pp, int64_t chunks_per_stage);
+
+// --pp-split's counts against the pp × chunks_per_stage chunks they split: one for each, each
+// between 1 and the model's `layers` blocks, all of them. Throws InvalidInput("--pp-split").
+void validate_split_counts(const std::vector<int64_t>& split, int64_t pp, int64_t chunks_per_stage,
+                           int64_t layers);
+
 // --pp-split's word for a split chosen from the chain's measured costs (plan/balanced_split.h).
 inline constexpr const char* kBalancedSplit = "balanced";
 
