@@ -126,8 +126,7 @@ struct LayoutRequest {
   int64_t engine_bucket_bytes() const { return bucket_values * 4; }
   // Sets the buckets from `text`, bytes of the planned gradients (gradient_bytes() each), as
   // `layout --bucket-size` takes it: whole gradients, at least one, at most run's limit (2^38
-  // values).
-  // Throws InvalidInput naming --bucket-size.
+  // values). Throws InvalidInput naming --bucket-size.
   void set_bucket_size(const std::string& text);
 
   double efficiency() const {
