@@ -150,6 +150,30 @@ TEST(LayoutSplit, BalancedWeighsABlocksCollectivesToo) {
   EXPECT_LE(slowest_stage(balanced), slowest_stage(rule)) << split_text(balanced.layout.split);
 }
 
+// Without --pp the search balances every pipeline it weighs, each as a fixed --pp would.
+TEST(LayoutSplit, BalancedSearchesEveryPipelineBalanced) {
+  LayoutRequest request = pipeline_request(4, 16384);
+  request.fixed.pp.reset();
+  request.engine_only = true;
+  request.top = 20;
+  const LayoutEvaluation rule_best = best_of(request);
+  request.fixed.pp_split_balanced = true;
+  const LayoutAnswer answer = search_layouts(request);
+  ASSERT_FALSE(answer.best.empty());
+  EXPECT_LE(answer.best.front().step_s, rule_best.step_s);
+  bool pipelined = false;
+  for (const LayoutEvaluation& each : answer.best) {
+    if (each.layout.pp < 2) continue;
+    pipelined = true;
+    LayoutRequest fixed = pipeline_request(each.layout.pp, 16384);
+    fixed.fixed.pp_split_balanced = true;
+    fixed.fixed.vp = each.layout.vp;
+    fixed.fixed.micro_batch = each.layout.micro_batch;
+    EXPECT_EQ(each.layout.split, best_of(fixed).layout.split) << layout_name(each.layout);
+  }
+  EXPECT_TRUE(pipelined) << "no pipeline among the fastest";
+}
+
 // The exported run: each rank measures what the planner put on its stage.
 TEST(LayoutSplit, EachRankOfTheExportedRunMeasuresItsStage) {
   const auto planned =
@@ -195,7 +219,9 @@ TEST(LayoutSplit, ASplitThatCannotBeIsOneLineExitTwo) {
        "--pp-split: gives 3 block counts for 4 model chunks (2 stages of 2): give one for each"},
       {"--pp 2 --pp-split ''", "--pp-split: is empty: give"},
       {"--pp 2 --pp-split 13,1", "--pp-split: every chunk needs between 1 and the model's 12"},
-      {"--pp-split balanced", "--pp-split: splits the blocks between pipeline stages: give --pp 2"},
+      {"--pp 1 --pp-split balanced",
+       "--pp-split: splits the blocks between pipeline stages: give --pp 2"},
+      {"--pp-split 6,6", "--pp-split: splits the blocks between pipeline stages: give --pp 2"},
       {"--pp 1 --pp-split 12", "--pp-split: splits the blocks between pipeline stages"},
       {"--pp 2 --pp-split 6,x", "--pp-split: "},
   };

@@ -284,6 +284,38 @@ TEST(ScaleView, TryItHereGivesTheFormAPipelineWithItsMicroBatches) {
   EXPECT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
 }
 
+// Balanced, the search splits every pipeline by its blocks' predicted times, and Try it here has
+// the form balance its own model's stages (the planned model's list would not fit it).
+TEST(ScaleView, BalancedStagesArePlannedAndTriedBalanced) {
+  Bench bench;
+  ScaleView* view = bench.window.scale_view();
+  view->balanced_split_field()->setChecked(true);
+  ASSERT_TRUE(plan_runnable_small(view, 2, 8));
+  EXPECT_TRUE(view->request()->fixed.pp_split_balanced);
+  int pipelined = -1;
+  for (std::size_t i = 0; i < view->listed().size() && pipelined < 0; ++i) {
+    if (view->listed()[i].layout.pp == 2 && view->listed()[i].layout.stage_checkpoints[0] ==
+                                                view->listed()[i].layout.stage_checkpoints[1]) {
+      pipelined = static_cast<int>(i);
+    }
+  }
+  ASSERT_GE(pipelined, 0) << "no two-stage layout of one policy listed";
+  view->choose(pipelined);
+  view->try_button()->click();
+  EXPECT_EQ(bench.panel->pipeline_split(), "balanced");
+  EXPECT_TRUE(bench.panel->problem().isEmpty()) << bench.panel->problem().toStdString();
+  // Unchecked, the rule's split: the form's is cleared.
+  view->balanced_split_field()->setChecked(false);
+  ASSERT_TRUE(plan_runnable_small(view, 2, 8));
+  for (std::size_t i = 0; i < view->listed().size(); ++i) {
+    if (view->listed()[i].layout.pp != 2) continue;
+    view->choose(static_cast<int>(i));
+    view->try_button()->click();
+    EXPECT_EQ(bench.panel->pipeline_split(), "");
+    break;
+  }
+}
+
 TEST(ScaleView, TryItHereGivesTheFormPipelinesThatShardTheirStagesOptimizerStates) {
   Bench bench;
   ScaleView* view = bench.window.scale_view();

@@ -8,6 +8,7 @@
 #include "common/byte_size.h"
 #include "experiment_panel.h"
 #include "main_window.h"
+#include "run/pipeline_config.h"
 #include "scale_view.h"
 
 namespace rematlab::ui {
@@ -24,8 +25,10 @@ void MainWindow::on_layout_tried(const TrialLayout& trial) {
   panel_->sequence_parallel_field()->setChecked(trial.sequence_parallel);
   panel_->pipeline_stages_field()->setValue(trial.pipeline_stages);
   panel_->virtual_stages_field()->setValue(trial.virtual_stages);
-  // The Scale tab plans the rule's split, and a list would name the planned model's blocks.
-  panel_->pipeline_split_field()->clear();
+  // Balanced, the form balances its own model's stages (a list would name the planned model's
+  // blocks); else the rule's split, as planned.
+  panel_->pipeline_split_field()->setText(
+      trial.balanced_split && trial.pipeline_stages > 1 ? QString(kBalancedSplit) : QString());
   // A pipeline needs a micro-batch a stage at least: the layout's own count.
   if (trial.pipeline_stages > 1) panel_->accum_field()->setValue(trial.accum);
   panel_->shard_field()->setCurrentText(trial.shard);

@@ -77,6 +77,7 @@ ScaleView::ScaleView(QWidget* parent)
       train_(new QComboBox),
       buckets_(new QLineEdit),
       runnable_here_(new QCheckBox("Only what RematLab runs")),
+      balanced_split_(new QCheckBox("Balance the stages")),
       plan_button_(new QPushButton("Plan")),
       status_(new QLabel),
       chart_(make_chart("Layouts: tokens/s against memory per GPU", "memory per GPU (GiB)",
@@ -165,7 +166,13 @@ QGridLayout* ScaleView::build_fields() {
       "the same values");
   fields->addWidget(new QLabel("Buckets"), 3, 0);
   fields->addWidget(buckets_, 3, 1);
-  fields->addWidget(runnable_here_, 3, 2, 1, 4);
+  fields->addWidget(runnable_here_, 3, 2, 1, 2);
+  fields->addWidget(balanced_split_, 3, 4, 1, 2);
+  balanced_split_->setToolTip(
+      "Split each pipeline's blocks by their predicted times, a heavy head's stage holding "
+      "fewer (layout --pp-split balanced); unchecked: the middle stages equal and the rest at "
+      "the ends. Try it here then has the form balance its own model's stages by measured "
+      "times");
   runnable_here_->setToolTip(
       "Search only layouts RematLab's engine runs: no context parallelism, a pipeline "
       "without sharded parameters or offload, model states on the GPUs");
@@ -255,6 +262,7 @@ layout::LayoutRequest ScaleView::read_request() const {
   }
   request.top = 10;
   request.engine_only = runnable_here_->isChecked();
+  request.fixed.pp_split_balanced = balanced_split_->isChecked();
   estimate::validate(request.arch);
   layout::validate(request);
   return request;
@@ -448,6 +456,8 @@ void ScaleView::try_here() {
   trial.shard = QString::fromStdString(to_string(layout::engine_shard(layout->layout)));
   std::vector<std::string> unsaid;  // a policy per stage is RematLab's own (stages:…)
   trial.policy = QString::fromStdString(layout::rematlab_policy(layout->layout, unsaid));
+  // The engine balances under one policy for every stage, not a list of them.
+  trial.balanced_split = request_->fixed.pp_split_balanced && trial.policy.indexOf("stages:") != 0;
   trial.offload_host = layout->layout.offload == layout::Offload::kActivations;
   if (layout->layout.dp > 1) trial.bucket_bytes = request_->engine_bucket_bytes();
   emit tryRequested(trial);

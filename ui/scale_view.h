@@ -41,9 +41,10 @@ struct TrialLayout {
   int tensor_ranks = 1;
   bool sequence_parallel = false;
   int pipeline_stages = 1;
-  int virtual_stages = 1;  // model chunks per stage (interleaved 1F1B when above 1)
-  int accum = 1;           // micro-batches per step (a pipeline needs one a stage at least)
-  QString shard;           // none, optimizer, gradients or parameters
+  int virtual_stages = 1;       // model chunks per stage (interleaved 1F1B when above 1)
+  int accum = 1;                // micro-batches per step (a pipeline needs one a stage at least)
+  bool balanced_split = false;  // the stages' blocks balanced by their times, not the rule's
+  QString shard;                // none, optimizer, gradients or parameters
   QString policy;
   bool offload_host = false;
   int64_t bucket_bytes = 0;  // the data ranks' buckets as run takes them; 0: one data rank
@@ -85,6 +86,7 @@ class ScaleView : public QWidget {
   QComboBox* train_field() const { return train_; }
   QLineEdit* buckets_field() const { return buckets_; }
   QCheckBox* runnable_here_field() const { return runnable_here_; }
+  QCheckBox* balanced_split_field() const { return balanced_split_; }
   QPushButton* plan_button() const { return plan_button_; }
   QTableWidget* layout_list() const { return list_; }
   QTableWidget* degree_grid() const { return grid_; }
@@ -125,6 +127,7 @@ class ScaleView : public QWidget {
   QComboBox* train_;    // full, or LoRA on a base in fp32, bf16, int8 or nf4 (item data)
   QLineEdit* buckets_;  // as `layout --bucket-size` takes it; empty: kBucketValues
   QCheckBox* runnable_here_;
+  QCheckBox* balanced_split_;  // --pp-split balanced
   QPushButton* plan_button_;
   QLabel* status_;
   QCustomPlot* chart_;

@@ -336,8 +336,9 @@ Command add_layout_command(CLI::App& app, const std::atomic<bool>& cancel) {
   command->add_option("--zero", options->zero, "ZeRO stage 0-3 over the data-parallel ranks");
   command->add_option("--micro-batch", options->micro_batch, "Sequences per micro-batch");
   command->add_option("--pp-split", options->pp_split,
-                      "With --pp: the blocks of each model chunk in chain order (e.g. 9,3), or "
-                      "balanced by their predicted times (default: the engine's rule)");
+                      "The blocks of each model chunk in chain order (e.g. 9,3; with --pp), or "
+                      "balanced: every pipeline searched split by its blocks' predicted times "
+                      "(default: the engine's rule)");
   command->add_option("--checkpoint", options->checkpoint,
                       "none, selective or every:K for every stage (chosen per stage when absent)");
   command->add_option("--offload", options->offload, "none, optimizer, parameters or activations");

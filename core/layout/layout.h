@@ -88,8 +88,8 @@ struct FixedDimensions {
   std::optional<std::string> checkpoint;  // for every stage
   std::optional<Offload> offload;
   std::optional<int64_t> ep;
-  // --pp-split: the blocks of each model chunk (with fixed pp), or balanced by the chain's
-  // predicted times; neither: the engine's rule (rule_split).
+  // --pp-split: the blocks of each model chunk (with fixed pp), or every pipeline searched
+  // balanced by the chain's predicted times; neither: the engine's rule (rule_split).
   std::vector<int64_t> pp_split;
   bool pp_split_balanced = false;
 };

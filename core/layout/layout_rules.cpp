@@ -241,12 +241,13 @@ void require_device_figures(const GpuKind& gpu) {
   at_least(gpu.memory_bandwidth, 1e6, "--gpu", "1e6 bytes/s of memory bandwidth");
 }
 
-// --pp-split beside a fixed pipeline of two stages or more; a list's length, a multiple of the
-// stages, sets the chunks per stage where --virtual-stages does not, and it is checked as run
-// checks it.
+// A --pp-split list beside a fixed pipeline of two stages or more (balanced applies to every
+// pipeline searched, but not to none); a list's length, a multiple of the stages, sets the
+// chunks per stage where --virtual-stages does not, and it is checked as run checks it.
 void validate_split(const LayoutRequest& request) {
   const FixedDimensions& fixed = request.fixed;
   if (fixed.pp_split.empty() && !fixed.pp_split_balanced) return;
+  if (fixed.pp_split_balanced && !(fixed.pp && *fixed.pp == 1)) return;
   if (!fixed.pp || *fixed.pp < 2) {
     throw InvalidInput("--pp-split", "splits the blocks between pipeline stages: give " +
                                          setting("pp", "2") + " or more beside it");
