@@ -9,6 +9,7 @@
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QGridLayout>
+#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
@@ -166,8 +167,12 @@ QGridLayout* ScaleView::build_fields() {
       "the same values");
   fields->addWidget(new QLabel("Buckets"), 3, 0);
   fields->addWidget(buckets_, 3, 1);
-  fields->addWidget(runnable_here_, 3, 2, 1, 2);
-  fields->addWidget(balanced_split_, 3, 4, 1, 2);
+  // The two boxes side by side over the other columns, so neither widens a column of fields.
+  auto* boxes = new QHBoxLayout;
+  boxes->addWidget(runnable_here_);
+  boxes->addWidget(balanced_split_);
+  boxes->addStretch(1);
+  fields->addLayout(boxes, 3, 2, 1, 4);
   balanced_split_->setToolTip(
       "Split each pipeline's blocks by their predicted times, a heavy head's stage holding "
       "fewer (layout --pp-split balanced); unchecked: the middle stages equal and the rest at "
