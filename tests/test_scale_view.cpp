@@ -307,13 +307,14 @@ TEST(ScaleView, BalancedStagesArePlannedAndTriedBalanced) {
   // Unchecked, the rule's split: the form's is cleared.
   view->balanced_split_field()->setChecked(false);
   ASSERT_TRUE(plan_runnable_small(view, 2, 8));
-  for (std::size_t i = 0; i < view->listed().size(); ++i) {
-    if (view->listed()[i].layout.pp != 2) continue;
-    view->choose(static_cast<int>(i));
-    view->try_button()->click();
-    EXPECT_EQ(bench.panel->pipeline_split(), "");
-    break;
+  int rule = -1;
+  for (std::size_t i = 0; i < view->listed().size() && rule < 0; ++i) {
+    if (view->listed()[i].layout.pp == 2) rule = static_cast<int>(i);
   }
+  ASSERT_GE(rule, 0) << "no two-stage layout listed";
+  view->choose(rule);
+  view->try_button()->click();
+  EXPECT_EQ(bench.panel->pipeline_split(), "");
 }
 
 TEST(ScaleView, TryItHereGivesTheFormPipelinesThatShardTheirStagesOptimizerStates) {

@@ -8,6 +8,7 @@
 #include <QSpinBox>
 #include <algorithm>
 
+#include "common/byte_size.h"
 #include "common/errors.h"
 #include "experiment_panel.h"
 #include "launch/rank_launch.h"
@@ -138,9 +139,10 @@ void ExperimentPanel::check_data_parallel(const std::vector<SweepPoint>& points)
   if (points.empty()) return;
   RunConfig config = points.front().config;
   if (!data_parallel()) {
-    // Buckets are checked with one process too, as run checks --bucket-size (and ignores it).
+    // Buckets are checked with one process too, as run checks --bucket-size (and ignores it);
+    // the other rank fields, left as they are, do not apply.
     if (bucket_size().isEmpty()) return;
-    apply_rank_layout(rank_layout(), config);
+    config.bucket_bytes = parse_byte_size(bucket_size().toStdString(), "--bucket-size");
     validate(config);
     return;
   }

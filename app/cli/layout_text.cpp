@@ -76,7 +76,10 @@ std::string layout_to_text(const layout::LayoutRequest& request,
       << format_number(answer.search_s, 2) << " s (matmul efficiency "
       << format_number(request.efficiency(), 2) << ", fragmentation allowance "
       << format_number(100.0 * request.fragmentation, 0) << " %, buckets of "
-      << format_number(static_cast<double>(request.bucket_values) / 1e6, 1) << "M gradients"
+      << (request.bucket_values >= 1'000'000
+              ? format_number(static_cast<double>(request.bucket_values) / 1e6, 1) + "M"
+              : std::to_string(request.bucket_values))
+      << " gradients"
       << (cluster.gpu.overlaps_communication ? "" : ", no collective hidden behind the compute")
       << ")\n\n";
   if (!answer.best.empty()) {
