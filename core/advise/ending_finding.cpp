@@ -7,6 +7,7 @@
 #include "common/byte_size.h"
 #include "common/errors.h"
 #include "estimate/estimate.h"
+#include "layout/run_layout.h"
 #include "run/run_summary.h"
 
 namespace rematlab::advise {
@@ -19,14 +20,43 @@ std::string budget_flag(int64_t bytes) {
   return std::to_string(static_cast<int64_t>(std::ceil(static_cast<double>(bytes) / kMiB))) + "MiB";
 }
 
+// A pipeline's fullest stage by the layout planner: what it needs at micro-batch `batch`, and the
+// largest micro-batch up to that one that fits `budget` (0: not even one).
+std::optional<estimate::DeviceFit> stage_fit(const RunConfig& config, int64_t batch,
+                                             int64_t budget) {
+  try {
+    RunConfig sized = config;
+    sized.batch = std::max<int64_t>(1, batch);
+    estimate::DeviceFit fit;
+    fit.memory_bytes = budget;
+    // A plan is estimated as what each stage can fall back to, every:1.
+    const std::string policy =
+        CheckpointPolicy::parse(config.checkpoint).is_plan() ? "every:1" : "";
+    fit.needed_bytes = layout::evaluate_run(sized, policy).memory.total();
+    fit.fits = fit.needed_bytes <= budget;
+    fit.max_batch = 0;
+    for (int64_t smaller = sized.batch; smaller >= 1; --smaller) {
+      sized.batch = smaller;
+      if (layout::evaluate_run(sized, policy).memory.total() <= budget) {
+        fit.max_batch = smaller;
+        break;
+      }
+    }
+    return fit;
+  } catch (const InvalidInput&) {
+    return std::nullopt;
+  }
+}
+
 // What the estimator says a step of `config` needs at its batch, and the largest batch that fits
 // `budget` (a plan is estimated as what it can fall back to, every:1); nothing when the
 // configuration cannot be estimated. Split over tensor ranks, the figures are one rank's; over
-// expert ranks, the fullest rank's at the steps' rank load.
+// expert ranks, the fullest rank's at the steps' rank load; over pipeline stages, the fullest
+// stage's.
 std::optional<estimate::DeviceFit> estimated_fit(const RunConfig& config,
                                                  const std::vector<StepMetrics>& steps,
                                                  int64_t batch, int64_t budget) {
-  if (config.pp > 1) return std::nullopt;  // not estimated stage by stage yet (unestimable)
+  if (config.pp > 1) return stage_fit(config, batch, budget);
   try {
     estimate::EstimateRequest request;
     request.arch = estimate::from_model_config(config.model);
@@ -108,9 +138,10 @@ void out_of_memory(const RunRecord& run, const std::vector<StepMetrics>& steps, 
   if (fit && fit->max_batch && *fit->max_batch > 0 && *fit->max_batch < config.batch) {
     finding.evidence.push_back(
         {"largest batch under the budget (estimated)", std::to_string(*fit->max_batch)});
+    // max-batch searches one process: it measures what a run on several ranks fits only there.
     step += ", or " + setting("batch", std::to_string(*fit->max_batch)) +
-            " (the largest the estimator fits under " + format_bytes(budget) + "; " +
-            command("max-batch") + " measures it)";
+            " (the largest the estimator fits under " + format_bytes(budget) +
+            (config.world_size == 1 ? "; " + command("max-batch") + " measures it)" : Wording(")"));
   } else if (fit && (!fit->max_batch || *fit->max_batch == 0)) {
     step += "; not even batch 1 fits the budget by the estimate";
   }

@@ -9,6 +9,7 @@
 #include "estimate/fine_tuning.h"
 #include "estimate/sharded_states.h"
 #include "estimate/sharded_units.h"
+#include "layout/run_layout.h"
 #include "model/model_config.h"
 #include "run/run_config.h"
 #include "run/run_summary.h"
@@ -22,9 +23,18 @@ struct Cause {
   Wording next_step;
 };
 
-std::optional<Cause> specific_cause(const RunRecord& run,
-                                    const estimate::ActivationEstimate& estimated_none,
-                                    const estimate::ActivationEstimate& estimated_run) {
+// What a memory finding weighs the run against: for one rank (or one tensor or expert rank) the
+// estimator's figures, for a pipeline the layout planner's of its fullest stage.
+struct MemoryEstimates {
+  int64_t none_peak = 0;         // the peak under none, model states included
+  int64_t none_activations = 0;  // what `what` names under none and under the run's policy
+  int64_t run_activations = 0;
+  int64_t kept_bytes = 0;      // what the run's policy keeps beyond every:1
+  bool holds_head = true;      // the fullest rank has the logits (a pipeline's last stage)
+  std::string what = "saved";  // "saved", or "stage 0's activations"
+};
+
+std::optional<Cause> specific_cause(const RunRecord& run, const MemoryEstimates& estimated) {
   const RunConfig& config = run.config;
   if (config.checkpoint.rfind("selective", 0) == 0 &&
       config.model.attention == AttentionKind::kSdpa) {
@@ -32,8 +42,9 @@ std::optional<Cause> specific_cause(const RunRecord& run,
     return Cause{
         "selective under fused attention (SDPA) recomputes nothing that was kept",
         {{"saved for backward (measured)", format_bytes(run.result.saved_activation_bytes)},
-         {"saved under none (estimated)", format_bytes(estimated_none.saved_bytes)},
-         {"saved under selective (estimated)", format_bytes(estimated_run.saved_bytes)}},
+         {estimated.what + " under none (estimated)", format_bytes(estimated.none_activations)},
+         {estimated.what + " under selective (estimated)",
+          format_bytes(estimated.run_activations)}},
         setting("checkpoint", "every:1") + " (selective pays only with " +
             setting("attention", "math") + ", whose s×s scores it recomputes)"};
   }
@@ -107,8 +118,8 @@ Wording states_advice(const RunConfig& config) {
   const std::string ranks = std::to_string(data_ranks) + " data ranks";
   // fp16 shards the optimizer state only (its loss scaling needs whole gradients).
   const bool gradients = shard_trains_in(ShardMode::kGradients, config.precision);
-  // Experts are not sharded as parameters yet.
-  const ShardMode most = fp32 && !config.model.moe.enabled()
+  // Experts are not sharded as parameters yet, nor are pipeline stages' parameters.
+  const ShardMode most = fp32 && !config.model.moe.enabled() && config.pp == 1
                              ? ShardMode::kParameters
                              : (gradients ? ShardMode::kGradients : ShardMode::kOptimizer);
   Wording more;
@@ -184,13 +195,75 @@ estimate::Architecture estimated_architecture(const RunConfig& config,
   return arch;
 }
 
+// One rank's figures by the estimator (split over tensor ranks, one rank's, as the run's peaks
+// are; over expert ranks the fullest rank's at the loads `steps` recorded), its states under none
+// sharded over the data ranks as the run's were.
+MemoryEstimates rank_estimates(const RunConfig& config, const std::vector<StepMetrics>& steps) {
+  const estimate::Architecture arch = estimated_architecture(config, steps);
+  const bool offload = config.offload != "none";
+  const estimate::TensorLayout layout{config.tp, config.sequence_parallel};
+  auto estimated = [&](const std::string& policy, bool offloaded) {
+    return estimate::estimate_policy_activations(arch, config.batch, config.precision, policy,
+                                                 offloaded, estimate::Optimizer::kAdamW, layout);
+  };
+  const estimate::ActivationEstimate none = estimated("none", false);
+  const estimate::ActivationEstimate planned = estimated(config.checkpoint, offload);
+  const estimate::ActivationEstimate every = estimated("every:1", offload);
+  // An expert rank holds its own experts only.
+  const int64_t rank_params = config.ep > 1 ? estimate::expert_rank_parameter_count(arch, config.ep)
+                                            : estimate::rank_parameter_count(arch, config.tp);
+  int64_t states =
+      estimate::per_rank_model_states(
+          config.model.lora.enabled() ? estimate::fine_tuning_state_bytes(
+                                            arch, config.precision, estimate::Optimizer::kAdamW)
+                                      : estimate::model_state_bytes(rank_params, config.precision,
+                                                                    estimate::Optimizer::kAdamW),
+          config.data_ranks(), config.shard)
+          .total();
+  if (parse_shard(config.shard) == ShardMode::kParameters) {
+    states += estimate::gathered_unit_bytes(arch, config.precision, config.tp);
+  }
+  MemoryEstimates result;
+  result.none_peak = states + none.peak_bytes;
+  result.none_activations = none.saved_bytes;
+  result.run_activations = planned.saved_bytes;
+  result.kept_bytes = std::max<int64_t>(0, planned.saved_bytes - every.saved_bytes);
+  return result;
+}
+
+// A pipeline's fullest stage by the layout planner (the stage the run's policy gives the highest
+// peak; the run's peak is its fullest stage's), under none, the run's policy and every:1.
+MemoryEstimates stage_estimates(const RunConfig& config) {
+  const layout::LayoutEvaluation planned = layout::evaluate_run(config);
+  const layout::LayoutEvaluation none = layout::evaluate_run(config, "none");
+  const layout::LayoutEvaluation every = layout::evaluate_run(config, "every:1");
+  const auto fullest = static_cast<size_t>(
+      std::max_element(planned.stages.begin(), planned.stages.end(),
+                       [](const layout::StageFigures& a, const layout::StageFigures& b) {
+                         return a.memory.total() < b.memory.total();
+                       }) -
+      planned.stages.begin());
+  MemoryEstimates result;
+  result.none_peak = none.memory.total();
+  result.none_activations = none.stages.at(fullest).memory.activations;
+  result.run_activations = planned.stages.at(fullest).memory.activations;
+  result.kept_bytes =
+      std::max<int64_t>(0, result.run_activations - every.stages.at(fullest).memory.activations);
+  result.holds_head = static_cast<int64_t>(fullest) + 1 == config.pp;
+  result.what = "stage " + std::to_string(fullest) + "'s activations";
+  return result;
+}
+
 }  // namespace
 
 std::optional<std::string> unestimable(const RunConfig& config) {
   if (config.pp > 1) {
-    return std::string(
-        "pipeline stages are not estimated stage by stage yet; `layout` with the "
-        "same degrees predicts each stage");
+    try {  // by the layout planner, stage by stage: what it cannot evaluate, said
+      stage_estimates(config);
+      return std::nullopt;
+    } catch (const InvalidInput& error) {
+      return "pipeline stages: " + std::string(error.what());
+    }
   }
   // What `run` and `estimate` refuse, found in a record edited by hand: not estimated, said so.
   if (config.model.moe.enabled() && config.ep > 1 && (config.tp > 1 || config.shard != "none")) {
@@ -213,16 +286,9 @@ std::optional<Finding> diagnose_memory(const RunRecord& run, const std::vector<S
                                        const std::optional<RunRecord>& none_run,
                                        std::vector<Wording>& notes) {
   const RunConfig& config = run.config;
-  const estimate::Architecture arch = estimated_architecture(config, steps);
   const bool offload = config.offload != "none";
-  // One rank's figures under tensor parallelism, as the run's peaks are.
-  const estimate::TensorLayout layout{config.tp, config.sequence_parallel};
-  auto estimated = [&](const std::string& policy, bool offloaded) {
-    return estimate::estimate_policy_activations(arch, config.batch, config.precision, policy,
-                                                 offloaded, estimate::Optimizer::kAdamW, layout);
-  };
-  const estimate::ActivationEstimate estimated_none = estimated("none", false);
-  const estimate::ActivationEstimate estimated_run = estimated(config.checkpoint, offload);
+  const MemoryEstimates estimated =
+      config.pp > 1 ? stage_estimates(config) : rank_estimates(config, steps);
 
   int64_t reference_peak = 0;
   std::string reference_text;
@@ -231,24 +297,9 @@ std::optional<Finding> diagnose_memory(const RunRecord& run, const std::vector<S
     reference_text =
         format_bytes(reference_peak) + " (run #" + std::to_string(none_run->id) + ", measured)";
   } else {
-    // What this layout keeps of them (sharded over the data ranks as the run was; an expert
-    // rank holds its own experts only).
-    const int64_t rank_params = config.ep > 1
-                                    ? estimate::expert_rank_parameter_count(arch, config.ep)
-                                    : estimate::rank_parameter_count(arch, config.tp);
-    int64_t states =
-        estimate::per_rank_model_states(
-            config.model.lora.enabled() ? estimate::fine_tuning_state_bytes(
-                                              arch, config.precision, estimate::Optimizer::kAdamW)
-                                        : estimate::model_state_bytes(rank_params, config.precision,
-                                                                      estimate::Optimizer::kAdamW),
-            config.data_ranks(), config.shard)
-            .total();
-    if (parse_shard(config.shard) == ShardMode::kParameters) {
-      states += estimate::gathered_unit_bytes(arch, config.precision, config.tp);
-    }
-    reference_peak = states + estimated_none.peak_bytes;
-    reference_text = format_bytes(reference_peak) + " (estimated)";
+    reference_peak = estimated.none_peak;
+    reference_text = format_bytes(reference_peak) +
+                     (config.pp > 1 ? " (estimated, the fullest stage's)" : " (estimated)");
     notes.push_back(
         "memory: no `none` run of the same configuration in the database, so its peak is the "
         "estimator's (run the same settings with " +
@@ -261,17 +312,18 @@ std::optional<Finding> diagnose_memory(const RunRecord& run, const std::vector<S
 
   const int64_t tokens = config.batch * config.model.seq_len;
   const int64_t chunks = std::max<int64_t>(1, config.model.loss_chunk_count());
-  // fp32 logits of one slice and the softmax kept for backward.
-  const int64_t vocab = config.model.vocab / layout.tp;  // a tensor rank's columns
-  const int64_t logits_bytes = 2 * tokens * ((vocab + chunks - 1) / chunks) * 4;
-  const estimate::ActivationEstimate estimated_every = estimated("every:1", offload);
-  const int64_t kept_bytes =
-      std::max<int64_t>(0, estimated_run.saved_bytes - estimated_every.saved_bytes);
-  const std::string kept_plan =
-      CheckpointPolicy::parse(config.checkpoint).plan_for(config.model.layers, 1.0).describe();
+  // fp32 logits of one slice and the softmax kept for backward (a tensor rank's columns), where
+  // the fullest rank has the head.
+  const int64_t vocab = config.model.vocab / std::max<int64_t>(1, config.tp);
+  const int64_t logits_bytes =
+      estimated.holds_head ? 2 * tokens * ((vocab + chunks - 1) / chunks) * 4 : 0;
+  const std::string kept_plan = CheckpointPolicy::parse(config.checkpoint)
+                                    .plan_for(config.model.layers, 1.0, config.pp_split)
+                                    .describe();
 
-  const Cause cause = specific_cause(run, estimated_none, estimated_run)
-                          .value_or(dominant_cause(run, logits_bytes, kept_bytes, kept_plan));
+  const Cause cause =
+      specific_cause(run, estimated)
+          .value_or(dominant_cause(run, logits_bytes, estimated.kept_bytes, kept_plan));
   Finding finding;
   finding.kind = FindingKind::kMemoryNotReduced;
   finding.title = "Memory not reduced by " + config.checkpoint +

@@ -85,6 +85,13 @@ Wording next_step_for(const RunRecord& run, const std::string& name, double adde
            command("plan", setting("budget", budget)) + " " + runs_settings() +
            " shows it first); or recompute less where memory allows, a larger K (" +
            setting("checkpoint", "every:K") + ")";
+  } else if (name == "recompute" && run.config.pp > 1) {
+    // The later stages hold fewer micro-batches in flight: they can recompute less than the first.
+    return "recompute less where memory allows: a policy per stage (" +
+           setting("checkpoint", "stages:P/P/…") +
+           ") that recomputes less on the later stages, which hold fewer micro-batches; " +
+           command("layout") + " " + runs_settings("degrees, --micro-batch and --checkpoint") +
+           " predicts each stage's peak";
   } else if (name == "recompute") {
     return "recompute less where memory allows: a larger K (" + setting("checkpoint", "every:K") +
            "); " + command("estimate") + " " + runs_settings("--preset and --batch") +
