@@ -8,10 +8,14 @@
 This machine is described to `layout` by what it measures: `rematlab-cli peak --threads 1` for
 the FLOP/s one rank reaches (shared when there are more ranks than cores); Gloo all-reduces
 between local processes (the project's PyTorch runs them) at two sizes and two rank counts for
-the link's bandwidth and latencies; as matmul efficiency the share of that peak the same model
-and policy reach in one process (its hardware FLOP/s: norms, softmax, the update and the CPU's
-small matmuls all count against it); no collective hidden behind the compute (the same cores
-run Gloo); no fragmentation allowance. Each layout — data parallel
+the link's bandwidth and latencies; the model's own matmuls and fused attention timed alone at
+its shapes, forward and backward, one thread (MATMUL_PROBE), which splits one process's step
+(`run`, no ranks) in two: the matmuls, and the rest, which `layout` times as element-wise work
+and the update by memory bandwidth — the bandwidth is what makes its prediction of the rest equal
+the rest measured under `none`, and the matmul efficiency per policy what then makes its
+prediction of the whole one-process step equal the step measured; no collective hidden behind
+the compute (the same cores run Gloo); no fragmentation allowance; `--runnable-here`, so that
+the engine's own copies around its tensor-parallel collectives are counted. Each layout — data parallel
 with and without sharding, tensor parallel with and without sequence parallelism, both together
 — is run with `rematlab-cli run --nproc N … --steps 4 --threads 1 --json` and evaluated with the
 same degrees fixed. With --moe the model is a mixture of experts (moe-tiny widened: 4 blocks of
@@ -52,6 +56,33 @@ for mib in sys.argv[4:]:  # the median of 15 all-reduces of each size
 dist.destroy_process_group()
 """
 
+MATMUL_PROBE = r"""
+import statistics, sys, time, torch, torch.nn.functional as F
+torch.set_num_threads(1)
+h, heads, kv_heads, f, vocab, layers, batch, seq, gated, experts, k = map(int, sys.argv[1:])
+tokens, hd = batch * seq, h // heads
+def timed(step, repeats=7):  # the median of `repeats` after two to warm up
+    for _ in range(2): step()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter(); step(); times.append(time.perf_counter() - start)
+    return statistics.median(times)
+def linear(n_in, n_out, rows=tokens):  # forward, and backward's input and weight gradients
+    x, w, dy = torch.randn(rows, n_in), torch.randn(n_out, n_in), torch.randn(rows, n_out)
+    return timed(lambda: (x @ w.t(), dy @ w, dy.t() @ x))
+q = torch.randn(batch, heads, seq, hd, requires_grad=True)
+k, v = torch.randn_like(q, requires_grad=True), torch.randn_like(q, requires_grad=True)
+def attention():
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    out.backward(torch.ones_like(out))
+qkv = linear(h, h + 2 * kv_heads * hd) + linear(h, h)
+if experts:  # k experts' SwiGLU for each token (balanced), and the router
+    mlp = linear(h, experts) + 2 * linear(h, f, tokens * k) + linear(f, h, tokens * k)
+else:
+    mlp = (2 * linear(h, f) if gated else linear(h, f)) + linear(f, h)
+print(layers * (qkv + mlp + timed(attention)) + linear(h, vocab))
+"""
+
 LAYOUTS = [  # label, ranks, tp, sequence parallel, zero (the engine's --shard), expert ranks
     ("DP 2", 2, 1, False, 0, 1),
     ("DP 2 ZeRO 1", 2, 1, False, 1, 1),
@@ -70,6 +101,7 @@ EXPERT_LAYOUTS = [  # the engine trains experts over data ranks only, unsharded 
 # moe-tiny widened so that its matmuls, not the overheads, take the step.
 EXPERT_SHAPE = ["--layers", "4", "--d-model", "256", "--heads", "8", "--kv-heads", "4",
                 "--vocab", "256", "--experts", "8", "--expert-hidden", "512"]
+EXPERTS = (8, 2, 512)  # the shape's experts, the engine's default 2 a token, their width
 SHARD = ["none", "optimizer", "gradients", "parameters"]
 
 
@@ -114,6 +146,38 @@ def gloo_link(python):
     step = max(0.0, (intercept[4] - intercept[2]) / 4)  # 6 steps at 4 ranks, 2 at 2
     fixed = max(0.0, intercept[2] - 2 * step)
     return bandwidth, fixed, step
+
+
+def matmul_seconds(python, cli, model, seq_len, batch, experts=(0, 0, 0)):
+    """The model's matmuls and fused attention, forward and backward, timed alone (MATMUL_PROBE)
+    at its shape as `estimate` gives it; `experts`: a mixture's count, experts per token and
+    width, which replace its MLP."""
+    shape = last_json([cli, "estimate"] + model + ["--seq-len", str(seq_len), "--json"])
+    with tempfile.TemporaryDirectory() as scratch:
+        probe = os.path.join(scratch, "matmuls.py")
+        with open(probe, "w") as f:
+            f.write(MATMUL_PROBE)
+        gated = 1 if shape.get("mlp_hidden") and "llama" in " ".join(model) else 0
+        count, per_token, width = experts
+        out = subprocess.run([python, probe] + [str(v) for v in (
+            shape["d_model"], shape["heads"], shape["kv_heads"] or shape["heads"],
+            width or shape["mlp_hidden"], shape["vocab"], shape["layers"], batch, seq_len, gated,
+            count, per_token)],
+            check=True, capture_output=True, text=True).stdout
+    return float(out.split()[-1])
+
+
+def one_process_parts(cli, model, policy, seq_len, batch, peak):
+    """The planner's one-process step in two: its matmul seconds at efficiency 1 and the bytes of
+    its element-wise work and update (their seconds at 1e9 bytes/s)."""
+    parts = last_json([cli, "layout"] + model + [
+        "--seq-len", str(seq_len), "--gpu-memory", "16GiB", "--peak-flops", str(peak),
+        "--efficiency", "1", "--memory-bandwidth", "1e9", "--gpus", "1", "--gpus-per-node", "1",
+        "--global-batch", str(batch), "--precision", "fp32", "--fragmentation", "0",
+        "--tp", "1", "--pp", "1", "--cp", "1", "--dp", "1", "--micro-batch", str(batch),
+        "--checkpoint", policy, "--offload", "none", "--no-overlap", "--runnable-here",
+        "--json"])["layouts"][0]["time_s"]
+    return parts["compute"] + parts["recompute"], 1e9 * (parts["elementwise"] + parts["optimizer"])
 
 
 def most_loads(db, run_id):
@@ -169,16 +233,32 @@ def main():
           f"all-reduce fitted at 0.5-32 MiB: bandwidth {bandwidth[2] / 1e9:.2f} GB/s at 2 ranks, "
           f"{bandwidth[4] / 1e9:.2f} at 4; latency {1e3 * fixed_latency:.2f} ms a collective and "
           f"{1e3 * step_latency:.2f} ms a ring step\n")
-    # The share of the matmul peak this model's whole step reaches in one process (its hardware
-    # FLOPs per second over the peak): what `layout` calls the matmul efficiency, measured here.
-    efficiencies = {}
+    # One process split by the matmul probe: the rest under `none` gives the memory bandwidth
+    # `layout` times element-wise work and the update by; then, per policy, the matmul efficiency
+    # that makes the one-process step come out as measured.
+    efficiencies, bandwidths = {}, {}
     for preset, model in models.items():
-        for policy in args.policies.split(","):
+        matmuls = matmul_seconds(args.python, args.cli, model, args.seq_len, args.batch,
+                                 EXPERTS if args.moe else (0, 0, 0))
+        for policy in ["none"] + [p for p in args.policies.split(",") if p != "none"]:
             one = last_json([args.cli, "run"] + model + ["--seq-len", str(args.seq_len),
                              "--batch", str(args.batch), "--checkpoint", policy, "--steps", "4",
                              "--threads", "1", "--peak-flops", str(peak), "--json"])
-            efficiencies[(preset, policy)] = one["hfu"]
-            print(f"{preset} {policy}: one process reaches {100 * one['hfu']:.1f} % of the peak")
+            step = one["step_ms"] / 1000
+            at_peak, streamed = one_process_parts(args.cli, model, policy, args.seq_len,
+                                                  args.batch, peak)
+            if policy == "none":
+                if step <= matmuls:
+                    sys.exit(f"{preset}: its matmuls alone ({1e3 * matmuls:.0f} ms) took longer "
+                             f"than its step ({1e3 * step:.0f} ms): the machine is too busy")
+                bandwidths[preset] = streamed / (step - matmuls)
+                print(f"{preset}: matmuls and attention {1e3 * matmuls:.0f} ms of a "
+                      f"{1e3 * step:.0f} ms step in one process; the rest streams at "
+                      f"{bandwidths[preset] / 1e9:.2f} GB/s")
+            rest = step - streamed / bandwidths[preset]
+            efficiencies[(preset, policy)] = at_peak / rest if rest > 0 else 1.0
+            print(f"{preset} {policy}: its matmuls reach "
+                  f"{100 * efficiencies[(preset, policy)]:.1f} % of the peak")
     print()
     print("| model | layout | policy | peak per rank meas. / pred. MiB | ratio | of which above the states "
           "meas. / pred. MiB | states meas. / pred. MiB | step meas. / pred. ms | ratio "
@@ -208,6 +288,7 @@ def main():
                         "--seq-len", str(args.seq_len),
                         "--gpu-memory", "16GiB", "--peak-flops", str(peak * share),
                         "--efficiency", str(efficiency),
+                        "--memory-bandwidth", str(bandwidths[preset]), "--runnable-here",
                         "--intra-node-bandwidth", str(bandwidth[ranks]),
                         "--inter-node-bandwidth", str(bandwidth[ranks]),
                         "--collective-latency", str(fixed_latency),

@@ -669,9 +669,33 @@ TEST(LayoutEvaluator, StepTimeIsTheSumOfItsStatedParts) {
   // Without a policy only the vocabulary-parallel loss runs the head's forward again.
   EXPECT_LT(plain.time.recompute, 0.01 * plain.time.compute);
   EXPECT_EQ(plain.time.bubble, 0.0);
+  // Element-wise work by memory bandwidth: per token and block, the residual stream's two norms
+  // (2h each) and two adds (3h each) whole on every tensor rank; the heads merged (2q), queries
+  // and keys rotated (4(q + kv)) and SwiGLU (5f) split over them; backward twice forward.
+  const double h = 8192, q = 8192, kv = 1024, f = 28672;
+  const double per_rank = 10 * h + (2 * q + 4 * (q + kv) + 5 * f) / 8;
+  EXPECT_NEAR(plain.time.elementwise, m * 80 * 4096 * 3 * per_rank * 2 / a100.memory_bandwidth,
+              1e-9);
+  // Sequence parallelism splits the residual stream's work too.
+  const double split_all = (10 * h + 2 * q + 4 * (q + kv) + 5 * f) / 8;
+  EXPECT_NEAR(evaluator.evaluate(sequence).time.elementwise,
+              plain.time.elementwise * split_all / per_rank, 1e-9);
+  // Planning for RematLab's engine: it copies each all-reduce's input (batch-major activations),
+  // and under sequence parallelism concatenates each gathered sequence (2h), and reorders and
+  // sums each reduce-scatter's input (3h + h/t).
+  LayoutRequest engine = request;
+  engine.engine_only = true;
+  LayoutEvaluator engine_evaluator(engine);
+  const double per_value = m * 80 * 4096 * 2 / a100.memory_bandwidth;
+  EXPECT_NEAR(engine_evaluator.evaluate(layout).time.elementwise - plain.time.elementwise,
+              per_value * 4 * 2 * h, 1e-9);
+  EXPECT_NEAR(engine_evaluator.evaluate(sequence).time.elementwise -
+                  evaluator.evaluate(sequence).time.elementwise,
+              per_value * (6 * 2 * h + 4 * (3 * h + h / 8)), 1e-9);
   // The step is its parts: no pipeline, nothing offloaded.
   const TimeParts& t = plain.time;
-  EXPECT_NEAR(plain.step_s, t.compute + t.recompute + t.tensor + t.data + t.optimizer, 1e-9);
+  EXPECT_NEAR(plain.step_s,
+              t.compute + t.recompute + t.elementwise + t.tensor + t.data + t.optimizer, 1e-9);
   EXPECT_GT(t.data, 0.0);  // at least the last bucket's all-reduce over the network
   EXPECT_NEAR(plain.tokens_per_s, 128 * 4096 / plain.step_s, 1e-6);
 

@@ -49,6 +49,7 @@ struct LayoutOptions {
   std::string gpu_memory;
   std::optional<double> peak_flops;
   std::optional<double> efficiency;
+  std::optional<double> memory_bandwidth;
   std::optional<double> intra_node_bandwidth;
   std::optional<double> inter_node_bandwidth;
   std::optional<double> collective_latency;
@@ -118,6 +119,7 @@ struct LayoutOptions {
       }
       into = *value;
     };
+    bandwidth(memory_bandwidth, "--memory-bandwidth", kind.memory_bandwidth);
     bandwidth(intra_node_bandwidth, "--intra-node-bandwidth", kind.intra_node_bandwidth);
     bandwidth(inter_node_bandwidth, "--inter-node-bandwidth", kind.inter_node_bandwidth);
     auto latency = [](const std::optional<double>& value, const char* flag, double& into) {
@@ -267,6 +269,9 @@ void add_gpu_options(CLI::App& command, LayoutOptions& options) {
                      "Dense peak FLOP/s in the training precision (replaces the kind's)");
   command.add_option("--efficiency", options.efficiency,
                      "Share of peak a large matmul reaches (default: the kind's)");
+  command.add_option("--memory-bandwidth", options.memory_bandwidth,
+                     "Bytes/s the GPU's element-wise work and optimizer update stream through "
+                     "its memory (replaces the kind's)");
   command.add_option("--intra-node-bandwidth", options.intra_node_bandwidth,
                      "Bytes/s per GPU and direction inside a node");
   command.add_option("--inter-node-bandwidth", options.inter_node_bandwidth,

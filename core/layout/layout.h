@@ -151,6 +151,9 @@ struct MemoryParts {
 struct TimeParts {
   double compute = 0.0;    // model FLOPs at the matmul efficiency
   double recompute = 0.0;  // what the checkpoint policies run again
+  // Element-wise work (norms, residual adds, activations; recomputed ones too) by memory
+  // bandwidth, beside the matmuls' FLOPs above (layout/elementwise_work.h).
+  double elementwise = 0.0;
   double tensor = 0.0;     // tensor/sequence-parallel collectives
   double experts = 0.0;    // expert parallelism's all-to-all dispatch and combine
   double context = 0.0;    // context-parallel key/value exchange

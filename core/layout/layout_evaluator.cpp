@@ -13,6 +13,7 @@
 #include "estimate/model_state.h"
 #include "estimate/sharded_units.h"
 #include "layout/collective_time.h"
+#include "layout/elementwise_work.h"
 #include "layout/layout_rules.h"
 #include "layout/layout_states.h"
 #include "parallel/pipeline_schedule.h"
@@ -76,7 +77,8 @@ std::string shortfall(const LayoutRequest& request, const LayoutEvaluation& resu
 
 }  // namespace
 
-LayoutEvaluator::LayoutEvaluator(const LayoutRequest& request) : request_(request) {}
+LayoutEvaluator::LayoutEvaluator(const LayoutRequest& request)
+    : request_(request), elementwise_(block_elementwise_values(request.arch)) {}
 
 const CheckpointPlan& LayoutEvaluator::plan(int64_t policy, int64_t layers) {
   const auto key = std::make_pair(policy, layers);
@@ -190,6 +192,14 @@ LayoutEvaluator::StageWork LayoutEvaluator::make_stage_work(const Layout& layout
   const int64_t tokens = layout.micro_batch * arch.seq_len / layout.cp;
   const double activation_bytes = static_cast<double>(tokens * arch.d_model * w);
   const double layers = static_cast<double>(stage.layers);
+  // The blocks' element-wise work, by memory bandwidth (and the engine's own copies around its
+  // tensor-parallel collectives where the request plans for it).
+  double values_per_token = rank_elementwise_values(elementwise_, layout.tp, layout.sp, policy > 0);
+  if (request_.engine_only) {
+    values_per_token += engine_collective_values(arch, layout.tp, layout.sp, policy > 0);
+  }
+  work.elementwise_s = layers * static_cast<double>(tokens) * values_per_token *
+                       static_cast<double>(w) / gpu.memory_bandwidth;
   if (layout.sp) {
     // Per block: forward gathers the sequence before the attention's and the MLP's first
     // projections and reduce-scatters after their last; backward does the converse and gathers
@@ -293,7 +303,8 @@ double LayoutEvaluator::exposed_transfers(const Layout& layout, const Stage& sta
   const int64_t w = estimate::bytes_per_value(request_.precision);
   const int64_t g = request_.gradient_bytes();
   // What the compute can hide (nothing where the same cores run both).
-  const double busy = gpu.overlaps_communication ? work.compute_s + work.recompute_s : 0.0;
+  const double busy =
+      gpu.overlaps_communication ? work.compute_s + work.recompute_s + work.elementwise_s : 0.0;
   // ZeRO-3 gathers the weights for forward, backward and a recomputation, and reduce-scatters
   // the gradients, every micro-batch; prefetching hides what the compute covers.
   if (layout.zero == 3) {
@@ -354,12 +365,13 @@ LayoutEvaluator::StageCost LayoutEvaluator::stage_cost(const Layout& layout, con
   TimeParts& time = cost.time;
   time.compute = work.compute_s;
   time.recompute = work.recompute_s;
+  time.elementwise = work.elementwise_s;
   time.tensor = work.tensor_s;
   time.experts = work.experts_s;
   time.context = work.context_s;
   time.pipeline = work.pipeline_s;
-  figures.microbatch_s = work.compute_s + work.recompute_s + work.tensor_s + work.experts_s +
-                         work.context_s + work.pipeline_s +
+  figures.microbatch_s = work.compute_s + work.recompute_s + work.elementwise_s + work.tensor_s +
+                         work.experts_s + work.context_s + work.pipeline_s +
                          exposed_transfers(layout, stage, policy, work, time);
   return cost;
 }

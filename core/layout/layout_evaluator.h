@@ -10,6 +10,7 @@
 
 #include "checkpoint/checkpoint_policy.h"
 #include "estimate/flops.h"
+#include "layout/elementwise_work.h"
 #include "layout/layout.h"
 
 namespace rematlab::layout {
@@ -75,8 +76,8 @@ class LayoutEvaluator {
   struct StageWork {
     ChunkActivations own;    // the chunk with the embedding or head, if the rank has one
     ChunkActivations plain;  // any other chunk
-    double compute_s = 0.0, recompute_s = 0.0, tensor_s = 0.0, experts_s = 0.0, context_s = 0.0,
-           pipeline_s = 0.0;
+    double compute_s = 0.0, recompute_s = 0.0, elementwise_s = 0.0, tensor_s = 0.0, experts_s = 0.0,
+           context_s = 0.0, pipeline_s = 0.0;
   };
   StageWork make_stage_work(const Layout& layout, const Stage& stage, int64_t policy);
   // Expert parallelism's all-to-alls for `layers` blocks of `tokens` tokens each, and the extra
@@ -118,6 +119,7 @@ class LayoutEvaluator {
   static int64_t held_beyond_one(const Stage& stage, const std::vector<int64_t>& by_chunk);
 
   const LayoutRequest& request_;
+  const ElementwiseValues elementwise_;  // one block's, per token
   std::map<std::pair<int64_t, int64_t>, CheckpointPlan> plan_cache_;
   using Key =
       std::tuple<int64_t, bool, int64_t, int64_t, int64_t, int64_t, bool, bool, bool, int64_t>;

@@ -8,11 +8,17 @@ namespace rematlab::layout {
 namespace {
 
 nlohmann::json time_json(const TimeParts& time) {
-  return {{"compute", json_number(time.compute)}, {"recompute", json_number(time.recompute)},
-          {"tensor", json_number(time.tensor)},   {"experts", json_number(time.experts)},
-          {"context", json_number(time.context)}, {"pipeline", json_number(time.pipeline)},
-          {"bubble", json_number(time.bubble)},   {"data", json_number(time.data)},
-          {"offload", json_number(time.offload)}, {"optimizer", json_number(time.optimizer)}};
+  return {{"compute", json_number(time.compute)},
+          {"recompute", json_number(time.recompute)},
+          {"elementwise", json_number(time.elementwise)},
+          {"tensor", json_number(time.tensor)},
+          {"experts", json_number(time.experts)},
+          {"context", json_number(time.context)},
+          {"pipeline", json_number(time.pipeline)},
+          {"bubble", json_number(time.bubble)},
+          {"data", json_number(time.data)},
+          {"offload", json_number(time.offload)},
+          {"optimizer", json_number(time.optimizer)}};
 }
 
 nlohmann::json list_json(const std::vector<LayoutEvaluation>& evaluations) {

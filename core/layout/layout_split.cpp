@@ -33,7 +33,7 @@ std::vector<int64_t> LayoutEvaluator::chain_split(const Layout& layout) {
     one.layers = one.chunk_layers = 1;
     one.head = head;
     const StageWork work = make_stage_work(layout, one, 0);
-    return work.compute_s + work.tensor_s + work.experts_s + work.context_s;
+    return work.compute_s + work.elementwise_s + work.tensor_s + work.experts_s + work.context_s;
   };
   const double block = block_with(false);
   ChainCosts costs;

@@ -65,6 +65,7 @@ void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
   TimeParts& time = result.time;
   time.compute = m * one.compute;
   time.recompute = m * one.recompute;
+  time.elementwise = m * one.elementwise;
   time.tensor = m * one.tensor;
   time.experts = m * one.experts;
   time.context = m * one.context;
@@ -77,8 +78,9 @@ void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
   const std::vector<StateGroup> groups =
       state_groups(layout, placed.most_trained, placed.most_trained_experts);
   if (layout.zero < 3 && shard > 1) {
-    const double backward =
-        gpu.overlaps_communication ? (2.0 / 3.0) * one.compute + one.recompute : 0.0;
+    const double backward = gpu.overlaps_communication
+                                ? (2.0 / 3.0) * (one.compute + one.elementwise) + one.recompute
+                                : 0.0;
     const double exposed =
         exposed_reduction(cluster, layout, groups, request_.bucket_values, g, w, backward);
     time.data += exposed;
