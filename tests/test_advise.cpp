@@ -875,6 +875,16 @@ TEST_F(AdviseDb, APipelineStagePolicyThePlannerDoesNotWeighIsNotChecked) {
     said = said || note.command_line().find("memory: not checked") != std::string::npos;
   }
   EXPECT_TRUE(said) << to_json(diagnosis).dump();
+  // A split beside one process (edited by hand, not adding up to the blocks) is no pipeline's:
+  // the run is diagnosed as one process, the split passed over, nothing thrown.
+  // (stages:none/none reduces nothing: the finding names the plan it keeps, split by the rule.)
+  const int64_t one = run("--checkpoint stages:none/none --steps 2");
+  Database(db_, Database::Mode::kReadWrite)
+      .exec("UPDATE runs SET config = json_set(config, '$.pp_split', json('[1, 5]')) WHERE id = " +
+            std::to_string(one));
+  Diagnosis edited;
+  ASSERT_NO_THROW(edited = diagnose(one, false));
+  EXPECT_NE(find(edited, FindingKind::kMemoryNotReduced), nullptr) << to_json(edited).dump();
 }
 
 }  // namespace

@@ -10,12 +10,15 @@
 #include <vector>
 
 #include "cli_runner.h"
+#include "common/errors.h"
 #include "estimate/architecture.h"
 #include "layout/gpu_catalog.h"
 #include "layout/layout_evaluator.h"
 #include "layout/layout_export.h"
 #include "layout/layout_rules.h"
 #include "layout/layout_search.h"
+#include "layout/run_layout.h"
+#include "model/model_config.h"
 
 namespace rematlab::layout {
 namespace {
@@ -234,6 +237,48 @@ TEST(LayoutSplit, ASplitThatCannotBeIsOneLineExitTwo) {
         << flags << ": " << result.err;
     EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
     EXPECT_TRUE(result.out.empty()) << result.out;
+  }
+}
+
+// A run evaluated stage by stage (what the advisor checks a pipeline run with): each stage under
+// the policy the run gave it, stages of one shape included, and under virtual stages each
+// rank's chunks' policy from the chain-order list the engine reads.
+TEST(RunLayout, EachStageIsEvaluatedUnderItsOwnPolicy) {
+  RunConfig config;
+  config.preset = "small";
+  config.model = model_preset("small");
+  config.batch = 2;
+  config.accum = 4;
+  config.world_size = config.pp = 4;  // 3 blocks a stage: stages 1 and 2 have one shape
+  config.checkpoint = "stages:every:1/every:1/none/none";
+  const LayoutEvaluation mixed = evaluate_run(config);
+  ASSERT_EQ(mixed.stages.size(), 4u);
+  EXPECT_EQ(mixed.stages[1].checkpoint, "every:1");
+  EXPECT_EQ(mixed.stages[2].checkpoint, "none");
+  EXPECT_GT(mixed.stages[2].memory.activations, mixed.stages[1].memory.activations);
+  // The same stage under the same policy whichever way it is given.
+  EXPECT_EQ(mixed.stages[2].memory.total(), evaluate_run(config, "none").stages[2].memory.total());
+
+  config.world_size = config.pp = 2;
+  config.virtual_stages = 2;  // chunks 0 and 2 on rank 0, 1 and 3 on rank 1
+  config.checkpoint = "stages:every:1/none/every:1/none";
+  const LayoutEvaluation interleaved = evaluate_run(config);
+  ASSERT_EQ(interleaved.stages.size(), 2u);
+  EXPECT_EQ(interleaved.stages[0].checkpoint, "every:1");
+  EXPECT_EQ(interleaved.stages[1].checkpoint, "none");
+  // One rank's chunks under different policies, or a list of another length: refused, named.
+  for (const auto& [policy, said] :
+       {std::pair<std::string, std::string>{"stages:every:1/none/none/none",
+                                            "gives rank 0's chunks different ones"},
+        {"stages:every:1/none", "gives 2 policies for 4 model chunks"},
+        {"stages:sublayer:1,1/none/none/none", "none, selective and every:K"}}) {
+    config.checkpoint = policy;
+    try {
+      evaluate_run(config);
+      ADD_FAILURE() << policy << " was evaluated";
+    } catch (const InvalidInput& error) {
+      EXPECT_NE(std::string(error.what()).find(said), std::string::npos) << error.what();
+    }
   }
 }
 

@@ -21,27 +21,35 @@ std::string budget_flag(int64_t bytes) {
 }
 
 // A pipeline's fullest stage by the layout planner: what it needs at micro-batch `batch`, and the
-// largest micro-batch up to that one that fits `budget` (0: not even one).
+// largest micro-batch up to that one that fits `budget` (0: not even one), by bisection (the
+// stages' memory rises with the micro-batch).
 std::optional<estimate::DeviceFit> stage_fit(const RunConfig& config, int64_t batch,
                                              int64_t budget) {
   try {
     RunConfig sized = config;
-    sized.batch = std::max<int64_t>(1, batch);
-    estimate::DeviceFit fit;
-    fit.memory_bytes = budget;
     // A plan is estimated as what each stage can fall back to, every:1.
     const std::string policy =
         CheckpointPolicy::parse(config.checkpoint).is_plan() ? "every:1" : "";
-    fit.needed_bytes = layout::evaluate_run(sized, policy).memory.total();
+    auto needs = [&](int64_t micro_batch) {
+      sized.batch = micro_batch;
+      return layout::evaluate_run(sized, policy).memory.total();
+    };
+    estimate::DeviceFit fit;
+    fit.memory_bytes = budget;
+    const int64_t asked = std::max<int64_t>(1, batch);
+    fit.needed_bytes = needs(asked);
     fit.fits = fit.needed_bytes <= budget;
-    fit.max_batch = 0;
-    for (int64_t smaller = sized.batch; smaller >= 1; --smaller) {
-      sized.batch = smaller;
-      if (layout::evaluate_run(sized, policy).memory.total() <= budget) {
-        fit.max_batch = smaller;
-        break;
-      }
+    int64_t fitting = 0;  // fits (0: nothing yet known to)
+    int64_t too_large = asked + 1;
+    if (fit.fits)
+      fitting = asked;
+    else
+      too_large = asked;
+    while (too_large - fitting > 1) {
+      const int64_t middle = fitting + (too_large - fitting) / 2;
+      (needs(middle) <= budget ? fitting : too_large) = middle;
     }
+    fit.max_batch = fitting;
     return fit;
   } catch (const InvalidInput&) {
     return std::nullopt;

@@ -41,7 +41,8 @@ std::optional<Cause> specific_cause(const RunRecord& run, const MemoryEstimates&
     // Fused attention keeps no s×s scores, which is all `selective` recomputes.
     return Cause{
         "selective under fused attention (SDPA) recomputes nothing that was kept",
-        {{"saved for backward (measured)", format_bytes(run.result.saved_activation_bytes)},
+        {{config.pp > 1 ? "saved for backward (measured, rank 0)" : "saved for backward (measured)",
+          format_bytes(run.result.saved_activation_bytes)},
          {estimated.what + " under none (estimated)", format_bytes(estimated.none_activations)},
          {estimated.what + " under selective (estimated)",
           format_bytes(estimated.run_activations)}},
@@ -317,9 +318,13 @@ std::optional<Finding> diagnose_memory(const RunRecord& run, const std::vector<S
   const int64_t vocab = config.model.vocab / std::max<int64_t>(1, config.tp);
   const int64_t logits_bytes =
       estimated.holds_head ? 2 * tokens * ((vocab + chunks - 1) / chunks) * 4 : 0;
-  const std::string kept_plan = CheckpointPolicy::parse(config.checkpoint)
-                                    .plan_for(config.model.layers, 1.0, config.pp_split)
-                                    .describe();
+  // The recorded split only where stages were estimated (run_layout checked it against the
+  // pipeline); a hand-edited one beside one process is no split.
+  const std::string kept_plan =
+      CheckpointPolicy::parse(config.checkpoint)
+          .plan_for(config.model.layers, 1.0,
+                    config.pp > 1 ? config.pp_split : std::vector<int64_t>{})
+          .describe();
 
   const Cause cause =
       specific_cause(run, estimated)

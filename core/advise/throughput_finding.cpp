@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "layout/layout.h"
+
 namespace rematlab::advise {
 namespace {
 
@@ -87,11 +89,15 @@ Wording next_step_for(const RunRecord& run, const std::string& name, double adde
            setting("checkpoint", "every:K") + ")";
   } else if (name == "recompute" && run.config.pp > 1) {
     // The later stages hold fewer micro-batches in flight: they can recompute less than the first.
-    return "recompute less where memory allows: a policy per stage (" +
-           setting("checkpoint", "stages:P/P/…") +
+    // A split the run balanced is given as the list it chose (the engine balances no stages: list).
+    Wording policy = setting("checkpoint", "stages:P/P/…");
+    if (run.config.pp_split_balanced && !run.config.pp_split.empty()) {
+      policy = policy + " " + setting("pp_split", layout::split_text(run.config.pp_split));
+    }
+    return "recompute less where memory allows: a policy per stage (" + policy +
            ") that recomputes less on the later stages, which hold fewer micro-batches; " +
-           command("layout") + " " + runs_settings("degrees, --micro-batch and --checkpoint") +
-           " predicts each stage's peak";
+           command("layout") + " " + runs_settings("degrees and --micro-batch") +
+           " and no --checkpoint chooses each stage's and predicts its peak";
   } else if (name == "recompute") {
     return "recompute less where memory allows: a larger K (" + setting("checkpoint", "every:K") +
            "); " + command("estimate") + " " + runs_settings("--preset and --batch") +

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <tuple>
 
@@ -192,14 +193,18 @@ LayoutEvaluator::StageWork LayoutEvaluator::make_stage_work(const Layout& layout
   const int64_t tokens = layout.micro_batch * arch.seq_len / layout.cp;
   const double activation_bytes = static_cast<double>(tokens * arch.d_model * w);
   const double layers = static_cast<double>(stage.layers);
-  // The blocks' element-wise work, by memory bandwidth (and the engine's own copies around its
-  // tensor-parallel collectives where the request plans for it).
-  double values_per_token = rank_elementwise_values(elementwise_, layout.tp, layout.sp, policy > 0);
+  // The blocks' element-wise work by memory bandwidth: forward and backward (and the engine's
+  // own copies around its tensor-parallel collectives where the request plans for it), and a
+  // recomputed forward's with the recomputation.
+  const double seconds_per_value =
+      layers * static_cast<double>(tokens) * static_cast<double>(w) / gpu.memory_bandwidth;
+  const double forward = rank_forward_values(elementwise_, layout.tp, layout.sp);
+  double values = 3.0 * forward;
   if (request_.engine_only) {
-    values_per_token += engine_collective_values(arch, layout.tp, layout.sp, policy > 0);
+    values += engine_collective_values(arch, layout.tp, layout.sp, rerun > 0);
   }
-  work.elementwise_s = layers * static_cast<double>(tokens) * values_per_token *
-                       static_cast<double>(w) / gpu.memory_bandwidth;
+  work.elementwise_s = values * seconds_per_value;
+  work.recompute_s += rerun * forward * seconds_per_value;
   if (layout.sp) {
     // Per block: forward gathers the sequence before the attention's and the MLP's first
     // projections and reduce-scatters after their last; backward does the converse and gathers
@@ -504,8 +509,10 @@ LayoutEvaluator::Placed LayoutEvaluator::place_stages(const Layout& layout, bool
     work_layout_ = work_layout;
   }
   // Ranks of one shape (the same chunks, embedding and head) cost the same but for the chunks
-  // they hold in flight: each shape's policies are costed once.
-  std::map<std::tuple<std::vector<int64_t>, bool, bool>, std::vector<StageCost>> shapes;
+  // they hold in flight: each shape's policies are costed once — under a policy given per stage,
+  // once for each policy given (two stages of one shape may be given different ones).
+  constexpr int64_t kEveryPolicyWeighed = std::numeric_limits<int64_t>::min();
+  std::map<std::tuple<std::vector<int64_t>, bool, bool, int64_t>, std::vector<StageCost>> shapes;
   if (detail) result.layout.stage_checkpoints.resize(static_cast<size_t>(layout.pp));
   Placed placed;
   size_t index = 0;
@@ -514,9 +521,12 @@ LayoutEvaluator::Placed LayoutEvaluator::place_stages(const Layout& layout, bool
       placed.most_trained = stage.trained;
       placed.most_trained_experts = stage.expert_parameters;
     }
-    std::vector<StageCost>& costs = shapes[{stage.chunks, stage.embedding, stage.head}];
-    if (costs.empty() && index < layout.stage_checkpoints.size()) {
-      costs.push_back(stage_cost(layout, stage, policy_code(layout.stage_checkpoints[index])));
+    const bool given = index < layout.stage_checkpoints.size();
+    const int64_t policy =
+        given ? policy_code(layout.stage_checkpoints[index]) : kEveryPolicyWeighed;
+    std::vector<StageCost>& costs = shapes[{stage.chunks, stage.embedding, stage.head, policy}];
+    if (costs.empty() && given) {
+      costs.push_back(stage_cost(layout, stage, policy));
     } else if (costs.empty()) {
       costs.push_back(stage_cost(layout, stage, kNonePolicy));
       costs.push_back(stage_cost(layout, stage, kSelectivePolicy));

@@ -26,19 +26,31 @@ std::string weighed_policy(const CheckpointPolicy& policy, const std::string& wh
   return policy.text();
 }
 
-// One policy per pipeline stage, from `text` (one for all, or stages: with one each).
-std::vector<std::string> stage_policies(const std::string& text, int64_t stages) {
+// One policy per pipeline rank, from `text`: one for all, or stages: with one for each of the
+// pp · vp model chunks in chain order (as the engine reads it; chunk c on rank c mod pp), whose
+// chunks on one rank must share it (the planner weighs one policy a rank).
+std::vector<std::string> stage_policies(const std::string& text, int64_t pp, int64_t vp) {
   const CheckpointPolicy policy = CheckpointPolicy::parse(text);
   if (policy.kind() != CheckpointPolicy::Kind::kStages) {
-    return std::vector<std::string>(static_cast<size_t>(stages), weighed_policy(policy, text));
+    return std::vector<std::string>(static_cast<size_t>(pp), weighed_policy(policy, text));
   }
-  if (static_cast<int64_t>(policy.stages().size()) != stages) {
-    throw InvalidInput("--checkpoint", text + " gives " + std::to_string(policy.stages().size()) +
-                                           " policies for " + std::to_string(stages) + " stages");
+  const std::vector<CheckpointPolicy>& chunks = policy.stages();
+  if (static_cast<int64_t>(chunks.size()) != pp * vp) {
+    throw InvalidInput("--checkpoint", text + " gives " + std::to_string(chunks.size()) +
+                                           " policies for " + std::to_string(pp * vp) +
+                                           " model chunks");
   }
   std::vector<std::string> policies;
-  for (const CheckpointPolicy& stage : policy.stages()) {
-    policies.push_back(weighed_policy(stage, text));
+  for (int64_t rank = 0; rank < pp; ++rank) {
+    const std::string mine = weighed_policy(chunks[static_cast<size_t>(rank)], text);
+    for (int64_t chunk = rank + pp; chunk < pp * vp; chunk += pp) {
+      if (weighed_policy(chunks[static_cast<size_t>(chunk)], text) != mine) {
+        throw InvalidInput("--checkpoint",
+                           "the layout planner weighs one policy a pipeline rank; " + text +
+                               " gives rank " + std::to_string(rank) + "'s chunks different ones");
+      }
+    }
+    policies.push_back(mine);
   }
   return policies;
 }
@@ -46,6 +58,9 @@ std::vector<std::string> stage_policies(const std::string& text, int64_t stages)
 }  // namespace
 
 LayoutEvaluation evaluate_run(const RunConfig& config, const std::string& checkpoint) {
+  if (config.world_size < 1) {
+    throw InvalidInput("--nproc", "must be at least 1, got " + std::to_string(config.world_size));
+  }
   if (config.offload != "none") {
     throw InvalidInput("--offload", "the layout planner does not estimate the engine's " +
                                         config.offload + " offload stage by stage");
@@ -59,8 +74,11 @@ LayoutEvaluation evaluate_run(const RunConfig& config, const std::string& checkp
   // Room for any figure: only the memory is asked for (the kind's links and peak are placeholders).
   request.cluster.gpu = gpu_kind("h100-sxm");
   request.cluster.gpu.memory_bytes = int64_t{1} << 50;
-  request.cluster.gpus = request.cluster.gpus_per_node = config.world_size;
-  request.cluster.gpu.gpus_per_node = config.world_size;
+  // One node where the planner takes one that large; else its largest divisor of the world.
+  int64_t node = std::min(config.world_size, kMaxGpusPerNode);
+  while (config.world_size % node != 0) --node;
+  request.cluster.gpus = config.world_size;
+  request.cluster.gpus_per_node = request.cluster.gpu.gpus_per_node = node;
   request.global_batch = config.batch * config.accum * data_ranks;
   const int zero = static_cast<int>(data_ranks > 1 ? parse_shard(config.shard) : ShardMode::kNone);
   FixedDimensions& fixed = request.fixed;
@@ -88,8 +106,8 @@ LayoutEvaluation evaluate_run(const RunConfig& config, const std::string& checkp
   layout.zero = zero;
   layout.micro_batch = config.batch;
   layout.accum = config.accum;
-  layout.stage_checkpoints =
-      stage_policies(checkpoint.empty() ? config.checkpoint : checkpoint, config.pp);
+  layout.stage_checkpoints = stage_policies(checkpoint.empty() ? config.checkpoint : checkpoint,
+                                            config.pp, config.virtual_stages);
   if (const std::string problem = structural_problem(request, layout); !problem.empty()) {
     throw InvalidInput("layout", problem);
   }
