@@ -6,8 +6,9 @@
 
 Each model and policy runs as `rematlab-cli run --nproc P --pp P --virtual-stages V --accum M …
 --steps 4 --threads 1 --json` (1F1B, or interleaved with V > 1; one stage a rank) and is evaluated by `layout` with the same degrees
-fixed and this machine described as layout_here.py describes it (its matmul peak, its Gloo link,
-the share of the peak one process reaches as efficiency, nothing overlapped). Per stage: the
+fixed and this machine described by its matmul peak and Gloo link as layout_here.py measures
+them, the share of the peak one process reaches as efficiency (stages divide blocks, each whole,
+so every part of the step scales with the matmuls), nothing overlapped. Per stage: the
 peak (activations above the model states, and the states), measured and predicted; then the
 step; the bubble (a rank idle until a neighbouring stage reached a message: the fill, the
 drain, and the stages' meeting at the gradient norm), measured as the longest any rank idled and

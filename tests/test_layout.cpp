@@ -1062,6 +1062,8 @@ TEST(LayoutCli, AnswersTheIssuesQuestionsAndRefusesBadInputInOneLine) {
        "--bucket-size: 3 bytes are not a whole number of 16-bit gradients (2 bytes each)"},
       {"--gpu a100-80gb --peak-flops 1e-300", "--peak-flops"},
       {"--gpu a100-80gb --intra-node-bandwidth 1e-300", "--intra-node-bandwidth"},
+      {"--gpu a100-80gb --memory-bandwidth 100", "--memory-bandwidth: must be at least 1e6"},
+      {"--gpu a100-80gb --memory-bandwidth inf", "--memory-bandwidth"},
       {"--gpu a100-80gb --collective-latency -1e-6", "--collective-latency"},
       {"--gpu a100-80gb --intra-node-latency nan", "--intra-node-latency"},
       {"--gpu a100-80gb --inter-node-latency 5", "--inter-node-latency"},

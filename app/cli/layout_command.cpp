@@ -119,6 +119,9 @@ struct LayoutOptions {
       }
       into = *value;
     };
+    if (memory_bandwidth && !(*memory_bandwidth >= 1e6 && std::isfinite(*memory_bandwidth))) {
+      throw InvalidInput("--memory-bandwidth", "must be at least 1e6 bytes/s, such as 3350e9");
+    }
     bandwidth(memory_bandwidth, "--memory-bandwidth", kind.memory_bandwidth);
     bandwidth(intra_node_bandwidth, "--intra-node-bandwidth", kind.intra_node_bandwidth);
     bandwidth(inter_node_bandwidth, "--inter-node-bandwidth", kind.inter_node_bandwidth);

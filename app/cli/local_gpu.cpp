@@ -42,8 +42,9 @@ layout::GpuKind local_gpu_kind(const std::string& device, Precision precision,
 
   layout::GpuKind kind;
   kind.name = "local";
-  kind.description = describe_device(parsed) + "; matmul peak " + config.peak_flops_source +
-                     "; links, memory bandwidth and efficiency not measured (defaults)";
+  kind.description =
+      describe_device(parsed) + "; matmul peak " + config.peak_flops_source +
+      "; links, memory bandwidth and efficiency not measured (defaults unless given)";
   kind.memory_bytes = device_memory_bytes(parsed);
   kind.peak_bf16 = kind.peak_fp32 = config.peak_flops;  // measured in the precision planned
   kind.memory_bandwidth = parsed.is_cuda() ? 1000e9 : 20e9;

@@ -250,7 +250,9 @@ void put_architecture(nlohmann::json& json, const Architecture& arch, int64_t ba
   json["d_model"] = arch.d_model;
   json["heads"] = arch.heads;
   json["kv_heads"] = arch.kv_heads;
+  json["head_dim"] = arch.head_dim();
   json["mlp_hidden"] = arch.mlp_hidden;
+  json["gated_mlp"] = arch.gated_mlp;
   if (arch.moe.enabled()) {
     json["experts"] = arch.moe.experts;
     json["experts_per_token"] = arch.moe.experts_per_token;

@@ -20,10 +20,12 @@ ElementwiseValues block_elementwise_values(const estimate::Architecture& arch) {
   };
   if (arch.moe.enabled()) {
     const auto k = static_cast<double>(arch.moe.experts_per_token);
-    values.split += k * activation(static_cast<double>(arch.expert_hidden));
-    values.split += k * 2.0 * h;  // each expert's output weighted and added in
-    if (arch.moe.shared_expert_hidden > 0) {
-      values.split += activation(static_cast<double>(arch.moe.shared_expert_hidden)) + 3.0 * h;
+    const int64_t width = arch.expert_hidden > 0 ? arch.expert_hidden : arch.mlp_hidden;
+    values.split += k * activation(static_cast<double>(width));
+    values.replicated += k * 2.0 * h;         // each expert's output weighted and added in
+    if (arch.moe.shared_expert_hidden > 0) {  // and the gated shared expert's
+      values.split += activation(static_cast<double>(arch.moe.shared_expert_hidden));
+      values.replicated += 3.0 * h;
     }
   } else {
     values.split += activation(static_cast<double>(arch.mlp_hidden));
@@ -31,12 +33,9 @@ ElementwiseValues block_elementwise_values(const estimate::Architecture& arch) {
   return values;
 }
 
-double rank_elementwise_values(const ElementwiseValues& block, int64_t tp, bool sequence_parallel,
-                               bool rerun) {
+double rank_forward_values(const ElementwiseValues& block, int64_t tp, bool sequence_parallel) {
   const auto ranks = static_cast<double>(tp);
-  const double forward =
-      (sequence_parallel ? block.replicated / ranks : block.replicated) + block.split / ranks;
-  return forward * (3.0 + (rerun ? 1.0 : 0.0));
+  return (sequence_parallel ? block.replicated / ranks : block.replicated) + block.split / ranks;
 }
 
 double engine_collective_values(const estimate::Architecture& arch, int64_t tp,

@@ -12,15 +12,16 @@ namespace rematlab::layout {
 
 // Values one block's forward reads and writes per token (backward: twice as many).
 struct ElementwiseValues {
-  double replicated = 0.0;  // the residual stream's: two norms, two residual adds, dropout
-  double split = 0.0;       // the heads' and the MLP's: heads merged, rotary, q/k norms, activation
+  // The residual stream's: two norms, two residual adds, dropout; a mixture's weighted sum of its
+  // experts' outputs, which each tensor rank forms at full width.
+  double replicated = 0.0;
+  double split = 0.0;  // the heads' and the MLP's: heads merged, rotary, q/k norms, activation
 };
 ElementwiseValues block_elementwise_values(const estimate::Architecture& arch);
 
-// Values one tensor rank reads and writes per token for one micro-batch through one block:
-// forward, backward, and forward again when the block is recomputed (`rerun`).
-double rank_elementwise_values(const ElementwiseValues& block, int64_t tp, bool sequence_parallel,
-                               bool rerun);
+// Values one tensor rank reads and writes per token in one block's forward (its backward: twice
+// as many; a recomputation: once more).
+double rank_forward_values(const ElementwiseValues& block, int64_t tp, bool sequence_parallel);
 
 // What RematLab's engine adds per token and block around its tensor-parallel collectives (its
 // activations are batch-major): a copy of each all-reduce's input; under sequence parallelism

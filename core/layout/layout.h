@@ -150,9 +150,9 @@ struct MemoryParts {
 // Seconds of one step, by what they are spent on (after overlap: what remains exposed).
 struct TimeParts {
   double compute = 0.0;    // model FLOPs at the matmul efficiency
-  double recompute = 0.0;  // what the checkpoint policies run again
-  // Element-wise work (norms, residual adds, activations; recomputed ones too) by memory
-  // bandwidth, beside the matmuls' FLOPs above (layout/elementwise_work.h).
+  double recompute = 0.0;  // what the checkpoint policies run again (matmuls and element-wise)
+  // Forward's and backward's element-wise work (norms, residual adds, activations) by memory
+  // bandwidth, beside the matmuls' FLOPs in `compute` (layout/elementwise_work.h).
   double elementwise = 0.0;
   double tensor = 0.0;     // tensor/sequence-parallel collectives
   double experts = 0.0;    // expert parallelism's all-to-all dispatch and combine
