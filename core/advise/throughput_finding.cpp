@@ -97,7 +97,7 @@ Wording next_step_for(const RunRecord& run, const std::string& name, double adde
     return "recompute less where memory allows: a policy per stage (" + policy +
            ") that recomputes less on the later stages, which hold fewer micro-batches; " +
            command("layout") + " " + runs_settings("degrees and --micro-batch") +
-           " and no --checkpoint chooses each stage's and predicts its peak";
+           ", without --checkpoint, chooses each stage's policy and predicts its peak";
   } else if (name == "recompute") {
     return "recompute less where memory allows: a larger K (" + setting("checkpoint", "every:K") +
            "); " + command("estimate") + " " + runs_settings("--preset and --batch") +
