@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -276,6 +277,44 @@ TEST(RunLayout, EachStageIsEvaluatedUnderItsOwnPolicy) {
     try {
       evaluate_run(config);
       ADD_FAILURE() << policy << " was evaluated";
+    } catch (const InvalidInput& error) {
+      EXPECT_NE(std::string(error.what()).find(said), std::string::npos) << error.what();
+    }
+  }
+}
+
+// A record no run of the engine makes (edited by hand) is refused in one line, never estimated
+// as something else: sharded parameters on stages, a balanced split never chosen, a step whose
+// sequences overflow, more chunks than the advisor walks in its time.
+TEST(RunLayout, ARecordTheEngineWouldNotRunIsRefused) {
+  RunConfig config;
+  config.preset = "small";
+  config.model = model_preset("small");
+  config.batch = 2;
+  config.accum = 4;
+  config.world_size = config.pp = 2;
+  config.checkpoint = "every:1";
+  ASSERT_NO_THROW(evaluate_run(config));
+  const RunConfig valid = config;
+  std::vector<std::pair<std::function<void(RunConfig&)>, std::string>> edits = {
+      {[](RunConfig& c) { c.world_size = 4, c.shard = "parameters"; },
+       "RematLab's engine does not run"},
+      {[](RunConfig& c) { c.pp_split_balanced = true; }, "recorded no split"},
+      {[](RunConfig& c) { c.batch = int64_t{1} << 32, c.accum = (int64_t{1} << 32) + 1; },
+       "beyond what the planner counts"},
+      {[](RunConfig& c) {
+         c.model.layers = 4096;
+         c.world_size = c.pp = 2048;
+         c.accum = 4096;
+       },
+       "more than the 1024 pipeline chunks"},
+  };
+  for (const auto& [edit, said] : edits) {
+    config = valid;
+    edit(config);
+    try {
+      evaluate_run(config);
+      ADD_FAILURE() << said << ": evaluated";
     } catch (const InvalidInput& error) {
       EXPECT_NE(std::string(error.what()).find(said), std::string::npos) << error.what();
     }

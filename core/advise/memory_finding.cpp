@@ -259,8 +259,9 @@ MemoryEstimates stage_estimates(const RunConfig& config) {
 
 std::optional<std::string> unestimable(const RunConfig& config) {
   if (config.pp > 1) {
-    try {  // by the layout planner, stage by stage: what it cannot evaluate, said
-      stage_estimates(config);
+    try {  // by the layout planner, stage by stage: what it cannot evaluate, said (under none
+           // and every:1, the same degrees, it can then too)
+      layout::evaluate_run(config);
       return std::nullopt;
     } catch (const InvalidInput& error) {
       return "pipeline stages: " + std::string(error.what());

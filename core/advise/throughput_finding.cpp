@@ -5,8 +5,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "layout/layout.h"
-
 namespace rematlab::advise {
 namespace {
 
@@ -89,12 +87,9 @@ Wording next_step_for(const RunRecord& run, const std::string& name, double adde
            setting("checkpoint", "every:K") + ")";
   } else if (name == "recompute" && run.config.pp > 1) {
     // The later stages hold fewer micro-batches in flight: they can recompute less than the first.
-    // A split the run balanced is given as the list it chose (the engine balances no stages: list).
-    Wording policy = setting("checkpoint", "stages:P/P/…");
-    if (run.config.pp_split_balanced && !run.config.pp_split.empty()) {
-      policy = policy + " " + setting("pp_split", layout::split_text(run.config.pp_split));
-    }
-    return "recompute less where memory allows: a policy per stage (" + policy +
+    // (A balanced run's record keeps the split it chose, which a stages: list goes beside.)
+    return "recompute less where memory allows: a policy per stage (" +
+           setting("checkpoint", "stages:P/P/…") +
            ") that recomputes less on the later stages, which hold fewer micro-batches; " +
            command("layout") + " " + runs_settings("degrees and --micro-batch") +
            ", without --checkpoint, chooses each stage's policy and predicts its peak";

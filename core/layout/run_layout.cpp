@@ -55,9 +55,9 @@ std::vector<std::string> stage_policies(const std::string& text, int64_t pp, int
   return policies;
 }
 
-}  // namespace
-
-LayoutEvaluation evaluate_run(const RunConfig& config, const std::string& checkpoint) {
+// What no evaluation of the run's stages can take (a record edited by hand, or a setting the
+// planner does not model): InvalidInput naming it.
+void refuse_unestimable(const RunConfig& config) {
   if (config.world_size < 1) {
     throw InvalidInput("--nproc", "must be at least 1, got " + std::to_string(config.world_size));
   }
@@ -65,6 +65,38 @@ LayoutEvaluation evaluate_run(const RunConfig& config, const std::string& checkp
     throw InvalidInput("--offload", "the layout planner does not estimate the engine's " +
                                         config.offload + " offload stage by stage");
   }
+  if (config.pp_split_balanced && config.pp_split.empty()) {
+    throw InvalidInput("--pp-split",
+                       "balanced when the run starts, and this run recorded no "
+                       "split (it ended before choosing one)");
+  }
+  // Beyond this many chunks one evaluation walks a schedule too long for the advisor to wait on
+  // (the engine runs more only in a record edited by hand).
+  constexpr int64_t kMostChunks = 1024;
+  if (config.pp > kMostChunks ||
+      config.virtual_stages > kMostChunks / std::max<int64_t>(1, config.pp)) {
+    throw InvalidInput("--pp", "more than the " + std::to_string(kMostChunks) +
+                                   " pipeline chunks the advisor estimates");
+  }
+}
+
+// Sequences a step of the run trains over its data ranks, or InvalidInput where they overflow.
+int64_t step_sequences(const RunConfig& config) {
+  int64_t sequences = 0;
+  if (__builtin_mul_overflow(config.batch, config.accum, &sequences) ||
+      __builtin_mul_overflow(sequences, config.data_ranks(), &sequences)) {
+    throw InvalidInput("--batch", "a step of " + std::to_string(config.batch) + " × " +
+                                      std::to_string(config.accum) + " × " +
+                                      std::to_string(config.data_ranks()) +
+                                      " sequences is beyond what the planner counts");
+  }
+  return sequences;
+}
+
+}  // namespace
+
+LayoutEvaluation evaluate_run(const RunConfig& config, const std::string& checkpoint) {
+  refuse_unestimable(config);
   const int64_t data_ranks = config.data_ranks();
   LayoutRequest request;
   request.arch = estimate::from_model_config(config.model);
@@ -79,7 +111,7 @@ LayoutEvaluation evaluate_run(const RunConfig& config, const std::string& checkp
   while (config.world_size % node != 0) --node;
   request.cluster.gpus = config.world_size;
   request.cluster.gpus_per_node = request.cluster.gpu.gpus_per_node = node;
-  request.global_batch = config.batch * config.accum * data_ranks;
+  request.global_batch = step_sequences(config);
   const int zero = static_cast<int>(data_ranks > 1 ? parse_shard(config.shard) : ShardMode::kNone);
   FixedDimensions& fixed = request.fixed;
   fixed.tp = config.tp;
@@ -112,7 +144,12 @@ LayoutEvaluation evaluate_run(const RunConfig& config, const std::string& checkp
     throw InvalidInput("layout", problem);
   }
   LayoutEvaluator evaluator(request);
-  return evaluator.evaluate(layout);
+  LayoutEvaluation evaluation = evaluator.evaluate(layout);
+  if (!evaluation.engine_lacks.empty()) {  // a record the engine would not have run
+    throw InvalidInput("layout",
+                       "RematLab's engine does not run " + evaluation.engine_lacks.front());
+  }
+  return evaluation;
 }
 
 }  // namespace rematlab::layout

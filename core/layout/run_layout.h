@@ -16,7 +16,8 @@ namespace rematlab::layout {
 // engine's accounting, without a fragmentation allowance; the device is given room for any of
 // them (what fits is the caller's question), so its time figures mean nothing here. Throws
 // InvalidInput naming what the planner cannot evaluate: another policy (plan:, segments:, …), a
-// policy list not one per stage, offload, or degrees it refuses.
+// policy list not one per chunk, offload, a balanced split never chosen, more than 1024 chunks,
+// degrees it or the engine refuses.
 LayoutEvaluation evaluate_run(const RunConfig& config, const std::string& checkpoint = {});
 
 }  // namespace rematlab::layout
