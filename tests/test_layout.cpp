@@ -18,6 +18,7 @@
 #include "common/posix_files.h"
 #include "estimate/activation_memory.h"
 #include "estimate/estimate.h"
+#include "estimate/sharded_units.h"
 #include "estimate/tensor_layout.h"
 #include "layout/layout_evaluator.h"
 #include "layout/layout_export.h"
@@ -766,6 +767,67 @@ TEST(LayoutEvaluator, ARingBetweenNodesTakesOneNetworkStepPerNodeBoundaryAndPass
   sharded.accum = 2;
   EXPECT_NEAR(LayoutEvaluator(request).evaluate(sharded).time.data, 2 * 80 * 3 * (1e-6 + 7 * 1e-5),
               1e-9);
+}
+
+// Planned for RematLab's engine on Gloo (the CPU: nothing hides the collectives), ZeRO's
+// collectives are the engine's own: under ZeRO 3 a unit per sublayer and one for the rest, all
+// gathered for forward and the sublayers again for backward and a recomputation, each unit's
+// gradients all-reduced; under ZeRO 1 and 2 the gradients all-reduced too.
+TEST(LayoutEvaluator, TheEngineOnGlooIsTimedByItsOwnCollectives) {
+  LayoutRequest request = request_for("small", "a100-80gb", 2, 256, 8);
+  request.precision = Precision::kFp32;
+  GpuKind& gpu = request.cluster.gpu;
+  gpu.overlaps_communication = false;
+  // Latency only: each collective its ring steps, a millisecond each.
+  gpu.intra_node_bandwidth = gpu.inter_node_bandwidth = 1e30;
+  gpu.collective_latency = 0.0;
+  gpu.intra_node_step_latency = 1e-3;
+  Layout sharded;
+  sharded.dp = 2;
+  sharded.zero = 3;
+  sharded.micro_batch = 4;
+  sharded.accum = 1;
+  const int64_t L = request.arch.layers;
+  ASSERT_EQ(L, 12);
+  auto data_ms = [&](const LayoutRequest& planned, const std::string& policy) {
+    Layout layout = sharded;
+    layout.stage_checkpoints = {policy};
+    return 1e3 * LayoutEvaluator(planned).evaluate(layout).time.data;
+  };
+  // A cluster's: per block two gathers (three under every:1) and a reduce-scatter, one step each.
+  EXPECT_NEAR(data_ms(request, "none"), L * 3, 1e-9);
+  EXPECT_NEAR(data_ms(request, "every:1"), L * 4, 1e-9);
+  LayoutRequest engine = request;
+  engine.engine_only = true;
+  // The engine's: 1 + 4L gathers, and 1 + 2L all-reduces of two steps each.
+  EXPECT_NEAR(data_ms(engine, "none"), (1 + 4 * L) + 2 * (1 + 2 * L), 1e-9);
+  // every:K gathers a segment's units again but its last: 2K − 1 more for each of L/K segments.
+  EXPECT_NEAR(data_ms(engine, "every:1"), (1 + 4 * L + L) + 2 * (1 + 2 * L), 1e-9);
+  EXPECT_NEAR(data_ms(engine, "every:4"), (1 + 4 * L + 3 * 7) + 2 * (1 + 2 * L), 1e-9);
+  EXPECT_NEAR(data_ms(engine, "selective"), data_ms(engine, "none"), 1e-9);
+
+  // Bytes only: the gathers bring in each unit's other half, the all-reduces send and receive
+  // the gradients' half twice.
+  gpu.intra_node_bandwidth = gpu.inter_node_bandwidth = 1e9;
+  gpu.intra_node_step_latency = 0.0;
+  engine.cluster = request.cluster;
+  const estimate::UnitParameters units = estimate::unit_parameter_counts(request.arch);
+  const double A = static_cast<double>(units.attention), M = static_cast<double>(units.mlp);
+  const double P = static_cast<double>(units.ends) + L * (A + M);
+  const double recomputed = L * (A + M) - L * M;  // every:1: each block's attention again
+  EXPECT_NEAR(data_ms(engine, "every:1"),
+              1e3 * (0.5 * 4 * (units.ends + 2 * L * (A + M) + recomputed) + 4 * P) / 1e9, 1e-9);
+  // ZeRO 1 and 2 all-reduce the gradients in the engine (a cluster reduce-scatters them), then
+  // gather the updated weights.
+  for (int zero : {1, 2}) {
+    Layout layout = sharded;
+    layout.zero = zero;
+    layout.stage_checkpoints = {"none"};
+    const double cluster_ms = 1e3 * LayoutEvaluator(request).evaluate(layout).time.data;
+    const double engine_ms = 1e3 * LayoutEvaluator(engine).evaluate(layout).time.data;
+    EXPECT_NEAR(cluster_ms, 1e3 * (0.5 * 4 * P + 0.5 * 4 * P) / 1e9, 1e-9) << zero;
+    EXPECT_NEAR(engine_ms, 1e3 * (4 * P + 0.5 * 4 * P) / 1e9, 1e-9) << zero;
+  }
 }
 
 TEST(GpuCatalog, CardsWithoutNvlinkTakePciesStepLatency) {

@@ -196,6 +196,27 @@ TEST(LayoutExperts, EachBlockDispatchesAndCombinesTwiceAndAgainWhenRecomputedAtT
     const LayoutEvaluation recomputed = evaluator.evaluate(data_layout(16, 8, 0, 4, "every:1"));
     EXPECT_DOUBLE_EQ(recomputed.time.experts, 4 * blocks * 6 * exchange);
     EXPECT_GT(recomputed.step_s, kept.step_s);
+    // RematLab's engine exchanges the rows' counts before each forward dispatch, and copies the
+    // rows each held expert receives together before it runs (and their gradients after):
+    // forward, backward, and a recomputation again; 2 bytes a value read and written.
+    LayoutRequest engine = request;
+    engine.engine_only = true;
+    LayoutEvaluator engine_evaluator(engine);
+    const double counts = all_to_all_seconds(request.cluster, 8, 8, arch.moe.experts * 8.0);
+    const double copy_s = 4096.0 * arch.moe.experts_per_token * load * 2.0 *
+                          static_cast<double>(arch.d_model) * 2.0 /
+                          request.cluster.gpu.memory_bandwidth;
+    for (const auto& [policy, passes] : {std::pair{"none", 1.0}, std::pair{"every:1", 2.0}}) {
+      const LayoutEvaluation planned = evaluator.evaluate(data_layout(16, 8, 0, 4, policy));
+      const LayoutEvaluation engine_run =
+          engine_evaluator.evaluate(data_layout(16, 8, 0, 4, policy));
+      EXPECT_NEAR(engine_run.time.experts - planned.time.experts, 4 * blocks * passes * counts,
+                  1e-12)
+          << policy;
+      const double elementwise = engine_run.time.elementwise + engine_run.time.recompute -
+                                 planned.time.elementwise - planned.time.recompute;
+      EXPECT_NEAR(elementwise, 4 * blocks * (1.0 + passes) * copy_s, 1e-9) << policy;
+    }
   }
   // Without expert ranks nothing is exchanged; with a load the fullest rank's experts run longer.
   const LayoutRequest even = experts_request("mixtral-8x7b", 16, 4096, 64);

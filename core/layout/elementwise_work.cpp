@@ -49,4 +49,11 @@ double engine_collective_values(const estimate::Architecture& arch, int64_t tp,
   return gathers * 2.0 * h + scatters * (3.0 * h + h / static_cast<double>(tp));
 }
 
+double engine_expert_values(const estimate::Architecture& arch, int64_t ep, bool rerun) {
+  if (ep <= 1 || !arch.moe.enabled()) return 0.0;
+  const double rows = static_cast<double>(arch.moe.experts_per_token) * arch.expert_rank_load;
+  // Each copy reads a row and writes it: forward once, backward once, a recomputation once more.
+  return (2.0 + (rerun ? 1.0 : 0.0)) * rows * 2.0 * static_cast<double>(arch.d_model);
+}
+
 }  // namespace rematlab::layout

@@ -31,4 +31,10 @@ double rank_forward_values(const ElementwiseValues& block, int64_t tp, bool sequ
 double engine_collective_values(const estimate::Architecture& arch, int64_t tp,
                                 bool sequence_parallel, bool rerun);
 
+// What RematLab's engine adds per token and block over expert ranks (ep > 1), at the fullest
+// rank (arch.expert_rank_load): the rows each held expert receives from every rank concatenated
+// before it runs, and their gradients after backward's split; one process runs its experts on
+// views of the rows it grouped. Forward's rows are the token's k choices, d_model wide.
+double engine_expert_values(const estimate::Architecture& arch, int64_t ep, bool rerun);
+
 }  // namespace rematlab::layout

@@ -17,6 +17,7 @@
 #include "layout/elementwise_work.h"
 #include "layout/layout_rules.h"
 #include "layout/layout_states.h"
+#include "layout/sharded_transfers.h"
 #include "parallel/pipeline_schedule.h"
 #include "run/run_config.h"
 
@@ -201,7 +202,8 @@ LayoutEvaluator::StageWork LayoutEvaluator::make_stage_work(const Layout& layout
   const double forward = rank_forward_values(elementwise_, layout.tp, layout.sp);
   double values = 3.0 * forward;
   if (request_.engine_only) {
-    values += engine_collective_values(arch, layout.tp, layout.sp, rerun > 0);
+    values += engine_collective_values(arch, layout.tp, layout.sp, rerun > 0) +
+              engine_expert_values(arch, layout.ep, rerun > 0);
   }
   work.elementwise_s = values * seconds_per_value;
   work.recompute_s += rerun * forward * seconds_per_value;
@@ -313,27 +315,30 @@ double LayoutEvaluator::exposed_transfers(const Layout& layout, const Stage& sta
   // ZeRO-3 gathers the weights for forward, backward and a recomputation, and reduce-scatters
   // the gradients, every micro-batch; prefetching hides what the compute covers.
   if (layout.zero == 3) {
-    // One gather per block and pass, and one reduce-scatter of its gradients; the experts'
-    // over the dp·cp/ep ranks that hold the same experts.
-    const double passes = policy > 0 ? 3.0 : 2.0;
-    const int64_t span = layout.tp * layout.cp * layout.dp;
-    const double units = static_cast<double>(std::max<int64_t>(stage.layers, 1));
+    // The experts' over the dp·cp/ep ranks that hold the same experts.
+    ShardedBlocks blocks;
+    blocks.blocks = stage.layers;
+    blocks.attention_parameters = stage.attention_parameters;
+    blocks.mlp_parameters = stage.layer_parameters - stage.attention_parameters;
+    blocks.recompute_interval = std::max<int64_t>(policy, 0);
     double seconds = 0.0;
+    double first = 0.0;
     double host_bytes = 0.0;
-    for (const auto& [ranks, parameters] :
+    for (const StateGroup& group :
          state_groups(layout, stage.parameters, stage.expert_parameters)) {
-      const double P = static_cast<double>(parameters);
-      seconds +=
-          units * (passes * all_gather_seconds(request_.cluster, ranks, span, P * w / units) +
-                   all_gather_seconds(request_.cluster, ranks, span, P * g / units));
-      host_bytes += passes * P * w / static_cast<double>(ranks);
+      const ShardedTransfers transfers =
+          request_.engine_only
+              ? engine_unit_transfers(request_.cluster, layout, group, blocks, w, g, engine_gloo())
+              : block_transfers(request_.cluster, layout, group, blocks, w, g);
+      seconds += transfers.seconds;
+      first += transfers.first;
+      host_bytes += transfers.shard_bytes_gathered;
     }
     if (layout.offload == Offload::kParameters) {
       seconds = std::max(seconds, host_bytes / gpu.host_link_bandwidth);
     }
-    // With prefetching the first block's gather is always exposed; without it every gather is.
-    time.data =
-        gpu.overlaps_communication ? std::max(0.0, seconds - busy) + seconds / units : seconds;
+    // With prefetching the first gather is always exposed; without it every one is.
+    time.data = gpu.overlaps_communication ? std::max(0.0, seconds - busy) + first : seconds;
   }
   if (layout.offload == Offload::kActivations) {
     const double moved = 2.0 * static_cast<double>(work.own.offloaded);
@@ -460,6 +465,7 @@ std::vector<LayoutEvaluator::Stage> LayoutEvaluator::stages_of(const Layout& lay
     std::tie(stage.rank, stage.pipeline_stages, stage.micro_batches) =
         std::make_tuple(rank, layout.pp, layout.accum);
     stage.layer_parameters = units.attention + units.mlp - (layer_experts - rank_layer_experts);
+    stage.attention_parameters = units.attention;
     stage.expert_parameters = stage.layers * rank_layer_experts;
     stage.parameters = stage.layers * stage.layer_parameters + (stage.embedding ? embedding : 0) +
                        (stage.head ? head : 0);

@@ -44,9 +44,10 @@ class LayoutEvaluator {
     bool head = false;
     int64_t in_flight = 0;  // micro-batch chunks it holds at its peak
     int64_t rank = 0, pipeline_stages = 1, micro_batches = 1;  // its place in the schedule
-    int64_t parameters = 0;         // this rank's share of the model's parameters
-    int64_t layer_parameters = 0;   // one block's (one tensor rank's part)
-    int64_t expert_parameters = 0;  // of `parameters`, its experts' (its expert rank's share)
+    int64_t parameters = 0;            // this rank's share of the model's parameters
+    int64_t layer_parameters = 0;      // one block's (one tensor rank's part)
+    int64_t attention_parameters = 0;  // of them, its attention sublayer's
+    int64_t expert_parameters = 0;     // of `parameters`, its experts' (its expert rank's share)
     // Of them, what trains (all, or a fine-tuned model's adapters), and a frozen base's bytes as
     // stored (fine-tuning's; zero in full training).
     int64_t trained = 0;
@@ -88,6 +89,11 @@ class LayoutEvaluator {
   int64_t buffer_bytes(const Layout& layout, const Stage& stage) const;
   static int64_t largest_chunk_trained(const Stage& stage);
   int64_t first_gradients_parameter(const Layout& layout, const Stage& stage) const;
+  // Whether the request plans RematLab's engine on Gloo: it runs Gloo on the CPU, the one device
+  // whose computing cores run the collectives too (nothing hides them: --no-overlap).
+  bool engine_gloo() const {
+    return request_.engine_only && !request_.cluster.gpu.overlaps_communication;
+  }
   // ZeRO-3's gathers and activation offload's transfers left exposed in one micro-batch, into
   // time.data and time.offload; returns their sum.
   double exposed_transfers(const Layout& layout, const Stage& stage, int64_t policy,

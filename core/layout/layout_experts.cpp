@@ -22,6 +22,13 @@ void LayoutEvaluator::add_expert_exchange(const Layout& layout, double tokens, d
   const int64_t span = layout.tp * layout.ep;
   work.experts_s =
       layers * (4.0 + 2.0 * rerun) * all_to_all_seconds(request_.cluster, layout.ep, span, bytes);
+  if (request_.engine_only) {
+    // RematLab's engine first exchanges how many rows each expert gets (its split sizes are
+    // host integers), each time it dispatches forward: one more all-to-all, of a count each.
+    const double counts = static_cast<double>(arch.moe.experts * 8);
+    work.experts_s +=
+        layers * (1.0 + rerun) * all_to_all_seconds(request_.cluster, layout.ep, span, counts);
+  }
   // Its experts run those rows too, and every rank waits for it at the combine: a row's
   // forward through an expert is 6·d·f FLOPs (gate, up, down), its backward twice that, a
   // recomputation once more.

@@ -9,6 +9,7 @@
 #include "layout/collective_time.h"
 #include "layout/layout_evaluator.h"
 #include "layout/layout_states.h"
+#include "layout/sharded_transfers.h"
 
 namespace rematlab::layout {
 namespace {
@@ -27,10 +28,11 @@ double whole_shares(int64_t parameters, int64_t ranks) {
 // distributed optimizer then gathers the updated weights before the next forward, which nothing
 // hides (the engine's ZeRO 1 and 2; Megatron-LM without --overlap-param-gather). The experts'
 // gradients are reduced over the ranks that hold the same experts (dp·cp/ep), after the rest's, in
-// buckets of their own. `g` and `w`: bytes of a gradient and of a weight.
+// buckets of their own. `g` and `w`: bytes of a gradient and of a weight; `phases`: the
+// reduction's passes round the ring (reduction_phases).
 double exposed_reduction(const Cluster& cluster, const Layout& layout,
                          const std::vector<StateGroup>& groups, int64_t bucket_values, int64_t g,
-                         int64_t w, double backward) {
+                         int64_t w, int phases, double backward) {
   const int64_t span = layout.tp * layout.cp * layout.dp;
   double reducing = 0.0;
   double last_bucket = 0.0;  // the largest of a group's: the one backward cannot hide
@@ -38,8 +40,7 @@ double exposed_reduction(const Cluster& cluster, const Layout& layout,
   for (const auto& [ranks, parameters] : groups) {
     const double P = static_cast<double>(parameters);
     const double buckets = std::max(1.0, std::ceil(P / static_cast<double>(bucket_values)));
-    const double bucket =
-        ring_seconds(cluster, ranks, span, layout.zero == 0 ? 2 : 1, P * g / buckets);
+    const double bucket = ring_seconds(cluster, ranks, span, phases, P * g / buckets);
     last_bucket = std::max(last_bucket, bucket);
     reducing += buckets * bucket;
     if (layout.zero > 0) {
@@ -81,8 +82,9 @@ void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
     const double backward = gpu.overlaps_communication
                                 ? (2.0 / 3.0) * (one.compute + one.elementwise) + one.recompute
                                 : 0.0;
+    const int phases = reduction_phases(layout.zero, request_.engine_only, engine_gloo());
     const double exposed =
-        exposed_reduction(cluster, layout, groups, request_.bucket_values, g, w, backward);
+        exposed_reduction(cluster, layout, groups, request_.bucket_values, g, w, phases, backward);
     time.data += exposed;
     step_s += exposed;
   }
