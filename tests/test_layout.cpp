@@ -986,6 +986,34 @@ TEST(LayoutCli, TheLocalDeviceIsTheGpuWithItsMemoryAndKeptPeak) {
   EXPECT_NE(json["gpu_description"].get<std::string>().find("not kept"), std::string::npos);
   EXPECT_FALSE(json["overlaps_communication"].get<bool>());  // the CPU's cores run Gloo too
   EXPECT_FALSE(files::exists(db));
+  // Its element-wise bandwidth, and the matmul efficiency at the model's shapes, measured now.
+  const std::string description = json["gpu_description"];
+  EXPECT_NE(description.find("element-wise memory bandwidth measured"), std::string::npos)
+      << description;
+  EXPECT_NE(description.find("matmul efficiency measured"), std::string::npos) << description;
+  EXPECT_GT(json["memory_bandwidth"].get<double>(), 1e8);
+  EXPECT_LT(json["memory_bandwidth"].get<double>(), 1e13);
+  EXPECT_GT(json["matmul_efficiency"].get<double>(), 0.0);
+  EXPECT_LE(json["matmul_efficiency"].get<double>(), 1.0);
+  // Given, they are planned with as given, and said so.
+  const auto figures_given = cli(plan + " --memory-bandwidth 5e9 --efficiency 0.5");
+  ASSERT_EQ(figures_given.exit_code, 0) << figures_given.err;
+  const nlohmann::json as_given = last_line_json(figures_given.out);
+  EXPECT_EQ(as_given["memory_bandwidth"].get<double>(), 5e9);
+  EXPECT_EQ(as_given["matmul_efficiency"].get<double>(), 0.5);
+  EXPECT_NE(as_given["gpu_description"].get<std::string>().find("bandwidth given"),
+            std::string::npos);
+  // A block too large to probe keeps the default efficiency, and says why.
+  const auto large =
+      cli("layout --model llama2-70b --gpu local --device cpu --gpus 8 --seq-len 4096 "
+          "--global-batch 8 --precision fp32 --peak-flops 1e11 --json --db " +
+          db);
+  ASSERT_EQ(large.exit_code, 0) << large.err;
+  const nlohmann::json unprobed = last_line_json(large.out);
+  EXPECT_EQ(unprobed["matmul_efficiency"].get<double>(), 0.6);
+  EXPECT_NE(unprobed["gpu_description"].get<std::string>().find("too large to probe"),
+            std::string::npos)
+      << unprobed["gpu_description"];
   // The peak `peak --save` kept is the one planned with.
   const auto saved = cli("peak --save --precision fp32 --repeats 2 --json --db " + db);
   ASSERT_EQ(saved.exit_code, 0) << saved.err;

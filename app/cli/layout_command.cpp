@@ -77,14 +77,18 @@ struct LayoutOptions {
   bool runnable_here = false;
   bool json = false;
 
-  layout::GpuKind resolve_gpu() const {
+  layout::GpuKind resolve_gpu(const estimate::Architecture& arch) const {
     if (peak_flops && !(std::isfinite(*peak_flops) && *peak_flops > 0.0)) {
       throw InvalidInput("--peak-flops", "must be a positive FLOP/s figure such as 989e12");
     }
     layout::GpuKind kind;
     if (gpu == "local") {
+      LocalMeasures given;
+      given.peak = peak_flops.value_or(0.0);
+      given.bandwidth_given = memory_bandwidth.has_value();
+      given.efficiency_given = efficiency.has_value();
       kind = local_gpu_kind(device.empty() ? default_local_device() : device,
-                            parse_precision(precision), db, peak_flops.value_or(0.0));
+                            parse_precision(precision), db, arch, given);
     } else if (!device.empty() || !db.empty()) {
       throw InvalidInput(device.empty() ? "--db" : "--device",
                          "describes the local device: give it with --gpu local");
@@ -243,7 +247,7 @@ struct LayoutOptions {
       place_on(stand_in, checked);
       layout::validate(checked);
     }
-    place_on(resolve_gpu(), request);
+    place_on(resolve_gpu(request.arch), request);
     layout::validate(request);
     return request;
   }
@@ -261,7 +265,8 @@ struct LayoutOptions {
 void add_gpu_options(CLI::App& command, LayoutOptions& options) {
   command.add_option("--gpu", options.gpu,
                      "GPU kind: " + layout::gpu_names() +
-                         ", or local (this machine's device: its memory and measured peak)");
+                         ", or local (this machine's device: its memory, and its matmul peak, "
+                         "element-wise bandwidth and matmul efficiency measured)");
   command.add_option("--device", options.device,
                      "With --gpu local: cpu, cuda or cuda:N (default: cuda when present)");
   command.add_option("--db", options.db,
@@ -271,7 +276,8 @@ void add_gpu_options(CLI::App& command, LayoutOptions& options) {
   command.add_option("--peak-flops", options.peak_flops,
                      "Dense peak FLOP/s in the training precision (replaces the kind's)");
   command.add_option("--efficiency", options.efficiency,
-                     "Share of peak a large matmul reaches (default: the kind's)");
+                     "Share of peak the model's matmuls reach (default: the kind's; measured at "
+                     "the model's shapes with --gpu local)");
   command.add_option("--memory-bandwidth", options.memory_bandwidth,
                      "Bytes/s the GPU's element-wise work and optimizer update stream through "
                      "its memory (replaces the kind's)");

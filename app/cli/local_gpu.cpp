@@ -4,8 +4,10 @@
 
 #include <memory>
 
+#include "cli/cli_output.h"
 #include "common/errors.h"
 #include "common/posix_files.h"
+#include "layout/local_device_probe.h"
 #include "run/run_config.h"
 #include "runtime/device.h"
 #include "store/peak_flops_registry.h"
@@ -16,7 +18,9 @@ namespace rematlab::cli {
 std::string default_local_device() { return torch::cuda::is_available() ? "cuda" : "cpu"; }
 
 layout::GpuKind local_gpu_kind(const std::string& device, Precision precision,
-                               const std::string& db, double given_peak) {
+                               const std::string& db, const estimate::Architecture& arch,
+                               const LocalMeasures& given) {
+  const double given_peak = given.peak;
   const c10::Device parsed = parse_device(device);
   RunConfig config;
   config.device = device;
@@ -42,19 +46,37 @@ layout::GpuKind local_gpu_kind(const std::string& device, Precision precision,
 
   layout::GpuKind kind;
   kind.name = "local";
-  kind.description =
-      describe_device(parsed) + "; matmul peak " + config.peak_flops_source +
-      "; links, memory bandwidth and efficiency not measured (defaults unless given)";
   kind.memory_bytes = device_memory_bytes(parsed);
   kind.peak_bf16 = kind.peak_fp32 = config.peak_flops;  // measured in the precision planned
-  kind.memory_bandwidth = parsed.is_cuda() ? 1000e9 : 20e9;
+  std::string bandwidth_source = "given";
+  kind.memory_bandwidth = 0.0;  // --memory-bandwidth's
+  if (!given.bandwidth_given) {
+    kind.memory_bandwidth = layout::measure_elementwise_bandwidth(parsed, precision);
+    bandwidth_source = "measured " + format_number(kind.memory_bandwidth / 1e9, 1) + " GB/s";
+  }
+  std::string efficiency_source = "given";
+  kind.matmul_efficiency = 0.6;  // a PCIe card's default
+  if (!given.efficiency_given) {
+    const layout::MatmulEfficiency measured =
+        layout::measure_matmul_efficiency(arch, parsed, precision, config.peak_flops);
+    if (measured.share > 0.0) {
+      kind.matmul_efficiency = measured.share;
+      efficiency_source = "measured " + format_number(measured.share, 2) +
+                          " at the model's shapes (" + std::to_string(measured.rows) + " tokens)";
+    } else {
+      efficiency_source = "the default 0.6: " + measured.not_measured;
+    }
+  }
+  kind.description = describe_device(parsed) + "; matmul peak " + config.peak_flops_source +
+                     "; element-wise memory bandwidth " + bandwidth_source +
+                     "; matmul efficiency " + efficiency_source +
+                     "; links not measured (defaults unless given)";
   kind.intra_node_bandwidth = kind.inter_node_bandwidth = kind.host_link_bandwidth = 25e9;
   kind.intra_node_step_latency = layout::kPcieStepLatency;  // a PCIe link's, as its bandwidth
   kind.overlaps_communication = parsed.is_cuda();
   kind.gpus_per_node = parsed.is_cuda() ? static_cast<int64_t>(torch::cuda::device_count()) : 1;
   // On the CPU the device's memory is the host's: offloading to it frees nothing.
   kind.host_memory_bytes = parsed.is_cuda() ? device_memory_bytes(c10::Device(c10::kCPU)) : 0;
-  kind.matmul_efficiency = 0.6;
   return kind;
 }
 

@@ -80,6 +80,7 @@ nlohmann::json to_json(const LayoutRequest& request, const LayoutAnswer& answer)
   json["gpu_description"] = cluster.gpu.description;
   json["gpu_memory_bytes"] = cluster.gpu.memory_bytes;
   json["peak_flops"] = json_number(cluster.gpu.peak_flops(request.precision));
+  json["memory_bandwidth"] = json_number(cluster.gpu.memory_bandwidth);
   json["overlaps_communication"] = cluster.gpu.overlaps_communication;
   json["gpus"] = cluster.gpus;
   json["gpus_per_node"] = cluster.node_gpus();

@@ -1,0 +1,37 @@
+// This machine's device measured for the layout planner (`layout --gpu local`): the figures the
+// GPU catalogue takes from datasheets and stated defaults for the other kinds.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/precision.h"
+#include "estimate/architecture.h"
+
+namespace rematlab::layout {
+
+// Bytes/s of the element-wise work the planner times by memory bandwidth (elementwise_work.h),
+// counted as it counts it: a norm (its input read, its output written), a residual add (two
+// read, one written) and a GELU (one read, one written) over tensors beyond a CPU's caches,
+// forward only (the planner takes backward as twice forward); the best of five passes.
+double measure_elementwise_bandwidth(const c10::Device& device, Precision precision);
+
+struct MatmulEfficiency {
+  double share = 0.0;        // of the peak; 0 where not measured
+  int64_t rows = 0;          // the tokens each product ran
+  std::string not_measured;  // why, where share is 0
+};
+
+// The share of `peak_flops` that one block's projections reach at the model's own shapes on one
+// device: each projection's forward and both backward products (a mixture's experts at the rows
+// each receives when balanced), for a sequence's tokens, or fewer where the block would take
+// over a second; the best of three per product. Not measured (said why) where one block's
+// matrices would take over an eighth of the device's memory or 2 GiB. Attention's scores and the
+// head are not probed: the planner applies the blocks' share to every FLOP.
+MatmulEfficiency measure_matmul_efficiency(const estimate::Architecture& arch,
+                                           const c10::Device& device, Precision precision,
+                                           double peak_flops);
+
+}  // namespace rematlab::layout
