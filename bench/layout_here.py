@@ -275,11 +275,13 @@ def main():
                   ("; taken as 100 %: the planner predicts this step above the measured"
                    if fitted > 1 else ""))
     print()
+    # The experts' columns only for the mixture's table.
     print("| model | layout | policy | peak per rank meas. / pred. MiB | ratio | of which above the states "
           "meas. / pred. MiB | states meas. / pred. MiB | step meas. / pred. ms | ratio "
-          "| waiting on collectives meas. / pred. ms | of which all-to-all meas. / pred. ms "
-          "| the rest meas. / pred. ms | rank / block / expert load | peak pred. at them MiB | ratio |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| waiting on collectives meas. / pred. ms | " +
+          ("of which all-to-all meas. / pred. ms | " if args.moe else "") + "the rest meas. / pred. ms |" +
+          (" rank / block / expert load | peak pred. at them MiB | ratio |" if args.moe else ""))
+    print("|---" * (15 if args.moe else 11) + "|")
     # The runs' database: measured now, kept nowhere, gone however the table ends.
     with tempfile.TemporaryDirectory() as scratch:
         db = os.path.join(scratch, "runs.sqlite")
@@ -348,9 +350,9 @@ def main():
                           f'{(memory["activations"] + memory["buffers"]) / mib:.1f} | '
                           f'{rank["model_state_bytes"] / mib:.1f} / {states / mib:.1f} | '
                           f'{measured["step_ms"]:.0f} / {1000 * best["step_s"]:.0f} | {step_ratio:.2f} | '
-                          f'{wait:.0f} / {wait_pred:.0f} | {exchange} | '
-                          f'{measured["step_ms"] - wait:.0f} / {1000 * best["step_s"] - wait_pred:.0f} | '
-                          f'{loaded} |')
+                          f'{wait:.0f} / {wait_pred:.0f} | ' + (f'{exchange} | ' if args.moe else '') +
+                          f'{measured["step_ms"] - wait:.0f} / {1000 * best["step_s"] - wait_pred:.0f} |' +
+                          (f' {loaded} |' if args.moe else ''))
                     sys.stdout.flush()
 
 
