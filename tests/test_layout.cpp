@@ -25,6 +25,7 @@
 #include "layout/layout_rules.h"
 #include "layout/layout_search.h"
 #include "layout/layout_states.h"
+#include "layout/sharded_transfers.h"
 #include "planned_run.h"
 #include "scratch_dir.h"
 #include "store/run_store.h"
@@ -817,6 +818,23 @@ TEST(LayoutEvaluator, TheEngineOnGlooIsTimedByItsOwnCollectives) {
   const double recomputed = L * (A + M) - L * M;  // every:1: each block's attention again
   EXPECT_NEAR(data_ms(engine, "every:1"),
               1e3 * (0.5 * 4 * (units.ends + 2 * L * (A + M) + recomputed) + 4 * P) / 1e9, 1e-9);
+  // On NCCL the compute hides all but what prefetching cannot: the first unit's gather, the
+  // embeddings' and head's, and their reduce-scatter, the last of backward.
+  LayoutRequest nccl = engine;
+  nccl.cluster.gpu.overlaps_communication = true;
+  nccl.cluster.gpu.intra_node_bandwidth = nccl.cluster.gpu.inter_node_bandwidth = 1e12;
+  EXPECT_NEAR(data_ms(nccl, "none"), 1e3 * (0.5 * 4 * units.ends * 2) / 1e12, 1e-12);
+  // The reduction's passes: an all-reduce's 2 where every rank keeps the sum (ZeRO 0; the
+  // engine's ZeRO 1, whose optimizer shards read it, on NCCL too; on Gloo the engine keeps its
+  // shard of an all-reduce under ZeRO 2 and 3), a reduce-scatter's 1 elsewhere.
+  EXPECT_EQ(reduction_phases(0, false, false), 2);
+  EXPECT_EQ(reduction_phases(1, false, false), 1);
+  EXPECT_EQ(reduction_phases(3, false, true), 1);
+  EXPECT_EQ(reduction_phases(1, true, false), 2);
+  EXPECT_EQ(reduction_phases(2, true, false), 1);
+  EXPECT_EQ(reduction_phases(3, true, false), 1);
+  EXPECT_EQ(reduction_phases(2, true, true), 2);
+  EXPECT_EQ(reduction_phases(3, true, true), 2);
   // ZeRO 1 and 2 all-reduce the gradients in the engine (a cluster reduce-scatters them), then
   // gather the updated weights.
   for (int zero : {1, 2}) {
@@ -993,8 +1011,7 @@ TEST(LayoutCli, TheLocalDeviceIsTheGpuWithItsMemoryAndKeptPeak) {
   EXPECT_NE(description.find("matmul efficiency measured"), std::string::npos) << description;
   EXPECT_GT(json["memory_bandwidth"].get<double>(), 1e8);
   EXPECT_LT(json["memory_bandwidth"].get<double>(), 1e13);
-  EXPECT_GT(json["matmul_efficiency"].get<double>(), 0.0);
-  EXPECT_LE(json["matmul_efficiency"].get<double>(), 1.0);
+  EXPECT_GT(json["matmul_efficiency"].get<double>(), 0.01);
   // Given, they are planned with as given, and said so.
   const auto figures_given = cli(plan + " --memory-bandwidth 5e9 --efficiency 0.5");
   ASSERT_EQ(figures_given.exit_code, 0) << figures_given.err;

@@ -293,7 +293,8 @@ void add_gpu_options(CLI::App& command, LayoutOptions& options) {
                      "Seconds per ring step between nodes (default 9.6e-6)");
   command.add_flag("--no-overlap", options.no_overlap,
                    "Nothing hides collectives behind the compute (a CPU whose cores run both; "
-                   "--gpu local --device cpu sets it)");
+                   "--gpu local --device cpu sets it). With --runnable-here it also means the "
+                   "engine's collectives on Gloo, as it runs them on the CPU");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli/cli_output.h"
+#include "common/current_exception.h"
 #include "common/errors.h"
 #include "common/posix_files.h"
 #include "layout/local_device_probe.h"
@@ -48,23 +49,41 @@ layout::GpuKind local_gpu_kind(const std::string& device, Precision precision,
   kind.name = "local";
   kind.memory_bytes = device_memory_bytes(parsed);
   kind.peak_bf16 = kind.peak_fp32 = config.peak_flops;  // measured in the precision planned
+  // The probes are a second's work; one that fails (the device out of memory) leaves its
+  // default, said with the reason, rather than the plan.
+  kind.memory_bandwidth = parsed.is_cuda() ? 1000e9 : 20e9;
   std::string bandwidth_source = "given";
-  kind.memory_bandwidth = 0.0;  // --memory-bandwidth's
   if (!given.bandwidth_given) {
-    kind.memory_bandwidth = layout::measure_elementwise_bandwidth(parsed, precision);
-    bandwidth_source = "measured " + format_number(kind.memory_bandwidth / 1e9, 1) + " GB/s";
+    bandwidth_source = "the default " + format_number(kind.memory_bandwidth / 1e9, 0) + " GB/s: ";
+    try {
+      const double measured = layout::measure_elementwise_bandwidth(parsed, precision);
+      if (measured > 0.0) {
+        kind.memory_bandwidth = measured;
+        bandwidth_source = "measured " + format_number(measured / 1e9, 1) + " GB/s";
+      } else {
+        bandwidth_source += "too little device memory known to probe";
+      }
+    } catch (...) {
+      bandwidth_source += "its probe failed (" + describe_current_exception() + ")";
+    }
   }
-  std::string efficiency_source = "given";
   kind.matmul_efficiency = 0.6;  // a PCIe card's default
+  std::string efficiency_source = "given";
   if (!given.efficiency_given) {
-    const layout::MatmulEfficiency measured =
-        layout::measure_matmul_efficiency(arch, parsed, precision, config.peak_flops);
-    if (measured.share > 0.0) {
-      kind.matmul_efficiency = measured.share;
-      efficiency_source = "measured " + format_number(measured.share, 2) +
-                          " at the model's shapes (" + std::to_string(measured.rows) + " tokens)";
-    } else {
-      efficiency_source = "the default 0.6: " + measured.not_measured;
+    try {
+      const layout::MatmulEfficiency measured =
+          layout::measure_matmul_efficiency(arch, parsed, precision, config.peak_flops);
+      if (measured.share > 0.0) {
+        kind.matmul_efficiency = measured.share;
+        efficiency_source = "measured " + format_number(measured.share, 2) +
+                            " at the model's shapes (" + std::to_string(measured.rows) + " tokens" +
+                            (measured.capped.empty() ? "" : "; " + measured.capped) + ")";
+      } else {
+        efficiency_source = "the default 0.6: " + measured.not_measured;
+      }
+    } catch (...) {
+      efficiency_source =
+          "the default 0.6: its probe failed (" + describe_current_exception() + ")";
     }
   }
   kind.description = describe_device(parsed) + "; matmul peak " + config.peak_flops_source +

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "common/byte_size.h"
+#include "layout/layout.h"
 #include "memory/device_memory.h"
 #include "runtime/device.h"
 
@@ -41,28 +43,64 @@ double fastest_s(const std::function<void()>& work, const c10::Device& device, i
 struct Projection {
   int64_t in = 0;
   int64_t out = 0;
-  int64_t rows_per_token_num = 1;  // the rows it runs: tokens × num / den
+  int64_t count = 1;               // how many the block runs (a mixture's experts)
+  int64_t rows_per_token_num = 1;  // the rows each runs: tokens × num / den
   int64_t rows_per_token_den = 1;
 };
 
-// One block's projections as one device runs them (no tensor ranks).
+// One block's projections as RematLab's engine (and Megatron-LM) lays them out on one device:
+// queries, keys and values in one matrix, the gated MLP's gate and up in one; a mixture's
+// experts SwiGLU each, E of them at the balanced share of the k·tokens rows.
 std::vector<Projection> block_projections(const estimate::Architecture& arch) {
   const int64_t h = arch.d_model;
-  std::vector<Projection> projections = {
-      {h, arch.q_dim()}, {h, arch.kv_dim()}, {h, arch.kv_dim()}, {arch.q_dim(), h}};
-  auto mlp = [&](int64_t width, int64_t num, int64_t den) {
-    for (int i = 0; i < (arch.gated_mlp ? 2 : 1); ++i) projections.push_back({h, width, num, den});
-    projections.push_back({width, h, num, den});
-  };
+  std::vector<Projection> projections = {{h, arch.q_dim() + 2 * arch.kv_dim()}, {arch.q_dim(), h}};
   if (arch.moe.enabled()) {
-    // One expert at its balanced share of the k·tokens rows: the experts all run so.
-    mlp(arch.expert_hidden > 0 ? arch.expert_hidden : arch.mlp_hidden, arch.moe.experts_per_token,
-        arch.moe.experts);
-    if (arch.moe.shared_expert_hidden > 0) mlp(arch.moe.shared_expert_hidden, 1, 1);
+    const int64_t width = arch.expert_hidden > 0 ? arch.expert_hidden : arch.mlp_hidden;
+    const int64_t experts = arch.moe.experts;
+    projections.push_back({h, 2 * width, experts, arch.moe.experts_per_token, experts});
+    projections.push_back({width, h, experts, arch.moe.experts_per_token, experts});
+    if (arch.moe.shared_expert_hidden > 0) {
+      projections.push_back({h, 2 * arch.moe.shared_expert_hidden});
+      projections.push_back({arch.moe.shared_expert_hidden, h});
+    }
   } else {
-    mlp(arch.mlp_hidden, 1, 1);
+    projections.push_back({h, arch.gated_mlp ? 2 * arch.mlp_hidden : arch.mlp_hidden});
+    projections.push_back({arch.mlp_hidden, h});
   }
   return projections;
+}
+
+int64_t rows_of(const Projection& p, int64_t tokens) {
+  return std::max<int64_t>(1, tokens * p.rows_per_token_num / p.rows_per_token_den);
+}
+
+// The probes' memory at most: an eighth of the device, 2 GiB at most; 0 when unknown.
+int64_t probe_memory_limit(const c10::Device& device) {
+  return std::min<int64_t>(int64_t{2} << 30, device_memory_bytes(device) / 8);
+}
+
+// The block's projections at `tokens` tokens, each's forward and backward products the best of
+// `repeats` (after one untimed), times how many the block runs: FLOPs and seconds.
+std::pair<double, double> time_block(const std::vector<Projection>& projections, int64_t tokens,
+                                     const torch::TensorOptions& options, int repeats) {
+  double flops = 0.0;
+  double seconds = 0.0;
+  for (const Projection& p : projections) {
+    const int64_t rows = rows_of(p, tokens);
+    const torch::Tensor x = filled(rows, p.in, options);
+    const torch::Tensor w = filled(p.out, p.in, options);
+    const torch::Tensor dy = filled(rows, p.out, options);
+    auto products = [&] {  // forward, and backward's input and weight gradients
+      torch::matmul(x, w.t());
+      torch::matmul(dy, w);
+      torch::matmul(dy.t(), x);
+    };
+    products();
+    const auto count = static_cast<double>(p.count);
+    seconds += count * fastest_s(products, options.device(), repeats);
+    flops += count * 6.0 * static_cast<double>(rows * p.in * p.out);
+  }
+  return {flops, seconds};
 }
 
 }  // namespace
@@ -70,10 +108,14 @@ std::vector<Projection> block_projections(const estimate::Architecture& arch) {
 double measure_elementwise_bandwidth(const c10::Device& device, Precision precision) {
   torch::NoGradGuard no_grad;
   const auto options = torch::TensorOptions().dtype(dtype_of(precision)).device(device);
-  // 64 MiB a tensor in fp32 on a CPU (beyond its caches, as a step's activations are); 512 MiB
-  // on a GPU.
+  // 64 MiB a tensor in fp32 on a CPU (beyond its caches, as a step's activations are), 512 MiB
+  // on a GPU; five such tensors live at once, within the probes' memory.
   const int64_t width = 4096;
-  const int64_t rows = device.is_cuda() ? 32768 : 4096;
+  const auto element = static_cast<int64_t>(c10::elementSize(dtype_of(precision)));
+  const int64_t limit = probe_memory_limit(device);
+  const int64_t rows =
+      std::min<int64_t>(device.is_cuda() ? 32768 : 4096, limit / (5 * width * element));
+  if (rows < 64) return 0.0;
   const torch::Tensor x = filled(rows, width, options);
   const torch::Tensor weight = torch::ones({width}, options);
   const torch::Tensor bias = torch::zeros({width}, options);
@@ -85,7 +127,7 @@ double measure_elementwise_bandwidth(const c10::Device& device, Precision precis
   pass();  // kernels chosen, pages touched
   const double seconds = fastest_s(pass, device, 5);
   const double values = static_cast<double>(rows * width) * (2.0 + 3.0 + 2.0);
-  return values * static_cast<double>(x.element_size()) / seconds;
+  return values * static_cast<double>(element) / seconds;
 }
 
 MatmulEfficiency measure_matmul_efficiency(const estimate::Architecture& arch,
@@ -96,42 +138,47 @@ MatmulEfficiency measure_matmul_efficiency(const estimate::Architecture& arch,
   const std::vector<Projection> projections = block_projections(arch);
   const auto options = torch::TensorOptions().dtype(dtype_of(precision)).device(device);
   const auto element = static_cast<int64_t>(c10::elementSize(dtype_of(precision)));
-  int64_t weight_bytes = 0;
-  double flops_per_token = 0.0;
-  for (const Projection& p : projections) {
-    weight_bytes += p.in * p.out * element;
-    flops_per_token += 6.0 * static_cast<double>(p.in * p.out) *
-                       static_cast<double>(p.rows_per_token_num) /
-                       static_cast<double>(p.rows_per_token_den);
-  }
-  const int64_t limit = std::min<int64_t>(int64_t{2} << 30, device_memory_bytes(device) / 8);
-  if (weight_bytes > limit) {
-    result.not_measured = "one block's matrices (" + format_bytes(weight_bytes) +
-                          ") are too large to probe on this device";
+  const int64_t limit = probe_memory_limit(device);
+  if (limit <= 0) {
+    result.not_measured = "the device's memory is not known";
     return result;
   }
-  int64_t tokens = std::max<int64_t>(arch.seq_len, 16);
-  while (tokens > 16 && flops_per_token * static_cast<double>(tokens) / peak_flops > 1.0) {
-    tokens /= 2;
-  }
-  double flops = 0.0;
-  double seconds = 0.0;
+  // One projection lives at a time: its weight and its weight gradient, its input, output and
+  // their gradients.
+  int64_t largest_weight = 0;
+  int64_t widest = 0;
   for (const Projection& p : projections) {
-    const int64_t rows = std::max<int64_t>(1, tokens * p.rows_per_token_num / p.rows_per_token_den);
-    const torch::Tensor x = filled(rows, p.in, options);
-    const torch::Tensor w = filled(p.out, p.in, options);
-    const torch::Tensor dy = filled(rows, p.out, options);
-    auto products = [&] {  // forward, and backward's input and weight gradients
-      torch::matmul(x, w.t());
-      torch::matmul(dy, w);
-      torch::matmul(dy.t(), x);
-    };
-    products();
-    seconds += fastest_s(products, device, 3);
-    flops += 6.0 * static_cast<double>(rows * p.in * p.out);
+    largest_weight = std::max(largest_weight, 2 * p.in * p.out * element);
+    widest = std::max(widest, 2 * (p.in + p.out) * element);
   }
+  constexpr int64_t kTrialTokens = 16;
+  const int64_t most_rows = largest_weight < limit ? (limit - largest_weight) / widest : 0;
+  if (most_rows < kTrialTokens) {
+    result.not_measured = "one block's largest matrix (" + format_bytes(largest_weight / 2) +
+                          ") is too large to probe on this device";
+    return result;
+  }
+  // A trial at 16 tokens sizes the probe: as many tokens as a sequence has, fewer where the
+  // block would take over a second or its rows over the rest of the memory.
+  const double trial_s = time_block(projections, kTrialTokens, options, 1).second;
+  int64_t tokens = kTrialTokens;
+  while (tokens * 2 <= arch.seq_len &&
+         trial_s * static_cast<double>(tokens * 2) / static_cast<double>(kTrialTokens) <= 1.0) {
+    bool fits = true;
+    for (const Projection& p : projections) fits = fits && rows_of(p, tokens * 2) <= most_rows;
+    if (!fits) break;
+    tokens *= 2;
+  }
+  const auto [flops, seconds] = time_block(projections, tokens, options, 3);
   result.rows = tokens;
-  result.share = std::min(1.0, flops / seconds / peak_flops);
+  result.share = flops / seconds / peak_flops;
+  if (result.share > 1.0) {
+    result.share = 1.0;
+    result.capped = "above the peak: capped at 1";
+  } else if (result.share < LayoutRequest::kMinMatmulEfficiency) {
+    result.share = LayoutRequest::kMinMatmulEfficiency;
+    result.capped = "under 0.001 of the peak given: taken as 0.001";
+  }
   return result;
 }
 

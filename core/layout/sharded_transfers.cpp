@@ -55,7 +55,11 @@ ShardedTransfers engine_unit_transfers(const Cluster& cluster, const Layout& lay
   const int phases = reduction_phases(3, true, gloo);
   transfers.seconds = gathers * gather + reductions * ring_seconds(cluster, group.ranks, span,
                                                                    phases, P * g / reductions);
-  transfers.first = gather;
+  // Prefetching cannot hide the first gather of forward, the unit beyond the blocks where there
+  // is one (the embeddings, the largest unit), nor that unit's reduction, the last of backward.
+  transfers.first = ends > 0.0 ? all_gather_seconds(cluster, group.ranks, span, beyond * w) +
+                                     ring_seconds(cluster, group.ranks, span, phases, beyond * g)
+                               : gather;
   transfers.shard_bytes_gathered = gathered * w / static_cast<double>(group.ranks);
   return transfers;
 }

@@ -47,6 +47,8 @@ ShardedTransfers block_transfers(const Cluster& cluster, const Layout& layout,
 // sublayer again (the unit beyond the blocks stays whole until its gradients are reduced); a
 // recomputed segment gathers its units again but its last, whose backward comes next. Every
 // unit's gradients are reduced once a micro-batch: reduce-scattered, or all-reduced on Gloo.
+// One state group holding every parameter: the engine shards no experts' states beside expert
+// ranks (run_config refuses it).
 ShardedTransfers engine_unit_transfers(const Cluster& cluster, const Layout& layout,
                                        const StateGroup& group, const ShardedBlocks& blocks,
                                        int64_t w, int64_t g, bool gloo);
