@@ -236,7 +236,7 @@ def main():
         layouts = LAYOUTS
     if args.accum > 1:
         layouts = [layout for layout in layouts if layout[2] == 1 and layout[5] == 1]
-    cores = os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0))  # the cores this process may run on
     with tempfile.TemporaryDirectory() as scratch:  # measured now, kept nowhere
         peak = last_json([args.cli, "peak", "--threads", "1", "--json", "--db",
                           os.path.join(scratch, "runs.sqlite")])["peak_flops"]

@@ -17,6 +17,16 @@ an activation or gradient passed, once sent) against the planner's pipeline tran
 Markdown. Run it on an idle machine. With --data-ranks D the run has D pipelines, each stage's D
 ranks averaging their gradients and, with --zero 1 or 2, sharding their optimizer states (and
 gradients); each stage's row is its rank that peaked highest.
+
+With more ranks than cores the ranks time-share them. The layout is planned with a core a rank;
+the step predicted is then the longer of that step and an idealised bound of the cores' work:
+every rank busy for the planned step less its bubble, over the cores, as if the cores never
+idled while a rank could run (a rank idling in its bubble leaves its core to another). It errs
+both ways: the fill and drain leave cores idle (the step is longer), while the lighter stages
+are counted at the slowest's time and the collectives' latencies as work (shorter). The bubble predicted is the
+planned pipeline's share of that step: an assumption (a rank may also wait on a neighbour
+waiting for a core), not derived. layout_here.py, whose ranks all compute at once, gives each
+rank its share of the cores, the same bound without a bubble.
 """
 import argparse
 import os
@@ -56,7 +66,7 @@ def main():
     data_ranks = args.data_ranks
     ranks = stages * data_ranks
     shard = ["none", "optimizer", "gradients"][args.zero]
-    cores = os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0))  # the cores this process may run on
     with tempfile.TemporaryDirectory() as scratch:  # measured now, kept nowhere
         peak = last_json([args.cli, "peak", "--threads", "1", "--json", "--db",
                           os.path.join(scratch, "runs.sqlite")])["peak_flops"]
@@ -83,7 +93,7 @@ def main():
                 "--accum", str(accum), "--shard", shard, "--bucket-size", args.bucket_size, "--json"])
             plan = last_json([
                 args.cli, "layout", "--model", preset] + tuning + ["--seq-len", str(args.seq_len),
-                "--gpu-memory", "16GiB", "--peak-flops", str(peak * min(1.0, cores / ranks)),
+                "--gpu-memory", "16GiB", "--peak-flops", str(peak),
                 "--efficiency", str(one["hfu"]), "--intra-node-bandwidth", str(link),
                 "--inter-node-bandwidth", str(link), "--collective-latency", str(fixed_latency),
                 "--intra-node-latency", str(step_latency), "--no-overlap", "--gpus", str(ranks),
@@ -99,8 +109,10 @@ def main():
             # Each stage's bubble differs with where it idles (fill, drain); the planner's is
             # the pipeline's, which the stage that waits longest shows.
             bubble = max(rank["bubble_ms"] for rank in measured["ranks"])
-            bubble_pred = 1000 * parts["bubble"]
-            step_ratio = measured["step_ms"] / (1000 * best["step_s"])
+            step_pred = 1000 * max(best["step_s"],
+                                   ranks / cores * (best["step_s"] - parts["bubble"]))
+            bubble_pred = step_pred * parts["bubble"] / best["step_s"]
+            step_ratio = measured["step_ms"] / step_pred
             # Stage s is ranks [s·D, (s+1)·D): the one that peaked highest stands for it.
             fullest = [max((r for r in measured["ranks"] if r["rank"] // data_ranks == s),
                            key=lambda r: r["peak_bytes"]) for s in range(stages)]
@@ -114,10 +126,10 @@ def main():
                       f'| {rank["peak_activation_bytes"] / mib:.1f} / '
                       f'{(memory["activations"] + memory["buffers"]) / mib:.1f} '
                       f'| {rank["model_state_bytes"] / mib:.1f} / {states / mib:.1f} '
-                      f'| {measured["step_ms"]:.0f} / {1000 * best["step_s"]:.0f} '
+                      f'| {measured["step_ms"]:.0f} / {step_pred:.0f} '
                       f'| {step_ratio:.2f} | {bubble:.0f} / {bubble_pred:.0f} '
                       f'| {bubble / measured["step_ms"]:.2f} / '
-                      f'{bubble_pred / (1000 * best["step_s"]):.2f} '
+                      f'{bubble_pred / step_pred:.2f} '
                       f'| {rank["transfer_ms"]:.1f} / {1000 * parts["pipeline"]:.1f} |')
             sys.stdout.flush()
 
