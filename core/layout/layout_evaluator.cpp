@@ -386,32 +386,6 @@ LayoutEvaluator::StageCost LayoutEvaluator::stage_cost(const Layout& layout, con
   return cost;
 }
 
-int64_t LayoutEvaluator::held_beyond_one(const Stage& stage, const std::vector<int64_t>& by_chunk) {
-  // The largest chunk is the one running (at_one).
-  return parallel::PipelineSchedule::most_held(stage.pipeline_stages, stage.rank,
-                                               stage.micro_batches, by_chunk) -
-         *std::max_element(by_chunk.begin(), by_chunk.end());
-}
-
-int64_t LayoutEvaluator::total_in_flight(const StageCost& cost, const Stage& stage) const {
-  const int64_t allocated =
-      cost.at_one.memory.total() + held_beyond_one(stage, cost.saved_by_chunk);
-  return allocated + static_cast<int64_t>(
-                         std::llround(request_.fragmentation * static_cast<double>(allocated)));
-}
-
-StageFigures LayoutEvaluator::in_flight(const StageCost& cost, const Stage& stage,
-                                        int64_t& host_bytes) const {
-  StageFigures figures = cost.at_one;
-  figures.in_flight = stage.in_flight;
-  figures.memory.activations += held_beyond_one(stage, cost.saved_by_chunk);
-  figures.memory.allowance = 0;
-  figures.memory.allowance = static_cast<int64_t>(
-      std::llround(request_.fragmentation * static_cast<double>(figures.memory.total())));
-  host_bytes = cost.host_at_one + held_beyond_one(stage, cost.offloaded_by_chunk);
-  return figures;
-}
-
 std::vector<LayoutEvaluator::Stage> LayoutEvaluator::stages_of(const Layout& layout) const {
   const estimate::Architecture& arch = request_.arch;
   const int64_t vocab = padded_vocab(arch.vocab, layout.tp);
@@ -512,6 +486,7 @@ LayoutEvaluator::Placed LayoutEvaluator::place_stages(const Layout& layout, bool
       layout.vp, layout.micro_batch, layout.offload == Offload::kActivations};
   if (work_layout != work_layout_) {
     work_cache_.clear();
+    held_cache_.clear();
     work_layout_ = work_layout;
   }
   // Ranks of one shape (the same chunks, embedding and head) cost the same but for the chunks

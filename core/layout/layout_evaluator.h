@@ -121,8 +121,9 @@ class LayoutEvaluator {
   StageFigures in_flight(const StageCost& cost, const Stage& stage, int64_t& host_bytes) const;
   int64_t total_in_flight(const StageCost& cost, const Stage& stage) const;  // in_flight's total
   // What the chunk passes `stage` holds at most keep (each chunk's `by_chunk`, as its schedule
-  // holds them), beyond the largest chunk's, which at_one counts.
-  static int64_t held_beyond_one(const Stage& stage, const std::vector<int64_t>& by_chunk);
+  // holds them), beyond the largest chunk's, which at_one counts. An interleaved schedule's
+  // walk is kept for the layouts that differ only in ZeRO and offload (held_cache_).
+  int64_t held_beyond_one(const Stage& stage, const std::vector<int64_t>& by_chunk) const;
 
   const LayoutRequest& request_;
   const ElementwiseValues elementwise_;  // one block's, per token
@@ -138,6 +139,8 @@ class LayoutEvaluator {
   WorkLayout work_layout_{};
   using WorkKey = std::tuple<std::vector<int64_t>, bool, bool, int64_t>;
   std::map<WorkKey, StageWork> work_cache_;
+  using HeldKey = std::tuple<int64_t, int64_t, int64_t, std::vector<int64_t>>;
+  mutable std::map<HeldKey, int64_t> held_cache_;  // cleared with work_cache_
   // Balanced splits by chunks and what a block's and the head's times depend on: tensor ranks,
   // sequence parallelism, context and expert ranks, micro-batch.
   using SplitKey = std::tuple<int64_t, int64_t, bool, int64_t, int64_t, int64_t>;

@@ -83,6 +83,12 @@ int64_t PipelineSchedule::most_held(int64_t stages, int64_t stage, int64_t micro
   }
   const int64_t units = chunks * micro_batches;
   const int64_t leading = warmup(stage, stages, chunks, micro_batches);
+  if (chunks == 1) {
+    // 1F1B: every unit is the one chunk, which the walk below would hold at most through its
+    // warm-up and the first pair's forward (the layout planner asks this for every stage of
+    // every layout it weighs).
+    return weights[0] * (leading + (units > leading ? 1 : 0));
+  }
   int64_t held = 0;
   int64_t most = 0;
   int64_t forwards = 0;
