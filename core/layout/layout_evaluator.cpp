@@ -315,7 +315,7 @@ double LayoutEvaluator::exposed_transfers(const Layout& layout, const Stage& sta
   // ZeRO-3 gathers the weights for forward, backward and a recomputation, and reduce-scatters
   // the gradients, every micro-batch; prefetching hides what the compute covers.
   if (layout.zero == 3) {
-    // The experts' over the dp·cp/ep ranks that hold the same experts.
+    // Per state group: the experts' states over the dp·cp/ep ranks holding the same experts.
     ShardedBlocks blocks;
     blocks.blocks = stage.layers;
     blocks.attention_parameters = stage.attention_parameters;
