@@ -39,12 +39,8 @@ std::optional<estimate::DeviceFit> stage_fit(const RunConfig& config, int64_t ba
     const int64_t asked = std::max<int64_t>(1, batch);
     fit.needed_bytes = needs(asked);
     fit.fits = fit.needed_bytes <= budget;
-    int64_t fitting = 0;  // fits (0: nothing yet known to)
-    int64_t too_large = asked + 1;
-    if (fit.fits)
-      fitting = asked;
-    else
-      too_large = asked;
+    int64_t fitting = fit.fits ? asked : 0;  // fits (0: nothing yet known to)
+    int64_t too_large = fit.fits ? asked + 1 : asked;
     while (too_large - fitting > 1) {
       const int64_t middle = fitting + (too_large - fitting) / 2;
       (needs(middle) <= budget ? fitting : too_large) = middle;

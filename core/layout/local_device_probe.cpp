@@ -3,42 +3,16 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <chrono>
-#include <functional>
 #include <utility>
 #include <vector>
 
 #include "common/byte_size.h"
 #include "layout/layout.h"
-#include "memory/device_memory.h"
 #include "runtime/device.h"
+#include "runtime/peak_flops.h"
 
 namespace rematlab::layout {
 namespace {
-
-at::ScalarType dtype_of(Precision precision) {
-  return precision == Precision::kFp32   ? at::kFloat
-         : precision == Precision::kBf16 ? at::kBFloat16
-                                         : at::kHalf;
-}
-
-// Fixed values, not random ones: planning must not move a generator anyone seeded.
-torch::Tensor filled(int64_t rows, int64_t columns, const torch::TensorOptions& options) {
-  return torch::linspace(-1.0, 1.0, rows * columns, options).reshape({rows, columns});
-}
-
-// The fastest of `repeats` calls of `work`, each waited for on `device`.
-double fastest_s(const std::function<void()>& work, const c10::Device& device, int repeats) {
-  double best = 1e30;
-  for (int repeat = 0; repeat < repeats; ++repeat) {
-    const auto start = std::chrono::steady_clock::now();
-    work();
-    device_memory::synchronize(device);
-    best = std::min(
-        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return best;
-}
 
 struct Projection {
   int64_t in = 0;
@@ -87,9 +61,9 @@ std::pair<double, double> time_block(const std::vector<Projection>& projections,
   double seconds = 0.0;
   for (const Projection& p : projections) {
     const int64_t rows = rows_of(p, tokens);
-    const torch::Tensor x = filled(rows, p.in, options);
-    const torch::Tensor w = filled(p.out, p.in, options);
-    const torch::Tensor dy = filled(rows, p.out, options);
+    const torch::Tensor x = probe_operand(options, rows, p.in);
+    const torch::Tensor w = probe_operand(options, p.out, p.in);
+    const torch::Tensor dy = probe_operand(options, rows, p.out);
     auto products = [&] {  // forward, and backward's input and weight gradients
       torch::matmul(x, w.t());
       torch::matmul(dy, w);
@@ -107,16 +81,16 @@ std::pair<double, double> time_block(const std::vector<Projection>& projections,
 
 double measure_elementwise_bandwidth(const c10::Device& device, Precision precision) {
   torch::NoGradGuard no_grad;
-  const auto options = torch::TensorOptions().dtype(dtype_of(precision)).device(device);
+  const auto options = torch::TensorOptions().dtype(probe_dtype(precision)).device(device);
   // 64 MiB a tensor in fp32 on a CPU (beyond its caches, as a step's activations are), 512 MiB
   // on a GPU; five such tensors live at once, within the probes' memory.
   const int64_t width = 4096;
-  const auto element = static_cast<int64_t>(c10::elementSize(dtype_of(precision)));
+  const auto element = static_cast<int64_t>(c10::elementSize(probe_dtype(precision)));
   const int64_t limit = probe_memory_limit(device);
   const int64_t rows =
       std::min<int64_t>(device.is_cuda() ? 32768 : 4096, limit / (5 * width * element));
   if (rows < 64) return 0.0;
-  const torch::Tensor x = filled(rows, width, options);
+  const torch::Tensor x = probe_operand(options, rows, width);
   const torch::Tensor weight = torch::ones({width}, options);
   const torch::Tensor bias = torch::zeros({width}, options);
   auto pass = [&] {
@@ -136,8 +110,8 @@ MatmulEfficiency measure_matmul_efficiency(const estimate::Architecture& arch,
   torch::NoGradGuard no_grad;
   MatmulEfficiency result;
   const std::vector<Projection> projections = block_projections(arch);
-  const auto options = torch::TensorOptions().dtype(dtype_of(precision)).device(device);
-  const auto element = static_cast<int64_t>(c10::elementSize(dtype_of(precision)));
+  const auto options = torch::TensorOptions().dtype(probe_dtype(precision)).device(device);
+  const auto element = static_cast<int64_t>(c10::elementSize(probe_dtype(precision)));
   const int64_t limit = probe_memory_limit(device);
   if (limit <= 0) {
     result.not_measured = "the device's memory is not known";

@@ -14,12 +14,11 @@
 
 namespace rematlab {
 
-double fastest_product_s(const torch::Tensor& a, const torch::Tensor& b, const c10::Device& device,
-                         int repeats) {
+double fastest_s(const std::function<void()>& work, const c10::Device& device, int repeats) {
   double best = 1e30;
   for (int repeat = 0; repeat < repeats; ++repeat) {
     const auto start = std::chrono::steady_clock::now();
-    const torch::Tensor c = torch::matmul(a, b);
+    work();
     device_memory::synchronize(device);
     best = std::min(
         best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -27,13 +26,22 @@ double fastest_product_s(const torch::Tensor& a, const torch::Tensor& b, const c
   return best;
 }
 
-namespace {
-
-// Fixed values, not random ones: the probe may run between a run's seeding and its first step,
-// and must not move the generator that dropout replays from.
-torch::Tensor probe_operand(const torch::TensorOptions& options, int64_t n) {
-  return torch::linspace(-1.0, 1.0, n * n, options).reshape({n, n});
+double fastest_product_s(const torch::Tensor& a, const torch::Tensor& b, const c10::Device& device,
+                         int repeats) {
+  return fastest_s([&] { torch::matmul(a, b); }, device, repeats);
 }
+
+at::ScalarType probe_dtype(Precision precision) {
+  return precision == Precision::kFp32   ? at::kFloat
+         : precision == Precision::kBf16 ? at::kBFloat16
+                                         : at::kHalf;
+}
+
+torch::Tensor probe_operand(const torch::TensorOptions& options, int64_t rows, int64_t columns) {
+  return torch::linspace(-1.0, 1.0, rows * columns, options).reshape({rows, columns});
+}
+
+namespace {
 
 // The largest side up to `largest`, halving from it, whose one product takes a quarter of a
 // second at most, judged from the best of three 256-side products (a product grows 8× a
@@ -44,7 +52,7 @@ torch::Tensor probe_operand(const torch::TensorOptions& options, int64_t n) {
 int64_t probe_side_within(const torch::TensorOptions& options, int64_t largest) {
   constexpr int64_t kSmallest = 256;
   constexpr double kLongestProductS = 0.25;
-  const torch::Tensor a = probe_operand(options, kSmallest);
+  const torch::Tensor a = probe_operand(options, kSmallest, kSmallest);
   torch::matmul(a, a);  // first call: kernels chosen, threads started
   const double seconds = fastest_product_s(a, a, options.device(), 3);
   int64_t side = largest;
@@ -60,12 +68,9 @@ int64_t probe_side_within(const torch::TensorOptions& options, int64_t largest) 
 PeakFlopsProbe measure_peak_flops(const c10::Device& device, Precision precision, int64_t n,
                                   int repeats) {
   torch::NoGradGuard no_grad;
-  const at::ScalarType dtype = precision == Precision::kFp32   ? at::kFloat
-                               : precision == Precision::kBf16 ? at::kBFloat16
-                                                               : at::kHalf;
-  const auto options = torch::TensorOptions().dtype(dtype).device(device);
+  const auto options = torch::TensorOptions().dtype(probe_dtype(precision)).device(device);
   if (n <= 0) n = device.is_cuda() ? 8192 : probe_side_within(options, 1024);
-  const torch::Tensor a = probe_operand(options, n);
+  const torch::Tensor a = probe_operand(options, n, n);
   const torch::Tensor b = a.flip(0).contiguous();
   // Warm-up for a fifth of a second, not one call: threads spun up, clocks raised, kernels
   // chosen; a single warm-up call left the CPU probe at half the rate a training run sees.

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <c10/core/TensorOptions.h>
 
 #include <cstdint>
+#include <functional>
 
 #include "common/precision.h"
 
@@ -14,10 +17,21 @@ class Tensor;
 
 namespace rematlab {
 
-// The fastest of `repeats` products a·b, in seconds, each waited for on `device`: the timing
-// the probes below and the runtime report's fp32 rate share.
+// The fastest of `repeats` calls of `work`, in seconds, each waited for on `device`: the timing
+// every probe of the device shares (these, the runtime report's fp32 rate, the layout planner's
+// probes of the local device).
+double fastest_s(const std::function<void()>& work, const c10::Device& device, int repeats);
+// The fastest of `repeats` products a·b.
 double fastest_product_s(const at::Tensor& a, const at::Tensor& b, const c10::Device& device,
                          int repeats);
+
+// The dtype a probe in `precision` computes in.
+at::ScalarType probe_dtype(Precision precision);
+
+// A probe's operand of `rows` × `columns`: fixed values, not random ones, as a probe may run
+// between a run's seeding and its first step and must not move the generator dropout replays
+// from.
+at::Tensor probe_operand(const at::TensorOptions& options, int64_t rows, int64_t columns);
 
 struct PeakFlopsProbe {
   double flops = 0.0;  // FLOP/s, 2·n³ per product
