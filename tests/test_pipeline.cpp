@@ -217,6 +217,23 @@ TEST(PipelineSchedule, OneForwardOneBackwardRunsEveryMicroBatchOnceInOrderWithPM
   }
 }
 
+// What the layout planner asks of 1F1B for every stage: the most a stage holds, each micro-batch
+// weighed by its bytes, whatever the micro-batches against the stages (fewer included, which the
+// engine refuses and the planner still weighs).
+TEST(PipelineSchedule, OneForwardOneBackwardHoldsItsWarmUpAndOneMoreWeighedByItsBytes) {
+  for (int64_t stages : {1, 2, 3, 5}) {
+    for (int64_t micro = 1; micro <= 2 * stages + 3; ++micro) {
+      for (int64_t bytes : {1, 7}) {
+        for (int64_t stage = 0; stage < stages; ++stage) {
+          EXPECT_EQ(parallel::PipelineSchedule::most_held(stages, stage, micro, {bytes}),
+                    bytes * std::min(stages - stage, micro))
+              << stage << " of " << stages << ", " << micro << " micro-batches of " << bytes;
+        }
+      }
+    }
+  }
+}
+
 // Interleaved: the same guarantees over V chunks; the first stage holds 2(P − 1) + (V − 1)·P + 1
 // chunk passes at once (all of them when M = P), so that with a chunk 1/V of a stage's blocks
 // it keeps P·(1 + (P − 1)/(P·V)) micro-batches' worth, as Megatron-LM's paper says.

@@ -90,6 +90,7 @@ Wording next_step_for(const RunRecord& run, const std::string& name, double adde
     // (A balanced run's record keeps the split it chose, which a stages: list goes beside.)
     return "recompute less where memory allows: a policy per stage (" +
            setting("checkpoint", "stages:P/P/…") +
+           (run.config.virtual_stages > 1 ? ", one per model chunk" : "") +
            ") that recomputes less on the later stages, which hold fewer micro-batches; " +
            command("layout") + " " + runs_settings("degrees and --micro-batch") +
            ", without --checkpoint, chooses each stage's policy and predicts its peak";

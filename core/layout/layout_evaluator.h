@@ -122,7 +122,8 @@ class LayoutEvaluator {
   int64_t total_in_flight(const StageCost& cost, const Stage& stage) const;  // in_flight's total
   // What the chunk passes `stage` holds at most keep (each chunk's `by_chunk`, as its schedule
   // holds them), beyond the largest chunk's, which at_one counts. An interleaved schedule's
-  // walk is kept for the layouts that differ only in ZeRO and offload (held_cache_).
+  // walk is kept for the layouts that differ only in ZeRO and offload (held_cache_: like the
+  // other caches, one evaluator serves one thread; each search builds its own).
   int64_t held_beyond_one(const Stage& stage, const std::vector<int64_t>& by_chunk) const;
 
   const LayoutRequest& request_;

@@ -133,17 +133,38 @@ MatmulEfficiency measure_matmul_efficiency(const estimate::Architecture& arch,
     return result;
   }
   // A trial at 16 tokens sizes the probe: as many tokens as a sequence has, fewer where the
-  // block would take over a second or its rows over the rest of the memory.
+  // block would take over a second or its rows over the rest of the memory, but never under 256
+  // (fewer rows are bound by memory, not the arithmetic the planner times by the share), unless
+  // the sequence is shorter. A device too slow for a block at that size keeps the default.
   const double trial_s = time_block(projections, kTrialTokens, options, 1).second;
-  int64_t tokens = kTrialTokens;
-  while (tokens * 2 <= arch.seq_len &&
-         trial_s * static_cast<double>(tokens * 2) / static_cast<double>(kTrialTokens) <= 1.0) {
-    bool fits = true;
-    for (const Projection& p : projections) fits = fits && rows_of(p, tokens * 2) <= most_rows;
-    if (!fits) break;
+  auto estimated_s = [&](int64_t tokens) {
+    return trial_s * static_cast<double>(tokens) / static_cast<double>(kTrialTokens);
+  };
+  auto rows_fit = [&](int64_t tokens) {
+    for (const Projection& p : projections) {
+      if (rows_of(p, tokens) > most_rows) return false;
+    }
+    return true;
+  };
+  constexpr int64_t kFewestTokens = 256;
+  constexpr int kLongestBlockS = 2;
+  int64_t tokens = std::max(kTrialTokens, std::min(kFewestTokens, arch.seq_len));
+  if (!rows_fit(tokens)) {
+    result.not_measured = "one block's rows at " + std::to_string(tokens) +
+                          " tokens are too large to probe on this device";
+    return result;
+  }
+  if (estimated_s(tokens) > kLongestBlockS) {
+    result.not_measured = "one block at " + std::to_string(tokens) + " tokens would take over " +
+                          std::to_string(kLongestBlockS) + " s on this device";
+    return result;
+  }
+  while (tokens * 2 <= arch.seq_len && estimated_s(tokens * 2) <= 1.0 && rows_fit(tokens * 2)) {
     tokens *= 2;
   }
-  const auto [flops, seconds] = time_block(projections, tokens, options, 3);
+  // A slow block is timed once (after one untimed pass), a quick one the best of three.
+  const auto [flops, seconds] =
+      time_block(projections, tokens, options, estimated_s(tokens) > 0.5 ? 1 : 3);
   result.rows = tokens;
   result.share = flops / seconds / peak_flops;
   if (result.share > 1.0) {

@@ -32,8 +32,10 @@ struct MatmulEfficiency {
 // gate and up in one; a mixture's experts each at the rows it receives when balanced): each
 // projection's forward and both backward products for a sequence's tokens — fewer where, as a
 // trial at 16 tokens says, the block would take over a second, or its rows would not fit within
-// an eighth of the device's memory (2 GiB at most) — the best of three per product. Not
-// measured (said why) where one matrix would not fit there. Attention's scores and the head are
+// an eighth of the device's memory (2 GiB at most), but not under 256 (fewer rows are bound by
+// memory, not arithmetic) — the best of three per product (once, for a block over half a
+// second). Not measured (said why) where one matrix or 256 tokens' rows would not fit there, or
+// a block at 256 tokens would take over 2 s. Attention's scores and the head are
 // not probed: the planner applies the blocks' share to every FLOP. Throws what LibTorch throws.
 MatmulEfficiency measure_matmul_efficiency(const estimate::Architecture& arch,
                                            const c10::Device& device, Precision precision,
