@@ -3,10 +3,12 @@
 
     python3 bench/pipeline_here.py [--cli build/app/rematlab-cli] [--stages 2] [--accum 4]
                                    [--virtual-stages 1] [--data-ranks 1 --zero 0]
+                                   [--policies none,every:1,plan:120MiB]
 
 Each model and policy runs as `rematlab-cli run --nproc P --pp P --virtual-stages V --accum M …
---steps 4 --threads 1 --json` (1F1B, or interleaved with V > 1; one stage a rank) and is evaluated by `layout` with the same degrees
-fixed and this machine described by its matmul peak and Gloo link as layout_here.py measures
+--steps 4 --threads 1 --json` (1F1B, or interleaved with V > 1; one stage a rank) and is
+evaluated by `layout` with the same degrees and policy fixed (plan:BUDGET as the stages: list it
+chose, each stage planned for its micro-batches in flight) and this machine described by its matmul peak and Gloo link as layout_here.py measures
 them, the share of the peak one process reaches as efficiency (stages divide blocks, each whole,
 so every part of the step scales with the matmuls), nothing overlapped. Per stage: the
 peak (activations above the model states, and the states), measured and predicted; then the
@@ -86,11 +88,16 @@ def main():
             tuning = ["--finetune", "lora", "--base-precision", args.lora] if args.lora else []
             common = ["--preset", preset] + tuning + ["--seq-len", str(args.seq_len), "--batch",
                       str(args.batch), "--checkpoint", policy, "--steps", "4", "--threads", "1"]
-            one = last_json([args.cli, "run"] + common + ["--accum", str(accum), "--peak-flops",
-                                                          str(peak), "--json"])
             measured = last_json([args.cli, "run"] + common + [
                 "--nproc", str(ranks), "--pp", str(stages), "--virtual-stages", str(chunks),
                 "--accum", str(accum), "--shard", shard, "--bucket-size", args.bucket_size, "--json"])
+            # plan:BUDGET is evaluated as what it chose for each model chunk (a stages: list,
+            # which one process runs too, its blocks split as the pipeline's).
+            if policy.startswith("plan:"):
+                policy = measured["plan"]["chosen"]
+                common[common.index("--checkpoint") + 1] = policy
+            one = last_json([args.cli, "run"] + common + ["--accum", str(accum), "--peak-flops",
+                                                          str(peak), "--json"])
             plan = last_json([
                 args.cli, "layout", "--model", preset] + tuning + ["--seq-len", str(args.seq_len),
                 "--gpu-memory", "16GiB", "--peak-flops", str(peak),

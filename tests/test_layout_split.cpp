@@ -243,7 +243,7 @@ TEST(LayoutSplit, ASplitThatCannotBeIsOneLineExitTwo) {
 
 // A run evaluated stage by stage (what the advisor checks a pipeline run with): each stage under
 // the policy the run gave it, stages of one shape included, and under virtual stages each
-// rank's chunks' policy from the chain-order list the engine reads.
+// rank's chunks' policies from the chain-order list the engine reads.
 TEST(RunLayout, EachStageIsEvaluatedUnderItsOwnPolicy) {
   RunConfig config;
   config.preset = "small";
@@ -267,12 +267,14 @@ TEST(RunLayout, EachStageIsEvaluatedUnderItsOwnPolicy) {
   ASSERT_EQ(interleaved.stages.size(), 2u);
   EXPECT_EQ(interleaved.stages[0].checkpoint, "every:1");
   EXPECT_EQ(interleaved.stages[1].checkpoint, "none");
-  // One rank's chunks under different policies, or a list of another length: refused, named.
+  // One rank's chunks under policies of their own (a plan's segment lists), each evaluated.
+  config.checkpoint = "stages:every:1/none/sublayer:1,1/none";
+  EXPECT_EQ(evaluate_run(config).stages[0].checkpoint, "every:1/sublayer:1,1");
+  // A list of another length, or a policy not yet resolved: refused, named.
   for (const auto& [policy, said] :
-       {std::pair<std::string, std::string>{"stages:every:1/none/none/none",
-                                            "gives rank 0's chunks different ones"},
-        {"stages:every:1/none", "gives 2 policies for 4 model chunks"},
-        {"stages:sublayer:1,1/none/none/none", "none, selective and every:K"}}) {
+       {std::pair<std::string, std::string>{"stages:every:1/none",
+                                            "gives 2 policies for 4 model chunks"},
+        {"plan:100MiB", "give the policy the plan chose"}}) {
     config.checkpoint = policy;
     try {
       evaluate_run(config);

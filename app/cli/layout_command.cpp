@@ -187,18 +187,8 @@ struct LayoutOptions {
     }
     if (sequence_parallel) fixed.sp = true;
     if (no_sequence_parallel) fixed.sp = false;
-    if (!checkpoint.empty()) {
-      const CheckpointPolicy policy = CheckpointPolicy::parse(checkpoint);
-      if (policy.kind() != CheckpointPolicy::Kind::kNone &&
-          policy.kind() != CheckpointPolicy::Kind::kEvery &&
-          policy.kind() != CheckpointPolicy::Kind::kSelective) {
-        throw InvalidInput("--checkpoint",
-                           "the layout planner weighs none, selective and every:K "
-                           "(got " +
-                               checkpoint + ")");
-      }
-      fixed.checkpoint = policy.text();
-    }
+    // validate() says what the planner cannot evaluate (stage_policies.h), knowing the degrees.
+    if (!checkpoint.empty()) fixed.checkpoint = CheckpointPolicy::parse(checkpoint).text();
     if (!offload.empty()) fixed.offload = layout::parse_layout_offload(offload);
     return fixed;
   }
@@ -297,6 +287,33 @@ void add_gpu_options(CLI::App& command, LayoutOptions& options) {
                    "engine's collectives on Gloo, as it runs them on the CPU");
 }
 
+// The layout's dimensions and settings a search keeps fixed when given.
+void add_dimension_options(CLI::App& command, LayoutOptions& options) {
+  command.add_option("--tp", options.tp, "Tensor-parallel degree (searched when absent)");
+  command.add_option("--pp", options.pp, "Pipeline stages");
+  command.add_option("--virtual-stages", options.vp, "Model chunks per pipeline rank");
+  command.add_option("--cp", options.cp, "Context-parallel degree");
+  command.add_option("--dp", options.dp, "Data-parallel degree");
+  command.add_option("--ep", options.ep,
+                     "With experts: data × context ranks that split each set of experts "
+                     "(searched over those dividing them and the experts when absent)");
+  options.expert_loads.add_to(command, "activations, all-to-all and expert compute");
+  command.add_flag("--sequence-parallel", options.sequence_parallel,
+                   "Keep sequence parallelism on (searched when neither flag is given)");
+  command.add_flag("--no-sequence-parallel", options.no_sequence_parallel,
+                   "Keep sequence parallelism off");
+  command.add_option("--zero", options.zero, "ZeRO stage 0-3 over the data-parallel ranks");
+  command.add_option("--micro-batch", options.micro_batch, "Sequences per micro-batch");
+  command.add_option("--pp-split", options.pp_split,
+                     "The blocks of each model chunk in chain order (e.g. 9,3; with --pp), or "
+                     "balanced: every pipeline searched split by its blocks' predicted times "
+                     "(default: the engine's rule)");
+  command.add_option("--checkpoint", options.checkpoint,
+                     "none, selective or every:K (else chosen per stage); with --pp and "
+                     "--virtual-stages sublayer:, segments: or stages: (what plan: chose)");
+  command.add_option("--offload", options.offload, "none, optimizer, parameters or activations");
+}
+
 }  // namespace
 
 Command add_layout_command(CLI::App& app, const std::atomic<bool>& cancel) {
@@ -335,28 +352,7 @@ Command add_layout_command(CLI::App& app, const std::atomic<bool>& cancel) {
       ->add_option("--activation-model", options->activation_model,
                    "engine (RematLab's accounting) or megatron (Korthikanti et al.'s terms)")
       ->capture_default_str();
-  command->add_option("--tp", options->tp, "Tensor-parallel degree (searched when absent)");
-  command->add_option("--pp", options->pp, "Pipeline stages");
-  command->add_option("--virtual-stages", options->vp, "Model chunks per pipeline rank");
-  command->add_option("--cp", options->cp, "Context-parallel degree");
-  command->add_option("--dp", options->dp, "Data-parallel degree");
-  command->add_option("--ep", options->ep,
-                      "With experts: data × context ranks that split each set of experts "
-                      "(searched over those dividing them and the experts when absent)");
-  options->expert_loads.add_to(*command, "activations, all-to-all and expert compute");
-  command->add_flag("--sequence-parallel", options->sequence_parallel,
-                    "Keep sequence parallelism on (searched when neither flag is given)");
-  command->add_flag("--no-sequence-parallel", options->no_sequence_parallel,
-                    "Keep sequence parallelism off");
-  command->add_option("--zero", options->zero, "ZeRO stage 0-3 over the data-parallel ranks");
-  command->add_option("--micro-batch", options->micro_batch, "Sequences per micro-batch");
-  command->add_option("--pp-split", options->pp_split,
-                      "The blocks of each model chunk in chain order (e.g. 9,3; with --pp), or "
-                      "balanced: every pipeline searched split by its blocks' predicted times "
-                      "(default: the engine's rule)");
-  command->add_option("--checkpoint", options->checkpoint,
-                      "none, selective or every:K for every stage (chosen per stage when absent)");
-  command->add_option("--offload", options->offload, "none, optimizer, parameters or activations");
+  add_dimension_options(*command, *options);
   command->add_option("--top", options->top, "Layouts to list")->capture_default_str();
   command->add_flag("--runnable-here", options->runnable_here,
                     "Only layouts RematLab's engine runs (no context parallelism, pipelines "

@@ -24,25 +24,6 @@
 namespace rematlab::layout {
 namespace {
 
-bool is_recomputing(const std::string& policy) { return policy.rfind("every:", 0) == 0; }
-
-// The policies the planner weighs, as numbers its caches compare quickly: K for every:K.
-constexpr int64_t kNonePolicy = 0;
-constexpr int64_t kSelectivePolicy = -1;
-
-int64_t policy_code(const std::string& policy) {
-  const CheckpointPolicy parsed = CheckpointPolicy::parse(policy);
-  if (parsed.kind() == CheckpointPolicy::Kind::kSelective) return kSelectivePolicy;
-  if (parsed.kind() == CheckpointPolicy::Kind::kEvery) return parsed.plan_for(1, 0.0).interval;
-  return kNonePolicy;
-}
-
-std::string policy_text(int64_t code) {
-  if (code == kNonePolicy) return "none";
-  if (code == kSelectivePolicy) return "selective";
-  return "every:" + std::to_string(code);
-}
-
 // Key/value values per token one tensor rank holds (all of one head's when it shares them).
 int64_t kv_rank_width(const estimate::Architecture& arch, int64_t tp) {
   return arch.kv_heads % tp == 0 ? arch.kv_dim() / tp : arch.head_dim();
@@ -81,14 +62,6 @@ std::string shortfall(const LayoutRequest& request, const LayoutEvaluation& resu
 
 LayoutEvaluator::LayoutEvaluator(const LayoutRequest& request)
     : request_(request), elementwise_(block_elementwise_values(request.arch)) {}
-
-const CheckpointPlan& LayoutEvaluator::plan(int64_t policy, int64_t layers) {
-  const auto key = std::make_pair(policy, layers);
-  const auto found = plan_cache_.find(key);
-  if (found != plan_cache_.end()) return found->second;
-  const CheckpointPlan made = CheckpointPolicy::parse(policy_text(policy)).plan_for(layers, 0.0);
-  return plan_cache_.emplace(key, made).first->second;
-}
 
 LayoutEvaluator::ChunkActivations LayoutEvaluator::chunk_activations(const Layout& layout,
                                                                      int64_t chunk_layers,
@@ -164,6 +137,26 @@ estimate::StepFlops LayoutEvaluator::chunk_flops(const Layout& layout, int64_t c
   return flops;
 }
 
+estimate::StepFlops LayoutEvaluator::stage_flops(const Layout& layout, const Stage& stage,
+                                                 int64_t policy, StageWork& work) {
+  estimate::StepFlops stage_flops;
+  for (size_t chunk = 0; chunk < stage.chunks.size(); ++chunk) {
+    const bool head = stage.head && chunk + 1 == stage.chunks.size();
+    const bool embedding = stage.embedding && chunk == 0;
+    const estimate::StepFlops flops =
+        chunk_flops(layout, stage.chunks[chunk], chunk_policy(policy, chunk), embedding, head);
+    stage_flops.model += flops.model;
+    stage_flops.hardware += flops.hardware;
+    work.forward_share.push_back(flops.model / 3.0);  // backward's matmuls are twice forward's
+    work.backward_share.push_back(flops.hardware - flops.model / 3.0);  // and the recomputation
+  }
+  for (size_t chunk = 0; chunk < stage.chunks.size(); ++chunk) {
+    work.forward_share[chunk] /= stage_flops.hardware;
+    work.backward_share[chunk] /= stage_flops.hardware;
+  }
+  return stage_flops;
+}
+
 LayoutEvaluator::StageWork LayoutEvaluator::make_stage_work(const Layout& layout,
                                                             const Stage& stage, int64_t policy) {
   const estimate::Architecture& arch = request_.arch;
@@ -171,26 +164,16 @@ LayoutEvaluator::StageWork LayoutEvaluator::make_stage_work(const Layout& layout
   const GpuKind& gpu = cluster.gpu;
   const int64_t w = estimate::bytes_per_value(request_.precision);
   StageWork work;
-  work.own = chunk_activations(layout, stage.chunk_layers, policy, stage.embedding, stage.head);
-  work.plain = layout.vp > 1 && (stage.embedding || stage.head)
-                   ? chunk_activations(layout, stage.chunk_layers, policy, false, false)
-                   : work.own;
+  set_chunk_activations(layout, stage, policy, work);
 
   // One micro-batch through the stage's chunks.
   const double speed = gpu.peak_flops(request_.precision) * request_.efficiency();
-  double model = 0.0;
-  double hardware = 0.0;
-  for (size_t chunk = 0; chunk < stage.chunks.size(); ++chunk) {
-    const bool head = stage.head && chunk + 1 == stage.chunks.size();
-    const bool embedding = stage.embedding && chunk == 0;
-    const estimate::StepFlops flops =
-        chunk_flops(layout, stage.chunks[chunk], policy, embedding, head);
-    model += flops.model;
-    hardware += flops.hardware;
-  }
-  work.compute_s = model / speed;
-  work.recompute_s = (hardware - model) / speed;
-  const double rerun = policy > 0 ? 1.0 : 0.0;  // every:K runs forward's collectives again
+  const estimate::StepFlops flops = stage_flops(layout, stage, policy, work);
+  work.compute_s = flops.model / speed;
+  work.recompute_s = (flops.hardware - flops.model) / speed;
+  // The share of the blocks' forward run again (every:K: all of it), with its collectives.
+  work.rerun = rerun_share(policy, stage);
+  const double rerun = work.rerun;
   const int64_t tokens = layout.micro_batch * arch.seq_len / layout.cp;
   const double activation_bytes = static_cast<double>(tokens * arch.d_model * w);
   const double layers = static_cast<double>(stage.layers);
@@ -202,8 +185,11 @@ LayoutEvaluator::StageWork LayoutEvaluator::make_stage_work(const Layout& layout
   const double forward = rank_forward_values(elementwise_, layout.tp, layout.sp);
   double values = 3.0 * forward;
   if (request_.engine_only) {
-    values += engine_collective_values(arch, layout.tp, layout.sp, rerun > 0) +
-              engine_expert_values(arch, layout.ep, rerun > 0);
+    for (const bool again : {false, true}) {
+      values += (again ? rerun : 1.0 - rerun) *
+                (engine_collective_values(arch, layout.tp, layout.sp, again) +
+                 engine_expert_values(arch, layout.ep, again));
+    }
   }
   work.elementwise_s = values * seconds_per_value;
   work.recompute_s += rerun * forward * seconds_per_value;
@@ -231,7 +217,7 @@ LayoutEvaluator::StageWork LayoutEvaluator::make_stage_work(const Layout& layout
     work.context_s = std::max(0.0, exchange - core);  // ring attention overlaps the two
   }
   if (arch.moe.enabled() && layout.ep > 1) {
-    add_expert_exchange(layout, static_cast<double>(tokens), layers, policy, speed, work);
+    add_expert_exchange(layout, static_cast<double>(tokens), layers, rerun, speed, work);
   }
   if (layout.pp > 1) {
     // Each chunk's activations to the next stage, and their gradients back.
@@ -361,14 +347,36 @@ LayoutEvaluator::StageCost LayoutEvaluator::stage_cost(const Layout& layout, con
   // Activations: the chunks in flight keep what their forward saved; one of them (the one with
   // the embedding or the head, if the rank has it) runs through its peak.
   const StageWork& work = stage_work(layout, stage, policy);
+  cost.rerun = work.rerun;
+  cost.forward_share = work.forward_share;
+  cost.backward_share = work.backward_share;
   figures.memory.activations = work.own.peak;
   cost.host_at_one = states.host_bytes + work.own.offloaded;
-  for (int64_t blocks : stage.chunks) {
-    const ChunkActivations chunk = blocks == stage.chunk_layers
-                                       ? work.plain
-                                       : chunk_activations(layout, blocks, policy, false, false);
-    cost.saved_by_chunk.push_back(chunk.saved);
-    cost.offloaded_by_chunk.push_back(chunk.offloaded);
+  if (per_chunk(policy)) {
+    // Chunks under policies of their own: each as it is (its blocks, the embedding or the head),
+    // walked through the schedule with what its backward rises above what it saved
+    // (activations_held); at one in flight, the one that rises highest.
+    figures.memory.activations = 0;
+    for (size_t index = 0; index < stage.chunks.size(); ++index) {
+      const ChunkActivations chunk = chunk_activations(
+          layout, stage.chunks[index], chunk_policy(policy, index), stage.embedding && index == 0,
+          stage.head && index + 1 == stage.chunks.size());
+      cost.saved_by_chunk.push_back(chunk.saved);
+      cost.offloaded_by_chunk.push_back(chunk.offloaded);
+      cost.rise_by_chunk.push_back(chunk.peak - chunk.saved);
+      figures.memory.activations = std::max(figures.memory.activations, chunk.peak);
+    }
+    // In host memory: the passes held of what each chunk offloads (in_flight adds them).
+    cost.host_at_one = states.host_bytes + *std::max_element(cost.offloaded_by_chunk.begin(),
+                                                             cost.offloaded_by_chunk.end());
+  } else {
+    for (int64_t blocks : stage.chunks) {
+      const ChunkActivations chunk = blocks == stage.chunk_layers
+                                         ? work.plain
+                                         : chunk_activations(layout, blocks, policy, false, false);
+      cost.saved_by_chunk.push_back(chunk.saved);
+      cost.offloaded_by_chunk.push_back(chunk.offloaded);
+    }
   }
   figures.memory.buffers = buffer_bytes(layout, stage);
 
@@ -487,6 +495,8 @@ LayoutEvaluator::Placed LayoutEvaluator::place_stages(const Layout& layout, bool
   if (work_layout != work_layout_) {
     work_cache_.clear();
     held_cache_.clear();
+    peak_cache_.clear();
+    walk_cache_.clear();
     work_layout_ = work_layout;
   }
   // Ranks of one shape (the same chunks, embedding and head) cost the same but for the chunks
@@ -518,12 +528,20 @@ LayoutEvaluator::Placed LayoutEvaluator::place_stages(const Layout& layout, bool
     const StageCost& chosen = choose_policy(costs, stage);
     int64_t host_bytes = 0;
     const StageFigures figures = in_flight(chosen, stage, host_bytes);
-    result.recomputes = result.recomputes || is_recomputing(figures.checkpoint);
+    result.recomputes = result.recomputes || chosen.rerun > 0.0;
     if (figures.memory.total() > result.memory.total()) result.memory = figures.memory;
     result.host_bytes = std::max(result.host_bytes, host_bytes);
     if (figures.microbatch_s > placed.slowest) {
       placed.slowest = figures.microbatch_s;
       placed.slowest_time = chosen.time;
+    }
+    if (layout.pp > 1) {
+      placed.forward.emplace_back();
+      placed.backward.emplace_back();
+      for (size_t chunk = 0; chunk < chosen.forward_share.size(); ++chunk) {
+        placed.forward.back().push_back(figures.microbatch_s * chosen.forward_share[chunk]);
+        placed.backward.back().push_back(figures.microbatch_s * chosen.backward_share[chunk]);
+      }
     }
     if (detail) {
       result.layout.stage_checkpoints[index] = figures.checkpoint;

@@ -20,11 +20,11 @@ class LayoutEvaluator {
   // `request` must outlive the evaluator; validate(request) first.
   explicit LayoutEvaluator(const LayoutRequest& request);
 
-  // The figures of a layout that structural_problem() accepts. Stages without a policy in
-  // layout.stage_checkpoints get the fastest that fits their memory among none, selective and
-  // every:K for K = 1, 2, 4, … up to their chunk (every:1 is Megatron-LM's full recomputation; a
-  // larger K keeps fewer inputs and recomputes as much); the smallest when none fits, and then
-  // the layout does not fit.
+  // The figures of a layout that structural_problem() accepts, each stage under its policy in
+  // layout.stage_checkpoints (stage_policies.h) where given. Stages without one get the fastest
+  // that fits their memory among none, selective and every:K for K = 1, 2, 4, … up to their
+  // chunk (every:1 is Megatron-LM's full recomputation; a larger K keeps fewer inputs and
+  // recomputes as much); the smallest when none fits, and then the layout does not fit.
   // Without `detail` the stages and their policies are left out (the search's pass over every
   // layout); the figures are the same.
   LayoutEvaluation evaluate(const Layout& layout, bool detail = true);
@@ -56,6 +56,8 @@ class LayoutEvaluator {
 
   // A stage under one policy with one micro-batch chunk in flight, and what each more adds.
   struct StageCost {
+    double rerun = 0.0;  // StageWork's, as its chunks' shares
+    std::vector<double> forward_share, backward_share;
     StageFigures at_one;
     int64_t host_at_one = 0;
     TimeParts time;  // one micro-batch's
@@ -63,9 +65,25 @@ class LayoutEvaluator {
     // largest's is also in at_one, which holds it running).
     std::vector<int64_t> saved_by_chunk;
     std::vector<int64_t> offloaded_by_chunk;
+    // Under policies of the chunks' own: what each chunk's backward rises above what it saved
+    // (empty otherwise).
+    std::vector<int64_t> rise_by_chunk;
   };
 
-  // Policies are numbers here: 0 none, -1 selective, K every:K.
+  // Policies are numbers here, which the caches compare quickly: 0 none, -1 selective, K
+  // every:K; any other given (sublayer strides, a segment list, a rank's chunks' own policies
+  // joined by '/') one of -2, -3, …, as the evaluator meets them (layout_policies.cpp).
+  static constexpr int64_t kNonePolicy = 0;
+  static constexpr int64_t kSelectivePolicy = -1;
+  static constexpr int64_t kFirstNamedPolicy = -2;  // named_policies_[0]
+  int64_t policy_code(const std::string& text);
+  std::string policy_text(int64_t code) const;
+  bool per_chunk(int64_t policy) const;  // a rank's chunks' own policies
+  // The policy of the stage's `chunk` (its own, or the stage's for all).
+  int64_t chunk_policy(int64_t policy, size_t chunk) const;
+  // The share of the stage's blocks' forward a policy runs again: every:K all of it, none and
+  // selective none (selective's attention core is in the FLOPs), a segment list its sublayers'.
+  double rerun_share(int64_t policy, const Stage& stage);
   const CheckpointPlan& plan(int64_t policy, int64_t layers);
   ChunkActivations chunk_activations(const Layout& layout, int64_t chunk_layers, int64_t policy,
                                      bool embedding, bool head);
@@ -79,11 +97,22 @@ class LayoutEvaluator {
     ChunkActivations plain;  // any other chunk
     double compute_s = 0.0, recompute_s = 0.0, elementwise_s = 0.0, tensor_s = 0.0, experts_s = 0.0,
            context_s = 0.0, pipeline_s = 0.0;
+    double rerun = 0.0;  // rerun_share()
+    // Of the micro-batch's time, each chunk's forward and backward (by their FLOPs), for the
+    // schedule's walk.
+    std::vector<double> forward_share, backward_share;
   };
   StageWork make_stage_work(const Layout& layout, const Stage& stage, int64_t policy);
+  // One micro-batch's FLOPs through the stage's chunks; each chunk's forward and backward shares
+  // into `work`.
+  estimate::StepFlops stage_flops(const Layout& layout, const Stage& stage, int64_t policy,
+                                  StageWork& work);
+  // StageWork's own and plain chunks.
+  void set_chunk_activations(const Layout& layout, const Stage& stage, int64_t policy,
+                             StageWork& work);
   // Expert parallelism's all-to-alls for `layers` blocks of `tokens` tokens each, and the extra
   // rows the fullest expert rank runs (at matmul `speed`), into `work`.
-  void add_expert_exchange(const Layout& layout, double tokens, double layers, int64_t policy,
+  void add_expert_exchange(const Layout& layout, double tokens, double layers, double rerun,
                            double speed, StageWork& work) const;
   const StageWork& stage_work(const Layout& layout, const Stage& stage, int64_t policy);
   int64_t buffer_bytes(const Layout& layout, const Stage& stage) const;
@@ -111,6 +140,8 @@ class LayoutEvaluator {
   struct Placed {
     double slowest = 0.0;  // the slowest stage's micro-batch
     TimeParts slowest_time;
+    // Each stage's chunks' forward and backward of one micro-batch (pipelines only).
+    std::vector<std::vector<double>> forward, backward;
     int64_t most_trained = 0;          // the largest stage's parameters that train
     int64_t most_trained_experts = 0;  // of them, its experts'
   };
@@ -118,8 +149,13 @@ class LayoutEvaluator {
   Placed place_stages(const Layout& layout, bool detail, LayoutEvaluation& result);
   // The step's time, tokens/s and MFU.
   void finish_step(const Layout& layout, const Placed& placed, LayoutEvaluation& result) const;
+  // A pipeline's micro-batches through its stages' orders (PipelineSchedule::walked_step_seconds).
+  double walked_step(const Layout& layout, const Placed& placed) const;
   StageFigures in_flight(const StageCost& cost, const Stage& stage, int64_t& host_bytes) const;
   int64_t total_in_flight(const StageCost& cost, const Stage& stage) const;  // in_flight's total
+  // The stage's activations at its peak: at_one's and the chunk passes held beyond it, or, for
+  // chunks under policies of their own, the schedule walked with each backward's rise.
+  int64_t activations_held(const StageCost& cost, const Stage& stage) const;
   // What the chunk passes `stage` holds at most keep (each chunk's `by_chunk`, as its schedule
   // holds them), beyond the largest chunk's, which at_one counts. An interleaved schedule's
   // walk is kept for the layouts that differ only in ZeRO and offload (held_cache_: like the
@@ -127,7 +163,10 @@ class LayoutEvaluator {
   int64_t held_beyond_one(const Stage& stage, const std::vector<int64_t>& by_chunk) const;
 
   const LayoutRequest& request_;
-  const ElementwiseValues elementwise_;  // one block's, per token
+  const ElementwiseValues elementwise_;      // one block's, per token
+  std::vector<std::string> named_policies_;  // policy -2 - i is named_policies_[i]
+  std::map<std::string, int64_t> named_codes_;
+  std::map<int64_t, std::vector<int64_t>> chunk_codes_;  // a per-chunk policy's, by chunk
   std::map<std::pair<int64_t, int64_t>, CheckpointPlan> plan_cache_;
   using Key =
       std::tuple<int64_t, bool, int64_t, int64_t, int64_t, int64_t, bool, bool, bool, int64_t>;
@@ -142,6 +181,11 @@ class LayoutEvaluator {
   std::map<WorkKey, StageWork> work_cache_;
   using HeldKey = std::tuple<int64_t, int64_t, int64_t, std::vector<int64_t>>;
   mutable std::map<HeldKey, int64_t> held_cache_;  // cleared with work_cache_
+  // peak_with_backward's walks, by HeldKey and the chunks' rises.
+  mutable std::map<std::pair<HeldKey, std::vector<int64_t>>, int64_t> peak_cache_;
+  // walked_step's, by micro-batches and the passes' times.
+  using PassTimes = std::vector<std::vector<double>>;
+  mutable std::map<std::tuple<int64_t, PassTimes, PassTimes>, double> walk_cache_;
   // Balanced splits by chunks and what a block's and the head's times depend on: tensor ranks,
   // sequence parallelism, context and expert ranks, micro-batch.
   using SplitKey = std::tuple<int64_t, int64_t, bool, int64_t, int64_t, int64_t>;

@@ -7,13 +7,13 @@
 namespace rematlab::layout {
 
 void LayoutEvaluator::add_expert_exchange(const Layout& layout, double tokens, double layers,
-                                          int64_t policy, double speed, StageWork& work) const {
+                                          double rerun, double speed, StageWork& work) const {
   const estimate::Architecture& arch = request_.arch;
   const int64_t w = estimate::bytes_per_value(request_.precision);
-  const double rerun = policy > 0 ? 1.0 : 0.0;
   // Per block: forward dispatches each token's k copies to their experts' ranks and combines
   // what returns; backward sends their gradients the same two ways; every:K dispatches and
-  // combines again. The fullest rank takes its load's share more rows than it sends.
+  // combines again (a segment list: its share of the blocks' forward). The fullest rank takes its
+  // load's share more rows than it sends.
   const double load = arch.expert_rank_load;
   const double rows = tokens * static_cast<double>(arch.moe.experts_per_token);
   const double bytes = rows * static_cast<double>(arch.d_model * w) * load;
@@ -35,7 +35,7 @@ void LayoutEvaluator::add_expert_exchange(const Layout& layout, double tokens, d
   const double more_rows_s = (load - 1.0) * layers * rows * 6.0 *
                              static_cast<double>(arch.d_model * arch.expert_hidden) / speed;
   work.compute_s += 3.0 * more_rows_s;
-  if (policy > 0) work.recompute_s += more_rows_s;
+  work.recompute_s += rerun * more_rows_s;
 }
 
 }  // namespace rematlab::layout

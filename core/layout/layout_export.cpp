@@ -5,6 +5,7 @@
 #include "checkpoint/checkpoint_policy.h"
 #include "common/decimal_text.h"
 #include "layout/layout_rules.h"
+#include "layout/stage_policies.h"
 #include "model/model_config.h"
 
 namespace rematlab::layout {
@@ -22,10 +23,18 @@ int64_t every_interval(const std::string& policy) {
   return CheckpointPolicy::parse(policy).plan_for(1 << 20, 0.0).interval;
 }
 
+// What the other tools set for a stage: its policy where they have it, else every:1 (full
+// recomputation: none of them recomputes a list of sublayers, nor chunks of a stage apart).
+std::string settable_policy(const std::string& policy) {
+  const bool one = policy.find('/') == std::string::npos;
+  return one && is_searched_policy(CheckpointPolicy::parse(policy)) ? policy : "every:1";
+}
+
 // The policy the exports name: the stages' own when they agree, else the most recomputing one
 // (a tool with one setting for all stages must fit the stage that needs the most).
 std::string uniform_policy(const Layout& layout, std::vector<std::string>& unsaid) {
-  std::string chosen = layout.stage_checkpoints.empty() ? "none" : layout.stage_checkpoints[0];
+  std::string chosen =
+      settable_policy(layout.stage_checkpoints.empty() ? "none" : layout.stage_checkpoints[0]);
   // none < selective < every:K, and among every:K the larger K, compared as numbers: stages
   // choose the smallest K that fits them, so a larger one is what a stage with more micro-batches
   // in flight needed (it keeps fewer inputs of each).
@@ -35,13 +44,15 @@ std::string uniform_policy(const Layout& layout, std::vector<std::string>& unsai
     return {2, every_interval(policy)};
   };
   bool mixed = false;
+  bool unsettable = false;
   for (const auto& policy : layout.stage_checkpoints) {
-    mixed = mixed || policy != chosen;
-    if (weight(policy) > weight(chosen)) chosen = policy;
+    mixed = mixed || policy != layout.stage_checkpoints.front();
+    unsettable = unsettable || settable_policy(policy) != policy;
+    if (weight(settable_policy(policy)) > weight(chosen)) chosen = settable_policy(policy);
   }
-  if (mixed) {
-    unsaid.push_back("a policy per pipeline stage (" + layout.checkpoint_text() + "): " + chosen +
-                     " is given for all");
+  if (mixed || unsettable) {
+    unsaid.push_back(std::string(mixed ? "a policy per pipeline stage (" : "the policy (") +
+                     layout.checkpoint_text() + "): " + chosen + " is given for all");
   }
   return chosen;
 }
@@ -343,17 +354,24 @@ std::string expert_flags(const estimate::Architecture& arch) {
 
 std::string rematlab_policy(const Layout& layout, std::vector<std::string>& unsaid) {
   const std::vector<std::string>& chosen = layout.stage_checkpoints;
-  const bool mixed = std::any_of(chosen.begin(), chosen.end(),
-                                 [&chosen](const std::string& p) { return p != chosen.front(); });
-  const bool per_stage = std::all_of(chosen.begin(), chosen.end(), [](const std::string& p) {
-    return p == "none" || p.rfind("every:", 0) == 0;
+  if (chosen.empty()) return "none";
+  // A segment list names a chunk's own blocks: over more than one chunk only a stages: list
+  // says which (the engine plans one policy for all over the whole chain).
+  const bool chunks = chosen.size() * static_cast<size_t>(layout.vp) > 1;
+  const bool mixed = std::any_of(chosen.begin(), chosen.end(), [&](const std::string& p) {
+    return p != chosen.front() || (chunks && settable_policy(p) != p);
   });
-  if (!mixed || !per_stage) return uniform_policy(layout, unsaid);
-  // One policy a model chunk, in chain order: chunk c is stage c mod P's.
+  // The engine's stages: lists take every policy the planner evaluates but selective.
+  const bool listable = std::none_of(chosen.begin(), chosen.end(),
+                                     [](const std::string& p) { return p == "selective"; });
+  if (!mixed || !listable) return mixed ? uniform_policy(layout, unsaid) : chosen.front();
+  // One policy a model chunk, in chain order: chunk c is stage c mod P's (its c / P-th).
   std::string policy = "stages:";
-  for (std::size_t chunk = 0; chunk < chosen.size() * static_cast<std::size_t>(layout.vp);
-       ++chunk) {
-    policy += (policy.back() == ':' ? "" : "/") + chosen[chunk % chosen.size()];
+  const size_t stages = chosen.size();
+  for (size_t chunk = 0; chunk < stages * static_cast<size_t>(layout.vp); ++chunk) {
+    const std::vector<std::string> own =
+        chunk_policies(chosen[chunk % stages], static_cast<size_t>(layout.vp));
+    policy += (policy.back() == ':' ? "" : "/") + own.at(chunk / stages);
   }
   return policy;
 }

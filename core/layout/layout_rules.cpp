@@ -4,9 +4,11 @@
 #include <cmath>
 #include <utility>
 
+#include "checkpoint/checkpoint_policy.h"
 #include "checkpoint/stage_blocks.h"
 #include "common/byte_size.h"
 #include "common/errors.h"
+#include "layout/stage_policies.h"
 #include "run/expert_loads.h"
 #include "run/pipeline_config.h"
 #include "run/run_config.h"
@@ -83,6 +85,24 @@ int64_t padded_vocab(int64_t vocab, int64_t tp) {
   return (vocab + multiple - 1) / multiple * multiple;
 }
 
+namespace {
+
+// Whether each stage's policy is one the search weighs, the same for all its chunks: what ZeRO
+// 3's gathers (counted per every:K) and Korthikanti et al.'s terms are modelled under.
+bool one_searched_policy_a_stage(const std::vector<std::string>& rank_policies) {
+  return std::all_of(rank_policies.begin(), rank_policies.end(), [](const std::string& policy) {
+    return policy.find('/') == std::string::npos &&
+           is_searched_policy(CheckpointPolicy::parse(policy));
+  });
+}
+
+std::string zero3_untimed(const std::string& policies) {
+  return "ZeRO 3's gathers are timed under one of none, selective and every:K a stage, not " +
+         policies;
+}
+
+}  // namespace
+
 std::string structural_problem(const LayoutRequest& request, const Layout& layout) {
   const estimate::Architecture& arch = request.arch;
   const Cluster& cluster = request.cluster;
@@ -155,10 +175,11 @@ std::string structural_problem(const LayoutRequest& request, const Layout& layou
   if (layout.offload == Offload::kOptimizer && layout.zero < 1) {
     return "offloading the optimizer needs ZeRO 1 or more";
   }
-  if (const std::string problem = experts_problem(request, layout); !problem.empty()) {
-    return problem;
+  if (layout.zero == 3 && !one_searched_policy_a_stage(layout.stage_checkpoints)) {
+    return zero3_untimed(layout.checkpoint_text());
   }
-  return arch.lora.enabled() ? fine_tuning_problem(layout) : "";
+  const std::string experts = experts_problem(request, layout);
+  return !experts.empty() || !arch.lora.enabled() ? experts : fine_tuning_problem(layout);
 }
 
 std::string experts_problem(const LayoutRequest& request, const Layout& layout) {
@@ -326,6 +347,45 @@ void validate_fixed(const LayoutRequest& request) {
   }
 }
 
+// A policy the search does not weigh (sublayer strides, a segment list, one per model chunk)
+// names blocks of each chunk: the chunks must be known, so the pipeline's degree and chunks are
+// fixed with it and its split is the rule's or a list.
+void validate_checkpoint(const LayoutRequest& request) {
+  const FixedDimensions& fixed = request.fixed;
+  if (!fixed.checkpoint || is_searched_policy(CheckpointPolicy::parse(*fixed.checkpoint))) return;
+  const std::string& text = *fixed.checkpoint;
+  // What no chunk of blocks could take, said before what the degrees lack.
+  const CheckpointPolicy policy = CheckpointPolicy::parse(text);
+  for (const CheckpointPolicy& chunk : policy.stages()) evaluated_policy(chunk, text);
+  if (policy.kind() != CheckpointPolicy::Kind::kStages) evaluated_policy(policy, text);
+  const int64_t pp = fixed.pp.value_or(0);
+  const auto listed = static_cast<int64_t>(fixed.pp_split.size());
+  if (pp < 1 || (pp > 1 && !fixed.vp && listed == 0)) {
+    throw InvalidInput("--checkpoint", text +
+                                           " names blocks of each pipeline chunk: give --pp and "
+                                           "--virtual-stages with it");
+  }
+  if (fixed.pp_split_balanced) {
+    throw InvalidInput("--checkpoint", text +
+                                           " names blocks of chunks --pp-split balanced has not "
+                                           "split yet: give the split as a list");
+  }
+  const int64_t vp = listed > 0 ? listed / pp : fixed.vp.value_or(1);
+  const std::vector<int64_t> split =
+      listed > 0 ? fixed.pp_split : rule_split(request.arch.layers, pp, vp);
+  const std::vector<std::string> policies = rank_policies(text, pp, vp, split);
+  check_named_blocks(policies, split, pp);
+  if (!one_searched_policy_a_stage(policies)) {
+    if (fixed.zero && *fixed.zero == 3) throw InvalidInput("--zero", zero3_untimed(text));
+    if (request.activation_model == ActivationModel::kMegatron) {
+      throw InvalidInput("--checkpoint",
+                         "Korthikanti et al.'s per-layer terms weigh none, selective and every:K "
+                         "(got " +
+                             text + "; use --activation-model engine)");
+    }
+  }
+}
+
 // A mixture of experts' fixed degrees and its rank load (a run's, so at one EP degree).
 void validate_experts(const LayoutRequest& request) {
   const FixedDimensions& fixed = request.fixed;
@@ -464,6 +524,7 @@ void validate(const LayoutRequest& request) {
   }
   validate_experts(request);
   validate_fixed(request);
+  validate_checkpoint(request);
   require_countable(request);
 }
 

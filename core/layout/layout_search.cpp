@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 
+#include "checkpoint/checkpoint_policy.h"
 #include "common/errors.h"
 #include "layout/layout_evaluator.h"
 #include "layout/layout_rules.h"
+#include "layout/stage_policies.h"
 #include "run/run_config.h"
 
 namespace rematlab::layout {
@@ -146,6 +148,16 @@ void for_each_layout(const LayoutRequest& request, Visit visit) {
           const std::vector<int64_t> batches = micro_batches(request, dp);
           for (int64_t ep : expert_ranks(request, dp * cp, tp)) {
             for (int64_t vp : values_or(fixed.vp, vps)) {
+              // The fixed policy's for each rank, once for every layout of these chunks (one cut
+              // at the chunks' edges comes with fixed degrees and a split by rule or list).
+              std::vector<std::string> policies;
+              if (fixed.checkpoint) {
+                const bool cut = !is_searched_policy(CheckpointPolicy::parse(*fixed.checkpoint));
+                const std::vector<int64_t> split = !cut || !fixed.pp_split.empty()
+                                                       ? fixed.pp_split
+                                                       : rule_split(request.arch.layers, pp, vp);
+                policies = rank_policies(*fixed.checkpoint, pp, vp, split);
+              }
               for (int64_t b : batches) {
                 const int64_t accum = std::max<int64_t>(1, request.global_batch / dp / b);
                 for (int64_t zero : open.zeros) {
@@ -162,9 +174,7 @@ void for_each_layout(const LayoutRequest& request, Visit visit) {
                     layout.micro_batch = b;
                     layout.accum = accum;
                     layout.offload = offload;
-                    if (fixed.checkpoint) {
-                      layout.stage_checkpoints.assign(static_cast<size_t>(pp), *fixed.checkpoint);
-                    }
+                    layout.stage_checkpoints = policies;
                     visit(layout);
                   }
                 }

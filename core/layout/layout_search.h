@@ -14,7 +14,7 @@ namespace rematlab::layout {
 // One evaluated layout, small enough to keep for every one the search tries (the Scale tab
 // draws them all): its degrees and its two figures.
 struct LayoutPoint {
-  Layout layout;             // stage_checkpoints left empty: evaluate() chooses them again
+  Layout layout;  // stage_checkpoints as fixed, else empty: evaluate() chooses them again
   int64_t memory_bytes = 0;  // the most any stage needs
   double step_s = 0.0;
   bool fits = false;

@@ -1,7 +1,10 @@
-// The step from its slowest stage's micro-batch: the pipeline's fill and drain, the data-parallel
-// gradient reduction and weight gather, the update, and what they make of tokens/s and MFU.
+// The step from its slowest stage's micro-batch: the pipeline's idling (its stages' orders played
+// against one another), the data-parallel gradient reduction and weight gather, the update, and
+// what they make of tokens/s and MFU.
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 #include "checkpoint/checkpoint_policy.h"
 #include "estimate/flops.h"
@@ -10,6 +13,7 @@
 #include "layout/layout_evaluator.h"
 #include "layout/layout_states.h"
 #include "layout/sharded_transfers.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace rematlab::layout {
 namespace {
@@ -53,6 +57,17 @@ double exposed_reduction(const Cluster& cluster, const Layout& layout,
 
 }  // namespace
 
+double LayoutEvaluator::walked_step(const Layout& layout, const Placed& placed) const {
+  // Layouts that differ in ZeRO 0-2 and the optimizer's offload pass their micro-batches alike.
+  auto key = std::make_tuple(layout.accum, placed.forward, placed.backward);
+  const auto found = walk_cache_.find(key);
+  if (found != walk_cache_.end()) return found->second;
+  const double walked = parallel::PipelineSchedule::walked_step_seconds(
+      layout.accum, placed.forward, placed.backward);
+  walk_cache_.emplace(std::move(key), walked);
+  return walked;
+}
+
 void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
                                   LayoutEvaluation& result) const {
   const Cluster& cluster = request_.cluster;
@@ -73,7 +88,8 @@ void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
   time.pipeline = m * one.pipeline;
   time.data = m * one.data;
   time.offload = m * one.offload;
-  time.bubble = static_cast<double>(layout.pp - 1) / layout.vp * placed.slowest;
+  // The stages' orders played against one another, each chunk's passes at their own times.
+  if (layout.pp > 1) time.bubble = std::max(0.0, walked_step(layout, placed) - m * placed.slowest);
   double step_s = m * placed.slowest + time.bubble;
 
   const std::vector<StateGroup> groups =

@@ -2,58 +2,16 @@
 
 #include <algorithm>
 
-#include "checkpoint/checkpoint_policy.h"
 #include "common/errors.h"
 #include "estimate/architecture.h"
 #include "layout/gpu_catalog.h"
 #include "layout/layout_evaluator.h"
 #include "layout/layout_rules.h"
+#include "layout/stage_policies.h"
 #include "run/shard_mode.h"
 
 namespace rematlab::layout {
 namespace {
-
-// A policy the planner weighs (none, selective, every:K), as its text; else InvalidInput.
-std::string weighed_policy(const CheckpointPolicy& policy, const std::string& whole) {
-  using Kind = CheckpointPolicy::Kind;
-  if (policy.kind() != Kind::kNone && policy.kind() != Kind::kSelective &&
-      policy.kind() != Kind::kEvery) {
-    throw InvalidInput("--checkpoint",
-                       "the layout planner estimates stages under none, selective "
-                       "and every:K (got " +
-                           whole + ")");
-  }
-  return policy.text();
-}
-
-// One policy per pipeline rank, from `text`: one for all, or stages: with one for each of the
-// pp · vp model chunks in chain order (as the engine reads it; chunk c on rank c mod pp), whose
-// chunks on one rank must share it (the planner weighs one policy a rank).
-std::vector<std::string> stage_policies(const std::string& text, int64_t pp, int64_t vp) {
-  const CheckpointPolicy policy = CheckpointPolicy::parse(text);
-  if (policy.kind() != CheckpointPolicy::Kind::kStages) {
-    return std::vector<std::string>(static_cast<size_t>(pp), weighed_policy(policy, text));
-  }
-  const std::vector<CheckpointPolicy>& chunks = policy.stages();
-  if (static_cast<int64_t>(chunks.size()) != pp * vp) {
-    throw InvalidInput("--checkpoint", text + " gives " + std::to_string(chunks.size()) +
-                                           " policies for " + std::to_string(pp * vp) +
-                                           " model chunks");
-  }
-  std::vector<std::string> policies;
-  for (int64_t rank = 0; rank < pp; ++rank) {
-    const std::string mine = weighed_policy(chunks[static_cast<size_t>(rank)], text);
-    for (int64_t chunk = rank + pp; chunk < pp * vp; chunk += pp) {
-      if (weighed_policy(chunks[static_cast<size_t>(chunk)], text) != mine) {
-        throw InvalidInput("--checkpoint",
-                           "the layout planner weighs one policy a pipeline rank; " + text +
-                               " gives rank " + std::to_string(rank) + "'s chunks different ones");
-      }
-    }
-    policies.push_back(mine);
-  }
-  return policies;
-}
 
 // What no evaluation of the run's stages can take (a record edited by hand, or a setting the
 // planner does not model): InvalidInput naming it.
@@ -138,8 +96,13 @@ LayoutEvaluation evaluate_run(const RunConfig& config, const std::string& checkp
   layout.zero = zero;
   layout.micro_batch = config.batch;
   layout.accum = config.accum;
-  layout.stage_checkpoints = stage_policies(checkpoint.empty() ? config.checkpoint : checkpoint,
-                                            config.pp, config.virtual_stages);
+  const std::vector<int64_t> split =
+      config.pp > 1 && !config.pp_split.empty()
+          ? config.pp_split
+          : rule_split(config.model.layers, config.pp, config.virtual_stages);
+  layout.stage_checkpoints = rank_policies(checkpoint.empty() ? config.checkpoint : checkpoint,
+                                           config.pp, config.virtual_stages, split);
+  check_named_blocks(layout.stage_checkpoints, split, config.pp);
   if (const std::string problem = structural_problem(request, layout); !problem.empty()) {
     throw InvalidInput("layout", problem);
   }

@@ -1,7 +1,10 @@
 #include "parallel/pipeline_schedule.h"
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 namespace rematlab::parallel {
 
@@ -72,15 +75,20 @@ int64_t PipelineSchedule::most_in_flight(int64_t stage) const {
   return most_held(stages_, stage, micro_batches_, std::vector<int64_t>(chunks_, 1));
 }
 
-int64_t PipelineSchedule::most_held(int64_t stages, int64_t stage, int64_t micro_batches,
-                                    const std::vector<int64_t>& weights) {
-  const auto chunks = static_cast<int64_t>(weights.size());
+void PipelineSchedule::check_walk(int64_t stages, int64_t stage, int64_t micro_batches,
+                                  int64_t chunks) {
   if (stages < 1 || stage < 0 || stage >= stages || chunks < 1 || micro_batches < 1) {
     throw std::invalid_argument("a stage outside the pipeline, or no chunk or micro-batch");
   }
   if (chunks > 1 && micro_batches % stages != 0) {
     throw std::invalid_argument("the interleaved schedule needs micro-batches in rounds of P");
   }
+}
+
+int64_t PipelineSchedule::most_held(int64_t stages, int64_t stage, int64_t micro_batches,
+                                    const std::vector<int64_t>& weights) {
+  const auto chunks = static_cast<int64_t>(weights.size());
+  check_walk(stages, stage, micro_batches, chunks);
   const int64_t units = chunks * micro_batches;
   const int64_t leading = warmup(stage, stages, chunks, micro_batches);
   if (chunks == 1) {
@@ -105,6 +113,124 @@ int64_t PipelineSchedule::most_held(int64_t stages, int64_t stage, int64_t micro
     held -= weights[static_cast<std::size_t>(unit(pair, false, stages, chunks).chunk)];
   }
   return most;
+}
+
+int64_t PipelineSchedule::peak_with_backward(int64_t stages, int64_t stage, int64_t micro_batches,
+                                             const std::vector<int64_t>& saved,
+                                             const std::vector<int64_t>& rises) {
+  const auto chunks = static_cast<int64_t>(saved.size());
+  check_walk(stages, stage, micro_batches, chunks);
+  if (rises.size() != saved.size()) throw std::invalid_argument("a rise for every chunk");
+  const int64_t units = chunks * micro_batches;
+  const int64_t leading = warmup(stage, stages, chunks, micro_batches);
+  int64_t held = 0;
+  int64_t most = 0;
+  int64_t forwards = 0;
+  int64_t backwards = 0;
+  auto forward = [&] {
+    held += saved[static_cast<std::size_t>(unit(forwards++, true, stages, chunks).chunk)];
+  };
+  auto backward = [&] {
+    const auto chunk = static_cast<std::size_t>(unit(backwards++, false, stages, chunks).chunk);
+    most = std::max(most, held + rises[chunk]);
+    held -= saved[chunk];
+  };
+  // The whole order (the planner asks this only of stages given such policies): the passes left
+  // after the last forward may rise higher than any before.
+  while (forwards < leading) forward();
+  while (forwards < units) {
+    forward();
+    backward();
+  }
+  while (backwards < units) backward();
+  return most;
+}
+
+const std::vector<std::vector<PipelineAction>>& PipelineSchedule::orders_of(int64_t stages,
+                                                                            int64_t chunks,
+                                                                            int64_t micro_batches) {
+  // The layout planner plays a few shapes for many layouts, on each search's own thread.
+  thread_local std::map<std::tuple<int64_t, int64_t, int64_t>,
+                        std::vector<std::vector<PipelineAction>>>
+      kept;
+  const auto key = std::make_tuple(stages, chunks, micro_batches);
+  auto found = kept.find(key);
+  if (found != kept.end()) return found->second;
+  if (kept.size() >= 2048) kept.clear();
+  const PipelineSchedule schedule(stages, chunks, micro_batches);
+  std::vector<std::vector<PipelineAction>> orders(static_cast<std::size_t>(stages));
+  for (int64_t stage = 0; stage < stages; ++stage) {
+    for (int64_t index = 0; index < schedule.length(); ++index) {
+      orders[static_cast<std::size_t>(stage)].push_back(schedule.action(stage, index));
+    }
+  }
+  return kept.emplace(key, std::move(orders)).first->second;
+}
+
+double PipelineSchedule::play(int64_t micro_batches,
+                              const std::vector<std::vector<double>>& forward,
+                              const std::vector<std::vector<double>>& backward) {
+  const auto stages = static_cast<int64_t>(forward.size());
+  const auto chunks = static_cast<int64_t>(forward.front().size());
+  const std::vector<std::vector<PipelineAction>>& orders = orders_of(stages, chunks, micro_batches);
+  const int64_t passes = stages * chunks;  // the chain's chunks
+  // When each chain chunk's forward and backward of each micro-batch ended (< 0: not yet); kept
+  // between calls, as the layout planner plays thousands.
+  thread_local std::vector<double> forward_end;
+  thread_local std::vector<double> backward_end;
+  forward_end.assign(static_cast<std::size_t>(passes * micro_batches), -1.0);
+  backward_end.assign(forward_end.size(), -1.0);
+  auto at = [micro_batches](int64_t chain_chunk, int64_t micro_batch) {
+    return static_cast<std::size_t>(chain_chunk * micro_batches + micro_batch);
+  };
+  std::vector<int64_t> next(static_cast<std::size_t>(stages), 0);
+  std::vector<double> free(static_cast<std::size_t>(stages), 0.0);
+  // Each stage runs its order as far as its neighbours allow, in turns, until all have run it
+  // (the order never waits in a cycle: tests/test_pipeline.cpp).
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int64_t stage = 0; stage < stages; ++stage) {
+      const auto s = static_cast<std::size_t>(stage);
+      const std::vector<PipelineAction>& order = orders[s];
+      for (; next[s] < static_cast<int64_t>(order.size()); ++next[s]) {
+        const PipelineAction& action = order[static_cast<std::size_t>(next[s])];
+        const int64_t chain_chunk = action.chunk * stages + stage;
+        const int64_t m = action.micro_batch;
+        const double ready = action.forward
+                                 ? (chain_chunk == 0 ? 0.0 : forward_end[at(chain_chunk - 1, m)])
+                             : chain_chunk + 1 == passes ? forward_end[at(chain_chunk, m)]
+                                                         : backward_end[at(chain_chunk + 1, m)];
+        if (ready < 0.0) break;
+        const auto c = static_cast<std::size_t>(action.chunk);
+        free[s] = std::max(free[s], ready) + (action.forward ? forward[s][c] : backward[s][c]);
+        (action.forward ? forward_end : backward_end)[at(chain_chunk, m)] = free[s];
+        moved = true;
+      }
+    }
+  }
+  for (std::size_t stage = 0; stage < next.size(); ++stage) {
+    if (next[stage] < static_cast<int64_t>(orders[stage].size())) {
+      throw std::logic_error("a pipeline order that waits in a cycle");
+    }
+  }
+  return *std::max_element(free.begin(), free.end());
+}
+
+double PipelineSchedule::walked_step_seconds(int64_t micro_batches,
+                                             const std::vector<std::vector<double>>& forward,
+                                             const std::vector<std::vector<double>>& backward) {
+  const auto stages = static_cast<int64_t>(forward.size());
+  if (stages < 1 || backward.size() != forward.size() || forward.front().empty()) {
+    throw std::invalid_argument("a pass time for every stage and chunk");
+  }
+  const auto chunks = static_cast<int64_t>(forward.front().size());
+  const int64_t settled = (chunks + 4) * stages;
+  if (micro_batches <= settled + stages) return play(micro_batches, forward, backward);
+  const double at_settled = play(settled, forward, backward);
+  const double one_round_more = play(settled + stages, forward, backward);
+  const double rounds =
+      static_cast<double>(micro_batches - settled - stages) / static_cast<double>(stages);
+  return one_round_more + rounds * (one_round_more - at_settled);
 }
 
 }  // namespace rematlab::parallel
