@@ -74,7 +74,8 @@ TEST(LayoutSegments, ASegmentListForAllIsCutAtTheStagesEdges) {
   expect_same_figures(whole, evaluate_run(config, "stages:segments:a0-m0,m5/segments:a0,m5"));
   std::vector<std::string> unsaid;
   EXPECT_EQ(rematlab_policy(whole.layout, unsaid), "stages:segments:a0-m0,m5/segments:a0,m5");
-  // The first half of the chain recomputed: the first stage under every:1, the second none.
+  // The first half of the chain one recomputed segment: the first stage's six blocks as one
+  // (its every:6), the second stage nothing.
   expect_same_figures(evaluate_run(config, "segments:a0-m5"),
                       evaluate_run(config, "stages:segments:a0-m5/none"));
   EXPECT_EQ(evaluate_run(config, "segments:a0-m5").stages[1].checkpoint, "none");
@@ -110,6 +111,12 @@ TEST(LayoutSegments, AStagesSegmentListIsItsChunksEstimateHeldInFlight) {
   EXPECT_GT(planned.stages[0].microbatch_s, none.stages[0].microbatch_s);
   EXPECT_LT(planned.stages[0].microbatch_s, every.stages[0].microbatch_s);
   EXPECT_TRUE(planned.recomputes);
+  // The first stage sets the pace: it idles the pipeline's bubble, the faster last stage more.
+  EXPECT_DOUBLE_EQ(planned.stages[0].idle_s, planned.time.bubble);
+  EXPECT_NEAR(planned.stages[1].idle_s - planned.stages[0].idle_s,
+              static_cast<double>(config.accum) *
+                  (planned.stages[0].microbatch_s - planned.stages[1].microbatch_s),
+              1e-12);
 }
 
 // Interleaved: rank 0 holds chunks 0 and 2, rank 1 chunks 1 and 3, 3 blocks each. Recomputing

@@ -288,7 +288,7 @@ TEST(PipelineSchedule, APeakWithEachBackwardsRiseIsTheOrdersHighest) {
   for (int64_t stages : {1, 2, 3, 4}) {
     for (int64_t chunks : {1, 2, 3}) {
       if (chunks > 1 && stages == 1) continue;
-      for (int64_t micro : {stages, 2 * stages, 3 * stages}) {
+      for (int64_t micro : {stages, 2 * stages, 3 * stages, 7 * stages}) {
         const parallel::PipelineSchedule schedule(stages, chunks, micro);
         const std::vector<int64_t> own_saved(saved.begin(), saved.begin() + chunks);
         const std::vector<int64_t> own_rises(rises.begin(), rises.begin() + chunks);

@@ -182,6 +182,7 @@ StepFlops flops_of_step(const Architecture& arch, int64_t tokens_per_step,
   StepFlops flops;
   flops.model = (forward + backward) * tokens;
   flops.hardware = flops.model + recomputed_per_token(arch, plan, sequence_parallel) * tokens;
+  flops.forward = forward * tokens;
   return flops;
 }
 
@@ -199,7 +200,7 @@ StepFlops rank_step_flops(const Architecture& arch, int64_t tokens_per_step,
   const double ranks = static_cast<double>(tp);
   const double tokens = static_cast<double>(tokens_per_step);
   const double d = static_cast<double>(arch.d_model);
-  StepFlops rank{whole.model / ranks, whole.hardware / ranks};
+  StepFlops rank{whole.model / ranks, whole.hardware / ranks, whole.forward / ranks};
   if (arch.kv_heads % tp != 0) {
     // Forward and backward (3×) of the k and v projections the other ranks would have run
     // (adapters are not split over tensor ranks: run and estimate refuse LoRA with --tp).

@@ -20,6 +20,7 @@ namespace rematlab::estimate {
 struct StepFlops {
   double model = 0.0;     // forward + backward, independent of the plan
   double hardware = 0.0;  // model + recomputation under the plan
+  double forward = 0.0;   // of model, the forward's (a third when every weight trains)
 };
 
 // Forward FLOPs per token of one block (projections, MLP and attention scores).

@@ -170,6 +170,9 @@ struct StageFigures {
   int64_t in_flight = 0;  // micro-batch chunks whose activations it holds at its peak
   MemoryParts memory;
   double microbatch_s = 0.0;  // forward and backward of one micro-batch on this stage
+  // Of a pipeline's step, the time the stage waits on its neighbours (the fill and drain, and a
+  // slower stage's pace): the step's walked orders less its own micro-batches.
+  double idle_s = 0.0;
 };
 
 struct LayoutEvaluation {

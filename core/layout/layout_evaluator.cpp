@@ -147,8 +147,8 @@ estimate::StepFlops LayoutEvaluator::stage_flops(const Layout& layout, const Sta
         chunk_flops(layout, stage.chunks[chunk], chunk_policy(policy, chunk), embedding, head);
     stage_flops.model += flops.model;
     stage_flops.hardware += flops.hardware;
-    work.forward_share.push_back(flops.model / 3.0);  // backward's matmuls are twice forward's
-    work.backward_share.push_back(flops.hardware - flops.model / 3.0);  // and the recomputation
+    work.forward_share.push_back(flops.forward);
+    work.backward_share.push_back(flops.hardware - flops.forward);  // with the recomputation
   }
   for (size_t chunk = 0; chunk < stage.chunks.size(); ++chunk) {
     work.forward_share[chunk] /= stage_flops.hardware;

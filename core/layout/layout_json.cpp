@@ -44,7 +44,8 @@ nlohmann::json to_json(const LayoutEvaluation& evaluation) {
                       {"layers", stage.layers},
                       {"in_flight", stage.in_flight},
                       {"memory_bytes", to_json(stage.memory)},
-                      {"microbatch_s", json_number(stage.microbatch_s)}});
+                      {"microbatch_s", json_number(stage.microbatch_s)},
+                      {"idle_s", json_number(stage.idle_s)}});
   }
   nlohmann::json json = {{"tp", layout.tp},
                          {"pp", layout.pp},

@@ -89,7 +89,13 @@ void LayoutEvaluator::finish_step(const Layout& layout, const Placed& placed,
   time.data = m * one.data;
   time.offload = m * one.offload;
   // The stages' orders played against one another, each chunk's passes at their own times.
-  if (layout.pp > 1) time.bubble = std::max(0.0, walked_step(layout, placed) - m * placed.slowest);
+  if (layout.pp > 1) {
+    const double walked = walked_step(layout, placed);
+    time.bubble = std::max(0.0, walked - m * placed.slowest);
+    for (StageFigures& stage : result.stages) {
+      stage.idle_s = std::max(0.0, walked - m * stage.microbatch_s);
+    }
+  }
   double step_s = m * placed.slowest + time.bubble;
 
   const std::vector<StateGroup> groups =

@@ -135,36 +135,22 @@ int64_t PipelineSchedule::peak_with_backward(int64_t stages, int64_t stage, int6
     most = std::max(most, held + rises[chunk]);
     held -= saved[chunk];
   };
-  // The whole order (the planner asks this only of stages given such policies): the passes left
-  // after the last forward may rise higher than any before.
   while (forwards < leading) forward();
-  while (forwards < units) {
+  // Each pair adds forward k's chunk and drops backward k − leading's, both of which repeat every
+  // P·V pairs: so do the passes held and each backward's rise. One period is walked; the drain
+  // then starts from where the last pair leaves the period.
+  const int64_t pairs = units - leading;
+  const int64_t period = stages * chunks;
+  std::vector<int64_t> held_after{held};  // after 0, 1, … pairs of the period
+  for (int64_t pair = 0; pair < std::min(pairs, period); ++pair) {
     forward();
     backward();
+    held_after.push_back(held);
   }
-  while (backwards < units) backward();
+  held = held_after[static_cast<std::size_t>(pairs <= period ? pairs : pairs % period)];
+  backwards = pairs;
+  while (backwards < units) backward();  // the drain, which may rise higher than any pair
   return most;
-}
-
-const std::vector<std::vector<PipelineAction>>& PipelineSchedule::orders_of(int64_t stages,
-                                                                            int64_t chunks,
-                                                                            int64_t micro_batches) {
-  // The layout planner plays a few shapes for many layouts, on each search's own thread.
-  thread_local std::map<std::tuple<int64_t, int64_t, int64_t>,
-                        std::vector<std::vector<PipelineAction>>>
-      kept;
-  const auto key = std::make_tuple(stages, chunks, micro_batches);
-  auto found = kept.find(key);
-  if (found != kept.end()) return found->second;
-  if (kept.size() >= 2048) kept.clear();
-  const PipelineSchedule schedule(stages, chunks, micro_batches);
-  std::vector<std::vector<PipelineAction>> orders(static_cast<std::size_t>(stages));
-  for (int64_t stage = 0; stage < stages; ++stage) {
-    for (int64_t index = 0; index < schedule.length(); ++index) {
-      orders[static_cast<std::size_t>(stage)].push_back(schedule.action(stage, index));
-    }
-  }
-  return kept.emplace(key, std::move(orders)).first->second;
 }
 
 double PipelineSchedule::play(int64_t micro_batches,
@@ -172,14 +158,11 @@ double PipelineSchedule::play(int64_t micro_batches,
                               const std::vector<std::vector<double>>& backward) {
   const auto stages = static_cast<int64_t>(forward.size());
   const auto chunks = static_cast<int64_t>(forward.front().size());
-  const std::vector<std::vector<PipelineAction>>& orders = orders_of(stages, chunks, micro_batches);
+  const PipelineSchedule schedule(stages, chunks, micro_batches);
   const int64_t passes = stages * chunks;  // the chain's chunks
-  // When each chain chunk's forward and backward of each micro-batch ended (< 0: not yet); kept
-  // between calls, as the layout planner plays thousands.
-  thread_local std::vector<double> forward_end;
-  thread_local std::vector<double> backward_end;
-  forward_end.assign(static_cast<std::size_t>(passes * micro_batches), -1.0);
-  backward_end.assign(forward_end.size(), -1.0);
+  // When each chain chunk's forward and backward of each micro-batch ended (< 0: not yet).
+  std::vector<double> forward_end(static_cast<std::size_t>(passes * micro_batches), -1.0);
+  std::vector<double> backward_end(forward_end.size(), -1.0);
   auto at = [micro_batches](int64_t chain_chunk, int64_t micro_batch) {
     return static_cast<std::size_t>(chain_chunk * micro_batches + micro_batch);
   };
@@ -191,9 +174,8 @@ double PipelineSchedule::play(int64_t micro_batches,
     moved = false;
     for (int64_t stage = 0; stage < stages; ++stage) {
       const auto s = static_cast<std::size_t>(stage);
-      const std::vector<PipelineAction>& order = orders[s];
-      for (; next[s] < static_cast<int64_t>(order.size()); ++next[s]) {
-        const PipelineAction& action = order[static_cast<std::size_t>(next[s])];
+      for (; next[s] < schedule.length(); ++next[s]) {
+        const PipelineAction action = schedule.action(stage, next[s]);
         const int64_t chain_chunk = action.chunk * stages + stage;
         const int64_t m = action.micro_batch;
         const double ready = action.forward
@@ -208,10 +190,9 @@ double PipelineSchedule::play(int64_t micro_batches,
       }
     }
   }
-  for (std::size_t stage = 0; stage < next.size(); ++stage) {
-    if (next[stage] < static_cast<int64_t>(orders[stage].size())) {
+  for (const int64_t played : next) {
+    if (played < schedule.length())
       throw std::logic_error("a pipeline order that waits in a cycle");
-    }
   }
   return *std::max_element(free.begin(), free.end());
 }
@@ -220,9 +201,13 @@ double PipelineSchedule::walked_step_seconds(int64_t micro_batches,
                                              const std::vector<std::vector<double>>& forward,
                                              const std::vector<std::vector<double>>& backward) {
   const auto stages = static_cast<int64_t>(forward.size());
-  if (stages < 1 || backward.size() != forward.size() || forward.front().empty()) {
-    throw std::invalid_argument("a pass time for every stage and chunk");
-  }
+  const bool whole =
+      stages >= 1 && backward.size() == forward.size() && !forward.front().empty() &&
+      std::all_of(forward.begin(), forward.end(),
+                  [&](const auto& row) { return row.size() == forward[0].size(); }) &&
+      std::all_of(backward.begin(), backward.end(),
+                  [&](const auto& row) { return row.size() == forward[0].size(); });
+  if (!whole) throw std::invalid_argument("a pass time for every stage and chunk");
   const auto chunks = static_cast<int64_t>(forward.front().size());
   const int64_t settled = (chunks + 4) * stages;
   if (micro_batches <= settled + stages) return play(micro_batches, forward, backward);
