@@ -1,7 +1,9 @@
 #include "parallel/pipeline_schedule.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <tuple>
 #include <utility>
@@ -153,20 +155,76 @@ int64_t PipelineSchedule::peak_with_backward(int64_t stages, int64_t stage, int6
   return most;
 }
 
+namespace {
+
+// One action of a stage's order, as the walk reads it.
+struct Pass {
+  int32_t chunk = 0;
+  int32_t micro_batch = 0;
+  bool forward = true;
+};
+using Orders = std::vector<std::vector<Pass>>;
+
+// Every stage's order for the walk. The layout planner walks a few shapes for many layouts (each
+// search on its own thread): orders are kept per thread up to 2^21 passes in all (24 MiB), and
+// all let go when one more would pass that; an order larger than that is made for its walk
+// alone.
+std::shared_ptr<const Orders> orders_for(int64_t stages, int64_t chunks, int64_t micro_batches) {
+  constexpr int64_t kMostKept = int64_t{1} << 23;
+  thread_local std::map<std::tuple<int64_t, int64_t, int64_t>, std::shared_ptr<const Orders>> kept;
+  thread_local int64_t kept_passes = 0;
+  const auto key = std::make_tuple(stages, chunks, micro_batches);
+  const auto found = kept.find(key);
+  if (found != kept.end()) return found->second;
+  const PipelineSchedule schedule(stages, chunks, micro_batches);
+  auto orders = std::make_shared<Orders>(static_cast<std::size_t>(stages));
+  for (int64_t stage = 0; stage < stages; ++stage) {
+    auto& order = (*orders)[static_cast<std::size_t>(stage)];
+    order.reserve(static_cast<std::size_t>(schedule.length()));
+    for (int64_t index = 0; index < schedule.length(); ++index) {
+      const PipelineAction action = schedule.action(stage, index);
+      order.push_back({static_cast<int32_t>(action.chunk), static_cast<int32_t>(action.micro_batch),
+                       action.forward});
+    }
+  }
+  const int64_t passes = stages * schedule.length();
+  if (passes > kMostKept) return orders;
+  if (kept_passes + passes > kMostKept) {
+    kept.clear();
+    kept_passes = 0;
+  }
+  kept_passes += passes;
+  return kept.emplace(key, std::move(orders)).first->second;
+}
+
+}  // namespace
+
 double PipelineSchedule::play(int64_t micro_batches,
                               const std::vector<std::vector<double>>& forward,
                               const std::vector<std::vector<double>>& backward) {
   const auto stages = static_cast<int64_t>(forward.size());
   const auto chunks = static_cast<int64_t>(forward.front().size());
-  const PipelineSchedule schedule(stages, chunks, micro_batches);
+  const std::shared_ptr<const Orders> orders = orders_for(stages, chunks, micro_batches);
   const int64_t passes = stages * chunks;  // the chain's chunks
-  // When each chain chunk's forward and backward of each micro-batch ended (< 0: not yet).
-  std::vector<double> forward_end(static_cast<std::size_t>(passes * micro_batches), -1.0);
-  std::vector<double> backward_end(forward_end.size(), -1.0);
+  // When each chain chunk's forward and backward of each micro-batch ended (< 0: not yet): one
+  // buffer a thread for the thousands of walks of a search, let go after a walk of more than
+  // 2^20 passes.
+  thread_local std::vector<double> forward_end;
+  thread_local std::vector<double> backward_end;
+  forward_end.assign(static_cast<std::size_t>(passes * micro_batches), -1.0);
+  backward_end.assign(forward_end.size(), -1.0);
+  struct LetGo {
+    ~LetGo() {
+      if (forward_end.size() > (std::size_t{1} << 20)) {
+        std::vector<double>().swap(forward_end);
+        std::vector<double>().swap(backward_end);
+      }
+    }
+  } let_go;
   auto at = [micro_batches](int64_t chain_chunk, int64_t micro_batch) {
     return static_cast<std::size_t>(chain_chunk * micro_batches + micro_batch);
   };
-  std::vector<int64_t> next(static_cast<std::size_t>(stages), 0);
+  std::vector<std::size_t> next(static_cast<std::size_t>(stages), 0);
   std::vector<double> free(static_cast<std::size_t>(stages), 0.0);
   // Each stage runs its order as far as its neighbours allow, in turns, until all have run it
   // (the order never waits in a cycle: tests/test_pipeline.cpp).
@@ -174,25 +232,27 @@ double PipelineSchedule::play(int64_t micro_batches,
     moved = false;
     for (int64_t stage = 0; stage < stages; ++stage) {
       const auto s = static_cast<std::size_t>(stage);
-      for (; next[s] < schedule.length(); ++next[s]) {
-        const PipelineAction action = schedule.action(stage, next[s]);
-        const int64_t chain_chunk = action.chunk * stages + stage;
-        const int64_t m = action.micro_batch;
-        const double ready = action.forward
+      const std::vector<Pass>& order = (*orders)[s];
+      for (; next[s] < order.size(); ++next[s]) {
+        const Pass& pass = order[next[s]];
+        const int64_t chain_chunk = pass.chunk * stages + stage;
+        const int64_t m = pass.micro_batch;
+        const double ready = pass.forward
                                  ? (chain_chunk == 0 ? 0.0 : forward_end[at(chain_chunk - 1, m)])
                              : chain_chunk + 1 == passes ? forward_end[at(chain_chunk, m)]
                                                          : backward_end[at(chain_chunk + 1, m)];
         if (ready < 0.0) break;
-        const auto c = static_cast<std::size_t>(action.chunk);
-        free[s] = std::max(free[s], ready) + (action.forward ? forward[s][c] : backward[s][c]);
-        (action.forward ? forward_end : backward_end)[at(chain_chunk, m)] = free[s];
+        const auto c = static_cast<std::size_t>(pass.chunk);
+        free[s] = std::max(free[s], ready) + (pass.forward ? forward[s][c] : backward[s][c]);
+        (pass.forward ? forward_end : backward_end)[at(chain_chunk, m)] = free[s];
         moved = true;
       }
     }
   }
-  for (const int64_t played : next) {
-    if (played < schedule.length())
+  for (std::size_t stage = 0; stage < next.size(); ++stage) {
+    if (next[stage] < (*orders)[stage].size()) {
       throw std::logic_error("a pipeline order that waits in a cycle");
+    }
   }
   return *std::max_element(free.begin(), free.end());
 }
