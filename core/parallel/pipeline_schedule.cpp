@@ -170,7 +170,7 @@ using Orders = std::vector<std::vector<Pass>>;
 // all let go when one more would pass that; an order larger than that is made for its walk
 // alone.
 std::shared_ptr<const Orders> orders_for(int64_t stages, int64_t chunks, int64_t micro_batches) {
-  constexpr int64_t kMostKept = int64_t{1} << 23;
+  constexpr int64_t kMostKept = int64_t{1} << 21;
   thread_local std::map<std::tuple<int64_t, int64_t, int64_t>, std::shared_ptr<const Orders>> kept;
   thread_local int64_t kept_passes = 0;
   const auto key = std::make_tuple(stages, chunks, micro_batches);
