@@ -40,4 +40,34 @@ inline nlohmann::json run_planned_layout(const nlohmann::json& plan, size_t rank
   return run;
 }
 
+// The same for a pipeline, stage by stage: rank s (one a stage) against the layout's stage s,
+// its model states to the byte and its activations within 5 %. The run's JSON, or empty.
+inline nlohmann::json run_planned_stages(const nlohmann::json& plan, size_t stages) {
+  const std::string command = plan["exports"]["rematlab"]["text"];
+  const auto ran =
+      cli(command.substr(std::string("rematlab-cli ").size()) + " --steps 3 --threads 1 --json");
+  if (ran.exit_code != 0) {
+    ADD_FAILURE() << command << "\n" << ran.err;
+    return {};
+  }
+  const nlohmann::json run = last_line_json(ran.out);
+  if (run["ranks"].size() != stages) {
+    ADD_FAILURE() << run["ranks"].size() << " ranks for " << stages << " stages";
+    return {};
+  }
+  for (size_t stage = 0; stage < stages; ++stage) {
+    const nlohmann::json& predicted = plan["layouts"][0]["stages"][stage]["memory_bytes"];
+    const nlohmann::json& rank = run["ranks"][stage];
+    const double states = predicted["weights"].get<double>() +
+                          predicted["gradients"].get<double>() + predicted["master"].get<double>() +
+                          predicted["optimizer"].get<double>();
+    EXPECT_EQ(rank["model_state_bytes"].get<double>(), states) << "stage " << stage;
+    EXPECT_NEAR(
+        rank["peak_activation_bytes"].get<double>() / predicted["activations"].get<double>(), 1.0,
+        0.05)
+        << "stage " << stage;
+  }
+  return run;
+}
+
 }  // namespace rematlab::testing

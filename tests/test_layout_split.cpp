@@ -20,6 +20,7 @@
 #include "layout/layout_search.h"
 #include "layout/run_layout.h"
 #include "model/model_config.h"
+#include "planned_run.h"
 
 namespace rematlab::layout {
 namespace {
@@ -192,23 +193,7 @@ TEST(LayoutSplit, EachRankOfTheExportedRunMeasuresItsStage) {
   EXPECT_EQ(best["split"], (std::vector<int64_t>{3, 1}));
   const std::string command = plan["exports"]["rematlab"]["text"];
   ASSERT_NE(command.find("--pp-split 3,1"), std::string::npos) << command;
-  const auto ran =
-      cli(command.substr(std::string("rematlab-cli ").size()) + " --steps 3 --threads 1 --json");
-  ASSERT_EQ(ran.exit_code, 0) << command << "\n" << ran.err;
-  const nlohmann::json run = last_line_json(ran.out);
-  ASSERT_EQ(run["ranks"].size(), 2u);
-  for (size_t stage = 0; stage < 2; ++stage) {
-    const nlohmann::json& predicted = best["stages"][stage]["memory_bytes"];
-    const nlohmann::json& rank = run["ranks"][stage];
-    const double states = predicted["weights"].get<double>() +
-                          predicted["gradients"].get<double>() + predicted["master"].get<double>() +
-                          predicted["optimizer"].get<double>();
-    EXPECT_EQ(rank["model_state_bytes"].get<double>(), states) << "stage " << stage;
-    EXPECT_NEAR(
-        rank["peak_activation_bytes"].get<double>() / predicted["activations"].get<double>(), 1.0,
-        0.05)
-        << "stage " << stage;
-  }
+  testing::run_planned_stages(plan, 2);
 }
 
 TEST(LayoutSplit, ASplitThatCannotBeIsOneLineExitTwo) {

@@ -139,22 +139,22 @@ estimate::StepFlops LayoutEvaluator::chunk_flops(const Layout& layout, int64_t c
 
 estimate::StepFlops LayoutEvaluator::stage_flops(const Layout& layout, const Stage& stage,
                                                  int64_t policy, StageWork& work) {
-  estimate::StepFlops stage_flops;
+  estimate::StepFlops total;
   for (size_t chunk = 0; chunk < stage.chunks.size(); ++chunk) {
     const bool head = stage.head && chunk + 1 == stage.chunks.size();
     const bool embedding = stage.embedding && chunk == 0;
     const estimate::StepFlops flops =
         chunk_flops(layout, stage.chunks[chunk], chunk_policy(policy, chunk), embedding, head);
-    stage_flops.model += flops.model;
-    stage_flops.hardware += flops.hardware;
+    total.model += flops.model;
+    total.hardware += flops.hardware;
     work.forward_share.push_back(flops.forward);
     work.backward_share.push_back(flops.hardware - flops.forward);  // with the recomputation
   }
   for (size_t chunk = 0; chunk < stage.chunks.size(); ++chunk) {
-    work.forward_share[chunk] /= stage_flops.hardware;
-    work.backward_share[chunk] /= stage_flops.hardware;
+    work.forward_share[chunk] /= total.hardware;
+    work.backward_share[chunk] /= total.hardware;
   }
-  return stage_flops;
+  return total;
 }
 
 LayoutEvaluator::StageWork LayoutEvaluator::make_stage_work(const Layout& layout,
